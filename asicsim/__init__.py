@@ -1,0 +1,26 @@
+"""asicsim: a bit-accurate reduced-precision accelerator emulator.
+
+>>> import asicsim as sim
+>>> float(sim.quantize(1.0 + 2.0**-9, "bf16"))
+1.0
+"""
+
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
+
+from .numerics import BlockFormat as BlockFormat
+from .numerics import FloatFormat as FloatFormat
+from .numerics import FormatError as FormatError
+from .numerics import IntFormat as IntFormat
+from .numerics import RoundMode as RoundMode
+from .numerics import Scaling as Scaling
+from .numerics import block_scales as block_scales
+from .numerics import decode as decode
+from .numerics import encode as encode
+from .numerics import quantize as quantize
+from .numerics.catalog import get_format as format  # noqa: A001 -- the documented public name
+
+try:
+    __version__ = _version("asicsim")
+except PackageNotFoundError:  # running from a source tree without installation
+    __version__ = "0.0.0+unknown"

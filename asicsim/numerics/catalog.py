@@ -1,0 +1,235 @@
+"""Format names: the ``e{E}m{M}`` / ``int{N}`` / ``q{I}.{F}`` grammar and the TOML catalog.
+
+``get_format`` accepts a spec, a catalog name or alias, a grammar name, or a path to a TOML file
+written like the ones in ``formats/``. Names follow ml_dtypes: ``float8_e4m3fn`` is the same spec
+as ``e4m3fn`` (OCP E4M3, max 448), while a bare ``e4m3`` is IEEE-like (max 240).
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from .formats import (
+    BlockFormat,
+    FloatFormat,
+    Format,
+    FormatError,
+    IntFormat,
+    default_bias,
+)
+
+_FLOAT_RE = re.compile(
+    r"^(?:float(?P<w>\d+)_)?e(?P<e>\d+)m(?P<m>\d+)(?:b(?P<b1>\d+))?(?P<suf>fnuz|fnu|fn)?(?:b(?P<b2>\d+))?$"
+)
+_INT_RE = re.compile(r"^(?P<u>u?)int(?P<n>\d+)$")
+_FIXED_RE = re.compile(r"^(?P<u>u?)q(?P<i>\d+)\.(?P<f>\d+)$")
+
+_FLOAT_KEYS = {"exp_bits", "man_bits", "bias", "nan", "signed", "subnormals", "has_zero", "saturate"}
+_INT_KEYS = {"bits", "signed", "frac_bits", "symmetric", "saturate"}
+_BLOCK_KEYS = {"element", "scale", "block_size", "scale_rule"}
+_COMMON_KEYS = {"name", "aliases", "kind", "spec", "description", "source"}
+
+
+def catalog_dir() -> Path:
+    """The shipped ``formats/`` folder (inside the wheel, or at the repository root)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_catalog" / "formats", here.parent / "formats"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("asicsim's formats/ catalog is missing from this installation")
+
+
+def parse_name(name: str) -> Format:
+    """Build a spec from the grammar alone (no catalog)."""
+    key = name.strip().lower()
+    if m := _FLOAT_RE.match(key):
+        e, mant = int(m["e"]), int(m["m"])
+        suffix = m["suf"] or ""
+        signed = suffix != "fnu"
+        bits = int(signed) + e + mant
+        if m["w"] is not None and int(m["w"]) != bits:
+            raise FormatError(
+                f"format name {name!r}: prefix says {m['w']} bits but e{e}m{mant} "
+                f"{'un' if not signed else ''}signed has {bits}"
+            )
+        if suffix == "":
+            nan = "ieee"
+        elif suffix == "fnuz":
+            nan = "negzero"
+        else:  # fn / fnu: one NaN at all-ones for 8 bits and wider, none below (ml_dtypes/LLVM)
+            nan = "ones" if bits >= 8 else "none"
+        if m["b1"] and m["b2"]:
+            raise FormatError(f"format name {name!r}: the bias is given twice")
+        bias_text = m["b1"] or m["b2"]
+        bias = int(bias_text) if bias_text else default_bias(e, nan)
+        pure_exponent = not signed and mant == 0  # e8m0fnu: no zero, no subnormals
+        return FloatFormat(
+            name=key,
+            exp_bits=e,
+            man_bits=mant,
+            bias=bias,
+            nan=nan,
+            signed=signed,
+            subnormals=not pure_exponent,
+            has_zero=not pure_exponent,
+        )
+    if m := _INT_RE.match(key):
+        return IntFormat(name=key, bits=int(m["n"]), signed=not m["u"])
+    if m := _FIXED_RE.match(key):
+        signed = not m["u"]
+        i, f = int(m["i"]), int(m["f"])
+        return IntFormat(name=key, bits=int(signed) + i + f, signed=signed, frac_bits=f)
+    raise _NoGrammarMatch(f"unknown format {name!r}")
+
+
+class _NoGrammarMatch(FormatError):
+    """The name fits none of the grammar's patterns (as opposed to fitting with bad values)."""
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise FormatError(f"{where}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _spec_from_table(table: dict[str, Any], where: str, resolve) -> Format:
+    """Turn one catalog table (a parsed TOML file) into a spec."""
+    kind = table.get("kind")
+    if kind not in ("float", "int", "block"):
+        raise FormatError(f"{where}: field 'kind' = {kind!r}; allowed: 'float', 'int', 'block'")
+    name = table.get("name")
+    if not isinstance(name, str) or not name:
+        raise FormatError(f"{where}: field 'name' must be a non-empty string, got {name!r}")
+    extra = {"description": table.get("description", ""), "source": table.get("source", "")}
+    own = {"float": _FLOAT_KEYS, "int": _INT_KEYS, "block": _BLOCK_KEYS}[kind]
+    _check_keys(table, _COMMON_KEYS | own, where)
+    params = {k: table[k] for k in own if k in table}
+    try:
+        if kind == "block":
+            element = params.pop("element", None)
+            if isinstance(element, dict):
+                element = _spec_from_table(
+                    {"name": f"{name}.element", **element}, f"{where} [element]", resolve
+                )
+            elif isinstance(element, str):
+                element = resolve(element)
+            else:
+                raise FormatError(f"{where}: field 'element' must be a format name or a table")
+            scale = resolve(params.pop("scale", "float8_e8m0fnu"))
+            if params.get("block_size") == "tensor":  # TOML has no null: one scale per tensor
+                params["block_size"] = None
+            return BlockFormat(name=name, element=element, scale=scale, **params, **extra)
+        base = parse_name(table["spec"]) if "spec" in table else None
+        if base is not None and base.kind != kind:
+            raise FormatError(f"{where}: spec {table['spec']!r} is a {base.kind} format, not {kind}")
+        if kind == "float":
+            fields = (
+                {k: getattr(base, k) for k in _FLOAT_KEYS} if base else {"nan": "ieee"}
+            ) | params
+            if "bias" not in fields and "exp_bits" in fields:
+                fields["bias"] = default_bias(fields["exp_bits"], fields.get("nan", "ieee"))
+            return FloatFormat(name=name, **fields, **extra)
+        fields = ({k: getattr(base, k) for k in _INT_KEYS} if base else {}) | params
+        return IntFormat(name=name, **fields, **extra)
+    except TypeError as err:  # a missing or mistyped field
+        raise FormatError(f"{where}: {err}") from None
+
+
+def load_format_file(path: str | Path) -> Format:
+    """Read one format TOML file (see ``formats/*.toml``)."""
+    path = Path(path)
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise FormatError(f"{path}: not valid TOML: {err}") from None
+    return _spec_from_table(table, str(path), get_format)
+
+
+@functools.cache
+def _catalog() -> tuple[dict[str, Format], dict[str, str]]:
+    """All shipped formats by canonical name, and every alias -> canonical name."""
+    specs: dict[str, Format] = {}
+    names: dict[str, str] = {}
+    tables = {}
+    for path in sorted(catalog_dir().glob("*.toml")):
+        table = tomllib.loads(path.read_text())
+        tables[table["name"]] = (path, table)
+        for alias in [table["name"], *table.get("aliases", [])]:
+            key = alias.lower()
+            if key in names:
+                raise FormatError(f"{path}: alias {alias!r} is already used by {names[key]!r}")
+            names[key] = table["name"]
+
+    def resolve(name: str) -> Format:
+        canonical = names.get(name.lower())
+        if canonical is None:
+            return parse_name(name)
+        if canonical not in specs:
+            path, table = tables[canonical]
+            specs[canonical] = _spec_from_table(table, str(path), resolve)
+        return specs[canonical]
+
+    for canonical in tables:
+        resolve(canonical)
+    return specs, names
+
+
+def catalog() -> dict[str, Format]:
+    """The shipped formats, by canonical name."""
+    return dict(_catalog()[0])
+
+
+def aliases() -> dict[str, str]:
+    """Every shipped name and alias (lower case) -> canonical name."""
+    return dict(_catalog()[1])
+
+
+@functools.lru_cache(maxsize=1024)
+def _get_by_name(name: str) -> Format:
+    specs, names = _catalog()
+    canonical = names.get(name.lower())
+    if canonical is not None:
+        return specs[canonical]
+    try:
+        spec = parse_name(name)
+    except _NoGrammarMatch:
+        close = difflib.get_close_matches(name.lower(), list(names), n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise FormatError(
+            f"unknown format {name!r}{hint} (names: `asicsim formats`; grammar: "
+            "e{E}m{M}[fn|fnuz|fnu][b{bias}], int{N}, uint{N}, q{I}.{F}, uq{I}.{F}; "
+            "or a path to a .toml file)"
+        ) from None
+    # A grammar name that matches a catalog spec returns the catalog entry (same spec, its name).
+    for known in specs.values():
+        if _same_numbers(known, spec):
+            return known
+    return spec
+
+
+def _same_numbers(a: Format, b: Format) -> bool:
+    if a.kind != b.kind or a.kind == "block":
+        return False
+    keys = _FLOAT_KEYS if a.kind == "float" else _INT_KEYS
+    return all(getattr(a, k) == getattr(b, k) for k in keys)
+
+
+def get_format(fmt: str | Path | Format) -> Format:
+    """Resolve a spec, catalog name/alias, grammar name or TOML path to a frozen spec."""
+    if isinstance(fmt, (FloatFormat, IntFormat, BlockFormat)):
+        return fmt
+    if isinstance(fmt, Path) or (isinstance(fmt, str) and fmt.endswith(".toml")):
+        path = Path(fmt)
+        if not path.is_file():
+            raise FormatError(f"format file {str(path)!r} does not exist")
+        return load_format_file(path)
+    if not isinstance(fmt, str):
+        raise FormatError(
+            f"format must be a name, a path or a spec, got {type(fmt).__name__}: {fmt!r}"
+        )
+    return _get_by_name(fmt)

@@ -1,0 +1,194 @@
+"""``encode`` / ``decode``: values to and from the bit patterns the hardware stores.
+
+Codes are the smallest unsigned dtype that holds the format (uint8 / uint16 / uint32), with the
+format's bits in the low end (sign, exponent, mantissa from the top; two's complement for
+integers). Block formats encode to ``(element_codes, scale_codes)``, with the element codes
+grouped as ``(groups, block_size)`` and one scale code per group.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .catalog import get_format
+from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .quantize import quantize
+from .rounding import F32, Carrier
+from .scaling import _grouped, resolve_scaling
+
+
+def code_dtype(bits: float):
+    for width, dtype in ((8, jnp.uint8), (16, jnp.uint16), (32, jnp.uint32)):
+        if bits <= width:
+            return dtype
+    raise ValueError(f"no code dtype holds {bits} bits")
+
+
+# --- floats -------------------------------------------------------------------------------------
+
+
+def nan_code(spec: FloatFormat) -> int:
+    """The code ``encode`` writes for NaN (positive NaN where there are two)."""
+    e_all, m_bits = (1 << spec.exp_bits) - 1, spec.man_bits
+    if spec.nan == "ieee":
+        return (e_all << m_bits) | (1 << max(m_bits - 1, 0))
+    if spec.nan == "ones":
+        return (e_all << m_bits) | ((1 << m_bits) - 1)
+    if spec.nan == "negzero":
+        return 1 << (spec.bits - 1)
+    return 1 << (spec.bits - 1)  # no NaN code: ml_dtypes writes -0 here, and so do we
+
+
+def encode_float_bits(xp, c: Carrier, v, spec: FloatFormat):
+    """Codes of carrier bits ``v`` that already hold representable values (or NaN/inf)."""
+    u = v.dtype.type
+    i = xp.int32 if c.width == 32 else xp.int64
+    a = v & u(c.sign - 1)
+    neg = (v >> u(c.width - 1)).astype(i)
+    exp = (a >> u(c.man)).astype(i)
+    frac = a & u((1 << c.man) - 1)
+    sig = xp.where(exp > 0, frac | u(1 << c.man), frac)
+    unbiased = exp - c.bias
+    normal = unbiased >= spec.emin
+    e_field = xp.where(normal, unbiased + spec.bias, 0)
+    shift = xp.clip(spec.emin - spec.man_bits + c.bias + c.man - xp.maximum(exp, 1), 0, c.width - 1)
+    m_field = xp.where(normal, frac >> u(c.man - spec.man_bits), sig >> shift.astype(v.dtype))
+    if not spec.subnormals:  # e8m0: every exponent field is a normal number
+        e_field = xp.where(normal, e_field, 0)
+    code = (e_field.astype(i) << spec.man_bits) | m_field.astype(i)
+    if spec.signed:
+        code = code | (neg << (spec.bits - 1))
+    code = xp.where(a > u(c.inf), nan_code(spec), code)
+    if spec.has_inf:
+        inf_code = ((1 << spec.exp_bits) - 1) << spec.man_bits
+        code = xp.where(a == u(c.inf), inf_code | (neg << (spec.bits - 1)), code)
+    if spec.nan == "negzero":
+        code = xp.where(code == (1 << (spec.bits - 1)), 0, code)  # -0 does not exist
+        code = xp.where(a > u(c.inf), nan_code(spec), code)
+    return code
+
+
+def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
+    """Carrier bits of the values of integer ``code`` (unsigned array) in ``spec``."""
+    u = np.uint32 if c.width == 32 else np.uint64
+    i = xp.int32 if c.width == 32 else xp.int64
+    code = code.astype(u)
+    m_mask = (1 << spec.man_bits) - 1
+    e_all = (1 << spec.exp_bits) - 1
+    man = code & u(m_mask)
+    e_field = ((code >> u(spec.man_bits)) & u(e_all)).astype(i)
+    neg = ((code >> u(spec.bits - 1)) & u(1)) if spec.signed else xp.zeros_like(code)
+    zero_exp = (e_field == 0) & bool(spec.subnormals or spec.has_zero)
+    # Normal: exponent re-biased, mantissa widened.
+    exp_c = e_field - spec.bias + c.bias
+    normal = (exp_c.astype(u) << u(c.man)) | (man << u(c.man - spec.man_bits))
+    # Subnormal (field 0): man * 2**(emin - M), normalised with a leading-zero count.
+    lead = _bit_length(xp, man, c) - 1  # position of the leading one
+    e_sub = spec.emin - spec.man_bits + lead
+    frac_sub = (man << xp.clip(c.man - lead, 0, c.width - 1).astype(u)) & u((1 << c.man) - 1)
+    sub_normal = ((e_sub + c.bias).astype(u) << u(c.man)) | frac_sub
+    sub_tiny = man << xp.clip(spec.emin - spec.man_bits + c.bias - 1 + c.man, 0, c.width - 1)
+    sub = xp.where(man == u(0), u(0), xp.where(e_sub >= 1 - c.bias, sub_normal, sub_tiny.astype(u)))
+    bits = xp.where(zero_exp, sub, normal)
+    top = e_field == e_all
+    if spec.nan == "ieee":
+        bits = xp.where(top, xp.where(man == u(0), u(c.inf), u(c.nan)), bits)
+    elif spec.nan == "ones":
+        bits = xp.where(top & (man == u(m_mask)), u(c.nan), bits)
+    elif spec.nan == "negzero":
+        bits = xp.where((neg == u(1)) & (e_field == 0) & (man == u(0)), u(c.nan), bits)
+    is_nan = bits == u(c.nan)
+    return xp.where(is_nan, bits, bits | (neg.astype(u) << u(c.width - 1)))
+
+
+def _bit_length(xp, v, c: Carrier):
+    if xp is jnp:
+        return (c.width - jax.lax.clz(v)).astype(jnp.int32)
+    return np.where(v > 0, np.floor(np.log2(np.maximum(v, 1).astype(np.float64))) + 1, 0).astype(np.int64)
+
+
+# --- integers -----------------------------------------------------------------------------------
+
+
+def _encode_int(values: jax.Array, spec: IntFormat):
+    k = jnp.round(values * np.float32(2.0**spec.frac_bits))  # exact: values are on the grid
+    k = jnp.where(jnp.isnan(k), 0, k).astype(jnp.int32)
+    return (k.astype(jnp.uint32) & np.uint32((1 << spec.bits) - 1)).astype(code_dtype(spec.bits))
+
+
+def _decode_int(codes, spec: IntFormat) -> jax.Array:
+    k = jnp.asarray(codes).astype(jnp.uint32) & np.uint32((1 << spec.bits) - 1)
+    k = k.astype(jnp.int32)
+    if spec.signed:
+        k = jnp.where(k >= (1 << (spec.bits - 1)), k - (1 << spec.bits), k)
+    return k.astype(jnp.float32) * np.float32(2.0**-spec.frac_bits)
+
+
+# --- public -------------------------------------------------------------------------------------
+
+
+def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axis=None):
+    """Round ``x`` onto ``fmt`` and return the stored codes (see module doc)."""
+    spec = get_format(fmt)
+    if isinstance(spec, BlockFormat):
+        return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
+    values = quantize(x, spec, rounding, key=key, saturate=saturate)
+    if spec.kind == "int":
+        return _encode_int(values, spec)
+    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
+    return encode_float_bits(jnp, F32, bits, spec).astype(code_dtype(spec.bits))
+
+
+def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
+    """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``)."""
+    spec = get_format(fmt)
+    codes = jnp.asarray(codes)
+    if not jnp.issubdtype(codes.dtype, jnp.integer):
+        raise TypeError(f"decode expects integer codes, got dtype {codes.dtype}")
+    if isinstance(spec, BlockFormat):
+        if scales is None:
+            raise ValueError(f"decoding {spec.name!r} needs scales= (the second output of encode)")
+        return _decode_block(codes, jnp.asarray(scales), spec, shape, axis)
+    if spec.kind == "int":
+        return _decode_int(codes, spec)
+    bits = decode_float_bits(jnp, F32, codes.astype(jnp.uint32), spec)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
+    from .scaling import block_scales
+
+    values = quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis)
+    exps = block_scales(x, spec, axis=axis)
+    element, plan = resolve_scaling(spec, axis=axis)
+    groups, _ = _grouped(values, plan)
+    finite = exps != jnp.iinfo(jnp.int32).min
+    e = jnp.where(finite, exps, 0)
+    elems = jnp.where(finite[:, None], groups * pow2_f32(-e)[:, None], 0)  # exact power of two
+    codes = encode(elems, element)
+    scale_codes = encode(jnp.where(finite, pow2_f32(e), np.nan), spec.scale)
+    return codes, scale_codes
+
+
+def pow2_f32(e: jax.Array) -> jax.Array:
+    """2.0**e as float32 built from bits (XLA:CPU would flush a subnormal result of exp2)."""
+    e = jnp.clip(e, -149, 127)
+    bits = jnp.where(
+        e >= -126,
+        (e + 127).astype(jnp.uint32) << np.uint32(23),
+        np.uint32(1) << jnp.clip(e + 149, 0, 31).astype(jnp.uint32),
+    )
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _decode_block(codes, scales, spec: BlockFormat, shape, axis):
+    elems = decode(codes, spec.element)
+    scale = decode(scales, spec.scale)[:, None]
+    values = elems * scale
+    if shape is None:
+        return values
+    _, plan = resolve_scaling(spec, axis=axis)
+    _, ungroup = _grouped(jnp.zeros(shape, jnp.float32), plan)
+    return ungroup(values)

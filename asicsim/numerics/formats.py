@@ -1,0 +1,312 @@
+"""Number-format specs: frozen, hashable records whose derived numbers are properties.
+
+Three kinds of format share one vocabulary (numpy ``finfo`` names: ``bits``, ``max``,
+``smallest_normal``, ``smallest_subnormal``, ``eps``, ``nmant``, ``nexp``):
+
+* :class:`FloatFormat` -- ``e{E}m{M}`` binary floats with IEEE-like, ``fn``, ``fnuz`` or ``fnu``
+  conventions (see ``NanPolicy``).
+* :class:`IntFormat` -- two's-complement integers and fixed point ``q{I}.{F}`` / ``uq{I}.{F}``.
+* :class:`BlockFormat` -- an element format sharing one power-of-two scale per block (OCP MX,
+  shared-exponent block floating point, Flexpoint).
+
+Every value of every format must be exactly representable in float32 (the carrier that
+``quantize`` returns), so wider formats are refused here, at construction, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+NanPolicy = Literal["ieee", "ones", "negzero", "none"]
+#: ieee     -- all-ones exponent: mantissa 0 is inf, anything else NaN (float16, bfloat16, e5m2)
+#: ones     -- no inf; the single all-ones code (per sign) is NaN (OCP E4M3 = float8_e4m3fn)
+#: negzero  -- no inf, no -0; the negative-zero code is the one NaN (fnuz types)
+#: none     -- no inf, no NaN: every code is a finite number (float6/float4 fn types)
+
+# The float32 carrier: its exponent range bounds what a format may contain.
+_F32_MIN_EXP = -149  # exponent of the smallest float32 subnormal
+_F32_MAX_EXP = 127
+
+
+class FormatError(ValueError):
+    """A format name, file or parameter that cannot be turned into a valid spec."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloatFormat:
+    """A binary floating-point format ``e{exp_bits}m{man_bits}``.
+
+    Attributes:
+      name: canonical name (``float8_e4m3fn``); aliases live in the catalog.
+      exp_bits, man_bits: field widths; ``man_bits`` excludes the hidden bit.
+      bias: exponent bias; the IEEE default is ``2**(exp_bits-1) - 1``.
+      nan: NaN/inf convention, see ``NanPolicy``.
+      signed: ``False`` for unsigned scale formats such as ``float8_e8m0fnu``.
+      subnormals: ``False`` rounds onto {0, smallest_normal, ...} with no subnormal codes.
+      has_zero: ``False`` for ``e8m0``, whose smallest code is ``2**-127``.
+      saturate: default overflow behaviour of ``quantize`` (``True`` clamps to ``max``).
+    """
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    bias: int
+    nan: NanPolicy = "ieee"
+    signed: bool = True
+    subnormals: bool = True
+    has_zero: bool = True
+    saturate: bool = False
+    description: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)
+
+    kind = "float"
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not 1 <= self.exp_bits <= 8:
+            problems.append(f"exp_bits={self.exp_bits} (allowed 1..8)")
+        if not 0 <= self.man_bits <= 23:
+            problems.append(f"man_bits={self.man_bits} (allowed 0..23)")
+        if self.nan not in ("ieee", "ones", "negzero", "none"):
+            problems.append(f"nan={self.nan!r} (allowed 'ieee', 'ones', 'negzero', 'none')")
+        if self.nan == "ones" and self.man_bits == 0 and self.signed and self.exp_bits == 1:
+            problems.append("nan='ones' leaves no finite value in e1m0")
+        if problems:
+            raise FormatError(f"float format {self.name!r}: " + "; ".join(problems))
+        if self.smallest_subnormal_exp < _F32_MIN_EXP or self.emax > _F32_MAX_EXP:
+            raise FormatError(
+                f"float format {self.name!r} (e{self.exp_bits}m{self.man_bits}, bias {self.bias}) "
+                f"spans 2**{self.smallest_subnormal_exp} .. 2**{self.emax}, outside what the float32 "
+                f"carrier holds exactly (2**{_F32_MIN_EXP} .. 2**{_F32_MAX_EXP}); "
+                "choose a bias that keeps the range inside float32"
+            )
+
+    # --- field layout -------------------------------------------------------------------
+    @property
+    def bits(self) -> int:
+        return int(self.signed) + self.exp_bits + self.man_bits
+
+    @property
+    def nexp(self) -> int:
+        return self.exp_bits
+
+    @property
+    def nmant(self) -> int:
+        return self.man_bits
+
+    @property
+    def has_inf(self) -> bool:
+        return self.nan == "ieee"
+
+    @property
+    def has_nan(self) -> bool:
+        return self.nan != "none"
+
+    # --- exponent range -----------------------------------------------------------------
+    @property
+    def emin(self) -> int:
+        """Unbiased exponent of the smallest normal number."""
+        return 1 - self.bias if self.subnormals or self.has_zero else -self.bias
+
+    @property
+    def _top_field(self) -> int:
+        """Largest exponent field that holds finite numbers."""
+        top = (1 << self.exp_bits) - 1
+        return top - 1 if self.nan == "ieee" else top
+
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite number."""
+        top = self._top_field
+        if self.nan == "ones" and self.man_bits == 0:
+            top -= 1  # the all-ones code is NaN and there is no mantissa to step down
+        return top - self.bias
+
+    @property
+    def max_mantissa(self) -> int:
+        """Largest mantissa field (without hidden bit) at exponent ``emax``."""
+        full = (1 << self.man_bits) - 1
+        if self.nan == "ones" and self.man_bits > 0:
+            return full - 1  # the all-ones mantissa at the top exponent is NaN
+        return full
+
+    @property
+    def smallest_subnormal_exp(self) -> int:
+        return self.emin - self.man_bits if self.subnormals else self.emin
+
+    # --- finfo-style values ---------------------------------------------------------------
+    @property
+    def max(self) -> float:
+        return math.ldexp(1.0 + self.max_mantissa / (1 << self.man_bits), self.emax)
+
+    @property
+    def min(self) -> float:
+        return -self.max if self.signed else self.smallest_normal
+
+    @property
+    def smallest_normal(self) -> float:
+        return math.ldexp(1.0, self.emin)
+
+    tiny = smallest_normal
+
+    @property
+    def smallest_subnormal(self) -> float:
+        return math.ldexp(1.0, self.smallest_subnormal_exp)
+
+    @property
+    def eps(self) -> float:
+        return math.ldexp(1.0, -self.man_bits)
+
+    @property
+    def machep(self) -> int:
+        return -self.man_bits
+
+    @property
+    def minexp(self) -> int:
+        return self.emin
+
+    @property
+    def maxexp(self) -> int:
+        return self.emax + 1
+
+    @property
+    def precision(self) -> int:
+        """Decimal digits, as ``np.finfo.precision`` defines it."""
+        return int(-math.log10(self.eps))
+
+    @property
+    def resolution(self) -> float:
+        return 10.0 ** -self.precision
+
+    @property
+    def grammar_name(self) -> str:
+        """The ``e{E}m{M}[suffix][b{bias}]`` spelling of this spec."""
+        suffix = {"ieee": "", "ones": "fn", "negzero": "fnuz", "none": "fn"}[self.nan]
+        if not self.signed:
+            suffix = "fnu"
+        name = f"e{self.exp_bits}m{self.man_bits}{suffix}"
+        if self.bias != default_bias(self.exp_bits, self.nan):
+            name += f"b{self.bias}"
+        return name
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntFormat:
+    """Two's-complement integer or fixed point: value = k * 2**-frac_bits.
+
+    ``q{I}.{F}`` is signed (1 sign + I integer + F fraction bits); ``uq{I}.{F}`` unsigned.
+    ``symmetric`` drops the most negative code (int8 in [-127, 127], as MXINT8 requires).
+    """
+
+    name: str
+    bits: int
+    signed: bool = True
+    frac_bits: int = 0
+    symmetric: bool = False
+    saturate: bool = True
+    description: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)
+
+    kind = "int"
+
+    def __post_init__(self) -> None:
+        if not 1 + int(self.signed) <= self.bits <= 32:
+            raise FormatError(
+                f"integer format {self.name!r}: bits={self.bits} (allowed {1 + int(self.signed)}..32)"
+            )
+        if not -64 <= self.frac_bits <= 64:
+            raise FormatError(
+                f"integer format {self.name!r}: frac_bits={self.frac_bits} (allowed -64..64)"
+            )
+
+    @property
+    def kmax(self) -> int:
+        return (1 << (self.bits - int(self.signed))) - 1
+
+    @property
+    def kmin(self) -> int:
+        if not self.signed:
+            return 0
+        return -self.kmax if self.symmetric else -self.kmax - 1
+
+    @property
+    def max(self) -> float:
+        return math.ldexp(self.kmax, -self.frac_bits)
+
+    @property
+    def min(self) -> float:
+        return math.ldexp(self.kmin, -self.frac_bits)
+
+    @property
+    def eps(self) -> float:
+        """Spacing of the grid (one unit in the last place)."""
+        return math.ldexp(1.0, -self.frac_bits)
+
+    resolution = eps
+    smallest_subnormal = eps
+    smallest_normal = eps
+
+    @property
+    def float32_exact(self) -> bool:
+        """Whether every value fits the float32 carrier exactly (24-bit significand)."""
+        return self.bits - int(self.signed) <= 24
+
+
+@dataclass(frozen=True, kw_only=True)
+class BlockFormat:
+    """Elements in ``element`` format sharing one power-of-two scale per block.
+
+    ``block_size=None`` shares the scale over the whole tensor (Flexpoint). ``scale`` is the
+    format that stores the shared exponent (``float8_e8m0fnu`` for OCP MX). ``scale_rule`` picks
+    the exponent: ``floor`` is OCP MX v1.0 (floor(log2(amax)) - emax_elem), ``up`` never
+    saturates (ceil(log2(amax / max_elem))), ``nearest`` rounds log2(amax / max_elem).
+    """
+
+    name: str
+    element: FloatFormat | IntFormat
+    scale: FloatFormat
+    block_size: int | None = 32
+    scale_rule: Literal["floor", "up", "nearest"] = "floor"
+    description: str = field(default="", compare=False)
+    source: str = field(default="", compare=False)
+
+    kind = "block"
+
+    def __post_init__(self) -> None:
+        if self.block_size is not None and self.block_size < 1:
+            raise FormatError(f"block format {self.name!r}: block_size={self.block_size} (must be >= 1)")
+        if self.scale_rule not in ("floor", "up", "nearest"):
+            raise FormatError(
+                f"block format {self.name!r}: scale_rule={self.scale_rule!r} "
+                "(allowed 'floor', 'up', 'nearest')"
+            )
+        if self.scale.man_bits != 0:
+            raise FormatError(
+                f"block format {self.name!r}: scale format {self.scale.name!r} must be a pure "
+                "exponent (man_bits=0), e.g. float8_e8m0fnu"
+            )
+
+    @property
+    def bits(self) -> float:
+        """Average storage bits per element, the shared scale included."""
+        per_block = self.scale.bits / self.block_size if self.block_size else 0.0
+        return self.element.bits + per_block
+
+    @property
+    def max(self) -> float:
+        return self.element.max * self.scale.max
+
+
+Format = FloatFormat | IntFormat | BlockFormat
+
+
+def default_bias(exp_bits: int, nan: NanPolicy) -> int:
+    """IEEE bias ``2**(E-1) - 1``; fnuz types use one more (``2**(E-1)``)."""
+    return (1 << (exp_bits - 1)) - (0 if nan == "negzero" else 1)
+
+
+def emax_of(fmt: FloatFormat | IntFormat) -> int:
+    """floor(log2(max)): the element exponent that OCP MX's scale rule subtracts."""
+    return math.frexp(fmt.max)[1] - 1

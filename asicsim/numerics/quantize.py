@@ -1,0 +1,266 @@
+"""``quantize``: round any float array onto a format, exactly as hardware would.
+
+float32 (and float16/bfloat16/float8 upcast bit-exactly) goes through a fused JAX kernel on the
+uint32 view; float64 goes through the same kernel in numpy on the uint64 view, so a float64 input
+is rounded once, never float64 -> float32 -> format. The result is always a float32 JAX array of
+values the format represents (scaled formats: element value times its power-of-two scale).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import random as _random
+from .catalog import get_format
+from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .rounding import F32, F64, Carrier, Grid, Rounding, RoundMode, parse_rounding, round_magnitude
+from .scaling import Scaling, resolve_scaling, scaled_quantize
+
+
+def float_bits(value: float, c: Carrier) -> int:
+    """Carrier bit pattern of a float value that the carrier holds exactly."""
+    if c.width == 32:
+        return int(np.array(value, np.float32).view(np.uint32))
+    return int(np.array(value, np.float64).view(np.uint64))
+
+
+def grid_of(spec: FloatFormat | IntFormat, c: Carrier, shift=None) -> Grid:
+    """The kernel's view of a format, optionally shifted by a per-element power of two."""
+    if spec.kind == "float":
+        man, qmin = spec.man_bits, spec.smallest_subnormal_exp
+        max_pos = max_neg = float_bits(spec.max, c)
+    else:
+        man, qmin = None, -spec.frac_bits
+        max_pos = float_bits(spec.max, c)
+        max_neg = float_bits(-spec.min, c) if spec.signed else 0
+    if shift is None:
+        return Grid(man, qmin, max_pos, max_neg)
+    return Grid(man, qmin + shift, shift_bits(max_pos, shift, c), shift_bits(max_neg, shift, c))
+
+
+def shift_bits(bits: int, shift, c: Carrier):
+    """Bits of (value of ``bits``) * 2**shift, for a normal value; clamped to the finite range."""
+    if bits == 0:
+        return jnp.zeros_like(shift, dtype=jnp.uint32)
+    exp = (bits >> c.man) + shift
+    man = bits & ((1 << c.man) - 1)
+    normal = (jnp.clip(exp, 1, 2 * c.bias).astype(jnp.uint32) << c.man) | np.uint32(man)
+    sig = np.uint32(man | (1 << c.man))
+    sub = sig >> jnp.clip(1 - exp, 0, 31).astype(jnp.uint32)
+    top = np.uint32(c.inf - 1)
+    return jnp.where(exp >= 1, jnp.where(exp > 2 * c.bias, top, normal), sub)
+
+
+def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, rand=None, shift=None):
+    """Round carrier bits onto ``spec``'s grid and apply its NaN/inf/overflow/zero conventions."""
+    u = bits.dtype.type
+    sign_bit = u(c.sign)
+    a = bits & ~sign_bit
+    negative = (bits & sign_bit) != u(0)
+    grid = grid_of(spec, c, shift)
+    r, over = round_magnitude(xp, c, a, negative, grid, rnd, rand)
+    inf, nan = u(c.inf), u(c.nan)
+    limit = xp.where(negative, _as_uint(grid.max_neg, u), _as_uint(grid.max_pos, u))
+
+    if spec.kind == "int":
+        if saturate:
+            r = xp.where(over, limit, r)
+        else:
+            r = wrap_bits(xp, c, r, negative, spec, shift)
+            negative = (r & sign_bit) != u(0)
+            r = r & ~sign_bit
+        r = xp.where(a == inf, limit, r)
+        out = xp.where(negative & (r != u(0)), r | sign_bit, r)  # integers have no -0
+        return xp.where(a > inf, nan, out)
+
+    mode = rnd.mode
+    if saturate or not (spec.has_inf or spec.has_nan):
+        over_val = limit
+        inf_val = limit
+    else:
+        beyond = inf if spec.has_inf else nan
+        if mode is RoundMode.RTZ:
+            over_val = limit
+        elif mode in (RoundMode.RUP, RoundMode.RDN):
+            toward_zero = negative if mode is RoundMode.RUP else ~negative
+            over_val = xp.where(toward_zero, limit, beyond)
+        else:
+            over_val = beyond
+        inf_val = beyond
+    r = xp.where(over, over_val, r)
+    r = xp.where(a == inf, inf_val, r)
+    if not spec.has_zero:  # e8m0: no zero code; tiny values clamp to the smallest, zero is NaN
+        r = xp.where(r == u(0), u(float_bits(spec.smallest_normal, c)), r)
+        r = xp.where(a == u(0), nan, r)
+    if spec.signed and spec.nan != "negzero":
+        out = r | (bits & sign_bit)
+    else:  # no negative zero; an unsigned format has no negative numbers at all
+        out = r
+        if not spec.signed:
+            out = xp.where(negative & (a != u(0)), nan if spec.has_nan else u(0), out)
+        else:
+            out = xp.where(negative & (r != u(0)), r | sign_bit, r)
+    out = xp.where((r == nan) | (a > inf), nan, out)
+    return out
+
+
+def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
+    """Two's-complement wrap of rounded magnitude bits ``r`` (value k * 2**(shift - F))."""
+    u = r.dtype.type
+    i = xp.int32 if c.width == 32 else xp.int64
+    exp = (r >> u(c.man)).astype(i)
+    sig = xp.where(exp > 0, (r & u((1 << c.man) - 1)) | u(1 << c.man), r)
+    step = -spec.frac_bits if shift is None else shift - spec.frac_bits
+    sh = xp.maximum(exp, 1) - (c.bias + c.man) - step  # k = sig * 2**sh
+    left = sig << xp.clip(sh, 0, c.width - 1).astype(r.dtype)
+    k = xp.where(sh >= c.width, u(0), xp.where(sh >= 0, left, sig >> xp.clip(-sh, 0, c.width - 1).astype(r.dtype)))
+    modulus = u((1 << spec.bits) - 1)
+    k = xp.where(negative, (u(0) - k), k) & modulus
+    if spec.signed:
+        k = k.astype(i) - xp.where(k >= u(1 << (spec.bits - 1)), i(1 << spec.bits), i(0))
+    value = k.astype(xp.float32 if c.width == 32 else xp.float64)
+    value = value * (2.0 ** step if shift is None else xp.exp2(step.astype(value.dtype)))
+    bits = value.view(r.dtype) if xp is np else jax.lax.bitcast_convert_type(value, r.dtype)
+    return bits
+
+
+def _as_uint(v, u):
+    return u(v) if isinstance(v, int) else v
+
+
+# --- input handling ----------------------------------------------------------------------------
+
+
+def _to_f32_bits(x) -> jax.Array:
+    """uint32 bits of a JAX/numpy float array of at most 32 bits, without any float arithmetic."""
+    dtype = np.dtype(x.dtype)
+    if dtype == np.float32:
+        return jax.lax.bitcast_convert_type(jnp.asarray(x), jnp.uint32)
+    if dtype == jnp.bfloat16:
+        b = jax.lax.bitcast_convert_type(jnp.asarray(x), jnp.uint16).astype(jnp.uint32)
+        return b << np.uint32(16)
+    spec = get_format(dtype.name)  # float16 and every ml_dtypes float8/6/4 type is in the catalog
+    from .codec import decode_float_bits
+
+    raw = jax.lax.bitcast_convert_type(jnp.asarray(x), _uint_of(dtype.itemsize))
+    return decode_float_bits(jnp, F32, raw.astype(jnp.uint32), spec)
+
+
+def _uint_of(itemsize: int):
+    return {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32}[itemsize]
+
+
+def _is_float64(x) -> bool:
+    return np.dtype(getattr(x, "dtype", np.float64)) == np.float64
+
+
+# --- the public function ------------------------------------------------------------------------
+
+
+def quantize(
+    x,
+    fmt: str | Format,
+    rounding: str | RoundMode | Rounding = "rne",
+    *,
+    key=None,
+    saturate: bool | None = None,
+    axis: int | None = None,
+    block_size: int | None = None,
+    scaling: Scaling | str | None = None,
+) -> jax.Array:
+    """Round ``x`` onto ``fmt`` and return float32 values the format represents.
+
+    Args:
+      x: float array (numpy or JAX; float64, float32, float16, bfloat16 or an ml_dtypes float)
+        or Python number. float64 is rounded directly, never through float32.
+      fmt: a format name, alias, grammar name (``e4m3fn``, ``q7.8``), TOML path or spec.
+      rounding: ``rne`` (default), ``rna``, ``rtz``, ``rup``, ``rdn``, ``sr`` or ``sr{N}``.
+      key: a ``jax.random`` key; required by stochastic rounding (same key, same bits).
+      saturate: clamp overflow to the largest finite value. ``None`` uses the format's own
+        convention (inf for IEEE-like, NaN for fn/fnuz, saturation for formats with neither,
+        integers and MX elements, as OCP MX requires).
+      axis, block_size, scaling: scale the tensor before rounding (see ``Scaling``): ``axis``
+        alone is per-channel, ``axis`` + ``block_size`` per-block. Block formats (MX, BFP)
+        bring their own block scaling.
+
+    Returns:
+      float32 JAX array of ``x``'s shape. Differentiable: the gradient passes straight through.
+    """
+    spec = get_format(fmt)
+    rnd = parse_rounding(rounding)
+    words = _random.key_words(key) if rnd.stochastic else None
+    plan = resolve_scaling(spec, axis=axis, block_size=block_size, scaling=scaling)
+    if plan is not None:
+        element, plan = plan
+        sat = True if saturate is None and spec.kind == "block" else saturate
+        sat = element.saturate if sat is None else sat
+        return scaled_quantize(_as_f32(x), element, plan, rnd, sat, words)
+    if spec.kind == "int" and not spec.float32_exact:
+        raise ValueError(
+            f"quantize to {spec.name!r}: {spec.bits}-bit integers are not exact in the float32 "
+            "result; use an integer format of at most 24 magnitude bits, or encode()"
+        )
+    sat = spec.saturate if saturate is None else saturate
+    if _is_float64(x) and not isinstance(x, jax.Array):
+        return jnp.asarray(_quantize_host64(np.asarray(x, np.float64), spec, rnd, sat, words))
+    return _quantize_ste(_as_f32(x), words, spec, rnd, sat)
+
+
+def _as_f32(x) -> jax.Array:
+    """float32 values of ``x``; float64 is refused here (it must be rounded in one step)."""
+    if isinstance(x, (int, float)) or not hasattr(x, "dtype"):
+        x = np.asarray(x, np.float32 if isinstance(x, int) else np.float64)
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        raise TypeError(
+            f"quantize expects a floating-point array, got dtype {x.dtype}; convert integers "
+            "explicitly (x.astype(np.float32)) so no rounding happens behind your back"
+        )
+    if _is_float64(x):
+        if isinstance(x, jax.Array):
+            return x  # x64 mode: handled by the float64 kernel below
+        raise TypeError("scaled quantization takes float32 input; float64 scaling is not supported")
+    if np.dtype(x.dtype) == np.float32:
+        return jnp.asarray(x)  # keep it differentiable: no bitcast on the way in
+    return jax.lax.bitcast_convert_type(_to_f32_bits(x), jnp.float32)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
+def _quantize_ste(x, words, spec, rnd, sat):
+    return _quantize_jit(x, words, spec, rnd, sat)
+
+
+@_quantize_ste.defjvp
+def _quantize_ste_jvp(spec, rnd, sat, primals, tangents):
+    x, words = primals
+    return _quantize_ste(x, words, spec, rnd, sat), tangents[0]  # straight-through
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4))
+def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
+    if x.dtype == jnp.float64:
+        c, udt = F64, jnp.uint64
+    else:
+        c, udt = F32, jnp.uint32
+    bits = jax.lax.bitcast_convert_type(x, udt)
+    rand = None
+    if rnd.stochastic:
+        rand = _random.hash_bits(words, x.shape)
+        if c is F64:
+            hi = _random.hash_bits(words ^ np.uint32(0x9E3779B9), x.shape)
+            rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
+    out = round_to_grid(jnp, c, bits, spec, rnd, sat, rand)
+    out = jax.lax.bitcast_convert_type(out, x.dtype)
+    return out.astype(jnp.float32) if c is F64 else out
+
+
+def _quantize_host64(x: np.ndarray, spec, rnd: Rounding, sat: bool, words) -> np.ndarray:
+    """The float64 path, on the host: one rounding, straight from float64 to the format."""
+    bits = x.view(np.uint64)
+    rand = _random.host_bits64(np.asarray(words), x.shape) if rnd.stochastic else None
+    with np.errstate(over="ignore"):
+        out = round_to_grid(np, F64, bits, spec, rnd, sat, rand)
+    return out.view(np.float64).astype(np.float32)  # exact: every format value fits float32

@@ -1,0 +1,177 @@
+"""Rounding modes and the integer kernel that rounds IEEE bit patterns onto a format's grid.
+
+The kernel works on the *magnitude bits* of a binary float carrier (float32 as uint32, or
+float64 as uint64) and never does float arithmetic, so nothing is flushed by XLA's
+denormals-are-zero CPU mode and no value is rounded twice. It is written once against an array
+namespace (``numpy`` or ``jax.numpy``): numpy runs it for float64 inputs on the host, JAX runs
+it (fused, under ``jit``) for float32.
+
+The idea: the magnitude bits of a float are monotone in its value, and inside one binade the
+target grid is "clear the low ``d`` bits". Adding an increment below the kept bits and masking
+rounds, and a carry out of the mantissa correctly bumps the exponent. Only where the target
+quantum is larger than the input's binade (``d`` > mantissa width) is the answer 0 or one quantum,
+decided separately.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from typing import NamedTuple
+
+
+class RoundMode(enum.Enum):
+    RNE = "rne"  #: round to nearest, ties to even (the default everywhere)
+    RNA = "rna"  #: round to nearest, ties away from zero
+    RTZ = "rtz"  #: round toward zero (truncate)
+    RUP = "rup"  #: round toward +inf
+    RDN = "rdn"  #: round toward -inf
+    SR = "sr"  #: stochastic: up with probability (distance to the lower neighbour) / spacing
+
+
+class Rounding(NamedTuple):
+    """A parsed rounding mode; ``bits`` is the number of random bits for ``sr{N}`` (None = exact)."""
+
+    mode: RoundMode
+    bits: int | None = None
+
+    @property
+    def stochastic(self) -> bool:
+        return self.mode is RoundMode.SR
+
+    def __str__(self) -> str:
+        return f"sr{self.bits}" if self.bits is not None else self.mode.value
+
+
+_SR_RE = re.compile(r"^sr(\d+)$")
+ALLOWED = "rne, rna, rtz, rup, rdn, sr, sr{N} (1 <= N <= 32)"
+
+
+def parse_rounding(rounding: str | RoundMode | Rounding) -> Rounding:
+    """Accept ``"rne"``, ``RoundMode.RNE``, ``"sr8"``, ... and return a :class:`Rounding`."""
+    if isinstance(rounding, Rounding):
+        return rounding
+    if isinstance(rounding, RoundMode):
+        return Rounding(rounding)
+    if isinstance(rounding, str):
+        key = rounding.strip().lower()
+        try:
+            return Rounding(RoundMode(key))
+        except ValueError:
+            pass
+        if m := _SR_RE.match(key):
+            n = int(m[1])
+            if 1 <= n <= 32:
+                return Rounding(RoundMode.SR, n)
+            raise ValueError(f"rounding {rounding!r}: sr{{N}} needs 1 <= N <= 32, got N={n}")
+    raise ValueError(f"unknown rounding {rounding!r}; allowed: {ALLOWED}")
+
+
+class Carrier(NamedTuple):
+    """Layout of the binary float that holds the values (float32 or float64)."""
+
+    width: int  # total bits
+    man: int  # mantissa bits
+    bias: int
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.width - 1)
+
+    @property
+    def inf(self) -> int:
+        return ((1 << (self.width - 1 - self.man)) - 1) << self.man
+
+    @property
+    def nan(self) -> int:
+        return self.inf | (1 << (self.man - 1))
+
+    def pow2_bits(self, exp: int) -> int:
+        """Bits of 2**exp (normal or subnormal) in this carrier."""
+        if exp >= 1 - self.bias:
+            return (exp + self.bias) << self.man
+        return 1 << (exp + self.bias - 1 + self.man)
+
+
+F32 = Carrier(32, 23, 127)
+F64 = Carrier(64, 52, 1023)
+
+
+class Grid(NamedTuple):
+    """What the kernel needs to know about the target, in carrier terms.
+
+    ``man`` is the target's mantissa width (None for fixed point: one quantum everywhere);
+    ``qmin`` the exponent of the smallest quantum; ``max_pos``/``max_neg`` the carrier bits of the
+    largest magnitude allowed for each sign. ``qmin``/``max_*`` may be integer arrays (a per-element
+    power-of-two scale shifts the grid); everything else is static.
+    """
+
+    man: int | None
+    qmin: object
+    max_pos: object
+    max_neg: object
+
+
+def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand=None):
+    """Round finite magnitude bits ``a`` onto ``grid``. Returns (bits, overflowed).
+
+    ``negative`` (bool array) picks the direction for ``rup``/``rdn`` and the overflow bound.
+    ``rand`` (unsigned, carrier width) is required for stochastic rounding.
+    """
+    u = a.dtype.type
+    i = xp.int32 if c.width == 32 else xp.int64
+    exp = (a >> u(c.man)).astype(i)
+    exp1 = xp.maximum(exp, 1)
+    # Exponent of the target quantum at this magnitude, and how many carrier bits fall below it.
+    quantum = grid.qmin if grid.man is None else xp.maximum(exp - (c.bias + grid.man), grid.qmin)
+    d_raw = quantum + (c.bias + c.man) - exp1
+    small = d_raw > c.man  # value is below half... one quantum: result is 0 or one quantum
+    d = xp.clip(d_raw, 0, c.man).astype(a.dtype)
+    mask = (u(1) << d) - u(1)
+
+    mode = rnd.mode
+    if mode in (RoundMode.RUP, RoundMode.RDN):
+        away = ~negative if mode is RoundMode.RUP else negative
+    if mode is RoundMode.RNE:
+        inc = (mask >> u(1)) + ((a >> d) & u(1))
+    elif mode is RoundMode.RNA:
+        inc = (mask + u(1)) >> u(1)
+    elif mode is RoundMode.RTZ:
+        inc = None
+    elif mode is RoundMode.SR:
+        n = c.width if rnd.bits is None else rnd.bits
+        if n >= c.man:
+            inc = rand & mask
+        else:
+            inc = xp.where(d > u(n), (rand >> u(c.width - n)) << (d - u(n)), rand & mask)
+    else:
+        inc = xp.where(away, mask, u(0))
+    r = a if inc is None else a + inc
+    r = r & ~mask
+
+    # Below one quantum: 0 or exactly one quantum (2**quantum, always a normal carrier value).
+    sig = xp.where(exp > 0, (a & u((1 << c.man) - 1)) | u(1 << c.man), a)
+    if mode is RoundMode.RNE:
+        up = (d_raw == c.man + 1) & (exp > 0) & (sig != u(1 << c.man))
+    elif mode is RoundMode.RNA:
+        up = (d_raw == c.man + 1) & (exp > 0)
+    elif mode is RoundMode.RTZ:
+        up = None
+    elif mode is RoundMode.SR:
+        n = c.width if rnd.bits is None else rnd.bits
+        dd = d_raw.astype(a.dtype)
+        hi = sig >> xp.minimum(xp.maximum(d_raw - n, 0), c.width - 1).astype(a.dtype)
+        lo = sig << xp.minimum(xp.maximum(n - d_raw, 0), c.width - 1).astype(a.dtype)
+        threshold = xp.where(dd >= u(n), hi, lo)
+        up = (rand >> u(c.width - n)) < threshold
+    else:
+        up = away & (a != u(0))
+    if up is not None:
+        q_bits = (xp.clip(quantum + c.bias, 1, 2 * c.bias).astype(a.dtype)) << u(c.man)
+        r = xp.where(small, xp.where(up, q_bits, u(0)), r)
+    else:
+        r = xp.where(small, u(0), r)
+
+    max_pos, max_neg = (u(m) if isinstance(m, int) else m for m in (grid.max_pos, grid.max_neg))
+    same = isinstance(grid.max_pos, int) and grid.max_pos == grid.max_neg
+    return r, r > (max_pos if same else xp.where(negative, max_neg, max_pos))

@@ -1,0 +1,226 @@
+"""Scaled quantization: per-tensor, per-channel and per-block scales, and block formats (MX, BFP).
+
+A scale is computed per group from the group's largest magnitude (amax, taken on the uint32
+bits, so no float op can flush it). Power-of-two scales (``pow2``, ``e8m0``) never touch the
+values: the element grid itself is shifted by the exponent, so the result is rounded exactly
+once. ``fp32`` scales divide in float32 arithmetic, as a fake-quant unit would, and multiply
+back (so outputs are ``q * s`` rounded to float32).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import random as _random
+from .formats import BlockFormat, emax_of
+from .rounding import F32, Rounding
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scaling:
+    """How to scale a tensor before rounding it onto an element format.
+
+    granularity: ``tensor`` (one scale), ``channel`` (one per index of ``axis``), ``block``
+      (one per ``block_size`` consecutive elements along ``axis``; a short last block is its own).
+    symmetric: scale from amax; ``False`` adds an integer zero point (integer formats, fp32 scale).
+    scale_format: ``fp32`` (amax / max), ``pow2`` (a power of two, within float32) or ``e8m0``
+      (a power of two in [2**-127, 2**127], stored as float8_e8m0fnu).
+    rule: how a power-of-two scale is picked: ``floor`` (OCP MX: floor(log2 amax) - emax_elem),
+      ``up`` (smallest scale with no saturation), ``nearest`` (log2(amax / max) rounded).
+    """
+
+    granularity: Literal["tensor", "channel", "block"] = "tensor"
+    axis: int = -1
+    block_size: int | None = None
+    symmetric: bool = True
+    scale_format: Literal["fp32", "pow2", "e8m0"] = "fp32"
+    rule: Literal["floor", "up", "nearest"] = "floor"
+    exp_range: tuple[int, int] = (-126, 127)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.granularity in ("tensor", "channel", "block"), "granularity", "'tensor', 'channel', 'block'"),
+            (self.scale_format in ("fp32", "pow2", "e8m0"), "scale_format", "'fp32', 'pow2', 'e8m0'"),
+            (self.rule in ("floor", "up", "nearest"), "rule", "'floor', 'up', 'nearest'"),
+            (
+                self.granularity != "block" or (self.block_size or 0) >= 1,
+                "block_size",
+                "an integer >= 1 for block granularity",
+            ),
+            (self.symmetric or self.scale_format == "fp32", "symmetric", "True unless scale_format='fp32'"),
+        ]
+        for ok, name, allowed in checks:
+            if not ok:
+                raise ValueError(f"Scaling: {name}={getattr(self, name)!r}; allowed: {allowed}")
+
+
+def resolve_scaling(spec, *, axis=None, block_size=None, scaling=None):
+    """(element format, Scaling) for a scaled quantization, or None for plain rounding."""
+    if isinstance(spec, BlockFormat):
+        if scaling is not None:
+            raise ValueError(f"{spec.name!r} brings its own block scaling; do not pass scaling=")
+        lo, hi = spec.scale.emin, spec.scale.emax
+        plan = Scaling(
+            granularity="tensor" if spec.block_size is None else "block",
+            axis=-1 if axis is None else axis,
+            block_size=block_size or spec.block_size,
+            scale_format="e8m0" if spec.scale.name == "float8_e8m0fnu" else "pow2",
+            rule=spec.scale_rule,
+            exp_range=(lo, hi),
+        )
+        return spec.element, plan
+    if isinstance(scaling, str):
+        scaling = {
+            "tensor": Scaling(),
+            "channel": Scaling(granularity="channel", axis=-1 if axis is None else axis),
+        }.get(scaling) or _bad_scaling(scaling)
+    if scaling is None and (axis is not None or block_size is not None):
+        if block_size is not None:
+            scaling = Scaling(granularity="block", axis=-1 if axis is None else axis, block_size=block_size)
+        else:
+            scaling = Scaling(granularity="channel", axis=axis)
+    if scaling is None:
+        return None
+    if not scaling.symmetric and spec.kind != "int":
+        raise ValueError(f"asymmetric scaling needs an integer format, got {spec.name!r}")
+    return spec, scaling
+
+
+def _bad_scaling(name):
+    raise ValueError(f"scaling={name!r}; allowed: 'tensor', 'channel', or a Scaling(...)")
+
+
+# --- grouping -----------------------------------------------------------------------------------
+
+
+def _grouped(x: jax.Array, plan: Scaling):
+    """View ``x`` as (groups..., members) so a reduction over the last axis gives each scale."""
+    if plan.granularity == "tensor":
+        return x.reshape(1, -1), lambda g: g.reshape(x.shape)
+    axis = plan.axis % x.ndim
+    moved = jnp.moveaxis(x, axis, -1)
+    if plan.granularity == "channel":
+        flat = moved.reshape(-1, moved.shape[-1]).T  # (channels, members)
+        return flat, lambda g: jnp.moveaxis(g.T.reshape(moved.shape), -1, axis)
+    n, b = moved.shape[-1], plan.block_size
+    pad = (-n) % b
+    padded = jnp.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, pad)])
+    blocks = padded.reshape(-1, b)
+
+    def ungroup(g):
+        back = g.reshape(padded.shape)[..., :n]
+        return jnp.moveaxis(back, -1, axis)
+
+    return blocks, ungroup
+
+
+def group_amax_bits(groups: jax.Array) -> jax.Array:
+    """Largest magnitude of each group, as uint32 bits (NaN/inf compare above every finite)."""
+    a = jax.lax.bitcast_convert_type(groups, jnp.uint32) & np.uint32(0x7FFFFFFF)
+    return jnp.max(a, axis=-1, keepdims=True)
+
+
+def pow2_scale_exponent(amax_bits: jax.Array, element, plan: Scaling) -> jax.Array:
+    """Shared exponent per group, by the plan's rule, clamped to the scale format's range."""
+    e_field = (amax_bits >> np.uint32(23)).astype(jnp.int32)
+    sub_lead = 31 - jax.lax.clz(amax_bits).astype(jnp.int32)  # subnormal amax
+    log2_floor = jnp.where(e_field > 0, e_field - 127, sub_lead - 149)
+    norm_man = jnp.where(
+        e_field > 0,
+        amax_bits & np.uint32(0x7FFFFF),
+        (amax_bits << jnp.clip(23 - sub_lead, 0, 31).astype(jnp.uint32)) & np.uint32(0x7FFFFF),
+    )
+    emax = emax_of(element)
+    elem_man = np.uint32(np.array(math.ldexp(element.max, -emax), np.float32).view(np.uint32) & 0x7FFFFF)
+    e = log2_floor - emax
+    if plan.rule == "up":
+        e = e + (norm_man > elem_man).astype(jnp.int32)
+    elif plan.rule == "nearest":
+        ratio = jax.lax.bitcast_convert_type(norm_man | np.uint32(0x3F800000), jnp.float32) / np.float32(
+            math.ldexp(element.max, -emax)
+        )
+        e = e + (ratio >= np.float32(math.sqrt(2))).astype(jnp.int32)
+        e = e - (ratio < np.float32(math.sqrt(0.5))).astype(jnp.int32)
+    lo, hi = plan.exp_range
+    if plan.scale_format == "e8m0":
+        lo, hi = max(lo, -127), min(hi, 127)
+    return jnp.clip(jnp.where(amax_bits == 0, lo, e), lo, hi)
+
+
+def scaled_quantize(x, element, plan: Scaling, rnd: Rounding, saturate: bool, words):
+    return _scaled_ste(x, words, element, plan, rnd, saturate)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4, 5))
+def _scaled_ste(x, words, element, plan, rnd, saturate):
+    return _scaled_jit(x, words, element, plan, rnd, saturate)[0]
+
+
+@_scaled_ste.defjvp
+def _scaled_ste_jvp(element, plan, rnd, saturate, primals, tangents):
+    return _scaled_ste(*primals, element, plan, rnd, saturate), tangents[0]
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """(values, per-group scale) -- the scale is an exponent (int32) or an fp32 factor."""
+    from .quantize import round_to_grid
+
+    if x.dtype != jnp.float32:
+        raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
+    groups, ungroup = _grouped(x, plan)
+    rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+    amax = group_amax_bits(groups)
+    finite = amax < np.uint32(0x7F800000)
+    if plan.scale_format == "fp32":
+        return _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup)
+    shift = pow2_scale_exponent(amax, element, plan)
+    bits = jax.lax.bitcast_convert_type(groups, jnp.uint32)
+    shift_b = jnp.broadcast_to(shift, groups.shape)
+    out = round_to_grid(jnp, F32, bits, element, rnd, saturate, rand, shift=shift_b)
+    out = jnp.where(finite, out, np.uint32(F32.nan))  # a NaN/inf anywhere: the scale is NaN
+    values = jax.lax.bitcast_convert_type(out, jnp.float32)
+    scale_exp = jnp.where(finite, shift, jnp.iinfo(jnp.int32).min)
+    return ungroup(values), scale_exp[..., 0]
+
+
+def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup):
+    from .quantize import round_to_grid
+
+    if plan.symmetric:
+        amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+        scale = jnp.where(amax == 0, np.float32(1), amax_f / np.float32(element.max))
+        zero_point = np.float32(0)
+    else:
+        lo = jnp.minimum(jnp.min(groups, axis=-1, keepdims=True), 0)
+        hi = jnp.maximum(jnp.max(groups, axis=-1, keepdims=True), 0)
+        span = np.float32(element.kmax - element.kmin) * np.float32(element.eps)
+        scale = jnp.where(hi == lo, np.float32(1), (hi - lo) / span)
+        zero_point = jnp.clip(
+            jnp.round(np.float32(element.min) - lo / scale), element.min, element.max
+        )
+    y = groups / scale + zero_point
+    bits = jax.lax.bitcast_convert_type(y, jnp.uint32)
+    q = round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
+    values = (jax.lax.bitcast_convert_type(q, jnp.float32) - zero_point) * scale
+    values = jnp.where(finite, values, np.float32(np.nan))
+    return ungroup(values), jnp.where(finite, scale, np.float32(np.nan))[..., 0]
+
+
+def block_scales(x, fmt, *, axis: int | None = None) -> jax.Array:
+    """Scale of each group as ``quantize`` picks it: int32 exponents for power-of-two scales
+    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales."""
+    from .catalog import get_format
+    from .rounding import parse_rounding
+
+    element, plan = resolve_scaling(get_format(fmt), axis=axis)
+    words = jnp.zeros(2, jnp.uint32)
+    x = jnp.asarray(x, jnp.float32)
+    return _scaled_jit(x, words, element, plan, parse_rounding("rne"), True)[1]
