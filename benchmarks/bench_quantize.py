@@ -1,0 +1,95 @@
+"""Fake-quantization throughput: fp32 -> format -> fp32 on 16 M elements, in one run.
+
+Anchors measured in the same run (the machine is shared and noisy, so compare ratios):
+a numpy copy into an existing buffer (the memory-bandwidth limit) and ml_dtypes ``astype``
+round trips. asicsim runs under ``jax.jit`` with the input buffer donated, so XLA writes the
+result in place instead of allocating a fresh 64 MiB output per call.
+
+    python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import jax
+import ml_dtypes
+import numpy as np
+
+import asicsim as sim
+
+CASES = [
+    ("bfloat16", {}),
+    ("float16", {}),
+    ("float8_e4m3fn", {}),
+    ("float8_e5m2", {}),
+    ("float4_e2m1fn", {}),
+    ("mxfp8_e4m3", {}),
+    ("int8", {"axis": 0}),  # per-channel (one scale per row)
+]
+ML_DTYPES = {
+    "bfloat16": ml_dtypes.bfloat16,
+    "float16": np.float16,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+    "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
+}
+
+
+def best_of(fn, repeat: int) -> float:
+    fn()  # warm up / compile
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def bench_asicsim(x: np.ndarray, fmt: str, kwargs: dict, rounding: str, repeat: int) -> float:
+    key = jax.random.key(0)
+
+    def step(v, k):
+        return sim.quantize(v, fmt, rounding, key=k if rounding == "sr" else None, **kwargs)
+
+    f = jax.jit(step, donate_argnums=0)
+    state = {"v": jax.device_put(x.reshape(4096, -1))}
+
+    def run():
+        state["v"] = f(state["v"], key)
+        state["v"].block_until_ready()
+
+    return best_of(run, repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=16 * 2**20)
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(args.n, dtype=np.float32)
+    out = np.empty_like(x)
+    copy_t = best_of(lambda: np.copyto(out, x), args.repeat)
+    gps = lambda t: args.n / t / 1e9  # noqa: E731
+    print(f"# quantize throughput, {args.n / 2**20:.0f} M float32 elements")
+    print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} JAX device(s), "
+          f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d')}")
+    print(f"\nnumpy copy (memory limit): {gps(copy_t):.2f} G elem/s\n")
+    print("| format | asicsim rne G/s | asicsim sr G/s | ml_dtypes astype G/s | rne / copy |")
+    print("|---|---|---|---|---|")
+    for fmt, kwargs in CASES:
+        rne = bench_asicsim(x, fmt, kwargs, "rne", args.repeat)
+        sr = bench_asicsim(x, fmt, kwargs, "sr", args.repeat)
+        ml = "-"
+        if fmt in ML_DTYPES:
+            dt = ML_DTYPES[fmt]
+            ml = f"{gps(best_of(lambda dt=dt: x.astype(dt).astype(np.float32), max(2, args.repeat // 3))):.3f}"
+        label = fmt + (" per-channel" if kwargs else "")
+        print(f"| {label} | {gps(rne):.2f} | {gps(sr):.2f} | {ml} | {copy_t / rne:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
