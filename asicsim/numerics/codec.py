@@ -15,7 +15,7 @@ import numpy as np
 from .catalog import get_format
 from .formats import BlockFormat, FloatFormat, Format, IntFormat
 from .quantize import quantize
-from .rounding import F32, Carrier
+from .rounding import F32, Carrier, bit_length
 from .scaling import _grouped, resolve_scaling
 
 
@@ -50,7 +50,12 @@ def encode_float_bits(xp, c: Carrier, v, spec: FloatFormat):
     exp = (a >> u(c.man)).astype(i)
     frac = a & u((1 << c.man) - 1)
     sig = xp.where(exp > 0, frac | u(1 << c.man), frac)
-    unbiased = exp - c.bias
+    # A carrier subnormal may be a normal number of the format (e8m0's 2**-127, large biases):
+    # its exponent and fraction come from its leading one, not from the carrier's fields.
+    lead = bit_length(xp, frac, c) - 1
+    unbiased = xp.where(exp > 0, exp - c.bias, lead - (c.bias - 1 + c.man))
+    frac = xp.where(exp > 0, frac, (frac << xp.clip(c.man - lead, 0, c.width - 1).astype(v.dtype)))
+    frac = frac & u((1 << c.man) - 1)
     normal = unbiased >= spec.emin
     e_field = xp.where(normal, unbiased + spec.bias, 0)
     shift = xp.clip(spec.emin - spec.man_bits + c.bias + c.man - xp.maximum(exp, 1), 0, c.width - 1)
@@ -84,8 +89,12 @@ def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
     # Normal: exponent re-biased, mantissa widened.
     exp_c = e_field - spec.bias + c.bias
     normal = (exp_c.astype(u) << u(c.man)) | (man << u(c.man - spec.man_bits))
+    # A normal of the format below the carrier's normal range (e8m0's 2**-127): a carrier subnormal.
+    full = man | u(1 << spec.man_bits)
+    normal_tiny = full << xp.clip(exp_c - 1 + c.man - spec.man_bits, 0, c.width - 1).astype(u)
+    normal = xp.where(exp_c >= 1, normal, normal_tiny)
     # Subnormal (field 0): man * 2**(emin - M), normalised with a leading-zero count.
-    lead = _bit_length(xp, man, c) - 1  # position of the leading one
+    lead = bit_length(xp, man, c) - 1  # position of the leading one
     e_sub = spec.emin - spec.man_bits + lead
     frac_sub = (man << xp.clip(c.man - lead, 0, c.width - 1).astype(u)) & u((1 << c.man) - 1)
     sub_normal = ((e_sub + c.bias).astype(u) << u(c.man)) | frac_sub
@@ -101,12 +110,6 @@ def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
         bits = xp.where((neg == u(1)) & (e_field == 0) & (man == u(0)), u(c.nan), bits)
     is_nan = bits == u(c.nan)
     return xp.where(is_nan, bits, bits | (neg.astype(u) << u(c.width - 1)))
-
-
-def _bit_length(xp, v, c: Carrier):
-    if xp is jnp:
-        return (c.width - jax.lax.clz(v)).astype(jnp.int32)
-    return np.where(v > 0, np.floor(np.log2(np.maximum(v, 1).astype(np.float64))) + 1, 0).astype(np.int64)
 
 
 # --- integers -----------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import random as _random
 from .catalog import get_format
-from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .formats import FloatFormat, Format, IntFormat
 from .rounding import F32, F64, Carrier, Grid, Rounding, RoundMode, parse_rounding, round_magnitude
 from .scaling import Scaling, resolve_scaling, scaled_quantize
 
@@ -30,16 +30,25 @@ def float_bits(value: float, c: Carrier) -> int:
 
 def grid_of(spec: FloatFormat | IntFormat, c: Carrier, shift=None) -> Grid:
     """The kernel's view of a format, optionally shifted by a per-element power of two."""
+    code_bias = None
     if spec.kind == "float":
         man, qmin = spec.man_bits, spec.smallest_subnormal_exp
         max_pos = max_neg = float_bits(spec.max, c)
+        if man == 0:
+            code_bias = spec.bias
     else:
         man, qmin = None, -spec.frac_bits
         max_pos = float_bits(spec.max, c)
         max_neg = float_bits(-spec.min, c) if spec.signed else 0
     if shift is None:
-        return Grid(man, qmin, max_pos, max_neg)
-    return Grid(man, qmin + shift, shift_bits(max_pos, shift, c), shift_bits(max_neg, shift, c))
+        return Grid(man, qmin, max_pos, max_neg, code_bias)
+    return Grid(
+        man,
+        qmin + shift,
+        shift_bits(max_pos, shift, c),
+        shift_bits(max_neg, shift, c),
+        None if code_bias is None else code_bias - shift,
+    )
 
 
 def shift_bits(bits: int, shift, c: Carrier):

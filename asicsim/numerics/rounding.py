@@ -19,6 +19,10 @@ import enum
 import re
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 
 class RoundMode(enum.Enum):
     RNE = "rne"  #: round to nearest, ties to even (the default everywhere)
@@ -103,13 +107,23 @@ class Grid(NamedTuple):
     ``man`` is the target's mantissa width (None for fixed point: one quantum everywhere);
     ``qmin`` the exponent of the smallest quantum; ``max_pos``/``max_neg`` the carrier bits of the
     largest magnitude allowed for each sign. ``qmin``/``max_*`` may be integer arrays (a per-element
-    power-of-two scale shifts the grid); everything else is static.
+    power-of-two scale shifts the grid); everything else is static. ``code_bias`` (formats with no
+    mantissa bits only) is the exponent bias of the codes, minus any shift: there a value's code
+    parity, which ties-to-even needs, is the parity of its exponent field, ``quantum + code_bias``.
     """
 
     man: int | None
     qmin: object
     max_pos: object
     max_neg: object
+    code_bias: object = None
+
+
+def bit_length(xp, v, c: Carrier):
+    """Number of significant bits of unsigned ``v`` (exact below 2**53 on the numpy path)."""
+    if xp is np:
+        return np.frexp(v.astype(np.float64))[1].astype(np.int32 if c.width == 32 else np.int64)
+    return (c.width - jax.lax.clz(v)).astype(jnp.int32 if c.width == 32 else jnp.int64)
 
 
 def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand=None):
@@ -123,17 +137,31 @@ def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand
     exp = (a >> u(c.man)).astype(i)
     exp1 = xp.maximum(exp, 1)
     # Exponent of the target quantum at this magnitude, and how many carrier bits fall below it.
-    quantum = grid.qmin if grid.man is None else xp.maximum(exp - (c.bias + grid.man), grid.qmin)
+    # A carrier subnormal's binade comes from its leading one: the target may hold it as a normal.
+    if grid.man is None:
+        quantum = grid.qmin
+    else:
+        binade = xp.where(exp > 0, exp, bit_length(xp, a, c) - c.man)
+        quantum = xp.maximum(binade - (c.bias + grid.man), grid.qmin)
     d_raw = quantum + (c.bias + c.man) - exp1
     small = d_raw > c.man  # value is below half... one quantum: result is 0 or one quantum
     d = xp.clip(d_raw, 0, c.man).astype(a.dtype)
     mask = (u(1) << d) - u(1)
 
+    # Significand with the hidden bit: bit d of it is the parity of the lower neighbour's code
+    # (d == c.man: the lower neighbour is one quantum, an odd code), except for formats with no
+    # mantissa bits, whose codes count exponents.
+    sig = xp.where(exp > 0, (a & u((1 << c.man) - 1)) | u(1 << c.man), a)
+
     mode = rnd.mode
     if mode in (RoundMode.RUP, RoundMode.RDN):
         away = ~negative if mode is RoundMode.RUP else negative
     if mode is RoundMode.RNE:
-        inc = (mask >> u(1)) + ((a >> d) & u(1))
+        if grid.man == 0:
+            odd = ((quantum + grid.code_bias) & 1).astype(a.dtype)
+        else:
+            odd = (sig >> d) & u(1)
+        inc = (mask >> u(1)) + odd
     elif mode is RoundMode.RNA:
         inc = (mask + u(1)) >> u(1)
     elif mode is RoundMode.RTZ:
@@ -150,7 +178,6 @@ def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand
     r = r & ~mask
 
     # Below one quantum: 0 or exactly one quantum (2**quantum, always a normal carrier value).
-    sig = xp.where(exp > 0, (a & u((1 << c.man) - 1)) | u(1 << c.man), a)
     if mode is RoundMode.RNE:
         up = (d_raw == c.man + 1) & (exp > 0) & (sig != u(1 << c.man))
     elif mode is RoundMode.RNA:
