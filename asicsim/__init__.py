@@ -24,3 +24,7 @@ try:
     __version__ = _version("asicsim")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
+
+from .numerics import MacSpec as MacSpec  # the MAC model: dot/matmul under a MacSpec
+from .numerics import dot as dot
+from .numerics import matmul as matmul

@@ -9,6 +9,9 @@ from .formats import BlockFormat as BlockFormat
 from .formats import FloatFormat as FloatFormat
 from .formats import FormatError as FormatError
 from .formats import IntFormat as IntFormat
+from .mac import MacSpec as MacSpec
+from .matmul import dot as dot
+from .matmul import matmul as matmul
 from .quantize import quantize as quantize
 from .rounding import RoundMode as RoundMode
 from .rounding import parse_rounding as parse_rounding

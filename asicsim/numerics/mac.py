@@ -1,0 +1,246 @@
+"""The MAC model: how a dot product is multiplied, accumulated and rounded.
+
+A :class:`MacSpec` says what a processing element does with ``a[i, k] * b[k, j]``:
+
+* operands are first rounded (rne) onto ``a_fmt`` / ``b_fmt``;
+* the product is exact (``product=None``, the default) or rounded onto ``product``; with
+  ``fused=False`` and no ``product`` format it is rounded onto the accumulator format;
+* every addition is rounded once onto ``acc`` with ``acc_rounding`` (an integer ``acc`` adds
+  exactly and wraps or saturates at every step, ``overflow``);
+* ``order`` fixes which additions happen:
+
+  ``sequential``     output-stationary PE: ``acc = round(acc + p_k)`` for k = 0..K-1, from +0.
+  ``folded:R``       weight-stationary column of R PEs: each fold of R consecutive k's is summed
+                     from zero down the column (rounding each step); each fold's partial is then
+                     added into the accumulator (rounding).
+  ``chunk:C``        chunk-based accumulation (Wang et al., NeurIPS 2018): each chunk of C products
+                     summed sequentially from zero, the chunk sums accumulated sequentially. It is
+                     the same arithmetic as ``folded:C``; both names are kept for the two stories.
+  ``tree``           pairwise tree: adjacent pairs added (rounding at every node) level by level;
+                     an odd last element moves up unchanged.
+  ``tensorcore:k``   an NVIDIA-style block FMA (Fasi, Higham, Mikaitis & Pranesh, PeerJ CS 2021):
+                     see :mod:`asicsim.numerics.tensorcore`; ``guard_bits``/``carry_bits`` apply.
+  ``fast``           ``jnp.dot`` in float32 then one rounding onto ``out``. NOT bit-exact: a
+                     quick approximation for large sweeps.
+
+* ``out`` (default ``acc``) is a last rounding of the result (``out_rounding``, default
+  ``acc_rounding``).
+
+Every exact order is checked bit for bit against the scalar model in :mod:`.mac_ref`.
+IEEE signed-zero rules hold: an exact zero sum is +0 (-0 under ``rdn``) unless both addends are -0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from .catalog import get_format
+from .formats import FormatError
+from .rounding import parse_rounding
+
+ORDERS = "sequential, folded:R, chunk:C, tree, fast, tensorcore:k"
+_PARAM_ORDERS = ("folded", "chunk", "tensorcore")
+_ORDER_RE = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
+
+#: Tensor-core presets after Fasi et al. (2021): V100 sums 4 products + c per block with no
+#: extra alignment bits; A100 8 products with 3 extra bits; an H100-style 16-product block is
+#: our extrapolation. All round the block sum toward zero into fp32.
+PRESETS = {
+    "v100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:4,acc_rounding=rtz,guard_bits=0",
+    "a100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:8,acc_rounding=rtz,guard_bits=3",
+    "h100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:16,acc_rounding=rtz,guard_bits=3",
+}
+
+_KEYS = {
+    "a": "a_fmt", "a_fmt": "a_fmt", "b": "b_fmt", "b_fmt": "b_fmt", "acc": "acc",
+    "order": "order", "fused": "fused", "product": "product",
+    "product_rounding": "product_rounding", "rounding": "acc_rounding",
+    "acc_rounding": "acc_rounding", "out": "out", "out_rounding": "out_rounding",
+    "saturate": "saturate", "overflow": "overflow", "guard": "guard_bits",
+    "guard_bits": "guard_bits", "carry_bits": "carry_bits",
+}  # fmt: skip
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MacSpec:
+    """A multiply-accumulate unit; frozen and hashable, so usable as a ``jax.jit`` static arg."""
+
+    a_fmt: object = "fp32"
+    b_fmt: object = None  # None: same as a_fmt
+    acc: object = "fp32"
+    order: str = "sequential"
+    fused: bool = True
+    product: object = None  # None: exact product (or the acc format when fused=False)
+    product_rounding: str = "rne"
+    acc_rounding: str = "rne"
+    out: object = None  # None: same as acc
+    out_rounding: str | None = None  # None: same as acc_rounding
+    saturate: bool | None = None  # None: each format's own overflow convention
+    overflow: str = "wrap"  # integer accumulators: "wrap" or "saturate"
+    guard_bits: int = 0  # tensorcore: alignment bits kept below the acc significand
+    carry_bits: int = 2  # tensorcore: headroom bits above it (see tensorcore.py)
+
+    def __post_init__(self) -> None:
+        fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        if self.b_fmt is None:
+            fix("b_fmt", self.a_fmt)
+        fix("order", str(self.order).strip().lower())
+        specs = {}
+        for name in ("a_fmt", "b_fmt", "acc", "out", "product"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                specs[name] = get_format(value)
+            except FormatError as e:
+                raise ValueError(f"MacSpec {name}={value!r}: {e}") from None
+            if specs[name].kind == "block":
+                raise ValueError(
+                    f"MacSpec {name}={value!r}: block formats are not MAC formats; quantize with "
+                    "the block format first and give its element format here"
+                )
+        for name in ("product_rounding", "acc_rounding", "out_rounding"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            try:
+                rnd = parse_rounding(value)
+            except ValueError as e:
+                raise ValueError(f"MacSpec {name}: {e}") from None
+            if rnd.stochastic:
+                raise ValueError(f"MacSpec {name}={value!r}: stochastic MAC rounding is not supported")
+            fix(name, str(rnd))
+        kind, param = self._parse_order()
+        acc = specs["acc"]
+        if self.fused and self.product is not None:
+            raise ValueError(
+                f"MacSpec: fused=True rounds a*b + acc once, so product={self.product!r} cannot "
+                "apply; give product=None or fused=False"
+            )
+        if self.overflow not in ("wrap", "saturate"):
+            raise ValueError(f"MacSpec overflow={self.overflow!r}: allowed 'wrap', 'saturate'")
+        if acc.kind == "int":
+            bad = [n for n in ("a_fmt", "b_fmt") if specs[n].kind != "int"]
+            if bad or any(specs[n].frac_bits for n in ("a_fmt", "b_fmt", "acc")):
+                raise ValueError(
+                    f"MacSpec acc={self.acc!r}: an integer accumulator needs integer operands "
+                    "without fraction bits (int8 x int8 -> int32)"
+                )
+            if self.product is not None or (self.out is not None and specs["out"] != acc):
+                raise ValueError("MacSpec: an integer MAC has an exact product and no out format")
+            if kind == "tensorcore":
+                raise ValueError("MacSpec: order tensorcore:k needs a float accumulator")
+        elif self.out is not None and specs["out"].kind != "float":
+            raise ValueError(f"MacSpec out={self.out!r}: a float accumulator needs a float out format")
+        if kind == "tensorcore":
+            if self.product is not None or not self.fused:
+                raise ValueError("MacSpec: tensorcore:k multiplies exactly (product=None, fused)")
+            if not 0 <= self.guard_bits <= 20:
+                raise ValueError(f"MacSpec guard_bits={self.guard_bits}: allowed 0..20")
+            if self.carry_bits < 1:
+                raise ValueError(f"MacSpec carry_bits={self.carry_bits}: must be >= 1")
+            width = acc.man_bits + 2 + self.guard_bits + (param + 1).bit_length()
+            if width > 53 or param > 64:
+                raise ValueError(f"MacSpec {self.order}: block too large (k <= 64, exact in 53 bits)")
+
+    def _parse_order(self) -> tuple[str, int | None]:
+        m = _ORDER_RE.match(self.order)
+        kind = m[1] if m else None
+        if kind not in ("sequential", "tree", "fast", *_PARAM_ORDERS):
+            raise ValueError(f"MacSpec order={self.order!r}: unknown order; allowed: {ORDERS}")
+        if kind in _PARAM_ORDERS:
+            if m[2] is None:
+                raise ValueError(f"MacSpec order={self.order!r}: needs a size, e.g. {kind}:32")
+            if int(m[2]) < 1:
+                raise ValueError(f"MacSpec order={self.order!r}: size must be >= 1, got {m[2]}")
+            return kind, int(m[2])
+        if m[2] is not None:
+            raise ValueError(f"MacSpec order={self.order!r}: {kind} takes no size")
+        return kind, None
+
+    # --- derived -------------------------------------------------------------------------
+    @property
+    def order_kind(self) -> str:
+        return self._parse_order()[0]
+
+    @property
+    def order_size(self) -> int | None:
+        return self._parse_order()[1]
+
+    def spec(self, name: str):
+        """The resolved format of field ``name`` (out and product fall back as documented)."""
+        if name == "out" and self.out is None:
+            name = "acc"
+        if name == "product" and self.product is None:
+            return None if self.fused else get_format(self.acc)
+        return get_format(getattr(self, name))
+
+    @property
+    def integer(self) -> bool:
+        return get_format(self.acc).kind == "int"
+
+    @property
+    def product_rnd(self) -> str:
+        return self.product_rounding if self.product is not None else self.acc_rounding
+
+    @property
+    def final_rounding(self) -> str:
+        return self.out_rounding or self.acc_rounding
+
+    # --- text form -----------------------------------------------------------------------
+    @classmethod
+    def parse(cls, text: str | MacSpec) -> MacSpec:
+        """``"a=bf16,b=bf16,acc=fp32,order=sequential"``; a leading preset (``v100``, ``a100``,
+        ``h100``) may be followed by overrides: ``"a100,acc_rounding=rne"``."""
+        if isinstance(text, MacSpec):
+            return text
+        kwargs: dict = {}
+        items = [t.strip() for t in str(text).split(",") if t.strip()]
+        if items and "=" not in items[0]:
+            preset = items.pop(0).lower()
+            if preset not in PRESETS:
+                raise ValueError(f"MacSpec {text!r}: unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+            items = PRESETS[preset].split(",") + items
+        for item in items:
+            key, sep, value = (s.strip() for s in item.partition("="))
+            if not sep or key.lower() not in _KEYS:
+                raise ValueError(
+                    f"MacSpec {text!r}: cannot read {item!r}; keys: {', '.join(sorted(_KEYS))}"
+                )
+            field = _KEYS[key.lower()]
+            kwargs[field] = _convert(field, value, text)
+        return cls(**kwargs)
+
+    def __str__(self) -> str:
+        parts = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value != f.default or f.name in ("a_fmt", "acc", "order"):
+                value = getattr(value, "name", value)
+                parts.append(f"{f.name}={'none' if value is None else str(value).lower()}")
+        return ",".join(parts)
+
+
+def _convert(field: str, value: str, text):
+    low = value.lower()
+    if field in ("fused", "saturate"):
+        if field == "saturate" and low == "none":
+            return None
+        if low not in _BOOLS:
+            raise ValueError(f"MacSpec {text!r}: {field}={value!r} is not a boolean")
+        return _BOOLS[low]
+    if field in ("guard_bits", "carry_bits"):
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"MacSpec {text!r}: {field}={value!r} is not an integer") from None
+    if field in ("product", "out", "out_rounding", "b_fmt") and low == "none":
+        return None
+    return value
+
+
+def as_mac(mac) -> MacSpec:
+    return mac if isinstance(mac, MacSpec) else MacSpec.parse(mac)

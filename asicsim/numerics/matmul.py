@@ -1,0 +1,298 @@
+"""``dot`` / ``matmul`` under a :class:`~asicsim.numerics.mac.MacSpec`: the fast JAX kernels.
+
+How one rounded addition ``round(acc + p)`` is made bit-exact in JAX (XLA:CPU flushes float32
+subnormals, so float32 arithmetic cannot be trusted near the bottom of the range):
+
+* Every value lives in float64, built from the float32 *bits* (integer ops plus an exact scaling
+  for float32 subnormals, never an f32->f64 convert). Format values and exact products of two
+  of them (at most 48 significant bits, magnitude >= 2**-298) are all normal float64 numbers.
+* ``s = acc + p`` in float64 with TwoSum gives ``s + err`` exactly; if ``err != 0`` and ``s``
+  is even, ``s`` steps to its odd neighbour on the side of ``err``: round-to-odd at 53 bits.
+* One rounding of that onto the accumulator grid with ``round_to_grid`` (the integer kernel of
+  ``quantize``) is correct in every mode, as 53 >= 24 + 2 (Boldo & Melquiond, round-to-odd).
+
+Everything runs under ``jax.enable_x64(True)`` inside the jitted function; callers keep their
+own x64 setting. Results are float32 (int32 for integer MACs).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import fast32
+from .mac import MacSpec, as_mac
+from .quantize import quantize, round_to_grid
+from .rounding import F64, RoundMode, parse_rounding
+
+_U64 = np.uint64
+
+
+# --- float32 <-> float64 by bits -----------------------------------------------------------------
+
+
+def f32_to_f64(x: jax.Array) -> jax.Array:
+    """float64 of float32 values (subnormals included), without any f32 arithmetic."""
+    u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
+    sign = (u >> _U64(31)) << _U64(63)
+    e = (u >> _U64(23)) & _U64(0xFF)
+    m = u & _U64(0x7FFFFF)
+    normal = (sign | ((e + _U64(1023 - 127)) << _U64(52))) | (m << _U64(29))
+    special = sign | _U64(0x7FF << 52) | (m << _U64(29))
+    sub = jax.lax.bitcast_convert_type(m.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
+    bits = jnp.where(e == _U64(0), sub, jnp.where(e == _U64(0xFF), special, normal))
+    return jax.lax.bitcast_convert_type(bits, jnp.float64)
+
+
+def f64_to_f32(x: jax.Array) -> jax.Array:
+    """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
+    b = jax.lax.bitcast_convert_type(x, jnp.uint64)
+    sign = ((b >> _U64(63)) << _U64(31)).astype(jnp.uint32)
+    e = ((b >> _U64(52)) & _U64(0x7FF)).astype(jnp.int32)
+    frac = b & _U64((1 << 52) - 1)
+    normal = (jnp.clip(e - (1023 - 127), 1, 254).astype(jnp.uint32) << np.uint32(23)) | (
+        frac >> _U64(29)
+    ).astype(jnp.uint32)
+    shift = jnp.clip(29 + (1023 - 126) - e, 0, 63).astype(jnp.uint64)
+    sub = ((frac | _U64(1 << 52)) >> shift).astype(jnp.uint32)
+    nan = jnp.where(frac != _U64(0), np.uint32(0x7FC00000), np.uint32(0x7F800000))
+    mag = jnp.where(e >= 1023 - 126, normal, sub)
+    mag = jnp.where(e == 0, np.uint32(0), jnp.where(e == 0x7FF, nan, mag))
+    return jax.lax.bitcast_convert_type(mag | sign, jnp.float32)
+
+
+# --- one rounding ------------------------------------------------------------------------------
+
+
+def round64(x: jax.Array, spec, rnd: str, sat: bool | None) -> jax.Array:
+    """Round float64 values once onto a float format (result still float64)."""
+    r = parse_rounding(rnd)
+    sat = spec.saturate if sat is None else sat
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint64)
+    out = round_to_grid(jnp, F64, bits, spec, r, sat)
+    return jax.lax.bitcast_convert_type(out, jnp.float64)
+
+
+def add_round(acc: jax.Array, p: jax.Array, spec, rnd: str, sat: bool | None) -> jax.Array:
+    """``round(acc + p)`` onto ``spec``, correctly rounded, IEEE signs of zero."""
+    s = acc + p
+    bb = s - acc
+    err = (acc - (s - bb)) + (p - bb)  # TwoSum: s + err == acc + p exactly
+    bits = jax.lax.bitcast_convert_type(s, jnp.uint64)
+    inexact = (err != 0.0) & jnp.isfinite(s)
+    step = inexact & ((bits & _U64(1)) == _U64(0))
+    up = (err > 0.0) == (s > 0.0)  # the exact sum lies farther from zero than s
+    bits = jnp.where(step, jnp.where(up, bits + _U64(1), bits - _U64(1)), bits)
+    neg = jnp.signbit(acc) & jnp.signbit(p)
+    if parse_rounding(rnd).mode is RoundMode.RDN:
+        neg = jnp.signbit(acc) | jnp.signbit(p)
+    zero = jnp.where(neg, _U64(1 << 63), _U64(0))
+    bits = jnp.where(s == 0.0, zero, bits)
+    return round64(jax.lax.bitcast_convert_type(bits, jnp.float64), spec, rnd, sat)
+
+
+# --- accumulation orders, written once for float and integer MACs -------------------------------
+
+
+class _Float:
+    def __init__(self, mac: MacSpec):
+        self.mac, self.acc = mac, mac.spec("acc")
+        self.prod_spec = mac.spec("product")
+
+    def zeros(self, shape):
+        return jnp.zeros(shape, jnp.float64)
+
+    def product(self, a, b):
+        p = a * b  # exact in float64
+        if self.prod_spec is not None:
+            p = round64(p, self.prod_spec, self.mac.product_rnd, self.mac.saturate)
+        return p
+
+    def add(self, x, y):
+        return add_round(x, y, self.acc, self.mac.acc_rounding, self.mac.saturate)
+
+    def to_acc(self, p):
+        return round64(p, self.acc, self.mac.acc_rounding, self.mac.saturate)
+
+
+class _Int:
+    def __init__(self, mac: MacSpec):
+        self.acc, self.sat = mac.spec("acc"), mac.overflow == "saturate"
+
+    def zeros(self, shape):
+        return jnp.zeros(shape, jnp.int64)
+
+    def product(self, a, b):
+        return a * b
+
+    def add(self, x, y):
+        return self.to_acc(x + y)
+
+    def to_acc(self, s):
+        lo, hi, bits = self.acc.kmin, self.acc.kmax, self.acc.bits
+        if self.sat:
+            return jnp.clip(s, lo, hi)
+        if not self.acc.signed:
+            return s & ((1 << bits) - 1)
+        return ((s - lo) & ((1 << bits) - 1)) + lo
+
+
+def _sequential(ar, at, bt, start, stop, acc, unroll):
+    """acc = add(acc, a[k] * b[k]) for k in [start, stop): ``at`` is (K, M), ``bt`` (K, N)."""
+
+    def body(k, acc):
+        return ar.add(acc, ar.product(at[k][:, None], bt[k][None, :]))
+
+    n = stop - start
+    if n <= 0:
+        return acc
+    return jax.lax.fori_loop(start, stop, body, acc, unroll=max(1, min(unroll, n)))
+
+
+def _chunked(ar, at, bt, size, acc, unroll, pad_value):
+    """Chunks of ``size`` summed from zero, each added into ``acc``. A short last chunk is
+    padded with zero products that leave every sum bit-identical (-0, or +0 under rdn)."""
+    m, n = at.shape[1], bt.shape[1]
+    extra = -at.shape[0] % size
+    if extra:
+        at = jnp.concatenate([at, jnp.zeros((extra, m), at.dtype)], axis=0)
+        bt = jnp.concatenate([bt, jnp.full((extra, n), pad_value, bt.dtype)], axis=0)
+
+    def chunk(c, acc):
+        start = c * size
+
+        def body(j, part):
+            return ar.add(part, ar.product(at[start + j][:, None], bt[start + j][None, :]))
+
+        part = jax.lax.fori_loop(0, size, body, ar.zeros((m, n)), unroll=max(1, min(unroll, size)))
+        return ar.add(acc, part)
+
+    return jax.lax.fori_loop(0, at.shape[0] // size, chunk, acc)
+
+
+def _tree(ar, at, bt):
+    nodes = ar.product(at[:, :, None], bt[:, None, :])  # (K, M, N)
+    if nodes.shape[0] == 1:  # a lone product is only rounded onto the accumulator
+        return ar.to_acc(nodes[0])
+    while nodes.shape[0] > 1:
+        half = nodes.shape[0] // 2
+        pairs = ar.add(nodes[0 : 2 * half : 2], nodes[1 : 2 * half : 2])
+        if nodes.shape[0] % 2:  # the odd last element moves up unchanged
+            pairs = jnp.concatenate([pairs, nodes[-1:]], axis=0)
+        nodes = pairs
+    return nodes[0]
+
+
+_TREE_BLOCK = 1 << 22  # products held at once by the tree order (float64 elements)
+
+
+def _tree_blocked(ar, at, bt):
+    k, m, n = at.shape[0], at.shape[1], bt.shape[1]
+    nb = max(1, min(n, _TREE_BLOCK // max(1, k * m)))
+    if nb >= n:
+        return _tree(ar, at, bt)
+    blocks = -(-n // nb)
+    bp = jnp.pad(bt, ((0, 0), (0, blocks * nb - n))).reshape(k, blocks, nb).transpose(1, 0, 2)
+    out = jax.lax.map(lambda b: _tree(ar, at, b), bp)  # (blocks, M, nb)
+    return out.transpose(1, 0, 2).reshape(m, blocks * nb)[:, :n]
+
+
+@functools.partial(jax.jit, static_argnames=("mac", "unroll"))
+def _matmul2d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.Array:
+    """(M, K) x (K, N) float32 operand values (already on their formats) -> (M, N)."""
+    if mac.order_kind == "fast":
+        if mac.integer:
+            return jnp.dot(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
+        s = jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
+        return fast32.round32(s, mac.spec("out"), mac.final_rounding, mac.saturate)
+    with jax.enable_x64(True):
+        if mac.integer:
+            at, bt = a.T.astype(jnp.int64), b.astype(jnp.int64)
+            return _accumulate(_Int(mac), at, bt, mac, unroll).astype(jnp.int32)
+
+        def run64(a, b):
+            acc = _accumulate(_Float(mac), f32_to_f64(a.T), f32_to_f64(b), mac, unroll)
+            if mac.spec("out") != mac.spec("acc"):  # rounding onto the acc grid is a no-op
+                acc = round64(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
+            return f64_to_f32(acc)
+
+        def run32(a, b):
+            acc = _accumulate(fast32.F32Arith(mac), a.T, b, mac, unroll)
+            if mac.spec("out") != mac.spec("acc"):
+                acc = fast32.round32(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
+            return acc
+
+        if fast32.eligible(mac):  # same bits, faster, where provably exact (see fast32.py)
+            return jax.lax.cond(fast32.safe(a, b, mac), run32, run64, a, b)
+        return run64(a, b)
+
+
+def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
+    kind, m, n = mac.order_kind, at.shape[1], bt.shape[1]
+    acc = ar.zeros((m, n))
+    if kind == "sequential":
+        return _sequential(ar, at, bt, 0, at.shape[0], acc, unroll)
+    if kind in ("folded", "chunk"):
+        pad = 0 if mac.integer or mac.acc_rounding == "rdn" else -0.0
+        return _chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
+    if kind == "tree":
+        return _tree_blocked(ar, at, bt) if at.shape[0] else acc
+    from .tensorcore import tensorcore_accumulate
+
+    return tensorcore_accumulate(at, bt, mac)
+
+
+def _operands(a, b, mac: MacSpec):
+    return _operand(a, mac.spec("a_fmt")), _operand(b, mac.spec("b_fmt"))
+
+
+def _operand(x, spec) -> jax.Array:
+    """``quantize(x, spec, "rne")``; float32 onto 23-bit-mantissa formats via ``round32``
+    (``quantize`` mis-rounds odd float32 mantissas onto fp32 itself)."""
+    dtype = np.dtype(getattr(x, "dtype", np.float64))
+    if spec.kind == "float" and spec.man_bits == 23 and dtype != np.float64:
+        if not np.issubdtype(dtype, np.floating) and dtype != jnp.bfloat16:
+            raise TypeError(f"dot/matmul take floating-point operands, got dtype {dtype}")
+        x32 = x if dtype == np.float32 else quantize(x, "fp32")  # narrower floats: exact
+        return fast32.round32(jnp.asarray(x32, jnp.float32), spec, "rne", None)
+    return quantize(x, spec, "rne")
+
+
+def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
+    """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it.
+
+    Inputs are rounded (rne) onto the operand formats first. Returns float32 (int32 for an
+    integer MAC): a scalar for vector . vector, (M,) for matrix . vector, and so on.
+    """
+    mac = as_mac(mac)
+    qa, qb = _operands(a, b, mac)
+    if qa.ndim not in (1, 2) or qb.ndim not in (1, 2):
+        raise ValueError(f"dot takes 1-D or 2-D operands, got shapes {qa.shape} and {qb.shape}")
+    a2 = qa[None, :] if qa.ndim == 1 else qa
+    b2 = qb[:, None] if qb.ndim == 1 else qb
+    if a2.shape[1] != b2.shape[0]:
+        raise ValueError(f"dot: contracting dimensions differ: {qa.shape} and {qb.shape}")
+    out = _matmul2d(a2, b2, mac)
+    if qa.ndim == 1:
+        out = out[0]
+    if qb.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
+    """``a @ b`` for (..., M, K) x (..., K, N) with broadcast batch dims, computed by ``mac``."""
+    mac = as_mac(mac)
+    qa, qb = _operands(a, b, mac)
+    if qa.ndim < 2 or qb.ndim < 2:
+        return dot(a, b, mac)
+    if qa.shape[-1] != qb.shape[-2]:
+        raise ValueError(f"matmul: contracting dimensions differ: {qa.shape} and {qb.shape}")
+    batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
+    qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((-1, *qa.shape[-2:]))
+    qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((-1, *qb.shape[-2:]))
+    out = jax.vmap(lambda x, y: _matmul2d(x, y, mac))(qa, qb)
+    return out.reshape(batch + out.shape[-2:])
