@@ -26,5 +26,11 @@ except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
 
 from .numerics import MacSpec as MacSpec  # the MAC model: dot/matmul under a MacSpec
+from .numerics import add as add  # the correctly rounded ops
+from .numerics import div as div
 from .numerics import dot as dot
+from .numerics import fma as fma
 from .numerics import matmul as matmul
+from .numerics import mul as mul
+from .numerics import sqrt as sqrt
+from .numerics import sub as sub

@@ -12,6 +12,12 @@ from .formats import IntFormat as IntFormat
 from .mac import MacSpec as MacSpec
 from .matmul import dot as dot
 from .matmul import matmul as matmul
+from .ops import add as add
+from .ops import div as div
+from .ops import fma as fma
+from .ops import mul as mul
+from .ops import sqrt as sqrt
+from .ops import sub as sub
 from .quantize import quantize as quantize
 from .rounding import RoundMode as RoundMode
 from .rounding import parse_rounding as parse_rounding
