@@ -4,7 +4,8 @@ The anchor is XLA's float32 GEMM on the same float32 arrays; each MAC row report
 the ratio BLAS time / MAC time (1.0 = as fast as BLAS). A bit-exact MAC rounds after every one
 of the M*N*K additions, so it cannot use a GEMM kernel: it is an elementwise loop over K.
 ``path`` says which exact kernel ran (``f32``: float32 arithmetic, taken when provably exact;
-``f64``: the general float64 kernel; see ``asicsim/numerics/fast32.py``).
+``f64``: the general float64 kernel; ``int32``/``int64``: integer MACs; see
+``asicsim/numerics/fast32.py``). The machine is shared: compare ratios, not absolute times.
 
     python benchmarks/bench_dot.py [--n 512] [--repeat 5]
 """
@@ -22,6 +23,7 @@ import numpy as np
 import asicsim as sim
 from asicsim.numerics import fast32
 from asicsim.numerics.mac import MacSpec
+from asicsim.numerics.matmul import _Int32
 
 CASES = [
     "a=bf16,b=bf16,acc=bf16,order=sequential",  # the headline case
@@ -71,9 +73,9 @@ def main() -> None:
         if mac.order_kind == "fast":
             path = "BLAS+round (not exact)"
         elif mac.integer:
-            path = "int64"
+            path = "int32" if _Int32.fits(mac) else "int64"
         else:
-            q = lambda v, f: sim.quantize(v, mac.spec(f))  # noqa: E731
+            q = lambda v, f, mac=mac: sim.quantize(v, mac.spec(f))  # noqa: E731
             path = "f32" if fast32.eligible(mac) and bool(fast32.safe(q(x, "a_fmt"), q(y, "b_fmt"), mac)) else "f64"
         reps = args.repeat if path != "f64" else max(1, args.repeat // 2)
         t = best_of(lambda mac=mac, x=x, y=y: sim.dot(x, y, mac).block_until_ready(), reps)

@@ -1,6 +1,6 @@
 """The float32 fast path of the exact MAC orders, taken only where it is provably exact.
 
-The general kernel (``matmul.py``) works in float64. When the operand formats are narrow
+The general kernel (``exact64.py``) works in float64. When the operand formats are narrow
 (``man_a + man_b + 2 <= 24``, so every product is exact in float32) and the accumulator is
 float32 itself or has at most 21 mantissa bits, the same arithmetic can run on float32 —
 twice the SIMD lanes, half the memory — *provided no value ever falls below 2**-126* (XLA:CPU
@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .exact64 import f32_to_f64, f64_to_f32, round64
 from .mac import MacSpec
 from .quantize import round_to_grid
 from .rounding import F32, RoundMode, parse_rounding
@@ -120,6 +121,13 @@ class F32Arith:
                 move, outward = err < 0.0, ~pos
             bits = jnp.where(move, jnp.where(outward, bits + _U32(1), bits - _U32(1)), bits)
             return jax.lax.bitcast_convert_type(bits, jnp.float32)
+        if self.mask_round and mode is RoundMode.RNE:  # err only matters at a 24-bit tie
+            d = 23 - self.acc.man_bits
+            half, lsb = _U32(1 << (d - 1)), (bits >> _U32(d)) & _U32(1)
+            tie = (bits & _U32((1 << d) - 1)) == half
+            up = jnp.where(tie & inexact, away.astype(jnp.uint32), lsb)
+            bits = (bits + (half - _U32(1)) + up) & ~_U32((1 << d) - 1)
+            return jax.lax.bitcast_convert_type(bits, jnp.float32)
         odd = inexact & ((bits & _U32(1)) == _U32(0))  # round to odd at 24 bits
         bits = jnp.where(odd, jnp.where(away, bits + _U32(1), bits - _U32(1)), bits)
         return jax.lax.bitcast_convert_type(self._round_bits(bits), jnp.float32)
@@ -145,8 +153,6 @@ def round32(x, spec, rnd: str, sat) -> jax.Array:
     """
     sat = spec.saturate if sat is None else sat
     if spec.kind == "float" and spec.man_bits == 23:
-        from .matmul import f32_to_f64, f64_to_f32, round64
-
         with jax.enable_x64(True):
             return f64_to_f32(round64(f32_to_f64(x), spec, rnd, sat))
     bits = jax.lax.bitcast_convert_type(x, jnp.uint32)

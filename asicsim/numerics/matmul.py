@@ -1,18 +1,10 @@
 """``dot`` / ``matmul`` under a :class:`~asicsim.numerics.mac.MacSpec`: the fast JAX kernels.
 
-How one rounded addition ``round(acc + p)`` is made bit-exact in JAX (XLA:CPU flushes float32
-subnormals, so float32 arithmetic cannot be trusted near the bottom of the range):
-
-* Every value lives in float64, built from the float32 *bits* (integer ops plus an exact scaling
-  for float32 subnormals, never an f32->f64 convert). Format values and exact products of two
-  of them (at most 48 significant bits, magnitude >= 2**-298) are all normal float64 numbers.
-* ``s = acc + p`` in float64 with TwoSum gives ``s + err`` exactly; if ``err != 0`` and ``s``
-  is even, ``s`` steps to its odd neighbour on the side of ``err``: round-to-odd at 53 bits.
-* One rounding of that onto the accumulator grid with ``round_to_grid`` (the integer kernel of
-  ``quantize``) is correct in every mode, as 53 >= 24 + 2 (Boldo & Melquiond, round-to-odd).
-
-Everything runs under ``jax.enable_x64(True)`` inside the jitted function; callers keep their
-own x64 setting. Results are float32 (int32 for integer MACs).
+Each order is written once against an arithmetic object (``zeros``, ``product``, ``add``,
+``to_acc``): float64 (:mod:`.exact64`, always exact), float32 (:mod:`.fast32`, taken at run time
+only where provably exact), int64 or int32 for integer MACs. Everything runs under
+``jax.enable_x64(True)`` inside the jitted function; callers keep their own x64 setting.
+Results are float32 (int32 for integer MACs).
 """
 
 from __future__ import annotations
@@ -24,106 +16,24 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import fast32
+from .exact64 import Float64Arith, f32_to_f64, f64_to_f32, round64
 from .mac import MacSpec, as_mac
-from .quantize import quantize, round_to_grid
-from .rounding import F64, RoundMode, parse_rounding
-
-_U64 = np.uint64
-
-
-# --- float32 <-> float64 by bits -----------------------------------------------------------------
-
-
-def f32_to_f64(x: jax.Array) -> jax.Array:
-    """float64 of float32 values (subnormals included), without any f32 arithmetic."""
-    u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
-    sign = (u >> _U64(31)) << _U64(63)
-    e = (u >> _U64(23)) & _U64(0xFF)
-    m = u & _U64(0x7FFFFF)
-    normal = (sign | ((e + _U64(1023 - 127)) << _U64(52))) | (m << _U64(29))
-    special = sign | _U64(0x7FF << 52) | (m << _U64(29))
-    sub = jax.lax.bitcast_convert_type(m.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
-    bits = jnp.where(e == _U64(0), sub, jnp.where(e == _U64(0xFF), special, normal))
-    return jax.lax.bitcast_convert_type(bits, jnp.float64)
-
-
-def f64_to_f32(x: jax.Array) -> jax.Array:
-    """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
-    b = jax.lax.bitcast_convert_type(x, jnp.uint64)
-    sign = ((b >> _U64(63)) << _U64(31)).astype(jnp.uint32)
-    e = ((b >> _U64(52)) & _U64(0x7FF)).astype(jnp.int32)
-    frac = b & _U64((1 << 52) - 1)
-    normal = (jnp.clip(e - (1023 - 127), 1, 254).astype(jnp.uint32) << np.uint32(23)) | (
-        frac >> _U64(29)
-    ).astype(jnp.uint32)
-    shift = jnp.clip(29 + (1023 - 126) - e, 0, 63).astype(jnp.uint64)
-    sub = ((frac | _U64(1 << 52)) >> shift).astype(jnp.uint32)
-    nan = jnp.where(frac != _U64(0), np.uint32(0x7FC00000), np.uint32(0x7F800000))
-    mag = jnp.where(e >= 1023 - 126, normal, sub)
-    mag = jnp.where(e == 0, np.uint32(0), jnp.where(e == 0x7FF, nan, mag))
-    return jax.lax.bitcast_convert_type(mag | sign, jnp.float32)
-
-
-# --- one rounding ------------------------------------------------------------------------------
-
-
-def round64(x: jax.Array, spec, rnd: str, sat: bool | None) -> jax.Array:
-    """Round float64 values once onto a float format (result still float64)."""
-    r = parse_rounding(rnd)
-    sat = spec.saturate if sat is None else sat
-    bits = jax.lax.bitcast_convert_type(x, jnp.uint64)
-    out = round_to_grid(jnp, F64, bits, spec, r, sat)
-    return jax.lax.bitcast_convert_type(out, jnp.float64)
-
-
-def add_round(acc: jax.Array, p: jax.Array, spec, rnd: str, sat: bool | None) -> jax.Array:
-    """``round(acc + p)`` onto ``spec``, correctly rounded, IEEE signs of zero."""
-    s = acc + p
-    bb = s - acc
-    err = (acc - (s - bb)) + (p - bb)  # TwoSum: s + err == acc + p exactly
-    bits = jax.lax.bitcast_convert_type(s, jnp.uint64)
-    inexact = (err != 0.0) & jnp.isfinite(s)
-    step = inexact & ((bits & _U64(1)) == _U64(0))
-    up = (err > 0.0) == (s > 0.0)  # the exact sum lies farther from zero than s
-    bits = jnp.where(step, jnp.where(up, bits + _U64(1), bits - _U64(1)), bits)
-    neg = jnp.signbit(acc) & jnp.signbit(p)
-    if parse_rounding(rnd).mode is RoundMode.RDN:
-        neg = jnp.signbit(acc) | jnp.signbit(p)
-    zero = jnp.where(neg, _U64(1 << 63), _U64(0))
-    bits = jnp.where(s == 0.0, zero, bits)
-    return round64(jax.lax.bitcast_convert_type(bits, jnp.float64), spec, rnd, sat)
-
+from .quantize import quantize
+from .tensorcore import tensorcore_accumulate
 
 # --- accumulation orders, written once for float and integer MACs -------------------------------
 
 
-class _Float:
-    def __init__(self, mac: MacSpec):
-        self.mac, self.acc = mac, mac.spec("acc")
-        self.prod_spec = mac.spec("product")
-
-    def zeros(self, shape):
-        return jnp.zeros(shape, jnp.float64)
-
-    def product(self, a, b):
-        p = a * b  # exact in float64
-        if self.prod_spec is not None:
-            p = round64(p, self.prod_spec, self.mac.product_rnd, self.mac.saturate)
-        return p
-
-    def add(self, x, y):
-        return add_round(x, y, self.acc, self.mac.acc_rounding, self.mac.saturate)
-
-    def to_acc(self, p):
-        return round64(p, self.acc, self.mac.acc_rounding, self.mac.saturate)
-
-
 class _Int:
+    """Exact integer MAC in int64: wrap (two's complement) or saturate after every addition."""
+
+    dtype = jnp.int64
+
     def __init__(self, mac: MacSpec):
         self.acc, self.sat = mac.spec("acc"), mac.overflow == "saturate"
 
     def zeros(self, shape):
-        return jnp.zeros(shape, jnp.int64)
+        return jnp.zeros(shape, self.dtype)
 
     def product(self, a, b):
         return a * b
@@ -138,6 +48,32 @@ class _Int:
         if not self.acc.signed:
             return s & ((1 << bits) - 1)
         return ((s - lo) & ((1 << bits) - 1)) + lo
+
+
+class _Int32(_Int):
+    """The same in int32 (twice the SIMD lanes) for signed accumulators of <= 32 bits: wrapping
+    keeps the low bits exact; saturation is exact while |acc| + |product| < 2**31, or checked
+    by the sign rule for a full 32-bit accumulator."""
+
+    dtype = jnp.int32
+
+    @staticmethod
+    def fits(mac: MacSpec) -> bool:
+        acc, a, b = mac.spec("acc"), mac.spec("a_fmt"), mac.spec("b_fmt")
+        return acc.signed and acc.bits <= 32 and a.bits + b.bits <= 32
+
+    def add(self, x, y):
+        s = x + y  # wraps modulo 2**32
+        bits = self.acc.bits
+        if not self.sat:
+            return s if bits == 32 else (s << (32 - bits)) >> (32 - bits)
+        if bits == 32:
+            over = ((x ^ s) & (y ^ s)) < 0
+            return jnp.where(over, jnp.where(x < 0, np.int32(-(2**31)), np.int32(2**31 - 1)), s)
+        return jnp.clip(s, self.acc.kmin, self.acc.kmax)
+
+    def to_acc(self, s):
+        return self.add(s, jnp.zeros_like(s))
 
 
 def _sequential(ar, at, bt, start, stop, acc, unroll):
@@ -210,11 +146,12 @@ def _matmul2d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.
         return fast32.round32(s, mac.spec("out"), mac.final_rounding, mac.saturate)
     with jax.enable_x64(True):
         if mac.integer:
-            at, bt = a.T.astype(jnp.int64), b.astype(jnp.int64)
-            return _accumulate(_Int(mac), at, bt, mac, unroll).astype(jnp.int32)
+            ar = _Int32(mac) if _Int32.fits(mac) else _Int(mac)
+            at, bt = a.T.astype(ar.dtype), b.astype(ar.dtype)
+            return _accumulate(ar, at, bt, mac, unroll).astype(jnp.int32)
 
         def run64(a, b):
-            acc = _accumulate(_Float(mac), f32_to_f64(a.T), f32_to_f64(b), mac, unroll)
+            acc = _accumulate(Float64Arith(mac), f32_to_f64(a.T), f32_to_f64(b), mac, unroll)
             if mac.spec("out") != mac.spec("acc"):  # rounding onto the acc grid is a no-op
                 acc = round64(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return f64_to_f32(acc)
@@ -240,8 +177,6 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
         return _chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
     if kind == "tree":
         return _tree_blocked(ar, at, bt) if at.shape[0] else acc
-    from .tensorcore import tensorcore_accumulate
-
     return tensorcore_accumulate(at, bt, mac)
 
 

@@ -19,38 +19,43 @@ addition:
 Presets (``MacSpec.parse("v100")``): V100 k=4, g=0; A100 k=8, g=3; H100-style k=16, g=3. An
 exact-zero block sum is +0 unless every addend is -0.
 
-The fast kernel runs in float64 (see ``matmul.py``): truncation is a mask on the float64 bits,
+The fast kernel runs in float64 (see ``exact64.py``): truncation is a mask on the float64 bits,
 and the truncated addends are multiples of one quantum below ``2**53`` quanta, so their float64
 sum is exact in any order. :func:`asicsim.numerics.mac_ref.tensorcore_block` is the scalar model.
 """
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .exact64 import round64
 from .mac import MacSpec
 
 _U64 = np.uint64
 _SIGN = _U64(1 << 63)
 
 
-def block_fma(terms: jax.Array, acc_spec, guard_bits: int, rnd: str, sat) -> jax.Array:
-    """One tensor-core block: ``terms`` is (k+1, ...) float64 (c first); returns the rounded sum."""
-    from .matmul import round64
-
-    bits = jax.lax.bitcast_convert_type(terms, jnp.uint64)
-    e = ((bits & ~_SIGN) >> _U64(52)).astype(jnp.int64)  # biased exponent; 0 for zero
-    finite = jnp.all(e < 0x7FF, axis=0)
-    emax = jnp.max(jnp.where(e < 0x7FF, e, 0), axis=0)
-    d = emax[None] - (acc_spec.man_bits + guard_bits) + 52 - e  # low bits below the quantum
-    mask = (_U64(1) << jnp.clip(d, 0, 63).astype(jnp.uint64)) - _U64(1)
-    trunc = jnp.where(d >= 53, bits & _SIGN, bits & ~mask)
-    s = jnp.sum(jax.lax.bitcast_convert_type(trunc, jnp.float64), axis=0)  # exact
-    all_neg = jnp.all(jnp.signbit(terms), axis=0)
+def block_fma(terms: list, acc_spec, guard_bits: int, rnd: str, sat) -> jax.Array:
+    """One tensor-core block: ``terms`` are k+1 same-shape float64 arrays (c first); returns
+    the rounded block sum. Written term by term so XLA fuses the block into one loop."""
+    bits = [jax.lax.bitcast_convert_type(t, jnp.uint64) for t in terms]
+    exps = [((x & ~_SIGN) >> _U64(52)).astype(jnp.int64) for x in bits]  # biased; 0 for zero
+    finite = functools.reduce(jnp.logical_and, [e < 0x7FF for e in exps])
+    emax = functools.reduce(jnp.maximum, [jnp.where(e < 0x7FF, e, 0) for e in exps])
+    top = emax - (acc_spec.man_bits + guard_bits) + 52
+    s = None
+    for x, e in zip(bits, exps, strict=True):
+        d = top - e  # low bits below the quantum 2**(e_max - p + 1 - g)
+        mask = (_U64(1) << jnp.clip(d, 0, 63).astype(jnp.uint64)) - _U64(1)
+        t = jax.lax.bitcast_convert_type(jnp.where(d >= 53, x & _SIGN, x & ~mask), jnp.float64)
+        s = t if s is None else s + t  # exact: multiples of one quantum, below 2**53 quanta
+    all_neg = functools.reduce(jnp.logical_and, [jnp.signbit(t) for t in terms])
     s = jnp.where(s == 0.0, jnp.where(all_neg, -0.0, 0.0), s)
-    s = jnp.where(finite, s, jnp.sum(terms, axis=0))  # inf/NaN propagate as IEEE sums do
+    s = jnp.where(finite, s, functools.reduce(jnp.add, terms))  # inf/NaN as IEEE sums do
     return round64(s, acc_spec, rnd, sat)
 
 
@@ -60,9 +65,8 @@ def tensorcore_accumulate(at: jax.Array, bt: jax.Array, mac: MacSpec) -> jax.Arr
     size, m, n = at.shape[0], at.shape[1], bt.shape[1]
 
     def block(acc, a_blk, b_blk):
-        products = a_blk[:, :, None] * b_blk[:, None, :]
-        terms = jnp.concatenate([acc[None], products], axis=0)
-        return block_fma(terms, acc_spec, mac.guard_bits, mac.acc_rounding, mac.saturate)
+        products = [a_blk[j][:, None] * b_blk[j][None, :] for j in range(a_blk.shape[0])]
+        return block_fma([acc, *products], acc_spec, mac.guard_bits, mac.acc_rounding, mac.saturate)
 
     def body(i, acc):
         a_blk = jax.lax.dynamic_slice_in_dim(at, i * k, k)
