@@ -73,6 +73,16 @@ class FloatFormat:
             problems.append(f"nan={self.nan!r} (allowed 'ieee', 'ones', 'negzero', 'none')")
         if self.nan == "ones" and self.man_bits == 0 and self.signed and self.exp_bits == 1:
             problems.append("nan='ones' leaves no finite value in e1m0")
+        if self.nan == "ieee" and self.man_bits == 0:
+            problems.append(
+                "an IEEE-like format with no mantissa bits has no NaN code (its all-ones exponent "
+                "is infinity); use the fn or fnu convention"
+            )
+        if self.nan == "ieee" and self.exp_bits == 1:
+            problems.append(
+                "an IEEE-like e1 format has no normal numbers (its only other exponent is "
+                "infinity/NaN); use the fn convention"
+            )
         if problems:
             raise FormatError(f"float format {self.name!r}: " + "; ".join(problems))
         if self.smallest_subnormal_exp < _F32_MIN_EXP or self.emax > _F32_MAX_EXP:

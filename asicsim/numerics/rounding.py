@@ -149,18 +149,17 @@ def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand
     mask = (u(1) << d) - u(1)
 
     # Significand with the hidden bit: bit d of it is the parity of the lower neighbour's code
-    # (d == c.man: the lower neighbour is one quantum, an odd code), except for formats with no
-    # mantissa bits, whose codes count exponents.
+    # (d == c.man: the lower neighbour is one quantum, an odd code, or 0 for a carrier
+    # subnormal), except for formats with no mantissa bits, whose codes count exponents.
     sig = xp.where(exp > 0, (a & u((1 << c.man) - 1)) | u(1 << c.man), a)
 
     mode = rnd.mode
     if mode in (RoundMode.RUP, RoundMode.RDN):
         away = ~negative if mode is RoundMode.RUP else negative
     if mode is RoundMode.RNE:
-        if grid.man == 0:
-            odd = ((quantum + grid.code_bias) & 1).astype(a.dtype)
-        else:
-            odd = (sig >> d) & u(1)
+        odd = xp.where(d > u(0), (sig >> d) & u(1), u(0))  # d == 0: nothing to round
+        if grid.man == 0:  # a lower neighbour 2**quantum (not 0) is odd when its exponent field is
+            odd = odd & ((quantum + grid.code_bias) & 1).astype(a.dtype)
         inc = (mask >> u(1)) + odd
     elif mode is RoundMode.RNA:
         inc = (mask + u(1)) >> u(1)
