@@ -57,7 +57,7 @@ def assert_same_bits(got, want, inputs, what: str) -> None:
         x = np.asarray(inputs).ravel()[bad[:8]]
         g = np.asarray(got, np.float32).ravel()[bad[:8]]
         w = np.asarray(want, np.float32).ravel()[bad[:8]]
-        rows = "\n".join(f"  x={xi!r} ({float(xi).hex()}): got {gi!r}, want {wi!r}" for xi, gi, wi in zip(x, g, w))
+        rows = "\n".join(f"  x={xi!r} ({float(xi).hex()}): got {gi!r}, want {wi!r}" for xi, gi, wi in zip(x, g, w, strict=True))
         raise AssertionError(f"{what}: {bad.size} of {ok.size} differ, e.g.\n{rows}")
 
 

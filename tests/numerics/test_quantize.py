@@ -559,7 +559,7 @@ def test_rejects_int_wider_than_carrier():
 
 
 def test_rejects_bad_rounding_and_format():
-    with pytest.raises(ValueError, match="unknown rounding 'nearest'.*rne, rna"):
+    with pytest.raises(ValueError, match=r"unknown rounding 'nearest'.*rne, rna"):
         quantize(np.float32([1.0]), "bf16", "nearest")
     with pytest.raises(ValueError, match="1 <= N <= 32"):
         quantize(np.float32([1.0]), "bf16", "sr40", key=jax.random.key(0))
