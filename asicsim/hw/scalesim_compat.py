@@ -1,0 +1,170 @@
+"""SCALE-Sim 3.0.0 compatible reports in closed form, vectorised over layers and design points.
+
+``scalesim_report`` returns, for every (design point, layer), the numbers of SCALE-Sim's
+COMPUTE_REPORT, BANDWIDTH_REPORT and DETAILED_ACCESS_REPORT under SCALE-Sim's own column names
+("Total Cycles", "Overall Util %", "SRAM IFMAP Reads", ...). Design points (array rows, cols,
+dataflow, and optionally the memory knobs) broadcast against each other; layers form the other axis;
+there is no Python loop over layers, design points or folds. The formulas and their provenance are in
+:mod:`asicsim.hw.scalesim_compute` and :mod:`asicsim.hw.scalesim_memory`; numbers that SCALE-Sim
+obtains only by cycle-by-cycle replay (DRAM traffic once buffers overflow, stalls in USER mode) are
+NaN, with ``memory_closed_form`` / ``stall_free`` saying which rows are affected.
+
+>>> df = scalesim_report({"M": [64], "N": [48], "K": [40]}, rows=32, cols=32, dataflow="ws",
+...                      ifmap_sram_kib=64, filter_sram_kib=64, ofmap_sram_kib=64)
+>>> int(df["Total Cycles"][0]), int(df["SRAM IFMAP Reads"][0])
+(631, 5120)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from asicsim.hw.scalesim_compute import DATAFLOWS, compute_model, conv_dims, dataflow_codes
+from asicsim.hw.scalesim_files import (
+    CONV_FIELDS,
+    Topology,
+    read_scalesim_config,
+    read_scalesim_topology,
+)
+from asicsim.hw.scalesim_memory import memory_model
+
+COMPUTE_REPORT_COLUMNS = ("Total Cycles (incl. prefetch)", "Total Cycles", "Stall Cycles",
+                          "Overall Util %", "Mapping Efficiency %", "Compute Util %")
+BANDWIDTH_REPORT_COLUMNS = ("Avg IFMAP SRAM BW", "Avg FILTER SRAM BW", "Avg OFMAP SRAM BW",
+                            "Avg IFMAP DRAM BW", "Avg FILTER DRAM BW", "Avg OFMAP DRAM BW")
+DETAILED_ACCESS_REPORT_COLUMNS = tuple(
+    f"{level} {op} {item}"
+    for level in ("SRAM", "DRAM") for op in ("IFMAP", "Filter", "OFMAP")
+    for item in ("Start Cycle", "Stop Cycle", "Writes" if op == "OFMAP" else "Reads"))
+REPORT_COLUMNS = COMPUTE_REPORT_COLUMNS + BANDWIDTH_REPORT_COLUMNS + DETAILED_ACCESS_REPORT_COLUMNS
+
+
+def layer_table(layers) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """Conv-form int64 layer arrays and names from a Topology, a mapping or (M, N, K) tuples."""
+    if isinstance(layers, Topology):
+        return layers.conv_args(), layers.layer_names
+    if isinstance(layers, Mapping):
+        if {"M", "N", "K"} <= set(layers):
+            m, n, k = (np.atleast_1d(np.asarray(layers[x], dtype=np.int64)) for x in "MNK")
+            m, n, k = np.broadcast_arrays(m, n, k)
+            one = np.ones_like(m)
+            conv = dict(zip(CONV_FIELDS, (m, k, one, k, one, n, one), strict=True))
+        elif set(CONV_FIELDS) <= set(layers):
+            conv = dict(zip(CONV_FIELDS, np.broadcast_arrays(
+                *(np.atleast_1d(np.asarray(layers[f], dtype=np.int64)) for f in CONV_FIELDS)),
+                strict=True))
+        else:
+            raise ValueError(f"layers mapping needs keys M, N, K or {CONV_FIELDS}; got {sorted(layers)}")
+        names = layers.get("layer_name")
+    else:
+        mnk = np.asarray(layers, dtype=np.int64).reshape(-1, 3)
+        return layer_table({"M": mnk[:, 0], "N": mnk[:, 1], "K": mnk[:, 2]})
+    count = conv["ifmap_h"].shape[0]
+    if conv["ifmap_h"].ndim != 1 or any((v < 1).any() for v in conv.values()):
+        raise ValueError("layer dimensions must be 1-D arrays of integers >= 1")
+    if (conv["filter_h"] > conv["ifmap_h"]).any() or (conv["filter_w"] > conv["ifmap_w"]).any():
+        raise ValueError("a filter is larger than its ifmap (SCALE-Sim rejects such layers)")
+    names = tuple(str(x) for x in names) if names is not None else tuple(str(i) for i in range(count))
+    return conv, names
+
+
+def scalesim_arrays(layers, rows, cols, dataflow, *, ifmap_sram_kib=256, filter_sram_kib=256,
+                    ofmap_sram_kib=128, bandwidth_mode="CALC", bandwidth_words=10,
+                    ifmap_bank_bandwidth_words=10, filter_bank_bandwidth_words=10) -> dict:
+    """All report numbers as arrays of shape (design points, layers).
+
+    ``rows``, ``cols``, ``dataflow`` ('os'/'ws'/'is' or codes 0/1/2) and the memory knobs broadcast to
+    one 1-D axis of design points. Defaults are SCALE-Sim's own (scale_config.py: 256/256/128 KiB,
+    CALC bandwidth mode, bank bandwidth 10).
+    """
+    conv, _ = layer_table(layers)
+    knobs = np.broadcast_arrays(
+        np.atleast_1d(np.asarray(rows, dtype=np.int64)), np.atleast_1d(np.asarray(cols, dtype=np.int64)),
+        np.atleast_1d(dataflow_codes(dataflow)),
+        *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (
+            ifmap_sram_kib, filter_sram_kib, ofmap_sram_kib, bandwidth_words,
+            ifmap_bank_bandwidth_words, filter_bank_bandwidth_words)),
+        np.atleast_1d(np.char.upper(np.asarray(bandwidth_mode, dtype=str)) == "USER"))
+    if knobs[0].ndim != 1:
+        raise ValueError("design-point knobs must be scalars or 1-D arrays")
+    names = ("ifmap_sram_kib", "filter_sram_kib", "ofmap_sram_kib", "bandwidth_words",
+             "ifmap_bank_bandwidth_words", "filter_bank_bandwidth_words")
+    for name, value in zip(names, knobs[3:9], strict=True):
+        if (value < 1).any():
+            raise ValueError(f"{name} must be >= 1; got {value[value < 1][0]}")
+    R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user = (k[:, None] for k in knobs)
+    with np.errstate(divide="ignore", invalid="ignore"):  # SCALE-Sim divides by 0 too (1x1 array)
+        return _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user)
+
+
+def _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user) -> dict:
+    g = conv_dims(**{f: v[None, :] for f, v in conv.items()})
+    out = compute_model(R, C, df, g)
+    out.update(memory_model(out, g, user_bandwidth=user, ifmap_sram_kib=i_kib,
+                            filter_sram_kib=f_kib, ofmap_sram_kib=o_kib, bandwidth_words=bw,
+                            ifmap_bank_bandwidth_words=i_bw, filter_bank_bandwidth_words=f_bw,
+                            cols=C))
+    stall_free = out["stall_free"]
+    total = np.where(stall_free, out["Total Cycles"], np.nan)
+    out["Total Cycles"] = total
+    out["Overall Util %"] = np.where(stall_free, out["Overall Util %"], np.nan)
+    for key in [k for k in out if k.startswith("SRAM") and "Cycle" in k]:
+        out[key] = np.where(stall_free, out[key], np.nan)
+    for op, key in (("IFMAP", "SRAM IFMAP Reads"), ("FILTER", "SRAM Filter Reads"),
+                    ("OFMAP", "SRAM OFMAP Writes")):
+        out[f"Avg {op} SRAM BW"] = out[key] / total
+    for op, name in (("IFMAP", "IFMAP"), ("FILTER", "Filter"), ("OFMAP", "OFMAP")):
+        level = f"DRAM {name}"
+        count = out[f"{level} Writes" if op == "OFMAP" else f"{level} Reads"]
+        out[f"Avg {op} DRAM BW"] = count / (out[f"{level} Stop Cycle"] - out[f"{level} Start Cycle"] + 1)
+    out.update(M=g["M"], N=g["N"], K=g["K"], rows=R, cols=C, dataflow=df)
+    return {k: np.broadcast_to(v, stall_free.shape) for k, v in out.items()}
+
+
+def scalesim_report(layers, rows, cols, dataflow, **memory) -> pd.DataFrame:
+    """SCALE-Sim's per-layer report rows for every design point, as one long DataFrame.
+
+    One row per (design point, layer), design points outer; columns ``design_point``, ``rows``,
+    ``cols``, ``dataflow``, ``LayerID``, ``layer_name``, ``M``, ``N``, ``K``, then SCALE-Sim's report
+    columns (:data:`REPORT_COLUMNS`) and asicsim's extras (``folds``, ``stall_free``,
+    ``memory_closed_form``). ``memory`` takes the keyword knobs of :func:`scalesim_arrays`.
+    """
+    _, names = layer_table(layers)
+    arrays = scalesim_arrays(layers, rows, cols, dataflow, **memory)
+    points, count = arrays["folds"].shape
+    ints = ("rows", "cols", "M", "N", "K", "SRAM IFMAP Reads", "SRAM Filter Reads",
+            "SRAM OFMAP Writes", "folds")
+    floats = [c for c in REPORT_COLUMNS if c not in ints]
+    # one 2-D block per dtype: building a DataFrame column by column costs ~10x more
+    parts = [
+        pd.DataFrame({"design_point": np.repeat(np.arange(points), count),
+                      "dataflow": np.asarray(DATAFLOWS)[arrays["dataflow"].ravel()],
+                      "LayerID": np.tile(np.arange(count), points),
+                      "layer_name": np.tile(np.asarray(names, dtype=object), points)}),
+        pd.DataFrame(np.stack([arrays[c].ravel() for c in ints], axis=1), columns=list(ints)),
+        pd.DataFrame(np.stack([arrays[c].ravel().astype(np.float64) for c in floats], axis=1),
+                     columns=floats),
+        pd.DataFrame(np.stack([arrays[c].ravel() for c in ("stall_free", "memory_closed_form")],
+                              axis=1), columns=["stall_free", "memory_closed_form"]),
+    ]
+    frame = pd.concat(parts, axis=1)
+    order = ["design_point", "rows", "cols", "dataflow", "LayerID", "layer_name", "M", "N", "K",
+             *REPORT_COLUMNS, "folds", "stall_free", "memory_closed_form"]
+    return frame[order]
+
+
+def scalesim_report_from_files(config: str | Path, topology: str | Path,
+                               kind: str = "auto") -> pd.DataFrame:
+    """Read a SCALE-Sim config and topology file and return :func:`scalesim_report` for them."""
+    cfg = read_scalesim_config(config)
+    topo = read_scalesim_topology(topology, kind=kind)
+    return scalesim_report(
+        topo, cfg.rows, cfg.cols, cfg.dataflow, ifmap_sram_kib=cfg.ifmap_sram_kib,
+        filter_sram_kib=cfg.filter_sram_kib, ofmap_sram_kib=cfg.ofmap_sram_kib,
+        bandwidth_mode=cfg.bandwidth_mode, bandwidth_words=cfg.bandwidth_words,
+        ifmap_bank_bandwidth_words=cfg.ifmap_bank_bandwidth_words,
+        filter_bank_bandwidth_words=cfg.filter_bank_bandwidth_words)

@@ -1,0 +1,184 @@
+"""Closed form of SCALE-Sim 3.0.0's compute model (folds, cycles, utilization, SRAM traffic).
+
+SCALE-Sim builds, per layer, explicit per-cycle "demand matrices" (one row per cycle, one column per
+array edge lane) and walks them line by line. Every number it reports about compute is a function of
+the matrix shapes only, so here it is computed in closed form with numpy broadcasting: every input
+may be an array (layers along one axis, design points along another) and every output has the
+broadcast shape. Conventions (all read from SCALE-Sim 3.0.0's source, file names in brackets):
+
+- Conv to GEMM [topology_utils.py, operand_matrix.py]: ofmap ``Eh = ceil((H - Fh + s) / s)`` (no
+  padding; the last window may overhang the ifmap, its missing elements are address -1), likewise
+  ``Ew``; ``M = Eh * Ew`` ofmap pixels, ``N`` filters, ``K = Fh * Fw * C`` window elements. A GEMM
+  layer ``M, N, K`` is the conv ``H=M, W=K, Fh=1, Fw=K, C=1, N, s=1``.
+- Spatial/temporal mapping [systolic_compute_*.py] on an ``R x C`` array: os ``Sr, Sc, T = M, N, K``;
+  ws ``K, N, M``; is ``K, M, N``. Folds ``F = ceil(Sr / R) * ceil(Sc / C)`` (column folds outer).
+- Cycles per fold (demand-matrix lines): os ``T + R + C - 2``; ws and is ``T + 2R + C - 2``.
+  "Total Cycles" is ``F * lines - 1`` plus stalls (it is the cycle of the last ofmap line).
+- Per-fold compute utilization uses a different cycle count: os ``T + R + C - 2``; ws and is
+  ``T + 2R + 2C - 3``; "Compute Util %" and "Mapping Efficiency %" are plain means over folds:
+  ``100 T Sr Sc / (F R C cycles_util)`` and ``100 Sr Sc / (F R C)``.
+  "Overall Util %" is ``100 M N K / (Total Cycles * R * C)``.
+- SRAM counts are the demand-matrix element counts, overhanging (-1) entries included:
+  ifmap reads os ``cf M K``, ws ``cf M K``, is ``M K``; filter reads os ``rf N K``, ws ``N K``,
+  is ``cf N K``; ofmap writes os ``M N + F (R + C)`` (SCALE-Sim adds ``R + C`` per fold), ws and is
+  ``rf M N`` (partial sums written once per row fold); ``rf = ceil(Sr/R)``, ``cf = ceil(Sc/C)``.
+- SRAM start/stop cycles: the first/last demand line with a valid address; reads are served one
+  cycle after their line (hit latency 1), writes in their line. With overhanging windows the last
+  valid ifmap line moves; only the last ofmap row and column can overhang, so the extreme is taken
+  over four pixel classes; a fold whose windows all lie wholly outside the ifmap (stride > filter)
+  holds no valid address, so the stop cycle comes from the last fold that does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DATAFLOWS = ("os", "ws", "is")
+
+
+def ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer ceil(a / b) for positive b, elementwise."""
+    return -(-np.asarray(a) // np.asarray(b))
+
+
+def dataflow_codes(dataflow) -> np.ndarray:
+    """Map 'os'/'ws'/'is' (scalars or arrays of strings, or codes 0/1/2) to int codes 0/1/2."""
+    arr = np.asarray(dataflow)
+    if arr.dtype.kind in "iu":
+        if arr.size and (arr.min() < 0 or arr.max() > 2):
+            raise ValueError(f"dataflow codes must be 0 (os), 1 (ws) or 2 (is); got {arr!r}")
+        return arr.astype(np.int64)
+    lowered = np.char.lower(np.char.strip(arr.astype(str)))
+    codes = np.full(lowered.shape, -1, dtype=np.int64)
+    for code, name in enumerate(DATAFLOWS):
+        codes[lowered == name] = code
+    if (codes < 0).any():
+        bad = sorted(set(lowered[codes < 0].ravel().tolist()))
+        raise ValueError(f"dataflow must be one of {DATAFLOWS}; got {bad}")
+    return codes
+
+
+def conv_dims(ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filter, stride) -> dict:
+    """SCALE-Sim's conv geometry: ofmap size, GEMM (M, N, K) and the overhanging last row/col."""
+    h, w, fh, fw, ch, n, s = (np.asarray(x, dtype=np.int64) for x in
+                              (ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filter, stride))
+    ofmap_h = ceil_div(h - fh + s, s)
+    ofmap_w = ceil_div(w - fw + s, s)
+    return {
+        "ofmap_h": ofmap_h, "ofmap_w": ofmap_w, "M": ofmap_h * ofmap_w, "N": n, "K": fh * fw * ch,
+        "filter_h": fh, "filter_w": fw, "channels": ch, "stride": s,
+        # rows/cols of the last window that lie inside the ifmap (<= 0: wholly outside)
+        "last_rows": np.minimum(fh, h - (ofmap_h - 1) * s),
+        "last_cols": np.minimum(fw, w - (ofmap_w - 1) * s),
+        "used_rows": (ofmap_h - 1) * np.minimum(s, fh) + np.maximum(np.minimum(fh, h - (ofmap_h - 1) * s), 0),
+        "used_cols": (ofmap_w - 1) * np.minimum(s, fw) + np.maximum(np.minimum(fw, w - (ofmap_w - 1) * s), 0),
+    }
+
+
+def _pixel_classes(g: dict) -> tuple[np.ndarray, ...]:
+    """Four pixel classes (inner, last col, last row, corner): rows/cols in bounds, largest index, count, exists."""
+    fh, fw, eh, ew, m = g["filter_h"], g["filter_w"], g["ofmap_h"], g["ofmap_w"], g["M"]
+    hr = np.stack(np.broadcast_arrays(fh, fh, g["last_rows"], g["last_rows"]), axis=-1)
+    wc = np.stack(np.broadcast_arrays(fw, g["last_cols"], fw, g["last_cols"]), axis=-1)
+    idx = np.stack(np.broadcast_arrays(m - ew - 2, m - ew - 1, m - 2, m - 1), axis=-1)
+    count = np.stack(np.broadcast_arrays((eh - 1) * (ew - 1), eh - 1, ew - 1, np.ones_like(m)), axis=-1)
+    exists = np.stack(np.broadcast_arrays((eh >= 2) & (ew >= 2), eh >= 2, ew >= 2, m >= 1), axis=-1)
+    return hr, wc, idx, count, exists & (hr >= 1) & (wc >= 1)
+
+
+def valid_ifmap_entries(g: dict) -> np.ndarray:
+    """Number of valid (not overhanging) entries of the M x K ifmap operand matrix."""
+    hr, wc, _, count, ok = _pixel_classes(g)
+    return (np.where(ok, count * hr * wc, 0).sum(axis=-1)) * g["channels"]
+
+
+def _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g: dict) -> np.ndarray:
+    """Cycle of the last valid ifmap address: in the last fold that holds one (os, is: folds that
+    hold only wholly-overhanging windows have none); NaN if the layer has no valid address."""
+    fw_ch = g["filter_w"] * g["channels"]
+    ch = g["channels"][..., None]
+    hr, wc, idx, _, ok = _pixel_classes(g)
+    last_pixel = np.where(ok, idx, -1).max(axis=-1)  # largest pixel with a valid address
+    os_, ws_ = df == 0, df == 1
+    lane_fold = np.where(os_, last_pixel // R, last_pixel // C)
+    i0 = np.select([os_, ws_], [lane_fold * R, 0], lane_fold * C)  # first pixel of that fold
+    jmax = (hr - 1) * fw_ch[..., None] + (wc - 1) * ch + ch - 1  # last valid j per pixel class
+    # is: the last row fold of that column fold holding a valid j: the one with the largest valid j
+    is_fr = np.where(ok & (idx >= i0[..., None]), jmax, -1).max(axis=-1) // R
+    j0 = np.select([os_, ws_], [0, (rf - 1) * R], is_fr * R)  # first window element of the fold
+    fold = np.select([os_, ws_], [(cf - 1) * rf + lane_fold, rf * cf - 1], lane_fold * rf + is_fr)
+    # os: lanes are pixels i in [i0, M), time is j: line = j + (i - i0)
+    os_val = np.where(ok & (idx >= i0[..., None]), jmax + idx - i0[..., None], -1).max(axis=-1)
+    # ws: lanes are window elements j in [j0, K), time is pixel i: line = R + i + (j - j0)
+    eh, ew = g["ofmap_h"][..., None], g["ofmap_w"][..., None]
+    lr, lc = g["last_rows"][..., None], g["last_cols"][..., None]
+    fh, fw = g["filter_h"][..., None], g["filter_w"][..., None]
+    cr = np.concatenate(np.broadcast_arrays(fh - 1, fh - 1, lr - 1, lr - 1), axis=-1)
+    cc = np.concatenate(np.broadcast_arrays(fw - 1, lc - 1, fw - 1, lc - 1), axis=-1)
+    j = cr * fw_ch[..., None] + cc * ch + ch - 1
+    o_r = np.where(cr < lr, eh - 1, eh - 2)
+    o_c = np.where(cc < lc, ew - 1, ew - 2)
+    ok_ws = (cr >= 0) & (cc >= 0) & (o_r >= 0) & (o_c >= 0) & (j >= j0[..., None])
+    ws_val = np.where(ok_ws, R[..., None] + o_r * ew + o_c + j - j0[..., None], -1).max(axis=-1)
+    # is: rows are window elements j in [j0, K) (flipped), lanes pixels in [i0, i0 + C):
+    # line = R - 1 - (j - j0) for the smallest j >= j0 valid for some pixel of the fold
+    cr0 = (j0 // fw_ch)[..., None]
+    cc0 = ((j0 // g["channels"]) % g["filter_w"])[..., None]
+    in_fold = ok & (idx >= i0[..., None])
+    never = np.iinfo(np.int64).max
+    jmin = np.where(in_fold & (cr0 < hr) & (cc0 < wc), j0[..., None],
+                    np.where(in_fold & (cr0 + 1 < hr) & (cc0 >= wc), (cr0 + 1) * fw_ch[..., None],
+                             never)).min(axis=-1)
+    is_val = np.where(jmin < never, R - 1 - (jmin - j0), -1)
+    val = np.select([os_, ws_], [os_val, ws_val], is_val)
+    stop = fold * lines_per_fold + val + 1
+    return np.where((val >= 0) & (last_pixel >= 0), stop.astype(np.float64), np.nan)
+
+
+def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
+    """SCALE-Sim's compute-side report numbers for layers ``g`` (from :func:`conv_dims`)."""
+    R = np.asarray(rows, dtype=np.int64)
+    C = np.asarray(cols, dtype=np.int64)
+    if (R < 1).any() or (C < 1).any():
+        raise ValueError(f"array rows and cols must be >= 1; got rows={rows!r}, cols={cols!r}")
+    df = dataflow_codes(dataflow)
+    M, N, K = g["M"], g["N"], g["K"]
+    os_, ws_ = df == 0, df == 1
+    Sr = np.where(os_, M, K)
+    Sc = np.where(df == 2, M, N)
+    T = np.select([os_, ws_], [K, M], N)
+    rf, cf = ceil_div(Sr, R), ceil_div(Sc, C)
+    F = rf * cf
+    lines_per_fold = np.where(os_, T + R + C - 2, T + 2 * R + C - 2)
+    util_cycles = np.where(os_, T + R + C - 2, T + 2 * R + 2 * C - 3)
+    lines = F * lines_per_fold
+    total_cycles = lines - 1
+    arr_macs = R * C
+    num_compute = M * N * K
+    base = (F - 1) * lines_per_fold  # first line of the last fold
+    ur0 = np.minimum(R, Sr)  # rows used by the first fold
+    ur_last, uc_last = Sr - (rf - 1) * R, Sc - (cf - 1) * C
+    if_stop = _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g)
+    out = {
+        "folds": F, "row_folds": rf, "col_folds": cf, "lines": lines,
+        "Total Cycles": total_cycles,
+        "Overall Util %": (num_compute * 100) / (total_cycles * arr_macs),
+        "Mapping Efficiency %": Sr * Sc / (F * arr_macs) * 100,
+        "Compute Util %": T * Sr * Sc / (F * arr_macs * util_cycles) * 100,
+        "SRAM IFMAP Start Cycle": np.select([os_, ws_], [0, R], R - ur0) + 1,
+        "SRAM IFMAP Stop Cycle": if_stop,
+        "SRAM IFMAP Reads": np.where(df == 2, 1, cf) * M * K,
+        "SRAM Filter Start Cycle": np.select([os_, ws_], [0, R - ur0], R) + 1,
+        "SRAM Filter Stop Cycle": base + np.select(
+            [os_, ws_], [T - 1 + uc_last - 1, R - 1], R + T - 1 + ur_last - 1) + 1,
+        "SRAM Filter Reads": np.select([os_, ws_], [rf, 1], cf) * N * K,
+        "SRAM OFMAP Start Cycle": np.where(os_, T - 1 + R - ur0, 2 * R - 1),
+        "SRAM OFMAP Stop Cycle": base + np.where(os_, T - 1 + R - 1, 2 * R - 1 + T - 1) + uc_last - 1,
+        "SRAM OFMAP Writes": np.where(os_, M * N + F * (R + C), rf * M * N),
+        "num_compute": num_compute,
+    }
+    # prefetch-matrix sizes (operand matrices padded to whole folds) used by USER-bandwidth mode
+    out["ifmap_prefetch_words"] = np.select([os_, ws_], [rf * R * K, rf * R * M], cf * C * K)
+    out["filter_prefetch_words"] = np.where(df == 2, rf * R * N, cf * C * K)
+    out["ofmap_words"] = np.where(os_, M * N, rf * M * N)  # valid ofmap demand entries
+    return out
