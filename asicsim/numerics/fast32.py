@@ -90,7 +90,8 @@ class F32Arith:
         )
 
     def zeros(self, shape):
-        return jnp.zeros(shape, jnp.float32)
+        # Opaque to XLA's simplifier, which would fold ``0 + x`` to ``x`` (wrong for x = -0).
+        return jax.lax.optimization_barrier(jnp.zeros(shape, jnp.float32))
 
     def product(self, a, b):
         p = a * b  # exact: <= 24 significant bits, normal (checked by ``safe``)

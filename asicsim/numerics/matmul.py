@@ -4,7 +4,7 @@ Each order is written once against an arithmetic object (``zeros``, ``product``,
 ``to_acc``): float64 (:mod:`.exact64`, always exact), float32 (:mod:`.fast32`, taken at run time
 only where provably exact), int64 or int32 for integer MACs. Everything runs under
 ``jax.enable_x64(True)`` inside the jitted function; callers keep their own x64 setting.
-Results are float32 (int32 for integer MACs).
+Results are float32 (int32 for integer MACs, uint32 for unsigned accumulators).
 """
 
 from __future__ import annotations
@@ -148,7 +148,8 @@ def _matmul2d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.
         if mac.integer:
             ar = _Int32(mac) if _Int32.fits(mac) else _Int(mac)
             at, bt = a.T.astype(ar.dtype), b.astype(ar.dtype)
-            return _accumulate(ar, at, bt, mac, unroll).astype(jnp.int32)
+            out_dtype = jnp.int32 if ar.acc.signed else jnp.uint32  # every value fits
+            return _accumulate(ar, at, bt, mac, unroll).astype(out_dtype)
 
         def run64(a, b):
             acc = _accumulate(Float64Arith(mac), f32_to_f64(a.T), f32_to_f64(b), mac, unroll)
@@ -200,7 +201,9 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it.
 
     Inputs are rounded (rne) onto the operand formats first. Returns float32 (int32 for an
-    integer MAC): a scalar for vector . vector, (M,) for matrix . vector, and so on.
+    integer MAC, uint32 for an unsigned accumulator): a scalar for vector . vector, (M,) for
+    matrix . vector, and so on. ``order="fast"`` on integers is an int32 ``jnp.dot`` (wraps
+    modulo 2**32 whatever the accumulator).
     """
     mac = as_mac(mac)
     qa, qb = _operands(a, b, mac)

@@ -154,6 +154,10 @@ def test_int32_wraps_like_two_complement():
     assert int(wrap[0, 0]) == (2**14 * (2**17 + 1) + 2**31) % 2**32 - 2**31
     assert int(sat[0, 0]) == 2**31 - 1
     assert int(dot(a, b, "a=int8,acc=int32")[0, 0]) == 64 * 127 * 127
+    u = np.full((1, 4), 255.0, np.float32)
+    wrapped = dot(u, u.T, "a=uint8,acc=uint16,overflow=wrap")
+    assert wrapped.dtype == jnp.uint32 and int(wrapped[0, 0]) == 4 * 255 * 255 % 2**16
+    assert int(dot(u, u.T, "a=uint8,acc=uint16,overflow=saturate")[0, 0]) == 2**16 - 1
 
 
 # --- tensor cores (Fasi, Higham, Mikaitis & Pranesh 2021) ----------------------------------------
@@ -322,3 +326,21 @@ def test_parse_presets_and_text_round_trip():
 def test_bad_specs_are_refused_clearly(text, message):
     with pytest.raises(ValueError, match=message):
         MacSpec.parse(text)
+
+
+@pytest.mark.parametrize("acc", ["bf16", "fp32", "fp16"])
+def test_signed_zeros_and_underflow(acc):
+    """The accumulator starts at +0: +0 + (-0) = +0 except under rdn (IEEE 754 6.3); a nonzero
+    sum that rounds to zero keeps its sign; fp32 keeps subnormal sums (XLA's float32 would
+    flush them)."""
+    bits = lambda x: int(np.asarray(x, np.float32).view(np.uint32))  # noqa: E731
+    neg0 = np.array([-0.0], np.float32)
+    one = np.array([1.0], np.float32)
+    assert bits(dot(neg0, one, f"a=bf16,acc={acc}")) == 0
+    assert bits(dot(neg0, one, f"a=bf16,acc={acc},order=chunk:2")) == 0
+    assert bits(dot(neg0, one, f"a=bf16,acc={acc},rounding=rdn")) == 0x80000000
+    tiny = np.array([2.0**-75], np.float32)  # product -2**-150: below every format's grid
+    assert bits(dot(-tiny, tiny, f"a=bf16,acc={acc}")) == 0x80000000
+    small = np.array([2.0**-70, 2.0**-70], np.float32)  # sum 2**-139: an fp32 subnormal
+    want = {"fp32": 2.0**-139, "bf16": 0.0, "fp16": 0.0}[acc]
+    assert float(dot(small, small, f"a=bf16,acc={acc}")) == want
