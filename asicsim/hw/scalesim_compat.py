@@ -107,7 +107,7 @@ def _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user) -> dict:
     out.update(memory_model(out, g, user_bandwidth=user, ifmap_sram_kib=i_kib,
                             filter_sram_kib=f_kib, ofmap_sram_kib=o_kib, bandwidth_words=bw,
                             ifmap_bank_bandwidth_words=i_bw, filter_bank_bandwidth_words=f_bw,
-                            cols=C))
+                            rows_=R, cols=C, df_=df))
     stall_free = out["stall_free"]
     total = np.where(stall_free, out["Total Cycles"], np.nan)
     out["Total Cycles"] = total

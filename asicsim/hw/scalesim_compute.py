@@ -160,7 +160,8 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
     ur_last, uc_last = Sr - (rf - 1) * R, Sc - (cf - 1) * C
     if_stop = _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g)
     out = {
-        "folds": F, "row_folds": rf, "col_folds": cf, "lines": lines,
+        "folds": F, "row_folds": rf, "col_folds": cf, "lines": lines, "T": T, "Sr": Sr,
+        "lines_per_fold": lines_per_fold, "rows_last_fold": ur_last, "cols_last_fold": uc_last,
         "Total Cycles": total_cycles,
         "Overall Util %": (num_compute * 100) / (total_cycles * arr_macs),
         "Mapping Efficiency %": Sr * Sc / (F * arr_macs) * 100,
@@ -168,6 +169,8 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
         "SRAM IFMAP Start Cycle": np.select([os_, ws_], [0, R], R - ur0) + 1,
         "SRAM IFMAP Stop Cycle": if_stop,
         "SRAM IFMAP Reads": np.where(df == 2, 1, cf) * M * K,
+        "ifmap_passes": np.where(df == 2, 1, cf),  # times each ifmap operand entry is read
+        "filter_passes": np.select([os_, ws_], [rf, 1], cf),
         "SRAM Filter Start Cycle": np.select([os_, ws_], [0, R - ur0], R) + 1,
         "SRAM Filter Stop Cycle": base + np.select(
             [os_, ws_], [T - 1 + uc_last - 1, R - 1], R + T - 1 + ur_last - 1) + 1,
