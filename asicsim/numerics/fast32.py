@@ -14,7 +14,13 @@ flushes float32 subnormals) *or overflows float32*. Both are decided from the op
 ``matmul.py`` checks this at run time (``lax.cond``) and falls back to float64 otherwise, so
 results are identical either way. The addition is TwoSum in float32: for a float32 accumulator
 ``s`` itself is the RNE sum and directed modes step one ulp by the sign of the error; narrower
-accumulators round ``s`` to odd and then once onto their grid (24 >= p + 2).
+accumulators round ``s`` to odd and then once onto their grid (24 >= p + 2); onto bf16-like
+grids (float32's exponent range) with rne, the error only decides 24-bit ties.
+
+Speed notes (XLA:CPU, 2 cores): the loop body is one fused pass over the accumulator. Plain
+float32 RNE adds (an fp32 accumulator) are chained 16 steps per pass, ~4x faster; chaining the
+rounding kernels of narrower accumulators made XLA's code several times slower, so they run one
+step per pass.
 """
 
 from __future__ import annotations
@@ -82,6 +88,8 @@ class F32Arith:
         self.rnd = parse_rounding(mac.acc_rounding)
         self.sat = self.acc.saturate if mac.saturate is None else mac.saturate
         self.fp32 = _is_fp32(self.acc)
+        # Plain float32 adds chain well: 16 steps per loop pass measured ~4x faster on XLA:CPU.
+        self.chain = 16 if self.fp32 and self.rnd.mode is RoundMode.RNE else 1
         # Values stay in [2**-126, 2**125]: bf16/tf32-like grids need no subnormal/overflow logic.
         self.mask_round = (
             self.acc.smallest_normal <= 2.0**-126

@@ -76,16 +76,31 @@ class _Int32(_Int):
         return self.add(s, jnp.zeros_like(s))
 
 
-def _sequential(ar, at, bt, start, stop, acc, unroll):
-    """acc = add(acc, a[k] * b[k]) for k in [start, stop): ``at`` is (K, M), ``bt`` (K, N)."""
+def _sequential(ar, at, bt, start, length: int, acc, unroll):
+    """acc = add(acc, a[k] * b[k]) for k in [start, start + length): ``at`` (K, M), ``bt`` (K, N).
+
+    Arithmetic whose ``add`` uses the accumulator once (``ar.chain`` > 1: float32 RNE into
+    fp32) runs ``chain`` steps per loop iteration, which XLA fuses into one pass over ``acc``.
+    """
 
     def body(k, acc):
         return ar.add(acc, ar.product(at[k][:, None], bt[k][None, :]))
 
-    n = stop - start
-    if n <= 0:
+    u = getattr(ar, "chain", 1)
+    if u > 1 and length >= u:
+
+        def block(i, acc):
+            a_blk = jax.lax.dynamic_slice_in_dim(at, start + i * u, u)
+            b_blk = jax.lax.dynamic_slice_in_dim(bt, start + i * u, u)
+            for j in range(u):
+                acc = ar.add(acc, ar.product(a_blk[j][:, None], b_blk[j][None, :]))
+            return acc
+
+        acc = jax.lax.fori_loop(0, length // u, block, acc)
+        start, length = start + length // u * u, length % u
+    if length <= 0:
         return acc
-    return jax.lax.fori_loop(start, stop, body, acc, unroll=max(1, min(unroll, n)))
+    return jax.lax.fori_loop(start, start + length, body, acc, unroll=max(1, min(unroll, length)))
 
 
 def _chunked(ar, at, bt, size, acc, unroll, pad_value):
@@ -98,12 +113,7 @@ def _chunked(ar, at, bt, size, acc, unroll, pad_value):
         bt = jnp.concatenate([bt, jnp.full((extra, n), pad_value, bt.dtype)], axis=0)
 
     def chunk(c, acc):
-        start = c * size
-
-        def body(j, part):
-            return ar.add(part, ar.product(at[start + j][:, None], bt[start + j][None, :]))
-
-        part = jax.lax.fori_loop(0, size, body, ar.zeros((m, n)), unroll=max(1, min(unroll, size)))
+        part = _sequential(ar, at, bt, c * size, size, ar.zeros((m, n)), unroll)
         return ar.add(acc, part)
 
     return jax.lax.fori_loop(0, at.shape[0] // size, chunk, acc)

@@ -344,3 +344,16 @@ def test_signed_zeros_and_underflow(acc):
     small = np.array([2.0**-70, 2.0**-70], np.float32)  # sum 2**-139: an fp32 subnormal
     want = {"fp32": 2.0**-139, "bf16": 0.0, "fp16": 0.0}[acc]
     assert float(dot(small, small, f"a=bf16,acc={acc}")) == want
+
+
+@pytest.mark.parametrize("order", ["sequential", "chunk:20"])
+def test_long_fp32_accumulation_matches_reference(order):
+    """K = 45: the float32 RNE path runs 16 steps per loop pass, then a tail of 13."""
+    rng = np.random.default_rng(6)
+    mac = MacSpec(a_fmt="bf16", acc="fp32", order=order)
+    a = rng.standard_normal((2, 45)).astype(np.float32) * np.float32(2.0**20)
+    b = rng.standard_normal((45, 3)).astype(np.float32)
+    b[:, 0] = 2.0 ** rng.integers(-30, 0, 45)  # wide dynamic range: many inexact additions
+    a[1, 20:40] = a[1, :20]
+    b[20:40, 1] = -b[:20, 1]
+    assert_same_bits(dot(a, b, mac), dot_ref(a, b, mac), str(mac))
