@@ -8,6 +8,8 @@ grouped as ``(groups, block_size)`` and one scale code per group.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -140,8 +142,7 @@ def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axi
     values = quantize(x, spec, rounding, key=key, saturate=saturate)
     if spec.kind == "int":
         return _encode_int(values, spec)
-    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
-    return encode_float_bits(jnp, F32, bits, spec).astype(code_dtype(spec.bits))
+    return _encode_float_jit(values, spec)
 
 
 def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
@@ -156,6 +157,17 @@ def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> j
         return _decode_block(codes, jnp.asarray(scales), spec, shape, axis)
     if spec.kind == "int":
         return _decode_int(codes, spec)
+    return _decode_float_jit(codes, spec)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _encode_float_jit(values: jax.Array, spec: FloatFormat) -> jax.Array:
+    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
+    return encode_float_bits(jnp, F32, bits, spec).astype(code_dtype(spec.bits))
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _decode_float_jit(codes: jax.Array, spec: FloatFormat) -> jax.Array:
     bits = decode_float_bits(jnp, F32, codes.astype(jnp.uint32), spec)
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
 

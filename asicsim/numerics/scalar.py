@@ -18,15 +18,19 @@ NAN = float("nan")
 INF = float("inf")
 
 
-def _round_int(q: Fraction, rnd: Rounding, u: Fraction | None) -> int:
-    """Round a non-negative rational to an integer (the magnitude; direction already resolved)."""
+def _round_int(q: Fraction, rnd: Rounding, u: Fraction | None, odd=None) -> int:
+    """Round a non-negative rational to an integer (the magnitude; direction already resolved).
+
+    ``odd(lo)`` says whether the code of the lower neighbour ``lo`` is odd (ties to even); by
+    default the parity of ``lo`` itself."""
     lo = math.floor(q)
     frac = q - lo
     if frac == 0:
         return lo
     mode = rnd.mode
     if mode is RoundMode.RNE:
-        return lo + (frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lo % 2 == 1))
+        lo_odd = lo % 2 == 1 if odd is None else odd(lo)
+        return lo + (frac > Fraction(1, 2) or (frac == Fraction(1, 2) and lo_odd))
     if mode is RoundMode.RNA:
         return lo + (frac >= Fraction(1, 2))
     if mode is RoundMode.RTZ:
@@ -40,8 +44,11 @@ def _round_int(q: Fraction, rnd: Rounding, u: Fraction | None) -> int:
     raise AssertionError(mode)  # rup/rdn are resolved to rtz/away by the caller
 
 
-def _grid_round(x: Fraction, quantum_exp_of, rnd: Rounding, u) -> tuple[Fraction, bool]:
-    """Round |x| on a grid whose spacing depends on the magnitude; returns (|result|, negative)."""
+def _grid_round(x: Fraction, quantum_exp_of, rnd: Rounding, u, code_bias=None) -> tuple[Fraction, bool]:
+    """Round |x| on a grid whose spacing depends on the magnitude; returns (|result|, negative).
+
+    ``code_bias``: for formats with no mantissa bits, whose codes count exponents, the exponent
+    bias -- ties to even then means the even exponent field."""
     neg = x < 0
     mag = -x if neg else x
     q = Fraction(2) ** quantum_exp_of(mag)
@@ -51,7 +58,9 @@ def _grid_round(x: Fraction, quantum_exp_of, rnd: Rounding, u) -> tuple[Fraction
         scaled = mag / q
         k = math.ceil(scaled) if away else math.floor(scaled)
     else:
-        k = _round_int(mag / q, rnd, u)
+        e = quantum_exp_of(mag)
+        odd = None if code_bias is None else (lambda lo: lo != 0 and (e + code_bias) % 2 == 1)
+        k = _round_int(mag / q, rnd, u, odd)
     return k * q, neg
 
 
@@ -83,7 +92,7 @@ def round_float(x, fmt: FloatFormat, rounding="rne", *, saturate=None, u=None) -
             e -= 1
         return max(e - fmt.man_bits, qmin)
 
-    mag, neg = _grid_round(xf, quantum, rnd, u)
+    mag, neg = _grid_round(xf, quantum, rnd, u, fmt.bias if fmt.man_bits == 0 else None)
     if mag > Fraction(fmt.max):
         toward_zero = rnd.mode is RoundMode.RTZ or (
             rnd.mode in (RoundMode.RUP, RoundMode.RDN) and (rnd.mode is RoundMode.RUP) == neg

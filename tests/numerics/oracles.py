@@ -122,10 +122,10 @@ def _mpfr_context(spec: FloatFormat, mode: str) -> gmpy2.context:
     )
 
 
-def _with_mode(v: float, spec: FloatFormat, mode: str) -> float:
-    exact = gmpy2.mpfr(v, 64)  # made outside the narrow context: gmpy2's constructor skips the
-    with _mpfr_context(spec, mode):  # range check; unary + rounds once, then subnormalizes
-        return float(+exact)
+def _with_mode(v, spec: FloatFormat, mode: str) -> float:
+    exact = v if isinstance(v, gmpy2.mpfr) else gmpy2.mpfr(v, 64)  # made outside the narrow
+    with _mpfr_context(spec, mode):  # context: gmpy2's constructor skips the range check;
+        return float(+exact)  # unary + rounds once, then subnormalizes
 
 
 def mpfr_round(x: float, spec: FloatFormat, mode: str, sat: bool | None = None) -> float:
@@ -138,16 +138,17 @@ def mpfr_round(x: float, spec: FloatFormat, mode: str, sat: bool | None = None) 
     """
 
     def round_finite(v: float) -> float:
+        v_exact = gmpy2.mpfr(v, 64)
         if mode == "rna" or (mode == "rne" and spec.man_bits == 0):
-            lo, hi = _with_mode(v, spec, "rtz"), _with_mode(v, spec, "away")
+            lo, hi = _with_mode(v_exact, spec, "rtz"), _with_mode(v_exact, spec, "away")
             # lo + hi and 2 v are exact in binary64: neighbours with short significands.
             if lo != hi and 2.0 * v == lo + hi:
                 if mode == "rna":
                     return hi
                 odd = lo != 0 and (math.frexp(abs(lo))[1] - 1 + spec.bias) % 2 == 1  # code parity
                 return hi if odd else lo
-            return _with_mode(v, spec, "rne")
-        return _with_mode(v, spec, mode)
+            return _with_mode(v_exact, spec, "rne")
+        return _with_mode(v_exact, spec, mode)
 
     return convention(float(x), spec, mode, sat, round_finite)
 

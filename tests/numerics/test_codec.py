@@ -103,7 +103,7 @@ def small_formats(draw):
     return get_format(f"e{e}m{m}{suffix}b{bias}")
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(small_formats())
 def test_any_format_codes_vs_gfloat(spec):
     """Every code of a random format (biases down to the float32 subnormal range included):

@@ -75,6 +75,14 @@ def ties(spec) -> np.ndarray:
     return np.concatenate([mids, -mids])
 
 
+def subsample(x: np.ndarray, n: int = 1500) -> np.ndarray:
+    """All of ``x`` if small, else its 300 smallest and largest magnitudes and a random sample."""
+    if x.size <= 2 * n:
+        return x
+    pick = np.random.default_rng(0).choice(x.size, n, replace=False)
+    return np.concatenate([x[np.argsort(np.abs(x))][np.r_[:300, -300:0]], x[pick]])
+
+
 def tie_inputs(spec, dtype) -> np.ndarray:
     """Ties of ``spec`` that ``dtype`` holds exactly, and their neighbours one ulp (of ``dtype``)
     either side, as ``dtype`` values."""
@@ -129,11 +137,22 @@ def test_e8m0_vs_ml_dtypes():
 
 
 @pytest.mark.parametrize("name", list(FLOATS))
-@pytest.mark.parametrize("mode", MODES)
-def test_fp16_sweep_vs_mpfr(name, mode):
+def test_fp16_sweep_vs_mpfr(name):
+    """All float16 values in rna, rtz, rup, rdn (rne: ml_dtypes above; e8m0, which ml_dtypes
+    rounds differently, and the slow test do rne against MPFR too)."""
     x32 = F16.astype(np.float32)
-    want = mpfr_round_array(x32, FLOATS[name], mode)
-    assert_same_bits(quantize(F16, name, mode), want, x32, f"float16 -> {name} {mode}")
+    modes = MODES if name == "float8_e8m0fnu" else MODES[1:]
+    for mode in modes:
+        want = mpfr_round_array(x32, FLOATS[name], mode)
+        assert_same_bits(quantize(F16, name, mode), want, x32, f"float16 -> {name} {mode}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(FLOATS))
+def test_fp16_sweep_vs_mpfr_rne(name):
+    x32 = F16.astype(np.float32)
+    want = mpfr_round_array(x32, FLOATS[name], "rne")
+    assert_same_bits(quantize(F16, name, "rne"), want, x32, f"float16 -> {name} rne")
 
 
 @pytest.mark.slow
@@ -176,6 +195,8 @@ def test_ties_rne_vs_ml_dtypes(name, dtype):
     if name == "float8_e8m0fnu" or ml_type(name) is None:
         pytest.skip("no ml_dtypes reference with ties to even")
     x = tie_inputs(FLOATS[name], dtype)
+    if FLOATS[name].bits == 16:
+        x = subsample(x, 20000)
     if x.size == 0 and name == np.dtype(dtype).name:
         pytest.skip("a format holds none of its own ties")
     assert x.size > 0
@@ -188,11 +209,8 @@ def test_ties_rne_vs_ml_dtypes(name, dtype):
 def test_ties_vs_mpfr(name, mode):
     spec = FLOATS[name]
     x32 = tie_inputs(spec, np.float32)
-    if x32.size > 6000:  # 16-bit targets: the extreme binades and a random sample of the rest
-        pick = np.random.default_rng(0).choice(x32.size, 3000, replace=False)
-        x32 = np.concatenate([x32[np.argsort(np.abs(x32))][np.r_[:600, -600:0]], x32[pick]])
-    x32 = np.concatenate([x32, SPECIALS])
-    for sat in (None, True):
+    x32 = np.concatenate([subsample(x32), SPECIALS])
+    for sat in (None, True) if mode in ("rne", "rtz") else (None,):
         want = mpfr_round_array(x32, spec, mode, sat)
         assert_same_bits(quantize(x32, spec, mode, saturate=sat), want, x32, f"ties {name} {mode} sat={sat}")
 
@@ -237,7 +255,9 @@ def test_fp16_target_vs_softfloat(mode):
     assert_same_bits(quantize(x32, "float16", mode), want, x32, f"f32 -> f16 {mode} vs SoftFloat")
 
 
-@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float4_e2m1fn", "float8_e4m3fnuz"])
+@pytest.mark.parametrize(
+    "name", ["float8_e4m3fn", "float8_e5m2", "float6_e2m3fn", "float4_e2m1fn", "float8_e4m3fnuz", "float8_e8m0fnu"]
+)
 @pytest.mark.parametrize("mode", MODES)
 def test_scalar_reference_vs_mpfr(name, mode):
     """asicsim.numerics.scalar (Fractions) agrees with MPFR: it is a reference for ops.py/mac.py."""
@@ -275,10 +295,10 @@ def test_float64_vs_mpfr(name, mode):
     t = ties(spec)
     x = np.concatenate(
         [
-            rng.standard_normal(3000) * 2.0 ** rng.integers(-30, 30, 3000),
-            t,
-            t * (1 + 2.0**-40),
-            t * (1 - 2.0**-40),
+            rng.standard_normal(1000) * 2.0 ** rng.integers(-30, 30, 1000),
+            subsample(t, 500),
+            subsample(t, 500) * (1 + 2.0**-40),
+            subsample(t, 500) * (1 - 2.0**-40),
             [5e-324, -5e-324, 1e300, -1e300, 3.4028235677973366e38, 3.4028235677973367e38 * 1.0000001],
             SPECIALS.astype(np.float64),
         ]
@@ -334,6 +354,8 @@ def _check_any_format(spec, x32, sat):
         assert_same_bits(got, want_g, x32, f"{spec.name} {mode} sat={sat} vs gfloat")
         host = np.asarray(quantize(x32.astype(np.float64), spec, mode, saturate=sat))
         assert_same_bits(host, got, x32, f"{spec.name} {mode}: float64 host path vs float32 path")
+        ref = np.array([round_float(v, spec, mode, saturate=sat) for v in x32.tolist()], np.float32)
+        assert_same_bits(ref, got, x32, f"{spec.name} {mode}: scalar.round_float")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -405,7 +427,7 @@ def test_int_vs_numpy(name, mode, sat):
 @pytest.mark.parametrize("sat", [True, False], ids=["saturate", "wrap"])
 def test_int_vs_scalar(name, mode, sat):
     spec = get_format(name)
-    x32 = np.concatenate([int_inputs()[::7], np.array([1e30, -1e30, 2.0**31 + 2**8, 3.0 * 2**-20], np.float32)])
+    x32 = np.concatenate([int_inputs()[::41], np.array([1e30, -1e30, 2.0**31 + 2**8, 3.0 * 2**-20], np.float32)])
     got = np.asarray(quantize(x32, spec, mode, saturate=sat))
     want = np.array([round_int(v, spec, mode, saturate=sat) for v in x32.tolist()], np.float32)
     assert_same_bits(got, want, x32, f"{name} {mode} sat={sat} vs scalar.round_int")
@@ -585,4 +607,6 @@ def test_float32_target_is_identity(mode):
     x = np.concatenate([bits.view(np.float32), SPECIALS, np.arange(1, 300, dtype=np.uint32).view(np.float32)])
     got = np.asarray(quantize(x, "float32", mode))
     assert_same_bits(got, x, x, f"float32 -> float32 {mode}")
-    assert_same_bits(np.asarray(quantize(x.astype(np.float64), "float32", mode)), x, x, "float64 path")
+    with np.errstate(invalid="ignore"):  # signalling NaNs
+        x64 = x.astype(np.float64)
+    assert_same_bits(np.asarray(quantize(x64, "float32", mode)), x, x, "float64 path")
