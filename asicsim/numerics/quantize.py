@@ -155,7 +155,12 @@ def _to_f32_bits(x) -> jax.Array:
     spec = get_format(dtype.name)  # float16 and every ml_dtypes float8/6/4 type is in the catalog
     from .codec import decode_float_bits
 
-    raw = jax.lax.bitcast_convert_type(jnp.asarray(x), _uint_of(dtype.itemsize))
+    if not isinstance(x, jax.Array):  # numpy: view the codes on the host (XLA has no float6, and
+        raw = jnp.asarray(np.asarray(x).view(np.dtype(f"uint{8 * dtype.itemsize}")))  # packs float4)
+    elif spec.bits < 8:  # a JAX float4 array: its values are all normal float32 numbers
+        return jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.uint32)
+    else:
+        raw = jax.lax.bitcast_convert_type(x, _uint_of(dtype.itemsize))
     return decode_float_bits(jnp, F32, raw.astype(jnp.uint32), spec)
 
 

@@ -610,3 +610,34 @@ def test_float32_target_is_identity(mode):
     with np.errstate(invalid="ignore"):  # signalling NaNs
         x64 = x.astype(np.float64)
     assert_same_bits(np.asarray(quantize(x64, "float32", mode)), x, x, "float64 path")
+
+
+@pytest.mark.parametrize("fmt, x", [
+    ("int8", [0.3, -0.3, 2.7, -126.6]),
+    ("q7.8", [0.3 / 256, -2.7 / 256, 1.0 + 0.9 / 256]),
+    ("float4_e2m1fn", [0.3, 2.6, -5.5]),
+    ("mxint8", [1.0] + [0.3 / 64] * 31),  # scale 1: elements below one step of 2**-6
+    ("mxfp4", [4.0] + [0.7] * 31),
+])
+def test_sr_unbiased_other_formats(fmt, x):
+    """Mean of sr over 1000 keys is within 5 standard errors of x (integers, fp4, MX blocks)."""
+    x32 = np.array(x, np.float32)
+    samples = _sr_samples(x32, fmt, "sr", 1000, start=7).astype(np.float64)
+    lo = np.asarray(quantize(x32, fmt, "rdn")).astype(np.float64)
+    hi = np.asarray(quantize(x32, fmt, "rup")).astype(np.float64)
+    se = (hi - lo) / 2 / math.sqrt(samples.shape[0]) + 1e-12
+    assert np.all(np.abs(samples.mean(axis=0) - x32) <= 5 * se), (samples.mean(axis=0), x32)
+
+
+@pytest.mark.parametrize("name", [n for n in ML_FLOATS if n not in ("float16", "bfloat16")])
+def test_native_ml_dtypes_input(name):
+    """Every code of an ml_dtypes float8/6/4 array, passed natively, is decoded bit-exactly."""
+    codes = np.arange(1 << FLOATS[name].bits, dtype=np.uint32).astype(np.uint8)
+    x = codes.view(ml_type(name))
+    assert_same_bits(quantize(x, "float32"), x.astype(np.float32), codes, f"{name} input")
+    assert_same_bits(quantize(x, "bf16"), ml_reference(x.astype(np.float32), "bfloat16"), codes, f"{name} -> bf16")
+
+
+def test_native_jax_float4_input():
+    x = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn)
+    assert_same_bits(quantize(jnp.asarray(x), "float32"), x.astype(np.float32), x, "jax float4 input")
