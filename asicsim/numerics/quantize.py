@@ -17,7 +17,17 @@ import numpy as np
 from . import random as _random
 from .catalog import get_format
 from .formats import FloatFormat, Format, IntFormat
-from .rounding import F32, F64, Carrier, Grid, Rounding, RoundMode, parse_rounding, round_magnitude
+from .rounding import (
+    F32,
+    F64,
+    Carrier,
+    Grid,
+    Rounding,
+    RoundMode,
+    bit_length,
+    parse_rounding,
+    round_magnitude,
+)
 from .scaling import Scaling, resolve_scaling, scaled_quantize
 
 
@@ -131,10 +141,22 @@ def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
     k = xp.where(negative, (u(0) - k), k) & modulus
     if spec.signed:
         k = k.astype(i) - xp.where(k >= u(1 << (spec.bits - 1)), i(1 << spec.bits), i(0))
-    value = k.astype(xp.float32 if c.width == 32 else xp.float64)
-    value = value * (2.0 ** step if shift is None else xp.exp2(step.astype(value.dtype)))
-    bits = value.view(r.dtype) if xp is np else jax.lax.bitcast_convert_type(value, r.dtype)
-    return bits
+    return int_to_bits(xp, c, k.astype(i), step)
+
+
+def int_to_bits(xp, c: Carrier, k, step):
+    """Carrier bits of ``k * 2**step`` (signed integer ``k``, ``|k| < 2**c.man``), built from
+    integers: float ops would flush subnormal results, and XLA's exp2 is not exact."""
+    i = k.dtype.type
+    u = np.uint32 if c.width == 32 else np.uint64
+    m = xp.abs(k).astype(u)
+    lead = bit_length(xp, m, c) - 1
+    e = lead + step
+    frac = (m << xp.clip(c.man - lead, 0, c.width - 1).astype(u)) & u((1 << c.man) - 1)
+    normal = (xp.clip(e + c.bias, 1, 2 * c.bias).astype(u) << u(c.man)) | frac
+    sub = m << xp.clip(step + (c.bias - 1 + c.man), 0, c.width - 1).astype(u)
+    bits = xp.where(m == u(0), u(0), xp.where(e >= 1 - c.bias, normal, sub))
+    return xp.where(k < i(0), bits | u(c.sign), bits)
 
 
 def _as_uint(v, u):

@@ -220,3 +220,18 @@ def test_fp32_scale_divides_exactly(fmt):
     y = (x / s).astype(np.float32)
     q = y.astype(np.float16 if fmt == "float16" else ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_array_equal(got, (q * s).astype(np.float32))
+
+
+def test_mxint8_wrap_equals_saturate_without_overflow():
+    """saturate=False wraps integer elements; where nothing overflows it must equal the saturating
+    result bit for bit -- at every scale, 2**-127 included (it used XLA's inexact exp2 and a float
+    multiply that flushed subnormal results)."""
+    blocks = random_blocks(200, seed=12)
+    amax = np.abs(blocks.astype(np.float64)).max(axis=1)
+    mant = amax / 2.0 ** (np.frexp(amax)[1] - 1)
+    safe = (mant < 1.98) | (amax == 0)
+    flat = blocks.reshape(-1)
+    wrap = np.asarray(quantize(flat, "mxint8", saturate=False)).reshape(blocks.shape)
+    sat = np.asarray(quantize(flat, "mxint8")).reshape(blocks.shape)
+    assert safe.sum() > 150
+    assert_same_bits(wrap[safe], sat[safe], blocks[safe], "mxint8 wrap vs saturate")
