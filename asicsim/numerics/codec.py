@@ -16,7 +16,7 @@ import numpy as np
 
 from .catalog import get_format
 from .formats import BlockFormat, FloatFormat, Format, IntFormat
-from .quantize import quantize
+from .quantize import mul_pow2, quantize
 from .rounding import F32, Carrier, bit_length
 from .scaling import _grouped, resolve_scaling
 
@@ -181,7 +181,7 @@ def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
     groups, _ = _grouped(values, plan)
     finite = exps != jnp.iinfo(jnp.int32).min
     e = jnp.where(finite, exps, 0)
-    elems = jnp.where(finite[:, None], groups * pow2_f32(-e)[:, None], 0)  # exact power of two
+    elems = jnp.where(finite[:, None], mul_pow2(groups, -e[:, None]), 0)  # exact, from the bits
     codes = encode(elems, element)
     scale_codes = encode(jnp.where(finite, pow2_f32(e), np.nan), spec.scale)
     return codes, scale_codes
@@ -201,7 +201,15 @@ def pow2_f32(e: jax.Array) -> jax.Array:
 def _decode_block(codes, scales, spec: BlockFormat, shape, axis):
     elems = decode(codes, spec.element)
     scale = decode(scales, spec.scale)[:, None]
-    values = elems * scale
+    # scale = 2**e (a pure-exponent format): shift the elements' exponents, never multiply, which
+    # would flush subnormal products (scales down to 2**-127)
+    scale_bits = jax.lax.bitcast_convert_type(scale, jnp.uint32)
+    e = jnp.where(
+        scale_bits >= np.uint32(1 << 23),
+        (scale_bits >> np.uint32(23)).astype(jnp.int32) - 127,
+        31 - jax.lax.clz(scale_bits).astype(jnp.int32) - 149,
+    )
+    values = jnp.where(jnp.isnan(scale), np.float32(np.nan), mul_pow2(elems, e))
     if shape is None:
         return values
     _, plan = resolve_scaling(spec, axis=axis)

@@ -154,9 +154,28 @@ def int_to_bits(xp, c: Carrier, k, step):
     e = lead + step
     frac = (m << xp.clip(c.man - lead, 0, c.width - 1).astype(u)) & u((1 << c.man) - 1)
     normal = (xp.clip(e + c.bias, 1, 2 * c.bias).astype(u) << u(c.man)) | frac
-    sub = m << xp.clip(step + (c.bias - 1 + c.man), 0, c.width - 1).astype(u)
+    s = step + (c.bias - 1 + c.man)  # subnormal: m * 2**step = (m << s) carrier quanta
+    sub = xp.where(
+        s >= 0,
+        m << xp.clip(s, 0, c.width - 1).astype(u),
+        m >> xp.clip(-s, 0, c.width - 1).astype(u),  # exact when the result is representable
+    )
     bits = xp.where(m == u(0), u(0), xp.where(e >= 1 - c.bias, normal, sub))
     return xp.where(k < i(0), bits | u(c.sign), bits)
+
+
+def mul_pow2(x: jax.Array, k) -> jax.Array:
+    """float32 ``x * 2**k`` for integer ``k``, from the bits: exact whenever the product is a
+    float32 number, subnormals included (XLA:CPU flushes them in a float multiply). inf/NaN and
+    zeros (with their sign) pass through."""
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
+    a = bits & np.uint32(0x7FFFFFFF)
+    exp = (a >> np.uint32(23)).astype(jnp.int32)
+    sig = jnp.where(exp > 0, (a & np.uint32(0x7FFFFF)) | np.uint32(1 << 23), a).astype(jnp.int32)
+    step = jnp.maximum(exp, 1) - 150 + k
+    out = int_to_bits(jnp, F32, sig, step) | (bits & np.uint32(F32.sign))
+    out = jnp.where((exp == 255) | (a == 0), bits, out)
+    return jax.lax.bitcast_convert_type(out, jnp.float32)
 
 
 def _as_uint(v, u):
