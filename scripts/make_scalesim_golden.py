@@ -5,17 +5,26 @@ environment that has ``scalesim==3.0.0`` installed, from the repository root::
 
     python -m venv /tmp/scalesim-venv
     /tmp/scalesim-venv/bin/pip install scalesim==3.0.0 "numpy<2" pandas
-    /tmp/scalesim-venv/bin/python scripts/make_scalesim_golden.py [--jobs 3] [--cpu-limit-s 700]
+    /tmp/scalesim-venv/bin/python scripts/make_scalesim_golden.py [--jobs 3] [--cpu-limit-s 300]
+    /tmp/scalesim-venv/bin/python scripts/make_scalesim_golden.py --only grid_8x8,shipped_google/NCF
+    /tmp/scalesim-venv/bin/python scripts/make_scalesim_golden.py --finalize
+
+(``SCALESIM_DATA`` points at SCALE-Sim's configs/ and topologies/, default
+/work/shared/data/scalesim.) A full run takes about 20 CPU minutes (ResNet-18 on the 32x32 config
+alone 450 CPU s); ``--only`` reruns some runs and merges them into the existing goldens;
+``--finalize`` marks network layers missing from the CSV (a run stopped early) as unfinished.
 
 It writes (small, committed) files under ``tests/hw/golden/``:
 
 - ``scalesim_golden.csv``: one row per (run, layer): the design (array, dataflow, SRAM sizes, interface
   bandwidth mode), the layer in SCALE-Sim's conv form (GEMM layers as SCALE-Sim maps them: ifmap M x K,
   filter 1 x K, 1 channel, N filters, stride 1) and every number of COMPUTE_REPORT.csv and
-  DETAILED_ACCESS_REPORT.csv under SCALE-Sim's own column names.
-- ``scalesim_runs.json``: one record per run: SCALE-Sim's CPU and wall seconds, status (``ok`` or
-  ``timeout``: a run that uses more than ``--cpu-limit-s`` CPU seconds, or ``--timeout-s`` wall
-  seconds, is stopped, left out of the CSV and recorded here with the CPU seconds it had used).
+  DETAILED_ACCESS_REPORT.csv under SCALE-Sim's own column names (BANDWIDTH_REPORT.csv is left out:
+  its numbers are quotients of these).
+- ``scalesim_runs.json``: one record per run: SCALE-Sim's CPU and wall seconds (networks: summed over
+  their layers, each simulated as its own job), status ``ok`` or ``partial``: a layer that uses more
+  than ``--cpu-limit-s`` CPU seconds, or ``--timeout-s`` wall seconds, is stopped, left out of the
+  CSV and listed in ``unfinished_layer_ids``, its CPU seconds counted (so the total is a lower bound).
 - ``inputs/``: the shipped configs and topologies the network runs read (copied unchanged, for the tests).
 
 Regenerate when the SCALE-Sim version used as the reference changes, when the set of golden cases

@@ -44,7 +44,8 @@ REPORT_COLUMNS = COMPUTE_REPORT_COLUMNS + BANDWIDTH_REPORT_COLUMNS + DETAILED_AC
 
 
 def layer_table(layers) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
-    """Conv-form int64 layer arrays and names from a Topology, a mapping or (M, N, K) tuples."""
+    """Conv-form int64 layer arrays and names from a Topology, a mapping (keys M, N, K or the conv
+    fields, optional ``layer_name``) or a list of (M, N, K) or 7-field conv tuples."""
     if isinstance(layers, Topology):
         return layers.conv_args(), layers.layer_names
     if isinstance(layers, Mapping):
@@ -61,8 +62,12 @@ def layer_table(layers) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
             raise ValueError(f"layers mapping needs keys M, N, K or {CONV_FIELDS}; got {sorted(layers)}")
         names = layers.get("layer_name")
     else:
-        mnk = np.asarray(layers, dtype=np.int64).reshape(-1, 3)
-        return layer_table({"M": mnk[:, 0], "N": mnk[:, 1], "K": mnk[:, 2]})
+        table = np.asarray(layers, dtype=np.int64)
+        if table.ndim == 2 and table.shape[1] == 3:
+            return layer_table({"M": table[:, 0], "N": table[:, 1], "K": table[:, 2]})
+        if table.ndim == 2 and table.shape[1] == len(CONV_FIELDS):
+            return layer_table(dict(zip(CONV_FIELDS, table.T, strict=True)))
+        raise ValueError(f"a layer list needs rows (M, N, K) or {CONV_FIELDS}; got shape {table.shape}")
     count = conv["ifmap_h"].shape[0]
     if conv["ifmap_h"].ndim != 1 or any((v < 1).any() for v in conv.values()):
         raise ValueError("layer dimensions must be 1-D arrays of integers >= 1")
@@ -122,7 +127,9 @@ def _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user) -> dict:
         count = out[f"{level} Writes" if op == "OFMAP" else f"{level} Reads"]
         out[f"Avg {op} DRAM BW"] = count / (out[f"{level} Stop Cycle"] - out[f"{level} Start Cycle"] + 1)
     out.update(M=g["M"], N=g["N"], K=g["K"], rows=R, cols=C, dataflow=df)
-    return {k: np.broadcast_to(v, stall_free.shape) for k, v in out.items()}
+    shape = stall_free.shape
+    return {k: v if np.shape(v) == shape else np.broadcast_to(v, shape)
+            for k, v in out.items() if not k.startswith("_")}
 
 
 def scalesim_report(layers, rows, cols, dataflow, **memory) -> pd.DataFrame:

@@ -13,7 +13,8 @@ broadcast shape. Conventions (all read from SCALE-Sim 3.0.0's source, file names
 - Spatial/temporal mapping [systolic_compute_*.py] on an ``R x C`` array: os ``Sr, Sc, T = M, N, K``;
   ws ``K, N, M``; is ``K, M, N``. Folds ``F = ceil(Sr / R) * ceil(Sc / C)`` (column folds outer).
 - Cycles per fold (demand-matrix lines): os ``T + R + C - 2``; ws and is ``T + 2R + C - 2``.
-  "Total Cycles" is ``F * lines - 1`` plus stalls (it is the cycle of the last ofmap line).
+  "Total Cycles" is ``F * lines_per_fold - 1`` plus stalls (the cycle of the last ofmap line, so
+  on a 1x1 os array it is ``M N K - 1`` and "Overall Util %" exceeds 100).
 - Per-fold compute utilization uses a different cycle count: os ``T + R + C - 2``; ws and is
   ``T + 2R + 2C - 3``; "Compute Util %" and "Mapping Efficiency %" are plain means over folds:
   ``100 T Sr Sc / (F R C cycles_util)`` and ``100 Sr Sc / (F R C)``.
@@ -39,6 +40,21 @@ DATAFLOWS = ("os", "ws", "is")
 def ceil_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Integer ceil(a / b) for positive b, elementwise."""
     return -(-np.asarray(a) // np.asarray(b))
+
+
+def by_dataflow(os_: np.ndarray, ws_: np.ndarray, if_os, if_ws, if_is) -> np.ndarray:
+    """Pick per element by dataflow (a cheaper np.select for the three dataflows)."""
+    return np.where(os_, if_os, np.where(ws_, if_ws, if_is))
+
+
+def _stack4(a, b, c, d) -> np.ndarray:
+    """Stack four broadcastable arrays along a new last axis."""
+    arrays = [np.asarray(x) for x in (a, b, c, d)]
+    out = np.empty((*np.broadcast_shapes(*(x.shape for x in arrays)), 4),
+                   dtype=np.result_type(*arrays))
+    for i, x in enumerate(arrays):
+        out[..., i] = x
+    return out
 
 
 def dataflow_codes(dataflow) -> np.ndarray:
@@ -76,14 +92,17 @@ def conv_dims(ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filter, stride
 
 
 def _pixel_classes(g: dict) -> tuple[np.ndarray, ...]:
-    """Four pixel classes (inner, last col, last row, corner): rows/cols in bounds, largest index, count, exists."""
-    fh, fw, eh, ew, m = g["filter_h"], g["filter_w"], g["ofmap_h"], g["ofmap_w"], g["M"]
-    hr = np.stack(np.broadcast_arrays(fh, fh, g["last_rows"], g["last_rows"]), axis=-1)
-    wc = np.stack(np.broadcast_arrays(fw, g["last_cols"], fw, g["last_cols"]), axis=-1)
-    idx = np.stack(np.broadcast_arrays(m - ew - 2, m - ew - 1, m - 2, m - 1), axis=-1)
-    count = np.stack(np.broadcast_arrays((eh - 1) * (ew - 1), eh - 1, ew - 1, np.ones_like(m)), axis=-1)
-    exists = np.stack(np.broadcast_arrays((eh >= 2) & (ew >= 2), eh >= 2, ew >= 2, m >= 1), axis=-1)
-    return hr, wc, idx, count, exists & (hr >= 1) & (wc >= 1)
+    """Four pixel classes (inner, last col, last row, corner): rows/cols in bounds, largest index,
+    count and whether the class has a pixel with a valid address (cached in ``g``)."""
+    if "_classes" not in g:
+        fh, fw, eh, ew, m = g["filter_h"], g["filter_w"], g["ofmap_h"], g["ofmap_w"], g["M"]
+        lr, lc = g["last_rows"], g["last_cols"]
+        hr, wc = _stack4(fh, fh, lr, lr), _stack4(fw, lc, fw, lc)
+        idx = _stack4(m - ew - 2, m - ew - 1, m - 2, m - 1)
+        count = _stack4((eh - 1) * (ew - 1), eh - 1, ew - 1, np.ones_like(m))
+        exists = _stack4((eh >= 2) & (ew >= 2), eh >= 2, ew >= 2, m >= 1)
+        g["_classes"] = (hr, wc, idx, count, exists & (hr >= 1) & (wc >= 1))
+    return g["_classes"]
 
 
 def valid_ifmap_entries(g: dict) -> np.ndarray:
@@ -101,20 +120,20 @@ def _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g: dict) -> np.ndarray:
     last_pixel = np.where(ok, idx, -1).max(axis=-1)  # largest pixel with a valid address
     os_, ws_ = df == 0, df == 1
     lane_fold = np.where(os_, last_pixel // R, last_pixel // C)
-    i0 = np.select([os_, ws_], [lane_fold * R, 0], lane_fold * C)  # first pixel of that fold
+    i0 = by_dataflow(os_, ws_, lane_fold * R, 0, lane_fold * C)  # first pixel of that fold
     jmax = (hr - 1) * fw_ch[..., None] + (wc - 1) * ch + ch - 1  # last valid j per pixel class
     # is: the last row fold of that column fold holding a valid j: the one with the largest valid j
     is_fr = np.where(ok & (idx >= i0[..., None]), jmax, -1).max(axis=-1) // R
-    j0 = np.select([os_, ws_], [0, (rf - 1) * R], is_fr * R)  # first window element of the fold
-    fold = np.select([os_, ws_], [(cf - 1) * rf + lane_fold, rf * cf - 1], lane_fold * rf + is_fr)
+    j0 = by_dataflow(os_, ws_, 0, (rf - 1) * R, is_fr * R)  # first window element of the fold
+    fold = by_dataflow(os_, ws_, (cf - 1) * rf + lane_fold, rf * cf - 1, lane_fold * rf + is_fr)
     # os: lanes are pixels i in [i0, M), time is j: line = j + (i - i0)
     os_val = np.where(ok & (idx >= i0[..., None]), jmax + idx - i0[..., None], -1).max(axis=-1)
     # ws: lanes are window elements j in [j0, K), time is pixel i: line = R + i + (j - j0)
     eh, ew = g["ofmap_h"][..., None], g["ofmap_w"][..., None]
     lr, lc = g["last_rows"][..., None], g["last_cols"][..., None]
     fh, fw = g["filter_h"][..., None], g["filter_w"][..., None]
-    cr = np.concatenate(np.broadcast_arrays(fh - 1, fh - 1, lr - 1, lr - 1), axis=-1)
-    cc = np.concatenate(np.broadcast_arrays(fw - 1, lc - 1, fw - 1, lc - 1), axis=-1)
+    cr = _stack4(fh - 1, fh - 1, lr - 1, lr - 1)[..., 0, :]
+    cc = _stack4(fw - 1, lc - 1, fw - 1, lc - 1)[..., 0, :]
     j = cr * fw_ch[..., None] + cc * ch + ch - 1
     o_r = np.where(cr < lr, eh - 1, eh - 2)
     o_c = np.where(cc < lc, ew - 1, ew - 2)
@@ -130,7 +149,7 @@ def _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g: dict) -> np.ndarray:
                     np.where(in_fold & (cr0 + 1 < hr) & (cc0 >= wc), (cr0 + 1) * fw_ch[..., None],
                              never)).min(axis=-1)
     is_val = np.where(jmin < never, R - 1 - (jmin - j0), -1)
-    val = np.select([os_, ws_], [os_val, ws_val], is_val)
+    val = by_dataflow(os_, ws_, os_val, ws_val, is_val)
     stop = fold * lines_per_fold + val + 1
     return np.where((val >= 0) & (last_pixel >= 0), stop.astype(np.float64), np.nan)
 
@@ -146,7 +165,7 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
     os_, ws_ = df == 0, df == 1
     Sr = np.where(os_, M, K)
     Sc = np.where(df == 2, M, N)
-    T = np.select([os_, ws_], [K, M], N)
+    T = by_dataflow(os_, ws_, K, M, N)
     rf, cf = ceil_div(Sr, R), ceil_div(Sc, C)
     F = rf * cf
     lines_per_fold = np.where(os_, T + R + C - 2, T + 2 * R + C - 2)
@@ -166,22 +185,22 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
         "Overall Util %": (num_compute * 100) / (total_cycles * arr_macs),
         "Mapping Efficiency %": Sr * Sc / (F * arr_macs) * 100,
         "Compute Util %": T * Sr * Sc / (F * arr_macs * util_cycles) * 100,
-        "SRAM IFMAP Start Cycle": np.select([os_, ws_], [0, R], R - ur0) + 1,
+        "SRAM IFMAP Start Cycle": by_dataflow(os_, ws_, 0, R, R - ur0) + 1,
         "SRAM IFMAP Stop Cycle": if_stop,
         "SRAM IFMAP Reads": np.where(df == 2, 1, cf) * M * K,
         "ifmap_passes": np.where(df == 2, 1, cf),  # times each ifmap operand entry is read
-        "filter_passes": np.select([os_, ws_], [rf, 1], cf),
-        "SRAM Filter Start Cycle": np.select([os_, ws_], [0, R - ur0], R) + 1,
-        "SRAM Filter Stop Cycle": base + np.select(
-            [os_, ws_], [T - 1 + uc_last - 1, R - 1], R + T - 1 + ur_last - 1) + 1,
-        "SRAM Filter Reads": np.select([os_, ws_], [rf, 1], cf) * N * K,
+        "filter_passes": by_dataflow(os_, ws_, rf, 1, cf),
+        "SRAM Filter Start Cycle": by_dataflow(os_, ws_, 0, R - ur0, R) + 1,
+        "SRAM Filter Stop Cycle": base + by_dataflow(
+            os_, ws_, T - 1 + uc_last - 1, R - 1, R + T - 1 + ur_last - 1) + 1,
+        "SRAM Filter Reads": by_dataflow(os_, ws_, rf, 1, cf) * N * K,
         "SRAM OFMAP Start Cycle": np.where(os_, T - 1 + R - ur0, 2 * R - 1),
         "SRAM OFMAP Stop Cycle": base + np.where(os_, T - 1 + R - 1, 2 * R - 1 + T - 1) + uc_last - 1,
         "SRAM OFMAP Writes": np.where(os_, M * N + F * (R + C), rf * M * N),
         "num_compute": num_compute,
     }
     # prefetch-matrix sizes (operand matrices padded to whole folds) used by USER-bandwidth mode
-    out["ifmap_prefetch_words"] = np.select([os_, ws_], [rf * R * K, rf * R * M], cf * C * K)
+    out["ifmap_prefetch_words"] = by_dataflow(os_, ws_, rf * R * K, rf * R * M, cf * C * K)
     out["filter_prefetch_words"] = np.where(df == 2, rf * R * N, cf * C * K)
     out["ofmap_words"] = np.where(os_, M * N, rf * M * N)  # valid ofmap demand entries
     return out

@@ -89,9 +89,9 @@ def _ofmap_first_drain_line(comp: dict, R, C, df, drain) -> np.ndarray:
     def written(line):  # writes of this fold up to and including `line`, closed form in lanes
         # lanes c < lanes with k = line - a - c + 1 clipped to [0, n]: sum over an arithmetic run
         hi = line - a + 1  # k for lane 0
-        full = np.clip(hi - n + 1, 0, lanes)  # lanes with k >= n
-        part_hi = np.clip(hi - full, 0, None)  # k of the first partial lane
-        part = np.clip(np.minimum(lanes - full, part_hi), 0, None)  # lanes with 0 < k < n
+        full = np.minimum(np.maximum(hi - n + 1, 0), lanes)  # lanes with k >= n
+        part_hi = np.maximum(hi - full, 0)  # k of the first partial lane
+        part = np.maximum(np.minimum(lanes - full, part_hi), 0)  # lanes with 0 < k < n
         return full * n + part * (2 * part_hi - part + 1) // 2
 
     lo = np.zeros_like(rem)
@@ -143,8 +143,10 @@ def memory_model(comp: dict, g: dict, *, user_bandwidth, ifmap_sram_kib, filter_
     drain = ofmap_total - ceil_div(ofmap_total, 2)
     # fits: everything drains after the last line; else the first drain starts at the write that
     # fills the drain half (no stall can precede it when the reads do not stall)
-    o_start = np.where(fit_o, total, _ofmap_first_drain_line(
-        comp, np.asarray(rows_, dtype=np.int64), np.asarray(cols, dtype=np.int64), df_, drain))
+    o_start = total
+    if not fit_o.all():  # (a data-dependent shortcut: the bisection is only needed on overflow)
+        o_start = np.where(fit_o, total, _ofmap_first_drain_line(
+            comp, np.asarray(rows_, dtype=np.int64), np.asarray(cols, dtype=np.int64), df_, drain))
     o_start_known = np.where(user, fit_i & fit_f, True)
     o_stop = total + ceil_div(writes, out_bw) - 1
 

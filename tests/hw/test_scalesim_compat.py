@@ -82,11 +82,14 @@ def test_golden_coverage() -> None:
     assert {(r, c) for r, c in zip(grid.rows, grid.cols, strict=True)} == {(8, 8), (4, 16), (32, 32)}
     shipped = {r.split("/")[1] for r in g[g.suite == "shipped"].run}
     assert {"alexnet", "vit_s", "NCF"} <= shipped
-    full = 0
-    for _, rows in g.groupby("run"):
+    full = {"grid": 0, "shipped": 0}
+    for (suite, _), rows in g.groupby(["suite", "run"]):
         ours = _report_for_run(rows)
-        full += int(ours[[c for c in REPORT_COLUMNS if c in g.columns]].notna().all(axis=1).sum())
-    assert full >= 0.8 * len(g), f"only {full} of {len(g)} golden rows reproduced in full"
+        full[suite] += int(ours[[c for c in REPORT_COLUMNS if c in g.columns]].notna().all(axis=1).sum())
+    # the grid's SRAMs hold every layer: every number is closed-form; the shipped 64 KiB config
+    # overflows for most layers (DRAM refills need SCALE-Sim's replay)
+    assert full["grid"] == len(grid)
+    assert full["shipped"] >= 40, full
 
 
 def test_hand_os() -> None:
@@ -239,6 +242,16 @@ def test_vectorised_equals_pointwise() -> None:
         got = sweep[sweep.design_point == p].reset_index(drop=True)
         pd.testing.assert_frame_equal(got.drop(columns="design_point"),
                                       one.drop(columns="design_point"))
+
+
+def test_layer_lists() -> None:
+    """(M, N, K) tuples are GEMMs, 7-tuples conv layers in SCALE-Sim's topology order."""
+    gemm = scalesim_report([(64, 48, 40), (3, 5, 7)], 32, 32, "ws")
+    assert list(gemm["Total Cycles"]) == [631, 3 + 64 + 32 - 2 - 1]
+    conv = scalesim_report([(6, 6, 3, 3, 1, 1, 2)], 4, 4, "os")
+    assert (conv["M"][0], conv["K"][0]) == (9, 9)
+    with pytest.raises(ValueError, match="got shape"):
+        scalesim_report([(1, 2, 3, 4)], 4, 4, "os")
 
 
 def test_bad_inputs() -> None:
