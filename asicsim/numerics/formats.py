@@ -153,7 +153,9 @@ class FloatFormat:
 
     @property
     def min(self) -> float:
-        return -self.max if self.signed else self.smallest_normal
+        if self.signed:
+            return -self.max
+        return 0.0 if self.has_zero else self.smallest_normal
 
     @property
     def smallest_normal(self) -> float:

@@ -112,15 +112,16 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
         inf_val = beyond
     r = xp.where(over, over_val, r)
     r = xp.where(a == inf, inf_val, r)
+    lowest = u(float_bits(abs(spec.min), c)) if not spec.signed else u(0)  # an unsigned min
     if not spec.has_zero:  # e8m0: no zero code; tiny values clamp to the smallest, zero is NaN
-        r = xp.where(r == u(0), u(float_bits(spec.smallest_normal, c)), r)
-        r = xp.where(a == u(0), nan, r)
+        r = xp.where(r == u(0), u(float_bits(spec.smallest_normal, c)), r)  # (or the smallest,
+        r = xp.where(a == u(0), nan if spec.has_nan else r, r)  # where there is no NaN either)
     if spec.signed and spec.nan != "negzero":
         out = r | (bits & sign_bit)
     else:  # no negative zero; an unsigned format has no negative numbers at all
         out = r
         if not spec.signed:
-            out = xp.where(negative & (a != u(0)), nan if spec.has_nan else u(0), out)
+            out = xp.where(negative & (a != u(0)), nan if spec.has_nan else lowest, out)
         else:
             out = xp.where(negative & (r != u(0)), r | sign_bit, r)
     out = xp.where((r == nan) | (a > inf), nan, out)

@@ -72,16 +72,16 @@ def round_float(x, fmt: FloatFormat, rounding="rne", *, saturate=None, u=None) -
         return NAN
     if isinstance(x, float) and math.isinf(x):
         if not fmt.signed and x < 0:
-            return NAN if fmt.has_nan else 0.0
+            return NAN if fmt.has_nan else fmt.min
         if sat or not (fmt.has_inf or fmt.has_nan):
             return math.copysign(fmt.max, x)
         return x if fmt.has_inf else NAN
     xf = Fraction(x)
     negative_zero = isinstance(x, float) and x == 0 and math.copysign(1, x) < 0
-    if not fmt.signed and (xf < 0 or (negative_zero and not fmt.has_zero)):
-        return NAN if fmt.has_nan else 0.0
-    if xf == 0 and not fmt.has_zero:
-        return NAN
+    if not fmt.signed and xf < 0:  # no negative numbers: NaN, or the format's min where no NaN
+        return NAN if fmt.has_nan else fmt.min
+    if xf == 0 and not fmt.has_zero:  # no zero: NaN, or the smallest number where no NaN
+        return NAN if fmt.has_nan else fmt.smallest_normal
     qmin = fmt.smallest_subnormal_exp
 
     def quantum(mag: Fraction) -> int:

@@ -86,15 +86,15 @@ def convention(x: float, spec: FloatFormat, mode: str, sat: bool | None, round_f
     if math.isnan(x):
         return math.nan
     neg = math.copysign(1.0, x) < 0
-    if not spec.signed and x < 0:
-        return math.nan if spec.has_nan else 0.0
+    if not spec.signed and x < 0:  # no negative numbers: NaN, else the lowest value
+        return math.nan if spec.has_nan else (0.0 if spec.has_zero else spec.smallest_normal)
     if math.isinf(x):
         if sat or not (spec.has_inf or spec.has_nan):
             return -spec.max if neg else spec.max
         return _beyond(spec, neg)
     if x == 0:
-        if not spec.has_zero:
-            return math.nan
+        if not spec.has_zero:  # no zero: NaN, else the smallest value
+            return math.nan if spec.has_nan else spec.smallest_normal
         return -0.0 if neg and spec.signed and spec.nan != "negzero" else 0.0
     r = round_finite(x)
     if abs(r) > spec.max:

@@ -641,3 +641,16 @@ def test_native_ml_dtypes_input(name):
 def test_native_jax_float4_input():
     x = np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn)
     assert_same_bits(quantize(jnp.asarray(x), "float32"), x.astype(np.float32), x, "jax float4 input")
+
+
+def test_unsigned_and_zero_less_conventions():
+    """Unsigned formats have no negative numbers: NaN where the format has a NaN, else its lowest
+    value; a format with no zero (e8m0) maps 0 to NaN, or to its smallest value if it has no NaN."""
+    x = np.float32([0.0, -0.0, -1.0, -np.inf, 1e-30, 3.0])
+    np.testing.assert_array_equal(np.asarray(quantize(x, "e4m3fnu")), [0, 0, 0, 0, 0, 3])  # 7 bits, no NaN
+    got = np.asarray(quantize(x, "e5m3fnu"))  # 8 bits: NaN at all-ones
+    assert np.isnan(got[2:4]).all() and list(got[[0, 1, 4, 5]]) == [0, 0, 0, 3]
+    got = np.asarray(quantize(x, "e8m0fnu"))
+    assert np.isnan(got[:4]).all() and list(got[4:]) == [2.0**-100, 2.0]
+    np.testing.assert_array_equal(np.asarray(quantize(x, "e2m0fnu")), [0.5, 0.5, 0.5, 0.5, 0.5, 2.0])  # tie: even code
+    assert get_format("e4m3fnu").min == 0 and get_format("e8m0fnu").min == 2.0**-127
