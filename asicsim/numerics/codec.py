@@ -180,6 +180,17 @@ def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
     element, plan = resolve_scaling(spec, axis=axis)
     groups, _ = _grouped(values, plan)
     finite = exps != jnp.iinfo(jnp.int32).min
+    if not spec.scale.has_nan:
+        try:
+            unstorable = bool(jnp.any(~finite))
+        except jax.errors.ConcretizationTypeError:  # under jit: no check possible
+            unstorable = False
+        if unstorable:
+            raise ValueError(
+                f"encode to {spec.name!r}: the input holds NaN or inf, which this format cannot "
+                f"store (its scale format {spec.scale.name!r} has no NaN code); quantize() "
+                "returns NaN for it"
+            )
     e = jnp.where(finite, exps, 0)
     elems = jnp.where(finite[:, None], mul_pow2(groups, -e[:, None]), 0)  # exact, from the bits
     codes = encode(elems, element)

@@ -200,3 +200,17 @@ def test_decode_rejects_float_codes():
 def test_block_decode_needs_scales():
     with pytest.raises(ValueError, match="needs scales="):
         decode(np.uint8([1, 2]), "mxfp4")
+
+
+def test_flexpoint_round_trip_and_nan():
+    """Flexpoint: int16 mantissas sharing one 5-bit exponent over the whole tensor."""
+    x = np.random.default_rng(0).standard_normal((3, 50)).astype(np.float32) * np.float32(100)
+    codes, scales = encode(x, "flex16+5")
+    assert scales.shape == (1,) and codes.dtype == jnp.uint16
+    got = np.asarray(decode(codes, "flex16+5", scales=scales, shape=x.shape))
+    np.testing.assert_array_equal(got, np.asarray(quantize(x, "flex16+5")))
+    assert np.abs(got - x).max() <= 2.0 ** (int(np.floor(np.log2(np.abs(x).max()))) - 15)
+    x[0, 0] = np.nan
+    assert np.isnan(np.asarray(quantize(x, "flex16+5"))).all()
+    with pytest.raises(ValueError, match=r"cannot store.*scale format 'e5m0fnu' has no NaN code"):
+        encode(x, "flex16+5")
