@@ -63,14 +63,14 @@ def _is_fp32(fmt) -> bool:
 
 def safe(a: jax.Array, b: jax.Array, mac: MacSpec) -> jax.Array:
     """Run-time check, on the bits (subnormal-proof): no value below 2**-126, none overflows."""
-    k = a.shape[1]
+    k = a.shape[-1]
 
     def exps(x):
         mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & _U32(0x7FFFFFFF)
         e = (mag >> _U32(23)).astype(jnp.int32)
         subnormal = jnp.any((e == 0) & (mag != _U32(0)))
-        emin = jnp.min(jnp.where(mag == _U32(0), 254, e))
-        return subnormal, emin, jnp.max(e)
+        emin = jnp.min(jnp.where(mag == _U32(0), 254, e), initial=254)
+        return subnormal, emin, jnp.max(e, initial=0)
 
     sa, mina, maxa = exps(a)
     sb, minb, maxb = exps(b)
@@ -98,8 +98,13 @@ class F32Arith:
         )
 
     def zeros(self, shape):
-        # Opaque to XLA's simplifier, which would fold ``0 + x`` to ``x`` (wrong for x = -0).
-        return jax.lax.optimization_barrier(jnp.zeros(shape, jnp.float32))
+        return jnp.zeros(shape, jnp.float32)
+
+    def start(self, p, on_grid: bool = False):
+        """``add(+0, p)`` spelled out: XLA folds ``0 + p`` to ``p``, wrong for p = -0."""
+        r = p if self.fp32 or on_grid else self.to_acc(p)  # p: float32, in range (``safe``)
+        zero = p if self.rnd.mode is RoundMode.RDN else np.float32(0.0)
+        return jnp.where(p == 0.0, zero, r)
 
     def product(self, a, b):
         p = a * b  # exact: <= 24 significant bits, normal (checked by ``safe``)

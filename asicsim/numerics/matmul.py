@@ -79,6 +79,8 @@ class _Int32(_Int):
 def _sequential(ar, at, bt, start, length: int, acc, unroll):
     """acc = add(acc, a[k] * b[k]) for k in [start, start + length): ``at`` (K, M), ``bt`` (K, N).
 
+    ``acc=None`` starts from +0 (the first step is ``ar.start``, which keeps IEEE zero signs).
+
     Arithmetic whose ``add`` uses the accumulator once (``ar.chain`` > 1: float32 RNE into
     fp32) runs ``chain`` steps per loop iteration, which XLA fuses into one pass over ``acc``.
     """
@@ -86,6 +88,11 @@ def _sequential(ar, at, bt, start, length: int, acc, unroll):
     def body(k, acc):
         return ar.add(acc, ar.product(at[k][:, None], bt[k][None, :]))
 
+    if acc is None and hasattr(ar, "start"):
+        acc = ar.start(ar.product(at[start][:, None], bt[start][None, :]))
+        start, length = start + 1, length - 1
+    elif acc is None:  # float64 and integer adds are exact about zeros whatever XLA folds
+        acc = ar.zeros((at.shape[1], bt.shape[1]))
     u = getattr(ar, "chain", 1)
     if u > 1 and length >= u:
 
@@ -113,7 +120,9 @@ def _chunked(ar, at, bt, size, acc, unroll, pad_value):
         bt = jnp.concatenate([bt, jnp.full((extra, n), pad_value, bt.dtype)], axis=0)
 
     def chunk(c, acc):
-        part = _sequential(ar, at, bt, c * size, size, ar.zeros((m, n)), unroll)
+        part = _sequential(ar, at, bt, c * size, size, None, unroll)
+        if hasattr(ar, "start"):  # the first partial meets the +0 accumulator (see start)
+            return jnp.where(c == 0, ar.start(part, on_grid=True), ar.add(acc, part))
         return ar.add(acc, part)
 
     return jax.lax.fori_loop(0, at.shape[0] // size, chunk, acc)
@@ -147,47 +156,53 @@ def _tree_blocked(ar, at, bt):
 
 
 @functools.partial(jax.jit, static_argnames=("mac", "unroll"))
-def _matmul2d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.Array:
-    """(M, K) x (K, N) float32 operand values (already on their formats) -> (M, N)."""
+def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.Array:
+    """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N)."""
     if mac.order_kind == "fast":
         if mac.integer:
-            return jnp.dot(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
-        s = jnp.dot(a, b, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
+            return jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
+        s = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
         return fast32.round32(s, mac.spec("out"), mac.final_rounding, mac.saturate)
+
+    def batched(ar, convert):
+        run = lambda x, y: _accumulate(ar, convert(x.T), convert(y), mac, unroll)  # noqa: E731
+        return jax.vmap(run)(a, b)
+
     with jax.enable_x64(True):
         if mac.integer:
             ar = _Int32(mac) if _Int32.fits(mac) else _Int(mac)
-            at, bt = a.T.astype(ar.dtype), b.astype(ar.dtype)
             out_dtype = jnp.int32 if ar.acc.signed else jnp.uint32  # every value fits
-            return _accumulate(ar, at, bt, mac, unroll).astype(out_dtype)
+            return batched(ar, lambda x: x.astype(ar.dtype)).astype(out_dtype)
 
-        def run64(a, b):
-            acc = _accumulate(Float64Arith(mac), f32_to_f64(a.T), f32_to_f64(b), mac, unroll)
+        def run64():
+            acc = batched(Float64Arith(mac), f32_to_f64)
             if mac.spec("out") != mac.spec("acc"):  # rounding onto the acc grid is a no-op
                 acc = round64(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return f64_to_f32(acc)
 
-        def run32(a, b):
-            acc = _accumulate(fast32.F32Arith(mac), a.T, b, mac, unroll)
+        def run32():
+            acc = batched(fast32.F32Arith(mac), lambda x: x)
             if mac.spec("out") != mac.spec("acc"):
                 acc = fast32.round32(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return acc
 
         if fast32.eligible(mac):  # same bits, faster, where provably exact (see fast32.py)
-            return jax.lax.cond(fast32.safe(a, b, mac), run32, run64, a, b)
-        return run64(a, b)
+            return jax.lax.cond(fast32.safe(a, b, mac), run32, run64)  # one check for the batch
+        return run64()
 
 
 def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
     kind, m, n = mac.order_kind, at.shape[1], bt.shape[1]
     acc = ar.zeros((m, n))
+    if at.shape[0] == 0:  # an empty sum is +0
+        return acc
     if kind == "sequential":
-        return _sequential(ar, at, bt, 0, at.shape[0], acc, unroll)
+        return _sequential(ar, at, bt, 0, at.shape[0], None, unroll)
     if kind in ("folded", "chunk"):
         pad = 0 if mac.integer or mac.acc_rounding == "rdn" else -0.0
         return _chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
     if kind == "tree":
-        return _tree_blocked(ar, at, bt) if at.shape[0] else acc
+        return _tree_blocked(ar, at, bt)
     return tensorcore_accumulate(at, bt, mac)
 
 
@@ -223,7 +238,7 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     b2 = qb[:, None] if qb.ndim == 1 else qb
     if a2.shape[1] != b2.shape[0]:
         raise ValueError(f"dot: contracting dimensions differ: {qa.shape} and {qb.shape}")
-    out = _matmul2d(a2, b2, mac)
+    out = _matmul3d(a2[None], b2[None], mac)[0]
     if qa.ndim == 1:
         out = out[0]
     if qb.ndim == 1:
@@ -242,5 +257,5 @@ def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
     qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((-1, *qa.shape[-2:]))
     qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((-1, *qb.shape[-2:]))
-    out = jax.vmap(lambda x, y: _matmul2d(x, y, mac))(qa, qb)
+    out = _matmul3d(qa, qb, mac)
     return out.reshape(batch + out.shape[-2:])

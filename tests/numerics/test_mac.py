@@ -268,6 +268,8 @@ def test_shapes_like_jnp_dot_and_matmul():
     np.testing.assert_array_equal(np.asarray(got), np.matmul(batch_a, batch_b))
     with pytest.raises(ValueError, match="contracting"):
         dot(m, m, mac)
+    empty = dot(np.zeros((2, 0), np.float32), np.zeros((0, 3), np.float32), "a=bf16,acc=bf16")
+    assert empty.shape == (2, 3) and not np.asarray(empty).any()
 
 
 def test_jit_static_and_x64_untouched():
@@ -341,6 +343,8 @@ def test_signed_zeros_and_underflow(acc):
     assert bits(dot(neg0, one, f"a=bf16,acc={acc},rounding=rdn")) == 0x80000000
     tiny = np.array([2.0**-75], np.float32)  # product -2**-150: below every format's grid
     assert bits(dot(-tiny, tiny, f"a=bf16,acc={acc}")) == 0x80000000
+    # chunked: the chunk sum is -0, and the accumulator then adds +0 + (-0) = +0
+    assert bits(dot(-tiny, tiny, f"a=bf16,acc={acc},order=chunk:2")) == 0
     small = np.array([2.0**-70, 2.0**-70], np.float32)  # sum 2**-139: an fp32 subnormal
     want = {"fp32": 2.0**-139, "bf16": 0.0, "fp16": 0.0}[acc]
     assert float(dot(small, small, f"a=bf16,acc={acc}")) == want
@@ -357,3 +361,17 @@ def test_long_fp32_accumulation_matches_reference(order):
     a[1, 20:40] = a[1, :20]
     b[20:40, 1] = -b[:20, 1]
     assert_same_bits(dot(a, b, mac), dot_ref(a, b, mac), str(mac))
+
+
+def test_batched_matmul_matches_reference_per_batch():
+    """One safety check covers the whole batch: a batch mixing ordinary and underflowing
+    operands must still match the scalar model element by element."""
+    mac = MacSpec.parse("a=bf16,acc=bf16,order=chunk:4")
+    data = datasets("bf16", seed=7)
+    a = np.stack([data["normal"][0], data["subnormal"][0]]).astype(np.float32)
+    b = np.stack([data["normal"][1], data["subnormal"][1]]).astype(np.float32)
+    got = matmul(a, b, mac)
+    assert got.shape == (2, M, N)
+    for i in range(2):
+        assert_same_bits(got[i], dot_ref(a[i], b[i], mac), f"batch {i}")
+    assert_same_bits(matmul(a[:1], b[:1], mac)[0], dot_ref(a[0], b[0], mac), "normal alone")
