@@ -192,6 +192,12 @@ def gfloat_round(x: float, spec: FloatFormat, mode: str, sat: bool | None = None
     gsat = sat_ or not (spec.has_inf or spec.has_nan)
 
     def round_finite(v: float) -> float:
-        return gfloat.round_float(fi, v, _GFLOAT_ROUND[mode], sat=gsat)
+        r = gfloat.round_float(fi, v, _GFLOAT_ROUND[mode], sat=gsat)
+        # gfloat does not bound the exponent from below in formats without subnormals (it
+        # returns 2**-149 for e2m0fnu); with no zero either (pure exponents), 0 < |v| < smallest
+        # can only become the smallest value
+        if not spec.subnormals and not spec.has_zero and 0 < abs(r) < spec.smallest_normal:
+            r = math.copysign(spec.smallest_normal, r)
+        return r
 
     return convention(float(x), spec, mode, sat_, round_finite)
