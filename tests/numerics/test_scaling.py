@@ -235,3 +235,23 @@ def test_mxint8_wrap_equals_saturate_without_overflow():
     sat = np.asarray(quantize(flat, "mxint8")).reshape(blocks.shape)
     assert safe.sum() > 150
     assert_same_bits(wrap[safe], sat[safe], blocks[safe], "mxint8 wrap vs saturate")
+
+
+def test_per_block_fp32_scale_vs_numpy():
+    """axis + block_size: one fp32 scale per 16 consecutive elements along the last axis."""
+    x = np.random.default_rng(13).standard_normal((6, 64)).astype(np.float32)
+    got = np.asarray(quantize(x, "int8", axis=-1, block_size=16))
+    blocks = x.reshape(6, 4, 16)
+    want = np.stack([_fake_quant_reference(blocks[:, j], 0, 127) for j in range(4)], axis=1).reshape(6, 64)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_asymmetric_uint8_vs_numpy():
+    """Asymmetric scaling: scale = (max(x, 0) - min(x, 0)) / 255, integer zero point."""
+    x = (np.random.default_rng(14).random((5, 40)) * 3 - 0.5).astype(np.float32)
+    got = np.asarray(quantize(x, "uint8", scaling=Scaling(symmetric=False)))
+    lo, hi = np.float32(min(x.min(), 0)), np.float32(max(x.max(), 0))
+    s = np.float32((hi - lo) / np.float32(255))
+    zp = np.float32(np.clip(np.round(np.float32(0) - lo / s), 0, 255))
+    q = np.clip(np.round((x / s).astype(np.float32) + zp), 0, 255).astype(np.float32)
+    np.testing.assert_array_equal(got, ((q - zp) * s).astype(np.float32))
