@@ -12,25 +12,27 @@ from .numerics import BlockFormat as BlockFormat
 from .numerics import FloatFormat as FloatFormat
 from .numerics import FormatError as FormatError
 from .numerics import IntFormat as IntFormat
+from .numerics import MacSpec as MacSpec
 from .numerics import RoundMode as RoundMode
 from .numerics import Scaling as Scaling
+from .numerics import add as add
 from .numerics import block_scales as block_scales
 from .numerics import decode as decode
+from .numerics import div as div
+from .numerics import dot as dot
 from .numerics import encode as encode
+from .numerics import fma as fma
+from .numerics import get_format as get_format
+from .numerics import matmul as matmul
+from .numerics import mul as mul
 from .numerics import quantize as quantize
-from .numerics.catalog import get_format as format  # noqa: A001 -- the documented public name
+from .numerics import sqrt as sqrt
+from .numerics import sub as sub
+
+#: ``sim.format("bf16")``: the documented public name of :func:`get_format`.
+format = get_format
 
 try:
     __version__ = _version("asicsim")
 except PackageNotFoundError:  # running from a source tree without installation
     __version__ = "0.0.0+unknown"
-
-from .numerics import MacSpec as MacSpec  # the MAC model: dot/matmul under a MacSpec
-from .numerics import add as add  # the correctly rounded ops
-from .numerics import div as div
-from .numerics import dot as dot
-from .numerics import fma as fma
-from .numerics import matmul as matmul
-from .numerics import mul as mul
-from .numerics import sqrt as sqrt
-from .numerics import sub as sub
