@@ -88,23 +88,24 @@ def _sequential(ar, at, bt, start, length: int, acc, unroll):
     def body(k, acc):
         return ar.add(acc, ar.product(at[k][:, None], bt[k][None, :]))
 
-    if acc is None and hasattr(ar, "start"):
-        acc = ar.start(ar.product(at[start][:, None], bt[start][None, :]))
-        start, length = start + 1, length - 1
-    elif acc is None:  # float64 and integer adds are exact about zeros whatever XLA folds
+    def steps(acc, begin, count: int):  # ``count`` steps in one fused pass
+        a_blk = jax.lax.dynamic_slice_in_dim(at, begin, count)
+        b_blk = jax.lax.dynamic_slice_in_dim(bt, begin, count)
+        for j in range(count):
+            p = ar.product(a_blk[j][:, None], b_blk[j][None, :])
+            acc = ar.start(p) if acc is None else ar.add(acc, p)
+        return acc
+
+    if acc is None and not hasattr(ar, "start"):  # float64/integer adds get zeros right anyway
         acc = ar.zeros((at.shape[1], bt.shape[1]))
     u = getattr(ar, "chain", 1)
     if u > 1 and length >= u:
-
-        def block(i, acc):
-            a_blk = jax.lax.dynamic_slice_in_dim(at, start + i * u, u)
-            b_blk = jax.lax.dynamic_slice_in_dim(bt, start + i * u, u)
-            for j in range(u):
-                acc = ar.add(acc, ar.product(a_blk[j][:, None], b_blk[j][None, :]))
-            return acc
-
-        acc = jax.lax.fori_loop(0, length // u, block, acc)
+        if acc is None:
+            acc, start, length = steps(None, start, u), start + u, length - u
+        acc = jax.lax.fori_loop(0, length // u, lambda i, acc: steps(acc, start + i * u, u), acc)
         start, length = start + length // u * u, length % u
+    if acc is None:
+        acc, start, length = steps(None, start, 1), start + 1, length - 1
     if length <= 0:
         return acc
     return jax.lax.fori_loop(start, start + length, body, acc, unroll=max(1, min(unroll, length)))
@@ -206,6 +207,9 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
     return tensorcore_accumulate(at, bt, mac)
 
 
+_round32_jit = jax.jit(fast32.round32, static_argnums=(1, 2, 3))
+
+
 def _operands(a, b, mac: MacSpec):
     return _operand(a, mac.spec("a_fmt")), _operand(b, mac.spec("b_fmt"))
 
@@ -218,7 +222,7 @@ def _operand(x, spec) -> jax.Array:
         if not np.issubdtype(dtype, np.floating) and dtype != jnp.bfloat16:
             raise TypeError(f"dot/matmul take floating-point operands, got dtype {dtype}")
         x32 = x if dtype == np.float32 else quantize(x, "fp32")  # narrower floats: exact
-        return fast32.round32(jnp.asarray(x32, jnp.float32), spec, "rne", None)
+        return _round32_jit(jnp.asarray(x32, jnp.float32), spec, "rne", None)
     return quantize(x, spec, "rne")
 
 
