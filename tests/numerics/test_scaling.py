@@ -65,7 +65,7 @@ def gfloat_mx(name: str, blocks: np.ndarray, mode: str) -> np.ndarray:
 @pytest.mark.parametrize("name", list(GFLOAT_MX))
 @pytest.mark.parametrize("mode", MODES)
 def test_mx_vs_gfloat(name, mode):
-    blocks = random_blocks(120)
+    blocks = random_blocks(64)
     got = np.asarray(quantize(blocks.reshape(-1), name, mode)).reshape(blocks.shape)
     assert_same_bits(got, gfloat_mx(name, blocks, mode), blocks, f"{name} {mode} vs gfloat")
 
