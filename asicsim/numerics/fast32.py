@@ -31,7 +31,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .exact64 import f32_to_f64, f64_to_f32, round64
 from .mac import MacSpec
 from .quantize import round_to_grid
 from .rounding import F32, RoundMode, parse_rounding
@@ -160,15 +159,8 @@ class F32Arith:
 
 
 def round32(x, spec, rnd: str, sat) -> jax.Array:
-    """Round float32 values once onto ``spec`` (bits kernel; float32 result).
-
-    Formats with 23 mantissa bits go through float64: ``round_to_grid`` on the float32 carrier
-    bumps odd mantissas when nothing is dropped (rne, d = 0; reported to its owner).
-    """
+    """Round float32 values once onto ``spec`` (bits kernel; float32 result)."""
     sat = spec.saturate if sat is None else sat
-    if spec.kind == "float" and spec.man_bits == 23:
-        with jax.enable_x64(True):
-            return f64_to_f32(round64(f32_to_f64(x), spec, rnd, sat))
     bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
     out = round_to_grid(jnp, F32, bits, spec, parse_rounding(rnd), sat)
     return jax.lax.bitcast_convert_type(out, jnp.float32)

@@ -207,23 +207,8 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
     return tensorcore_accumulate(at, bt, mac)
 
 
-_round32_jit = jax.jit(fast32.round32, static_argnums=(1, 2, 3))
-
-
 def _operands(a, b, mac: MacSpec):
-    return _operand(a, mac.spec("a_fmt")), _operand(b, mac.spec("b_fmt"))
-
-
-def _operand(x, spec) -> jax.Array:
-    """``quantize(x, spec, "rne")``; float32 onto 23-bit-mantissa formats via ``round32``
-    (``quantize`` mis-rounds odd float32 mantissas onto fp32 itself)."""
-    dtype = np.dtype(getattr(x, "dtype", np.float64))
-    if spec.kind == "float" and spec.man_bits == 23 and dtype != np.float64:
-        if not np.issubdtype(dtype, np.floating) and dtype != jnp.bfloat16:
-            raise TypeError(f"dot/matmul take floating-point operands, got dtype {dtype}")
-        x32 = x if dtype == np.float32 else quantize(x, "fp32")  # narrower floats: exact
-        return _round32_jit(jnp.asarray(x32, jnp.float32), spec, "rne", None)
-    return quantize(x, spec, "rne")
+    return quantize(a, mac.spec("a_fmt"), "rne"), quantize(b, mac.spec("b_fmt"), "rne")
 
 
 def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:

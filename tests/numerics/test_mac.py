@@ -375,3 +375,15 @@ def test_batched_matmul_matches_reference_per_batch():
     for i in range(2):
         assert_same_bits(got[i], dot_ref(a[i], b[i], mac), f"batch {i}")
     assert_same_bits(matmul(a[:1], b[:1], mac)[0], dot_ref(a[0], b[0], mac), "normal alone")
+
+
+def test_fp32_operands_and_out_are_not_rounded_again():
+    """float32 values on fp32 operands / fp32 out are kept bit for bit (odd mantissas and
+    subnormals too; ``fast`` runs XLA's float32 dot, which flushes subnormals)."""
+    x = np.array([1 + 2.0**-23, -(1 + 3 * 2.0**-23), 3 * 2.0**-149], np.float32)
+    one = np.ones(1, np.float32)
+    u32 = lambda v: np.asarray(v, np.float32).view(np.uint32)  # noqa: E731
+    np.testing.assert_array_equal(u32(dot(x[:, None], one, "a=fp32,acc=fp32")), u32(x))
+    np.testing.assert_array_equal(u32(dot(x[:2, None], one, "a=fp32,acc=fp32,order=fast")), u32(x[:2]))
+    got = dot(one[:, None], x[None], "a=bf16,b=fp32,acc=fp32,out=fp32,fused=false,product=fp32")
+    np.testing.assert_array_equal(u32(got[0]), u32(x))
