@@ -140,6 +140,10 @@ def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand
     # A carrier subnormal's binade comes from its leading one: the target may hold it as a normal.
     if grid.man is None:
         quantum = grid.qmin
+    elif isinstance(grid.qmin, int) and grid.qmin >= -c.bias - grid.man:
+        # Every carrier subnormal lies below the target's smallest normal, so the field 0 stands
+        # in for its binade (and the leading-one count, which AVX2 cannot vectorise, is skipped).
+        quantum = xp.maximum(exp - (c.bias + grid.man), grid.qmin)
     else:
         binade = xp.where(exp > 0, exp, bit_length(xp, a, c) - c.man)
         quantum = xp.maximum(binade - (c.bias + grid.man), grid.qmin)

@@ -186,6 +186,8 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
 
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
+    if plan.scale_format != "fp32" and _fast_layout(x.shape, plan) and element_qmin(element) >= -124:
+        return _pow2_scaled_flat(x, words, element, plan, rnd, saturate)
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     amax = group_amax_bits(groups)
@@ -200,6 +202,124 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     values = jax.lax.bitcast_convert_type(out, jnp.float32)
     scale_exp = jnp.where(finite, shift, jnp.iinfo(jnp.int32).min)
     return ungroup(values), scale_exp[..., 0]
+
+
+# --- fast path: power-of-two scales in the tensor's own layout ----------------------------------
+#
+# XLA:CPU vectorises poorly over a (groups, 32) view and over a per-element grid shift, so for
+# the common layouts (one scale per tensor, per channel, or per block along a last axis that the
+# block size divides) the values stay in their own layout: the exponent is reduced with keepdims
+# (blocks: over a (..., n/b, b) view), repeated back to element shape, the values are divided by
+# their scale on the bits, rounded by the unshifted kernel, and multiplied back on the bits.
+
+
+def element_qmin(element) -> int:
+    """Exponent of the element format's smallest nonzero magnitude."""
+    return element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
+
+
+def _fast_layout(shape: tuple[int, ...], plan: Scaling) -> bool:
+    if plan.granularity in ("tensor", "channel"):
+        return len(shape) >= 1
+    return len(shape) >= 1 and plan.axis % len(shape) == len(shape) - 1 and shape[-1] % plan.block_size == 0
+
+
+def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    from .quantize import round_to_grid
+
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
+    if plan.granularity == "block":
+        b = plan.block_size
+        amax = _amax_bits(x.reshape(*x.shape[:-1], -1, b), axes=(-1,), keepdims=False)
+        # The barrier keeps XLA from recomputing the per-block exponent for every element.
+        shift_groups, finite_groups = jax.lax.optimization_barrier(
+            (pow2_scale_exponent(amax, element, plan), amax < np.uint32(0x7F800000))
+        )
+        shift = jnp.repeat(shift_groups, b, axis=-1)
+        finite = jnp.repeat(finite_groups, b, axis=-1)
+    else:
+        keep = plan.axis % x.ndim if plan.granularity == "channel" else None
+        axes = tuple(i for i in range(x.ndim) if i != keep)
+        amax = _amax_bits(x, axes=axes, keepdims=True)
+        shift_groups, finite_groups = jax.lax.optimization_barrier(
+            (pow2_scale_exponent(amax, element, plan), amax < np.uint32(0x7F800000))
+        )
+        shift, finite = shift_groups, finite_groups
+    rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
+    scaled = _divide_pow2_bits(bits, shift)
+    out = round_to_grid(jnp, F32, scaled, element, rnd, saturate, rand)
+    values = jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift), jnp.float32)
+    values = jnp.where(finite, values, np.float32(np.nan))  # a NaN/inf anywhere: the scale is NaN
+    scale_exp = jnp.where(finite_groups, shift_groups, jnp.iinfo(jnp.int32).min)
+    return values, scale_exp.reshape(-1)
+
+
+def _amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
+    """Largest magnitude over ``axes`` as uint32 bits, NaN/inf above every finite value.
+
+    XLA:CPU vectorises float max/min reductions but not integer ones (about 15x slower), so
+    amax = max(|max x|, |min x|) in float32. Its denormals-are-zero comparisons cannot order
+    subnormals, so where a result is below 2**-126 the exact integer reduction is used instead
+    (a ``lax.cond``: paid only by tensors that have such a group).
+    """
+    mask = np.uint32(0x7FFFFFFF)
+
+    def magnitude(v):
+        return jax.lax.bitcast_convert_type(v, jnp.uint32) & mask
+
+    hi = magnitude(jnp.max(x, axis=axes, keepdims=keepdims))
+    lo = magnitude(jnp.min(x, axis=axes, keepdims=keepdims))
+    fast = jnp.maximum(hi, lo)
+
+    def exact(_):
+        mag = magnitude(x).astype(jnp.int32)
+        return jnp.max(mag, axis=axes, keepdims=keepdims).astype(jnp.uint32)
+
+    return jax.lax.cond(jnp.any(fast < np.uint32(1 << 23)), exact, lambda f: f, fast)
+
+
+def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
+    """Bits of ``value * 2**-shift`` that round onto an element grid exactly as the true quotient.
+
+    Normal results are exact. A quotient below 2**-126 is replaced by +-2**-126: on a grid whose
+    smallest quantum is >= 2**-124 both lie below a quarter quantum, so every deterministic mode
+    rounds them alike (stochastic rounding: both round up with probability < 2**-98). A float32
+    subnormal input scaled up stays exact. No leading-zero count: AVX2 cannot vectorise it.
+    """
+    u = np.uint32
+    a = bits & u(0x7FFFFFFF)
+    exp = (a >> u(23)).astype(jnp.int32)
+    out = jnp.where(
+        exp - shift >= 1,
+        bits - (shift << 23).astype(jnp.uint32),
+        (bits & u(0x80000000)) | u(0x00800000),
+    )
+    # A subnormal input times 2**k: while below 2**-125 its bits are simply a << k (the carrier's
+    # bit space is continuous across the subnormal/normal boundary); above, the integer a is
+    # converted exactly and re-exponented.
+    k = -shift
+    up_small = a << jnp.clip(k, 0, 31).astype(jnp.uint32)
+    fits = (k <= 24) & (a < (u(1 << 24) >> jnp.clip(k, 0, 24).astype(jnp.uint32)))
+    as_float = jax.lax.bitcast_convert_type(a.astype(jnp.int32).astype(jnp.float32), jnp.uint32)
+    up_big = as_float + ((k - 149) << 23).astype(jnp.uint32)
+    scaled_up = (bits & u(0x80000000)) | jnp.where(fits, up_small, up_big)
+    out = jnp.where((exp == 0) & (k > 0), scaled_up, out)
+    return jnp.where((a == 0) | (exp == 255), bits, out)
+
+
+def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
+    """Bits of ``value * 2**shift`` for element values (zero or float32 normals) whose product
+    the float32 carrier holds exactly (the format range check guarantees it)."""
+    u = np.uint32
+    a = bits & u(0x7FFFFFFF)
+    exp = (a >> u(23)).astype(jnp.int32)
+    new_exp = exp + shift
+    normal = bits + (shift << 23).astype(jnp.uint32)
+    sig = (a & u(0x7FFFFF)) | u(1 << 23)
+    sub = (bits & u(0x80000000)) | (sig >> jnp.clip(1 - new_exp, 0, 31).astype(jnp.uint32))
+    overflow = (bits & u(0x80000000)) | u(0x7F800000)
+    out = jnp.where(new_exp >= 1, jnp.where(new_exp > 254, overflow, normal), sub)
+    return jnp.where((a == 0) | (exp == 255), bits, out)
 
 
 def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup):
