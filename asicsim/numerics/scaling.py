@@ -188,6 +188,13 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
     if plan.scale_format != "fp32" and _fast_layout(x.shape, plan) and element_qmin(element) >= -124:
         return _pow2_scaled_flat(x, words, element, plan, rnd, saturate)
+    if plan.scale_format == "fp32" and plan.granularity != "block" and x.ndim >= 1:
+        keep = plan.axis % x.ndim if plan.granularity == "channel" else None
+        axes = tuple(i for i in range(x.ndim) if i != keep)  # reduce in place: no transpose
+        amax = _amax_bits(x, axes=axes, keepdims=True)
+        rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
+        finite = amax < np.uint32(0x7F800000)
+        return _fp32_scaled(x, amax, finite, element, plan, rnd, saturate, rand, lambda v: v, axes)
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     amax = group_amax_bits(groups)
@@ -322,7 +329,7 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     return jnp.where((a == 0) | (exp == 255), bits, out)
 
 
-def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup):
+def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup, axes=(-1,)):
     from .quantize import round_to_grid
 
     if plan.symmetric:
@@ -332,8 +339,8 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungro
         scale = jnp.where(amax == 0, np.float32(1), scale)
         zero_point = np.float32(0)
     else:
-        lo = jnp.minimum(jnp.min(groups, axis=-1, keepdims=True), 0)
-        hi = jnp.maximum(jnp.max(groups, axis=-1, keepdims=True), 0)
+        lo = jnp.minimum(jnp.min(groups, axis=axes, keepdims=True), 0)
+        hi = jnp.maximum(jnp.max(groups, axis=axes, keepdims=True), 0)
         span = np.float32(element.kmax - element.kmin) * np.float32(element.eps)
         scale = jnp.maximum(_divide(hi - lo, span), np.float32(2.0**-126))
         scale = jnp.where(hi == lo, np.float32(1), scale)
@@ -345,7 +352,7 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungro
     q = round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
     values = (jax.lax.bitcast_convert_type(q, jnp.float32) - zero_point) * scale
     values = jnp.where(finite, values, np.float32(np.nan))
-    return ungroup(values), jnp.where(finite, scale, np.float32(np.nan))[..., 0]
+    return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 
 
 def _divide(a: jax.Array, b) -> jax.Array:
