@@ -8,6 +8,7 @@
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from .hw import load_design as load_design
 from .numerics import BlockFormat as BlockFormat
 from .numerics import FloatFormat as FloatFormat
 from .numerics import FormatError as FormatError

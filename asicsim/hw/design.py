@@ -1,0 +1,268 @@
+"""Systolic-array design specs: frozen, hashable dataclasses with their units in the field names.
+
+A design is data (see ``designs/*.toml``); these classes only hold it, check it and derive plain
+numbers from it (PE count, peak MAC rate, buffer word widths). No cost is computed here.
+
+Every class validates at construction and raises one :class:`DesignError` listing every bad field
+with its value and what is allowed, so ``SystolicDesign(...)`` built in Python is held to the same
+rules as a TOML file (:mod:`asicsim.hw.design_files` adds the file name and the field paths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asicsim.hw.design_checks import DesignError as DesignError
+from asicsim.hw.design_checks import Problem, own_fields, positive, raise_if, text
+from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.formats import Format
+
+DATAFLOWS = ("os", "ws", "is")
+OPERANDS = ("ifmap", "filter", "ofmap", "psum")
+DRAM_KINDS = ("DDR3", "DDR4", "DDR5", "LPDDR4", "LPDDR4X", "LPDDR5", "GDDR5", "GDDR6", "GDDR6X",
+              "HBM", "HBM2", "HBM2E", "HBM3", "HBM3E")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArraySpec:
+    """The PE grid: ``rows`` x ``cols`` MAC units and the dataflow (what stays in each PE)."""
+
+    rows: int
+    cols: int
+    dataflow: str  # "os" output-, "ws" weight-, "is" input-stationary (SCALE-Sim's names)
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        positive(out, v, "rows", integer=True)
+        positive(out, v, "cols", integer=True)
+        if "dataflow" in v and v["dataflow"] not in DATAFLOWS:
+            out.append(("dataflow", v["dataflow"], " | ".join(repr(d) for d in DATAFLOWS)))
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+
+    @property
+    def pes(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True, kw_only=True)
+class PESpec:
+    """One MAC unit: multiplier operand formats (a = ifmap, b = filter) and the accumulator format.
+
+    Format names go through :func:`asicsim.numerics.get_format` (names, aliases, grammar, .toml
+    paths); the resolved frozen specs are stored, so ``"bf16"`` and ``"bfloat16"`` give equal PEs.
+    """
+
+    a_format: Format
+    b_format: Format
+    acc_format: Format
+    mac_energy_pj: float | None = None  # None: derived from the formats and node by the cost model
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        for key in ("a_format", "b_format", "acc_format"):
+            if key in v:
+                try:
+                    get_format(v[key])
+                except FormatError as err:
+                    out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
+        positive(out, v, "mac_energy_pj", optional=True)
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+        for key in ("a_format", "b_format", "acc_format"):  # frozen: bypass to store the spec
+            object.__setattr__(self, key, get_format(getattr(self, key)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferSpec:
+    """One on-chip SRAM buffer. A unified buffer lists several operands in ``holds``.
+
+    ``capacity_kib`` is the total (both halves when ``double_buffered``: one half fills while the
+    array uses the other). ``word_bits`` None means the width of the format of what it holds;
+    per-word energies None mean a size- and node-derived default chosen by the cost model.
+    """
+
+    name: str
+    holds: tuple[str, ...]
+    capacity_kib: float
+    word_bits: int | None = None
+    banks: int = 1
+    double_buffered: bool = False
+    read_energy_pj: float | None = None  # per word read
+    write_energy_pj: float | None = None  # per word written
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        text(out, v, "name", nonempty=True)
+        if "holds" in v:
+            h = v["holds"]
+            if (not isinstance(h, (list, tuple)) or not h
+                    or any(not isinstance(x, str) or x not in OPERANDS for x in h)
+                    or len(set(h)) != len(h)):
+                out.append(("holds", h, f"a non-empty list of distinct names from {list(OPERANDS)}"))
+        positive(out, v, "capacity_kib")
+        positive(out, v, "word_bits", integer=True, optional=True)
+        positive(out, v, "banks", integer=True)
+        if "double_buffered" in v and not isinstance(v["double_buffered"], bool):
+            out.append(("double_buffered", v["double_buffered"], "true or false"))
+        positive(out, v, "read_energy_pj", optional=True)
+        positive(out, v, "write_energy_pj", optional=True)
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+        object.__setattr__(self, "holds", tuple(self.holds))  # a list would not hash
+
+    @property
+    def capacity_bytes(self) -> int:
+        return round(self.capacity_kib * 1024)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DramSpec:
+    """Off-chip memory: kind, peak bandwidth in GB/s (1e9 bytes/s), optional energy and size."""
+
+    kind: str
+    bandwidth_gbps: float
+    energy_pj_per_bit: float | None = None  # None: the kind's published default (cost model)
+    capacity_gib: float | None = None
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        if "kind" in v and v["kind"] not in DRAM_KINDS:
+            out.append(("kind", v["kind"], " | ".join(DRAM_KINDS)))
+        positive(out, v, "bandwidth_gbps")
+        positive(out, v, "energy_pj_per_bit", optional=True)
+        positive(out, v, "capacity_gib", optional=True)
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class VectorUnitSpec:
+    """Elementwise unit beside the array (activations, normalisation): lanes and their clock."""
+
+    lanes: int
+    clock_mhz: float | None = None  # None: the design's clock
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        positive(out, v, "lanes", integer=True)
+        positive(out, v, "clock_mhz", optional=True)
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystolicDesign:
+    """A whole systolic accelerator; hashable, so usable as a dict key or a ``jax.jit`` static arg."""
+
+    name: str
+    description: str = ""
+    source: str = ""
+    technology_nm: float
+    clock_mhz: float
+    static_power_w: float | None = None  # None: derived from the node and area by the cost model
+    tdp_w: float | None = None  # thermal design power, for reference and power caps
+    array: ArraySpec
+    pe: PESpec
+    buffers: tuple[BufferSpec, ...]
+    dram: DramSpec
+    vector: VectorUnitSpec | None = None
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        """Problems of the scalar fields and of the buffer names (nested specs check themselves)."""
+        out: list[Problem] = []
+        text(out, v, "name", nonempty=True)
+        text(out, v, "description")
+        text(out, v, "source")
+        positive(out, v, "technology_nm")
+        positive(out, v, "clock_mhz")
+        positive(out, v, "static_power_w", optional=True)
+        positive(out, v, "tdp_w", optional=True)
+        names = [b.name for b in v.get("buffers", ()) if isinstance(b, BufferSpec)]
+        if len(set(names)) != len(names):
+            out.append(("buffers", names, "distinct buffer names"))
+        return out
+
+    def __post_init__(self) -> None:
+        own = own_fields(self)
+        problems = self.problems(own)
+        for key, cls in (("array", ArraySpec), ("pe", PESpec), ("dram", DramSpec)):
+            if not isinstance(own[key], cls):
+                problems.append((key, own[key], f"an {cls.__name__}"))
+        if self.vector is not None and not isinstance(self.vector, VectorUnitSpec):
+            problems.append(("vector", self.vector, "a VectorUnitSpec or None"))
+        if not all(isinstance(b, BufferSpec) for b in self.buffers):
+            problems.append(("buffers", self.buffers, "a tuple of BufferSpec"))
+        raise_if(problems)
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+
+    # --- derived numbers -------------------------------------------------------------------
+    @property
+    def pes(self) -> int:
+        return self.array.pes
+
+    @property
+    def clock_hz(self) -> float:
+        return self.clock_mhz * 1e6
+
+    @property
+    def peak_macs_per_s(self) -> float:
+        return self.pes * self.clock_hz
+
+    @property
+    def peak_ops_per_s(self) -> float:
+        """Two operations (multiply and add) per MAC, as vendors count TOPS/FLOPS."""
+        return 2 * self.peak_macs_per_s
+
+    @property
+    def peak_tops(self) -> float:
+        return self.peak_ops_per_s / 1e12
+
+    @property
+    def sram_kib(self) -> float:
+        return sum(b.capacity_kib for b in self.buffers)
+
+    @property
+    def dram_bytes_per_cycle(self) -> float:
+        return self.dram.bandwidth_gbps * 1e9 / self.clock_hz
+
+    def operand_bits(self, operand: str) -> float:
+        """Bits of one element of ``operand`` as the array sees it (block formats: amortised scale)."""
+        if operand not in OPERANDS:
+            raise ValueError(f"operand {operand!r}; allowed: {list(OPERANDS)}")
+        # ofmap and psum leave the array in the accumulator's format unless a buffer says otherwise
+        fmt = {"ifmap": self.pe.a_format, "filter": self.pe.b_format}.get(operand, self.pe.acc_format)
+        return fmt.bits
+
+    def buffer(self, name: str) -> BufferSpec:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(f"design {self.name!r} has no buffer {name!r}; it has "
+                       f"{[b.name for b in self.buffers]}")
+
+    def buffers_holding(self, operand: str) -> tuple[BufferSpec, ...]:
+        return tuple(b for b in self.buffers if operand in b.holds)
+
+    def word_bits(self, buffer: str) -> float:
+        """A buffer's word: its ``word_bits``, else the widest format among what it holds."""
+        b = self.buffer(buffer)
+        if b.word_bits is not None:
+            return b.word_bits
+        return max(self.operand_bits(op) for op in b.holds)

@@ -1,0 +1,191 @@
+"""The ``designs/`` catalog: reading design TOML files and SCALE-Sim ``.cfg`` files.
+
+``load_design`` accepts a catalog name (``designs/<name>.toml``), a path to a user's TOML file
+written like the shipped ones, or a SCALE-Sim ``.cfg`` (array, dataflow and SRAM sizes come from
+the file; what SCALE-Sim does not state gets the documented defaults below). Unknown keys are
+errors, and every problem of a file is reported at once, with its field path, e.g.
+``buffers.unified.capacity_kib``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from asicsim.hw.design import (
+    ArraySpec,
+    BufferSpec,
+    DramSpec,
+    PESpec,
+    SystolicDesign,
+    VectorUnitSpec,
+)
+from asicsim.hw.design_checks import DesignError, Problem
+from asicsim.hw.scalesim_files import ScaleSimFileError, read_scalesim_config
+
+#: What a SCALE-Sim config does not say, and what a converted design assumes.
+#: SCALE-Sim sizes its SRAMs in words of ``word_size = 1`` byte, so int8 operands keep its capacities
+#: meaning the same element counts; products accumulate in int32 inside the PE (as int8 accelerators
+#: do) and the ofmap SRAM holds one 8-bit word per output, as SCALE-Sim counts it.
+SCALESIM_DEFAULTS: dict[str, Any] = {
+    "a_format": "int8",
+    "b_format": "int8",
+    "acc_format": "int32",
+    "word_bits": 8,
+    "technology_nm": 45,  # the node of the Horowitz (ISSCC 2014) energy table: no node scaling
+    "clock_mhz": 1000,  # SCALE-Sim counts cycles only; 1 GHz makes a cycle 1 ns
+    "dram_kind": "DDR4",
+    "double_buffered": True,  # SCALE-Sim's scratchpads are double-buffered
+}
+
+
+def designs_dir() -> Path:
+    """The shipped ``designs/`` folder (inside the wheel, or at the repository root)."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "_catalog" / "designs", here.parent / "designs"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("asicsim's designs/ catalog is missing from this installation")
+
+
+def list_designs() -> list[str]:
+    """Names of the shipped designs (``designs/*.toml``)."""
+    return sorted(p.stem for p in designs_dir().glob("*.toml"))
+
+
+def _field_names(cls: type) -> tuple[set[str], set[str]]:
+    """(all fields, required fields) of a spec dataclass."""
+    fields = dataclasses.fields(cls)
+    required = {f.name for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    return {f.name for f in fields}, required
+
+
+def _build(cls: type, table: Any, path: str, out: list[Problem], *, skip: frozenset = frozenset(),
+           extra: dict | None = None) -> Any:
+    """Check one TOML table against ``cls`` (appending problems with ``path.`` prefixes).
+
+    Returns the kwargs, checked, or None when the table is not a table. ``skip`` names nested
+    fields the caller builds; ``extra`` adds values that are not in the table (a buffer's name).
+    """
+    prefix = f"{path}." if path else ""
+    if not isinstance(table, dict):
+        out.append((path, table, "a table"))
+        return None
+    names, required = _field_names(cls)
+    given = dict(extra or {})
+    for key, value in table.items():
+        if key not in names:
+            allowed = sorted(names - set(extra or {}))
+            out.append((prefix + key, value, f"no such field; fields are {allowed}"))
+        else:
+            given[key] = value
+    for key in sorted(required - set(given) - skip):
+        out.append((prefix + key, "<missing>", "a value (required)"))
+    own = {k: v for k, v in given.items() if k not in skip}
+    out.extend((prefix + f, v, a) for f, v, a in cls.problems(own))
+    return given
+
+
+def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
+    """Build a design from a parsed TOML table, reporting every problem in one DesignError."""
+    out: list[Problem] = []
+    nested = frozenset({"array", "pe", "buffers", "dram", "vector"})
+    top = _build(SystolicDesign, table, "", out, skip=nested)
+    if top is None:
+        raise DesignError(out, source)
+    parts: dict[str, Any] = {}
+    for key, cls in (("array", ArraySpec), ("pe", PESpec), ("dram", DramSpec),
+                     ("vector", VectorUnitSpec)):
+        if key in top:
+            parts[key] = _build(cls, top[key], key, out)
+    buffers = top.get("buffers")
+    built_buffers = []
+    if "buffers" in top and (not isinstance(buffers, dict) or not buffers):
+        out.append(("buffers", buffers, "one or more [buffers.<name>] tables"))
+    elif isinstance(buffers, dict):
+        for name, btable in buffers.items():
+            kw = _build(BufferSpec, btable, f"buffers.{name}", out, extra={"name": name})
+            built_buffers.append(kw)
+    if out:
+        raise DesignError(out, source)
+    objs = {k: cls(**parts[k]) for k, cls in (("array", ArraySpec), ("pe", PESpec),
+                                             ("dram", DramSpec), ("vector", VectorUnitSpec))
+            if k in parts}
+    objs["buffers"] = tuple(BufferSpec(**kw) for kw in built_buffers)
+    kwargs = {k: v for k, v in top.items() if k not in nested} | objs
+    try:
+        return SystolicDesign(**kwargs)
+    except DesignError as err:  # cross-field problems (e.g. duplicate buffer names)
+        raise DesignError(err.problems, source) from None
+
+
+def load_design_file(path: str | Path) -> SystolicDesign:
+    """Read one design TOML file (see ``designs/*.toml``)."""
+    path = Path(path)
+    try:
+        table = tomllib.loads(path.read_text())
+    except OSError as err:
+        raise DesignError([("<file>", str(path), f"a readable file ({err.strerror})")]) from None
+    except tomllib.TOMLDecodeError as err:
+        raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
+    return design_from_table(table, str(path))
+
+
+def design_from_scalesim_config(path: str | Path) -> SystolicDesign:
+    """Convert a SCALE-Sim ``.cfg``: array, dataflow and SRAM sizes from the file, the rest from
+    :data:`SCALESIM_DEFAULTS`. The DRAM bandwidth is SCALE-Sim's ``Bandwidth`` (words per cycle,
+    10 when absent, as SCALE-Sim) times the 1-byte word times the assumed clock."""
+    try:
+        cfg = read_scalesim_config(path)
+    except ScaleSimFileError as err:
+        raise DesignError([("<file>", str(path), f"a SCALE-Sim config ({err})")], str(path)) from None
+    d = SCALESIM_DEFAULTS
+    buffers = tuple(
+        BufferSpec(name=f"{op}_sram", holds=(op,), capacity_kib=kib, word_bits=d["word_bits"],
+                   double_buffered=d["double_buffered"])
+        for op, kib in (("ifmap", cfg.ifmap_sram_kib), ("filter", cfg.filter_sram_kib),
+                        ("ofmap", cfg.ofmap_sram_kib)))
+    return SystolicDesign(
+        name=cfg.run_name,
+        description=f"converted from SCALE-Sim config {Path(path).name}; formats, node, clock and "
+                    "DRAM are asicsim's SCALE-Sim defaults (SCALESIM_DEFAULTS)",
+        source=str(path),
+        technology_nm=d["technology_nm"],
+        clock_mhz=d["clock_mhz"],
+        array=ArraySpec(rows=cfg.rows, cols=cfg.cols, dataflow=cfg.dataflow),
+        pe=PESpec(a_format=d["a_format"], b_format=d["b_format"], acc_format=d["acc_format"]),
+        buffers=buffers,
+        dram=DramSpec(kind=d["dram_kind"],
+                      bandwidth_gbps=cfg.bandwidth_words * d["word_bits"] / 8 * d["clock_mhz"] / 1e3),
+    )
+
+
+@functools.cache
+def _catalog_design(name: str) -> SystolicDesign:
+    return load_design_file(designs_dir() / f"{name}.toml")
+
+
+def load_design(design: str | Path | SystolicDesign) -> SystolicDesign:
+    """A design by catalog name, TOML path or SCALE-Sim ``.cfg`` path (a design passes through)."""
+    if isinstance(design, SystolicDesign):
+        return design
+    if not isinstance(design, (str, Path)):
+        raise DesignError([("design", design, "a catalog name, a .toml or .cfg path, or a "
+                                              "SystolicDesign")])
+    text = str(design)
+    if isinstance(design, Path) or text.endswith((".toml", ".cfg")) or "/" in text:
+        path = Path(design)
+        if not path.is_file():
+            raise DesignError([("design", text, "an existing .toml or .cfg file")])
+        return design_from_scalesim_config(path) if path.suffix == ".cfg" else load_design_file(path)
+    names = list_designs()
+    if text not in names:
+        close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+        raise DesignError([("design", text, f"{hint}one of {names}, or a .toml/.cfg path")])
+    return _catalog_design(text)
