@@ -78,6 +78,35 @@ def cmd_formats(args) -> int:
     return 0
 
 
+def cmd_cost(args) -> int:
+    """Price layers on a design. Today: SCALE-Sim compatibility mode (its files, its columns)."""
+    import numpy as np
+
+    from .hw import scalesim_report_from_files
+
+    if not (args.scalesim_config and args.topology):
+        raise ValueError(
+            "cost: give --scalesim-config CFG and --topology CSV (SCALE-Sim compatibility mode); "
+            "pricing catalog designs (--design) is not implemented yet"
+        )
+    kind = "gemm" if args.gemm else "auto"
+    report = scalesim_report_from_files(args.scalesim_config, args.topology, kind=kind)
+    if args.json:
+        rows = report.replace({np.nan: None}).to_dict(orient="records")
+        print(json.dumps(rows, indent=2, default=_json_default))
+    else:
+        print(report.to_string(index=False))
+    return 0
+
+
+def _json_default(v):
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        return v.item()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."
@@ -87,6 +116,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("names", nargs="*", help="format names, grammar names or .toml paths")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_formats)
+    p = sub.add_parser(
+        "cost",
+        help="price layers on a design (SCALE-Sim compatibility mode: its .cfg and topology CSV)",
+    )
+    p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file")
+    p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K)")
+    p.add_argument("--gemm", action="store_true", help="read the topology as M,N,K GEMMs")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_cost)
     return parser
 
 
