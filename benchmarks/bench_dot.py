@@ -19,6 +19,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
 from asicsim.numerics import fast32
@@ -37,16 +38,6 @@ CASES = [
     "a=int8,b=int8,acc=int32,order=sequential,overflow=saturate",
     "a=bf16,b=bf16,acc=fp32,order=fast,out=bf16",
 ]
-
-
-def best_of(fn, repeat: int) -> float:
-    fn()  # warm up / compile
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ import time
 import jax
 import ml_dtypes
 import numpy as np
+from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
 
@@ -36,16 +37,6 @@ ML_DTYPES = {
     "float8_e5m2": ml_dtypes.float8_e5m2,
     "float4_e2m1fn": ml_dtypes.float4_e2m1fn,
 }
-
-
-def best_of(fn, repeat: int) -> float:
-    fn()  # warm up / compile
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def bench_asicsim(x: np.ndarray, fmt: str, kwargs: dict, rounding: str, repeat: int) -> float:

@@ -16,6 +16,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from asicsim._catalogs import shipped_dir
 from asicsim.hw.design import (
     ArraySpec,
     BufferSpec,
@@ -45,11 +46,7 @@ SCALESIM_DEFAULTS: dict[str, Any] = {
 
 def designs_dir() -> Path:
     """The shipped ``designs/`` folder (inside the wheel, or at the repository root)."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "_catalog" / "designs", here.parent / "designs"):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("asicsim's designs/ catalog is missing from this installation")
+    return shipped_dir("designs")
 
 
 def list_designs() -> list[str]:

@@ -14,6 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from asicsim._catalogs import shipped_dir
+
 from .formats import (
     BlockFormat,
     FloatFormat,
@@ -37,11 +39,7 @@ _COMMON_KEYS = {"name", "aliases", "kind", "spec", "description", "source"}
 
 def catalog_dir() -> Path:
     """The shipped ``formats/`` folder (inside the wheel, or at the repository root)."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "_catalog" / "formats", here.parent / "formats"):
-        if candidate.is_dir():
-            return candidate
-    raise FileNotFoundError("asicsim's formats/ catalog is missing from this installation")
+    return shipped_dir("formats")
 
 
 def parse_name(name: str) -> Format:
