@@ -8,6 +8,12 @@
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from .hw import Conv as Conv
+from .hw import Elementwise as Elementwise
+from .hw import Gemm as Gemm
+from .hw import Rnn as Rnn
+from .hw import cost as cost
+from .hw import cost_table as cost_table
 from .hw import load_design as load_design
 from .numerics import BlockFormat as BlockFormat
 from .numerics import FloatFormat as FloatFormat

@@ -78,19 +78,63 @@ def cmd_formats(args) -> int:
     return 0
 
 
+def _ints(flag: str, text: str, count: tuple[int, int]) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",")]
+    except ValueError:
+        vals = []
+    if not (count[0] <= len(vals) <= count[1]):
+        n = f"{count[0]}" if count[0] == count[1] else f"{count[0]} to {count[1]}"
+        raise ValueError(f"{flag} {text!r}; allowed: {n} comma-separated integers")
+    return vals
+
+
+def _operations(args) -> list:
+    """The operations named on the command line (--gemm/--conv/--rnn, or a --topology file)."""
+    from .hw import Conv, Gemm, Rnn, read_scalesim_topology, topology_operations
+
+    ops = []
+    for g in args.gemm_shapes:
+        ops.append(Gemm(*_ints("--gemm", g, (3, 3))))
+    for c in args.conv or []:
+        v = _ints("--conv", c, (6, 10))
+        names = ("in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride",
+                 "padding", "batch", "groups")
+        ops.append(Conv(**dict(zip(names, v, strict=False))))
+    for r in args.rnn or []:
+        cell, _, rest = r.partition(",")
+        ops.append(Rnn(cell, *_ints("--rnn", rest, (3, 4))))
+    if args.topology:
+        ops.extend(topology_operations(read_scalesim_topology(
+            args.topology, kind="gemm" if args.gemm is True else "auto")))
+    if not ops:
+        raise ValueError("cost --design: give --gemm M,N,K, --conv, --rnn or --topology CSV")
+    return ops
+
+
 def cmd_cost(args) -> int:
-    """Price layers on a design. Today: SCALE-Sim compatibility mode (its files, its columns)."""
+    """Price operations on a design (physical model) or reproduce SCALE-Sim from its own files."""
     import numpy as np
 
-    from .hw import scalesim_report_from_files
+    from .hw import cost_table, scalesim_report_from_files
 
-    if not (args.scalesim_config and args.topology):
+    args.gemm_shapes = [g for g in (args.gemm or []) if g is not True]
+    if args.design:
+        if args.scalesim_config:
+            raise ValueError("cost: give either --design (physical model) or --scalesim-config "
+                             "(SCALE-Sim compatibility mode), not both")
+        report = cost_table(_operations(args), args.design, args.formats)
+    elif args.scalesim_config and args.topology:
+        if args.gemm_shapes or args.conv or args.rnn or args.formats:
+            raise ValueError("cost --scalesim-config: SCALE-Sim mode takes its topology file only "
+                             "(no --gemm M,N,K / --conv / --rnn / --formats); use --design for those")
+        report = scalesim_report_from_files(args.scalesim_config, args.topology,
+                                            kind="gemm" if args.gemm else "auto")
+    else:
         raise ValueError(
-            "cost: give --scalesim-config CFG and --topology CSV (SCALE-Sim compatibility mode); "
-            "pricing catalog designs (--design) is not implemented yet"
+            "cost: give --design NAME with --gemm M,N,K / --conv / --rnn / --topology CSV "
+            "(physical model), or --scalesim-config CFG and --topology CSV (SCALE-Sim compatibility mode)"
         )
-    kind = "gemm" if args.gemm else "auto"
-    report = scalesim_report_from_files(args.scalesim_config, args.topology, kind=kind)
     if args.json:
         rows = report.replace({np.nan: None}).to_dict(orient="records")
         print(json.dumps(rows, indent=2, default=_json_default))
@@ -118,11 +162,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_formats)
     p = sub.add_parser(
         "cost",
-        help="price layers on a design (SCALE-Sim compatibility mode: its .cfg and topology CSV)",
+        help="price operations on a design (physical model), or reproduce SCALE-Sim from its files",
+        description="Physical model: --design NAME|PATH with --gemm M,N,K, --conv, --rnn or "
+                    "--topology, optionally --formats act=..,weight=..,acc=..,out=... SCALE-Sim "
+                    "compatibility mode: --scalesim-config CFG --topology CSV [--gemm], reported "
+                    "under SCALE-Sim's own column names.",
     )
-    p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file")
+    p.add_argument("--design", metavar="NAME", help="a designs/ catalog name or a design .toml/.cfg path")
+    p.add_argument("--gemm", nargs="?", const=True, action="append", metavar="M,N,K",
+                   help="a GEMM to price (repeatable); alone, with --topology: read it as M,N,K rows")
+    p.add_argument("--conv", action="append", metavar="H,W,C,N,FH,FW[,S,PAD,BATCH,GROUPS]",
+                   help="a convolution (ifmap HxWxC, N filters FHxFW, stride, padding, batch, groups)")
+    p.add_argument("--rnn", action="append", metavar="CELL,HIDDEN,BATCH,STEPS[,INPUT]",
+                   help="RNN time steps; CELL vanilla|gru|lstm")
+    p.add_argument("--formats", metavar="ROLE=FMT,...",
+                   help="override the design's formats: roles act, weight, acc, out")
+    p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode)")
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K)")
-    p.add_argument("--gemm", action="store_true", help="read the topology as M,N,K GEMMs")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cost)
     return parser

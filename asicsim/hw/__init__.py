@@ -1,8 +1,10 @@
-"""Hardware cost models. SCALE-Sim 3.0.0 compatibility: closed-form reports and its file readers.
+"""Hardware cost models: the physical model (:func:`cost`, :func:`cost_table`) of GEMM, conv, RNN and
+elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and its file readers.
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
 """
 
+from asicsim.hw.cost import CostResult, cost, cost_table, parse_formats, topology_operations
 from asicsim.hw.design import (
     ArraySpec,
     BufferSpec,
@@ -24,6 +26,7 @@ from asicsim.hw.energy import (
     sram_access_energy_pj,
     sram_energy_pj_per_bit,
 )
+from asicsim.hw.operations import Conv, Elementwise, Gemm, OperationError, Rnn
 from asicsim.hw.scalesim_compat import (
     REPORT_COLUMNS,
     scalesim_arrays,
@@ -42,16 +45,24 @@ __all__ = [
     "REPORT_COLUMNS",
     "ArraySpec",
     "BufferSpec",
+    "Conv",
+    "CostResult",
     "DesignError",
     "DramSpec",
+    "Elementwise",
     "Energy",
+    "Gemm",
+    "OperationError",
     "PESpec",
+    "Rnn",
     "ScaleSimConfig",
     "ScaleSimFileError",
     "SystolicDesign",
     "Topology",
     "VectorUnitSpec",
     "adder_energy_pj",
+    "cost",
+    "cost_table",
     "design_energy_table",
     "designs_dir",
     "dram_energy_pj_per_bit",
@@ -60,6 +71,7 @@ __all__ = [
     "mac_energy_pj",
     "multiplier_energy_pj",
     "node_scale",
+    "parse_formats",
     "read_scalesim_config",
     "read_scalesim_topology",
     "scalesim_arrays",
@@ -67,4 +79,5 @@ __all__ = [
     "scalesim_report_from_files",
     "sram_access_energy_pj",
     "sram_energy_pj_per_bit",
+    "topology_operations",
 ]

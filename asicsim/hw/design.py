@@ -18,6 +18,9 @@ from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
 
 DATAFLOWS = ("os", "ws", "is")
+#: What the PEs do with a zero weight: multiply it like any value, gate the MAC off (no switching:
+#: energy saved, same cycles) or skip it (the array only sees nonzeros: cycles saved too).
+ZERO_WEIGHTS = ("compute", "gate", "skip")
 OPERANDS = ("ifmap", "filter", "ofmap", "psum")
 DRAM_KINDS = ("DDR3", "DDR4", "DDR5", "LPDDR4", "LPDDR4X", "LPDDR5", "GDDR5", "GDDR6", "GDDR6X",
               "HBM", "HBM2", "HBM2E", "HBM3", "HBM3E")
@@ -30,6 +33,7 @@ class ArraySpec:
     rows: int
     cols: int
     dataflow: str  # "os" output-, "ws" weight-, "is" input-stationary (SCALE-Sim's names)
+    zero_weights: str = "compute"  # see ZERO_WEIGHTS
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -38,6 +42,8 @@ class ArraySpec:
         positive(out, v, "cols", integer=True)
         if "dataflow" in v and v["dataflow"] not in DATAFLOWS:
             out.append(("dataflow", v["dataflow"], " | ".join(repr(d) for d in DATAFLOWS)))
+        if "zero_weights" in v and v["zero_weights"] not in ZERO_WEIGHTS:
+            out.append(("zero_weights", v["zero_weights"], " | ".join(repr(d) for d in ZERO_WEIGHTS)))
         return out
 
     def __post_init__(self) -> None:
@@ -127,18 +133,31 @@ class BufferSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class DramSpec:
-    """Off-chip memory: kind, peak bandwidth in GB/s (1e9 bytes/s), optional energy and size."""
+    """Off-chip memory: kind, peak bandwidth in GB/s (1e9 bytes/s), optional energy and size.
+
+    ``holds`` names the operands that live off chip between operations (default: ifmap, filter and
+    ofmap). An operand it does not hold lives in its on-chip buffer (TPU v1 keeps activations in
+    its unified buffer and only weights in DRAM); only what does not fit there goes off chip.
+    """
 
     kind: str
     bandwidth_gbps: float
     energy_pj_per_bit: float | None = None  # None: the kind's published default (cost model)
     capacity_gib: float | None = None
+    holds: tuple[str, ...] = ("ifmap", "filter", "ofmap")
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
         out: list[Problem] = []
         if "kind" in v and v["kind"] not in DRAM_KINDS:
             out.append(("kind", v["kind"], " | ".join(DRAM_KINDS)))
+        if "holds" in v:
+            h = v["holds"]
+            allowed = ("ifmap", "filter", "ofmap")
+            if (not isinstance(h, (list, tuple))
+                    or any(not isinstance(x, str) or x not in allowed for x in h)
+                    or len(set(h)) != len(h)):
+                out.append(("holds", h, f"a list of distinct names from {list(allowed)}"))
         positive(out, v, "bandwidth_gbps")
         positive(out, v, "energy_pj_per_bit", optional=True)
         positive(out, v, "capacity_gib", optional=True)
@@ -146,6 +165,7 @@ class DramSpec:
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
+        object.__setattr__(self, "holds", tuple(self.holds))  # a list would not hash
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,9 +214,17 @@ class SystolicDesign:
         positive(out, v, "clock_mhz")
         positive(out, v, "static_power_w", optional=True)
         positive(out, v, "tdp_w", optional=True)
-        names = [b.name for b in v.get("buffers", ()) if isinstance(b, BufferSpec)]
+        buffers = [b for b in v.get("buffers", ()) if isinstance(b, BufferSpec)]
+        names = [b.name for b in buffers]
         if len(set(names)) != len(names):
             out.append(("buffers", names, "distinct buffer names"))
+        for op in OPERANDS:  # the cost model needs one home per operand (psum may share ofmap's)
+            homes = [b.name for b in buffers if op in b.holds]
+            if len(homes) > 1 or (not homes and op != "psum" and buffers):
+                out.append((f"buffers.*.holds ({op})", homes,
+                            f"exactly one buffer holding {op!r}" + (" (or none: psums then "
+                                                                    "accumulate in the ofmap buffer)"
+                                                                    if op == "psum" else "")))
         return out
 
     def __post_init__(self) -> None:

@@ -1,0 +1,233 @@
+"""Operations the cost model prices: GEMM, convolution, RNN time steps, elementwise work.
+
+Frozen, validated specs. Convolutions and RNN steps are lowered to GEMMs here (im2col, as SCALE-Sim
+does), so the cost model only knows GEMMs and elementwise work.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+SPARSE_FORMATS = ("dense", "bitmask", "csr")
+RNN_CELLS = {"vanilla": 1, "gru": 3, "lstm": 4}  # gates: GEMM output columns per hidden unit
+# elementwise operations per hidden unit per step: vanilla bias add + tanh; GRU 3 bias adds,
+# 2 sigmoids, 1 tanh, r*h, (1-z), z*h, (1-z)*n, add = 11; LSTM 4 bias adds, 3 sigmoids, 2 tanh,
+# f*c, i*g, add, o*tanh(c) = 13
+RNN_ELEMENTWISE_OPS = {"vanilla": 2, "gru": 11, "lstm": 13}
+CSR_POINTER_BITS = 32
+
+
+class OperationError(ValueError):
+    """An operation with a bad field: names the operation, the field, the value and what is allowed."""
+
+
+def _check_int(op: str, name: str, value, minimum: int = 1) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
+        raise OperationError(f"{op}: {name} = {value!r}; allowed: an integer >= {minimum}")
+
+
+def _check_sparsity(op: str, sparsity, fmt) -> None:
+    if not (isinstance(sparsity, (int, float)) and not isinstance(sparsity, bool)
+            and 0.0 <= sparsity < 1.0):
+        raise OperationError(f"{op}: weight_sparsity = {sparsity!r}; allowed: a fraction of zeros in [0, 1)")
+    if fmt not in SPARSE_FORMATS:
+        raise OperationError(f"{op}: sparse_format = {fmt!r}; allowed: {' | '.join(SPARSE_FORMATS)}")
+
+
+@dataclass(frozen=True)
+class GemmLowering:
+    """What the systolic model sees: ``reps`` sequential GEMMs ``(M x K) @ (K x N)``."""
+
+    M: int
+    N: int
+    K: int
+    reps: int = 1
+    shared_weights: bool = False  # the repetitions reuse one weight matrix (RNN steps)
+    ifmap_elems: int | None = None  # raw ifmap elements per repetition (conv); None: M * K
+    activations_on_chip: bool = False  # the ifmap/ofmap never leave the chip (RNN hidden state)
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``C[M, N] = A[M, K] @ B[K, N]``: A is the activation (ifmap), B the weight (filter)."""
+
+    M: int
+    N: int
+    K: int
+    weight_sparsity: float = 0.0  # fraction of zero weights
+    sparse_format: str = "dense"  # how B is stored: dense, bitmask (1 bit per position) or CSR
+    name: str = ""
+    kind: str = field(default="gemm", init=False)
+
+    def __post_init__(self) -> None:
+        for k in "MNK":
+            _check_int("gemm", k, getattr(self, k))
+        _check_sparsity("gemm", self.weight_sparsity, self.sparse_format)
+
+    def lower(self) -> list[GemmLowering]:
+        return [GemmLowering(self.M, self.N, self.K)]
+
+    @property
+    def label(self) -> str:
+        return self.name or f"gemm {self.M}x{self.N}x{self.K}"
+
+
+@dataclass(frozen=True)
+class Conv:
+    """2-D convolution on an NHWC ifmap, lowered to GEMM by im2col.
+
+    ``padding``: pixels added on every side, or "valid" (0) or "same" (output size ceil(H/stride)).
+    ``groups``: channel groups (``groups = in_channels = out_channels`` is depthwise); each group is
+    its own GEMM ``M = batch * out_h * out_w``, ``N = out_channels / groups``,
+    ``K = kernel_h * kernel_w * in_channels / groups``.
+    """
+
+    in_h: int
+    in_w: int
+    in_channels: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride: int = 1
+    padding: int | str = 0
+    batch: int = 1
+    groups: int = 1
+    weight_sparsity: float = 0.0
+    sparse_format: str = "dense"
+    name: str = ""
+    kind: str = field(default="conv", init=False)
+
+    def __post_init__(self) -> None:
+        for k in ("in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride",
+                  "batch", "groups"):
+            _check_int("conv", k, getattr(self, k))
+        if not (self.padding in ("valid", "same")
+                or (isinstance(self.padding, int) and not isinstance(self.padding, bool)
+                    and self.padding >= 0)):
+            raise OperationError(f"conv: padding = {self.padding!r}; allowed: an integer >= 0, "
+                                 "'valid' or 'same'")
+        for k in ("in_channels", "out_channels"):
+            if getattr(self, k) % self.groups:
+                raise OperationError(f"conv: {k} = {getattr(self, k)} is not a multiple of groups = "
+                                     f"{self.groups}; allowed: channels divisible by groups")
+        _check_sparsity("conv", self.weight_sparsity, self.sparse_format)
+        if self.out_h < 1 or self.out_w < 1:
+            raise OperationError(f"conv: kernel {self.kernel_h}x{self.kernel_w} larger than the padded "
+                                 f"ifmap {self.in_h}x{self.in_w} (padding {self.padding!r}); allowed: "
+                                 "a kernel that fits")
+
+    def _out(self, size: int, kernel: int) -> int:
+        if self.padding == "same":
+            return math.ceil(size / self.stride)
+        pad = 0 if self.padding == "valid" else self.padding
+        return (size + 2 * pad - kernel) // self.stride + 1
+
+    @property
+    def out_h(self) -> int:
+        return self._out(self.in_h, self.kernel_h)
+
+    @property
+    def out_w(self) -> int:
+        return self._out(self.in_w, self.kernel_w)
+
+    def lower(self) -> list[GemmLowering]:
+        g = self.groups
+        return [GemmLowering(
+            M=self.batch * self.out_h * self.out_w, N=self.out_channels // g,
+            K=self.kernel_h * self.kernel_w * self.in_channels // g, reps=g,
+            ifmap_elems=self.batch * self.in_h * self.in_w * self.in_channels // g)]
+
+    @property
+    def label(self) -> str:
+        return self.name or (f"conv {self.in_h}x{self.in_w}x{self.in_channels}->{self.out_channels} "
+                             f"k{self.kernel_h}x{self.kernel_w} s{self.stride}"
+                             + (f" g{self.groups}" if self.groups > 1 else ""))
+
+
+@dataclass(frozen=True)
+class Rnn:
+    """``steps`` time steps of a vanilla/GRU/LSTM layer (DeepBench's RNN kernels).
+
+    Lowered to the input projection for all steps at once (``batch * steps`` rows), then one
+    recurrent GEMM per step whose weights stay resident on chip across steps when they fit
+    (Baidu's persistent RNN) and are re-fetched when they do not; the hidden state stays on chip.
+    The gate nonlinearities run on the vector unit (:data:`RNN_ELEMENTWISE_OPS` per hidden unit).
+    """
+
+    cell: str
+    hidden: int
+    batch: int
+    steps: int
+    input_size: int | None = None  # None: the hidden size
+    weight_sparsity: float = 0.0
+    sparse_format: str = "dense"
+    name: str = ""
+    kind: str = field(default="rnn", init=False)
+
+    def __post_init__(self) -> None:
+        if self.cell not in RNN_CELLS:
+            raise OperationError(f"rnn: cell = {self.cell!r}; allowed: {' | '.join(RNN_CELLS)}")
+        for k in ("hidden", "batch", "steps"):
+            _check_int("rnn", k, getattr(self, k))
+        if self.input_size is not None:
+            _check_int("rnn", "input_size", self.input_size)
+        _check_sparsity("rnn", self.weight_sparsity, self.sparse_format)
+
+    def lower(self) -> list[GemmLowering]:
+        g, h = RNN_CELLS[self.cell], self.hidden
+        x = self.input_size or h
+        return [GemmLowering(self.batch * self.steps, g * h, x),
+                GemmLowering(self.batch, g * h, h, reps=self.steps, shared_weights=True,
+                             activations_on_chip=True)]
+
+    def elementwise(self) -> Elementwise:
+        return Elementwise(self.batch * self.hidden * self.steps, RNN_ELEMENTWISE_OPS[self.cell],
+                           inputs=RNN_CELLS[self.cell], on_chip=True)
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.cell} h{self.hidden} b{self.batch} t{self.steps}"
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """``elements`` outputs, each ``ops_per_element`` vector operations on ``inputs`` operands."""
+
+    elements: int
+    ops_per_element: int = 1
+    inputs: int = 1
+    on_chip: bool = False  # operands already on chip (e.g. an RNN's gates)
+    name: str = ""
+    kind: str = field(default="elementwise", init=False)
+
+    def __post_init__(self) -> None:
+        _check_int("elementwise", "elements", self.elements)
+        _check_int("elementwise", "ops_per_element", self.ops_per_element)
+        _check_int("elementwise", "inputs", self.inputs)
+
+    def lower(self) -> list[GemmLowering]:
+        return []
+
+    @property
+    def label(self) -> str:
+        return self.name or f"elementwise {self.elements}x{self.ops_per_element}"
+
+
+Operation = Gemm | Conv | Rnn | Elementwise
+
+
+def weight_store_bits(weight_bits: float, sparsity: float, fmt: str, K: int, N: int) -> float:
+    """Stored bits per dense weight position of a ``K x N`` weight matrix.
+
+    dense: every position; bitmask: nonzeros plus one mask bit per position; CSR (rows = the N
+    output columns): nonzeros with a ``ceil(log2 K)``-bit column index each, plus one 32-bit row
+    pointer per row and one more.
+    """
+    density = 1.0 - sparsity
+    if fmt == "dense":
+        return weight_bits
+    if fmt == "bitmask":
+        return density * weight_bits + 1.0
+    index_bits = max(1, math.ceil(math.log2(K)))
+    return density * (weight_bits + index_bits) + CSR_POINTER_BITS * (N + 1) / (N * K)
