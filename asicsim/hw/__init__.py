@@ -40,8 +40,10 @@ from asicsim.hw.scalesim_files import (
     read_scalesim_config,
     read_scalesim_topology,
 )
+from asicsim.hw.sweep import BOUNDS, gemm_sweep
 
 __all__ = [
+    "BOUNDS",
     "REPORT_COLUMNS",
     "ArraySpec",
     "BufferSpec",
@@ -66,6 +68,7 @@ __all__ = [
     "design_energy_table",
     "designs_dir",
     "dram_energy_pj_per_bit",
+    "gemm_sweep",
     "list_designs",
     "load_design",
     "mac_energy_pj",

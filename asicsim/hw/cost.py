@@ -25,7 +25,6 @@ import pandas as pd
 
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
-from asicsim.hw.energy import Energy, adder_energy_pj, design_energy_table, multiplier_energy_pj
 from asicsim.hw.operations import (
     Conv,
     Elementwise,
@@ -37,14 +36,12 @@ from asicsim.hw.operations import (
     weight_store_bits,
 )
 from asicsim.hw.physical import ZERO_CODES, BufferLayout, gemm_counts
+from asicsim.hw.pricing import energy, traffic
 from asicsim.hw.scalesim_files import CONV_FIELDS, Topology
 from asicsim.numerics import FormatError, get_format
 
 ROLES = ("act", "weight", "acc", "out")
 OPERAND_OF_ROLE = {"act": "ifmap", "weight": "filter", "acc": "psum", "out": "ofmap"}
-OPERANDS = ("ifmap", "filter", "ofmap", "psum")
-#: Static power when a design gives none: an explicit assumption, not a published figure.
-STATIC_FRACTION_OF_PEAK_MAC_POWER = 0.1
 
 
 def parse_formats(formats: str | Mapping | None) -> dict[str, str]:
@@ -125,7 +122,7 @@ class CostResult:
 
     @property
     def dram_bytes(self) -> float:
-        return sum(v for k, v in self.traffic.items() if k.startswith("dram.") and k.endswith("_bytes"))
+        return self.traffic["dram_bytes"]
 
     @property
     def sram_array_bytes(self) -> float:
@@ -167,22 +164,12 @@ def _lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
     raise OperationError(f"operation {op!r}; allowed: Gemm, Conv, Rnn or Elementwise")
 
 
-def _static_power_w(design: SystolicDesign, mac_pj: float) -> Energy:
-    if design.static_power_w is not None:
-        return Energy(design.static_power_w, f"design {design.name!r} static_power_w")
-    w = STATIC_FRACTION_OF_PEAK_MAC_POWER * design.pes * design.clock_hz * mac_pj * 1e-12
-    return Energy(w, f"assumption: {STATIC_FRACTION_OF_PEAK_MAC_POWER:g} x peak MAC power "
-                     f"({design.pes} PEs x {design.clock_mhz:g} MHz x {mac_pj:.3g} pJ); no published figure")
-
-
 def cost(op: Operation, design: str | SystolicDesign, formats: str | Mapping | None = None) -> CostResult:
     """Price one operation on a systolic design (a catalog name, a path or a spec)."""
     d = load_design(design)
     fmts = resolve_formats(d, formats)
     lowerings, vec = _lower(op)
     bits = {r: float(f.bits) for r, f in fmts.items()}
-    sparsity = getattr(op, "weight_sparsity", 0.0)
-    density = 1.0 - sparsity
     zero = ZERO_CODES[d.array.zero_weights]
     layout = buffer_layout(d)
     caps = [b.capacity_bytes for b in d.buffers]
@@ -197,7 +184,7 @@ def cost(op: Operation, design: str | SystolicDesign, formats: str | Mapping | N
     if vec is not None:
         for k, v in _vector_counts(vec, d, bits).items():
             total[k] = total.get(k, 0.0) + v
-    return _price(op, d, fmts, bits, total, density, zero)
+    return _price(op, d, fmts, bits, total, zero)
 
 
 def _gemm_args(low: GemmLowering, d: SystolicDesign, op, bits: dict, layout, caps, zero) -> dict:
@@ -235,72 +222,11 @@ def _vector_counts(op: Elementwise, d: SystolicDesign, bits: dict) -> dict[str, 
             "bytes.ifmap": bits["act"] / 8, "bytes.ofmap": bits["out"] / 8}
 
 
-def _price(op, d: SystolicDesign, fmts, bits, t: dict, density: float, zero: int) -> CostResult:
-    """Traffic per level and operand, and energy with sources, from the summed counts."""
+def _price(op, d: SystolicDesign, fmts, bits, t: dict, zero: int) -> CostResult:
+    tr = traffic(t, bits)
+    e, sources = energy(t, tr, d, fmts, zero)
     g = t.get
-    bpe = {"ifmap": bits["act"] / 8, "filter": g("bytes.filter", bits["weight"] / 8),
-           "ofmap": bits["out"] / 8, "psum": bits["acc"] / 8}
-    tr: dict[str, float] = {}
-    dram = {("ifmap", "reads"): g("dram.ifmap.reads_bytes", 0.0),
-            ("filter", "reads"): g("dram.filter.reads_bytes", 0.0),
-            ("ofmap", "writes"): g("dram.ofmap.writes_bytes", 0.0),
-            ("psum", "writes"): g("dram.psum.writes_bytes", 0.0),
-            ("psum", "reads"): g("dram.psum.reads_bytes", 0.0)}
-    for opnd in OPERANDS:
-        for kind in ("reads", "writes"):
-            b = dram.get((opnd, kind), 0.0)
-            tr[f"dram.{opnd}.{kind}"] = b / bpe[opnd]
-            tr[f"dram.{opnd}.{kind}_bytes"] = b
-    # SRAM: array-side accesses plus the fills from / drains to DRAM
-    sram = {("ifmap", "reads"): g("sram.ifmap.reads", 0.0), ("filter", "reads"): g("sram.filter.reads", 0.0),
-            ("ofmap", "writes"): g("sram.ofmap.writes", 0.0), ("psum", "reads"): g("sram.psum.reads", 0.0),
-            ("psum", "writes"): g("sram.psum.writes", 0.0)}
-    array_bytes = sum(v * bpe[o] for (o, _), v in sram.items())
-    sram[("ifmap", "writes")] = tr["dram.ifmap.reads"]
-    sram[("filter", "writes")] = tr["dram.filter.reads"]
-    sram[("ofmap", "reads")] = tr["dram.ofmap.writes"]
-    for opnd in OPERANDS:
-        for kind in ("reads", "writes"):
-            n = sram.get((opnd, kind), 0.0)
-            tr[f"sram.{opnd}.{kind}"] = n
-            tr[f"sram.{opnd}.{kind}_bytes"] = n * bpe[opnd]
-    tr["array_bytes"] = array_bytes
-    tr["dram_transfer_cycles"] = g("transfer_cycles", 0.0)
-
-    # --- energy ----------------------------------------------------------------------------------
-    node = d.technology_nm
-    table = design_energy_table(d)
-    mult = multiplier_energy_pj(fmts["act"], fmts["weight"], node)
-    add = adder_energy_pj(fmts["acc"], node)
-    if d.pe.mac_energy_pj is not None:  # the design's own MAC energy, split like the default
-        share = mult.pj / (mult.pj + add.pj)
-        mult = Energy(d.pe.mac_energy_pj * share, f"design pe.mac_energy_pj x multiplier share {share:.2f}")
-        add = Energy(d.pe.mac_energy_pj * (1 - share), "design pe.mac_energy_pj x adder share")
     macs = g("macs", 0.0)
-    switched = macs if zero == ZERO_CODES["compute"] else g("macs_nonzero", 0.0)
-    vec = adder_energy_pj(fmts["act"], node)
-    e = {"mult": switched * mult.pj, "add": (switched + g("psum_adds", 0.0)) * add.pj,
-         "vector": g("vector_ops", 0.0) * vec.pj}
-    sources = {"mult": mult.source, "add": add.source,
-               "vector": f"one {fmts['act'].name} add per vector op (approximation): {vec.source}"}
-    for b in d.buffers:
-        word = d.word_bits(b.name)
-        rd, wr = table[f"{b.name}.read_pj_per_word"], table[f"{b.name}.write_pj_per_word"]
-        home = [o for o in OPERANDS if o in b.holds]
-        if "psum" not in [o for bb in d.buffers for o in bb.holds] and "ofmap" in b.holds:
-            home.append("psum")  # partial sums accumulate in the ofmap buffer
-        rbits = sum(tr[f"sram.{o}.reads_bytes"] for o in home) * 8
-        wbits = sum(tr[f"sram.{o}.writes_bytes"] for o in home) * 8
-        e[f"buffer.{b.name}"] = rbits / word * rd.pj + wbits / word * wr.pj
-        sources[f"buffer.{b.name}"] = f"per {word:g}-bit word: read {rd.source}; write {wr.source}"
-    dram_bits = sum(v for k, v in tr.items() if k.startswith("dram.") and k.endswith("_bytes")) * 8
-    e["dram"] = dram_bits * table["dram_pj_per_bit"].pj
-    sources["dram"] = table["dram_pj_per_bit"].source
-    cycles = g("cycles_compute", 0.0) + g("cycles_fill_drain", 0.0) + g("cycles_stall", 0.0)
-    static = _static_power_w(d, mult.pj + add.pj)
-    e["static"] = static.pj * cycles / d.clock_hz * 1e12
-    sources["static"] = static.source
-    mapped = g("mapped_pes", 0.0)
     slots = g("mapping_slots", 0.0)
     return CostResult(
         operation=op.label, kind=op.kind, design=d.name,
@@ -308,7 +234,7 @@ def _price(op, d: SystolicDesign, fmts, bits, t: dict, density: float, zero: int
         cycles_compute=g("cycles_compute", 0.0), cycles_fill_drain=g("cycles_fill_drain", 0.0),
         cycles_stall=g("cycles_stall", 0.0), macs=macs,
         macs_performed=g("macs_nonzero", 0.0) if zero == ZERO_CODES["skip"] else macs,
-        mapping_efficiency=mapped / slots if slots else float("nan"),
+        mapping_efficiency=g("mapped_pes", 0.0) / slots if slots else float("nan"),
         vector_ops=g("vector_ops", 0.0), traffic=tr, energy_pj=e, sources=sources)
 
 
