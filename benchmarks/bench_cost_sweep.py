@@ -1,0 +1,113 @@
+"""Throughput of the physical cost model over ResNet-18: a vectorised design sweep and the scalar path.
+
+1. :func:`asicsim.hw.gemm_sweep` over ResNet-18's 21 layers (SCALE-Sim topology
+   ``tests/hw/golden/inputs/Resnet18.csv``) on a catalog design (default ``dc_bf16_128x128``):
+   array rows x cols (multiples of ``--step`` from ``--step`` to 256: powers of two and the sizes
+   in between) x dataflow {os, ws, is} x buffer_scale (2^-4 .. 2^3, every buffer's capacity scaled)
+   x formats (one ``gemm_sweep`` call per format and chunk of rows). A design point is one
+   (rows, cols, dataflow, buffer_scale, formats) combination priced on every layer. Prints design
+   points per minute and microseconds per design point (wall and CPU), and the best design point
+   by total energy and by total cycles over the network (so the output is used).
+2. :func:`asicsim.cost_table` on the same layers for one design point (the design as catalogued)
+   per format: the scalar, non-vectorised path, in ms per network per design point; beside it
+   ``gemm_sweep`` for that one design point (no grid), for comparison.
+
+    python benchmarks/bench_cost_sweep.py [--design dc_bf16_128x128] [--step 8] [--rows-per-chunk 32] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import platform
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from asicsim import cost_table
+from asicsim.hw import gemm_sweep, read_scalesim_topology, topology_operations
+
+TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
+FORMATS = {
+    "int8": "act=int8,weight=int8,acc=int32",
+    "fp8_e4m3": "act=float8_e4m3fn,weight=float8_e4m3fn,acc=fp32",
+    "bf16": "act=bf16,weight=bf16,acc=fp32",
+    "mxfp8_e4m3": "act=mxfp8_e4m3,weight=mxfp8_e4m3,acc=fp32",
+    "mxint8": "act=mxint8,weight=mxint8,acc=fp32",
+}
+DATAFLOWS = ("os", "ws", "is")
+BUFFER_SCALES = 2.0 ** np.arange(-4, 4)  # 1/16 .. 8
+
+
+def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
+    side = np.arange(step, 257, step)
+    cols = side[None, :, None, None]
+    dfs = np.arange(len(DATAFLOWS))[None, None, :, None]
+    scales = BUFFER_SCALES[None, None, None, :]
+    grid = (side.size, side.size, len(DATAFLOWS), BUFFER_SCALES.size)
+    points = int(np.prod(grid)) * len(FORMATS)
+    best = {"energy_pj": (np.inf, None), "cycles": (np.inf, None)}
+    t0, c0 = time.perf_counter(), time.process_time()
+    for fname, spec in FORMATS.items():
+        for start in range(0, side.size, rows_per_chunk):
+            rows = side[start:start + rows_per_chunk, None, None, None]
+            r = gemm_sweep(ops, design, rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales,
+                           formats=spec)
+            for key in best:
+                total = r[key].sum(axis=-1)
+                i = np.unravel_index(int(total.argmin()), total.shape)
+                if total[i] < best[key][0]:
+                    best[key] = (float(total[i]), (fname, int(rows[i[0], 0, 0, 0]), int(side[i[1]]),
+                                                   DATAFLOWS[i[2]], float(BUFFER_SCALES[i[3]])))
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"design {design}: rows x cols {side[0]}..{side[-1]} step {step} ({side.size} x {side.size}) "
+          f"x dataflow {{{', '.join(DATAFLOWS)}}} x buffer_scale 1/16..8 ({BUFFER_SCALES.size}) "
+          f"x formats {{{', '.join(FORMATS)}}}")
+    print(f"{'design points':>13s} {'layers':>6s} {'wall s':>7s} {'CPU s':>7s} {'points/min (wall)':>17s} "
+          f"{'points/min (CPU)':>16s} {'us/point (wall)':>15s} {'us/point (CPU)':>14s} {'peak RSS MiB':>12s}")
+    print(f"{points:13,d} {len(ops):6d} {dt:7.2f} {cpu:7.2f} {points / dt * 60:17,.0f} "
+          f"{points / cpu * 60:16,.0f} {dt / points * 1e6:15.2f} {cpu / points * 1e6:14.2f} {rss_mib:12,.0f}")
+    for key, unit in (("energy_pj", "pJ"), ("cycles", "cycles")):
+        value, (fname, rows, cols_, df, scale) = best[key]
+        print(f"best by total {key.removesuffix('_pj')}: {value:,.0f} {unit} at {fname}, {rows}x{cols_}, "
+              f"{df}, buffer_scale {scale:g}")
+
+
+def _mean_s(fn, repeat: int) -> tuple[float, float]:
+    """(CPU, wall) seconds per call, mean of ``repeat`` after one warm-up (design and format caches)."""
+    fn()
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(repeat):
+        fn()
+    return (time.process_time() - c0) / repeat, (time.perf_counter() - t0) / repeat
+
+
+def bench_scalar(ops, design: str, repeat: int) -> None:
+    print(f"one design point ({design} as catalogued), ms per network (mean of {repeat}): the scalar path "
+          "cost_table(ops, design, formats), and gemm_sweep with no grid for comparison")
+    print(f"{'formats':12s} {'cost_table CPU ms':>17s} {'wall ms':>8s} {'gemm_sweep CPU ms':>17s} {'wall ms':>8s}")
+    for fname, spec in FORMATS.items():
+        table = _mean_s(functools.partial(cost_table, ops, design, formats=spec), repeat)
+        sweep = _mean_s(functools.partial(gemm_sweep, ops, design, formats=spec), repeat)
+        print(f"{fname:12s} {table[0] * 1e3:17.2f} {table[1] * 1e3:8.2f} {sweep[0] * 1e3:17.2f} "
+              f"{sweep[1] * 1e3:8.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--design", default="dc_bf16_128x128")
+    ap.add_argument("--step", type=int, default=8, help="array side step (sides step..256)")
+    ap.add_argument("--rows-per-chunk", type=int, default=32, help="row values per gemm_sweep call")
+    ap.add_argument("--repeat", type=int, default=20, help="repeats of the scalar path")
+    args = ap.parse_args()
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.processor() or platform.machine()}")
+    ops = topology_operations(read_scalesim_topology(TOPOLOGY))
+    bench_sweep(ops, args.design, args.step, args.rows_per_chunk)
+    bench_scalar(ops, args.design, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
