@@ -42,6 +42,28 @@ DETAILED_ACCESS_REPORT_COLUMNS = tuple(
     for item in ("Start Cycle", "Stop Cycle", "Writes" if op == "OFMAP" else "Reads"))
 REPORT_COLUMNS = COMPUTE_REPORT_COLUMNS + BANDWIDTH_REPORT_COLUMNS + DETAILED_ACCESS_REPORT_COLUMNS
 
+# scalesim_report's columns, in order and by dtype
+_REPORT_ORDER = ("design_point", "rows", "cols", "dataflow", "LayerID", "layer_name", "M", "N", "K",
+                 *REPORT_COLUMNS, "folds", "stall_free", "memory_closed_form")
+_INT_COLUMNS = ("design_point", "rows", "cols", "LayerID", "M", "N", "K", "SRAM IFMAP Reads",
+                "SRAM Filter Reads", "SRAM OFMAP Writes", "folds")
+_FLOAT_COLUMNS = tuple(c for c in REPORT_COLUMNS if c not in _INT_COLUMNS)
+_BOOL_COLUMNS = ("stall_free", "memory_closed_form")
+_DTYPE_GROUPS = ((np.int64, _INT_COLUMNS), (np.float64, _FLOAT_COLUMNS), (np.bool_, _BOOL_COLUMNS))
+_REPORT_INDEX = pd.Index(_REPORT_ORDER)  # copied per report: an Index's name is mutable
+
+
+def _positions(*columns: str) -> np.ndarray:
+    return np.array([_REPORT_ORDER.index(c) for c in columns])
+
+
+try:  # pandas >= 3 (public low-level constructor); text columns get its default "str" dtype
+    from pandas.api.internals import create_dataframe_from_blocks
+
+    _STR_DTYPE = pd.api.types.pandas_dtype("str")
+except ImportError:  # pandas 2
+    _STR_DTYPE = None
+
 
 def layer_table(layers) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
     """Conv-form int64 layer arrays and names from a Topology, a mapping (keys M, N, K or the conv
@@ -143,25 +165,28 @@ def scalesim_report(layers, rows, cols, dataflow, **memory) -> pd.DataFrame:
     _, names = layer_table(layers)
     arrays = scalesim_arrays(layers, rows, cols, dataflow, **memory)
     points, count = arrays["folds"].shape
-    ints = ("rows", "cols", "M", "N", "K", "SRAM IFMAP Reads", "SRAM Filter Reads",
-            "SRAM OFMAP Writes", "folds")
-    floats = [c for c in REPORT_COLUMNS if c not in ints]
-    # one 2-D block per dtype: building a DataFrame column by column costs ~10x more
-    parts = [
-        pd.DataFrame({"design_point": np.repeat(np.arange(points), count),
-                      "dataflow": np.asarray(DATAFLOWS)[arrays["dataflow"].ravel()],
-                      "LayerID": np.tile(np.arange(count), points),
-                      "layer_name": np.tile(np.asarray(names, dtype=object), points)}),
-        pd.DataFrame(np.stack([arrays[c].ravel() for c in ints], axis=1), columns=list(ints)),
-        pd.DataFrame(np.stack([arrays[c].ravel().astype(np.float64) for c in floats], axis=1),
-                     columns=floats),
-        pd.DataFrame(np.stack([arrays[c].ravel() for c in ("stall_free", "memory_closed_form")],
-                              axis=1), columns=["stall_free", "memory_closed_form"]),
-    ]
-    frame = pd.concat(parts, axis=1)
-    order = ["design_point", "rows", "cols", "dataflow", "LayerID", "layer_name", "M", "N", "K",
-             *REPORT_COLUMNS, "folds", "stall_free", "memory_closed_form"]
-    return frame[order]
+    arrays["design_point"] = np.arange(points)[:, None]
+    arrays["LayerID"] = np.arange(count)
+    # one (columns, points, layers) block per dtype, filled by broadcasting (no per-column ravel)
+    blocks = {}
+    for dtype, group in _DTYPE_GROUPS:
+        block = np.empty((len(group), points, count), dtype=dtype)
+        for i, column in enumerate(group):
+            block[i] = arrays[column]
+        blocks[group] = block.reshape(len(group), points * count)
+    text = {"dataflow": np.asarray(DATAFLOWS, dtype=object)[arrays["dataflow"].ravel()],
+            "layer_name": np.asarray(names, dtype=object)[np.tile(np.arange(count), points)]}
+    if _STR_DTYPE is None:  # pandas 2: the plain constructor (it infers object for the text)
+        columns = dict(text)
+        for group, block in blocks.items():
+            columns.update(zip(group, block, strict=True))
+        return pd.DataFrame({c: columns[c] for c in _REPORT_ORDER})
+    # pandas >= 3: hand over the blocks as they are; the plain constructor's per-column inference
+    # and consolidation cost more than the numbers themselves on small networks
+    return create_dataframe_from_blocks(
+        [*((block, _positions(*group)) for group, block in blocks.items()),
+         *((pd.array(x, dtype=_STR_DTYPE), _positions(c)) for c, x in text.items())],
+        index=pd.RangeIndex(points * count), columns=_REPORT_INDEX.copy())
 
 
 def scalesim_report_from_files(config: str | Path, topology: str | Path,

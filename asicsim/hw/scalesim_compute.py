@@ -48,17 +48,18 @@ def by_dataflow(os_: np.ndarray, ws_: np.ndarray, if_os, if_ws, if_is) -> np.nda
 
 
 def _stack4(a, b, c, d) -> np.ndarray:
-    """Stack four broadcastable arrays along a new last axis."""
-    arrays = [np.asarray(x) for x in (a, b, c, d)]
-    out = np.empty((*np.broadcast_shapes(*(x.shape for x in arrays)), 4),
-                   dtype=np.result_type(*arrays))
-    for i, x in enumerate(arrays):
-        out[..., i] = x
+    """Stack four arrays along a new last axis; ``a`` has the full shape, the others broadcast to
+    it (cheaper than np.stack on the tiny arrays of one network)."""
+    a = np.asarray(a)
+    out = np.empty((*a.shape, 4), dtype=np.result_type(a, b, c, d))
+    out[..., 0], out[..., 1], out[..., 2], out[..., 3] = a, b, c, d
     return out
 
 
 def dataflow_codes(dataflow) -> np.ndarray:
     """Map 'os'/'ws'/'is' (scalars or arrays of strings, or codes 0/1/2) to int codes 0/1/2."""
+    if isinstance(dataflow, str) and (name := dataflow.strip().lower()) in DATAFLOWS:
+        return np.asarray(DATAFLOWS.index(name), dtype=np.int64)  # the common case, without np.char
     arr = np.asarray(dataflow)
     if arr.dtype.kind in "iu":
         if arr.size and (arr.min() < 0 or arr.max() > 2):
@@ -80,14 +81,15 @@ def conv_dims(ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filter, stride
                               (ifmap_h, ifmap_w, filter_h, filter_w, channels, num_filter, stride))
     ofmap_h = ceil_div(h - fh + s, s)
     ofmap_w = ceil_div(w - fw + s, s)
+    last_rows = np.minimum(fh, h - (ofmap_h - 1) * s)
+    last_cols = np.minimum(fw, w - (ofmap_w - 1) * s)
     return {
         "ofmap_h": ofmap_h, "ofmap_w": ofmap_w, "M": ofmap_h * ofmap_w, "N": n, "K": fh * fw * ch,
         "filter_h": fh, "filter_w": fw, "channels": ch, "stride": s,
         # rows/cols of the last window that lie inside the ifmap (<= 0: wholly outside)
-        "last_rows": np.minimum(fh, h - (ofmap_h - 1) * s),
-        "last_cols": np.minimum(fw, w - (ofmap_w - 1) * s),
-        "used_rows": (ofmap_h - 1) * np.minimum(s, fh) + np.maximum(np.minimum(fh, h - (ofmap_h - 1) * s), 0),
-        "used_cols": (ofmap_w - 1) * np.minimum(s, fw) + np.maximum(np.minimum(fw, w - (ofmap_w - 1) * s), 0),
+        "last_rows": last_rows, "last_cols": last_cols,
+        "used_rows": (ofmap_h - 1) * np.minimum(s, fh) + np.maximum(last_rows, 0),
+        "used_cols": (ofmap_w - 1) * np.minimum(s, fw) + np.maximum(last_cols, 0),
     }
 
 
@@ -114,21 +116,40 @@ def valid_ifmap_entries(g: dict) -> np.ndarray:
 def _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g: dict) -> np.ndarray:
     """Cycle of the last valid ifmap address: in the last fold that holds one (os, is: folds that
     hold only wholly-overhanging windows have none); NaN if the layer has no valid address."""
+    _, _, idx, _, ok = _pixel_classes(g)
+    last_pixel = np.where(ok, idx, -1).max(axis=-1)  # largest pixel with a valid address
+    # (fold, line within it) per dataflow; a dataflow no design point uses is not evaluated (each
+    # costs ~25 small array operations, which dominate on small networks)
+    fold_val = [branch(R, C, rf, cf, last_pixel, g) if (df == code).any() else (0, -1)
+                for code, branch in enumerate((_ifmap_stop_os, _ifmap_stop_ws, _ifmap_stop_is))]
+    os_, ws_ = df == 0, df == 1
+    fold = by_dataflow(os_, ws_, *(f for f, _ in fold_val))
+    val = by_dataflow(os_, ws_, *(v for _, v in fold_val))
+    stop = fold * lines_per_fold + val + 1
+    return np.where((val >= 0) & (last_pixel >= 0), stop.astype(np.float64), np.nan)
+
+
+def _last_j(g: dict) -> np.ndarray:
+    """Last valid window element j per pixel class."""
+    hr, wc = _pixel_classes(g)[:2]
+    ch = g["channels"][..., None]
+    return (hr - 1) * (g["filter_w"] * g["channels"])[..., None] + (wc - 1) * ch + ch - 1
+
+
+def _ifmap_stop_os(R, C, rf, cf, last_pixel, g: dict) -> tuple[np.ndarray, np.ndarray]:
+    _, _, idx, _, ok = _pixel_classes(g)
+    lane_fold = last_pixel // R
+    i0 = lane_fold * R  # first pixel of that fold
+    # lanes are pixels i in [i0, M), time is window element j: line = j + (i - i0)
+    val = np.where(ok & (idx >= i0[..., None]), _last_j(g) + idx - i0[..., None], -1).max(axis=-1)
+    return (cf - 1) * rf + lane_fold, val
+
+
+def _ifmap_stop_ws(R, C, rf, cf, last_pixel, g: dict) -> tuple[np.ndarray, np.ndarray]:
+    j0 = (rf - 1) * R  # first window element of the last fold
+    # lanes are window elements j in [j0, K), time is pixel i: line = R + i + (j - j0)
     fw_ch = g["filter_w"] * g["channels"]
     ch = g["channels"][..., None]
-    hr, wc, idx, _, ok = _pixel_classes(g)
-    last_pixel = np.where(ok, idx, -1).max(axis=-1)  # largest pixel with a valid address
-    os_, ws_ = df == 0, df == 1
-    lane_fold = np.where(os_, last_pixel // R, last_pixel // C)
-    i0 = by_dataflow(os_, ws_, lane_fold * R, 0, lane_fold * C)  # first pixel of that fold
-    jmax = (hr - 1) * fw_ch[..., None] + (wc - 1) * ch + ch - 1  # last valid j per pixel class
-    # is: the last row fold of that column fold holding a valid j: the one with the largest valid j
-    is_fr = np.where(ok & (idx >= i0[..., None]), jmax, -1).max(axis=-1) // R
-    j0 = by_dataflow(os_, ws_, 0, (rf - 1) * R, is_fr * R)  # first window element of the fold
-    fold = by_dataflow(os_, ws_, (cf - 1) * rf + lane_fold, rf * cf - 1, lane_fold * rf + is_fr)
-    # os: lanes are pixels i in [i0, M), time is j: line = j + (i - i0)
-    os_val = np.where(ok & (idx >= i0[..., None]), jmax + idx - i0[..., None], -1).max(axis=-1)
-    # ws: lanes are window elements j in [j0, K), time is pixel i: line = R + i + (j - j0)
     eh, ew = g["ofmap_h"][..., None], g["ofmap_w"][..., None]
     lr, lc = g["last_rows"][..., None], g["last_cols"][..., None]
     fh, fw = g["filter_h"][..., None], g["filter_w"][..., None]
@@ -138,20 +159,28 @@ def _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g: dict) -> np.ndarray:
     o_r = np.where(cr < lr, eh - 1, eh - 2)
     o_c = np.where(cc < lc, ew - 1, ew - 2)
     ok_ws = (cr >= 0) & (cc >= 0) & (o_r >= 0) & (o_c >= 0) & (j >= j0[..., None])
-    ws_val = np.where(ok_ws, R[..., None] + o_r * ew + o_c + j - j0[..., None], -1).max(axis=-1)
-    # is: rows are window elements j in [j0, K) (flipped), lanes pixels in [i0, i0 + C):
+    val = np.where(ok_ws, R[..., None] + o_r * ew + o_c + j - j0[..., None], -1).max(axis=-1)
+    return rf * cf - 1, val
+
+
+def _ifmap_stop_is(R, C, rf, cf, last_pixel, g: dict) -> tuple[np.ndarray, np.ndarray]:
+    hr, wc, idx, _, ok = _pixel_classes(g)
+    fw_ch = g["filter_w"] * g["channels"]
+    lane_fold = last_pixel // C
+    i0 = lane_fold * C  # first pixel of that fold
+    in_fold = ok & (idx >= i0[..., None])
+    # the last row fold of that column fold holding a valid j: the one with the largest valid j
+    is_fr = np.where(in_fold, _last_j(g), -1).max(axis=-1) // R
+    j0 = is_fr * R  # first window element of the fold
+    # rows are window elements j in [j0, K) (flipped), lanes pixels in [i0, i0 + C):
     # line = R - 1 - (j - j0) for the smallest j >= j0 valid for some pixel of the fold
     cr0 = (j0 // fw_ch)[..., None]
     cc0 = ((j0 // g["channels"]) % g["filter_w"])[..., None]
-    in_fold = ok & (idx >= i0[..., None])
     never = np.iinfo(np.int64).max
     jmin = np.where(in_fold & (cr0 < hr) & (cc0 < wc), j0[..., None],
                     np.where(in_fold & (cr0 + 1 < hr) & (cc0 >= wc), (cr0 + 1) * fw_ch[..., None],
                              never)).min(axis=-1)
-    is_val = np.where(jmin < never, R - 1 - (jmin - j0), -1)
-    val = by_dataflow(os_, ws_, os_val, ws_val, is_val)
-    stop = fold * lines_per_fold + val + 1
-    return np.where((val >= 0) & (last_pixel >= 0), stop.astype(np.float64), np.nan)
+    return lane_fold * rf + is_fr, np.where(jmin < never, R - 1 - (jmin - j0), -1)
 
 
 def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
@@ -162,14 +191,15 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
         raise ValueError(f"array rows and cols must be >= 1; got rows={rows!r}, cols={cols!r}")
     df = dataflow_codes(dataflow)
     M, N, K = g["M"], g["N"], g["K"]
-    os_, ws_ = df == 0, df == 1
+    os_, ws_, is_ = df == 0, df == 1, df == 2
     Sr = np.where(os_, M, K)
-    Sc = np.where(df == 2, M, N)
+    Sc = np.where(is_, M, N)
     T = by_dataflow(os_, ws_, K, M, N)
     rf, cf = ceil_div(Sr, R), ceil_div(Sc, C)
     F = rf * cf
-    lines_per_fold = np.where(os_, T + R + C - 2, T + 2 * R + C - 2)
-    util_cycles = np.where(os_, T + R + C - 2, T + 2 * R + 2 * C - 3)
+    os_lines = T + R + C - 2  # os: lines per fold and utilization cycles alike
+    lines_per_fold = np.where(os_, os_lines, T + 2 * R + C - 2)
+    util_cycles = np.where(os_, os_lines, T + 2 * R + 2 * C - 3)
     lines = F * lines_per_fold
     total_cycles = lines - 1
     arr_macs = R * C
@@ -178,6 +208,8 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
     ur0 = np.minimum(R, Sr)  # rows used by the first fold
     ur_last, uc_last = Sr - (rf - 1) * R, Sc - (cf - 1) * C
     if_stop = _ifmap_stop(df, R, C, rf, cf, lines_per_fold, g)
+    ifmap_passes = np.where(is_, 1, cf)  # times each ifmap operand entry is read
+    filter_passes = by_dataflow(os_, ws_, rf, 1, cf)
     out = {
         "folds": F, "row_folds": rf, "col_folds": cf, "lines": lines, "T": T, "Sr": Sr,
         "lines_per_fold": lines_per_fold, "rows_last_fold": ur_last, "cols_last_fold": uc_last,
@@ -187,13 +219,13 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
         "Compute Util %": T * Sr * Sc / (F * arr_macs * util_cycles) * 100,
         "SRAM IFMAP Start Cycle": by_dataflow(os_, ws_, 0, R, R - ur0) + 1,
         "SRAM IFMAP Stop Cycle": if_stop,
-        "SRAM IFMAP Reads": np.where(df == 2, 1, cf) * M * K,
-        "ifmap_passes": np.where(df == 2, 1, cf),  # times each ifmap operand entry is read
-        "filter_passes": by_dataflow(os_, ws_, rf, 1, cf),
+        "SRAM IFMAP Reads": ifmap_passes * M * K,
+        "ifmap_passes": ifmap_passes,
+        "filter_passes": filter_passes,
         "SRAM Filter Start Cycle": by_dataflow(os_, ws_, 0, R - ur0, R) + 1,
         "SRAM Filter Stop Cycle": base + by_dataflow(
             os_, ws_, T - 1 + uc_last - 1, R - 1, R + T - 1 + ur_last - 1) + 1,
-        "SRAM Filter Reads": by_dataflow(os_, ws_, rf, 1, cf) * N * K,
+        "SRAM Filter Reads": filter_passes * N * K,
         "SRAM OFMAP Start Cycle": np.where(os_, T - 1 + R - ur0, 2 * R - 1),
         "SRAM OFMAP Stop Cycle": base + np.where(os_, T - 1 + R - 1, 2 * R - 1 + T - 1) + uc_last - 1,
         "SRAM OFMAP Writes": np.where(os_, M * N + F * (R + C), rf * M * N),
@@ -201,6 +233,6 @@ def compute_model(rows, cols, dataflow, g: dict) -> dict[str, np.ndarray]:
     }
     # prefetch-matrix sizes (operand matrices padded to whole folds) used by USER-bandwidth mode
     out["ifmap_prefetch_words"] = by_dataflow(os_, ws_, rf * R * K, rf * R * M, cf * C * K)
-    out["filter_prefetch_words"] = np.where(df == 2, rf * R * N, cf * C * K)
+    out["filter_prefetch_words"] = np.where(is_, rf * R * N, cf * C * K)
     out["ofmap_words"] = np.where(os_, M * N, rf * M * N)  # valid ofmap demand entries
     return out

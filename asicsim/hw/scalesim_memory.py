@@ -112,16 +112,23 @@ def memory_model(comp: dict, g: dict, *, user_bandwidth, ifmap_sram_kib, filter_
     distinct_ifmap = g["used_rows"] * g["used_cols"] * g["channels"]
     distinct_filter = g["K"] * g["N"]
     valid_ifmap = valid_ifmap_entries(g)
-    c_fit_i, c_start_i, c_known_i, c_reads_i = _calc_read(
-        distinct_ifmap, valid_ifmap * comp["ifmap_passes"], comp["SRAM IFMAP Start Cycle"] - 1,
-        ifmap_sram_kib)
-    c_fit_f, c_start_f, c_known_f, c_reads_f = _calc_read(
-        distinct_filter, distinct_filter * comp["filter_passes"],
-        comp["SRAM Filter Start Cycle"] - 1, filter_sram_kib)
-    u_fit_i, u_start_i, u_reads_i = _user_read(comp["ifmap_prefetch_words"], valid_ifmap,
-                                               ifmap_sram_kib, ifmap_bank_bandwidth_words)
-    u_fit_f, u_start_f, u_reads_f = _user_read(comp["filter_prefetch_words"], distinct_filter,
-                                               filter_sram_kib, filter_bank_bandwidth_words)
+    # a mode no design point uses is not evaluated: placeholders that the np.where below never
+    # select (each mode costs ~20 small array operations, which dominate on small networks)
+    c_fit_i, c_start_i, c_known_i, c_reads_i = c_fit_f, c_start_f, c_known_f, c_reads_f = (
+        False, 0, False, 0)
+    if not user.all():
+        c_fit_i, c_start_i, c_known_i, c_reads_i = _calc_read(
+            distinct_ifmap, valid_ifmap * comp["ifmap_passes"], comp["SRAM IFMAP Start Cycle"] - 1,
+            ifmap_sram_kib)
+        c_fit_f, c_start_f, c_known_f, c_reads_f = _calc_read(
+            distinct_filter, distinct_filter * comp["filter_passes"],
+            comp["SRAM Filter Start Cycle"] - 1, filter_sram_kib)
+    u_fit_i, u_start_i, u_reads_i = u_fit_f, u_start_f, u_reads_f = (False, 0, 0)
+    if user.any():
+        u_fit_i, u_start_i, u_reads_i = _user_read(comp["ifmap_prefetch_words"], valid_ifmap,
+                                                   ifmap_sram_kib, ifmap_bank_bandwidth_words)
+        u_fit_f, u_start_f, u_reads_f = _user_read(comp["filter_prefetch_words"], distinct_filter,
+                                                   filter_sram_kib, filter_bank_bandwidth_words)
     fit_i = np.where(user, u_fit_i, c_fit_i)
     fit_f = np.where(user, u_fit_f, c_fit_f)
     # CALC: start cycles always closed-form; reads when they fit or nothing is asked for twice
