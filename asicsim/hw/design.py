@@ -212,7 +212,7 @@ class SystolicDesign:
         text(out, v, "source")
         positive(out, v, "technology_nm")
         positive(out, v, "clock_mhz")
-        positive(out, v, "static_power_w", optional=True)
+        positive(out, v, "static_power_w", optional=True, zero=True)
         positive(out, v, "tdp_w", optional=True)
         buffers = [b for b in v.get("buffers", ()) if isinstance(b, BufferSpec)]
         names = [b.name for b in buffers]

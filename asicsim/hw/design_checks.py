@@ -35,15 +35,16 @@ def _is_int(v: Any) -> bool:
 
 
 def positive(out: list[Problem], v: dict, key: str, *, integer: bool = False,
-              optional: bool = False) -> None:
-    """Append a problem unless ``v[key]`` is a positive number (an integer if asked; None if optional)."""
+              optional: bool = False, zero: bool = False) -> None:
+    """Append a problem unless ``v[key]`` is a positive number (an integer if asked; None if
+    optional; 0 too if ``zero``)."""
     if key not in v or (optional and v[key] is None):
         return
     x = v[key]
-    ok = (_is_int(x) if integer else _is_num(x)) and x > 0
+    ok = (_is_int(x) if integer else _is_num(x)) and (x >= 0 if zero else x > 0)
     if not ok:
         kind = "an integer" if integer else "a number"
-        out.append((key, x, f"{kind} > 0" + (" (or omitted)" if optional else "")))
+        out.append((key, x, f"{kind} {'>=' if zero else '>'} 0" + (" (or omitted)" if optional else "")))
 
 
 def text(out: list[Problem], v: dict, key: str, *, nonempty: bool = False) -> None:

@@ -90,6 +90,10 @@ def _at_node(e45_pj: float, source: str, node_nm: float, kind: str) -> Energy:
 
 
 def _element(fmt):
+    if isinstance(fmt, str):  # a format name, alias or grammar name
+        from asicsim.numerics import get_format
+
+        fmt = get_format(fmt)
     fmt = fmt.element if isinstance(fmt, BlockFormat) else fmt
     if not isinstance(fmt, (FloatFormat, IntFormat)):
         raise ValueError(f"format {fmt!r}; allowed: a FloatFormat, IntFormat or BlockFormat")

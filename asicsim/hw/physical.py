@@ -14,12 +14,15 @@ outer. Where the physical mode differs from SCALE-Sim, and why:
    buffer), read-modify-written in the accumulator format: ``rf M N`` writes and reads. When that
    buffer cannot hold all ``T x C`` partial sums of a column fold, ``T`` is cut into chunks that fit
    and the stationary operand is reloaded per chunk (TPU v1: 2048 rows of 256 accumulators per
-   half). Only if not even one row of ``C`` partial sums fits do they spill to DRAM.
+   half), or the partial sums spill to DRAM (written and read back once per extra row fold),
+   whichever moves fewer DRAM bytes; they must spill when not even one row of ``C`` fits.
    SCALE-Sim writes every row fold's partial sums to the ofmap SRAM and DRAM.
-2. Folds are pipelined: the array fills and drains once per GEMM (``2R + C - 2`` cycles: stationary
-   load, input skew, drain) and a fold only adds the cycles by which reloading the stationary
+2. Folds are pipelined: the array fills and drains once per GEMM (``2R + C - 2`` cycles: the
+   first stationary load or, in os, the final shift-out of ``R`` rows of outputs, plus the input
+   skew and drain) and every later fold only adds the cycles by which reloading the stationary
    operand (``R`` rows) outlasts the previous fold's stream (``max(0, R - T)``), as in TPU v1's
-   double-buffered weight registers. SCALE-Sim pays ``2R + C - 2`` (os ``R + C - 2``) per fold.
+   double-buffered weight registers. SCALE-Sim pays ``2R + C - 2`` (os ``R + C - 2``: it does not
+   count shifting the outputs out) per fold.
 3. Buffers hold the raw operands: a conv's ifmap is stored once and im2col happens between SRAM and
    the array, so DRAM traffic starts from the tensor's footprint, not the ``M x K`` im2col matrix.
 4. DRAM traffic per operand of footprint ``S`` read by the array in ``P`` passes, each pass over a
@@ -135,42 +138,53 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
         resident = np.asarray(capacity_bytes[i], dtype=f) / (2 if layout.double_buffered[i] else 1)
         cap.update(zip(ops, water_fill([demand[o] for o in ops], resident), strict=True))
 
-    # --- partial-sum chunks (item 1) -------------------------------------------------------------
-    rows_fit = np.floor(cap["psum"] / np.maximum(used_cols * acc_B, 1e-300))
-    spill = accumulate & (rows_fit < 1)
-    chunk = np.where(accumulate & ~spill, np.minimum(T, np.maximum(rows_fit, 1)), T)
-    chunks = ceil_div(T, chunk)
-    last = T - (chunks - 1) * chunk
-    folds = rf * cf * chunks
-
-    # --- cycles (item 2; skip: item 6) -----------------------------------------------------------
-    stream = rf * cf * T
-    stream = np.where(zero_weights == ZERO_CODES["skip"], np.ceil(stream * density), stream)
-    reload = rf * cf * ((chunks - 1) * np.maximum(R - chunk, 0) + np.maximum(R - last, 0))
-    compute = reps * stream
-    fill_drain = reps * (2 * R + C - 2 + reload)
-
-    # --- accesses between SRAM and the array (elements) ------------------------------------------
-    ifmap_passes = np.where(df == IS, chunks, cf)
-    filter_passes = np.where(os_, rf, np.where(ws_, chunks, cf))
-    sram_ifmap_reads = reps * ifmap_passes * M * K
-    sram_filter_reads = reps * filter_passes * N * K
-    psum_rw = reps * np.where(accumulate, rf * M * N, 0.0)
-    ofmap_writes = reps * M * N
-
-    # --- DRAM traffic in bytes (item 4) ----------------------------------------------------------
+    # --- DRAM traffic of a plan with `chunks` partial-sum chunks (item 4) -------------------------
     block_A = np.minimum(S_A, K * used_cols * a_B)  # is: the C pixels' windows preloaded per fold
     block_B = np.minimum(S_B, K * used_cols * b_B)  # os/ws: the C filters reused by the inner loop
     W_A = np.where(df == IS, block_A, S_A)
     W_B = np.where(df == IS, S_B, block_B)
     off = {op: op in dram_holds for op in ("ifmap", "filter", "ofmap")}
-    dram_a = reps * _reuse_traffic(S_A, ifmap_passes, W_A, cap["ifmap"], off["ifmap"])
-    one_b = _reuse_traffic(S_B, filter_passes, W_B, cap["filter"], off["filter"])
-    # shared weights: later repetitions find what stayed resident (Baidu's persistent RNN)
-    again_b = _reuse_traffic(S_B, filter_passes, W_B, cap["filter"], False)
-    dram_b = np.where(shared_weights, one_b + (reps - 1) * again_b, reps * one_b)
+
+    def operand_traffic(chunks):
+        ifmap_passes = np.where(df == IS, chunks, cf)
+        filter_passes = np.where(os_, rf, np.where(ws_, chunks, cf))
+        dram_a = reps * _reuse_traffic(S_A, ifmap_passes, W_A, cap["ifmap"], off["ifmap"])
+        one_b = _reuse_traffic(S_B, filter_passes, W_B, cap["filter"], off["filter"])
+        # shared weights: later repetitions find what stayed resident (Baidu's persistent RNN)
+        again_b = _reuse_traffic(S_B, filter_passes, W_B, cap["filter"], False)
+        dram_b = np.where(shared_weights, one_b + (reps - 1) * again_b, reps * one_b)
+        return ifmap_passes, filter_passes, dram_a, dram_b
+
+    # --- partial sums (item 1): chunk T so they fit, or spill them, whichever moves fewer bytes --
+    rows_fit = np.floor(cap["psum"] / np.maximum(used_cols * acc_B, 1e-300))
+    fit = np.where(accumulate, np.clip(rows_fit, 1, T), T)
+    chunked = ceil_div(T, fit)
+    spill_bytes = reps * np.where(accumulate, (rf - 1) * M * N * acc_B, 0.0)  # written and read back
+    *_, a_chunked, b_chunked = operand_traffic(chunked)
+    *_, a_one, b_one = operand_traffic(1.0)
+    spill = accumulate & ((rows_fit < 1) | (a_one + b_one + 2 * spill_bytes < a_chunked + b_chunked))
+    chunks = np.where(spill, 1.0, chunked)
+    chunk = ceil_div(T, chunks)  # balanced: the first chunks are the largest, none is tiny
+    last = T - (chunks - 1) * chunk
+    folds = rf * cf * chunks
+    ifmap_passes, filter_passes, dram_a, dram_b = operand_traffic(chunks)
     dram_o = reps * np.where(off["ofmap"], S_O, np.maximum(S_O - cap["ofmap"], 0))
-    dram_psum = reps * np.where(spill, (rf - 1) * M * N * acc_B, 0.0)  # written and read back
+    dram_psum = np.where(spill, spill_bytes, 0.0)
+
+    # --- cycles (item 2; skip: item 6) -----------------------------------------------------------
+    stream = rf * cf * T
+    stream = np.where(zero_weights == ZERO_CODES["skip"], np.ceil(stream * density), stream)
+    # every fold but a repetition's first reloads R rows while the previous fold streams
+    reload = (rf * cf * ((chunks - 1) * np.maximum(R - chunk, 0) + np.maximum(R - last, 0))
+              - np.maximum(R - chunk, 0))
+    compute = reps * stream
+    fill_drain = reps * (2 * R + C - 2 + reload)
+
+    # --- accesses between SRAM and the array (elements) ------------------------------------------
+    sram_ifmap_reads = reps * ifmap_passes * M * K
+    sram_filter_reads = reps * filter_passes * N * K
+    psum_rw = reps * np.where(accumulate, rf * M * N, 0.0)
+    ofmap_writes = reps * M * N
 
     # --- stalls (item 5) -------------------------------------------------------------------------
     dram_bytes = dram_a + dram_b + dram_o + 2 * dram_psum
