@@ -4,7 +4,14 @@ elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and i
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
 """
 
-from asicsim.hw.cost import CostResult, cost, cost_table, parse_formats, topology_operations
+from asicsim.hw.cost import (
+    CostResult,
+    cost,
+    cost_many,
+    cost_table,
+    parse_formats,
+    topology_operations,
+)
 from asicsim.hw.design import (
     ArraySpec,
     BufferSpec,
@@ -64,6 +71,7 @@ __all__ = [
     "VectorUnitSpec",
     "adder_energy_pj",
     "cost",
+    "cost_many",
     "cost_table",
     "design_energy_table",
     "designs_dir",

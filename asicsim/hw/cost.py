@@ -18,9 +18,10 @@ else ``compute``.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from asicsim.hw.design import SystolicDesign
@@ -166,39 +167,96 @@ def _lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
 
 def cost(op: Operation, design: str | SystolicDesign, formats: str | Mapping | None = None) -> CostResult:
     """Price one operation on a systolic design (a catalog name, a path or a spec)."""
+    return cost_many([op], design, formats)[0]
+
+
+_NOT_ADDITIVE = ("row_folds", "col_folds", "psum_chunks", "psum_spill")
+
+
+def cost_many(ops: Sequence[Operation], design: str | SystolicDesign,
+              formats: str | Mapping | None = None) -> list[CostResult]:
+    """Price several operations on one design in one vectorised pass (same numbers as :func:`cost`).
+
+    Every GEMM the operations lower to (a conv's groups, an RNN's input projection and recurrent
+    steps) is one element of the arrays :func:`~asicsim.hw.physical.gemm_counts` works on; the
+    counts are summed per operation, vector work added, then priced together.
+    """
     d = load_design(design)
     fmts = resolve_formats(d, formats)
-    lowerings, vec = _lower(op)
     bits = {r: float(f.bits) for r, f in fmts.items()}
     zero = ZERO_CODES[d.array.zero_weights]
-    layout = buffer_layout(d)
-    caps = [b.capacity_bytes for b in d.buffers]
-    total: dict[str, float] = {}
-    for low in lowerings:
-        c = gemm_counts(**_gemm_args(low, d, op, bits, layout, caps, zero))
+    lowered = [_lower(op) for op in ops]
+    n = len(ops)
+    t: dict[str, np.ndarray] = {}
+    owner, lows = [], []
+    for i, (ls, _) in enumerate(lowered):
+        owner += [i] * len(ls)
+        lows += ls
+    if lows:
+        c = gemm_counts(**_gemm_arrays(lows, [ops[i] for i in owner], d, bits, zero))
+        owner_arr = np.asarray(owner)
+        first = np.unique(owner_arr, return_index=True)[1]  # an op's first lowering
         for k, v in c.items():
-            if k.startswith("bytes.") or k in ("row_folds", "col_folds", "psum_chunks", "psum_spill"):
-                total.setdefault(k, float(v))
-            else:
-                total[k] = total.get(k, 0.0) + float(v)
-    if vec is not None:
-        for k, v in _vector_counts(vec, d, bits).items():
-            total[k] = total.get(k, 0.0) + v
-    return _price(op, d, fmts, bits, total, zero)
+            if k in _NOT_ADDITIVE:
+                continue
+            v = np.broadcast_to(np.asarray(v, dtype=np.float64), owner_arr.shape)
+            if k == "bytes.filter":  # stored bytes per weight (sparse formats): first lowering's
+                t[k] = np.full(n, bits["weight"] / 8)
+                t[k][owner_arr[first]] = v[first]
+            elif not k.startswith("bytes."):  # the other widths are the formats'
+                t[k] = np.bincount(owner_arr, weights=v, minlength=n)
+    for i, (_, vec) in enumerate(lowered):
+        if vec is not None:
+            for k, v in _vector_counts(vec, d, bits).items():
+                if not k.startswith("bytes."):
+                    t.setdefault(k, np.zeros(n))[i] += v
+    t.setdefault("bytes.filter", np.full(n, bits["weight"] / 8))
+    tr = traffic(t, bits)
+    e, sources = energy(t, tr, d, fmts, zero)
+    z = np.zeros(n)
+    g = lambda k: t.get(k, z)  # noqa: E731 - counts an operation kind never has are zero
+    macs = g("macs")
+    performed = g("macs_nonzero") if zero == ZERO_CODES["skip"] else macs
+    slots = g("mapping_slots")
+    mapping = np.divide(g("mapped_pes"), slots, out=np.full(n, np.nan), where=slots > 0)
+    names = {r: f.name for r, f in fmts.items()}
+
+    def per_op(values: dict) -> list[dict[str, float]]:  # {key: array} -> one {key: float} per op
+        cols = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)).tolist() for k, v in values.items()}
+        return [{k: c[i] for k, c in cols.items()} for i in range(n)]
+
+    traffic_of, energy_of = per_op(tr), per_op(e)
+    return [CostResult(
+        operation=op.label, kind=op.kind, design=d.name, formats=names, pes=d.pes,
+        clock_hz=d.clock_hz, cycles_compute=float(g("cycles_compute")[i]),
+        cycles_fill_drain=float(g("cycles_fill_drain")[i]), cycles_stall=float(g("cycles_stall")[i]),
+        macs=float(macs[i]), macs_performed=float(performed[i]),
+        mapping_efficiency=float(mapping[i]), vector_ops=float(g("vector_ops")[i]),
+        traffic=traffic_of[i], energy_pj=energy_of[i], sources=sources)
+        for i, op in enumerate(ops)]
 
 
-def _gemm_args(low: GemmLowering, d: SystolicDesign, op, bits: dict, layout, caps, zero) -> dict:
-    sparsity = getattr(op, "weight_sparsity", 0.0)
-    holds = frozenset(d.dram.holds)
-    if low.activations_on_chip:  # e.g. an RNN's hidden state: only the weights may come from DRAM
-        holds &= {"filter"}
+def _gemm_arrays(lows: list[GemmLowering], ops: list, d: SystolicDesign, bits: dict, zero: int) -> dict:
+    """Arguments of :func:`gemm_counts` with one array element per lowered GEMM."""
+    def col(values):
+        return np.asarray(values, dtype=np.float64)
+
+    sparsity = [getattr(op, "weight_sparsity", 0.0) for op in ops]
+    on_chip = np.asarray([low.activations_on_chip for low in lows])
+    # e.g. an RNN's hidden state never leaves the chip: only its weights may come from DRAM
+    holds = {o: (o in d.dram.holds) & (~on_chip if o != "filter" else True)
+             for o in ("ifmap", "filter", "ofmap")}
     return dict(
-        M=low.M, N=low.N, K=low.K, rows=d.array.rows, cols=d.array.cols,
-        dataflow={"os": 0, "ws": 1, "is": 2}[d.array.dataflow], a_bits=bits["act"],
-        b_store_bits=weight_store_bits(bits["weight"], sparsity, op.sparse_format, low.K, low.N),
-        acc_bits=bits["acc"], out_bits=bits["out"], layout=layout, capacity_bytes=caps,
-        dram_holds=holds, dram_bytes_per_cycle=d.dram_bytes_per_cycle, ifmap_elems=low.ifmap_elems,
-        reps=low.reps, shared_weights=low.shared_weights, density=1.0 - sparsity, zero_weights=zero)
+        M=col([low.M for low in lows]), N=col([low.N for low in lows]), K=col([low.K for low in lows]),
+        rows=d.array.rows, cols=d.array.cols, dataflow={"os": 0, "ws": 1, "is": 2}[d.array.dataflow],
+        a_bits=bits["act"], acc_bits=bits["acc"], out_bits=bits["out"],
+        b_store_bits=col([weight_store_bits(bits["weight"], s, op.sparse_format, low.K, low.N)
+                          for low, op, s in zip(lows, ops, sparsity, strict=True)]),
+        layout=buffer_layout(d), capacity_bytes=[b.capacity_bytes for b in d.buffers],
+        dram_holds=holds, dram_bytes_per_cycle=d.dram_bytes_per_cycle,
+        ifmap_elems=col([low.ifmap_elems or low.M * low.K for low in lows]),
+        reps=col([low.reps for low in lows]), shared_weights=np.asarray([low.shared_weights for low in lows]),
+        density=1.0 - col(sparsity), zero_weights=zero)
 
 
 def _vector_counts(op: Elementwise, d: SystolicDesign, bits: dict) -> dict[str, float]:
@@ -222,29 +280,13 @@ def _vector_counts(op: Elementwise, d: SystolicDesign, bits: dict) -> dict[str, 
             "bytes.ifmap": bits["act"] / 8, "bytes.ofmap": bits["out"] / 8}
 
 
-def _price(op, d: SystolicDesign, fmts, bits, t: dict, zero: int) -> CostResult:
-    tr = traffic(t, bits)
-    e, sources = energy(t, tr, d, fmts, zero)
-    g = t.get
-    macs = g("macs", 0.0)
-    slots = g("mapping_slots", 0.0)
-    return CostResult(
-        operation=op.label, kind=op.kind, design=d.name,
-        formats={r: f.name for r, f in fmts.items()}, pes=d.pes, clock_hz=d.clock_hz,
-        cycles_compute=g("cycles_compute", 0.0), cycles_fill_drain=g("cycles_fill_drain", 0.0),
-        cycles_stall=g("cycles_stall", 0.0), macs=macs,
-        macs_performed=g("macs_nonzero", 0.0) if zero == ZERO_CODES["skip"] else macs,
-        mapping_efficiency=g("mapped_pes", 0.0) / slots if slots else float("nan"),
-        vector_ops=g("vector_ops", 0.0), traffic=tr, energy_pj=e, sources=sources)
-
-
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
                formats: str | Mapping | None = None) -> pd.DataFrame:
     """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame."""
     if isinstance(designs, (str, SystolicDesign)):
         designs = [designs]
     ops = list(ops)
-    return pd.DataFrame([cost(op, d, formats).row() for d in designs for op in ops])
+    return pd.DataFrame([r.row() for d in designs for r in cost_many(ops, d, formats)])
 
 
 

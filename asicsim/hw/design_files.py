@@ -180,6 +180,8 @@ def load_design(design: str | Path | SystolicDesign) -> SystolicDesign:
         if not path.is_file():
             raise DesignError([("design", text, "an existing .toml or .cfg file")])
         return design_from_scalesim_config(path) if path.suffix == ".cfg" else load_design_file(path)
+    if (designs_dir() / f"{text}.toml").is_file():  # one stat, not a folder scan
+        return _catalog_design(text)
     names = list_designs()
     if text not in names:
         close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)

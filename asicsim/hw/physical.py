@@ -100,7 +100,7 @@ def _reuse_traffic(footprint, passes, working_set, cap, held_off_chip):
 
 
 def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits, out_bits,
-                layout: BufferLayout, capacity_bytes: list, dram_holds: frozenset,
+                layout: BufferLayout, capacity_bytes: list, dram_holds: frozenset | dict,
                 dram_bytes_per_cycle, ifmap_elems=None, reps=1, shared_weights=False,
                 density=1.0, zero_weights=0) -> dict[str, np.ndarray]:
     """Cycles and traffic of ``reps`` sequential GEMMs (module docstring for the model).
@@ -109,7 +109,8 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
     amortised). ``ifmap_elems``: raw ifmap elements per GEMM (conv; default ``M K``).
     ``shared_weights``: the repetitions use one weight matrix (RNN time steps: it stays resident if
     it fits); otherwise each has its own operands (groups of a depthwise conv).
-    ``capacity_bytes``: one array per buffer of ``layout``. ``zero_weights``: 0 compute, 1 gate, 2 skip.
+    ``capacity_bytes``: one array per buffer of ``layout``. ``dram_holds``: the operands that live
+    off chip, or a mapping operand -> boolean array. ``zero_weights``: 0 compute, 1 gate, 2 skip.
     """
     f = np.float64
     M, N, K, R, C = (np.asarray(x, dtype=f) for x in (M, N, K, rows, cols))
@@ -143,7 +144,8 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
     block_B = np.minimum(S_B, K * used_cols * b_B)  # os/ws: the C filters reused by the inner loop
     W_A = np.where(df == IS, block_A, S_A)
     W_B = np.where(df == IS, S_B, block_B)
-    off = {op: op in dram_holds for op in ("ifmap", "filter", "ofmap")}
+    off = {op: np.asarray(dram_holds[op] if isinstance(dram_holds, dict) else op in dram_holds)
+           for op in ("ifmap", "filter", "ofmap")}
 
     def operand_traffic(chunks):
         ifmap_passes = np.where(df == IS, chunks, cf)
@@ -190,9 +192,12 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
     dram_bytes = dram_a + dram_b + dram_o + 2 * dram_psum
     transfer = dram_bytes / np.asarray(dram_bytes_per_cycle, dtype=f)
     busy = compute + fill_drain
-    overlap = all(layout.double_buffered[layout.home(op)] for op in dram_holds)
+    # transfers overlap compute only if every buffer that DRAM feeds or drains is double-buffered
+    overlap = True
+    for op in ("ifmap", "filter", "ofmap"):
+        overlap = overlap & (~off[op] | layout.double_buffered[layout.home(op)])
     per_fold = transfer / (reps * folds)
-    stall = per_fold + np.maximum(transfer - busy, 0) if overlap else transfer
+    stall = np.where(overlap, per_fold + np.maximum(transfer - busy, 0), transfer)
     stall = np.where(dram_bytes > 0, stall, 0.0)
 
     return {

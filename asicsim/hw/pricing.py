@@ -7,6 +7,8 @@ Every energy comes back with its source (:mod:`asicsim.hw.energy`).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from asicsim.hw.design import SystolicDesign
@@ -67,12 +69,20 @@ def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capac
     given = buffer.read_energy_pj if kind == "read" else buffer.write_energy_pj
     if given is not None:
         return float(given), f"design {design.name!r} buffer {buffer.name!r} {kind}_energy_pj"
-    caps = np.asarray(capacity_kib, dtype=np.float64) / buffer.banks
-    uniq, inverse = np.unique(caps, return_inverse=True)
-    per = [sram_access_energy_pj(float(c), word_bits, design.technology_nm) for c in uniq]
-    values = np.array([e.pj for e in per])[inverse].reshape(caps.shape)
     note = "" if kind == "read" else "assumption: write = read; "
-    return (values if values.ndim else float(values)), f"{note}{buffer.banks} bank(s); {per[0].source}"
+    caps = np.asarray(capacity_kib, dtype=np.float64) / buffer.banks
+    if caps.ndim == 0:
+        e = _sram_word(float(caps), word_bits, design.technology_nm)
+        return e.pj, f"{note}{buffer.banks} bank(s); {e.source}"
+    uniq, inverse = np.unique(caps, return_inverse=True)
+    per = [_sram_word(float(c), word_bits, design.technology_nm) for c in uniq]
+    values = np.array([e.pj for e in per])[inverse].reshape(caps.shape)
+    return values, f"{note}{buffer.banks} bank(s); {per[0].source}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _sram_word(capacity_kib: float, word_bits: float, node_nm: float) -> Energy:
+    return sram_access_energy_pj(capacity_kib, word_bits, node_nm)
 
 
 def static_power_w(design: SystolicDesign, mac_pj: float, pes=None) -> Energy:

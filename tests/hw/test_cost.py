@@ -441,3 +441,18 @@ def test_cli_design_topology_conv_rnn_and_errors():
     assert code == 2 and "--gemm M,N,K" in err
     code, _, err = _cli("cost", "--design", "nope", "--gemm", "1,1,1")
     assert code == 2 and "nope" in err
+
+
+def test_cost_many_equals_one_at_a_time():
+    ops = [Gemm(64, 96, 128), Rnn("gru", 64, 3, 4), Elementwise(500, 3, 2),
+           Conv(12, 12, 8, 8, 3, 3, padding=1, groups=8), Gemm(9, 40, 70, weight_sparsity=0.5, sparse_format="csr")]
+    for name in ("dc_bf16_128x128", "edge_int8_32x32"):
+        many = sim.hw.cost_many(ops, name, "act=fp8_e4m3,weight=fp8_e4m3")
+        for op, m in zip(ops, many, strict=True):
+            one = cost(op, name, "act=fp8_e4m3,weight=fp8_e4m3")
+            assert m.row().keys() == one.row().keys()
+            for k, v in one.row().items():
+                if isinstance(v, float) and math.isnan(v):
+                    assert math.isnan(m.row()[k])
+                else:
+                    assert m.row()[k] == (pytest.approx(v) if isinstance(v, float) else v), k
