@@ -138,6 +138,13 @@ def cmd_cost(args) -> int:
     if args.json:
         rows = report.replace({np.nan: None}).to_dict(orient="records")
         print(json.dumps(rows, indent=2, default=_json_default))
+    elif args.design:  # a readable summary; --json has every column
+        summary = report[["design", "operation", "cycles", "cycles_stall", "utilization",
+                          "mapping_efficiency", "bound"]].copy()
+        summary.insert(3, "time_us", report["time_s"] * 1e6)
+        summary["energy_uj"] = report["energy_pj"] / 1e6
+        summary["dram_mb"] = report["dram_bytes"] / 1e6
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     else:
         print(report.to_string(index=False))
     return 0

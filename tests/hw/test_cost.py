@@ -456,3 +456,12 @@ def test_cost_many_equals_one_at_a_time():
                     assert math.isnan(m.row()[k])
                 else:
                     assert m.row()[k] == (pytest.approx(v) if isinstance(v, float) else v), k
+
+
+def test_readme_cost_example_is_what_the_cli_prints():
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    code, out, _ = _cli("cost", "--design", "tpu_v1", "--gemm", "1024,1024,1024",
+                        "--formats", "act=int8,weight=int8,acc=int32")
+    assert code == 0
+    for line in out.strip().splitlines():
+        assert line in readme, line
