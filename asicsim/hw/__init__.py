@@ -33,7 +33,7 @@ from asicsim.hw.energy import (
     sram_access_energy_pj,
     sram_energy_pj_per_bit,
 )
-from asicsim.hw.operations import Conv, Elementwise, Gemm, OperationError, Rnn
+from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 from asicsim.hw.scalesim_compat import (
     REPORT_COLUMNS,
     scalesim_arrays,
@@ -52,6 +52,7 @@ from asicsim.hw.sweep import BOUNDS, gemm_sweep
 __all__ = [
     "BOUNDS",
     "REPORT_COLUMNS",
+    "AllReduce",
     "ArraySpec",
     "BufferSpec",
     "Conv",

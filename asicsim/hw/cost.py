@@ -103,6 +103,7 @@ class CostResult:
     traffic: dict[str, float]  # "level.operand.reads|writes" (elements) and "..._bytes"
     energy_pj: dict[str, float]  # mult, add, vector, buffer.<name>, dram, static
     sources: dict[str, str] = field(repr=False, default_factory=dict)
+    bound_override: str | None = None  # a model that classifies the bound itself (GPU baseline)
 
     @property
     def cycles(self) -> float:
@@ -132,6 +133,8 @@ class CostResult:
 
     @property
     def bound(self) -> str:
+        if self.bound_override is not None:
+            return self.bound_override
         busy = self.cycles_compute + self.cycles_fill_drain
         transfer = self.traffic["dram_transfer_cycles"]
         if transfer > 0 and transfer >= busy:

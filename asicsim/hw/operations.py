@@ -57,6 +57,8 @@ class Gemm:
     K: int
     weight_sparsity: float = 0.0  # fraction of zero weights
     sparse_format: str = "dense"  # how B is stored: dense, bitmask (1 bit per position) or CSR
+    a_transposed: bool = False  # memory layouts (BLAS 'T'/'N', as DeepBench lists them): they
+    b_transposed: bool = False  # change GPU library speed, not the systolic model's counts
     name: str = ""
     kind: str = field(default="gemm", init=False)
 
@@ -64,6 +66,9 @@ class Gemm:
         for k in "MNK":
             _check_int("gemm", k, getattr(self, k))
         _check_sparsity("gemm", self.weight_sparsity, self.sparse_format)
+        for k in ("a_transposed", "b_transposed"):
+            if not isinstance(getattr(self, k), bool):
+                raise OperationError(f"gemm: {k} = {getattr(self, k)!r}; allowed: true or false")
 
     def lower(self) -> list[GemmLowering]:
         return [GemmLowering(self.M, self.N, self.K)]
@@ -78,6 +83,7 @@ class Conv:
     """2-D convolution on an NHWC ifmap, lowered to GEMM by im2col.
 
     ``padding``: pixels added on every side, or "valid" (0) or "same" (output size ceil(H/stride)).
+    ``stride_w`` / ``padding_w``: the width's own, when it differs from the height's (DeepBench).
     ``groups``: channel groups (``groups = in_channels = out_channels`` is depthwise); each group is
     its own GEMM ``M = batch * out_h * out_w``, ``N = out_channels / groups``,
     ``K = kernel_h * kernel_w * in_channels / groups``.
@@ -95,6 +101,8 @@ class Conv:
     groups: int = 1
     weight_sparsity: float = 0.0
     sparse_format: str = "dense"
+    stride_w: int | None = None  # None: ``stride``
+    padding_w: int | str | None = None  # None: ``padding``
     name: str = ""
     kind: str = field(default="conv", init=False)
 
@@ -102,11 +110,14 @@ class Conv:
         for k in ("in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride",
                   "batch", "groups"):
             _check_int("conv", k, getattr(self, k))
-        if not (self.padding in ("valid", "same")
-                or (isinstance(self.padding, int) and not isinstance(self.padding, bool)
-                    and self.padding >= 0)):
-            raise OperationError(f"conv: padding = {self.padding!r}; allowed: an integer >= 0, "
-                                 "'valid' or 'same'")
+        if self.stride_w is not None:
+            _check_int("conv", "stride_w", self.stride_w)
+        for k in ("padding", "padding_w"):
+            p = getattr(self, k)
+            if k == "padding_w" and p is None:
+                continue
+            if not (p in ("valid", "same") or (isinstance(p, int) and not isinstance(p, bool) and p >= 0)):
+                raise OperationError(f"conv: {k} = {p!r}; allowed: an integer >= 0, 'valid' or 'same'")
         for k in ("in_channels", "out_channels"):
             if getattr(self, k) % self.groups:
                 raise OperationError(f"conv: {k} = {getattr(self, k)} is not a multiple of groups = "
@@ -117,19 +128,22 @@ class Conv:
                                  f"ifmap {self.in_h}x{self.in_w} (padding {self.padding!r}); allowed: "
                                  "a kernel that fits")
 
-    def _out(self, size: int, kernel: int) -> int:
-        if self.padding == "same":
-            return math.ceil(size / self.stride)
-        pad = 0 if self.padding == "valid" else self.padding
-        return (size + 2 * pad - kernel) // self.stride + 1
+    @staticmethod
+    def _out(size: int, kernel: int, stride: int, padding: int | str) -> int:
+        if padding == "same":
+            return math.ceil(size / stride)
+        pad = 0 if padding == "valid" else padding
+        return (size + 2 * pad - kernel) // stride + 1
 
     @property
     def out_h(self) -> int:
-        return self._out(self.in_h, self.kernel_h)
+        return self._out(self.in_h, self.kernel_h, self.stride, self.padding)
 
     @property
     def out_w(self) -> int:
-        return self._out(self.in_w, self.kernel_w)
+        stride = self.stride if self.stride_w is None else self.stride_w
+        padding = self.padding if self.padding_w is None else self.padding_w
+        return self._out(self.in_w, self.kernel_w, stride, padding)
 
     def lower(self) -> list[GemmLowering]:
         g = self.groups
@@ -212,6 +226,31 @@ class Elementwise:
     @property
     def label(self) -> str:
         return self.name or f"elementwise {self.elements}x{self.ops_per_element}"
+
+
+@dataclass(frozen=True)
+class AllReduce:
+    """Sum ``elements`` values of ``bits_per_element`` across ``ranks`` chips (gradient all-reduce,
+    DeepBench's all-reduce kernels). Priced by the multi-chip model, not by one chip's array."""
+
+    elements: int
+    ranks: int
+    bits_per_element: int = 32
+    name: str = ""
+    kind: str = field(default="allreduce", init=False)
+
+    def __post_init__(self) -> None:
+        _check_int("allreduce", "elements", self.elements)
+        _check_int("allreduce", "ranks", self.ranks)
+        _check_int("allreduce", "bits_per_element", self.bits_per_element)
+
+    @property
+    def bytes(self) -> float:
+        return self.elements * self.bits_per_element / 8
+
+    @property
+    def label(self) -> str:
+        return self.name or f"allreduce {self.elements} x {self.ranks}"
 
 
 Operation = Gemm | Conv | Rnn | Elementwise
