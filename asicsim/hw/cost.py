@@ -149,9 +149,12 @@ class CostResult:
              **{f"format_{k}": v for k, v in self.formats.items()},
              "cycles": self.cycles, "cycles_compute": self.cycles_compute,
              "cycles_fill_drain": self.cycles_fill_drain, "cycles_stall": self.cycles_stall,
-             "time_s": self.time_s, "macs": self.macs, "macs_performed": self.macs_performed,
+             "time_s": self.time_s, "time_us": self.time_s * 1e6,
+             "tops": 2 * self.macs / self.time_s / 1e12 if self.time_s else 0.0,  # achieved, dense count
+             "macs": self.macs, "macs_performed": self.macs_performed,
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
              "bound": self.bound, "energy_pj": self.energy_total_pj,
+             "energy_j": self.energy_total_pj * 1e-12,
              "dram_bytes": self.dram_bytes, "sram_array_bytes": self.sram_array_bytes}
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: v for k, v in self.traffic.items() if k.count(".") == 2}
