@@ -1,4 +1,4 @@
-"""Where the user-editable catalogs (``formats/``, ``designs/``) live in this installation."""
+"""Where the user-editable catalogs (``formats/``, ``designs/``, ``workloads/``) live in this installation."""
 
 from __future__ import annotations
 

@@ -1,0 +1,331 @@
+"""DeepBench's kernel lists as workloads: load a suite, turn its rows into operations, price them.
+
+>>> from asicsim.workloads import load_suite, suite_costs
+>>> s = load_suite("deepbench_gemm_train")
+>>> s.kind, len(s.shapes), s.operations()[0]
+('gemm', 160, Gemm(M=1760, N=16, K=1760, weight_sparsity=0.0, sparse_format='dense', a_transposed=False, b_transposed=False, name='', kind='gemm'))
+
+The suites are ``workloads/deepbench_<kind>_<set>.csv`` (``scripts/make_deepbench_workloads.py``
+writes them from the tidy copies in ``../shared/data/deepbench/``, whose README documents every
+column). A user's CSV written the same way works wherever a suite name does; its kind is told by
+its columns. How each DeepBench row becomes an asicsim operation:
+
+- ``gemm``: ``Gemm(M, N, K, a_transposed, b_transposed)``; DeepBench's ``flops`` = 2MNK.
+- ``conv`` (NCHW; W = input width, H = input height, C in, K out channels, N batch, R = filter
+  height, S = filter width): ``Conv(in_h=H, in_w=W, in_channels=C, out_channels=K, kernel_h=R,
+  kernel_w=S, stride=stride_h, stride_w=stride_w, padding=pad_h, padding_w=pad_w, batch=N)``; its
+  ``out_h``/``out_w`` are DeepBench's ``P_out_h``/``Q_out_w`` (checked on load when the file has
+  them), ``flops_fwd`` = 2 N K C R S P Q = 2 x the lowered GEMM's MACs.
+- ``rnn``: :class:`RecurrentRnn`, the recurrent part only: DeepBench calls cuDNN with
+  ``CUDNN_SKIP_INPUT`` (no input projection W x), so its ``flops_fwd`` = 2 gates hidden^2 batch
+  timesteps counts the ``timesteps`` recurrent GEMMs alone; the gate nonlinearities run on the
+  design's vector unit (a design without one, e.g. the SCALE-Sim designs, prices the GEMMs only and
+  says so in the ``note`` column).
+- ``sparse_gemm``: DeepBench's sparse operand is A (M x K, ``nnz_A`` nonzeros) times a dense B
+  (K x N); asicsim's :class:`~asicsim.hw.operations.Gemm` puts sparsity on its weight operand B.
+  The problem is transposed, ``C^T (N x M) = B^T (N x K) @ A^T (K x M)``, so the sparse matrix is
+  the weight: ``Gemm(M=N, N=M, K=K, weight_sparsity=sparsity, sparse_format="csr")`` (DeepBench
+  runs cuSPARSE CSR; every DeepBench sparse kernel is NN, and the layout flags, which the
+  transposed problem would flip, stay in the shape columns only). Same MACs, same operands; ``tflops`` uses DeepBench's useful count
+  ``sparse_useful_flops`` = 2 nnz_A N (``tops`` is the dense-equivalent 2MNK / time).
+- ``allreduce``: ``AllReduce(elements=size_floats, ranks)`` (fp32, 32 bits per element); priced
+  by the multi-chip model, not here (:func:`suite_costs` says so).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from asicsim._catalogs import shipped_dir
+from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, GemmLowering, Rnn
+
+#: Columns that describe a kernel's shape, per kind, in the order DeepBench's CSVs give them.
+SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "gemm": ("M", "N", "K", "a_transposed", "b_transposed"),
+    "conv": ("W", "H", "C", "N", "K", "R", "S", "pad_w", "pad_h", "stride_w", "stride_h"),
+    "rnn": ("type", "hidden", "batch", "timesteps"),
+    "sparse_gemm": ("M", "N", "K", "a_transposed", "b_transposed", "sparsity"),
+    "allreduce": ("size_floats", "ranks"),
+}
+#: DeepBench's flop count per kind (what its TFLOPS divide by); all-reduce moves bytes, no flops.
+FLOPS_COLUMN = {"gemm": "flops", "conv": "flops_fwd", "rnn": "flops_fwd",
+                "sparse_gemm": "sparse_useful_flops", "allreduce": None}
+#: Precisions DeepBench publishes results in (the ``precisions`` column) as asicsim formats.
+#: ``fp16_fp32math`` (P100 "pseudo fp16") stores fp16 and computes in fp32; the systolic model sees
+#: fp16 operands and an fp32 accumulator, as for ``fp16_mixed`` (tensor cores). int8 GEMMs write
+#: int32 C (cuBLAS ``CUDA_R_32I``).
+PRECISIONS: dict[str, dict[str, str]] = {
+    "fp32": {"act": "fp32", "weight": "fp32", "acc": "fp32", "out": "fp32"},
+    "fp16_fp32math": {"act": "fp16", "weight": "fp16", "acc": "fp32", "out": "fp16"},
+    "fp16_mixed": {"act": "fp16", "weight": "fp16", "acc": "fp32", "out": "fp16"},
+    "int8": {"act": "int8", "weight": "int8", "acc": "int32", "out": "int32"},
+}
+RNN_TYPES = ("vanilla", "lstm", "gru")
+
+
+class WorkloadError(ValueError):
+    """A bad workload name or file: names the file, row, field, value and what is allowed."""
+
+
+@dataclass(frozen=True)
+class RecurrentRnn(Rnn):
+    """An RNN kernel as DeepBench times it: the ``steps`` recurrent GEMMs ``(batch x hidden) @
+    (hidden x gates*hidden)`` and the gate nonlinearities, without the input projection
+    (``CUDNN_SKIP_INPUT``). ``vector_gates=False`` leaves the nonlinearities out (designs that
+    have no vector unit)."""
+
+    vector_gates: bool = True
+
+    def lower(self) -> list[GemmLowering]:
+        return [low for low in super().lower() if low.shared_weights]
+
+    def elementwise(self) -> Elementwise | None:  # type: ignore[override]
+        return super().elementwise() if self.vector_gates else None
+
+
+def workloads_dir() -> Path:
+    """The shipped ``workloads/`` folder (inside the wheel, or at the repository root)."""
+    return shipped_dir("workloads")
+
+
+def list_suites() -> list[str]:
+    """Names of the shipped kernel suites (``workloads/*.csv``)."""
+    return sorted(p.stem for p in workloads_dir().glob("*.csv"))
+
+
+def _kind_of(columns: Sequence[str]) -> str | None:
+    cols = set(columns)
+    for kind in ("sparse_gemm", "conv", "rnn", "allreduce", "gemm"):  # most specific first
+        if set(SHAPE_COLUMNS[kind]) <= cols:
+            return kind
+    return None
+
+
+def _int(value: str, where: str, name: str, minimum: int) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        v = None
+    if v is None or v < minimum or str(v) != value.strip():
+        raise WorkloadError(f"{where}: field {name} = {value!r}; allowed: an integer >= {minimum}")
+    return v
+
+
+def _parse(path: Path, name: str) -> tuple[str, pd.DataFrame]:
+    """Read and check a suite file: (kind, table with shape columns typed)."""
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        columns = [c.strip() for c in reader.fieldnames or []]
+        rows = list(reader)
+    kind = _kind_of(columns)
+    if kind is None:
+        allowed = "; ".join(f"{k}: {', '.join(c)}" for k, c in SHAPE_COLUMNS.items())
+        raise WorkloadError(f"{path}: columns {columns} name no kernel kind; allowed (one set of "
+                            f"shape columns): {allowed}")
+    if not rows:
+        raise WorkloadError(f"{path}: no kernels (rows); allowed: at least one row")
+    typed: dict[str, list] = {c: [] for c in columns}
+    for i, raw in enumerate(rows, start=1):
+        r = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+        where = f"{path}: row {i} (line {i + 1})"
+        for c in columns:
+            v = r.get(c, "")
+            if c in ("a_transposed", "b_transposed"):
+                if v not in ("0", "1"):
+                    raise WorkloadError(f"{where}: field {c} = {v!r}; allowed: 0 or 1")
+                v = bool(int(v))
+            elif c == "type":
+                if v not in RNN_TYPES:
+                    raise WorkloadError(f"{where}: field type = {v!r}; allowed: {' | '.join(RNN_TYPES)}")
+            elif c == "sparsity":
+                try:
+                    v = float(v)
+                except ValueError:
+                    v = -1.0
+                if not 0.0 <= v < 1.0:
+                    raise WorkloadError(f"{where}: field sparsity = {r.get(c)!r}; allowed: a fraction "
+                                        "of zeros in [0, 1)")
+            elif c in ("pad_w", "pad_h"):
+                v = _int(v, where, c, 0)
+            elif c in SHAPE_COLUMNS[kind]:
+                v = _int(v, where, c, 1)
+            elif c in ("idx", "P_out_h", "Q_out_w", "gates", "nnz_A", "bytes_fp32", "repeats_in_code") \
+                    or c.startswith(("flops", "dense_flops", "sparse_useful_flops")):
+                v = _int(v, where, c, 0) if v != "" else None
+            elif c == "precisions":
+                bad = [p for p in v.split(";") if p and p not in PRECISIONS]
+                if bad:
+                    raise WorkloadError(f"{where}: field precisions = {v!r}; allowed: tokens "
+                                        f"{' | '.join(PRECISIONS)} separated by ';', or empty")
+            typed[c].append(v)
+    return kind, pd.DataFrame(typed)
+
+
+@dataclass(frozen=True, eq=False)
+class Suite:
+    """One kernel suite: its ``name``, ``kind`` (gemm, conv, rnn, sparse_gemm, allreduce), the
+    ``shapes`` (a DataFrame of the shape columns as in the file), the whole ``table`` (idx,
+    application, DeepBench's flop counts, precisions, notes) and the file it came from."""
+
+    name: str
+    kind: str
+    shapes: pd.DataFrame = field(repr=False)
+    table: pd.DataFrame = field(repr=False)
+    path: Path = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.shapes)
+
+    @property
+    def precisions(self) -> list[str]:
+        """The DeepBench precisions of this suite's kernels (empty: no published results)."""
+        if "precisions" not in self.table:
+            return []
+        return sorted({p for v in self.table["precisions"] for p in str(v).split(";") if p})
+
+    def operations(self, *, vector_gates: bool = True) -> list:
+        """One asicsim operation per kernel (see the module docstring for the mapping)."""
+        s, n = self.shapes, len(self.shapes)
+        col = {c: s[c].tolist() for c in s.columns}
+        if self.kind == "gemm":
+            return [Gemm(col["M"][i], col["N"][i], col["K"][i], a_transposed=col["a_transposed"][i],
+                         b_transposed=col["b_transposed"][i]) for i in range(n)]
+        if self.kind == "sparse_gemm":  # transposed: the sparse A becomes the weight operand
+            return [Gemm(col["N"][i], col["M"][i], col["K"][i], weight_sparsity=col["sparsity"][i],
+                         sparse_format="csr") for i in range(n)]
+        if self.kind == "conv":
+            return [Conv(in_h=col["H"][i], in_w=col["W"][i], in_channels=col["C"][i],
+                         out_channels=col["K"][i], kernel_h=col["R"][i], kernel_w=col["S"][i],
+                         stride=col["stride_h"][i], stride_w=col["stride_w"][i],
+                         padding=col["pad_h"][i], padding_w=col["pad_w"][i], batch=col["N"][i])
+                    for i in range(n)]
+        if self.kind == "rnn":
+            return [RecurrentRnn(col["type"][i], col["hidden"][i], col["batch"][i], col["timesteps"][i],
+                                 vector_gates=vector_gates) for i in range(n)]
+        return [AllReduce(col["size_floats"][i], col["ranks"][i]) for i in range(n)]
+
+    def flops(self) -> np.ndarray:
+        """DeepBench's flop count per kernel (its column when the file has it, else from the shape)."""
+        column = FLOPS_COLUMN[self.kind]
+        if column is None:
+            return np.zeros(len(self))
+        if column in self.table and self.table[column].notna().all():
+            return self.table[column].to_numpy(dtype=np.float64)
+        return np.array([_flops(op) for op in self.operations()], dtype=np.float64)
+
+
+def _flops(op) -> float:
+    """2 x the MACs of an operation's lowered GEMMs (x density for sparse weights)."""
+    macs = sum(low.M * low.N * low.K * low.reps for low in op.lower())
+    return 2.0 * macs * (1.0 - getattr(op, "weight_sparsity", 0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _load(path: str, mtime: float, name: str) -> Suite:
+    kind, table = _parse(Path(path), name)
+    suite = Suite(name, kind, table[list(SHAPE_COLUMNS[kind])].copy(), table, Path(path))
+    if kind == "conv" and {"P_out_h", "Q_out_w"} <= set(table.columns):
+        for i, op in enumerate(suite.operations()):
+            for ours, col in (("out_h", "P_out_h"), ("out_w", "Q_out_w")):
+                given = table[col].iloc[i]
+                if given is not None and getattr(op, ours) != given:
+                    raise WorkloadError(f"{path}: row {i + 1} (line {i + 2}): field {col} = {given}; "
+                                        f"allowed: {getattr(op, ours)}, the output size its shape gives")
+    return suite
+
+
+def load_suite(name: str | Path) -> Suite:
+    """A shipped suite by name (:func:`list_suites`), or a path to a CSV written the same way."""
+    if isinstance(name, Suite):
+        return name
+    text = str(name)
+    path = Path(text)
+    if not (text.endswith(".csv") or path.is_file()):
+        path = workloads_dir() / f"{text}.csv"
+        if not path.is_file():
+            names = list_suites()
+            close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
+            hint = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise WorkloadError(f"workload {text!r} is not a shipped suite{hint} allowed: "
+                                f"{', '.join(names)}, or a path to a .csv file")
+    elif not path.is_file():
+        raise WorkloadError(f"workload file {text!r} does not exist; allowed: a shipped suite name "
+                            "(asicsim workloads) or a path to a .csv file")
+    return _load(str(path.resolve()), path.stat().st_mtime, path.stem)
+
+
+def _designs(design) -> list:
+    if isinstance(design, (str, Path)) or not isinstance(design, Sequence):
+        return [design]
+    return list(design)
+
+
+def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None = None,
+                precision: str | None = None) -> pd.DataFrame:
+    """Price every kernel of a suite on one design or several (a list): one row per (design, kernel).
+
+    Columns: the suite's shape columns as in its file, ``time_us``, ``tflops`` (DeepBench's flop
+    count / time, the throughput DeepBench reports), ``tops`` (the model's dense 2 x MACs / time),
+    ``energy_j``, ``dram_bytes``, ``bound``, ``design``, ``precision`` and ``format_act``,
+    ``format_weight``, ``format_acc``, ``format_out``, then ``suite``, ``idx``, ``application``,
+    ``note``. ``precision``: a DeepBench precision (:data:`PRECISIONS`; e.g. ``fp16_mixed``) sets the
+    formats; ``formats`` (``"act=fp16,weight=fp16,acc=fp32"``) sets or overrides roles; neither:
+    the design's own formats.
+    """
+    from asicsim.hw.cost import cost_many, parse_formats
+    from asicsim.hw.design_files import load_design
+
+    s = load_suite(suite)
+    if precision is not None and precision not in PRECISIONS:
+        raise WorkloadError(f"precision = {precision!r}; allowed: {' | '.join(PRECISIONS)}")
+    fmts = dict(PRECISIONS[precision]) if precision else {}
+    fmts |= parse_formats(formats)
+    if s.kind == "allreduce":
+        raise WorkloadError(f"suite {s.name!r} is all-reduce: a multi-chip collective, not one chip's "
+                            "work; price it with the multi-chip model (`asicsim scaling`, "
+                            "asicsim.system.scaling)")
+    flops = s.flops()
+    frames = []
+    for d in _designs(design):
+        spec = load_design(d)
+        gates = getattr(spec, "vector", True) is not None
+        ops = s.operations(vector_gates=gates)
+        rows = [r.row() for r in cost_many(ops, spec, fmts or None)]
+        f = pd.DataFrame(rows)
+        out = s.shapes.reset_index(drop=True).copy()
+        out["time_us"] = f["time_us"]
+        out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
+                                  out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
+        out["tops"] = f["tops"]
+        for c in ("energy_j", "dram_bytes", "bound", "design"):
+            out[c] = f[c]
+        out["precision"] = precision
+        for c in f.columns:
+            if c.startswith("format_"):
+                out[c] = f[c]
+        out["suite"] = s.name
+        for c in ("idx", "application"):
+            if c in s.table:
+                out[c] = s.table[c].to_numpy()
+        out["note"] = "" if gates or s.kind != "rnn" else \
+            "design has no vector unit: gate nonlinearities not priced"
+        frames.append(out)
+    return pd.concat(frames, ignore_index=True)
+
+
+def suites_table() -> pd.DataFrame:
+    """The shipped suites: name, kind, kernel count and DeepBench precisions."""
+    rows = []
+    for name in list_suites():
+        s = load_suite(name)
+        rows.append({"name": name, "kind": s.kind, "kernels": len(s),
+                     "precisions": ";".join(s.precisions)})
+    return pd.DataFrame(rows, columns=["name", "kind", "kernels", "precisions"])
