@@ -1,0 +1,398 @@
+"""Data-parallel training across chips: step time, strong and weak scaling, where scaling stops paying.
+
+One step on ``N`` chips, each holding a full model copy and ``b`` samples (the per-chip batch):
+
+- compute: the per-chip forward and backward operations priced by :func:`asicsim.hw.cost.cost_many`
+  on the chip's design. A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
+  GEMMs with the same MACs each: ``dX = dY W^T``, ``(b x N)(N x K)``, and ``dW = X^T dY``,
+  ``(K x b)(b x N)``; the first layer skips ``dX`` (nobody needs the input's gradient). An RNN layer
+  (:class:`~asicsim.hw.operations.Rnn`) is priced forward, then once more for the backward pass
+  through time (same MACs and per-step structure; the transposed recurrent shape is not modelled),
+  plus its two weight-gradient GEMMs ``(X x bT)(bT x gH)`` and ``(H x bT)(bT x gH)``.
+- gradient all-reduce: ``parameters x grad_bits`` over the ring of ``N`` chips
+  (:func:`asicsim.system.links.allreduce_time`; none for ``N = 1``).
+- step time without overlap: ``forward + backward + allreduce(all gradients)``. With ``overlap``:
+  each layer's gradients are all-reduced as their own call as soon as that layer's backward ends
+  (last layer first), calls run one at a time on the links, so
+  ``step = forward + max(backward end, last all-reduce end)`` of that list schedule.
+
+Strong scaling splits a fixed global batch ``B`` over ``N`` chips (``b = ceil(B / N)``; the
+fullest chip sets the pace): efficiency ``T1 / (N * TN)``. Weak scaling keeps ``b`` fixed:
+efficiency ``T1 / TN``. Throughput is ``N * b / TN`` samples per second (``B / TN`` for strong).
+Scaling "stops paying" at the first chip count whose efficiency falls below ``min_efficiency``
+(default 0.5: half of every added chip is waiting on the network); :func:`stops_paying` names it and
+the per-chip batch there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+from asicsim.hw.cost import cost_many
+from asicsim.hw.design import SystolicDesign
+from asicsim.hw.operations import RNN_CELLS, AllReduce, Gemm, Rnn
+from asicsim.numerics import FormatError, get_format
+from asicsim.system.links import (
+    LINKS,
+    TOPOLOGIES,
+    Link,
+    Topology,
+    TopologyError,
+    allreduce_time,
+    get_topology,
+)
+
+MODES = ("strong", "weak")
+DEFAULT_CHIPS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class TrainingModel:
+    """A stack of dense (``kind="mlp"``) or recurrent (``kind="rnn"``) layers.
+
+    ``widths = (input, out_1, ..., out_L)``: layer ``i`` maps ``widths[i]`` to ``widths[i + 1]``
+    (for an RNN, the hidden size). ``steps``: time steps per sample (RNN; 1 for an MLP).
+    """
+
+    name: str
+    kind: str
+    widths: tuple[int, ...]
+    cell: str = "vanilla"
+    steps: int = 1
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"model {self.name!r}"
+        if self.kind not in ("mlp", "rnn"):
+            raise TopologyError(f"{where}: kind = {self.kind!r}; allowed: mlp | rnn")
+        if len(self.widths) < 2 or not all(isinstance(w, int) and w >= 1 for w in self.widths):
+            raise TopologyError(f"{where}: widths = {self.widths!r}; allowed: two or more integers >= 1")
+        if self.cell not in RNN_CELLS:
+            raise TopologyError(f"{where}: cell = {self.cell!r}; allowed: {' | '.join(RNN_CELLS)}")
+        if not (isinstance(self.steps, int) and self.steps >= 1):
+            raise TopologyError(f"{where}: steps = {self.steps!r}; allowed: an integer >= 1")
+
+    def layer_parameters(self) -> list[int]:
+        """Weights per layer (biases not counted)."""
+        g = RNN_CELLS[self.cell] if self.kind == "rnn" else 1
+        return [g * o * (i + (o if self.kind == "rnn" else 0))
+                for i, o in zip(self.widths[:-1], self.widths[1:], strict=True)]
+
+    @property
+    def parameters(self) -> int:
+        return sum(self.layer_parameters())
+
+    def layer_operations(self, batch: int) -> list[tuple[list, list]]:
+        """Per layer: (forward operations, backward operations) for ``batch`` samples."""
+        if not (isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1):
+            raise TopologyError(f"model {self.name!r}: batch = {batch!r}; allowed: an integer >= 1")
+        out = []
+        for li, (k, n) in enumerate(zip(self.widths[:-1], self.widths[1:], strict=True)):
+            tag = f"{self.name} L{li}"
+            if self.kind == "mlp":
+                fwd = [Gemm(batch, n, k, name=f"{tag} fwd")]
+                bwd = [Gemm(k, n, batch, name=f"{tag} dW")]
+                if li > 0:
+                    bwd.insert(0, Gemm(batch, k, n, name=f"{tag} dX"))
+            else:
+                g, rows = RNN_CELLS[self.cell], batch * self.steps
+                fwd = [Rnn(self.cell, n, batch, self.steps, input_size=k, name=f"{tag} fwd")]
+                bwd = [Rnn(self.cell, n, batch, self.steps, input_size=k, name=f"{tag} bptt"),
+                       Gemm(k, g * n, rows, name=f"{tag} dW_in"), Gemm(n, g * n, rows, name=f"{tag} dW_rec")]
+            out.append((fwd, bwd))
+        return out
+
+
+MODELS: dict[str, TrainingModel] = {m.name: m for m in (
+    TrainingModel("mlp_2560", "mlp", (2560,) * 5,
+                  description="4 fully connected 2560x2560 layers (DeepBench's DeepSpeech GEMM training "
+                              "width 2560); 26.2 M weights"),
+    TrainingModel("rnn_2560", "rnn", (2560,) * 4, "vanilla", 50,
+                  description="3 vanilla RNN layers, hidden 2560, 50 time steps per sample (DeepBench "
+                              "vanilla training kernels h2560 t50, DeepSpeech); 39.3 M weights"),
+    TrainingModel("gru_2816", "rnn", (2816,) * 4, "gru", 187,
+                  description="3 GRU layers, hidden 2816, 187 time steps per sample (DeepBench GRU "
+                              "training kernel h2816 t187, DeepSpeech); 142.7 M weights"),
+)}
+
+
+def get_model(spec: str | TrainingModel) -> TrainingModel:
+    if isinstance(spec, TrainingModel):
+        return spec
+    if spec not in MODELS:
+        raise TopologyError(f"model = {spec!r}; allowed: {' | '.join(MODELS)}")
+    return MODELS[spec]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One data-parallel training step on ``chips`` chips (times in seconds, energy per chip)."""
+
+    model: str
+    design: str
+    topology: str
+    chips: int
+    batch_per_chip: int
+    forward_s: float
+    backward_s: float
+    allreduce_s: float  # all gradient all-reduce calls, end to end if run alone
+    step_s: float
+    gradient_bytes: float
+    compute_energy_j: float  # one chip's forward + backward energy
+    overlap: bool
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return self.step_s - self.compute_s
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.chips * self.batch_per_chip / self.step_s
+
+    def row(self) -> dict:
+        return asdict(self) | {"compute_s": self.compute_s, "exposed_comm_s": self.exposed_comm_s,
+                               "samples_per_s": self.samples_per_s}
+
+
+def _grad_bits(grad_format: str | int) -> int:
+    if isinstance(grad_format, int) and not isinstance(grad_format, bool):
+        bits = grad_format
+    else:
+        try:
+            bits = get_format(grad_format).bits
+        except (FormatError, TypeError) as err:
+            raise TopologyError(f"grad_format = {grad_format!r}; allowed: a format name or a bit count ({err})") from None
+    if not (bits >= 1 and float(bits).is_integer()):
+        raise TopologyError(f"grad_format = {grad_format!r} ({bits} bits); allowed: a whole number of bits >= 1")
+    return int(bits)
+
+
+def _compute(model: TrainingModel, batch: int, design, formats) -> tuple[list[float], list[float], float, str]:
+    """Per-layer forward and backward seconds, total energy (J) and the design's name."""
+    layers = model.layer_operations(batch)
+    ops, owner = [], []
+    for li, (fwd, bwd) in enumerate(layers):
+        ops += fwd + bwd
+        owner += [(li, 0)] * len(fwd) + [(li, 1)] * len(bwd)
+    res = cost_many(ops, design, formats)
+    times = [[0.0, 0.0] for _ in layers]
+    for (li, phase), r in zip(owner, res, strict=True):
+        times[li][phase] += r.time_s
+    energy = sum(r.energy_total_pj for r in res) * 1e-12
+    return [t[0] for t in times], [t[1] for t in times], energy, res[0].design
+
+
+def _step(model, batch, chips, topo: Topology, bits: int, overlap: bool, computed) -> StepResult:
+    fwd, bwd, energy, design = computed
+    params = model.layer_parameters()
+    if chips == 1:
+        ar_total, step = 0.0, sum(fwd) + sum(bwd)
+    elif not overlap:
+        ar_total = allreduce_time(AllReduce(model.parameters, chips, bits), topo).time_s
+        step = sum(fwd) + sum(bwd) + ar_total
+    else:  # list schedule: layer gradients all-reduced one call each, last layer first
+        t = sum(fwd)
+        link_free, ar_total = t, 0.0
+        for li in reversed(range(len(params))):
+            t += bwd[li]
+            call = allreduce_time(AllReduce(params[li], chips, bits), topo).time_s
+            ar_total += call
+            link_free = max(link_free, t) + call
+        step = max(t, link_free)
+    return StepResult(model.name, design, topo.name, chips, batch, sum(fwd), sum(bwd), ar_total, step,
+                      model.parameters * bits / 8, energy, overlap)
+
+
+def training_step(model: str | TrainingModel, batch_per_chip: int, chips: int,
+                  design: str | SystolicDesign, topology: str | Link | Topology = "nvlink",
+                  formats: str | Mapping | None = None, grad_format: str | int = "fp32",
+                  overlap: bool = False) -> StepResult:
+    """One data-parallel step: compute on ``batch_per_chip`` samples plus the gradient all-reduce."""
+    m = get_model(model)
+    _check_chips([chips])
+    topo = get_topology(topology)
+    return _step(m, batch_per_chip, chips, topo, _grad_bits(grad_format), overlap,
+                 _compute(m, batch_per_chip, design, formats))
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One chip count of a scaling curve."""
+
+    mode: str
+    chips: int
+    global_batch: int
+    step: StepResult = field(repr=False)
+    speedup: float  # throughput over one chip's (strong: T1 / TN; weak: N T1 / TN)
+    efficiency: float  # strong: T1 / (N TN); weak: T1 / TN
+    marginal_speedup: float  # throughput over the previous point's (nan for the first)
+
+    def row(self) -> dict:
+        s = self.step
+        return {"mode": self.mode, "chips": self.chips, "global_batch": self.global_batch,
+                "batch_per_chip": s.batch_per_chip, "step_ms": s.step_s * 1e3,
+                "compute_ms": s.compute_s * 1e3, "allreduce_ms": s.allreduce_s * 1e3,
+                "exposed_comm_ms": s.exposed_comm_s * 1e3, "samples_per_s": s.samples_per_s,
+                "speedup": self.speedup, "efficiency": self.efficiency,
+                "marginal_speedup": self.marginal_speedup}
+
+
+def _check_chips(chips: Sequence[int]) -> None:
+    for n in chips:
+        if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+            raise TopologyError(f"chips = {n!r}; allowed: integers >= 1")
+
+
+def scaling_curve(model: str | TrainingModel, design: str | SystolicDesign,
+                  topology: str | Link | Topology = "nvlink", chips: Sequence[int] = DEFAULT_CHIPS,
+                  batch: int = 512, mode: str = "strong", formats: str | Mapping | None = None,
+                  grad_format: str | int = "fp32", overlap: bool = False) -> list[ScalingPoint]:
+    """Strong (``batch`` = global batch) or weak (``batch`` = per-chip batch) scaling over ``chips``.
+
+    Efficiency and speedup are against one chip (computed even when 1 is not in ``chips``).
+    """
+    if mode not in MODES:
+        raise TopologyError(f"mode = {mode!r}; allowed: {' | '.join(MODES)}")
+    m, topo, bits = get_model(model), get_topology(topology), _grad_bits(grad_format)
+    chips = sorted(set(chips))
+    _check_chips(chips)
+    if not (isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1):
+        raise TopologyError(f"batch = {batch!r}; allowed: an integer >= 1")
+    if mode == "strong" and chips[-1] > batch:
+        raise TopologyError(f"chips = {chips[-1]} > global batch = {batch} (strong scaling); allowed: "
+                            "at most one chip per sample")
+    cache: dict[int, tuple] = {}
+
+    def step(n: int) -> StepResult:
+        b = math.ceil(batch / n) if mode == "strong" else batch
+        if b not in cache:
+            cache[b] = _compute(m, b, design, formats)
+        return _step(m, b, n, topo, bits, overlap, cache[b])
+
+    one = step(1)
+    points, prev = [], None
+    for n in chips:
+        s = step(n)
+        speedup = (one.step_s / s.step_s) * (1 if mode == "strong" else n)
+        thr = batch / s.step_s if mode == "strong" else s.samples_per_s
+        marginal = thr / prev if prev else math.nan
+        points.append(ScalingPoint(mode, n, batch if mode == "strong" else n * batch, s, speedup,
+                                   speedup / n, marginal))
+        prev = thr
+    return points
+
+
+def stops_paying(points: Sequence[ScalingPoint], min_efficiency: float = 0.5) -> dict | None:
+    """The first point whose efficiency is below ``min_efficiency`` (chips, per-chip batch, efficiency,
+    and the last point above it), or None if every point pays."""
+    if not (isinstance(min_efficiency, (int, float)) and 0 < min_efficiency <= 1):
+        raise TopologyError(f"min_efficiency = {min_efficiency!r}; allowed: a fraction in (0, 1]")
+    last = None
+    for p in points:
+        if p.efficiency < min_efficiency:
+            return {"min_efficiency": min_efficiency, "chips": p.chips,
+                    "batch_per_chip": p.step.batch_per_chip, "efficiency": p.efficiency,
+                    "last_paying_chips": last.chips if last else None,
+                    "last_paying_batch_per_chip": last.step.batch_per_chip if last else None}
+        last = p
+    return None
+
+
+# ---------------------------------------------------------------- CLI (wired in by asicsim/cli.py)
+
+def add_cli(subparsers) -> None:
+    """Register ``asicsim scaling [train|allreduce] ...`` on an argparse subparsers object."""
+    p = subparsers.add_parser(
+        "scaling", help="data-parallel training across chips: step time, strong/weak scaling, all-reduce",
+        description="train (default): step time and strong/weak scaling of a model on --design over "
+                    "--link (flat, or --inter-link above --ranks-per-node ranks). allreduce: ring "
+                    f"all-reduce time and bus bandwidth. Links: {', '.join(LINKS)}; fitted DeepBench "
+                    f"machines: {', '.join(TOPOLOGIES)}. Models: {', '.join(MODELS)}.")
+    p.add_argument("what", nargs="?", choices=("train", "allreduce"), default="train")
+    p.add_argument("--model", default="mlp_2560", help=f"one of {', '.join(MODELS)}")
+    p.add_argument("--design", metavar="NAME", help="a designs/ catalog name or path (train)")
+    p.add_argument("--formats", metavar="ROLE=FMT,...", help="override the design's formats")
+    p.add_argument("--link", default="nvlink", help="a link or a fitted DeepBench topology")
+    p.add_argument("--inter-link", help="link between nodes, above --ranks-per-node ranks")
+    p.add_argument("--ranks-per-node", type=int, default=8)
+    p.add_argument("--chips", default=",".join(map(str, DEFAULT_CHIPS)), help="comma-separated chip counts")
+    p.add_argument("--batch", type=int, default=512, help="global batch (strong) or per-chip batch (weak)")
+    p.add_argument("--mode", choices=MODES, default="strong")
+    p.add_argument("--overlap", action="store_true", help="all-reduce each layer during backward")
+    p.add_argument("--grad-format", default="fp32", help="gradient format on the wire (bits from it)")
+    p.add_argument("--min-efficiency", type=float, default=0.5, help="where scaling stops paying")
+    p.add_argument("--elements", type=int, help="allreduce: elements to sum")
+    p.add_argument("--ranks", default="2,4,8,16,32", help="allreduce: comma-separated rank counts")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_cli)
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise TopologyError(f"{flag} = {text!r}; allowed: comma-separated integers") from None
+
+
+def _json(obj) -> str:
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return v
+    return json.dumps(clean(obj), indent=2)
+
+
+def run_cli(args) -> int:
+    """Run ``asicsim scaling``; prints a table (or JSON) and returns the exit status."""
+    topo = get_topology(args.link, args.inter_link, args.ranks_per_node)
+    if args.what == "allreduce":
+        if args.elements is None:
+            raise TopologyError("scaling allreduce: --elements is required; allowed: an integer >= 1")
+        bits = _grad_bits(args.grad_format)
+        rows = [allreduce_time(AllReduce(args.elements, n, bits), topo).row()
+                for n in _int_list("--ranks", args.ranks)]
+        if args.json:
+            print(_json(rows))
+            return 0
+        print(f"ring all-reduce on {topo.name}: {args.elements} elements x {bits} bits")
+        print(f"{'ranks':>5} {'time_us':>12} {'algbw GB/s':>10} {'busbw GB/s':>10}  bottleneck")
+        for r in rows:
+            print(f"{r['ranks']:>5} {r['time_us']:>12.1f} {r['algorithm_bandwidth_gbps']:>10.3f} "
+                  f"{r['bus_bandwidth_gbps']:>10.3f}  {r['bottleneck']}")
+        return 0
+    if not args.design:
+        raise TopologyError("scaling train: --design is required; allowed: a designs/ catalog name or path")
+    points = scaling_curve(args.model, args.design, topo, _int_list("--chips", args.chips), args.batch,
+                           args.mode, args.formats, args.grad_format, args.overlap)
+    stop = stops_paying(points, args.min_efficiency)
+    m = get_model(args.model)
+    if args.json:
+        print(_json({"model": m.name, "design": points[0].step.design, "topology": topo.name,
+                     "mode": args.mode, "overlap": args.overlap, "parameters": m.parameters,
+                     "points": [p.row() for p in points], "stops_paying": stop}))
+        return 0
+    print(f"{args.mode} scaling of {m.name} ({m.parameters / 1e6:.1f} M weights) on "
+          f"{points[0].step.design} over {topo.name}{' with overlap' if args.overlap else ''}")
+    cols = ("chips", "batch_per_chip", "step_ms", "compute_ms", "allreduce_ms", "samples_per_s",
+            "speedup", "efficiency")
+    print(" ".join(f"{c:>14}" for c in cols))
+    for p in points:
+        r = p.row()
+        print(" ".join(f"{r[c]:>14.4g}" if isinstance(r[c], float) else f"{r[c]:>14}" for c in cols))
+    if stop is None:
+        print(f"scaling pays (efficiency >= {args.min_efficiency:g}) up to {points[-1].chips} chips")
+    else:
+        print(f"scaling stops paying at {stop['chips']} chips (per-chip batch {stop['batch_per_chip']}, "
+              f"efficiency {stop['efficiency']:.3f} < {args.min_efficiency:g})")
+    return 0
