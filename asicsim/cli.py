@@ -119,6 +119,11 @@ def cmd_cost(args) -> int:
     from .hw import cost_table, scalesim_report_from_files
 
     args.gemm_shapes = [g for g in (args.gemm or []) if g is not True]
+    if args.workload:
+        return _cost_workload(args)
+    if args.precision:
+        raise ValueError("cost --precision: goes with --workload (DeepBench's precisions); use "
+                         "--formats act=..,weight=..,acc=.. for --gemm/--conv/--rnn/--topology")
     if args.design:
         if args.scalesim_config:
             raise ValueError("cost: give either --design (physical model) or --scalesim-config "
@@ -150,6 +155,43 @@ def cmd_cost(args) -> int:
     return 0
 
 
+def _cost_workload(args) -> int:
+    """``cost --workload SUITE|CSV --design D [--design D2 ...]``: one row per kernel and design."""
+    import numpy as np
+
+    from .workloads import suite_costs
+
+    if args.gemm_shapes or args.conv or args.rnn or args.topology or args.scalesim_config or args.gemm:
+        raise ValueError("cost --workload: the suite is the work; give no --gemm / --conv / --rnn / "
+                         "--topology / --scalesim-config with it")
+    if not args.design:
+        raise ValueError("cost --workload: give --design NAME (repeatable: several designs side by side)")
+    report = suite_costs(args.workload, args.design, args.formats, args.precision)
+    if args.json:  # a list with one object per (design, kernel), as the other --json outputs
+        rows = report.replace({np.nan: None}).to_dict(orient="records")
+        print(json.dumps(rows, indent=2, default=_json_default))
+        return 0
+    shown = report.drop(columns=[c for c in ("suite", "application", "note", "format_out")
+                                 if c in report]).copy()
+    shown["energy_j"] = shown["energy_j"] * 1e6
+    shown["dram_bytes"] = shown["dram_bytes"] / 1e6
+    shown = shown.rename(columns={"energy_j": "energy_uj", "dram_bytes": "dram_mb"})
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+def cmd_workloads(args) -> int:
+    """List the shipped kernel suites with their kernel counts."""
+    from .workloads import suites_table
+
+    table = suites_table()
+    if args.json:
+        print(json.dumps(table.to_dict(orient="records"), indent=2, default=_json_default))
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
 def _json_default(v):
     import numpy as np
 
@@ -170,12 +212,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "cost",
         help="price operations on a design (physical model), or reproduce SCALE-Sim from its files",
-        description="Physical model: --design NAME|PATH with --gemm M,N,K, --conv, --rnn or "
-                    "--topology, optionally --formats act=..,weight=..,acc=..,out=... SCALE-Sim "
+        description="Physical model: --design NAME|PATH with --gemm M,N,K, --conv, --rnn, "
+                    "--topology or --workload SUITE|CSV, optionally --formats act=..,weight=..,acc=..,out=... SCALE-Sim "
                     "compatibility mode: --scalesim-config CFG --topology CSV [--gemm], reported "
                     "under SCALE-Sim's own column names.",
     )
-    p.add_argument("--design", metavar="NAME", help="a designs/ catalog name or a design .toml/.cfg path")
+    p.add_argument("--design", metavar="NAME", action="append",
+                   help="a designs/ catalog name or a design .toml/.cfg path (repeatable: side by side)")
+    p.add_argument("--workload", metavar="SUITE|CSV",
+                   help="a kernel suite (asicsim workloads, e.g. deepbench_gemm_train) or a CSV "
+                        "written the same way: one row per kernel")
+    p.add_argument("--precision", metavar="P",
+                   help="with --workload: a DeepBench precision setting the formats: fp32, "
+                        "fp16_fp32math, fp16_mixed or int8 (--formats overrides single roles)")
     p.add_argument("--gemm", nargs="?", const=True, action="append", metavar="M,N,K",
                    help="a GEMM to price (repeatable); alone, with --topology: read it as M,N,K rows")
     p.add_argument("--conv", action="append", metavar="H,W,C,N,FH,FW[,S,PAD,BATCH,GROUPS]",
@@ -188,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cost)
+    p = sub.add_parser("workloads", help="list the kernel suites (DeepBench) with kernel counts")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_workloads)
     return parser
 
 
