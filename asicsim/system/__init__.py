@@ -1,6 +1,20 @@
 """System-level questions built on the per-chip cost model: scaling training across chips
-(:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.system.links`)."""
+(:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.system.links`); batching
+inference requests under a latency budget (:mod:`asicsim.system.batching`)."""
 
+from asicsim.system.batching import (
+    INFERENCE_MODELS,
+    BatchingError,
+    BatchingPolicy,
+    BatchingResult,
+    BudgetResult,
+    InferenceModel,
+    ServiceTable,
+    max_throughput_under_p99,
+    residency_comparison,
+    service_table,
+    simulate,
+)
 from asicsim.system.links import (
     LINKS,
     TOPOLOGIES,
@@ -21,18 +35,29 @@ from asicsim.system.scaling import (
 )
 
 __all__ = [
+    "INFERENCE_MODELS",
     "LINKS",
     "MODELS",
     "TOPOLOGIES",
     "AllReduceResult",
+    "BatchingError",
+    "BatchingPolicy",
+    "BatchingResult",
+    "BudgetResult",
+    "InferenceModel",
     "Link",
     "ScalingPoint",
+    "ServiceTable",
     "StepResult",
     "Topology",
     "TrainingModel",
     "allreduce_time",
     "get_topology",
+    "max_throughput_under_p99",
+    "residency_comparison",
     "scaling_curve",
+    "service_table",
+    "simulate",
     "stops_paying",
     "training_step",
 ]

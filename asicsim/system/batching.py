@@ -374,7 +374,7 @@ class BudgetResult:
         return r
 
 
-def max_throughput_under_p99(model: str | InferenceModel, design, budget_s: float, *,
+def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design, budget_s: float, *,
                              formats: str | Mapping | None = None,
                              max_batches: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
                              max_waits_s: Sequence[float] | None = None, requests: int = 20_000,
@@ -387,14 +387,14 @@ def max_throughput_under_p99(model: str | InferenceModel, design, budget_s: floa
     monotone in the rate: a long max_wait hurts light load most), then the gap after the highest
     feasible one is bisected ``bisections`` times. Every run uses the same unit-rate arrival
     sequence scaled by 1/rate (common random numbers), so p99(rate) is smooth. Policies whose full
-    batch alone exceeds the budget are skipped (under load their batches fill).
+    batch alone exceeds the budget are skipped (under load their batches fill). ``model`` may be a
+    :class:`ServiceTable` (``design`` and ``formats`` are then ignored).
     """
     budget_s = _nonneg_float("budget_s", budget_s, positive=True)
     waits = [0.0, budget_s / 4, budget_s / 2] if max_waits_s is None else [
         _nonneg_float("max_wait_s", w) for w in max_waits_s]
     bs = sorted({_positive_int("max_batch", b) for b in max_batches})
-    m = get_model(model)
-    table = service_table(m, design, formats, max(bs))
+    table = model if isinstance(model, ServiceTable) else service_table(get_model(model), design, formats, max(bs))
     best: tuple | None = None
     grid = []
 
@@ -430,8 +430,8 @@ def max_throughput_under_p99(model: str | InferenceModel, design, budget_s: floa
             if best is None or lo * cap > best[0]:
                 best = (lo * cap, pol, hi_res)
     if best is None:
-        return BudgetResult(m.name, table.design, budget_s, 0.0, 0, 0.0, None, grid)
-    return BudgetResult(m.name, table.design, budget_s, best[0], best[1].max_batch, best[1].max_wait_s,
+        return BudgetResult(table.model, table.design, budget_s, 0.0, 0, 0.0, None, grid)
+    return BudgetResult(table.model, table.design, budget_s, best[0], best[1].max_batch, best[1].max_wait_s,
                         best[2], grid)
 
 
