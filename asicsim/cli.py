@@ -165,7 +165,8 @@ def _cost_workload(args) -> int:
         raise ValueError("cost --workload: the suite is the work; give no --gemm / --conv / --rnn / "
                          "--topology / --scalesim-config with it")
     if not args.design:
-        raise ValueError("cost --workload: give --design NAME (repeatable: several designs side by side)")
+        raise ValueError("cost --workload: give --design NAME (repeatable: several designs side by "
+                         "side; for the all-reduce suite a link topology, e.g. nvlink)")
     report = suite_costs(args.workload, args.design, args.formats, args.precision)
     if args.json:  # a list with one object per (design, kernel), as the other --json outputs
         rows = report.replace({np.nan: None}).to_dict(orient="records")
@@ -173,9 +174,10 @@ def _cost_workload(args) -> int:
         return 0
     shown = report.drop(columns=[c for c in ("suite", "application", "note", "format_out")
                                  if c in report]).copy()
-    shown["energy_j"] = shown["energy_j"] * 1e6
-    shown["dram_bytes"] = shown["dram_bytes"] / 1e6
-    shown = shown.rename(columns={"energy_j": "energy_uj", "dram_bytes": "dram_mb"})
+    if "energy_j" in shown:  # chip designs (the all-reduce suite prices link topologies)
+        shown["energy_j"] = shown["energy_j"] * 1e6
+        shown["dram_bytes"] = shown["dram_bytes"] / 1e6
+        shown = shown.rename(columns={"energy_j": "energy_uj", "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 
@@ -218,7 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "under SCALE-Sim's own column names.",
     )
     p.add_argument("--design", metavar="NAME", action="append",
-                   help="a designs/ catalog name or a design .toml/.cfg path (repeatable: side by side)")
+                   help="a designs/ catalog name or a design .toml/.cfg path (repeatable: side by "
+                        "side); for --workload deepbench_allreduce a link topology (nvlink, pcie3, ...)")
     p.add_argument("--workload", metavar="SUITE|CSV",
                    help="a kernel suite (asicsim workloads, e.g. deepbench_gemm_train) or a CSV "
                         "written the same way: one row per kernel")

@@ -192,9 +192,23 @@ def test_hand_checked_conv_row_and_sparse_row():
     assert math.isclose(sp["tops"], 2 * 7680 * 2560 / (sp["time_us"] * 1e-6) / 1e12)
 
 
-def test_allreduce_suite_points_to_the_multichip_model():
-    with pytest.raises(WorkloadError, match="asicsim scaling"):
+def test_allreduce_suite_prices_on_link_topologies_with_the_ring_model():
+    from asicsim.system.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
+
+    df = suite_costs("deepbench_allreduce", ["deepbench_titanx_pascal", "nvlink"])
+    assert len(df) == 70 and list(df.columns[:2]) == ["size_floats", "ranks"]
+    assert df["design"].tolist() == ["deepbench_titanx_pascal"] * 35 + ["nvlink"] * 35
+    r = allreduce_time(AllReduce(100000, 2), TOPOLOGIES["deepbench_titanx_pascal"])
+    assert df["time_us"][0] == r.time_s * 1e6 and df["bytes"][0] == 400000
+    # hand check, 100000 fp32 over 2 ranks on one flat NVLink: overhead + 2(n-1) = 2 steps of
+    # (latency + bytes / (n * achieved bandwidth))
+    link, overhead_us = LINKS["nvlink"], get_topology("nvlink").overhead_us
+    step_us = link.latency_us + 400000 / (2 * link.bandwidth_gbps * link.efficiency * 1e9) * 1e6
+    assert df["time_us"][35] == pytest.approx(overhead_us + 2 * step_us)
+    with pytest.raises(WorkloadError, match="link topology, not on a chip design: design = 'tpu_v1'"):
         suite_costs("deepbench_allreduce", "tpu_v1")
+    with pytest.raises(WorkloadError, match="allowed: none"):
+        suite_costs("deepbench_allreduce", "nvlink", precision="fp16_mixed")
 
 
 def test_unknown_suite_names_close_matches():

@@ -29,7 +29,7 @@ its columns. How each DeepBench row becomes an asicsim operation:
   transposed problem would flip, stay in the shape columns only). Same MACs, same operands; ``tflops`` uses DeepBench's useful count
   ``sparse_useful_flops`` = 2 nnz_A N (``tops`` is the dense-equivalent 2MNK / time).
 - ``allreduce``: ``AllReduce(elements=size_floats, ranks)`` (fp32, 32 bits per element); priced
-  by the multi-chip model, not here (:func:`suite_costs` says so).
+  by the multi-chip ring model (:func:`asicsim.system.links.allreduce_time`) on a link topology.
 """
 
 from __future__ import annotations
@@ -276,7 +276,10 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     count / time, the throughput DeepBench reports), ``tops`` (the model's dense 2 x MACs / time),
     ``energy_j``, ``dram_bytes``, ``bound``, ``design``, ``precision`` and ``format_act``,
     ``format_weight``, ``format_acc``, ``format_out``, then ``suite``, ``idx``, ``application``,
-    ``note``. ``precision``: a DeepBench precision (:data:`PRECISIONS`; e.g. ``fp16_mixed``) sets the
+    ``note``. The all-reduce suite is priced on link topologies instead of designs (names from
+    ``asicsim.system.links``: ``TOPOLOGIES`` such as ``deepbench_titanx_pascal``, or ``LINKS`` such
+    as ``nvlink``) by the ring model: ``time_us``, ``bytes``, algorithm and bus bandwidth and the
+    bottleneck link. ``precision``: a DeepBench precision (:data:`PRECISIONS`; e.g. ``fp16_mixed``) sets the
     formats; ``formats`` (``"act=fp16,weight=fp16,acc=fp32"``) sets or overrides roles; neither:
     the design's own formats.
     """
@@ -289,9 +292,10 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     fmts = dict(PRECISIONS[precision]) if precision else {}
     fmts |= parse_formats(formats)
     if s.kind == "allreduce":
-        raise WorkloadError(f"suite {s.name!r} is all-reduce: a multi-chip collective, not one chip's "
-                            "work; price it with the multi-chip model (`asicsim scaling`, "
-                            "asicsim.system.scaling)")
+        if fmts:
+            raise WorkloadError(f"suite {s.name!r}: precision/formats = {precision or formats!r}; "
+                                "allowed: none (DeepBench's all-reduce moves fp32 values)")
+        return _allreduce_costs(s, design)
     flops = s.flops()
     frames = []
     for d in _designs(design):
@@ -317,6 +321,33 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
                 out[c] = s.table[c].to_numpy()
         out["note"] = "" if gates or s.kind != "rnn" else \
             "design has no vector unit: gate nonlinearities not priced"
+        frames.append(out)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:
+    """All-reduce kernels on link topologies (the multi-chip model's ring all-reduce)."""
+    try:
+        from asicsim.system.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
+    except ImportError:  # pragma: no cover - the multi-chip model ships with asicsim
+        raise WorkloadError(f"suite {s.name!r} is all-reduce, priced by the multi-chip model "
+                            "(`asicsim scaling`), which this installation lacks") from None
+    frames = []
+    for t in _designs(topologies):
+        if isinstance(t, (str, Path)) and str(t) not in TOPOLOGIES and str(t) not in LINKS:
+            raise WorkloadError(
+                f"suite {s.name!r} is all-reduce, a multi-chip collective priced on a link topology, "
+                f"not on a chip design: design = {str(t)!r}; allowed: {' | '.join([*TOPOLOGIES, *LINKS])} "
+                "(asicsim.system.links; `asicsim scaling` for training steps)")
+        topo = get_topology(t if not isinstance(t, Path) else str(t))
+        rows = [allreduce_time(op, topo).row() for op in s.operations()]
+        f = pd.DataFrame(rows)
+        out = s.shapes.reset_index(drop=True).copy()
+        for c in ("time_us", "bytes", "algorithm_bandwidth_gbps", "bus_bandwidth_gbps", "bottleneck"):
+            out[c] = f[c]
+        out["design"] = topo.name  # the topology: all-reduce's "design"
+        out["precision"] = "fp32"
+        out["suite"] = s.name
         frames.append(out)
     return pd.concat(frames, ignore_index=True)
 
