@@ -12,11 +12,16 @@ to a constant), median and 90th percentile per device x rank count, for four pre
 - ``preset``: the generic ``pcie3`` link up to 8 ranks, ``infiniband_fdr`` above (datasheet
   bandwidths x fractions fitted on TitanX_Pascal; no per-call overhead, no socket level).
 
-    python benchmarks/allreduce_validation.py
+Then, per link kind, where data-parallel strong scaling stops paying (efficiency < 0.5) for the
+preset models on a design (global batch 4096, 1..64 chips), without and with overlap, and weak
+scaling efficiency at 64 chips (per-chip batch 64).
+
+    python benchmarks/allreduce_validation.py [--design dc_bf16_128x128 ...]
 """
 
 from __future__ import annotations
 
+import argparse
 import platform
 
 import numpy as np
@@ -27,9 +32,14 @@ from asicsim.system.links import (
     TOPOLOGIES,
     Topology,
     fit_topology,
+    get_topology,
     measured_allreduce,
     predict_rows,
 )
+from asicsim.system.scaling import scaling_curve, stops_paying
+
+SCALING_LINKS = ("nvlink", "nvlink3", "pcie3", "pcie4", "infiniband_fdr", "infiniband_edr",
+                 "infiniband_hdr", ("nvlink", "infiniband_edr"), "deepbench_titanx_pascal")
 
 SIBLING = {"TitanX_Pascal": "GTX1080Ti", "GTX1080Ti": "TitanX_Pascal", "M40": "P100", "P100": "M40"}
 
@@ -69,13 +79,41 @@ def table(p: pd.DataFrame) -> pd.DataFrame:
     rows.append(summarise(p).rename(("ALL", "all")))
     nccl = p[p.algorithm.str.startswith("NCCL")]
     rows.append(summarise(nccl).rename(("ALL NCCL rows", "all")))
+    loso_ok = p[p.bytes > p.bytes.min()]
+    rows.append(summarise(loso_ok).rename(("ALL but 0.4 MB", "all")))
     t = pd.DataFrame(rows)
+    pooled = [i for i, (_, r) in enumerate(t.index) if r == "all"]
+    t.iloc[pooled, 1:4] = np.nan  # busbw of pooled rows: no single measurement to show
     t.index = pd.MultiIndex.from_tuples(t.index, names=["device", "ranks"])
     t["rows"] = t["rows"].astype(int)
     return t
 
 
+def scaling_table(design: str, models=("mlp_2560", "rnn_2560"), batch: int = 4096) -> None:
+    chips = (1, 2, 4, 8, 16, 32, 64)
+    print(f"strong scaling, global batch {batch}, design {design}: first chip count with efficiency < 0.5 "
+          "(per-chip batch there); weak scaling efficiency at 64 chips, per-chip batch 64")
+    print(f"{'model':9s} {'link':28s} {'T1 ms':>8s} {'stops at (b/chip)':>18s} {'overlap: stops at':>18s} "
+          f"{'eff@8':>6s} {'eff@64':>6s} {'weak eff@64':>11s}")
+    for model in models:
+        for spec in SCALING_LINKS:
+            topo = get_topology(*spec, 8) if isinstance(spec, tuple) else get_topology(spec)
+            plain = scaling_curve(model, design, topo, chips, batch)
+            over = scaling_curve(model, design, topo, chips, batch, overlap=True)
+            weak = scaling_curve(model, design, topo, (1, 64), 64, mode="weak", overlap=True)
+
+            def at(points):
+                s = stops_paying(points)
+                return "pays to 64" if s is None else f"{s['chips']} ({s['batch_per_chip']})"
+            eff = {p.chips: p.efficiency for p in plain}
+            print(f"{model:9s} {topo.name:28s} {plain[0].step.step_s * 1e3:8.2f} {at(plain):>18s} "
+                  f"{at(over):>18s} {eff[8]:6.3f} {eff[64]:6.3f} {weak[-1].efficiency:11.3f}")
+
+
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--design", action="append", help="designs for the scaling table (repeatable)")
+    args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, pandas {pd.__version__}")
     print("fitted DeepBench topologies (effective GB/s, latency us per ring step; overhead us per call):")
     for name, topo in TOPOLOGIES.items():
@@ -86,10 +124,14 @@ def main() -> None:
     print("|ln(pred/meas)| of all-reduce time (= of bus bandwidth); busbw GB/s at the largest message")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(table(p).to_string(float_format=lambda v: f"{v:.3f}"))
+    print("loso is out of sample across message sizes; its error comes from the 0.4 MB size, the only\n"
+          "latency-bound message (without it the latency terms are unidentified): see 'ALL but 0.4 MB'.")
     worst = p.nlargest(5, "err_fit")[["device", "size_floats", "ranks", "algorithm", "time_us",
                                       "pred_fit_us", "err_fit"]]
     print("largest in-sample errors:")
     print(worst.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for design in args.design or ["dc_bf16_128x128"]:
+        scaling_table(design)
 
 
 if __name__ == "__main__":
