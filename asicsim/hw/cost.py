@@ -26,6 +26,8 @@ import pandas as pd
 
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
+from asicsim.hw.gpu import GpuDesign
+from asicsim.hw.gpu_model import gpu_cost_many
 from asicsim.hw.operations import (
     Conv,
     Elementwise,
@@ -171,7 +173,7 @@ def _lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
     raise OperationError(f"operation {op!r}; allowed: Gemm, Conv, Rnn or Elementwise")
 
 
-def cost(op: Operation, design: str | SystolicDesign, formats: str | Mapping | None = None) -> CostResult:
+def cost(op: Operation, design: str | SystolicDesign | GpuDesign, formats: str | Mapping | None = None) -> CostResult:
     """Price one operation on a systolic design (a catalog name, a path or a spec)."""
     return cost_many([op], design, formats)[0]
 
@@ -179,7 +181,7 @@ def cost(op: Operation, design: str | SystolicDesign, formats: str | Mapping | N
 _NOT_ADDITIVE = ("row_folds", "col_folds", "psum_chunks", "psum_spill")
 
 
-def cost_many(ops: Sequence[Operation], design: str | SystolicDesign,
+def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign,
               formats: str | Mapping | None = None) -> list[CostResult]:
     """Price several operations on one design in one vectorised pass (same numbers as :func:`cost`).
 
@@ -188,6 +190,8 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign,
     counts are summed per operation, vector work added, then priced together.
     """
     d = load_design(design)
+    if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
+        return gpu_cost_many(ops, d, formats)
     fmts = resolve_formats(d, formats)
     bits = {r: float(f.bits) for r, f in fmts.items()}
     zero = ZERO_CODES[d.array.zero_weights]
@@ -289,7 +293,7 @@ def _vector_counts(op: Elementwise, d: SystolicDesign, bits: dict) -> dict[str, 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
                formats: str | Mapping | None = None) -> pd.DataFrame:
     """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame."""
-    if isinstance(designs, (str, SystolicDesign)):
+    if isinstance(designs, (str, SystolicDesign, GpuDesign)):
         designs = [designs]
     ops = list(ops)
     return pd.DataFrame([r.row() for d in designs for r in cost_many(ops, d, formats)])

@@ -26,6 +26,7 @@ from asicsim.hw.design import (
     VectorUnitSpec,
 )
 from asicsim.hw.design_checks import DesignError, Problem
+from asicsim.hw.gpu import GpuDesign, gpu_design_from_table
 from asicsim.hw.scalesim_files import ScaleSimFileError, read_scalesim_config
 
 #: What a SCALE-Sim config does not say, and what a converted design assumes.
@@ -49,9 +50,26 @@ def designs_dir() -> Path:
     return shipped_dir("designs")
 
 
-def list_designs() -> list[str]:
-    """Names of the shipped designs (``designs/*.toml``)."""
-    return sorted(p.stem for p in designs_dir().glob("*.toml"))
+DESIGN_KINDS = ("systolic", "gpu")
+
+
+def _file_kind(path: Path) -> str:
+    """A design file's ``kind`` (``"systolic"`` when it has none), read from its top-level lines."""
+    for line in path.read_text().splitlines():
+        if line.startswith("["):
+            break
+        key, eq, value = line.partition("=")
+        if eq and key.strip() == "kind":
+            return value.split("#")[0].strip().strip("\"'")
+    return "systolic"
+
+
+def list_designs(kind: str | None = "systolic") -> list[str]:
+    """Names of the shipped designs (``designs/*.toml``) of one ``kind``: ``"systolic"`` (the
+    default: the array model's designs), ``"gpu"`` (the GPU baseline) or None for all."""
+    if kind is not None and kind not in DESIGN_KINDS:
+        raise ValueError(f"list_designs: kind = {kind!r}; allowed: {' | '.join(DESIGN_KINDS)} or None")
+    return sorted(p.stem for p in designs_dir().glob("*.toml") if kind is None or _file_kind(p) == kind)
 
 
 def _field_names(cls: type) -> tuple[set[str], set[str]]:
@@ -121,8 +139,8 @@ def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
         raise DesignError(err.problems, source) from None
 
 
-def load_design_file(path: str | Path) -> SystolicDesign:
-    """Read one design TOML file (see ``designs/*.toml``)."""
+def load_design_file(path: str | Path) -> SystolicDesign | GpuDesign:
+    """Read one design TOML file (see ``designs/*.toml``); ``kind = "gpu"`` gives a GpuDesign."""
     path = Path(path)
     try:
         table = tomllib.loads(path.read_text())
@@ -130,6 +148,12 @@ def load_design_file(path: str | Path) -> SystolicDesign:
         raise DesignError([("<file>", str(path), f"a readable file ({err.strerror})")]) from None
     except tomllib.TOMLDecodeError as err:
         raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
+    kind = table.get("kind", "systolic")
+    if kind == "gpu":
+        return gpu_design_from_table(table, str(path))
+    if kind != "systolic":
+        raise DesignError([("kind", kind, "'systolic' (or omitted) | 'gpu'")], str(path))
+    table = {k: v for k, v in table.items() if k != "kind"}
     return design_from_table(table, str(path))
 
 
@@ -163,13 +187,14 @@ def design_from_scalesim_config(path: str | Path) -> SystolicDesign:
 
 
 @functools.cache
-def _catalog_design(name: str) -> SystolicDesign:
+def _catalog_design(name: str) -> SystolicDesign | GpuDesign:
     return load_design_file(designs_dir() / f"{name}.toml")
 
 
-def load_design(design: str | Path | SystolicDesign) -> SystolicDesign:
-    """A design by catalog name, TOML path or SCALE-Sim ``.cfg`` path (a design passes through)."""
-    if isinstance(design, SystolicDesign):
+def load_design(design: str | Path | SystolicDesign | GpuDesign) -> SystolicDesign | GpuDesign:
+    """A design by catalog name, TOML path or SCALE-Sim ``.cfg`` path (a design passes through);
+    a ``kind = "gpu"`` file gives a :class:`~asicsim.hw.gpu.GpuDesign`."""
+    if isinstance(design, (SystolicDesign, GpuDesign)):
         return design
     if not isinstance(design, (str, Path)):
         raise DesignError([("design", design, "a catalog name, a .toml or .cfg path, or a "
@@ -182,7 +207,7 @@ def load_design(design: str | Path | SystolicDesign) -> SystolicDesign:
         return design_from_scalesim_config(path) if path.suffix == ".cfg" else load_design_file(path)
     if (designs_dir() / f"{text}.toml").is_file():  # one stat, not a folder scan
         return _catalog_design(text)
-    names = list_designs()
+    names = list_designs(None)
     if text not in names:
         close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
         hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""

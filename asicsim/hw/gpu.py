@@ -1,0 +1,231 @@
+"""GPU designs (``designs/gpu_*.toml``, ``kind = "gpu"``): a frozen, validated spec and its
+precision paths.
+
+A :class:`GpuDesign` holds the datasheet: per-precision dense peaks, memory bandwidth and capacity,
+L2 size, SM count, boost clock, TDP and process node, plus the library path the DeepBench-era
+libraries took for int8 and optional per-design efficiency overrides. Every figure in the shipped
+files names its source (NVIDIA datasheets and architecture whitepapers, as in
+``../shared/data/gpus.csv``). The cost model is :mod:`asicsim.hw.gpu_model`; its fitted constants
+are ``asicsim/hw/data/gpu_fit.toml``.
+
+Formats (roles ``act``/``weight``/``acc``/``out``, default fp32 everywhere) pick a *precision path*
+(:func:`precision_path`):
+
+============== ================================================ ============================
+path           when                                             peak used
+============== ================================================ ============================
+fp32           fp32 (or wider) operands                         ``fp32_tflops``
+tf32_tensor    tf32 operands on a chip with TF32 tensor cores   ``tf32_tflops``
+fp16_tensor    fp16 (bf16 where ``bf16_tensor``) on tensor cores ``fp16_tensor_tflops``
+fp16_half2     fp16 operands *and* fp16 accumulation, no tensor  ``fp16_nontensor_tflops``
+               cores, fast half2 (P100)
+<f>_fp32math   16-bit storage, fp32 math (DeepBench P100         ``fp32_tflops``
+               ``fp16_fp32math``; any chip without a faster path)
+fp8_tensor     8-bit float operands with FP8 tensor cores         ``fp8_tflops``
+int8_tensor    8-bit integer operands, ``int8_path = "tensor"``   ``int8_tops``
+int8_dp4a      8-bit integer operands, ``int8_path = "dp4a"``     4 x ``fp32_tflops``
+int8_fp32math  8-bit integers on a chip with neither (M40, P100) ``fp32_tflops``
+============== ================================================ ============================
+
+An 8-bit float on a chip without FP8 falls back to the 16-bit rules (stored as 8 bits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asicsim.hw.design_checks import DesignError as DesignError
+from asicsim.hw.design_checks import Problem, own_fields, positive, raise_if, text
+from asicsim.numerics import get_format
+from asicsim.numerics.mac import PRESETS
+
+INT8_PATHS = ("dp4a", "tensor")
+#: Memory kinds a GPU design may name, and the DRAM energy row (asicsim.hw.energy) each is priced at.
+GPU_MEM_TYPES = {"GDDR5": "GDDR5", "GDDR5X": "GDDR5", "GDDR6": "GDDR6", "GDDR6X": "GDDR6X",
+                 "HBM2": "HBM2", "HBM2E": "HBM2E", "HBM3": "HBM3", "HBM3E": "HBM3E"}
+#: Efficiency classes: the fitted achievable fraction of the datasheet peak is per class.
+PATH_CLASS = {"fp32": "simt", "fp16_half2": "simt", "fp16_fp32math": "simt",
+              "bf16_fp32math": "simt", "int8_fp32math": "simt", "tf32_tensor": "tensor",
+              "fp16_tensor": "tensor", "fp8_tensor": "tensor", "int8_tensor": "tensor",
+              "int8_dp4a": "dp4a"}
+#: K (reduction) granularity of each path: tensor-core MMA fragments take K in steps of 8 fp16 /
+#: 16 int8 / 32 fp8 bytes-wise (CUDA WMMA shapes m16n16k16: K padded to 16 for 16-bit inputs; we use
+#: 8, the cuBLAS alignment rule of the DeepBench era, "K multiple of 8"); DP4A takes 4 int8 per
+#: instruction; SIMT kernels take any K.
+K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
+
+
+@dataclass(frozen=True)
+class PrecisionPath:
+    """The path the model prices an operation on: name, its datasheet peak and efficiency class."""
+
+    name: str
+    peak_ops_per_s: float  # datasheet dense peak (ops = 2 x MACs), at the boost clock
+    eff_class: str  # "simt" | "dp4a" | "tensor"
+    why: str  # one line: which peak and why this path
+
+    @property
+    def k_align(self) -> int:
+        return K_ALIGN[self.eff_class]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuDesign:
+    """One GPU: datasheet numbers with units in the names; hashable and frozen like SystolicDesign."""
+
+    name: str
+    kind: str = "gpu"
+    description: str = ""
+    source: str = ""
+    variant: str = ""
+    architecture: str = ""
+    launch_year: int | None = None
+    process_nm: float
+    process_name: str = ""
+    sm_count: int
+    boost_clock_mhz: float
+    tdp_w: float
+    fp32_tflops: float
+    tf32_tflops: float | None = None
+    fp16_tensor_tflops: float | None = None  # fp16 multiply, fp16 or fp32 accumulate, dense
+    bf16_tensor: bool = False  # bf16 runs on the tensor cores at the fp16 rate (Ampere and later)
+    fp16_nontensor_tflops: float | None = None  # half2 SIMT rate (P100); None: no fast fp16
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None  # tensor-core (or marketed DP4A) int8 rate
+    int8_path: str | None = None  # "dp4a" | "tensor"; None: no int8 dot product
+    mem_type: str
+    bandwidth_gbps: float
+    capacity_gib: float
+    l2_mib: float
+    mac_preset: str = ""  # asicsim MacSpec preset of the tensor cores ("v100", "a100", "h100")
+    # achievable fraction of the datasheet peak per efficiency class; None: the shared fitted value
+    eff_simt: float | None = None
+    eff_dp4a: float | None = None
+    eff_tensor: float | None = None
+
+    @staticmethod
+    def problems(v: dict) -> list[Problem]:
+        out: list[Problem] = []
+        text(out, v, "name", nonempty=True)
+        if "kind" in v and v["kind"] != "gpu":
+            out.append(("kind", v["kind"], "'gpu'"))
+        for k in ("description", "source", "variant", "architecture", "process_name"):
+            text(out, v, k)
+        positive(out, v, "launch_year", integer=True, optional=True)
+        positive(out, v, "sm_count", integer=True)
+        for k in ("process_nm", "boost_clock_mhz", "tdp_w", "fp32_tflops", "bandwidth_gbps",
+                  "capacity_gib", "l2_mib"):
+            positive(out, v, k)
+        for k in ("tf32_tflops", "fp16_tensor_tflops", "fp16_nontensor_tflops", "fp8_tflops",
+                  "int8_tops"):
+            positive(out, v, k, optional=True)
+        if "bf16_tensor" in v and not isinstance(v["bf16_tensor"], bool):
+            out.append(("bf16_tensor", v["bf16_tensor"], "true or false"))
+        if "bf16_tensor" in v and v["bf16_tensor"] is True and v.get("fp16_tensor_tflops") is None:
+            out.append(("bf16_tensor", True, "false unless fp16_tensor_tflops is given"))
+        if "int8_path" in v and v["int8_path"] is not None and v["int8_path"] not in INT8_PATHS:
+            out.append(("int8_path", v["int8_path"], " | ".join(repr(p) for p in INT8_PATHS)
+                        + " (or omitted: no int8 dot product)"))
+        if v.get("int8_path") == "tensor" and v.get("int8_tops") is None:
+            out.append(("int8_path", "tensor", "'dp4a' or omitted unless int8_tops is given"))
+        if "mem_type" in v and v["mem_type"] not in GPU_MEM_TYPES:
+            out.append(("mem_type", v["mem_type"], " | ".join(GPU_MEM_TYPES)))
+        if "mac_preset" in v and v["mac_preset"] not in ("", *PRESETS):
+            out.append(("mac_preset", v["mac_preset"], f"'' (no tensor cores) or one of {list(PRESETS)}"))
+        for k in ("eff_simt", "eff_dp4a", "eff_tensor"):
+            x = v.get(k)
+            if x is not None and not (isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1):
+                out.append((k, x, "a fraction in (0, 1] (or omitted: the shared fitted value)"))
+        return out
+
+    def __post_init__(self) -> None:
+        raise_if(self.problems(own_fields(self)))
+
+    # --- derived numbers -------------------------------------------------------------------
+    @property
+    def clock_mhz(self) -> float:
+        return self.boost_clock_mhz
+
+    @property
+    def clock_hz(self) -> float:
+        return self.boost_clock_mhz * 1e6
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        return self.bandwidth_gbps * 1e9
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.l2_mib * 2**20
+
+    @property
+    def peak_tops(self) -> float:
+        """The fastest dense peak the chip has (any precision), in 1e12 ops/s."""
+        return max(x for x in (self.fp32_tflops, self.tf32_tflops, self.fp16_tensor_tflops,
+                               self.fp16_nontensor_tflops, self.fp8_tflops, self.int8_tops) if x)
+
+    def mac_spec(self):
+        """The tensor cores' MAC numerics as an :class:`asicsim.MacSpec` (None: no preset)."""
+        from asicsim.numerics.mac import MacSpec
+        return MacSpec.parse(self.mac_preset) if self.mac_preset else None
+
+
+def default_formats() -> dict:
+    """A GPU's formats when none are given: fp32 for every role (what DeepBench's fp32 rows ran)."""
+    f = get_format("fp32")
+    return {"act": f, "weight": f, "acc": f, "out": f}
+
+
+def precision_path(design: GpuDesign, formats: dict) -> PrecisionPath:
+    """The path ``formats`` (role -> Format) runs on ``design`` (see the module docstring)."""
+    a, w, acc = formats["act"], formats["weight"], formats["acc"]
+    bits = max(a.bits, w.bits)
+    is_int = a.kind == "int" and w.kind == "int"
+    tf = 1e12
+    fp32 = PrecisionPath("fp32", design.fp32_tflops * tf, "simt", "fp32_tflops (SIMT FMA)")
+    if is_int and bits <= 8:
+        if design.int8_path == "tensor":
+            return PrecisionPath("int8_tensor", design.int8_tops * tf, "tensor", "int8_tops (tensor cores)")
+        if design.int8_path == "dp4a":
+            return PrecisionPath("int8_dp4a", 4 * fp32.peak_ops_per_s, "dp4a",
+                                 "4 x fp32_tflops (DP4A: 4 int8 MACs per lane per cycle)")
+        return PrecisionPath("int8_fp32math", fp32.peak_ops_per_s, "simt",
+                             "no int8 dot product on this chip: int8 storage, fp32 math at fp32_tflops")
+    names = {a.name, w.name}
+    if bits <= 8 and design.fp8_tflops:
+        return PrecisionPath("fp8_tensor", design.fp8_tflops * tf, "tensor", "fp8_tflops (tensor cores)")
+    if bits <= 16:
+        bf16 = "bfloat16" in names
+        short = "bf16" if bf16 else "fp16"
+        if design.fp16_tensor_tflops and (design.bf16_tensor or not bf16):
+            return PrecisionPath("fp16_tensor", design.fp16_tensor_tflops * tf, "tensor",
+                                 f"fp16_tensor_tflops ({short} inputs on tensor cores, {acc.name} accumulate)")
+        if design.fp16_nontensor_tflops and not bf16 and acc.bits <= 16:
+            return PrecisionPath("fp16_half2", design.fp16_nontensor_tflops * tf, "simt",
+                                 "fp16_nontensor_tflops (half2 SIMT, fp16 accumulate)")
+        return PrecisionPath(f"{short}_fp32math", fp32.peak_ops_per_s, "simt",
+                             f"{short} storage, fp32 math at fp32_tflops (no faster path for "
+                             f"acc={acc.name} on this chip; DeepBench's P100 'fp16_fp32math')")
+    if bits <= 19 and "tf32" in names and design.tf32_tflops:
+        return PrecisionPath("tf32_tensor", design.tf32_tflops * tf, "tensor", "tf32_tflops (tensor cores)")
+    return fp32
+
+
+def gpu_design_from_table(table: dict, source: str = "<table>") -> GpuDesign:
+    """Build a GPU design from a parsed TOML table; every problem (unknown or missing keys, bad
+    values) in one :class:`DesignError` with the file name."""
+    import dataclasses
+
+    fields = dataclasses.fields(GpuDesign)
+    names = {f.name for f in fields}
+    required = {f.name for f in fields if f.default is dataclasses.MISSING}
+    out: list[Problem] = []
+    for key, value in table.items():
+        if key not in names:
+            out.append((key, value, f"no such field of a GPU design; fields are {sorted(names)}"))
+    given = {k: v for k, v in table.items() if k in names}
+    out.extend((k, "<missing>", "a value (required)") for k in sorted(required - set(given)))
+    out.extend(GpuDesign.problems(given))
+    if out:
+        raise DesignError(out, source)
+    return GpuDesign(**given)
