@@ -44,6 +44,7 @@ from functools import lru_cache
 import numpy as np
 
 from asicsim.hw.cost import cost_many, parse_formats
+from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.operations import Elementwise, Gemm, Rnn
 
@@ -189,13 +190,23 @@ class ServiceTable:
                  "saturated_throughput_rps": self.capacity(b)} for b in bs]
 
 
+def _price(ops: list, design, formats) -> list:
+    """Systolic designs through :func:`asicsim.hw.cost_many`; GPU designs through the GPU model's
+    ``gpu_cost_many`` (imported lazily: the GPU baseline is optional here)."""
+    if isinstance(design, SystolicDesign):
+        return cost_many(ops, design, formats)
+    from asicsim.hw.gpu_model import gpu_cost_many
+
+    return gpu_cost_many(ops, design, formats)
+
+
 @lru_cache(maxsize=256)
 def _table(model: InferenceModel, design, formats: tuple, max_batch: int) -> ServiceTable:
     d = load_design(design)
     fm = dict(formats) or None
     ops = [model.ops(b) for b in range(1, max_batch + 1)]
     flat = [op for o in ops for op in o]
-    res = cost_many(flat, d, fm)
+    res = _price(flat, d, fm)
     owner = np.repeat(np.arange(max_batch), [len(o) for o in ops])
     t = np.bincount(owner, weights=[r.time_s for r in res], minlength=max_batch)
     e = np.bincount(owner, weights=[r.energy_total_pj for r in res], minlength=max_batch) * 1e-12
@@ -387,7 +398,8 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
     monotone in the rate: a long max_wait hurts light load most), then the gap after the highest
     feasible one is bisected ``bisections`` times. Every run uses the same unit-rate arrival
     sequence scaled by 1/rate (common random numbers), so p99(rate) is smooth. Policies whose full
-    batch alone exceeds the budget are skipped (under load their batches fill). ``model`` may be a
+    batch alone exceeds the budget are skipped (under load their batches fill), and so are those
+    whose saturated rate is below the best rate already found. ``model`` may be a
     :class:`ServiceTable` (``design`` and ``formats`` are then ignored).
     """
     budget_s = _nonneg_float("budget_s", budget_s, positive=True)
@@ -402,11 +414,15 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
         r = simulate(table, rate, pol, requests=requests, seed=seed, arrivals=arrivals)
         return r.stable and r.latency_p99_s <= budget_s, r
 
-    for B in bs:
-        if table.service_s(B) > budget_s:
+    for B in reversed(bs):  # big batches first: a policy whose saturated rate is below the best
+        if table.service_s(B) > budget_s:  # found so far cannot win and is skipped
             continue
         cap = table.capacity(B)
         for W in waits:
+            if best is not None and cap <= best[0]:
+                grid.append({"max_batch": B, "max_wait_ms": W * 1e3, "max_rate_rps": None,
+                             "skipped": "saturated rate below the best found"})
+                continue
             pol = BatchingPolicy(B, W)
             fr = [*np.linspace(1 / scan, 1, scan)[:-1].tolist(), 1 - 1e-3]
             hi_ok, hi_res, above = None, None, None

@@ -232,3 +232,16 @@ def test_cli_text(capsys):
     assert "service per batch" in text and "unstable" in text and "no policy meets p99 <= 1 ms" in text
     with pytest.raises(BatchingError, match="rate = 'fast'"):
         run_cli(_cli(["batching", "--rate", "fast"]))
+
+
+def test_gpu_designs_when_present():
+    pytest.importorskip("asicsim.hw.gpu_model")
+    try:
+        gpu = load_design("gpu_v100")
+    except Exception:  # the GPU catalog is optional here
+        pytest.skip("no gpu_v100 design")
+    t = service_table("gru_speech", gpu, "act=fp16,weight=fp16,acc=fp32", max_batch=16)
+    assert np.all(np.diff(t.time_s) >= 0) and t.energy_j[15] / 16 < t.energy_j[0]
+    assert weight_residency("gru_speech", gpu) is None and residency_comparison("gru_speech", gpu) == []
+    r = simulate(t, 0.5 * t.capacity(16), BatchingPolicy(16, 2 * MS), requests=20_000)
+    assert r.stable and r.latency_p99_s > t.service_s(1)
