@@ -290,3 +290,31 @@ def test_cli_workloads_and_two_designs_and_errors(tmp_path):
     assert bad.returncode == 2 and "did you mean deepbench_gemm_train" in bad.stderr
     bad = run_cli("cost", "--workload", "deepbench_gemm_train", "--design", "tpu_v1", "--gemm", "8,8,8")
     assert bad.returncode == 2 and "give no --gemm" in bad.stderr
+
+
+GPUS = [d for d in ("gpu_v100", "gpu_p100", "gpu_t4") if d in list_designs(None)]
+
+
+@pytest.mark.skipif(not GPUS, reason="no GPU designs in the catalog")
+@pytest.mark.parametrize("design", GPUS)
+def test_every_suite_prices_on_gpu_designs_in_deepbenchs_precisions(design):
+    for name in PRICED:
+        s = load_suite(name)
+        for precision in s.precisions or [None]:
+            df = suite_costs(s, design, precision=precision)
+            assert len(df) == len(s) and (df["design"] == design).all()
+            assert (df["time_us"] > 0).all() and np.isfinite(df[["energy_j", "dram_bytes"]]).all().all()
+            np.testing.assert_allclose(df["tflops"], s.flops() / (df["time_us"] * 1e6), rtol=1e-12)
+
+
+@pytest.mark.skipif("gpu_v100" not in list_designs(None), reason="no gpu_v100 design")
+def test_asic_and_gpu_side_by_side_and_the_issues_command():
+    df = suite_costs("deepbench_gemm_train", ["dc_bf16_128x128", "gpu_v100"], "act=fp16,weight=fp16,acc=fp32")
+    assert df["design"].value_counts().to_dict() == {"dc_bf16_128x128": 160, "gpu_v100": 160}
+    assert (df["format_act"] == "float16").all()
+    out = run_cli("cost", "--workload", "deepbench_gemm_train", "--design", "gpu_v100",
+                  "--formats", "act=fp16,weight=fp16,acc=fp32", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert len(rows) == 160 and rows[0]["design"] == "gpu_v100" and rows[0]["M"] == 1760
+    assert [r["time_us"] for r in rows] == df["time_us"][160:].tolist()
