@@ -13,8 +13,8 @@ to a constant), median and 90th percentile per device x rank count, for four pre
   bandwidths x fractions fitted on TitanX_Pascal; no per-call overhead, no socket level).
 
 Then, per link kind, where data-parallel strong scaling stops paying (efficiency < 0.5) for the
-preset models on a design (global batch 4096, 1..64 chips), without and with overlap, and weak
-scaling efficiency at 64 chips (per-chip batch 64).
+preset models on dc_bf16_128x128 and gpu_v100 (fp16 tensor cores) (global batch 4096, 1..64
+chips), without and with overlap, and weak scaling efficiency at 64 chips (per-chip batch 64).
 
     python benchmarks/allreduce_validation.py [--design dc_bf16_128x128 ...]
 """
@@ -38,6 +38,8 @@ from asicsim.system.links import (
 )
 from asicsim.system.scaling import scaling_curve, stops_paying
 
+#: the scaling table's designs: the illustrative bf16 accelerator, and V100 on its tensor cores
+DEFAULT_DESIGNS = (("dc_bf16_128x128", None), ("gpu_v100", "act=fp16,weight=fp16,acc=fp32"))
 SCALING_LINKS = ("nvlink", "nvlink3", "pcie3", "pcie4", "infiniband_fdr", "infiniband_edr",
                  "infiniband_hdr", ("nvlink", "infiniband_edr"), "deepbench_titanx_pascal")
 
@@ -89,18 +91,21 @@ def table(p: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def scaling_table(design: str, models=("mlp_2560", "rnn_2560"), batch: int = 4096) -> None:
+def scaling_table(design: str, formats: str | None = None, models=("mlp_2560", "rnn_2560"),
+                  batch: int = 4096) -> None:
     chips = (1, 2, 4, 8, 16, 32, 64)
-    print(f"strong scaling, global batch {batch}, design {design}: first chip count with efficiency < 0.5 "
+    print(f"strong scaling, global batch {batch}, design {design} ({formats or 'its own formats'}), "
+          "fp32 gradients: first chip count with efficiency < 0.5 "
           "(per-chip batch there); weak scaling efficiency at 64 chips, per-chip batch 64")
     print(f"{'model':9s} {'link':28s} {'T1 ms':>8s} {'stops at (b/chip)':>18s} {'overlap: stops at':>18s} "
           f"{'eff@8':>6s} {'eff@64':>6s} {'weak eff@64':>11s}")
     for model in models:
         for spec in SCALING_LINKS:
             topo = get_topology(*spec, 8) if isinstance(spec, tuple) else get_topology(spec)
-            plain = scaling_curve(model, design, topo, chips, batch)
-            over = scaling_curve(model, design, topo, chips, batch, overlap=True)
-            weak = scaling_curve(model, design, topo, (1, 64), 64, mode="weak", overlap=True)
+            plain = scaling_curve(model, design, topo, chips, batch, formats=formats)
+            over = scaling_curve(model, design, topo, chips, batch, formats=formats, overlap=True)
+            weak = scaling_curve(model, design, topo, (1, 64), 64, mode="weak", formats=formats,
+                                 overlap=True)
 
             def at(points):
                 s = stops_paying(points)
@@ -130,8 +135,9 @@ def main() -> None:
                                       "pred_fit_us", "err_fit"]]
     print("largest in-sample errors:")
     print(worst.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    for design in args.design or ["dc_bf16_128x128"]:
-        scaling_table(design)
+    designs = [(d, None) for d in args.design] if args.design else DEFAULT_DESIGNS
+    for design, formats in designs:
+        scaling_table(design, formats)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 One step on ``N`` chips, each holding a full model copy and ``b`` samples (the per-chip batch):
 
 - compute: the per-chip forward and backward operations priced by :func:`asicsim.hw.cost.cost_many`
-  on the chip's design. A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
+  on the chip's design (a systolic design, or a GPU design through the GPU baseline; every
+  operation is priced as a forward kernel of its shape). A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
   GEMMs with the same MACs each: ``dX = dY W^T``, ``(b x N)(N x K)``, and ``dW = X^T dY``,
   ``(K x b)(b x N)``; the first layer skips ``dX`` (nobody needs the input's gradient). An RNN layer
   (:class:`~asicsim.hw.operations.Rnn`) is priced forward, then once more for the backward pass
@@ -33,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 from asicsim.hw.cost import cost_many
 from asicsim.hw.design import SystolicDesign
+from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.operations import RNN_CELLS, AllReduce, Gemm, Rnn
 from asicsim.numerics import FormatError, get_format
 from asicsim.system.links import (
@@ -211,7 +213,7 @@ def _step(model, batch, chips, topo: Topology, bits: int, overlap: bool, compute
 
 
 def training_step(model: str | TrainingModel, batch_per_chip: int, chips: int,
-                  design: str | SystolicDesign, topology: str | Link | Topology = "nvlink",
+                  design: str | SystolicDesign | GpuDesign, topology: str | Link | Topology = "nvlink",
                   formats: str | Mapping | None = None, grad_format: str | int = "fp32",
                   overlap: bool = False) -> StepResult:
     """One data-parallel step: compute on ``batch_per_chip`` samples plus the gradient all-reduce."""
@@ -250,7 +252,7 @@ def _check_chips(chips: Sequence[int]) -> None:
             raise TopologyError(f"chips = {n!r}; allowed: integers >= 1")
 
 
-def scaling_curve(model: str | TrainingModel, design: str | SystolicDesign,
+def scaling_curve(model: str | TrainingModel, design: str | SystolicDesign | GpuDesign,
                   topology: str | Link | Topology = "nvlink", chips: Sequence[int] = DEFAULT_CHIPS,
                   batch: int = 512, mode: str = "strong", formats: str | Mapping | None = None,
                   grad_format: str | int = "fp32", overlap: bool = False) -> list[ScalingPoint]:

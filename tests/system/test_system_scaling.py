@@ -208,10 +208,14 @@ def test_stops_paying_and_link_ordering():
     assert stops_paying(points["nvlink"][:1]) is None
 
 
-@pytest.mark.parametrize("design", [d for d in list_designs() if d.startswith("gpu_")][:3])
+@pytest.mark.parametrize("design", [d for d in ("gpu_v100", "gpu_p100", "gpu_a100")
+                                    if d in list_designs(kind="gpu")])
 def test_gpu_designs_price_a_step(design):
-    s = training_step("mlp_2560", 64, 8, design, "nvlink")
-    assert s.step_s > s.compute_s > 0
+    fp16 = "act=fp16,weight=fp16,acc=fp32"
+    s = training_step("rnn_2560", 16, 8, design, "nvlink", formats=fp16, overlap=True)
+    assert s.step_s > s.compute_s > 0 and s.allreduce_s > 0
+    points = scaling_curve("mlp_2560", design, "pcie3", (1, 2, 4), 256, formats=fp16)
+    assert points[0].efficiency == pytest.approx(1.0) and points[-1].efficiency < 1.0
 
 
 # ---------------------------------------------------------------- bad input
