@@ -394,7 +394,8 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
     """Largest arrival rate whose simulated p99 latency (and stability) meets ``budget_s``.
 
     For each policy of the grid (``max_waits_s`` default: 0, budget/4, budget/2): rates are scanned
-    at ``scan`` evenly spaced fractions of the saturated rate ``B / service(B)`` (p99 need not be
+    at 0.1 %, 0.3 %, 1 %, 3 % and ``scan`` evenly spaced fractions of the saturated rate
+    ``B / service(B)`` (p99 need not be
     monotone in the rate: a long max_wait hurts light load most), then the gap after the highest
     feasible one is bisected ``bisections`` times. Every run uses the same unit-rate arrival
     sequence scaled by 1/rate (common random numbers), so p99(rate) is smooth. Policies whose full
@@ -424,7 +425,7 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
                              "skipped": "saturated rate below the best found"})
                 continue
             pol = BatchingPolicy(B, W)
-            fr = [*np.linspace(1 / scan, 1, scan)[:-1].tolist(), 1 - 1e-3]
+            fr = [0.001, 0.003, 0.01, 0.03, *np.linspace(1 / scan, 1, scan)[:-1].tolist(), 1 - 1e-3]
             hi_ok, hi_res, above = None, None, None
             for i, f in enumerate(fr):
                 good, res = ok(f * cap, pol)
