@@ -396,14 +396,17 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
     For each policy (``max_batches`` x ``max_waits_s``, default waits 0, budget/4, budget/2) rates
     are scanned at 0.1 %, 0.3 %, 1 %, 3 % and ``scan`` evenly spaced loads up to ``max_load`` of
     the saturated rate ``B / service(B)`` (p99 need not be monotone in the rate: a long max_wait
-    hurts light load most), then the gap above the highest feasible load is bisected
+    hurts light load most, and p99 can fall again once batches form), then the gap above the
+    highest feasible load is bisected
     ``bisections`` times. Every run of a policy reuses one unit-rate arrival sequence scaled by
     1/rate (common random numbers), so p99(rate) is smooth. Loads above ``max_load`` are not
     searched: near saturation a finite run underestimates the steady-state tail (a queue's
-    relaxation time grows as 1/(1 - load)^2). Runs hold ``max(requests, 2000 B)`` requests, so big
-    batches still see thousands of launches. Policies whose full batch alone exceeds the budget are
+    relaxation time grows as 1/(1 - load)^2). Runs hold ``max(requests, 2000 min(B, load B))``
+    requests, so big batches still see a couple of thousand launches (a run's first requests are
+    the same at every length: the prefix of one seeded sequence). Policies whose full batch alone exceeds the budget are
     skipped (under load their batches fill), and so are those whose saturated rate is below the
-    best rate already found. ``model`` may be a :class:`ServiceTable` (``design`` and ``formats``
+    best rate already found. It is a grid search, not a proof: a feasible window narrower than
+    the grid's spacing (``max_load / scan``) can be missed. ``model`` may be a :class:`ServiceTable` (``design`` and ``formats``
     are then ignored).
     """
     budget_s = _nonneg_float("budget_s", budget_s, positive=True)
@@ -423,7 +426,7 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
         if table.service_s(B) > budget_s:  # found so far cannot win and is skipped
             continue
         cap = table.capacity(B)
-        n = max(_positive_int("requests", requests), 2000 * B)
+        _positive_int("requests", requests)
         for W in waits:
             if best is not None and cap <= best[0]:
                 grid.append({"max_batch": B, "max_wait_ms": W * 1e3, "max_rate_rps": None,
@@ -431,12 +434,13 @@ def max_throughput_under_p99(model: str | InferenceModel | ServiceTable, design,
                 continue
             pol = BatchingPolicy(B, W)
 
-            def ok(load, pol=pol, n=n, cap=cap):
+            def ok(load, pol=pol, cap=cap, B=B):
+                n = max(requests, int(2000 * min(B, max(1.0, load * B))))  # ~2000 launches or more
                 r = simulate(table, load * cap, pol, requests=n, seed=seed, arrivals=arrivals)
                 return r.stable and r.latency_p99_s <= budget_s, r
 
             lo, hi, res_lo = None, None, None
-            for i, f in enumerate(loads):
+            for i, f in enumerate(loads):  # every load: p99 can dip again once batches form
                 good, res = ok(f)
                 if good:
                     lo, res_lo, hi = f, res, (loads[i + 1] if i + 1 < len(loads) else None)
