@@ -5,15 +5,18 @@ Every operation becomes one or more *kernels*; a kernel is a GEMM ``(M x K) @ (K
 launch runs ``batch`` times side by side (a grouped conv's groups), ``seq`` times in sequence (an
 RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel's time is
 
-    t = launches x launch_us + steps x rnn_step_us + seq x smax(t_compute, t_memory)
+    t = launches x launch_us + steps x rnn_step_us + calls x rnn_call_us + conv_calls x conv_call_us
+        + seq x smax(t_compute, t_memory)
 
 * ``t_compute``: the library picks the best of a tile menu (``TILES``) and split-K factors
   (``SPLITS``); ``ceil(M/tm) ceil(N/tn) batch x split`` CTAs run in waves of
-  ``sm_count x ctas_per_sm``, each CTA doing ``2 tm tn ceil(K/split)`` ops (K padded to the path's
-  alignment: tensor cores 8, DP4A 4) at the per-SM rate ``peak x eff_<class> x clock_scale /
+  ``sm_count x ctas_per_sm``, each CTA doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops (K padded
+  to the path's alignment: tensor cores 8, DP4A 4; ``cta_k_overhead``: the prologue and epilogue of a
+  CTA, loading the first tiles and writing C, in K-steps) at the per-SM rate ``peak x eff_<class> x clock_scale /
   sm_count``, slowed by ``1 + tile_cost (128/tm + 128/tn - 2)`` for small tiles (less reuse per
   loaded operand), by ``layout_a_t`` / ``layout_b_t`` for transposed operands and by a conv pass
-  factor (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions.
+  factor (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and
+  ``rnn_bwd_data`` for an RNN's recurrent data-gradient GEMMs.
 * ``t_memory``: the ideal bytes (each operand once, in its format) plus split-K partial sums, at
   ``bw_eff`` x the datasheet bandwidth; a working set that fits in ``l2_fraction`` of L2 is served
   from L2 at ``l2_bw_ratio`` x DRAM bandwidth, as in DeepBench's back-to-back calls (and then
@@ -65,7 +68,7 @@ TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 12
                   (32, 64), (32, 32)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
-PASS_FACTORS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_filter")
+PASS_FACTORS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "rnn_bwd_data")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (assumptions, see fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
 
@@ -98,6 +101,8 @@ class Kernels:
     seq: np.ndarray  # sequential repetitions (RNN steps)
     launches: np.ndarray
     steps: np.ndarray  # RNN step overheads
+    calls: np.ndarray  # RNN call overheads
+    conv_calls: np.ndarray  # conv call overheads
     a_t: np.ndarray
     b_t: np.ndarray
     pass_idx: np.ndarray  # index into PASS_FACTORS
@@ -110,7 +115,7 @@ class Kernels:
 
     @classmethod
     def build(cls, rows: list[dict], a_bytes: float, b_bytes: float, c_bytes: float) -> Kernels:
-        d = dict(owner=0, M=0, N=0, K=0, batch=1, seq=1, launches=1, steps=0, a_t=False, b_t=False,
+        d = dict(owner=0, M=0, N=0, K=0, batch=1, seq=1, launches=1, steps=0, calls=0, conv_calls=0, a_t=False, b_t=False,
                  pass_idx=0, density=1.0, sparse=False, stream_bytes=0.0)
         cols = {k: np.asarray([r.get(k, v) for r in rows], dtype=np.float64) for k, v in d.items()}
         cols["sparse"] = cols["sparse"].astype(bool)
@@ -118,8 +123,12 @@ class Kernels:
         return cls(**cols, a_bytes=a_bytes, b_bytes=b_bytes, c_bytes=c_bytes)
 
 
-def op_kernels(op, i: int = 0, pass_name: str = "fwd") -> list[dict]:
-    """The kernels of one operation (``pass_name`` selects a conv/RNN training pass)."""
+def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool = False) -> list[dict]:
+    """The kernels of one operation (``pass_name`` selects a conv/RNN training pass).
+
+    ``rnn_skip_input``: no input projection (cuDNN's ``CUDNN_SKIP_INPUT``, which DeepBench's RNN
+    benchmark uses: the input is added to the gates as is), so only the recurrent GEMMs remain.
+    """
     if isinstance(op, Gemm):
         sparse = op.sparse_format != "dense" and op.weight_sparsity > 0
         return [dict(owner=i, M=op.M, N=op.N, K=op.K, a_t=op.a_transposed, b_t=op.b_transposed,
@@ -130,15 +139,19 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd") -> list[dict]:
         rs, hw, pq = op.kernel_h * op.kernel_w, op.in_h * op.in_w, op.out_h * op.out_w
         shape = {"fwd": (n * pq, k, c * rs), "bwd_data": (n * hw, c, k * rs),
                  "bwd_filter": (k, c * rs, n * pq)}[pass_name]
-        return [dict(owner=i, M=shape[0], N=shape[1], K=shape[2], batch=g,
+        return [dict(owner=i, M=shape[0], N=shape[1], K=shape[2], batch=g, conv_calls=1,
                      pass_idx=PASS_FACTORS.index(f"conv_{pass_name}"))]
     if isinstance(op, Rnn):
         gh, h, b, t = RNN_CELLS[op.cell] * op.hidden, op.hidden, op.batch, op.steps
         x = op.input_size or h
+        recurrent = dict(owner=i, M=b, N=gh, K=h, seq=t, launches=0, steps=t, calls=1,
+                         pass_idx=PASS_FACTORS.index("rnn_bwd_data") if pass_name == "bwd_data" else 0)
         if pass_name == "bwd_weights":  # dW = dY^T X and dU = dY^T H over all steps at once
-            return [dict(owner=i, M=gh, N=x, K=b * t), dict(owner=i, M=gh, N=h, K=b * t)]
-        return [dict(owner=i, M=b * t, N=gh, K=x),  # input projection for all steps
-                dict(owner=i, M=b, N=gh, K=h, seq=t, launches=0, steps=t)]  # recurrent steps
+            dw = [dict(owner=i, M=gh, N=h, K=b * t)]
+            return dw if rnn_skip_input else [dict(owner=i, M=gh, N=x, K=b * t), *dw]
+        if rnn_skip_input:
+            return [recurrent]
+        return [dict(owner=i, M=b * t, N=gh, K=x), recurrent]  # input projection for all steps
     if isinstance(op, Elementwise):
         return [dict(owner=i, stream_bytes=float(op.elements * (op.inputs + 1)),
                      launches=0 if op.on_chip else 1)]
@@ -198,7 +211,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mappin
     tile_eff = 1.0 / (1.0 + fit["tile_cost"] * (128 / tm + 128 / tn - 2))
     layout = (np.where(k.a_t, fit["layout_a_t"], 1.0) * np.where(k.b_t, fit["layout_b_t"], 1.0)
               * factors[k.pass_idx.astype(int)])[:, None, None]
-    t_comp = waves * ctas * 2 * tm * tn * ks / (rate_sm * tile_eff) * layout
+    t_comp = waves * ctas * 2 * tm * tn * (ks + fit["cta_k_overhead"]) / (rate_sm * tile_eff) * layout
     ideal_bytes = (M * K * k.a_bytes + K * N * k.b_bytes + M * N * k.c_bytes) * B
     split_bytes = np.where(s > 1, 2 * s * Mx * Nx * Bx * 4.0, 0.0)
     working = ideal_bytes[:, None, None] + split_bytes
@@ -228,7 +241,8 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mappin
     t_body = np.where(gemm, d_tot, np.where(k.sparse, sp_tot, st_mem))
     ideal = np.where(k.sparse, sp_ops, ops_useful) / (path.peak_ops_per_s * eff * scale)
     ideal = np.where(is_stream, 0.0, ideal)
-    overhead = k.launches * launch + k.steps * fit["rnn_step_us"] * 1e-6
+    overhead = k.launches * launch + (k.steps * fit["rnn_step_us"] + k.calls * fit["rnn_call_us"]
+                                      + k.conv_calls * fit["conv_call_us"]) * 1e-6
     total = overhead + k.seq * t_body
     dram = np.where(gemm, np.where(d_res, 0.0, d_work), np.where(k.sparse, sp_bytes, k.stream_bytes * k.a_bytes))
     l2 = np.where(gemm & d_res, d_work, 0.0)
@@ -252,12 +266,12 @@ def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
 
 
 def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
-                  passes: Sequence[str] | None = None) -> list:
+                  passes: Sequence[str] | None = None, rnn_skip_input: bool = False) -> list:
     """Price operations on a GPU design; one :class:`asicsim.hw.cost.CostResult` per operation.
 
     ``passes`` (one per op, default ``"fwd"``) selects a conv pass (``fwd``, ``bwd_data``,
     ``bwd_filter``) or an RNN pass (``fwd``, ``bwd_data``, ``bwd_weights``) for the calibration
-    against DeepBench's training sheets.
+    against DeepBench's training sheets; ``rnn_skip_input`` drops RNN input projections (DeepBench).
     """
     from asicsim.hw.cost import CostResult
 
@@ -265,7 +279,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     fmts = resolve_gpu_formats(design, formats)
     path = precision_path(design, fmts)
     passes = list(passes) if passes is not None else ["fwd"] * len(ops)
-    rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True)) for r in op_kernels(op, i, ps)]
+    rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True)) for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input)]
     n = len(ops)
     if not rows:
         return []
@@ -320,7 +334,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
         e = {k: float(v) for k, v in e.items()}
         macs = sums["dense_ops"][i] / 2
         performed = sums["ops"][i] / 2
-        kinds = op_kernels(op, i)
+        kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
         dram_b, l2_b = float(dram_b), float(l2_b)
         traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": 0.0,
                    "dram_transfer_cycles": float(sums["memory"][i] * clock)}

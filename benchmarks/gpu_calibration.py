@@ -1,0 +1,262 @@
+"""The GPU baseline against DeepBench's published measurements: fit, error tables, leave-one-out.
+
+Rows: ``../shared/data/deepbench/measured/`` (P100 PCIe, TitanX Pascal, M40, GTX 1080 Ti, T4): GEMM,
+conv (GEMM-based algorithms only: forward rows that cuDNN ran as Winograd or FFT are excluded, they
+do fewer flops than the direct count; backward rows name no algorithm and are all kept), RNN
+(vanilla/LSTM/GRU; forward, data and weight gradients; P100's fp16 ``bwd`` = both gradients;
+without input projections: DeepBench's rnn_bench.cu sets ``CUDNN_SKIP_INPUT``) and
+sparse GEMM (cuSPARSE-like kernel on the nonzeros). All-reduce rows are the multi-chip model's.
+
+For each row the model (:func:`asicsim.hw.gpu_model.gpu_cost_many`, the path ``asicsim.cost``
+takes) predicts the time; the error is ``|ln(predicted / measured)|``, reported per device x
+precision x kind as median and 90th percentile for
+
+* ``naive``: the roofline ``max(DeepBench flops / datasheet peak, ideal bytes / datasheet bandwidth)``
+  at the precision's datasheet peak (P100 fp16 at its half2 rate, T4 int8 at its tensor rate);
+* ``fit``: the shipped constants (``asicsim/hw/data/gpu_fit.toml``; ``--refit`` refits them on all
+  devices first, ``--write`` stores the refit);
+* ``loo``: leave one device out: the shared constants refit on the other four devices, starting from
+  the priors, then the held-out device predicted. No constant is fitted per device. A constant no
+  training row informs keeps its prior: ``eff_tensor`` when T4 (the only tensor-core sheet) is out.
+
+The fit is ``scipy.optimize.least_squares`` on ``ln(predicted / measured)``, soft-L1 loss, rows
+weighted so that every device x precision x kind group counts equally.
+
+    python benchmarks/gpu_calibration.py [--refit] [--write] [--no-loo] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import asicsim as sim
+from asicsim.hw.gpu import precision_path
+from asicsim.hw.gpu_model import (
+    FIT_FILE,
+    Kernels,
+    fit_table,
+    gpu_cost_many,
+    kernel_times,
+    load_fit,
+    op_kernels,
+    resolve_gpu_formats,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "deepbench" / "measured"
+DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
+           "P100": "gpu_p100", "T4": "gpu_t4"}
+FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
+           "fp16_fp32math": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "fp16_mixed": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "int8": "act=int8,weight=int8,acc=int32,out=int32"}
+GEMM_CONV_ALGOS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "LICIT_PRECOMP_GEMM", "GEMM"}
+
+
+def design_for(device: str, precision: str):
+    d = sim.load_design(DESIGNS[device])
+    if device == "T4" and precision == "int8":  # DeepBench's T4 int8 rows did not use tensor cores
+        d = dataclasses.replace(d, int8_path="dp4a")
+    return d
+
+
+def load_rows(data: Path) -> list[dict]:
+    """One dict per measured row: device, precision, kind, ops (summed), passes, time_us, flops."""
+    rows = []
+    g = pd.read_csv(data / "gemm_results.csv")
+    for r in g.itertuples():
+        op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_transposed),
+                      b_transposed=bool(r.b_transposed))
+        rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K))
+    c = pd.read_csv(data / "conv_results.csv")
+    for r in c.itertuples():
+        ps = r[c.columns.get_loc("pass") + 1]  # "pass" is a keyword: no attribute access
+        if ps == "fwd" and isinstance(r.fwd_algo, str) and r.fwd_algo not in GEMM_CONV_ALGOS:
+            continue  # Winograd / FFT: fewer flops than the direct count
+        op = sim.Conv(int(r.H), int(r.W), int(r.C), int(r.K), int(r.R), int(r.S), stride=int(r.stride_h),
+                      stride_w=int(r.stride_w), padding=int(r.pad_h), padding_w=int(r.pad_w), batch=int(r.N))
+        rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[op], passes=[ps],
+                         time_us=r.time_us, flops=float(r.flops)))
+    n = pd.read_csv(data / "rnn_results.csv")
+    for r in n.itertuples():
+        ps = r[n.columns.get_loc("pass") + 1]
+        op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
+        passes = ["bwd_data", "bwd_weights"] if ps == "bwd" else [ps]
+        rows.append(dict(device=r.device, precision=r.precision, kind=f"rnn_{ps}", ops=[op] * len(passes),
+                         passes=passes, time_us=r.time_us, flops=float(r.flops)))
+    s = pd.read_csv(data / "sparse_gemm_results.csv")
+    for r in s.itertuples():  # DeepBench: A (M x K) sparse; ours: weights B, so the transposed problem
+        op = sim.Gemm(int(r.N), int(r.M), int(r.K), weight_sparsity=float(r.sparsity), sparse_format="csr")
+        rows.append(dict(device=r.device, precision=r.precision, kind="sparse_gemm", ops=[op], passes=["fwd"],
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K))
+    return rows
+
+
+class Group:
+    """The rows of one device x precision, with their kernels built once for fast refits."""
+
+    def __init__(self, device: str, precision: str, rows: list[dict]):
+        self.device, self.precision, self.rows = device, precision, rows
+        self.design = design_for(device, precision)
+        self.formats = resolve_gpu_formats(self.design, FORMATS[precision])
+        self.path = precision_path(self.design, self.formats)
+        ops = [op for r in rows for op in r["ops"]]
+        self.passes = [p for r in rows for p in r["passes"]]
+        self.ops = ops
+        self.op_row = np.repeat(np.arange(len(rows)), [len(r["ops"]) for r in rows])
+        krows = [k for i, (op, p) in enumerate(zip(ops, self.passes, strict=True)) for k in op_kernels(op, i, p, rnn_skip_input=True)]
+        by = {r: self.formats[r].bits / 8 for r in ("act", "weight", "out")}
+        self.kernels = Kernels.build(krows, by["act"], by["weight"], by["out"])
+        self.measured = np.array([r["time_us"] for r in rows]) * 1e-6
+        self.kinds = np.array([r["kind"] for r in rows])
+
+    def predict(self, fit: dict) -> np.ndarray:
+        t = kernel_times(self.kernels, self.design, self.path, fit)["time"]
+        per_op = np.bincount(self.kernels.owner, weights=t, minlength=len(self.ops))
+        return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
+
+    def predict_public(self, fit: dict) -> np.ndarray:
+        """The same through gpu_cost_many (what asicsim.cost returns)."""
+        res = gpu_cost_many(self.ops, self.design, FORMATS[self.precision], fit=fit, passes=self.passes,
+                            rnn_skip_input=True)
+        per_op = np.array([r.time_s for r in res])
+        return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
+
+    def naive(self) -> np.ndarray:
+        d, p = self.design, self.precision
+        peak = {"fp32": d.fp32_tflops, "fp16_fp32math": d.fp16_nontensor_tflops or d.fp32_tflops,
+                "fp16_mixed": d.fp16_tensor_tflops, "int8": d.int8_tops or 4 * d.fp32_tflops}[p] * 1e12
+        k = self.kernels
+        by = (k.M * k.K * k.a_bytes + k.K * k.N * k.b_bytes + k.M * k.N * k.c_bytes) * k.batch
+        by = by + k.stream_bytes * k.a_bytes
+        per_op = np.bincount(k.owner, weights=by, minlength=len(self.ops))
+        nbytes = np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
+        flops = np.array([r["flops"] for r in self.rows])
+        return np.maximum(flops / peak, nbytes / (d.bandwidth_bytes_per_s))
+
+
+def groups_of(rows: list[dict]) -> list[Group]:
+    keys = sorted({(r["device"], r["precision"]) for r in rows})
+    return [Group(dv, pr, [r for r in rows if (r["device"], r["precision"]) == (dv, pr)]) for dv, pr in keys]
+
+
+def refit(groups: list[Group], start: dict, table: dict) -> dict:
+    """Least squares on ln(pred/meas) over ``groups``; constants with lower == upper stay fixed."""
+    from scipy.optimize import least_squares
+
+    free = [k for k, v in table.items() if v["lower"] < v["upper"]]
+    lo = np.array([table[k]["lower"] for k in free])
+    hi = np.array([table[k]["upper"] for k in free])
+    x0 = np.clip(np.array([start[k] for k in free]), lo, hi)
+    weights = []
+    for g in groups:
+        w = np.ones(len(g.rows))
+        for kind in set(g.kinds):
+            m = g.kinds == kind
+            w[m] = 1.0 / np.sqrt(m.sum())
+        weights.append(w)
+
+    def resid(x):
+        fit = dict(start) | dict(zip(free, x, strict=True))
+        return np.concatenate([w * np.log(g.predict(fit) / g.measured)
+                               for g, w in zip(groups, weights, strict=True)])
+
+    sol = least_squares(resid, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, diff_step=1e-3,
+                        x_scale=np.maximum(np.abs(x0), 0.05), max_nfev=400)
+    return dict(start) | dict(zip(free, sol.x.tolist(), strict=True))
+
+
+def error_frame(groups: list[Group], preds: dict[str, list[np.ndarray]]) -> pd.DataFrame:
+    recs = []
+    for gi, g in enumerate(groups):
+        for i, r in enumerate(g.rows):
+            rec = {"device": g.device, "precision": g.precision, "kind": r["kind"], "path": g.path.name}
+            for name, p in preds.items():
+                rec[name] = abs(np.log(p[gi][i] / g.measured[i]))
+            recs.append(rec)
+    return pd.DataFrame(recs)
+
+
+def summary(df: pd.DataFrame, cols: list[str], by: list[str]) -> pd.DataFrame:
+    agg = {}
+    for c in cols:
+        agg[f"{c}_med"] = (c, "median")
+        agg[f"{c}_p90"] = (c, lambda s: float(np.quantile(s, 0.9)))
+    out = df.groupby(by).agg(n=(cols[0], "size"), **agg)
+    return out
+
+
+def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
+    lines = [
+        "# Constants of the GPU cost model (asicsim/hw/gpu_model.py).",
+        "# \"fitted\": least squares on ln(predicted / measured) over ../shared/data/deepbench/measured/",
+        "# (P100 PCIe, TitanX Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN, sparse GEMM),",
+        "# all devices at once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
+        "# \"assumption\": not identifiable from the measured set (lower == upper: never fitted).",
+        "# prior: the start of every fit (also of the leave-one-device-out fits).",
+        f"# {note}",
+    ]
+    for k, v in table.items():
+        lines += ["", f"[constants.{k}]", f"value = {fit[k]:.6g}", f"prior = {v['prior']:g}",
+                  f"lower = {v['lower']:g}", f"upper = {v['upper']:g}", f"how = {v['how']!r}".replace("'", '"')]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=DATA)
+    ap.add_argument("--refit", action="store_true", help="refit the shared constants on all devices")
+    ap.add_argument("--write", action="store_true", help="store the refit in gpu_fit.toml")
+    ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-device-out fits")
+    ap.add_argument("--check-public", action="store_true",
+                    help="also predict through gpu_cost_many and check it equals the fast path")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    table = fit_table()
+    priors = {k: v["prior"] for k, v in table.items()}
+    shipped = load_fit()
+    rows = load_rows(args.data)
+    groups = groups_of(rows)
+    fit = refit(groups, priors, table) if args.refit else shipped
+    if args.write:
+        write_fit(fit, table, FIT_FILE, f"fitted {datetime.date.today()} on {len(rows)} rows")
+    preds = {"naive": [g.naive() for g in groups], "fit": [g.predict(fit) for g in groups]}
+    if args.check_public:
+        for g in groups:
+            assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9), g.device
+    cols = ["naive", "fit"]
+    if not args.no_loo:
+        loo = [None] * len(groups)
+        for dev in DESIGNS:
+            train = [g for g in groups if g.device != dev]
+            f = refit(train, priors, table)
+            for gi, g in enumerate(groups):
+                if g.device == dev:
+                    loo[gi] = g.predict(f)
+        preds["loo"] = loo
+        cols.append("loo")
+    df = error_frame(groups, preds)
+    pd.set_option("display.width", 200)
+    print(f"# GPU baseline vs DeepBench measured ({len(rows)} rows; {platform.processor() or platform.machine()})")
+    print("# |ln(predicted / measured)|: median and 90th percentile; naive = datasheet roofline")
+    print(summary(df, cols, ["device", "precision", "kind"]).round(3).to_string())
+    print()
+    print(summary(df, cols, ["device", "precision"]).round(3).to_string())
+    print()
+    print(summary(df, cols, ["device"]).round(3).to_string())
+    print()
+    print("constants:", {k: round(v, 4) for k, v in fit.items()})
+    print(f"# {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
