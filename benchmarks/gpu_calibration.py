@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import platform
 import time
 from pathlib import Path
@@ -207,7 +208,7 @@ def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
     ]
     for k, v in table.items():
         lines += ["", f"[constants.{k}]", f"value = {fit[k]:.6g}", f"prior = {v['prior']:g}",
-                  f"lower = {v['lower']:g}", f"upper = {v['upper']:g}", f"how = {v['how']!r}".replace("'", '"')]
+                  f"lower = {v['lower']:g}", f"upper = {v['upper']:g}", f"how = {json.dumps(v['how'])}"]
     path.write_text("\n".join(lines) + "\n")
 
 
