@@ -49,6 +49,7 @@ from asicsim.hw.gpu_model import (
     load_fit,
     op_kernels,
     resolve_gpu_formats,
+    stored_bytes,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +138,7 @@ class Group:
         peak = {"fp32": d.fp32_tflops, "fp16_fp32math": d.fp16_nontensor_tflops or d.fp32_tflops,
                 "fp16_mixed": d.fp16_tensor_tflops, "int8": d.int8_tops or 4 * d.fp32_tflops}[p] * 1e12
         k = self.kernels
-        by = (k.M * k.K * k.a_bytes + k.K * k.N * k.b_bytes + k.M * k.N * k.c_bytes) * k.batch
+        by = stored_bytes(k) * k.batch
         by = by + k.stream_bytes * k.a_bytes
         per_op = np.bincount(k.owner, weights=by, minlength=len(self.ops))
         nbytes = np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))

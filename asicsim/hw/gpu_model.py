@@ -9,7 +9,7 @@ RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel
         + seq x smax(t_compute, t_memory)
 
 * ``t_compute``: the library picks the best of a tile menu (``TILES``) and split-K factors
-  (``SPLITS``); ``ceil(M/tm) ceil(N/tn) batch x split`` CTAs run in waves of
+  (``SPLITS``; implicit-GEMM forward and data-gradient convs do not split K); ``ceil(M/tm) ceil(N/tn) batch x split`` CTAs run in waves of
   ``sm_count x ctas_per_sm``, each CTA doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops (K padded
   to the path's alignment: tensor cores 8, DP4A 4; ``cta_k_overhead``: the prologue and epilogue of a
   CTA, loading the first tiles and writing C, in K-steps) at the per-SM rate ``peak x eff_<class> x clock_scale /
@@ -17,13 +17,14 @@ RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel
   loaded operand), by ``layout_a_t`` / ``layout_b_t`` for transposed operands and by a conv pass
   factor (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and
   ``rnn_bwd_data`` for an RNN's recurrent data-gradient GEMMs.
-* ``t_memory``: the ideal bytes (each operand once, in its format) plus split-K partial sums, at
+* ``t_memory``: the ideal bytes (each operand once, in its format; a conv's real tensors, not the
+  im2col matrix) plus split-K partial sums, at
   ``bw_eff`` x the datasheet bandwidth; a working set that fits in ``l2_fraction`` of L2 is served
   from L2 at ``l2_bw_ratio`` x DRAM bandwidth, as in DeepBench's back-to-back calls (and then
   counts no DRAM bytes).
 * ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly.
 * ``clock_scale``: power cap. Dynamic power at boost is ``e_op x achievable ops/s`` with
-  ``e_op = e_simt_pj_12nm x (process_nm / 12) x class ratio``; static power is
+  ``e_op = e_simt_pj_12nm x (process_nm / 12)^e_node_exponent x class ratio``; static power is
   ``static_fraction x TDP``; when the sum exceeds TDP the clock (and the rate) scales by
   ``(TDP - static) / dynamic`` (energy per op taken constant in the clock, a linear DVFS rule).
 * Sparse GEMM (weights stored ``csr``/``bitmask``): a cuSPARSE-like kernel at ``sparse_eff`` of the
@@ -103,6 +104,10 @@ class Kernels:
     steps: np.ndarray  # RNN step overheads
     calls: np.ndarray  # RNN call overheads
     conv_calls: np.ndarray  # conv call overheads
+    max_split: np.ndarray  # largest split-K the kernel may use
+    a_elems: np.ndarray  # elements of A, B, C actually stored (conv); -1: M*K, K*N, M*N
+    b_elems: np.ndarray
+    c_elems: np.ndarray
     a_t: np.ndarray
     b_t: np.ndarray
     pass_idx: np.ndarray  # index into PASS_FACTORS
@@ -115,7 +120,8 @@ class Kernels:
 
     @classmethod
     def build(cls, rows: list[dict], a_bytes: float, b_bytes: float, c_bytes: float) -> Kernels:
-        d = dict(owner=0, M=0, N=0, K=0, batch=1, seq=1, launches=1, steps=0, calls=0, conv_calls=0, a_t=False, b_t=False,
+        d = dict(owner=0, M=0, N=0, K=0, batch=1, seq=1, launches=1, steps=0, calls=0, conv_calls=0, max_split=64, a_elems=-1.0, b_elems=-1.0, c_elems=-1.0,
+                 a_t=False, b_t=False,
                  pass_idx=0, density=1.0, sparse=False, stream_bytes=0.0)
         cols = {k: np.asarray([r.get(k, v) for r in rows], dtype=np.float64) for k, v in d.items()}
         cols["sparse"] = cols["sparse"].astype(bool)
@@ -137,9 +143,13 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool =
         g, n = op.groups, op.batch
         c, k = op.in_channels // g, op.out_channels // g
         rs, hw, pq = op.kernel_h * op.kernel_w, op.in_h * op.in_w, op.out_h * op.out_w
-        shape = {"fwd": (n * pq, k, c * rs), "bwd_data": (n * hw, c, k * rs),
-                 "bwd_filter": (k, c * rs, n * pq)}[pass_name]
-        return [dict(owner=i, M=shape[0], N=shape[1], K=shape[2], batch=g, conv_calls=1,
+        x, w, y = n * hw * c, k * c * rs, n * pq * k  # the tensors' elements (per group)
+        # implicit GEMM: the im2col matrix is never stored, so the bytes are the real tensors'
+        shape = {"fwd": (n * pq, k, c * rs, x, w, y), "bwd_data": (n * hw, c, k * rs, y, w, x),
+                 "bwd_filter": (k, c * rs, n * pq, y, x, w)}[pass_name]
+        return [dict(owner=i, M=shape[0], N=shape[1], K=shape[2], a_elems=shape[3], b_elems=shape[4],
+                     c_elems=shape[5], batch=g, conv_calls=1,
+                     max_split=64 if pass_name == "bwd_filter" else 1,  # implicit GEMM: no split-K
                      pass_idx=PASS_FACTORS.index(f"conv_{pass_name}"))]
     if isinstance(op, Rnn):
         gh, h, b, t = RNN_CELLS[op.cell] * op.hidden, op.hidden, op.batch, op.steps
@@ -159,6 +169,14 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool =
         raise OperationError(f"{op.label}: all-reduce is not priced by the single-GPU model; allowed: "
                              "Gemm, Conv, Rnn or Elementwise (all-reduce belongs to the multi-chip model)")
     raise OperationError(f"operation {op!r}; allowed: Gemm, Conv, Rnn or Elementwise")
+
+
+def stored_bytes(k: Kernels) -> np.ndarray:
+    """Bytes of A, B and C of each kernel (one of its ``batch`` GEMMs), each operand once."""
+    def el(given, default):
+        return np.where(given >= 0, given, default)
+    return (el(k.a_elems, k.M * k.K) * k.a_bytes + el(k.b_elems, k.K * k.N) * k.b_bytes
+            + el(k.c_elems, k.M * k.N) * k.c_bytes)
 
 
 def _smax(a, b, p):
@@ -181,7 +199,7 @@ def _eff(design: GpuDesign, path: PrecisionPath, fit: Mapping) -> float:
 def _energy_per_op_pj(design: GpuDesign, path: PrecisionPath, fit: Mapping) -> float:
     key = CLASS_ENERGY_KEYS[path.eff_class]
     ratio = fit[key] if key else 1.0
-    return fit["e_simt_pj_12nm"] * design.process_nm / 12.0 * ratio
+    return fit["e_simt_pj_12nm"] * (design.process_nm / 12.0) ** fit["e_node_exponent"] * ratio
 
 
 def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mapping) -> dict[str, np.ndarray]:
@@ -212,13 +230,14 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mappin
     layout = (np.where(k.a_t, fit["layout_a_t"], 1.0) * np.where(k.b_t, fit["layout_b_t"], 1.0)
               * factors[k.pass_idx.astype(int)])[:, None, None]
     t_comp = waves * ctas * 2 * tm * tn * (ks + fit["cta_k_overhead"]) / (rate_sm * tile_eff) * layout
-    ideal_bytes = (M * K * k.a_bytes + K * N * k.b_bytes + M * N * k.c_bytes) * B
+    ideal_bytes = stored_bytes(k) * B
     split_bytes = np.where(s > 1, 2 * s * Mx * Nx * Bx * 4.0, 0.0)
     working = ideal_bytes[:, None, None] + split_bytes
     resident = working <= fit["l2_fraction"] * design.l2_bytes
     mem_bw = np.where(resident, bw * fit["l2_bw_ratio"], bw * fit["bw_eff"])
     t_mem = working / mem_bw
     t_tot = _smax(t_comp, t_mem, p)
+    t_tot = np.where(s <= k.max_split[:, None, None], t_tot, np.inf)
     flat = t_tot.reshape(len(M), -1)
     best = np.argmin(flat, axis=1)
     pick = lambda a: np.broadcast_to(a, t_tot.shape).reshape(len(M), -1)[np.arange(len(M)), best]  # noqa: E731
@@ -300,7 +319,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     eff = _eff(design, path, fit)
     names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
     sources_base = {
-        "compute": f"{e_op:.3g} pJ/op = e_simt_pj_12nm x process_nm/12 x {path.eff_class} ratio "
+        "compute": f"{e_op:.3g} pJ/op = e_simt_pj_12nm x (process_nm/12)^e_node_exponent x {path.eff_class} ratio "
                    "(gpu_fit.toml)",
         "dram": f"{e_dram.pj:g} pJ/bit ({e_dram.source})",
         "l2": f"{e_l2.pj:.3g} pJ/bit ({e_l2.source})",
@@ -363,8 +382,8 @@ def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float,
     if isinstance(op, Elementwise):
         tot = op.inputs + 1
         return {"ifmap": (op.inputs / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, 1 / tot)}
-    ia = sum(r["M"] * r["K"] * r.get("batch", 1) for r in kinds) * a
-    fb = sum(r["K"] * r["N"] * r.get("batch", 1) * r.get("density", 1.0) for r in kinds) * b
-    oc = sum(r["M"] * r["N"] * r.get("batch", 1) for r in kinds) * c
+    ia = sum(r.get("a_elems", r["M"] * r["K"]) * r.get("batch", 1) for r in kinds) * a
+    fb = sum(r.get("b_elems", r["K"] * r["N"]) * r.get("batch", 1) * r.get("density", 1.0) for r in kinds) * b
+    oc = sum(r.get("c_elems", r["M"] * r["N"]) * r.get("batch", 1) for r in kinds) * c
     tot = ia + fb + oc or 1.0
     return {"ifmap": (ia / tot, 0.0), "filter": (fb / tot, 0.0), "ofmap": (0.0, oc / tot)}
