@@ -166,7 +166,10 @@ def get_topology(spec: str | Link | Topology, inter: str | Link | None = None,
     ``inter`` above ``ranks_per_node`` ranks), a :class:`Link` or a :class:`Topology`."""
     if isinstance(spec, Topology):
         return spec
-    if isinstance(spec, str) and spec in TOPOLOGIES and inter is None:
+    if isinstance(spec, str) and spec in TOPOLOGIES:
+        if inter is not None:
+            raise TopologyError(f"inter_link = {inter!r} with the fitted topology {spec!r}; allowed: none "
+                                "(it has its own levels), or a link name from LINKS as link")
         return TOPOLOGIES[spec]
     link = _link(spec, "link")
     if inter is None:

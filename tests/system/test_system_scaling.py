@@ -228,6 +228,7 @@ def test_gpu_designs_price_a_step(design):
      ["spans", "[8, 4]", "increasing"]),
     (lambda: get_topology("nvlnk"), ["link", "'nvlnk'", "nvlink", "deepbench_m40"]),
     (lambda: get_topology("pcie3", "ethernet"), ["inter_link", "'ethernet'", "infiniband_edr"]),
+    (lambda: get_topology("deepbench_m40", "pcie3"), ["inter_link", "'pcie3'", "deepbench_m40"]),
     (lambda: scaling_curve("mlp_2560", DESIGN, mode="medium"), ["mode", "'medium'", "strong | weak"]),
     (lambda: scaling_curve("mlp_9", DESIGN), ["model", "'mlp_9'", "mlp_2560"]),
     (lambda: scaling_curve("mlp_2560", DESIGN, chips=(1, 0)), ["chips", "0", "integers >= 1"]),
