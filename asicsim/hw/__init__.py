@@ -2,6 +2,8 @@
 elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and its file readers.
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
+GPU baseline (``designs/gpu_*.toml``, ``kind = "gpu"``): :class:`GpuDesign`, priced by the same
+:func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_model`).
 """
 
 from asicsim.hw.cost import (
@@ -33,6 +35,8 @@ from asicsim.hw.energy import (
     sram_access_energy_pj,
     sram_energy_pj_per_bit,
 )
+from asicsim.hw.gpu import GpuDesign, PrecisionPath, precision_path
+from asicsim.hw.gpu_model import gpu_cost_many
 from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 from asicsim.hw.scalesim_compat import (
     REPORT_COLUMNS,
@@ -62,8 +66,10 @@ __all__ = [
     "Elementwise",
     "Energy",
     "Gemm",
+    "GpuDesign",
     "OperationError",
     "PESpec",
+    "PrecisionPath",
     "Rnn",
     "ScaleSimConfig",
     "ScaleSimFileError",
@@ -78,12 +84,14 @@ __all__ = [
     "designs_dir",
     "dram_energy_pj_per_bit",
     "gemm_sweep",
+    "gpu_cost_many",
     "list_designs",
     "load_design",
     "mac_energy_pj",
     "multiplier_energy_pj",
     "node_scale",
     "parse_formats",
+    "precision_path",
     "read_scalesim_config",
     "read_scalesim_topology",
     "scalesim_arrays",

@@ -260,6 +260,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mappin
     t_body = np.where(gemm, d_tot, np.where(k.sparse, sp_tot, st_mem))
     ideal = np.where(k.sparse, sp_ops, ops_useful) / (path.peak_ops_per_s * eff * scale)
     ideal = np.where(is_stream, 0.0, ideal)
+    ideal = np.where(t_compute > 0, np.minimum(ideal, t_compute), ideal)  # pass factors may be < 1
     overhead = k.launches * launch + (k.steps * fit["rnn_step_us"] + k.calls * fit["rnn_call_us"]
                                       + k.conv_calls * fit["conv_call_us"]) * 1e-6
     total = overhead + k.seq * t_body

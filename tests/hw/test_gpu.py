@@ -1,0 +1,275 @@
+"""GPU baseline: designs/gpu_*.toml, the GpuDesign spec, the cost model's hand cases, and its error
+on DeepBench's measured sheets (asicsim/hw/gpu_model.py, benchmarks/gpu_calibration.py)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import asicsim as sim
+from asicsim.cli import main
+from asicsim.hw import gpu_model as gm
+from asicsim.hw.design_files import designs_dir, list_designs, load_design
+from asicsim.hw.gpu import DesignError, GpuDesign, precision_path
+from asicsim.hw.gpu_model import gpu_cost_many, load_fit, resolve_gpu_formats
+from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
+
+ROOT = Path(__file__).resolve().parents[2]
+GPUS_CSV = ROOT.parent / "shared" / "data" / "gpus.csv"
+MEASURED = ROOT.parent / "shared" / "data" / "deepbench" / "measured"
+GPU_NAMES = list_designs("gpu")
+
+#: A fit with no second-order effects, for hand calculations: 90 % of peak, no tile or CTA
+#: overhead, a 5 us launch, a hard max of compute and memory, no power cap (tiny energy per op).
+HAND = load_fit() | {"eff_simt": 0.9, "eff_tensor": 0.9, "eff_dp4a": 0.9, "tile_cost": 0.0,
+                     "cta_k_overhead": 0.0, "launch_us": 5.0, "bw_eff": 1.0, "smax_p": 60.0,
+                     "e_simt_pj_12nm": 1e-3}
+
+
+def hand_cost(op, design="gpu_v100", formats=None, fit=HAND):
+    return gpu_cost_many([op], load_design(design), formats, fit=fit)[0]
+
+
+# --- designs --------------------------------------------------------------------------------
+def test_every_gpu_of_the_csv_has_a_design():
+    expected = {"gpu_m40", "gpu_titanx_maxwell", "gpu_titanx_pascal", "gpu_titanxp", "gpu_gtx1080ti",
+                "gpu_p4", "gpu_p100", "gpu_p100_sxm2", "gpu_v100", "gpu_t4", "gpu_a100", "gpu_a100_80gb",
+                "gpu_h100", "gpu_h200", "gpu_b200"}
+    assert set(GPU_NAMES) == expected
+    assert not set(GPU_NAMES) & set(list_designs())  # the default listing is the systolic catalog
+    assert set(list_designs(None)) == set(list_designs()) | expected
+    with pytest.raises(ValueError, match="kind"):
+        list_designs("tpu")
+
+
+@pytest.mark.parametrize("name", GPU_NAMES)
+def test_gpu_design_loads_and_names_its_sources(name):
+    d = load_design(name)
+    assert isinstance(d, GpuDesign) and d.name == name and d.kind == "gpu"
+    assert d.fp32_tflops > 0 and d.bandwidth_gbps > 0 and d.l2_mib > 0 and d.sm_count > 0
+    assert d.source and d.description
+    text = (designs_dir() / f"{name}.toml").read_text()
+    for line in text.splitlines():  # every number carries a comment with its source
+        key = line.split("=")[0].strip()
+        if "=" in line and not line.startswith("#") and key not in (
+                "name", "kind", "description", "source", "variant", "architecture", "process_name"):
+            assert "#" in line, f"{name}: {line!r} has no source comment"
+    assert hash(d) == hash(load_design(designs_dir() / f"{name}.toml"))
+
+
+@pytest.mark.skipif(not GPUS_CSV.is_file(), reason="../shared/data/gpus.csv not present")
+def test_gpu_designs_match_the_csv():
+    with GPUS_CSV.open() as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        name = "gpu_" + r["gpu"].lower()
+        if r["gpu"] == "P100" and "SXM2" in r["variant"]:
+            name = "gpu_p100_sxm2"
+        if r["gpu"] == "A100" and "80GB" in r["variant"]:
+            name = "gpu_a100_80gb"
+        d = load_design(name)
+        assert d.fp32_tflops == float(r["fp32_tflops"]), name
+        assert d.bandwidth_gbps == float(r["mem_bw_gbs"]), name
+        assert d.tdp_w == float(r["tdp_w"]), name
+        for col, field in (("fp16_bf16_tensor_dense_tflops", "fp16_tensor_tflops"),
+                           ("tf32_tensor_dense_tflops", "tf32_tflops"), ("fp8_tensor_dense_tflops", "fp8_tflops")):
+            assert getattr(d, field) == (float(r[col]) if r[col] else None), (name, field)
+
+
+def test_mac_presets_are_the_tensor_core_numerics():
+    assert load_design("gpu_v100").mac_spec() == sim.MacSpec.parse("v100")
+    assert load_design("gpu_a100").mac_spec() == sim.MacSpec.parse("a100")
+    assert load_design("gpu_h100").mac_spec() == sim.MacSpec.parse("h100")
+    assert load_design("gpu_p100").mac_spec() is None
+
+
+def test_bad_gpu_file_reports_every_field(tmp_path):
+    text = (designs_dir() / "gpu_v100.toml").read_text()
+    text = (text.replace("sm_count = 80", "sm_count = 0").replace('mem_type = "HBM2"', 'mem_type = "HBM9"')
+            .replace('int8_path = "dp4a"', 'int8_path = "magic"').replace('mac_preset = "v100"', 'mac_preset = "x"')
+            + "warp_size = 32\neff_simt = 1.5\n")
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(DesignError) as err:
+        load_design(p)
+    fields = {f for f, _, _ in err.value.problems}
+    assert fields == {"sm_count", "mem_type", "int8_path", "mac_preset", "warp_size", "eff_simt"}
+    assert str(p) in str(err.value) and "HBM9" in str(err.value)
+    p.write_text('name = "x"\nkind = "gpu"\n')
+    with pytest.raises(DesignError, match="required"):
+        load_design(p)
+    p.write_text('name = "x"\nkind = "fpga"\n')
+    with pytest.raises(DesignError, match="kind"):
+        load_design(p)
+
+
+# --- precision paths ------------------------------------------------------------------------
+@pytest.mark.parametrize("design, formats, path, peak_tflops", [
+    ("gpu_p100", None, "fp32", 9.3),
+    ("gpu_p100", "act=fp16,weight=fp16,acc=fp32", "fp16_fp32math", 9.3),  # DeepBench's P100 'fp16'
+    ("gpu_p100", "act=fp16,weight=fp16,acc=fp16", "fp16_half2", 18.7),
+    ("gpu_m40", "act=int8,weight=int8,acc=int32", "int8_fp32math", 7.0),
+    ("gpu_titanx_pascal", "act=int8,weight=int8,acc=int32", "int8_dp4a", 44.0),
+    ("gpu_t4", "act=int8,weight=int8,acc=int32", "int8_tensor", 130.0),
+    ("gpu_t4", "act=fp16,weight=fp16,acc=fp32", "fp16_tensor", 65.0),
+    ("gpu_v100", "act=bf16,weight=bf16,acc=fp32", "bf16_fp32math", 15.7),  # no bf16 tensor cores
+    ("gpu_a100", "act=bf16,weight=bf16,acc=fp32", "fp16_tensor", 312.0),
+    ("gpu_a100", "act=tf32,weight=tf32,acc=fp32", "tf32_tensor", 156.0),
+    ("gpu_h100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", "fp8_tensor", 1978.9),
+    ("gpu_v100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", "fp16_tensor", 125.0),  # falls back
+])
+def test_precision_path(design, formats, path, peak_tflops):
+    d = load_design(design)
+    p = precision_path(d, resolve_gpu_formats(d, formats))
+    assert p.name == path and p.peak_ops_per_s == pytest.approx(peak_tflops * 1e12)
+    r = sim.cost(Gemm(256, 256, 256), design, formats)
+    assert r.formats["path"] == path and r.pes * r.clock_hz == pytest.approx(peak_tflops * 1e12 / 2)
+
+
+def test_t4_dp4a_library_path_is_four_times_fp32():
+    d = dataclasses.replace(load_design("gpu_t4"), int8_path="dp4a")
+    p = precision_path(d, resolve_gpu_formats(d, "act=int8,weight=int8,acc=int32"))
+    assert p.name == "int8_dp4a" and p.peak_ops_per_s == pytest.approx(4 * 8.1e12)
+
+
+# --- hand-calculated cases -----------------------------------------------------------------
+def test_large_gemm_is_compute_bound_at_the_achievable_peak():
+    n = 8192
+    r = hand_cost(Gemm(n, n, n))
+    ideal = 2 * n**3 / (0.9 * 15.7e12)  # fp32 on V100 at 90 % of the datasheet peak
+    assert r.bound == "compute"
+    assert r.cycles_compute / r.clock_hz == pytest.approx(ideal, rel=1e-9)
+    # wave quantization of 8192^2 outputs over 80 SMs costs at most 2 %
+    assert ideal + 5e-6 <= r.time_s <= 1.02 * ideal + 5e-6
+    assert r.utilization == pytest.approx(0.9, rel=0.02)
+
+
+def test_skinny_gemm_is_bandwidth_bound_at_bytes_over_bandwidth():
+    r = hand_cost(Gemm(1, 16384, 16384), formats="act=fp16,weight=fp16,acc=fp32")
+    nbytes = 2 * (16384 * 16384 + 16384 + 16384)  # fp16 weights once, the vector in, the row out
+    assert r.dram_bytes == pytest.approx(nbytes)
+    assert r.bound == "bandwidth"
+    assert r.time_s == pytest.approx(nbytes / 900e9 + 5e-6, rel=1e-3)  # hard max: smax_p = 60
+    assert r.traffic["dram.filter.reads_bytes"] == pytest.approx(2 * 16384 * 16384)
+
+
+def test_tiny_gemm_sits_at_the_launch_floor():
+    r = hand_cost(Gemm(8, 8, 8))
+    # 5 us launch + one 32x32 tile of K = 8 on one SM: 2 * 32 * 32 * 8 / (0.9 * 15.7e12 / 80) = 93 ns
+    assert r.time_s == pytest.approx(5e-6 + 2 * 32 * 32 * 8 / (0.9 * 15.7e12 / 80), rel=1e-3)
+    assert r.bound == "occupancy" and r.dram_bytes == 0  # L2-resident across back-to-back calls
+    assert r.traffic["l2_bytes"] >= 3 * 64 * 4  # A, B and C once (plus any split-K partials)
+
+
+def test_wave_quantization(monkeypatch):
+    """One 128x128 tile, no split-K: 80 tiles fill V100's 80 SMs once, 81 need two waves."""
+    monkeypatch.setattr(gm, "TILES", np.array([(128.0, 128.0)]))
+    monkeypatch.setattr(gm, "SPLITS", np.array([1.0]))
+    k = 4096
+    one, two = (hand_cost(Gemm(128 * m, 128, k)) for m in (80, 81))
+    per_wave = 2 * 128 * 128 * k / (0.9 * 15.7e12 / 80)
+    assert (one.time_s - 5e-6) == pytest.approx(per_wave, rel=1e-9)
+    assert (two.time_s - 5e-6) == pytest.approx(2 * per_wave, rel=1e-9)
+    assert two.cycles_compute / one.cycles_compute == pytest.approx(81 / 80)
+    assert two.mapping_efficiency == pytest.approx(81 / 160)
+
+
+def test_tensor_core_alignment_pads_k(monkeypatch):
+    monkeypatch.setattr(gm, "TILES", np.array([(128.0, 128.0)]))
+    monkeypatch.setattr(gm, "SPLITS", np.array([1.0]))
+    f16 = "act=fp16,weight=fp16,acc=fp32"
+    a, b = (hand_cost(Gemm(128 * 80, 128, k), formats=f16) for k in (4096, 4089))
+    # K = 4089 runs as 4096 on the tensor cores: the same quantized compute time
+    assert a.cycles_compute / a.mapping_efficiency == pytest.approx(b.cycles_compute / b.mapping_efficiency)
+    assert b.cycles_compute < a.cycles_compute
+
+
+def test_conv_is_an_implicit_gemm():
+    c = Conv(56, 56, 64, 128, 3, 3, padding=1, batch=8)
+    r = hand_cost(c)
+    assert r.macs == 8 * 56 * 56 * 128 * 64 * 9
+    # memory: the input, filter and output tensors, not the im2col matrix
+    assert r.dram_bytes == pytest.approx(4 * (8 * 56 * 56 * 64 + 128 * 64 * 9 + 8 * 56 * 56 * 128))
+
+
+def test_rnn_pays_a_per_step_overhead():
+    fit = HAND | {"rnn_step_us": 10.0, "rnn_call_us": 0.0}
+    short, long = (hand_cost(Rnn("lstm", 256, 4, t), fit=fit) for t in (10, 20))
+    per_step = (long.time_s - short.time_s) / 10
+    assert per_step >= 10e-6  # at least the step overhead per extra step
+    zero = hand_cost(Rnn("lstm", 256, 4, 20), fit=HAND | {"rnn_step_us": 0.0, "rnn_call_us": 0.0})
+    assert long.time_s - zero.time_s == pytest.approx(20 * 10e-6)
+
+
+def test_power_cap_slows_the_t4():
+    fit = load_fit()
+    d = load_design("gpu_t4")
+    p = precision_path(d, resolve_gpu_formats(d))
+    assert gm.clock_scale(d, p, fit) < 1.0  # 70 W cannot feed 8.1 TFLOPS at boost
+    big = load_design("gpu_p100")
+    assert gm.clock_scale(big, precision_path(big, resolve_gpu_formats(big)), fit) == 1.0
+
+
+@pytest.mark.parametrize("design", ["gpu_t4", "gpu_v100", "gpu_h100", "gpu_m40"])
+def test_energy_within_tdp_and_sourced(design):
+    ops = [Gemm(4096, 4096, 4096), Gemm(1, 4096, 4096), Conv(28, 28, 128, 128, 3, 3, padding=1, batch=32),
+           Rnn("gru", 512, 16, 10), Elementwise(1 << 20, 2, 2)]
+    d = load_design(design)
+    fit = load_fit()
+    for r in sim.hw.cost_many(ops, design, "act=fp16,weight=fp16,acc=fp32"):
+        assert r.energy_total_pj <= d.tdp_w * r.time_s * 1e12 * (1 + 1e-9)
+        assert r.energy_pj["static"] == pytest.approx(fit["static_fraction"] * d.tdp_w * r.time_s * 1e12)
+        assert set(r.sources) == set(r.energy_pj) and all(s.strip() for s in r.sources.values())
+        assert r.cycles == pytest.approx(r.time_s * r.clock_hz)
+        assert all(math.isfinite(v) for v in r.energy_pj.values())
+
+
+def test_public_api_table_and_cli(capsys):
+    df = sim.cost_table([Gemm(1024, 1024, 1024), Conv(14, 14, 16, 32, 3, 3)], ["gpu_v100", "tpu_v1"])
+    assert list(df.design) == ["gpu_v100", "gpu_v100", "tpu_v1", "tpu_v1"]
+    assert main(["cost", "--design", "gpu_v100", "--gemm", "1024,1024,1024", "--formats",
+                 "act=fp16,weight=fp16,acc=fp32", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["design"] == "gpu_v100" and row["format_path"] == "fp16_tensor" and row["time_us"] > 0
+    with pytest.raises(OperationError, match="all-reduce"):
+        sim.cost(AllReduce(1000, 8), "gpu_v100")
+
+
+def test_sparse_gemm_uses_the_sparse_kernel():
+    dense = hand_cost(Gemm(16, 4096, 4096))
+    csr = hand_cost(Gemm(16, 4096, 4096, weight_sparsity=0.95, sparse_format="csr"))
+    assert csr.macs_performed == pytest.approx(0.05 * dense.macs)
+    assert dense.macs_performed == dense.macs
+
+
+# --- calibration ----------------------------------------------------------------------------
+@pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/deepbench/measured not present")
+def test_calibration_error_on_the_measured_sheets():
+    """The shipped constants on DeepBench's 4 369 rows (see benchmarks/RESULTS.md): per device the
+    median |ln(pred/meas)| <= 0.30 and p90 <= 0.95, overall median <= 0.25, and better than the
+    naive roofline everywhere."""
+    spec = importlib.util.spec_from_file_location("gpu_calibration", ROOT / "benchmarks" / "gpu_calibration.py")
+    gc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gc)
+    groups = gc.groups_of(gc.load_rows(MEASURED))
+    fit = load_fit()
+    errs, naive = {}, {}
+    for g in groups:
+        errs.setdefault(g.device, []).append(np.abs(np.log(g.predict(fit) / g.measured)))
+        naive.setdefault(g.device, []).append(np.abs(np.log(g.naive() / g.measured)))
+    allerr = np.concatenate([e for v in errs.values() for e in v])
+    assert len(allerr) == 4369
+    assert np.median(allerr) <= 0.25
+    for dev, e in errs.items():
+        e, n = np.concatenate(e), np.concatenate(naive[dev])
+        assert np.median(e) <= 0.30 and np.quantile(e, 0.9) <= 0.95, dev
+        assert np.median(e) < np.median(n) and np.quantile(e, 0.9) < np.quantile(n, 0.9), dev
+    g = groups[0]  # the fast path the fit uses is the public one
+    assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9)
