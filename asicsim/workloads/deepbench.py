@@ -20,7 +20,9 @@ its columns. How each DeepBench row becomes an asicsim operation:
   ``CUDNN_SKIP_INPUT`` (no input projection W x), so its ``flops_fwd`` = 2 gates hidden^2 batch
   timesteps counts the ``timesteps`` recurrent GEMMs alone; the gate nonlinearities run on the
   design's vector unit (a design without one, e.g. the SCALE-Sim designs, prices the GEMMs only and
-  says so in the ``note`` column).
+  says so in the ``note`` column). A cost model that ignores :meth:`RecurrentRnn.lower` and prices
+  the input projection too (the GPU model, as of this writing) gets a ``note`` saying by how much
+  its flop count exceeds DeepBench's.
 - ``sparse_gemm``: DeepBench's sparse operand is A (M x K, ``nnz_A`` nonzeros) times a dense B
   (K x N); asicsim's :class:`~asicsim.hw.operations.Gemm` puts sparsity on its weight operand B.
   The problem is transposed, ``C^T (N x M) = B^T (N x K) @ A^T (K x M)``, so the sparse matrix is
@@ -319,8 +321,16 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         for c in ("idx", "application"):
             if c in s.table:
                 out[c] = s.table[c].to_numpy()
-        out["note"] = "" if gates or s.kind != "rnn" else \
-            "design has no vector unit: gate nonlinearities not priced"
+        notes = np.full(len(out), "" if gates or s.kind != "rnn" else
+                        "design has no vector unit: gate nonlinearities not priced", dtype=object)
+        if s.kind != "sparse_gemm":  # the model's dense flop count should be DeepBench's
+            ratio = np.divide(out["tops"].to_numpy(), out["tflops"].to_numpy(),
+                              out=np.ones(len(out)), where=out["tflops"].to_numpy() > 0)
+            for i in np.flatnonzero(np.abs(ratio - 1) > 1e-6):
+                notes[i] = "; ".join(filter(None, [notes[i], (
+                    f"the model prices {ratio[i]:.3g}x DeepBench's flops"
+                    + (" (it adds the input projection DeepBench skips)" if s.kind == "rnn" else ""))]))
+        out["note"] = notes
         frames.append(out)
     return pd.concat(frames, ignore_index=True)
 
