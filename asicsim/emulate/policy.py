@@ -1,0 +1,224 @@
+"""Precision policies ("recipes"): a format, rounding and scaling per tensor role.
+
+One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op trace, reports):
+
+=========== =============================================================================
+``weight``  weights as the GEMMs see them (the working copy)
+``act``     activations entering a GEMM or convolution
+``out``     a GEMM/convolution result, after accumulation
+``acc``     the accumulator of every GEMM (forward and backward)
+``grad``    activation gradients (the cotangent entering the backward GEMMs, and dX)
+``wgrad``   weight gradients (dW)
+``master``  the master copy of the weights the optimizer updates (absent: no master copy)
+``opt_state`` optimizer state (momenta)
+``update``  the weight update as applied (its rounding: e.g. stochastic)
+=========== =============================================================================
+
+A recipe is a TOML file (``formats/recipes/<name>.toml``) or a mapping; :func:`load_recipe` checks
+every field and reports all problems at once (file, field, value, allowed).
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asicsim._catalogs import shipped_dir
+from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.rounding import parse_rounding
+
+ROLES = ("weight", "act", "out", "acc", "grad", "wgrad", "master", "opt_state", "update")
+SCALINGS = ("none", "tensor", "channel", "block", "delayed")
+LOSS_SCALING = ("none", "static", "dynamic")
+
+
+class RecipeError(ValueError):
+    """Bad recipe fields, all of them: (field, value, allowed) in ``.problems``."""
+
+    def __init__(self, problems: list[tuple[str, Any, str]], source: str | None = None) -> None:
+        self.problems = problems
+        where = f"{source}: " if source else ""
+        lines = [f"  - {f} = {v!r}; allowed: {a}" for f, v, a in problems]
+        super().__init__("\n".join([f"{where}{len(problems)} invalid recipe field(s):", *lines]))
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """How one role's tensors are rounded: onto ``format`` with ``rounding``, after ``scaling``
+    (``tensor``: per-tensor current amax; ``channel``: per output channel (last axis);
+    ``block``: per ``block_size`` elements along the last axis; ``delayed``: per tensor from an amax
+    history, kept by the training loop; block formats such as MX bring their own)."""
+
+    format: str
+    rounding: str = "rne"
+    scaling: str = "none"
+    block_size: int | None = None
+    amax_history: int = 16  # delayed scaling: steps of amax history
+    saturate: bool | None = None  # None: the format's convention
+
+    @property
+    def spec(self):
+        return get_format(self.format)
+
+    @property
+    def is_identity(self) -> bool:
+        """fp32 with round-to-nearest: the emulation may skip rounding (float32 is the carrier)."""
+        return self.spec.name == "float32" and self.rounding == "rne" and self.scaling == "none"
+
+
+@dataclass(frozen=True)
+class LossScaling:
+    kind: str = "none"  # none | static | dynamic (skip the step and halve on overflow)
+    init: float = 2.0**15
+    growth_interval: int = 2000
+    factor: float = 2.0
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A whole recipe; frozen and hashable (usable as a static argument under ``jax.jit``)."""
+
+    name: str
+    roles: tuple[tuple[str, RoleSpec], ...]
+    loss_scaling: LossScaling = LossScaling()
+    mac_order: str = "fast"  # "fast" or any asicsim MacSpec order (sequential, chunk:C, tree, ...)
+    description: str = ""
+    source: str = ""
+    first_last: tuple[tuple[str, RoleSpec], ...] = ()  # roles overridden in the first and last layer
+    extra: tuple = field(default=(), repr=False)
+
+    def role(self, name: str) -> RoleSpec | None:
+        return dict(self.roles).get(name)
+
+    def __getitem__(self, name: str) -> RoleSpec:
+        spec = self.role(name)
+        if spec is None:
+            raise KeyError(f"recipe {self.name!r} has no role {name!r}; it has {[r for r, _ in self.roles]}")
+        return spec
+
+
+def _role(table: Any, path: str, out: list) -> RoleSpec | None:
+    if isinstance(table, str):
+        table = {"format": table}
+    if not isinstance(table, dict):
+        out.append((path, table, "a format name or a table with format, rounding, scaling"))
+        return None
+    allowed = {"format", "rounding", "scaling", "block_size", "amax_history", "saturate"}
+    for k in sorted(set(table) - allowed):
+        out.append((f"{path}.{k}", table[k], f"no such field; fields are {sorted(allowed)}"))
+    n = len(out)
+    if "format" not in table:
+        out.append((f"{path}.format", "<missing>", "a format name (asicsim formats)"))
+    else:
+        try:
+            get_format(table["format"])
+        except FormatError as err:
+            out.append((f"{path}.format", table["format"], str(err)))
+    rounding = table.get("rounding", "rne")
+    try:
+        parse_rounding(rounding)
+    except (ValueError, TypeError) as err:
+        out.append((f"{path}.rounding", rounding, str(err)))
+    scaling = table.get("scaling", "none")
+    if scaling not in SCALINGS:
+        out.append((f"{path}.scaling", scaling, " | ".join(SCALINGS)))
+    bs = table.get("block_size")
+    if scaling == "block" and not (isinstance(bs, int) and bs >= 1):
+        out.append((f"{path}.block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
+    hist = table.get("amax_history", 16)
+    if not (isinstance(hist, int) and not isinstance(hist, bool) and hist >= 1):
+        out.append((f"{path}.amax_history", hist, "an integer >= 1"))
+    sat = table.get("saturate")
+    if sat is not None and not isinstance(sat, bool):
+        out.append((f"{path}.saturate", sat, "true or false"))
+    if len(out) > n:
+        return None
+    return RoleSpec(format=table["format"], rounding=rounding, scaling=scaling, block_size=bs,
+                    amax_history=hist, saturate=sat)
+
+
+def policy_from_table(table: dict, source: str = "<table>") -> Policy:
+    """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
+    out: list = []
+    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last"}
+    for k in sorted(set(table) - top):
+        out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
+    name = table.get("name", Path(source).stem)
+    roles_t = table.get("roles", {})
+    roles = []
+    if not isinstance(roles_t, dict) or not roles_t:
+        out.append(("roles", roles_t, f"a table of roles from {list(ROLES)}"))
+        roles_t = {}
+    for r, t in roles_t.items():
+        if r not in ROLES:
+            out.append((f"roles.{r}", t, f"a role from {list(ROLES)}"))
+            continue
+        spec = _role(t, f"roles.{r}", out)
+        if spec is not None:
+            roles.append((r, spec))
+    for needed in ("weight", "act", "acc"):
+        if roles_t and needed not in roles_t:
+            out.append((f"roles.{needed}", "<missing>", "a format (required role)"))
+    ls_t = table.get("loss_scaling", {})
+    ls = LossScaling()
+    if isinstance(ls_t, dict):
+        allowed = {"kind", "init", "growth_interval", "factor"}
+        for k in sorted(set(ls_t) - allowed):
+            out.append((f"loss_scaling.{k}", ls_t[k], f"no such field; fields are {sorted(allowed)}"))
+        kind = ls_t.get("kind", "none")
+        if kind not in LOSS_SCALING:
+            out.append(("loss_scaling.kind", kind, " | ".join(LOSS_SCALING)))
+        init = ls_t.get("init", 2.0**15)
+        if not (isinstance(init, (int, float)) and init > 0):
+            out.append(("loss_scaling.init", init, "a number > 0"))
+        ls = LossScaling(kind=kind, init=float(init), growth_interval=int(ls_t.get("growth_interval", 2000)),
+                         factor=float(ls_t.get("factor", 2.0)))
+    else:
+        out.append(("loss_scaling", ls_t, "a table"))
+    mac_t = table.get("mac", {})
+    order = mac_t.get("order", "fast") if isinstance(mac_t, dict) else None
+    if not isinstance(order, str):
+        out.append(("mac.order", order, "'fast' or an asicsim MAC order (sequential, chunk:C, tree, ...)"))
+    fl = []
+    for r, t in (table.get("first_last") or {}).items():
+        spec = _role(t, f"first_last.{r}", out) if r in ROLES else None
+        if r not in ROLES:
+            out.append((f"first_last.{r}", t, f"a role from {list(ROLES)}"))
+        elif spec is not None:
+            fl.append((r, spec))
+    if out:
+        raise RecipeError(out, source)
+    return Policy(name=name, roles=tuple(roles), loss_scaling=ls, mac_order=order,
+                  description=table.get("description", ""), source=table.get("source", ""),
+                  first_last=tuple(fl))
+
+
+def recipes_dir() -> Path:
+    return shipped_dir("formats") / "recipes"
+
+
+def list_recipes() -> list[str]:
+    return sorted(p.stem for p in recipes_dir().glob("*.toml"))
+
+
+def load_recipe(recipe: str | Path | Policy | dict) -> Policy:
+    """A recipe by name (``formats/recipes/<name>.toml``), TOML path, mapping, or a Policy."""
+    if isinstance(recipe, Policy):
+        return recipe
+    if isinstance(recipe, dict):
+        return policy_from_table(recipe)
+    text = str(recipe)
+    path = Path(text) if (text.endswith(".toml") or "/" in text) else recipes_dir() / f"{text}.toml"
+    if not path.is_file():
+        names = list_recipes()
+        close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+        raise RecipeError([("recipe", text, f"{hint}one of {names}, or a .toml path")])
+    try:
+        table = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as err:
+        raise RecipeError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
+    return policy_from_table(table, str(path))
