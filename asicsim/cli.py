@@ -243,6 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("workloads", help="list the kernel suites (DeepBench) with kernel counts")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_workloads)
+    # system questions register their own commands (options live beside their models)
+    from .system.batching import add_cli as add_batching_cli
+    from .system.scaling import add_cli as add_scaling_cli
+
+    add_batching_cli(sub)
+    add_scaling_cli(sub)
     return parser
 
 

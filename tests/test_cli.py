@@ -63,3 +63,14 @@ def test_cost_without_inputs_says_what_is_missing():
     out = run_cli("cost", "--json")
     assert out.returncode == 2
     assert "--scalesim-config" in out.stderr and "--topology" in out.stderr
+
+
+def test_system_commands_are_wired():
+    out = run_cli("scaling", "allreduce", "--elements", "1000000", "--ranks", "2,16", "--link", "pcie3", "--json")
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)) == 2
+    out = run_cli("batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "100", "--requests",
+                  "2000", "--json")
+    assert out.returncode == 0, out.stderr
+    out = run_cli("batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "0")
+    assert out.returncode == 2 and "rate" in out.stderr
