@@ -252,9 +252,9 @@ def test_sparse_gemm_uses_the_sparse_kernel():
 # --- calibration ----------------------------------------------------------------------------
 @pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/deepbench/measured not present")
 def test_calibration_error_on_the_measured_sheets():
-    """The shipped constants on DeepBench's 4 369 rows (see benchmarks/RESULTS.md): per device the
-    median |ln(pred/meas)| <= 0.30 and p90 <= 0.95, overall median <= 0.25, and better than the
-    naive roofline everywhere."""
+    """The shipped constants on DeepBench's 4 156 GEMM-based rows (see benchmarks/RESULTS.md): per
+    device the median |ln(pred/meas)| <= 0.25 and p90 <= 0.85, overall median <= 0.22, and better
+    than the naive roofline on every device (the shipped fit: 0.18-0.23 and 0.52-0.80)."""
     spec = importlib.util.spec_from_file_location("gpu_calibration", ROOT / "benchmarks" / "gpu_calibration.py")
     gc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gc)
@@ -265,11 +265,11 @@ def test_calibration_error_on_the_measured_sheets():
         errs.setdefault(g.device, []).append(np.abs(np.log(g.predict(fit) / g.measured)))
         naive.setdefault(g.device, []).append(np.abs(np.log(g.naive() / g.measured)))
     allerr = np.concatenate([e for v in errs.values() for e in v])
-    assert len(allerr) == 4369
-    assert np.median(allerr) <= 0.25
+    assert len(allerr) == 4156
+    assert np.median(allerr) <= 0.22
     for dev, e in errs.items():
         e, n = np.concatenate(e), np.concatenate(naive[dev])
-        assert np.median(e) <= 0.30 and np.quantile(e, 0.9) <= 0.95, dev
+        assert np.median(e) <= 0.25 and np.quantile(e, 0.9) <= 0.85, dev
         assert np.median(e) < np.median(n) and np.quantile(e, 0.9) < np.quantile(n, 0.9), dev
     g = groups[0]  # the fast path the fit uses is the public one
     assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9)
