@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -264,13 +265,15 @@ def main() -> None:
         cols.append("loo")
     df = error_frame(groups, preds)
     pd.set_option("display.width", 200)
-    print(f"# GPU baseline vs DeepBench measured ({len(rows)} rows; {platform.processor() or platform.machine()})")
+    print(f"# GPU baseline vs DeepBench measured ({len(rows)} rows; {platform.machine()}, "
+          f"{os.cpu_count()} cpus, Python {platform.python_version()})")
     print("# |ln(predicted / measured)|: median and 90th percentile; naive = datasheet roofline")
     print(summary(df, cols, ["device", "precision", "kind"]).round(3).to_string())
     print()
     print(summary(df, cols, ["device", "precision"]).round(3).to_string())
     print()
     print(summary(df, cols, ["device"]).round(3).to_string())
+    print("all rows:", "  ".join(f"{c} median {df[c].median():.3f} p90 {df[c].quantile(0.9):.3f}" for c in cols))
     print()
     print("constants:", {k: round(v, 4) for k, v in fit.items()})
     print(f"# {time.perf_counter() - t0:.1f} s")
