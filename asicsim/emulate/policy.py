@@ -31,7 +31,7 @@ from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.rounding import parse_rounding
 
 ROLES = ("weight", "act", "out", "acc", "grad", "wgrad", "master", "opt_state", "update")
-SCALINGS = ("none", "tensor", "channel", "block", "delayed")
+SCALINGS = ("none", "tensor", "channel", "block", "delayed", "static")
 LOSS_SCALING = ("none", "static", "dynamic")
 
 
@@ -50,7 +50,8 @@ class RoleSpec:
     """How one role's tensors are rounded: onto ``format`` with ``rounding``, after ``scaling``
     (``tensor``: per-tensor current amax; ``channel``: per output channel (last axis);
     ``block``: per ``block_size`` elements along the last axis; ``delayed``: per tensor from an amax
-    history, kept by the training loop; block formats such as MX bring their own)."""
+    history, kept by the training loop (:mod:`asicsim.emulate.training`); ``static``: per tensor
+    from calibration (:func:`asicsim.emulate.calibrate`); block formats such as MX bring their own)."""
 
     format: str
     rounding: str = "rne"
@@ -89,6 +90,45 @@ class Policy:
     source: str = ""
     first_last: tuple[tuple[str, RoleSpec], ...] = ()  # roles overridden in the first and last layer
     extra: tuple = field(default=(), repr=False)
+    mac: str = ""  # a full MacSpec text (e.g. "v100"; overrides mac_order), see asicsim.numerics.mac
+    calibration_batches: int = 8  # static scaling: calibration batches asicsim infer uses
+    # static scaling: per-GEMM-site amax of (lhs, rhs, grad) from calibration, ((site, (a, b, g)), ...)
+    static_scales: tuple = field(default=(), repr=False)
+
+    @property
+    def has_master(self) -> bool:
+        """Whether the optimizer updates a master copy (role ``master``) of the weights."""
+        return self.role("master") is not None
+
+    @property
+    def scalings(self) -> set[str]:
+        return {spec.scaling for _, spec in self.roles}
+
+    @property
+    def delayed(self) -> bool:
+        """Some role uses delayed (amax-history) scaling: training keeps per-GEMM state."""
+        return "delayed" in self.scalings
+
+    @property
+    def needs_calibration(self) -> bool:
+        """Some role uses static scales: :func:`asicsim.emulate.calibrate` sets them."""
+        return "static" in self.scalings
+
+    @property
+    def stochastic(self) -> bool:
+        """Some role rounds stochastically: the emulated function needs ``asicsim_key``."""
+        return any(spec.rounding.startswith("sr") for _, spec in self.roles)
+
+    def mac_spec(self):
+        """The MacSpec of the bit-exact accumulation (None for ``mac_order = "fast"``)."""
+        from asicsim.numerics import MacSpec
+
+        if self.mac:
+            return MacSpec.parse(self.mac)
+        if self.mac_order == "fast":
+            return None
+        acc = self.role("acc")
+        return MacSpec(a_fmt="fp32", acc=acc.format if acc else "fp32", order=self.mac_order)
 
     def role(self, name: str) -> RoleSpec | None:
         return dict(self.roles).get(name)
@@ -143,7 +183,7 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
     out: list = []
-    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last"}
+    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration"}
     for k in sorted(set(table) - top):
         out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
     name = table.get("name", Path(source).stem)
@@ -180,8 +220,25 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
         out.append(("loss_scaling", ls_t, "a table"))
     mac_t = table.get("mac", {})
     order = mac_t.get("order", "fast") if isinstance(mac_t, dict) else None
+    mac_text = mac_t.get("spec", "") if isinstance(mac_t, dict) else ""
+    if isinstance(mac_t, dict):
+        for k in sorted(set(mac_t) - {"order", "spec"}):
+            out.append((f"mac.{k}", mac_t[k], "no such field; fields are ['order', 'spec']"))
     if not isinstance(order, str):
         out.append(("mac.order", order, "'fast' or an asicsim MAC order (sequential, chunk:C, tree, ...)"))
+    elif order != "fast":
+        _check_mac(f"a=fp32,acc=fp32,order={order}", "mac.order", order, out)
+    if not isinstance(mac_text, str):
+        out.append(("mac.spec", mac_text, "a MacSpec text, e.g. 'v100' or 'a=fp16,acc=fp32,order=tensorcore:4'"))
+    elif mac_text:
+        _check_mac(mac_text, "mac.spec", mac_text, out)
+    cal_t = table.get("calibration", {})
+    batches = cal_t.get("batches", 8) if isinstance(cal_t, dict) else None
+    if isinstance(cal_t, dict):
+        for k in sorted(set(cal_t) - {"batches"}):
+            out.append((f"calibration.{k}", cal_t[k], "no such field; fields are ['batches']"))
+    if not (isinstance(batches, int) and not isinstance(batches, bool) and batches >= 1):
+        out.append(("calibration.batches", batches, "an integer >= 1"))
     fl = []
     for r, t in (table.get("first_last") or {}).items():
         spec = _role(t, f"first_last.{r}", out) if r in ROLES else None
@@ -193,7 +250,16 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
         raise RecipeError(out, source)
     return Policy(name=name, roles=tuple(roles), loss_scaling=ls, mac_order=order,
                   description=table.get("description", ""), source=table.get("source", ""),
-                  first_last=tuple(fl))
+                  first_last=tuple(fl), mac=mac_text, calibration_batches=batches)
+
+
+def _check_mac(text: str, path: str, value, out: list) -> None:
+    from asicsim.numerics import MacSpec
+
+    try:
+        MacSpec.parse(text)
+    except ValueError as err:
+        out.append((path, value, str(err)))
 
 
 def recipes_dir() -> Path:

@@ -15,6 +15,19 @@ product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_ord
 bit-exact MAC order runs :func:`asicsim.numerics.matmul` for plain 2-D products). Backward: the
 incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
 then dX is rounded to ``grad`` and dW to ``wgrad``. Rounding itself is straight-through.
+
+Two optional keyword arguments of the emulated function (not passed to ``fn``):
+
+``asicsim_key``   a ``jax.random`` key for roles with stochastic rounding; each GEMM site, role and
+                  scan iteration gets its own key by ``fold_in``/``split`` (never reused).
+``asicsim_amax``  a float32 array (S, 3): per GEMM site (numbered in the order the interpreter meets
+                  them, scan bodies counted once), the amax estimates of (lhs, rhs, grad) that roles
+                  with ``scaling = "delayed"`` or ``"static"`` scale by (0: unknown, use the current
+                  amax). Its *gradient* is the amax each site observed in this call (forward
+                  operands, backward cotangent; the largest over scan iterations): what delayed
+                  scaling's history records (:mod:`asicsim.emulate.training`) and calibration reads
+                  (:mod:`asicsim.emulate.ptq`). Static scales may also live in the policy
+                  (``Policy.static_scales``).
 """
 
 from __future__ import annotations
@@ -39,18 +52,27 @@ _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
 
-def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None) -> jax.Array:
-    """Round ``x`` as role ``spec`` says (None or fp32/rne: unchanged), keeping its dtype."""
+def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis: int | None = None) -> jax.Array:
+    """Round ``x`` as role ``spec`` says (None or fp32/rne: unchanged), keeping its dtype.
+
+    ``amax``: for ``delayed``/``static`` scaling, the amax estimate to scale by (a traced scalar;
+    <= 0 or None: the current amax of ``x``). ``axis``: the axis of block scaling and of block
+    formats (default the last; GEMMs pass the contraction axis, as OCP MX blocks along K).
+    """
     if spec is None or spec.is_identity:
         return x
     kw = {}
-    if spec.scaling in ("tensor", "delayed"):  # delayed: the loop keeps the history; here current
+    if spec.scaling in ("delayed", "static") and amax is not None:
+        return _round_scaled(x, spec, amax, key)
+    if spec.scaling in ("tensor", "delayed", "static"):  # no estimate given: the current amax
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
         kw["scaling"] = "channel"
     elif spec.scaling == "block":
         kw["block_size"] = spec.block_size
-        kw["axis"] = -1
+        kw["axis"] = -1 if axis is None else axis
+    elif spec.spec.kind == "block" and axis is not None:
+        kw["axis"] = axis
     if spec.rounding.startswith("sr"):
         if key is None:
             raise ValueError(f"role format {spec.format!r} uses stochastic rounding {spec.rounding!r}: "
@@ -58,6 +80,31 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None) -> jax.Array:
         kw["key"] = key
     y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, **kw)
     return y.astype(x.dtype)
+
+
+def _check_key(spec: RoleSpec, key):
+    if spec.rounding.startswith("sr") and key is None:
+        raise ValueError(f"role format {spec.format!r} uses stochastic rounding {spec.rounding!r}: "
+                         "pass a key (emulate(...)(..., asicsim_key=jax.random.key(seed)))")
+
+
+def _round_scaled(x, spec: RoleSpec, amax, key):
+    """Per-tensor scaling by a given amax estimate (delayed or static scaling): values beyond it
+    saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT)."""
+    _check_key(spec, key)
+    xf = x.astype(jnp.float32)
+    cur = jnp.max(jnp.abs(xf))
+    est = jnp.where(amax > 0, amax, cur)
+    scale = est / jnp.float32(spec.spec.max)
+    scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
+    sat = True if spec.saturate is None else spec.saturate
+    y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat,
+                 **({"key": key} if spec.rounding.startswith("sr") else {}))
+    return (y * scale).astype(x.dtype)
+
+
+def _amax(x) -> jax.Array:
+    return jnp.max(jnp.abs(x.astype(jnp.float32))) if x.size else jnp.float32(0)
 
 
 def _grad_role(role: str) -> str:
@@ -69,33 +116,61 @@ def _accumulate(y: jax.Array, policy: Policy) -> jax.Array:
     return round_role(y, policy.role("acc"))
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
-def _emulated_dot(a, b, cfg, policy):
-    return _dot_fwd(a, b, cfg, policy)[0]
+def _keys(keydata, n: int):
+    """``n`` independent keys from one site's key data (None: no stochastic rounding)."""
+    if keydata is None:
+        return [None] * n
+    key = jax.random.wrap_key_data(keydata)
+    return [jax.random.fold_in(key, i) for i in range(n)]
 
 
-def _dot_fwd(a, b, cfg, policy):
+def _contract_axis(dn, conv, side: int, ndim: int) -> int | None:
+    """The (first) contraction axis of operand ``side`` (0: lhs, 1: rhs), for block scaling."""
+    if conv is not None or not dn[0][side]:
+        return None
+    return int(dn[0][side][0]) - ndim
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _emulated_dot(a, b, meta, keydata, cfg, policy):
+    return _dot_fwd(a, b, meta, keydata, cfg, policy)[0]
+
+
+def _dot_fwd(a, b, meta, keydata, cfg, policy):
     dn, roles, out_dtype, conv = cfg
-    qa = round_role(a, policy.role(roles[0]))
-    qb = round_role(b, policy.role(roles[1]))
+    ka, kb, kacc, kout, _, _, _ = _keys(keydata, 7)
+    ma, mb = (None, None) if meta is None else (meta[0], meta[1])
+    qa = round_role(a, policy.role(roles[0]), key=ka, amax=ma, axis=_contract_axis(dn, conv, 0, a.ndim))
+    qb = round_role(b, policy.role(roles[1]), key=kb, amax=mb, axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
-    y = round_role(_accumulate(y, policy), policy.role("out"))
-    return y.astype(out_dtype), (qa, qb)
+    y = round_role(_accumulate(y, policy, key=kacc), policy.role("out"), key=kout)
+    seen = None if meta is None else jnp.stack([_amax(a), _amax(b)])
+    return y.astype(out_dtype), (qa, qb, seen, meta, keydata)
 
 
 def _dot_bwd(cfg, policy, res, g):
     dn, roles, _, conv = cfg
-    qa, qb = res
-    gq = round_role(g.astype(jnp.float32), policy.role("grad"))
-    _, vjp = jax.vjp(lambda x, w: _contract(x, w, dn, conv, policy), qa.astype(jnp.float32),
-                     qb.astype(jnp.float32))
-    da, db = vjp(gq)
-    da = round_role(_accumulate(da, policy), policy.role(_grad_role(roles[0])))
-    db = round_role(_accumulate(db, policy), policy.role(_grad_role(roles[1])))
-    return da.astype(qa.dtype), db.astype(qb.dtype)
+    qa, qb, seen, meta, keydata = res
+    *_, kg, kda, kdb = _keys(keydata, 7)
+    g32 = g.astype(jnp.float32)
+    gq = round_role(g32, policy.role("grad"), key=kg, amax=None if meta is None else meta[2])
+    da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
+    kda2, kdb2 = (None, None) if keydata is None else (jax.random.fold_in(kda, 1), jax.random.fold_in(kdb, 1))
+    da = round_role(_accumulate(da, policy, key=kda2), policy.role(_grad_role(roles[0])), key=kda)
+    db = round_role(_accumulate(db, policy, key=kdb2), policy.role(_grad_role(roles[1])), key=kdb)
+    dmeta = None if meta is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(meta.dtype)
+    return da.astype(qa.dtype), db.astype(qb.dtype), dmeta, None
 
 
 _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
+
+
+def _accumulate(y: jax.Array, policy: Policy, key=None) -> jax.Array:
+    """Round an fp32 accumulation result to the accumulator format (a bit-exact MAC order has
+    already accumulated in it)."""
+    if policy.mac_spec() is not None:
+        return y
+    return round_role(y, policy.role("acc"), key=key)
 
 
 def _contract(a, b, dn, conv, policy: Policy):
@@ -104,22 +179,62 @@ def _contract(a, b, dn, conv, policy: Policy):
     if conv is not None:
         return lax.conv_general_dilated(a, b, **dict(conv), precision=lax.Precision.HIGHEST,
                                         preferred_element_type=jnp.float32)
-    if policy.mac_order != "fast":
-        return _mac_matmul(a, b, dn, policy)
+    mac = policy.mac_spec()
+    if mac is not None:
+        return _mac_dot_general(a, b, dn, mac)
     return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
 
 
-def _mac_matmul(a, b, dn, policy: Policy):
-    """A bit-exact accumulation order: only for plain (M, K) x (K, N) products."""
-    from asicsim.numerics import MacSpec, matmul
+def _contract_vjp(a, b, g, dn, conv, policy: Policy):
+    """(dA, dB) of the contraction at cotangent ``g``: the two gradient GEMMs, accumulated as the
+    forward one is (a bit-exact MAC order runs on the transposed products JAX's own rule forms)."""
+    mac = policy.mac_spec() if conv is None else None
+    if mac is None:
+        _, vjp = jax.vjp(lambda x, w: _contract(x, w, dn, conv, policy), a, b)
+        return vjp(g)
 
-    if dn != (((1,), (0,)), ((), ())) or a.ndim != 2 or b.ndim != 2:
-        raise NotImplementedError(f"mac order {policy.mac_order!r} emulates plain 2-D matmuls only; "
-                                  f"got dimension numbers {dn} on shapes {a.shape} x {b.shape}: use "
-                                  "mac order 'fast' for this model")
-    acc = policy.role("acc")
-    mac = MacSpec(a_fmt="fp32", acc=acc.format if acc else "fp32", order=policy.mac_order)
-    return matmul(a, b, mac)
+    def fast(x, w, ct):
+        return jax.vjp(lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32),
+                       x, w)[1](ct)
+
+    closed = jax.make_jaxpr(fast)(a, b, g)
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, jcore.Literal) else env[v]
+
+    for v, c in zip(closed.jaxpr.constvars, closed.consts, strict=True):
+        env[v] = c
+    for v, x in zip(closed.jaxpr.invars, (a, b, g), strict=True):
+        env[v] = x
+    for eqn in closed.jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "dot_general":
+            outs = [_mac_dot_general(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
+                                     eqn.params["dimension_numbers"], mac)]
+        else:
+            out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            outs = out if eqn.primitive.multiple_results else [out]
+        for v, o in zip(eqn.outvars, outs, strict=True):
+            env[v] = o
+    return tuple(read(v) for v in closed.jaxpr.outvars)
+
+
+def _mac_dot_general(a, b, dn, mac):
+    """``dot_general`` by a bit-exact MAC order: operands transposed and reshaped to batched
+    (B, M, K) x (B, K, N) products for :func:`asicsim.numerics.matmul`, the result laid out as
+    ``dot_general`` lays it out (batch, lhs free, rhs free)."""
+    from asicsim.numerics import matmul
+
+    (lc, rc), (lb, rb) = dn
+    lf = [i for i in range(a.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(b.ndim) if i not in rc and i not in rb]
+    size = lambda x, dims: int(np.prod([x.shape[i] for i in dims], dtype=np.int64))  # noqa: E731
+    at = jnp.transpose(a, (*lb, *lf, *lc)).reshape(size(a, lb), size(a, lf), size(a, lc))
+    bt = jnp.transpose(b, (*rb, *rc, *rf)).reshape(size(b, rb), size(b, rc), size(b, rf))
+    out = matmul(at, bt, mac)
+    shape = (*[a.shape[i] for i in lb], *[a.shape[i] for i in lf], *[b.shape[i] for i in rf])
+    return out.astype(jnp.float32).reshape(shape)
 
 
 def _dot_roles(weightish: Sequence[bool]) -> tuple[str, str]:
@@ -134,9 +249,30 @@ def _dot_roles(weightish: Sequence[bool]) -> tuple[str, str]:
 
 
 class _Interpreter:
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, key=None, amax=None):
         self.policy = policy
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
+        self.key = key  # typed key or None: this scope's stochastic-rounding key
+        self.amax = amax  # (S, 3) amax estimates per GEMM site, or None
+        self.site = 0  # GEMM sites met so far (scan bodies counted once)
+        self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
+
+    def _site(self):
+        """(meta, keydata) of the next GEMM site."""
+        i = self.site
+        self.site += 1
+        meta = None
+        if self.amax is not None and i < self.amax.shape[0]:
+            meta = self.amax[i]
+        elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
+            meta = jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32))
+        keydata = None
+        if self.key is not None:
+            keydata = jax.random.key_data(jax.random.fold_in(self.key, i))
+        elif self.policy.stochastic:
+            raise ValueError(f"recipe {self.policy.name!r} uses stochastic rounding: pass a key "
+                             "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
+        return meta, keydata
 
     def run(self, jaxpr, consts, args, weight_flags):
         env: dict = {}
@@ -167,15 +303,17 @@ class _Interpreter:
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
             self._record("gemm", eqn, roles)
-            return [_emulated_dot(invals[0], invals[1], (p["dimension_numbers"], roles, out_dtype, None),
-                                  self.policy)]
+            meta, kd = self._site()
+            return [_emulated_dot(invals[0], invals[1], meta, kd,
+                                  (p["dimension_numbers"], roles, out_dtype, None), self.policy)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
             conv = tuple((k, p[k]) for k in keep)
             self._record("conv", eqn, roles)
-            return [_emulated_dot(invals[0], invals[1], (None, roles, eqn.outvars[0].aval.dtype, conv),
+            meta, kd = self._site()
+            return [_emulated_dot(invals[0], invals[1], meta, kd, (None, roles, eqn.outvars[0].aval.dtype, conv),
                                   self.policy)]
         if name == "scan":
             return self._scan(p, invals, flags)
@@ -202,17 +340,29 @@ class _Interpreter:
         consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
         cflags, xflags = flags[:nc], flags[nc + ncarry:]
 
+        length, site0 = p["length"], self.site
+        outer_key, outer_amax = self.key, self.amax
+        extra = {}
+        if outer_key is not None:  # one key per iteration: stochastic rounding never reuses bits
+            extra["key"] = jax.random.split(jax.random.fold_in(outer_key, 1_000_003 + site0), length)
+        if outer_amax is not None:  # the body's observed amax: the largest over iterations
+            extra["amax"] = _broadcast_max(outer_amax, length)
+
         def body(carry, x):
+            x, ex = x
+            self.site = site0  # a retraced body numbers its sites the same way
+            self.key, self.amax = ex.get("key"), ex.get("amax")
             outs = self.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
                             [*cflags, *([False] * ncarry), *xflags])
             return outs[:ncarry], outs[ncarry:]
 
-        outer, self.multiplier = self.multiplier, self.multiplier * p["length"]
+        outer, self.multiplier = self.multiplier, self.multiplier * length
         try:
-            carry, ys = lax.scan(body, init, xs, length=p["length"], reverse=p["reverse"],
+            carry, ys = lax.scan(body, init, (xs, extra), length=length, reverse=p["reverse"],
                                  unroll=p["unroll"])
         finally:
             self.multiplier = outer
+            self.key, self.amax = outer_key, outer_amax
         return [*carry, *ys]
 
     def _while(self, p, invals, flags):
@@ -221,19 +371,40 @@ class _Interpreter:
         cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
         n = len(init)
 
+        site0 = self.site
+
         def cond(c):
+            self.site = site0
             return self.run(cj.jaxpr, cj.consts, [*cc, *c], [*flags[:cn], *([False] * n)])[0]
 
-        def body(c):
+        def body(c):  # note: stochastic-rounding keys repeat across while iterations
+            self.site = site0
             return self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)])
 
         return list(lax.while_loop(cond, body, tuple(init)))
 
     def _cond(self, p, invals, flags):
         index, ops = invals[0], invals[1:]
-        branches = [functools.partial(lambda br, *a: self.run(br.jaxpr, br.consts, list(a), flags[1:]), br)
-                    for br in p["branches"]]
+        site0, ends = self.site, []
+
+        def branch(br, *a):
+            self.site = site0 + sum(ends)  # each branch numbers its own sites
+            out = self.run(br.jaxpr, br.consts, list(a), flags[1:])
+            ends.append(self.site - site0 - sum(ends))
+            return out
+
+        branches = [functools.partial(branch, br) for br in p["branches"]]
         return list(lax.switch(index, branches, *ops))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _broadcast_max(x, n: int):
+    """``x`` repeated ``n`` times along a new axis 0; its gradient is the *largest* cotangent over
+    that axis (not the sum), so an amax observed in every scan iteration comes back as the max."""
+    return jnp.broadcast_to(x, (n, *x.shape))
+
+
+_broadcast_max.defvjp(lambda x, n: (_broadcast_max(x, n), None), lambda n, _, g: (jnp.max(g, axis=0),))
 
 
 def split_arrays(tree):
@@ -261,7 +432,10 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
     pol = load_recipe(policy)
 
     @functools.wraps(fn)
-    def wrapped(*args, **kwargs):
+    def wrapped(*args, asicsim_key=None, asicsim_amax=None, **kwargs):
+        key, amax = asicsim_key, asicsim_amax
+        if key is not None and not jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
+            key = jax.random.wrap_key_data(key)  # a raw uint32 key
         counts = [len(jax.tree_util.tree_leaves(a)) for a in args]
         start = sum(counts[:weights]) if weights is not None and weights < len(args) else 0
         stop = start + (counts[weights] if weights is not None and weights < len(args) else 0)
@@ -273,7 +447,7 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
             return fn(*a, **k)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
-        outs = _Interpreter(pol).run(closed.jaxpr, closed.consts, arrays, flags)
+        outs = _Interpreter(pol, key, amax).run(closed.jaxpr, closed.consts, arrays, flags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
 
     return wrapped

@@ -1,0 +1,51 @@
+"""Loss scaling (Micikevicius et al., ICLR 2018; NVIDIA AMP's ``GradScaler``).
+
+The loss is multiplied by ``scale`` before the backward pass, so small activation gradients stay
+above the gradient format's underflow threshold, and the weight gradients are divided by it
+afterwards (in float32). Kinds:
+
+``none``     scale 1, never skips.
+``static``   a constant scale (``init``); an overflow is reported, the step is applied anyway.
+``dynamic``  start at ``init``; a step whose gradients hold inf/NaN is skipped and the scale is
+             divided by ``factor``; after ``growth_interval`` consecutive clean steps it is
+             multiplied by ``factor`` (and the clean-step count restarts).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from asicsim.emulate.policy import LossScaling
+
+
+class ScaleState(NamedTuple):
+    scale: jax.Array  # float32 scalar
+    good_steps: jax.Array  # int32 scalar: clean steps since the last change
+
+
+def init_scale(ls: LossScaling) -> ScaleState:
+    scale = 1.0 if ls.kind == "none" else ls.init
+    return ScaleState(jnp.float32(scale), jnp.int32(0))
+
+
+def all_finite(tree) -> jax.Array:
+    """True when every float leaf of ``tree`` is finite (a bool scalar)."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+              if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+
+
+def update_scale(ls: LossScaling, state: ScaleState, finite: jax.Array) -> tuple[ScaleState, jax.Array]:
+    """(new state, skip): the dynamic rule; ``skip`` says to drop this step's update."""
+    if ls.kind != "dynamic":
+        return state, jnp.bool_(False)
+    good = jnp.where(finite, state.good_steps + 1, 0)
+    grow = good >= ls.growth_interval
+    scale = jnp.where(finite, jnp.where(grow, state.scale * ls.factor, state.scale),
+                      state.scale / ls.factor)
+    scale = jnp.clip(scale, jnp.float32(2.0**-24), jnp.float32(2.0**64))
+    good = jnp.where(grow, 0, good).astype(jnp.int32)
+    return ScaleState(scale.astype(jnp.float32), good), ~finite

@@ -1,0 +1,177 @@
+"""A precision-aware training step on top of optax (optax does the optimizing).
+
+    init, step = make_train_step(loss_fn, policy, tx)
+    state = init(params, key)
+    state, metrics = step(state, batch)     # jittable, usable inside lax.scan
+
+What one step does, in the recipe's formats:
+
+1. Forward and backward run through :func:`asicsim.emulate` (GEMM operands, accumulator, outputs,
+   activation and weight gradients rounded per role). The loss is multiplied by the loss scale
+   first; the weight gradients are divided by it in float32 afterwards.
+2. Loss scaling (:mod:`.loss_scaling`): ``dynamic`` skips a step whose gradients hold inf/NaN
+   and divides the scale by ``factor``; after ``growth_interval`` clean steps it grows.
+3. optax turns the gradients into an update; every float leaf of the optimizer state is then
+   rounded to role ``opt_state``.
+4. Master weights. With role ``master`` (Micikevicius 2018) the update is added to a master copy
+   held in that format, and the weights the model uses are the master copy rounded to ``weight``
+   (when ``weight`` is a plain format; a scaled one, fp8/int8, is rounded inside each GEMM).
+   Without ``master`` the update is added to the weights themselves and the sum rounded onto the
+   ``update`` role's format with its rounding (Gupta 2015, Wang 2018): with round-to-nearest an
+   update below half an ulp of the weight is lost, with stochastic rounding it survives in
+   expectation.
+5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM site an amax history of
+   ``amax_history`` steps for (lhs, rhs, grad); each step scales by the largest amax in the
+   history and records the amax it observed (largest over scan iterations).
+6. Stochastic rounding keys: ``fold_in(state.key, state.step)``, split per use, so no random bits
+   are ever reused.
+
+``state.params`` are the weights the model uses; ``metrics`` holds scalars ``loss`` (unscaled),
+``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the unscaled gradients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
+from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
+from asicsim.emulate.transform import emulate, round_role
+
+#: GEMM sites whose delayed-scaling history a TrainState keeps (sites beyond: current scaling)
+MAX_SITES = 64
+
+
+class TrainState(NamedTuple):
+    """Everything a step carries; a pytree (jit/scan/checkpoint friendly)."""
+
+    step: jax.Array  # int32: steps taken (skipped ones included)
+    params: Any  # the weights the model uses
+    master: Any  # the master copy the optimizer updates (None without role ``master``)
+    opt_state: Any  # optax state, float leaves rounded to role ``opt_state``
+    loss_scale: ScaleState
+    key: jax.Array  # base key for stochastic rounding
+    amax_history: jax.Array | None  # (MAX_SITES, history, 3) for delayed scaling, else None
+
+
+def _is_float(x) -> bool:
+    return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)
+
+
+def round_tree(tree, spec: RoleSpec | None, key=None):
+    """Round every float leaf of ``tree`` as role ``spec`` says (each leaf its own key)."""
+    if spec is None or spec.is_identity:
+        return tree
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    sr = spec.rounding.startswith("sr")
+    if sr and key is None:
+        raise ValueError(f"role format {spec.format!r} uses stochastic rounding: a key is needed")
+    out = [round_role(x, spec, key=jax.random.fold_in(key, i) if sr else None) if _is_float(x) else x
+           for i, x in enumerate(leaves)]
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _plain(spec: RoleSpec | None) -> RoleSpec | None:
+    """A role usable for stored weights: a scaled one (fp8/int8 with scales) is left to the GEMMs."""
+    if spec is None or spec.scaling != "none" or spec.spec.kind == "block":
+        return None
+    return spec
+
+
+def working_weights(master, policy: Policy, key=None):
+    """The weights the model uses from a master copy: rounded to ``weight`` where it is plain."""
+    return round_tree(master, _plain(policy.role("weight")), key)
+
+
+def stored_format(policy: Policy) -> RoleSpec | None:
+    """The format the weights are kept in without a master copy: role ``update`` (else ``weight``)."""
+    return _plain(policy.role("update") or policy.role("weight"))
+
+
+def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation, *,
+                    weights: int = 0, max_sites: int = MAX_SITES) -> tuple[Callable, Callable]:
+    """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` under ``policy`` with optimizer ``tx``.
+
+    ``init(params, key) -> TrainState``; ``step(state, batch) -> (state, metrics)``.
+    """
+    pol = load_recipe(policy)
+    ls = pol.loss_scaling
+    emulated = emulate(loss_fn, pol, weights=weights)
+    hist_len = max([spec.amax_history for _, spec in pol.roles if spec.scaling == "delayed"], default=1)
+
+    def init(params, key) -> TrainState:
+        key = jax.random.key(key) if isinstance(key, int) else key
+        params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32) if _is_float(x) else x, params)
+        k_init = jax.random.fold_in(key, -1 & 0x7FFFFFFF)
+        if pol.has_master:
+            master = round_tree(params, pol.role("master"), k_init)
+            work = working_weights(master, pol, k_init)
+            opt_state = tx.init(master)
+        else:
+            master = None
+            work = round_tree(params, stored_format(pol), k_init)
+            opt_state = tx.init(work)
+        opt_state = round_tree(opt_state, pol.role("opt_state"), jax.random.fold_in(k_init, 1))
+        amax = jnp.zeros((max_sites, hist_len, 3), jnp.float32) if pol.delayed else None
+        return TrainState(step=jnp.int32(0), params=work, master=master, opt_state=opt_state,
+                          loss_scale=init_scale(ls), key=key, amax_history=amax)
+
+    def step(state: TrainState, batch):
+        k = jax.random.fold_in(state.key, state.step)
+        k_fwd, k_upd, k_opt = jax.random.split(k, 3)
+        scale = state.loss_scale.scale
+        kw = {"asicsim_key": k_fwd} if pol.stochastic else {}
+        amax0 = None if state.amax_history is None else jnp.max(state.amax_history, axis=1)
+
+        def scaled(params, amax):
+            extra = dict(kw)
+            if amax is not None:
+                extra["asicsim_amax"] = amax
+            loss = emulated(params, batch, **extra)
+            return (loss * scale).astype(jnp.float32), loss
+
+        (_, loss), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
+        grads = jax.tree_util.tree_map(lambda g: (g.astype(jnp.float32) / scale) if _is_float(g) else g, sgrads)
+        finite = all_finite(sgrads)
+        new_scale, skip = update_scale(ls, state.loss_scale, finite)
+
+        target = state.master if pol.has_master else state.params
+        updates, opt_state = tx.update(grads, state.opt_state, target)
+        opt_state = round_tree(opt_state, pol.role("opt_state"), k_opt)
+        if pol.has_master:
+            master = round_tree(optax.apply_updates(target, updates), pol.role("master"),
+                                jax.random.fold_in(k_upd, 0))
+            params = working_weights(master, pol, jax.random.fold_in(k_upd, 1))
+        else:
+            master = None
+            params = round_tree(_add(target, updates), stored_format(pol), k_upd)
+
+        def keep(new, old):
+            return jax.tree_util.tree_map(lambda n, o: jnp.where(skip, o, n), new, old)
+
+        params = keep(params, state.params)
+        master = keep(master, state.master)
+        opt_state = keep(opt_state, state.opt_state)
+        amax_history = state.amax_history
+        if amax_history is not None:  # record this step's amax (not on a skipped step)
+            rolled = jnp.roll(amax_history, 1, axis=1).at[:, 0].set(seen.astype(jnp.float32))
+            amax_history = jnp.where(skip | ~finite, amax_history, rolled)
+        metrics = {"loss": jnp.asarray(loss, jnp.float32), "loss_scale": scale,
+                   "overflow": ~finite, "skipped": skip, "grad_norm": optax.global_norm(grads)}
+        new = TrainState(step=state.step + 1, params=params, master=master, opt_state=opt_state,
+                         loss_scale=new_scale, key=state.key, amax_history=amax_history)
+        return new, metrics
+
+    return init, step
+
+
+def _add(params, updates):
+    """``params + updates`` in float32 (rounded by the caller), leaves without an update kept."""
+    return jax.tree_util.tree_map(
+        lambda p, u: (p.astype(jnp.float32) + u.astype(jnp.float32)).astype(p.dtype) if u is not None else p,
+        params, updates, is_leaf=lambda x: x is None)
