@@ -2,8 +2,14 @@
 
 Kernel suites: :func:`list_suites`, :func:`load_suite` (a :class:`Suite` whose ``operations()``
 the cost model prices) and :func:`suite_costs` (one pandas row per kernel and design).
+
+Training workloads (``workloads/<name>.toml``: real data, real models): :func:`list_workloads`,
+:func:`train` (a workload under a precision recipe: curves, final metric over seeds, divergence,
+per-tensor numerics statistics), :func:`infer` (post-training quantization of the fp32 model) and
+:func:`accuracy_drop_table`; datasets (:func:`load_dataset`) and models (:func:`make_model`).
 """
 
+from asicsim.workloads.datasets import DATASETS, Dataset, DatasetUnavailable, load_dataset
 from asicsim.workloads.deepbench import (
     PRECISIONS,
     Suite,
@@ -14,14 +20,43 @@ from asicsim.workloads.deepbench import (
     suites_table,
     workloads_dir,
 )
+from asicsim.workloads.models import MODELS, Model, make_model
+from asicsim.workloads.stats import tensor_stats
+from asicsim.workloads.training import (
+    InferResult,
+    TrainResult,
+    Workload,
+    accuracy_drop_table,
+    infer,
+    list_workloads,
+    load_workload,
+    train,
+)
 
 __all__ = [
+    "DATASETS",
+    "MODELS",
     "PRECISIONS",
+    # training workloads
+    "Dataset",
+    "DatasetUnavailable",
+    "InferResult",
+    "Model",
     "Suite",
+    "TrainResult",
+    "Workload",
     "WorkloadError",
+    "accuracy_drop_table",
+    "infer",
     "list_suites",
+    "list_workloads",
+    "load_dataset",
     "load_suite",
+    "load_workload",
+    "make_model",
     "suite_costs",
     "suites_table",
+    "tensor_stats",
+    "train",
     "workloads_dir",
 ]

@@ -1,0 +1,215 @@
+"""Real datasets that need no download: each ships in a package or is generated offline.
+
+=================== ============================================================================
+``digits``          scikit-learn's 8x8 handwritten digits (1797 images, 10 classes), pixels / 16
+``mnist1d``         MNIST-1D (Greydanus 2020): ``make_dataset(get_dataset_args())``, 40-sample
+                    signals, 10 classes, the package's own 4000 / 1000 split (never
+                    ``get_dataset``, which downloads)
+``pydoc``           characters of the standard library's ``pydoc_data.topics`` (Python's help
+                    texts, ~465k characters), printable ASCII, for a character language model
+``vowels``          JapaneseVowels (12 LPC cepstra per frame, 7-29 frames, 9 speakers), read
+                    from the ``aeon`` package's shipped copy; optional extra ``asicsim[vowels]``
+``fmnist``          Fashion-MNIST (28x28, 10 classes), read from Debian's
+                    ``dataset-fashion-mnist`` package (or ``$ASICSIM_FASHION_MNIST``); optional
+=================== ============================================================================
+
+:func:`load_dataset` returns a :class:`Dataset` of numpy arrays with a fixed, seeded split.
+A missing optional dataset raises :class:`DatasetUnavailable` naming what to install.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+#: Seed of every fixed split (train/test shuffles); the splits never change between runs.
+SPLIT_SEED = 0
+DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist")
+OPTIONAL = {"vowels": "pip install 'asicsim[vowels]' (the aeon package ships JapaneseVowels)",
+            "fmnist": "apt-get install dataset-fashion-mnist (Debian), or set $ASICSIM_FASHION_MNIST "
+                      "to a folder holding the four *-ubyte.gz files"}
+FMNIST_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist",
+               "/usr/share/datasets/fashion-mnist")
+
+
+class DatasetUnavailable(RuntimeError):
+    """An optional dataset is not installed; the message says how to install it."""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset as numpy arrays.
+
+    Classification (``task == "classify"``): ``x_train`` (N, *feature_shape) float32, ``y_train``
+    (N,) int32, same for test. Language model (``task == "lm"``): ``x_train``/``x_test`` are 1-D
+    int32 token streams (train: the first 90 %, test: the last 10 %), ``y_*`` empty, ``vocab`` the
+    characters.
+    """
+
+    name: str
+    task: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    vocab: str = ""
+    description: str = ""
+
+    @property
+    def feature_shape(self) -> tuple[int, ...]:
+        return tuple(self.x_train.shape[1:])
+
+    def summary(self) -> dict:
+        return {"name": self.name, "task": self.task, "train": tuple(self.x_train.shape),
+                "test": tuple(self.x_test.shape), "classes": self.num_classes}
+
+
+def _split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int = SPLIT_SEED):
+    perm = np.random.default_rng(seed).permutation(len(x))
+    n_test = round(len(x) * test_fraction)
+    te, tr = perm[:n_test], perm[n_test:]
+    return x[tr], y[tr], x[te], y[te]
+
+
+def _digits() -> Dataset:
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    xtr, ytr, xte, yte = _split(x, d.target.astype(np.int32), 0.2)
+    return Dataset("digits", "classify", xtr, ytr, xte, yte, 10,
+                   description="scikit-learn digits, 8x8 pixels / 16, 80/20 split (seed 0)")
+
+
+def _mnist1d() -> Dataset:
+    from mnist1d.data import get_dataset_args, make_dataset
+
+    d = make_dataset(get_dataset_args())  # generated offline; get_dataset would download
+    return Dataset("mnist1d", "classify", d["x"].astype(np.float32), d["y"].astype(np.int32),
+                   d["x_test"].astype(np.float32), d["y_test"].astype(np.int32), 10,
+                   description="MNIST-1D, make_dataset(get_dataset_args()) (seed 42), 4000/1000")
+
+
+def _pydoc() -> Dataset:
+    from pydoc_data.topics import topics
+
+    text = "\n".join(topics[k] for k in sorted(topics))
+    vocab = "".join(chr(c) for c in range(32, 127)) + "\n"
+    table = np.full(128, vocab.index("?"), np.int32)  # non-ASCII bytes were replaced by "?"
+    for i, ch in enumerate(vocab):
+        table[ord(ch)] = i
+    codes = np.frombuffer(text.encode("ascii", "replace"), np.uint8)
+    tokens = table[np.minimum(codes, 127)]
+    cut = int(len(tokens) * 0.9)
+    empty = np.zeros(0, np.int32)
+    return Dataset("pydoc", "lm", tokens[:cut], empty, tokens[cut:], empty, len(vocab), vocab=vocab,
+                   description="pydoc_data.topics (sorted by topic), printable ASCII + newline, "
+                               "first 90 % train / last 10 % validation")
+
+
+def _read_ts(path: Path) -> tuple[list[np.ndarray], list[str]]:
+    """A sktime/aeon ``.ts`` file: per case ``dim1:dim2:...:label``, dims comma separated."""
+    series, labels = [], []
+    data = False
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.lower().startswith("@data"):
+            data = True
+            continue
+        if not data or line.startswith("@"):
+            continue
+        *dims, label = line.split(":")
+        series.append(np.array([[float(v) for v in d.split(",")] for d in dims], np.float32).T)
+        labels.append(label.strip())
+    return series, labels
+
+
+def _vowels() -> Dataset:
+    spec = importlib.util.find_spec("aeon")
+    if spec is None or spec.origin is None:
+        raise DatasetUnavailable(f"dataset 'vowels' needs the optional extra: {OPTIONAL['vowels']}")
+    root = Path(spec.origin).parent / "datasets" / "data" / "JapaneseVowels"
+    files = [root / f"JapaneseVowels_{s}.ts" for s in ("TRAIN", "TEST")]
+    if not all(f.is_file() for f in files):
+        raise DatasetUnavailable(f"aeon is installed but has no {root}/JapaneseVowels_TRAIN.ts; "
+                                 f"{OPTIONAL['vowels']}")
+    parts = [_read_ts(f) for f in files]
+    steps = max(s.shape[0] for series, _ in parts for s in series)
+    classes = sorted({lab for _, labels in parts for lab in labels})
+
+    def pad(series):  # zero-pad at the end to the longest utterance: (N, T, 12)
+        out = np.zeros((len(series), steps, series[0].shape[1]), np.float32)
+        for i, s in enumerate(series):
+            out[i, : s.shape[0]] = s
+        return out
+
+    (xs, ls), (xt, lt) = parts
+    y = [np.array([classes.index(v) for v in lab], np.int32) for lab in (ls, lt)]
+    return Dataset("vowels", "classify", pad(xs), y[0], pad(xt), y[1], len(classes),
+                   description=f"JapaneseVowels (aeon's copy), 12 cepstra x {steps} frames "
+                               "zero-padded, the archive's 270/370 split")
+
+
+def _idx(path: Path) -> np.ndarray:
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    ndim = raw[3]
+    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+def _fmnist() -> Dataset:
+    dirs = [os.environ["ASICSIM_FASHION_MNIST"]] if os.environ.get("ASICSIM_FASHION_MNIST") else []
+    for d in [*dirs, *FMNIST_DIRS]:
+        root = Path(d)
+        found = {}
+        for stem in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+            hits = [p for p in (root / f"{stem}.gz", root / stem) if p.is_file()]
+            if hits:
+                found[stem] = hits[0]
+        if len(found) == 4:
+            xtr, ytr, xte, yte = (_idx(p) for p in found.values())
+            return Dataset("fmnist", "classify", (xtr / 255.0).astype(np.float32)[..., None],
+                           ytr.astype(np.int32), (xte / 255.0).astype(np.float32)[..., None],
+                           yte.astype(np.int32), 10,
+                           description=f"Fashion-MNIST from {root}, 28x28x1 / 255, 60000/10000")
+    raise DatasetUnavailable(f"dataset 'fmnist' (Fashion-MNIST) is not installed: {OPTIONAL['fmnist']}")
+
+
+_LOADERS = {"digits": _digits, "mnist1d": _mnist1d, "pydoc": _pydoc, "vowels": _vowels,
+            "fmnist": _fmnist}
+
+
+@functools.cache
+def load_dataset(name: str) -> Dataset:
+    """The dataset ``name`` (one of :data:`DATASETS`), cached per process.
+
+    Raises:
+      DatasetUnavailable: an optional dataset is missing (the message names the extra).
+      ValueError: an unknown name.
+    """
+    if name not in _LOADERS:
+        raise ValueError(f"unknown dataset {name!r}; datasets are {list(DATASETS)}")
+    return _LOADERS[name]()
+
+
+def available_datasets() -> list[str]:
+    """The datasets that load here (the optional ones only when installed)."""
+    out = []
+    for name in DATASETS:
+        try:
+            load_dataset(name)
+        except DatasetUnavailable:
+            continue
+        out.append(name)
+    return out

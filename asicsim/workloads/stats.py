@@ -1,0 +1,115 @@
+"""Per-tensor numerics statistics: how a tensor fares in a role's format.
+
+For a float32 tensor ``x`` and a role (format, rounding, scaling) of a recipe:
+
+``underflow``  fraction of the nonzero elements that round to zero
+``overflow``   fraction of the finite elements beyond the format's largest finite value (they
+               become inf/NaN or saturate, as the format says); with ``tensor``/``channel``/
+               ``block`` scaling the scale fits the tensor, so only non-finite results count
+``nonfinite``  fraction of elements that are inf/NaN after rounding
+``zero``       fraction that is exactly zero before rounding (ReLU zeros, not underflow)
+``exp_hist``   counts of floor(log2 |x|) over the nonzero finite elements, bins
+               ``EXP_LO .. EXP_HI`` (values outside are counted in the end bins), beside the format's
+               range: ``fmt_min_exp`` (log2 of its smallest positive value) and ``fmt_max_exp``
+
+Everything is a fixed-shape JAX computation (one ``jit`` for all tensors of a model).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from asicsim.emulate.policy import RoleSpec
+from asicsim.emulate.transform import round_role
+from asicsim.numerics import BlockFormat, FloatFormat, IntFormat, get_format
+
+EXP_LO, EXP_HI = -48, 24
+EXP_BINS = tuple(range(EXP_LO, EXP_HI + 1))
+
+
+def format_range(fmt: str) -> tuple[float | None, float | None]:
+    """(log2 of the smallest positive value, log2 of the largest finite value) of ``fmt``
+    (a block format: of its element format; the scales shift both)."""
+    spec = get_format(fmt)
+    if isinstance(spec, BlockFormat):
+        spec = spec.element
+    if isinstance(spec, FloatFormat):
+        small = spec.smallest_subnormal if spec.subnormals else spec.smallest_normal
+    elif isinstance(spec, IntFormat):
+        small = spec.eps
+    else:  # pragma: no cover - every format is one of the above
+        return None, None
+    return math.log2(small), math.log2(spec.max)
+
+
+def tensor_stats(x: jax.Array, spec: RoleSpec | None, *, key=None) -> dict:
+    """Statistics of ``x`` against role ``spec`` (None: float32) as JAX scalars / a histogram.
+
+    Stochastic rounding is evaluated with ``key`` (default: a fixed key).
+    """
+    x = jnp.asarray(x, jnp.float32).ravel()
+    if spec is None:
+        spec = RoleSpec("fp32")
+    if spec.rounding.startswith("sr") and key is None:
+        key = jax.random.key(0)
+    q = round_role(x, spec, key=key)
+    n = x.size
+    finite = jnp.isfinite(x)
+    nonzero = (x != 0) & finite
+    under = jnp.sum(nonzero & (q == 0))
+    fmt_max = float(get_format(spec.format).max)
+    beyond = finite & (jnp.abs(x) > fmt_max) if spec.scaling == "none" else jnp.zeros_like(finite)
+    over = jnp.sum(beyond | (finite & ~jnp.isfinite(q)))
+    e = jnp.floor(jnp.log2(jnp.where(nonzero, jnp.abs(x), 1.0)))
+    idx = jnp.clip(e, EXP_LO, EXP_HI).astype(jnp.int32) - EXP_LO
+    hist = jnp.zeros(len(EXP_BINS), jnp.int32).at[idx].add(nonzero.astype(jnp.int32))
+    return {"size": n,
+            "underflow": under / jnp.maximum(jnp.sum(nonzero), 1),
+            "overflow": over / max(n, 1),
+            "nonfinite": jnp.mean(~jnp.isfinite(q)),
+            "zero": jnp.mean(x == 0),
+            "exp_hist": hist}
+
+
+def describe(stats: dict, spec: RoleSpec | None, *, histogram: bool = True) -> dict:
+    """Host-side (plain Python) form of :func:`tensor_stats`'s result, with the format's range."""
+    spec = spec or RoleSpec("fp32")
+    lo, hi = format_range(spec.format)
+    out = {"format": spec.format, "rounding": spec.rounding, "scaling": spec.scaling,
+           "size": int(stats["size"])}
+    for k in ("underflow", "overflow", "nonfinite", "zero"):
+        out[k] = float(stats[k])
+    if histogram:
+        out["fmt_min_exp"], out["fmt_max_exp"] = lo, hi
+        h = np.asarray(stats["exp_hist"])
+        nz = np.nonzero(h)[0]
+        # only the occupied span, to keep reports short: {exponent: count}
+        out["exp_hist"] = ({int(EXP_BINS[i]): int(h[i]) for i in range(nz[0], nz[-1] + 1)}
+                           if nz.size else {})
+    return out
+
+
+def tree_stats(tree: dict, spec: RoleSpec | None, prefix: str = "") -> dict:
+    """:func:`tensor_stats` of every leaf of ``tree``, keyed by its path ``a/b/c``."""
+    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
+    out = {}
+    for path, leaf in flat:
+        name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+        out[prefix + name] = tensor_stats(leaf, spec)
+    return out
+
+
+def summarize(stats: dict) -> dict:
+    """Size-weighted mean underflow/overflow per group (``weights``, ``act``, ``grad``, ``wgrad``)."""
+    groups: dict = {}
+    for name, s in stats.items():
+        g = groups.setdefault(name.split(":")[0], {"size": 0, "underflow": 0.0, "overflow": 0.0})
+        g["size"] += s["size"]
+        g["underflow"] += s["underflow"] * s["size"]
+        g["overflow"] += s["overflow"] * s["size"]
+    return {k: {"underflow": v["underflow"] / max(v["size"], 1),
+                "overflow": v["overflow"] / max(v["size"], 1)} for k, v in groups.items()}

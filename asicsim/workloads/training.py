@@ -1,0 +1,534 @@
+"""Train and evaluate real workloads under a precision recipe.
+
+A training workload is a TOML file ``workloads/<name>.toml`` (dataset, model and sizes, optimizer,
+learning rate, batch, steps, evaluation cadence); :func:`list_workloads` names the shipped ones.
+
+>>> from asicsim.workloads import train, infer
+>>> r = train("digits_mlp", "bf16", seeds=(0, 1), steps=300)       # doctest: +SKIP
+>>> r.metric, r.mean, r.per_seed, r.diverged                         # doctest: +SKIP
+('test_accuracy', 0.95, [0.95, 0.95], False)
+
+:func:`train` runs ``steps`` optimizer steps per seed in ``lax.scan`` chunks of ``eval_every``
+steps (one compiled chunk shared by all seeds), each step from
+:func:`asicsim.emulate.training.make_train_step` (the model's GEMMs in the recipe's formats, optax
+doing the optimizing), then evaluates the model's forward pass under the same recipe on the test
+set. Each run reports curves, the final metric (``test_accuracy``; ``val_loss`` in nats per
+character for the language model), divergence (the step and its cause: a non-finite loss on a step
+that was not skipped, non-finite weights, or a loss above ``explode_factor`` times the first
+step's), and per-tensor numerics statistics (:mod:`asicsim.workloads.stats`) of the weights,
+the activations entering GEMMs, the activation gradients and the weight gradients, measured
+against the recipe's ``weight``/``act``/``grad``/``wgrad`` formats on one training batch at
+every evaluation (gradients before they are rounded, times the loss scale in use).
+
+:func:`infer` is post-training quantization: it trains the fp32 model (cached per process) and
+evaluates its forward pass under an inference recipe.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from asicsim.emulate import emulate, load_recipe
+from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.workloads.datasets import Dataset, load_dataset
+from asicsim.workloads.deepbench import WorkloadError, workloads_dir
+from asicsim.workloads.models import Model, make_model
+from asicsim.workloads.stats import describe, summarize, tensor_stats
+
+OPTIMIZERS = ("sgd", "adam")
+EVAL_CHUNK = 1000  # test examples per forward pass at evaluation
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training workload (one ``workloads/<name>.toml``)."""
+
+    name: str
+    dataset: str
+    model: str
+    sizes: dict = field(default_factory=dict)
+    optimizer: str = "adam"
+    lr: float = 1e-3
+    momentum: float = 0.0
+    batch: int = 32
+    steps: int = 1000
+    eval_every: int = 250
+    context: int = 64  # language model: characters per training window
+    eval_windows: int = 64  # language model: validation windows
+    explode_factor: float = 10.0
+    description: str = ""
+    source: str = ""
+    reference: dict = field(default_factory=dict)
+
+    def replace(self, **kw) -> Workload:
+        return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+_TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "context",
+               "eval_windows", "explode_factor"}
+
+
+def list_workloads() -> list[str]:
+    """Names of the shipped training workloads (``workloads/*.toml`` that name a dataset)."""
+    out = []
+    for p in sorted(workloads_dir().glob("*.toml")):
+        try:
+            if "dataset" in tomllib.loads(p.read_text()):
+                out.append(p.stem)
+        except tomllib.TOMLDecodeError:
+            continue
+    return out
+
+
+def load_workload(workload: str | Path | Workload) -> Workload:
+    """A workload by name, TOML path or :class:`Workload`; bad fields raise :class:`WorkloadError`."""
+    if isinstance(workload, Workload):
+        return workload
+    text = str(workload)
+    path = Path(text) if text.endswith(".toml") else workloads_dir() / f"{text}.toml"
+    if not path.is_file() or (not text.endswith(".toml") and text not in list_workloads()):
+        names = list_workloads()
+        close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
+        hint = f" did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise WorkloadError(f"unknown training workload {text!r};{hint} workloads are {names}")
+    t = tomllib.loads(path.read_text())
+    problems = []
+    for k in sorted(set(t) - {"name", "description", "source", "dataset", "model", "train",
+                              "reference"}):
+        problems.append(f"{k}: no such field")
+    model = dict(t.get("model", {}))
+    kind = model.pop("kind", None)
+    if kind is None:
+        problems.append("model.kind: missing (logreg, mlp, cnn1d, cnn2d, gru, lstm, transformer)")
+    tr = t.get("train", {})
+    for k in sorted(set(tr) - _TRAIN_KEYS):
+        problems.append(f"train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}")
+    if tr.get("optimizer", "adam") not in OPTIMIZERS:
+        problems.append(f"train.optimizer = {tr['optimizer']!r}; allowed: {list(OPTIMIZERS)}")
+    if problems:
+        raise WorkloadError(f"{path}: " + "; ".join(problems))
+    return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
+                    description=t.get("description", ""), source=t.get("source", ""),
+                    reference=t.get("reference", {}), **{k: tr[k] for k in tr})
+
+
+def build(workload: Workload, data: Dataset | None = None) -> tuple[Dataset, Model]:
+    data = data or load_dataset(workload.dataset)
+    if data.task == "lm":
+        model = make_model(workload.model, (workload.context,), data.num_classes,
+                           context=workload.context, **workload.sizes)
+    else:
+        model = make_model(workload.model, data.feature_shape, data.num_classes, **workload.sizes)
+    return data, model
+
+
+def make_optimizer(name: str, lr: float, momentum: float = 0.0) -> optax.GradientTransformation:
+    if name == "sgd":
+        return optax.sgd(lr, momentum=momentum or None)
+    if name == "adam":
+        return optax.adam(lr)
+    raise ValueError(f"unknown optimizer {name!r}; optimizers are {list(OPTIMIZERS)}")
+
+
+def _cross_entropy(logits, labels):
+    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
+
+
+def _loss_fn(model: Model, task: str):
+    if task == "lm":
+        def loss(params, batch, taps=None):
+            return _cross_entropy(model.apply(params, batch[:, :-1], taps), batch[:, 1:])
+    else:
+        def loss(params, batch, taps=None):
+            x, y = batch
+            return _cross_entropy(model.apply(params, x, taps), y)
+    return loss
+
+
+def _batch_fn(task: str, context: int):
+    if task == "lm":
+        def make(data, idx):  # idx: window starts (B,)
+            return data[0][idx[:, None] + jnp.arange(context + 1)]
+    else:
+        def make(data, idx):
+            return data[0][idx], data[1][idx]
+    return make
+
+
+def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed: int) -> np.ndarray:
+    """(steps, batch) int32: example indices (epochs of seeded permutations) or LM window starts."""
+    rng = np.random.default_rng(seed)
+    if data.task == "lm":
+        return rng.integers(0, len(data.x_train) - workload.context - 1, (steps, batch), np.int32)
+    n = len(data.x_train)
+    epochs = math.ceil(steps * batch / n)
+    order = np.concatenate([rng.permutation(n) for _ in range(epochs)]).astype(np.int32)
+    return order[: steps * batch].reshape(steps, batch)
+
+
+def _without_grad_rounding(policy: Policy) -> Policy:
+    """The recipe with ``grad``/``wgrad`` kept in float32: gradients as they are before rounding."""
+    roles = tuple((r, RoleSpec("fp32") if r in ("grad", "wgrad") else s) for r, s in policy.roles)
+    return dataclasses.replace(policy, roles=roles)
+
+
+def _loss_scale(state, policy: Policy) -> float:
+    for name in ("scale", "loss_scale"):
+        s = getattr(state, name, None)
+        if s is not None:
+            s = getattr(s, "scale", s)
+            try:
+                return float(s)
+            except (TypeError, ValueError):
+                pass
+    return 1.0 if policy.loss_scaling.kind == "none" else float(policy.loss_scaling.init)
+
+
+@dataclass
+class RunResult:
+    """One seed's run."""
+
+    seed: int
+    metric: str
+    final: float
+    test_accuracy: float | None
+    test_loss: float
+    curves: dict
+    diverged: bool = False
+    divergence: dict | None = None
+    skipped_steps: int = 0
+    overflow_steps: int = 0
+    numerics: dict = field(default_factory=dict)
+    numerics_curve: list = field(default_factory=list)
+    seconds: float = 0.0
+    params: Any = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("params")
+        return d
+
+
+@dataclass
+class TrainResult:
+    """All seeds of one (workload, recipe) training."""
+
+    workload: str
+    recipe: str
+    settings: dict
+    runs: list[RunResult]
+
+    @property
+    def metric(self) -> str:
+        return self.runs[0].metric
+
+    @property
+    def per_seed(self) -> list[float]:
+        return [r.final for r in self.runs]
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.per_seed))
+
+    @property
+    def diverged(self) -> bool:
+        return any(r.diverged for r in self.runs)
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "recipe": self.recipe, "settings": self.settings,
+                "metric": self.metric, self.metric: self.mean, "per_seed": self.per_seed,
+                "diverged": self.diverged, "runs": [r.to_dict() for r in self.runs]}
+
+
+class _Runner:
+    """Compiled pieces of one (workload, recipe, optimizer) shared by all seeds."""
+
+    def __init__(self, workload: Workload, policy: Policy, data: Dataset, model: Model,
+                 tx: optax.GradientTransformation | None, stats: bool):
+        self.w, self.policy, self.data, self.model = workload, policy, data, model
+        self.task = data.task
+        self.loss = _loss_fn(model, data.task)
+        self.make_batch = _batch_fn(data.task, workload.context)
+        self.train_data = ((jnp.asarray(data.x_train),) if data.task == "lm"
+                           else (jnp.asarray(data.x_train), jnp.asarray(data.y_train)))
+        fwd = emulate(model.apply, policy)
+        self.forward = jax.jit(lambda p, x: fwd(p, x))
+        if tx is not None:
+            from asicsim.emulate.training import make_train_step
+
+            self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
+            self.chunk = jax.jit(self._chunk_fn(step))
+        self.stats_fn = jax.jit(self._stats_fn()) if stats else None
+
+    def _chunk_fn(self, step):
+        def chunk(state, data, idx):
+            def body(s, i):
+                s, m = step(s, self.make_batch(data, i))
+                return s, {k: jnp.asarray(v) for k, v in m.items()}
+            return lax.scan(body, state, idx)
+        return chunk
+
+    def _stats_fn(self):
+        pol, model, loss = self.policy, self.model, self.loss
+        act_fn = emulate(lambda p, x: _capture(model, p, x), pol)
+        grad_pol = _without_grad_rounding(pol)
+        loss_em = emulate(lambda p, b, taps: loss(p, b, taps), grad_pol)
+
+        def fn(params, batch, scale):
+            x = batch[:, :-1] if self.task == "lm" else batch[0]
+            acts = act_fn(params, x)
+            taps = jax.tree_util.tree_map(jnp.zeros_like, acts)
+            gp, gt = jax.grad(loss_em, argnums=(0, 2))(params, batch, taps)
+            out = {}
+            for group, tree, role in (("weight", params, "weight"), ("act", acts, "act"),
+                                      ("grad", gt, "grad"), ("wgrad", gp, "wgrad")):
+                spec = pol.role(role)
+                scaled = role in ("grad", "wgrad")
+                for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+                    name = "/".join(str(getattr(k, "key", k)) for k in path)
+                    if group in ("weight", "wgrad") and leaf.ndim < 2:
+                        continue  # biases and norm scales do not enter GEMMs as operands
+                    out[f"{group}:{name}"] = tensor_stats(leaf * scale if scaled else leaf, spec)
+            return out
+        return fn
+
+    def numerics(self, params, batch, scale: float, histogram: bool) -> dict:
+        raw = self.stats_fn(params, batch, jnp.float32(scale))
+        roles = {"weight": "weight", "act": "act", "grad": "grad", "wgrad": "wgrad"}
+        return {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)
+                for k, v in raw.items()}
+
+    def evaluate(self, params) -> tuple[float, float | None]:
+        """(test loss, test accuracy or None for the LM) of the forward pass under the recipe."""
+        d = self.data
+        if self.task == "lm":
+            t, n = self.w.context, self.w.eval_windows
+            starts = np.linspace(0, len(d.x_test) - t - 2, n).astype(np.int64)
+            windows = d.x_test[starts[:, None] + np.arange(t + 1)]
+            logits = self.forward(params, jnp.asarray(windows[:, :-1]))
+            return float(_cross_entropy(logits, jnp.asarray(windows[:, 1:]))), None
+        losses, correct = 0.0, 0
+        for i in range(0, len(d.x_test), EVAL_CHUNK):
+            x, y = jnp.asarray(d.x_test[i:i + EVAL_CHUNK]), jnp.asarray(d.y_test[i:i + EVAL_CHUNK])
+            logits = self.forward(params, x)
+            losses += float(_cross_entropy(logits, y)) * len(y)
+            correct += int(jnp.sum(jnp.argmax(logits, -1) == y))
+        return losses / len(d.x_test), correct / len(d.x_test)
+
+
+def _capture(model: Model, params, x) -> dict:
+    sink: dict = {}
+    model.apply(params, x, sink=sink)
+    return sink
+
+
+def _divergence(losses, skipped, first_step, ref, factor) -> dict | None:
+    for i, loss in enumerate(losses):
+        step = first_step + i + 1
+        if not np.isfinite(loss):
+            if skipped is not None and skipped[i]:
+                continue  # dynamic loss scaling skipped this step: not a divergence
+            return {"step": int(step), "cause": "nan loss" if np.isnan(loss) else "inf loss"}
+        if ref is not None and loss > factor * ref:
+            return {"step": int(step), "cause": f"loss explosion: {loss:.4g} > {factor:g} x the "
+                                                f"first step's {ref:.4g}"}
+    return None
+
+
+def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1), *,
+          optimizer: str | None = None, lr: float | None = None, steps: int | None = None,
+          batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
+          stats: bool = True, keep_params: bool = False) -> TrainResult:
+    """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
+
+    Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
+    language model), ``mean``/``per_seed``, ``diverged``, and per run the curves (``step``,
+    ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``), the divergence
+    (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
+    last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group at
+    every evaluation).
+    """
+    w = load_workload(workload).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
+                                        eval_every=eval_every, momentum=momentum)
+    if w.optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {w.optimizer!r}; optimizers are {list(OPTIMIZERS)}")
+    if w.steps < 1 or w.batch < 1 or w.eval_every < 1 or not (w.lr > 0):
+        raise ValueError(f"steps, batch, eval_every and lr must be positive; got {w.steps=}, "
+                         f"{w.batch=}, {w.eval_every=}, {w.lr=}")
+    policy = load_recipe(recipe)
+    data, model = build(w)
+    runner = _Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)
+    runs = [_train_seed(runner, w, policy, int(s), keep_params) for s in seeds]
+    settings = {k: getattr(w, k) for k in ("dataset", "model", "sizes", "optimizer", "lr", "momentum",
+                                           "batch", "steps", "eval_every")}
+    return TrainResult(w.name, policy.name, settings, runs)
+
+
+def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: bool) -> RunResult:
+    t0 = time.perf_counter()
+    key = jax.random.key(seed)
+    params = runner.model.init(jax.random.fold_in(key, 0))
+    state = runner.init(params, jax.random.fold_in(key, 1))
+    order = _batch_order(runner.data, w, w.steps, w.batch, seed)
+    curves: dict = {"step": [], "train_loss": [], "test_loss": [], "test_accuracy": []}
+    numerics, numerics_curve, divergence = {}, [], None
+    skipped = overflow = 0
+    ref = None
+    done = 0
+    while done < w.steps and divergence is None:
+        n = min(w.eval_every, w.steps - done)
+        idx = jnp.asarray(order[done:done + n])
+        state, m = runner.chunk(state, runner.train_data, idx)
+        losses = np.asarray(m["loss"], np.float64)
+        sk = np.asarray(m["skipped"], bool) if "skipped" in m else None
+        if ref is None and np.isfinite(losses[0]):
+            ref = float(losses[0])
+        divergence = _divergence(losses, sk, done, ref, w.explode_factor)
+        skipped += int(sk.sum()) if sk is not None else 0
+        overflow += int(np.asarray(m["overflow"], bool).sum()) if "overflow" in m else 0
+        done += n
+        p = state.params
+        if divergence is None and not all(bool(jnp.all(jnp.isfinite(x)))
+                                          for x in jax.tree_util.tree_leaves(p)):
+            divergence = {"step": done, "cause": "non-finite weights"}
+        test_loss, acc = runner.evaluate(p)
+        finite = losses[np.isfinite(losses)]
+        curves["step"].append(done)
+        curves["train_loss"].append(float(finite.mean()) if finite.size else float("nan"))
+        curves["test_loss"].append(test_loss)
+        curves["test_accuracy"].append(acc)
+        if runner.stats_fn is not None:
+            batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
+            last = done >= w.steps or divergence is not None
+            num = runner.numerics(p, batch, _loss_scale(state, policy), histogram=last)
+            numerics_curve.append({"step": done, **summarize(num)})
+            if last:
+                numerics = num
+    lm = runner.task == "lm"
+    return RunResult(seed=seed, metric="val_loss" if lm else "test_accuracy",
+                     final=curves["test_loss"][-1] if lm else curves["test_accuracy"][-1],
+                     test_accuracy=curves["test_accuracy"][-1], test_loss=curves["test_loss"][-1],
+                     curves=curves, diverged=divergence is not None, divergence=divergence,
+                     skipped_steps=skipped, overflow_steps=overflow, numerics=numerics,
+                     numerics_curve=numerics_curve, seconds=time.perf_counter() - t0,
+                     params=state.params if keep else None)
+
+
+# --- post-training quantization ----------------------------------------------------------------
+
+_FP32_CACHE: dict = {}
+
+
+@dataclass
+class InferResult:
+    """Post-training quantization of the fp32-trained model of each seed under ``recipe``."""
+
+    workload: str
+    recipe: str
+    metric: str
+    fp32: list[float]
+    quantized: list[float]
+    numerics: dict
+    calibration: str
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.quantized))
+
+    @property
+    def drop(self) -> float:
+        """fp32 minus quantized (accuracy points lost; for the LM: minus the val loss added)."""
+        return float(np.mean(self.fp32) - np.mean(self.quantized))
+
+    @property
+    def diverged(self) -> bool:
+        return not all(np.isfinite(self.quantized))
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "recipe": self.recipe, "metric": self.metric,
+                self.metric: self.mean, "per_seed": self.quantized, "fp32": float(np.mean(self.fp32)),
+                "fp32_per_seed": self.fp32, "drop": self.drop, "diverged": self.diverged,
+                "calibration": self.calibration, "numerics": self.numerics}
+
+
+def fp32_params(workload: str | Workload, seeds=(0,), **overrides) -> list:
+    """The fp32-trained weights of each seed (trained once per process, then reused)."""
+    w = load_workload(workload).replace(**overrides)
+    out = []
+    for s in seeds:
+        k = (w, int(s))
+        if k not in _FP32_CACHE:
+            r = train(w, "fp32", seeds=(s,), stats=False, keep_params=True)
+            _FP32_CACHE[k] = r.runs[0].params
+        out.append(_FP32_CACHE[k])
+    return out
+
+
+def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
+    """Static scales from calibration batches where the recipe asks for them
+    (:func:`asicsim.emulate.ptq.calibrate`, max calibration); other recipes scale each tensor by
+    its own current amax, as their ``scaling`` says."""
+    if not getattr(policy, "needs_calibration", False):
+        return policy, "none (each tensor scaled as the recipe's scaling says, from its own amax)"
+    try:
+        from asicsim.emulate.ptq import calibrate
+    except ImportError as err:  # pragma: no cover - older asicsim.emulate
+        raise NotImplementedError(f"recipe {policy.name!r} needs calibration, but "
+                                  f"asicsim.emulate.ptq is not available ({err})") from None
+    n = min(len(batches), getattr(policy, "calibration_batches", len(batches)))
+    return calibrate(fn, params, batches[:n], policy), f"max calibration on {n} training batches"
+
+
+def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=None,
+          stats: bool = True, **overrides) -> InferResult:
+    """Post-training quantization: train ``workload`` in fp32 (or take ``params``, one per seed),
+    then evaluate its forward pass under ``recipe`` (an inference recipe such as int8_ptq_tensor)."""
+    w = load_workload(workload).replace(**overrides)
+    policy = load_recipe(recipe)
+    data, model = build(w)
+    params = params if params is not None else fp32_params(w, seeds)
+    ref = _Runner(w, load_recipe("fp32"), data, model, None, stats=False)
+    fp32, quant, numerics, how = [], [], {}, ""
+    for s, p in zip(seeds, params, strict=True):
+        loss, acc = ref.evaluate(p)
+        fp32.append(loss if data.task == "lm" else acc)
+        order = _batch_order(data, w, getattr(policy, "calibration_batches", 8), w.batch, int(s))
+        mb = _batch_fn(data.task, w.context)
+        batches = [mb(ref.train_data, jnp.asarray(i)) for i in order]
+        xs = [b[:, :-1] if data.task == "lm" else b[0] for b in batches]
+        pol, how = _calibrate(policy, model.apply, p, xs)
+        run = _Runner(w, pol, data, model, None, stats=stats)
+        loss, acc = run.evaluate(p)
+        quant.append(loss if data.task == "lm" else acc)
+        if stats and not numerics:
+            num = run.numerics(p, batches[0], 1.0, histogram=True)
+            numerics = {k: v for k, v in num.items() if k.split(":")[0] in ("weight", "act")}
+    metric = "val_loss" if data.task == "lm" else "test_accuracy"
+    return InferResult(w.name, policy.name, metric, fp32, quant, numerics, how)
+
+
+def accuracy_drop_table(workload: str | Workload, recipes, seeds=(0,)):
+    """A pandas table: one row per inference recipe (fp32 metric, quantized metric, drop)."""
+    import pandas as pd
+
+    rows = []
+    for r in recipes:
+        res = infer(workload, r, seeds, stats=False)
+        rows.append({"workload": res.workload, "recipe": res.recipe, "metric": res.metric,
+                     "fp32": float(np.mean(res.fp32)), "quantized": res.mean, "drop": res.drop,
+                     "calibration": res.calibration})
+    return pd.DataFrame(rows)

@@ -1,0 +1,50 @@
+"""fp32 baselines of the training workloads, against the MNIST-1D paper's table.
+
+Greydanus (2020), "Scaling down Deep Learning", Table 1 (test accuracy): logistic regression 32 %,
+MLP 68 %, CNN 94 %, GRU 91 %. Each workload trains its full schedule (Adam 1e-2, batch 100, 6000
+steps, the paper's setup) over two seeds; the script prints one line per workload and checks the
+mean against the paper within 3 points.
+
+    python benchmarks/workload_baselines.py [--seeds 2] [--recipe fp32] [WORKLOAD ...]
+
+Results: benchmarks/RESULTS.md, section "Training workload baselines".
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+PAPER = {"mnist1d_logreg": 0.32, "mnist1d_mlp": 0.68, "mnist1d_cnn": 0.94, "mnist1d_gru": 0.91}
+DEFAULT = [*PAPER, "mnist1d_lstm", "digits_mlp", "charlm_transformer"]
+
+
+def main(argv=None) -> int:
+    from asicsim.workloads.training import train
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workloads", nargs="*", default=DEFAULT)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--recipe", default="fp32")
+    args = ap.parse_args(argv)
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, recipe {args.recipe}")
+    failed = []
+    for name in args.workloads:
+        t0 = time.perf_counter()
+        r = train(name, args.recipe, seeds=tuple(range(args.seeds)), stats=False)
+        dt = time.perf_counter() - t0
+        vals = ", ".join(f"{v:.3f}" for v in r.per_seed)
+        line = f"{name:20s} {r.metric} {r.mean:.3f} (seeds: {vals}) steps {r.settings['steps']} {dt:.0f} s"
+        if name in PAPER:
+            ok = abs(r.mean - PAPER[name]) <= 0.03
+            line += f"  paper {PAPER[name]:.2f} {'OK' if ok else 'MISS'}"
+            if not ok:
+                failed.append(name)
+        print(line, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
