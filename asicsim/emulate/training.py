@@ -162,7 +162,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             rolled = jnp.roll(amax_history, 1, axis=1).at[:, 0].set(seen.astype(jnp.float32))
             amax_history = jnp.where(skip | ~finite, amax_history, rolled)
         metrics = {"loss": jnp.asarray(loss, jnp.float32), "loss_scale": scale,
-                   "overflow": ~finite, "skipped": skip, "grad_norm": optax.global_norm(grads)}
+                   "overflow": ~finite, "skipped": skip, "grad_norm": optax.tree.norm(grads)}
         new = TrainState(step=state.step + 1, params=params, master=master, opt_state=opt_state,
                          loss_scale=new_scale, key=state.key, amax_history=amax_history)
         return new, metrics

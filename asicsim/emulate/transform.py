@@ -49,6 +49,7 @@ from asicsim.numerics import quantize
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
                "expand_dims", "slice", "dynamic_slice", "copy", "copy_p", "rev", "gather",
                "reduce_precision", "concatenate", "pad", "select_n"}
+_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "wgrad")  # the roles an emulated GEMM rounds
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
 
@@ -269,7 +270,8 @@ class _Interpreter:
         keydata = None
         if self.key is not None:
             keydata = jax.random.key_data(jax.random.fold_in(self.key, i))
-        elif self.policy.stochastic:
+        elif any(self.policy.role(r) is not None and self.policy.role(r).rounding.startswith("sr")
+                 for r in _GEMM_ROLES):
             raise ValueError(f"recipe {self.policy.name!r} uses stochastic rounding: pass a key "
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
         return meta, keydata

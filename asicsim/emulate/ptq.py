@@ -1,0 +1,78 @@
+"""Post-training quantization for inference recipes (``int8_ptq_tensor``, ``int8_ptq_channel``):
+
+    pol = calibrate(apply_fn, params, batches, "int8_ptq_channel")  # static activation scales
+    qparams = quantize_params(params, pol)                          # weights on their grid
+    logits = emulate(apply_fn, pol)(qparams, x)
+
+Calibration runs the emulated model over the calibration batches and records, per GEMM site
+(numbered in the order :func:`asicsim.emulate` meets them), the largest magnitude each operand
+took (max over batches, and over scan iterations). The result is the same recipe with those
+amaxes in ``Policy.static_scales``; roles with ``scaling = "static"`` then scale by them (values
+beyond saturate), as a TensorRT-style max calibrator does. While calibrating, activations are
+quantized with their current amax, so each site sees its inputs as the quantized model makes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from asicsim.emulate.policy import Policy, load_recipe
+from asicsim.emulate.training import MAX_SITES, round_tree
+from asicsim.emulate.transform import emulate
+
+
+def observe_amax(fn: Callable, policy, *args, weights: int = 0, max_sites: int = MAX_SITES,
+                 key=None) -> jax.Array:
+    """(max_sites, 3) amax of (lhs, rhs, grad-unused) per GEMM site in one call of ``fn(*args)``."""
+    pol = load_recipe(policy)
+    emulated = emulate(fn, pol, weights=weights)
+    kw = {"asicsim_key": key} if key is not None else {}
+
+    def run(amax):
+        out = emulated(*args, asicsim_amax=amax, **kw)
+        leaves = [x for x in jax.tree_util.tree_leaves(out) if jnp.issubdtype(x.dtype, jnp.floating)]
+        return sum(jnp.sum(x.astype(jnp.float32)) for x in leaves)
+
+    return jax.grad(run)(jnp.zeros((max_sites, 3), jnp.float32))
+
+
+def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights: int = 0,
+              max_sites: int = MAX_SITES) -> Policy:
+    """``policy`` with static scales from ``apply_fn(params, batch)`` over ``batches`` (at most
+    ``policy.calibration_batches`` of them are used)."""
+    pol = load_recipe(policy)
+    observe = jax.jit(lambda p, b: observe_amax(apply_fn, pol, p, b, weights=weights, max_sites=max_sites))
+    amax = np.zeros((max_sites, 3), np.float32)
+    n = 0
+    for batch in batches:
+        if n >= pol.calibration_batches:
+            break
+        amax = np.maximum(amax, np.asarray(observe(params, batch)))
+        n += 1
+    if n == 0:
+        raise ValueError("calibrate: no calibration batches were given")
+    used = np.flatnonzero(amax.any(axis=1))
+    rows = amax[: (used[-1] + 1 if used.size else 0)]
+    scales = tuple((i, tuple(float(v) for v in row)) for i, row in enumerate(rows))
+    return dataclasses.replace(pol, static_scales=scales)
+
+
+def quantize_params(params, policy):
+    """Weights (float leaves of rank >= 2) rounded as role ``weight`` says (its scaling: per
+    tensor, per output channel = last axis, per block); biases and other vectors stay float32.
+    GEMMs round their weight operand again, onto the same grid, so this is for inspection and
+    storage: ``emulate(apply_fn, policy)(params, x)`` gives the same result either way."""
+    pol = load_recipe(policy)
+    spec = pol.role("weight")
+
+    def one(x):
+        if not (hasattr(x, "ndim") and x.ndim >= 2 and jnp.issubdtype(x.dtype, jnp.floating)):
+            return x
+        return round_tree(x, spec, jax.random.key(0))
+
+    return jax.tree_util.tree_map(one, params)

@@ -1,0 +1,166 @@
+"""The shipped precision recipes: each loads, says what it is and where it comes from, and runs a
+forward + backward pass on a tiny MLP; the formats and accumulation each one claims are checked
+by hand-computable cases (fp8 hybrid's E4M3 forward / E5M2 backward, Wang 2018's chunked fp16
+accumulation, the V100 tensor-core MAC, int8 PTQ per channel vs per tensor)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import asicsim as sim
+from asicsim.emulate import emulate, list_recipes, load_recipe, round_role
+from asicsim.emulate.ptq import calibrate, quantize_params
+
+ISSUE_RECIPES = ["fp32", "bf16", "fp16_mixed", "fp16_nomaster", "bf16_nomaster", "fp8_hybrid", "fp8_wang2018",
+                 "fixed16_rn", "fixed16_sr", "int8_ptq_tensor", "int8_ptq_channel", "mxfp8", "mxfp6", "mxfp4",
+                 "tensorcore_fp16"]
+
+
+def mlp_params():
+    k1, k2 = jax.random.split(jax.random.key(0))
+    return {"w1": jax.random.normal(k1, (32, 16)) * 0.3, "b1": jnp.zeros(16),
+            "w2": jax.random.normal(k2, (16, 4)) * 0.3}
+
+
+X = jax.random.normal(jax.random.key(1), (8, 32))
+
+
+def mlp_loss(p, x):
+    h = jax.nn.relu(x @ p["w1"] + p["b1"][None])
+    return jnp.mean((h @ p["w2"]) ** 2)
+
+
+def test_every_issue_recipe_ships_with_a_description_and_source():
+    assert set(ISSUE_RECIPES) <= set(list_recipes())
+    for name in list_recipes():
+        pol = load_recipe(name)
+        assert pol.name == name
+        assert len(pol.description) > 40 and len(pol.source) > 10, name
+
+
+@pytest.mark.parametrize("name", ISSUE_RECIPES)
+def test_recipe_runs_forward_and_backward(name):
+    pol = load_recipe(name)
+    kw = {"asicsim_key": jax.random.key(3)} if pol.stochastic else {}
+    f = emulate(mlp_loss, pol)
+    loss, grads = jax.jit(jax.value_and_grad(lambda p: f(p, X, **kw)))(mlp_params())
+    ref = mlp_loss(mlp_params(), X)
+    assert np.isfinite(loss) and abs(float(loss) - float(ref)) < 0.25 * float(ref) + 0.05
+    for k, g in grads.items():
+        assert np.all(np.isfinite(g)), k
+    assert float(jnp.sum(jnp.abs(grads["w1"]))) > 0
+    if name != "fp32":
+        assert float(loss) != float(ref)  # something was rounded
+
+
+def test_role_formats_of_the_paper_recipes():
+    fmt = lambda r, role: load_recipe(r)[role].spec.name  # noqa: E731
+    assert fmt("fp8_hybrid", "act") == fmt("fp8_hybrid", "weight") == "float8_e4m3fn"
+    assert fmt("fp8_hybrid", "grad") == "float8_e5m2"
+    assert load_recipe("fp8_hybrid")["act"].scaling == "delayed"
+    assert fmt("fp8_wang2018", "act") == fmt("fp8_wang2018", "grad") == "float8_e5m2"
+    assert load_recipe("fp8_wang2018").mac_order == "chunk:64" and fmt("fp8_wang2018", "acc") == "float16"
+    assert load_recipe("fp8_wang2018")["update"].rounding == "sr" and not load_recipe("fp8_wang2018").has_master
+    assert fmt("fixed16_rn", "weight") == fmt("fixed16_sr", "update") == "q7.8"
+    assert load_recipe("fixed16_rn")["update"].rounding == "rne" and load_recipe("fixed16_sr")["update"].rounding == "sr"
+    assert load_recipe("fp16_mixed").has_master and load_recipe("fp16_mixed").loss_scaling.kind == "dynamic"
+    assert not load_recipe("fp16_nomaster").has_master and not load_recipe("bf16_nomaster").has_master
+    assert load_recipe("int8_ptq_channel")["weight"].scaling == "channel"
+    assert load_recipe("int8_ptq_tensor")["act"].scaling == "static"
+    assert fmt("mxfp4", "weight") == "mxfp4" and fmt("mxfp6", "act") == "mxfp6_e2m3"
+
+
+def test_fp8_hybrid_is_e4m3_forward_and_e5m2_backward():
+    # 1x1x1 GEMM with the delayed scale pinned to 1 (amax estimate = the format's max):
+    # x = 1.1 is 1.125 in E4M3 (3 mantissa bits) but 1.0 in E5M2; the cotangent 1.1 the other way
+    f = emulate(lambda w, x: jnp.sum((x @ w) * jnp.float32(1.1)), "fp8_hybrid")
+    meta = jnp.zeros((4, 3), jnp.float32).at[0].set(jnp.float32([448.0, 448.0, 57344.0]))
+    w, x = jnp.ones((1, 1)), jnp.full((1, 1), 1.1)
+    y = emulate(lambda w, x: x @ w, "fp8_hybrid")(w, x, asicsim_amax=meta)
+    assert float(y[0, 0]) == 1.125  # forward operand in E4M3
+    dw, dx = jax.grad(f, argnums=(0, 1))(w, x, asicsim_amax=meta)
+    assert float(dx[0, 0]) == 1.0  # cotangent 1.1 rounded to E5M2 (1.125 in E4M3) times w = 1
+    assert float(dw[0, 0]) == 1.125  # E5M2 cotangent (1.0) times the E4M3 operand (1.125)
+    # the amax gradient is what delayed scaling records: |x|, |w| and |cotangent|
+    seen = jax.grad(lambda m: f(w, x, asicsim_amax=m))(meta)
+    np.testing.assert_allclose(seen[0], [1.1, 1.0, 1.1], rtol=1e-6)
+    # a stale (small) amax estimate saturates: x = 3 with an estimate of 1 comes out as 1
+    small = meta.at[0, 0].set(1.0)
+    assert float(emulate(lambda w, x: x @ w, "fp8_hybrid")(w, 3 * x, asicsim_amax=small)[0, 0]) == 1.0
+
+
+def test_fp8_e4m3_operands_are_representable_at_unit_scale():
+    pol = load_recipe("fp8_hybrid")
+    a = jax.random.normal(jax.random.key(5), (64,))
+    q = round_role(a, pol["act"], amax=jnp.float32(448.0))
+    assert np.array_equal(q, np.asarray(a).astype(ml_dtypes.float8_e4m3fn).astype(np.float32))
+    g = round_role(a, pol["grad"], amax=jnp.float32(57344.0))
+    assert np.array_equal(g, np.asarray(a).astype(ml_dtypes.float8_e5m2).astype(np.float32))
+
+
+def test_wang2018_chunked_fp16_accumulation_beats_sequential_fp16():
+    # a long dot product of ones: sequential fp16 accumulation stalls at 2048 (2048 + 1 rounds back
+    # to 2048); chunks of 64 summed separately reach the exact 4096
+    k = 4096
+    x, w = jnp.ones((1, k)), jnp.ones((k, 1))
+    chunk = load_recipe("fp8_wang2018")
+    seq = dataclasses.replace(chunk, mac_order="sequential")
+    got_chunk = float(emulate(lambda w, x: x @ w, chunk)(w, x)[0, 0])
+    got_seq = float(emulate(lambda w, x: x @ w, seq)(w, x)[0, 0])
+    assert got_seq == 2048.0 and got_chunk == 4096.0
+    # random positive terms: chunked is closer to the exact sum than sequential
+    v = jnp.asarray(sim.quantize(jax.random.uniform(jax.random.key(2), (1, k), minval=0.5, maxval=1.5), "fp8_e5m2"))
+    exact = float(jnp.sum(v.astype(jnp.float32)))
+    e_chunk = abs(float(emulate(lambda w, x: x @ w, chunk)(w, v)[0, 0]) - exact)
+    e_seq = abs(float(emulate(lambda w, x: x @ w, seq)(w, v)[0, 0]) - exact)
+    assert e_chunk < 0.1 * e_seq and e_seq > 100
+
+
+def test_bit_exact_mac_order_on_batched_dot_general_and_its_backward():
+    pol = dataclasses.replace(load_recipe("fp8_wang2018"), mac_order="sequential")
+    a = sim.quantize(jax.random.normal(jax.random.key(0), (3, 5, 70)), "fp8_e5m2")
+    b = sim.quantize(jax.random.normal(jax.random.key(1), (3, 70, 4)), "fp8_e5m2")
+    got = emulate(lambda b, a: jnp.einsum("bmk,bkn->bmn", a, b), pol)(b, a)
+    mac = sim.MacSpec(a_fmt="fp32", acc="fp16", order="sequential")
+    want = jnp.stack([sim.matmul(a[i], b[i], mac) for i in range(3)])
+    assert np.array_equal(got, want)
+    g = jax.grad(lambda b: jnp.sum(emulate(lambda b, a: jnp.einsum("bmk,bkn->bmn", a, b), pol)(b, a)))(b)
+    assert g.shape == b.shape and np.all(np.isfinite(g))
+
+
+def test_tensorcore_fp16_runs_the_v100_mac():
+    a = jax.random.normal(jax.random.key(0), (4, 64))
+    w = jax.random.normal(jax.random.key(1), (64, 3))
+    got = emulate(lambda w, a: a @ w, "tensorcore_fp16")(w, a)
+    want = sim.quantize(sim.matmul(a, w, "v100"), "fp16")
+    assert np.array_equal(got, want)
+    fast = sim.quantize(jnp.dot(sim.quantize(a, "fp16"), sim.quantize(w, "fp16"),
+                                precision=jax.lax.Precision.HIGHEST), "fp16")
+    assert np.max(np.abs(got - fast)) < 0.05  # close to, but computed differently from, fp32 sums
+
+
+def test_ptq_per_channel_beats_per_tensor_on_uneven_channels():
+    k1, k2 = jax.random.split(jax.random.key(7))
+    w = jax.random.normal(k1, (32, 8)) * (10.0 ** jnp.linspace(-3, 1, 8))[None, :]  # ranges 1e-3 .. 10
+    params = {"w": w}
+    apply = lambda p, x: x @ p["w"]  # noqa: E731
+    batches = [jax.random.normal(jax.random.fold_in(k2, i), (16, 32)) for i in range(4)]
+    x = batches[0]
+    ref = apply(params, x)
+
+    def err(name):
+        pol = calibrate(apply, params, batches, name)
+        assert pol.static_scales and pol.static_scales[0][1][0] > 0  # an activation scale per site
+        y = emulate(apply, pol)(params, x)
+        assert np.array_equal(y, emulate(apply, pol)(quantize_params(params, pol), x))
+        rel = jnp.abs(y - ref) / jnp.max(jnp.abs(ref), axis=0, keepdims=True)
+        return float(jnp.max(rel[:, :4]))  # the small-range channels
+
+    e_channel, e_tensor = err("int8_ptq_channel"), err("int8_ptq_tensor")
+    assert e_channel < 0.05 and e_tensor > 0.5 and e_channel < 0.1 * e_tensor

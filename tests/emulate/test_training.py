@@ -1,0 +1,154 @@
+"""make_train_step: loss-scaling dynamics by hand, master weights vs in-format updates (the stall
+Micikevicius 2018 and Gupta 2015 describe), stochastic rounding's unbiased updates, delayed
+scaling's amax history, keys never reused, and use under jit and lax.scan."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import optax
+import pytest
+
+from asicsim.emulate import LossScaling, load_recipe, make_train_step
+from asicsim.emulate.loss_scaling import ScaleState, update_scale
+
+
+def linear_loss(p, x):
+    """d loss / d w = x summed: with x = ones, every weight sees gradient 1 (through a GEMM)."""
+    return jnp.sum(x @ p["w"])
+
+
+ONE = jnp.ones((1, 1))
+
+
+def run(policy, params, lr, steps, batch=ONE, loss=linear_loss, key=0):
+    init, step = make_train_step(loss, policy, optax.sgd(lr))
+    state = init(params, jax.random.key(key))
+    state, metrics = jax.jit(lambda s: jax.lax.scan(lambda c, _: step(c, batch), s, None, length=steps))(state)
+    return state, metrics
+
+
+def test_dynamic_loss_scaling_rule_by_hand():
+    ls = LossScaling(kind="dynamic", init=8.0, growth_interval=3, factor=2.0)
+    s = ScaleState(jnp.float32(8.0), jnp.int32(0))
+    seen = []
+    for finite in [False, True, True, True, True, False, True]:
+        s, skip = update_scale(ls, s, jnp.bool_(finite))
+        seen.append((float(s.scale), int(s.good_steps), bool(skip)))
+    assert seen == [(4.0, 0, True), (4.0, 1, False), (4.0, 2, False), (8.0, 0, False), (8.0, 1, False),
+                    (4.0, 0, True), (4.0, 1, False)]
+    for kind in ("none", "static"):
+        s2, skip = update_scale(LossScaling(kind=kind), ScaleState(jnp.float32(8.0), jnp.int32(0)), jnp.bool_(False))
+        assert float(s2.scale) == 8.0 and not bool(skip)
+
+
+def test_overflow_skips_the_step_and_halves_then_grows():
+    # the gradient entering the GEMM is 100 * scale, rounded to fp16: inf above 65504, so scales
+    # 2^15 .. 2^10 overflow (6 skipped steps), 2^9 = 512 is clean; after 3 clean steps it doubles
+    # to 1024, which overflows again
+    pol = dataclasses.replace(load_recipe("fp16_mixed"),
+                              loss_scaling=LossScaling(kind="dynamic", init=2.0**15, growth_interval=3))
+    loss = lambda p, x: jnp.sum(x @ p["w"]) * jnp.float32(100.0)  # noqa: E731
+    state, m = run(pol, {"w": jnp.ones((1, 1))}, 1e-4, 12, loss=loss)
+    scales = [float(v) for v in m["loss_scale"]]
+    assert scales == [2.0**15, 2.0**14, 2.0**13, 2.0**12, 2.0**11, 2.0**10, 512, 512, 512, 1024, 512, 512]
+    assert [bool(v) for v in m["skipped"]] == [True] * 6 + [False] * 3 + [True] + [False] * 2
+    assert [bool(v) for v in m["overflow"]] == [bool(v) for v in m["skipped"]]
+    # only the 5 clean steps moved the weight (fp32 master): 1 - 5 * 100 * 1e-4
+    np.testing.assert_allclose(float(state.master["w"][0, 0]), 1 - 5 * 100 * 1e-4, rtol=1e-5)
+    assert np.all(np.isfinite(m["loss"]))
+
+
+def test_no_master_bf16_stalls_while_the_fp32_master_does_not():
+    # a weight of 1.0 with updates of 1e-4: half an ulp of bf16 below 1.0 is 2^-10 ~ 1e-3, so
+    # round-to-nearest puts it back at 1.0 every step; the fp32 master moves by 50e-4
+    p = {"w": jnp.ones((1, 1))}
+    s_nm, _ = run("bf16_nomaster", p, 1e-4, 50)
+    s_m, _ = run("bf16", p, 1e-4, 50)
+    assert float(s_nm.params["w"][0, 0]) == 1.0 and s_nm.master is None
+    np.testing.assert_allclose(float(s_m.master["w"][0, 0]), 1 - 50e-4, rtol=1e-5)
+    assert float(s_m.params["w"][0, 0]) == float(ml_dtypes.bfloat16(1 - 50e-4))  # working copy: bf16
+    assert float(s_m.params["w"][0, 0]) < 1.0
+    # fp16 too (ulp below 1.0 is 2^-11; 1e-4 is under half of it)
+    fp16_nm = dataclasses.replace(load_recipe("fp16_nomaster"), loss_scaling=LossScaling())
+    s16, _ = run(fp16_nm, p, 1e-4, 50)
+    assert float(s16.params["w"][0, 0]) == 1.0
+    s16m, _ = run(dataclasses.replace(load_recipe("fp16_mixed"), loss_scaling=LossScaling()), p, 1e-4, 50)
+    assert float(s16m.params["w"][0, 0]) == float(np.float16(1 - 50e-4))
+
+
+def test_fixed_point_sr_updates_are_unbiased_and_rn_stalls():
+    # q7.8 step is 2^-8 ~ 3.9e-3; updates of 1e-3 are below half a step: RN never moves the
+    # weights, SR moves each by 1e-3 in expectation (2000 weights, 20 steps: mean 0.98)
+    p = {"w": jnp.ones((1, 2000))}
+    s_rn, _ = run("fixed16_rn", p, 1e-3, 20)
+    s_sr, _ = run("fixed16_sr", p, 1e-3, 20)
+    assert np.all(np.asarray(s_rn.params["w"]) == 1.0)
+    w = np.asarray(s_sr.params["w"])
+    assert np.all(w * 256 == np.round(w * 256))  # still on the q7.8 grid
+    assert abs(float(w.mean()) - 0.98) < 0.002
+    assert len(np.unique(w)) > 3  # different weights rounded differently
+
+
+def test_stochastic_rounding_keys_differ_per_step_and_seed():
+    p = {"w": jnp.ones((1, 2000))}
+    a, _ = run("fixed16_sr", p, 1e-3, 1, key=0)
+    b, _ = run("fixed16_sr", p, 1e-3, 1, key=1)
+    two, _ = run("fixed16_sr", p, 1e-3, 2, key=0)
+    wa, wb = np.asarray(a.params["w"]), np.asarray(b.params["w"])
+    assert not np.array_equal(wa, wb)
+    # two steps: the second step's rounding is independent of the first's
+    moved1, moved2 = wa < 1.0, np.asarray(two.params["w"]) < np.asarray(a.params["w"]) - 1e-3
+    assert 0.1 < moved1.mean() < 0.4 and moved2.sum() > 0
+
+
+def test_opt_state_is_rounded_and_adam_runs_in_bf16():
+    init, step = make_train_step(linear_loss, "bf16_nomaster", optax.adam(1e-2))
+    s = init({"w": jnp.full((1, 4), 3.0)}, jax.random.key(0))
+    with jax.numpy_dtype_promotion("standard"):  # optax's adam bias correction mixes int and float
+        for _ in range(3):
+            s, _ = jax.jit(step)(s, ONE * 1.37)
+    mu = np.asarray(s.opt_state[0].mu["w"])
+    assert np.array_equal(mu, mu.astype(ml_dtypes.bfloat16).astype(np.float32))
+    assert float(s.params["w"][0, 0]) < 3.0
+
+
+def test_fp8_hybrid_keeps_an_amax_history_per_site():
+    x = jax.random.normal(jax.random.key(0), (4, 8)) * 5
+
+    def loss(p, x):
+        return jnp.mean(jnp.tanh(x @ p["w1"]) @ p["w2"])
+
+    p = {"w1": jax.random.normal(jax.random.key(1), (8, 6)), "w2": jax.random.normal(jax.random.key(2), (6, 3))}
+    init, step = make_train_step(loss, "fp8_hybrid", optax.sgd(0.1))
+    s = init(p, jax.random.key(0))
+    assert s.amax_history.shape == (64, 16, 3) and float(jnp.max(s.amax_history)) == 0
+    s, m = jax.jit(step)(s, x)
+    h = np.asarray(s.amax_history)
+    np.testing.assert_allclose(h[0, 0, :2], [np.max(np.abs(x)), np.max(np.abs(p["w1"]))], rtol=1e-6)
+    assert h[1, 0, 2] > 0 and np.all(h[2:] == 0) and np.all(h[:, 1:] == 0)
+    s, m = jax.jit(step)(s, x)
+    assert np.all(np.asarray(s.amax_history)[:2, 1] == h[:2, 0])  # the history shifts
+    assert np.isfinite(m["loss"])
+
+
+@pytest.mark.parametrize("name", ["fp32", "fp16_mixed", "fp8_hybrid", "fixed16_sr"])
+def test_train_step_in_scan_matches_a_python_loop(name):
+    x = jax.random.normal(jax.random.key(0), (8, 5))
+    p = {"w": jax.random.normal(jax.random.key(1), (5, 3)) * 0.5}
+    loss = lambda p, x: jnp.mean((x @ p["w"] - 1.0) ** 2)  # noqa: E731
+    init, step = make_train_step(loss, name, optax.sgd(0.05))
+    s0 = init(p, jax.random.key(2))
+    s_scan, ms = jax.jit(lambda s: jax.lax.scan(lambda c, _: step(c, x), s, None, length=4))(s0)
+    s = s0
+    jstep = jax.jit(step)
+    for _ in range(4):
+        s, m = jstep(s, x)
+    np.testing.assert_allclose(s_scan.params["w"], s.params["w"], rtol=1e-6)
+    assert set(m) == {"loss", "loss_scale", "overflow", "skipped", "grad_norm"}
+    assert float(ms["loss"][-1]) < float(ms["loss"][0])
+    assert int(s_scan.step) == 4
