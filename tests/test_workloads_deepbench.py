@@ -323,3 +323,23 @@ def test_asic_and_gpu_side_by_side_and_the_issues_command():
     rows = json.loads(out.stdout)
     assert len(rows) == 160 and rows[0]["design"] == "gpu_v100" and rows[0]["M"] == 1760
     assert [r["time_us"] for r in rows] == df["time_us"][160:].tolist()
+
+
+@pytest.mark.slow
+def test_every_suite_prices_on_every_catalog_design_in_every_precision():
+    """Issue 4's done-criterion: every DeepBench suite runs on every GPU and systolic design."""
+    designs = list_designs(None)
+    assert any(d.startswith("gpu_") for d in designs) and "tpu_v1" in designs
+    rows = 0
+    for name in list_suites():
+        suite = load_suite(name)
+        if suite.kind == "allreduce":  # priced on link topologies (tests/system)
+            continue
+        for design in designs:
+            for precision in suite.precisions or [None]:
+                df = suite_costs(suite, design, precision=precision)
+                assert len(df) == len(suite.table), (name, design, precision)
+                assert (df.time_us > 0).all() and (df.energy_j > 0).all(), (name, design, precision)
+                assert df.bound.isin(["compute", "bandwidth", "occupancy"]).all()
+                rows += len(df)
+    assert rows > 20_000
