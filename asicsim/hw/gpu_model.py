@@ -64,9 +64,10 @@ from asicsim.hw.operations import (
 )
 
 FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
-#: (tm, tn) CTA tiles the library may choose (cuBLAS/CUTLASS-style SGEMM/HGEMM tiles).
+#: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
+#: GEMV-like ones for batch-1..16 shapes (cuBLAS dispatches those to gemv/"skinny" kernels).
 TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32),
-                  (32, 64), (32, 32)], dtype=np.float64)
+                  (32, 64), (32, 32), (8, 256), (256, 8), (16, 128), (128, 16)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
 PASS_FACTORS = ("gemm", "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "rnn_bwd_data")
