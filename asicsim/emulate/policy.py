@@ -15,7 +15,15 @@ One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op tr
 =========== =============================================================================
 
 A recipe is a TOML file (``formats/recipes/<name>.toml``) or a mapping; :func:`load_recipe` checks
-every field and reports all problems at once (file, field, value, allowed).
+every field and reports all problems at once (file, field, value, allowed). Tables:
+
+``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
+                    saturate}``; ``scaling`` is none | tensor | channel | block | delayed | static
+``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
+``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
+                    accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
+``[calibration]``   ``batches``: calibration batches for ``static`` scaling (post-training quantization)
+``[first_last]``    roles overridden in the first and last layer
 """
 
 from __future__ import annotations

@@ -112,11 +112,6 @@ def _grad_role(role: str) -> str:
     return "wgrad" if role == "weight" else "grad"
 
 
-def _accumulate(y: jax.Array, policy: Policy) -> jax.Array:
-    """Round an fp32 accumulation result to the accumulator format."""
-    return round_role(y, policy.role("acc"))
-
-
 def _keys(keydata, n: int):
     """``n`` independent keys from one site's key data (None: no stochastic rounding)."""
     if keydata is None:
@@ -144,7 +139,7 @@ def _dot_fwd(a, b, meta, keydata, cfg, policy):
     qa = round_role(a, policy.role(roles[0]), key=ka, amax=ma, axis=_contract_axis(dn, conv, 0, a.ndim))
     qb = round_role(b, policy.role(roles[1]), key=kb, amax=mb, axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
-    y = round_role(_accumulate(y, policy, key=kacc), policy.role("out"), key=kout)
+    y = round_role(_accumulate(y, policy, key=kacc, conv=conv), policy.role("out"), key=kout)
     seen = None if meta is None else jnp.stack([_amax(a), _amax(b)])
     return y.astype(out_dtype), (qa, qb, seen, meta, keydata)
 
@@ -157,8 +152,8 @@ def _dot_bwd(cfg, policy, res, g):
     gq = round_role(g32, policy.role("grad"), key=kg, amax=None if meta is None else meta[2])
     da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
     kda2, kdb2 = (None, None) if keydata is None else (jax.random.fold_in(kda, 1), jax.random.fold_in(kdb, 1))
-    da = round_role(_accumulate(da, policy, key=kda2), policy.role(_grad_role(roles[0])), key=kda)
-    db = round_role(_accumulate(db, policy, key=kdb2), policy.role(_grad_role(roles[1])), key=kdb)
+    da = round_role(_accumulate(da, policy, key=kda2, conv=conv), policy.role(_grad_role(roles[0])), key=kda)
+    db = round_role(_accumulate(db, policy, key=kdb2, conv=conv), policy.role(_grad_role(roles[1])), key=kdb)
     dmeta = None if meta is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(meta.dtype)
     return da.astype(qa.dtype), db.astype(qb.dtype), dmeta, None
 
@@ -166,10 +161,10 @@ def _dot_bwd(cfg, policy, res, g):
 _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
 
 
-def _accumulate(y: jax.Array, policy: Policy, key=None) -> jax.Array:
-    """Round an fp32 accumulation result to the accumulator format (a bit-exact MAC order has
-    already accumulated in it)."""
-    if policy.mac_spec() is not None:
+def _accumulate(y: jax.Array, policy: Policy, key=None, conv=None) -> jax.Array:
+    """Round an fp32 accumulation result to the accumulator format (a GEMM under a bit-exact MAC
+    order has already accumulated in it; convolutions always take the fast path)."""
+    if conv is None and policy.mac_spec() is not None:
         return y
     return round_role(y, policy.role("acc"), key=key)
 

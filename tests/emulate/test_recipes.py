@@ -164,3 +164,19 @@ def test_ptq_per_channel_beats_per_tensor_on_uneven_channels():
 
     e_channel, e_tensor = err("int8_ptq_channel"), err("int8_ptq_tensor")
     assert e_channel < 0.05 and e_tensor > 0.5 and e_channel < 0.1 * e_tensor
+
+
+def test_new_recipe_fields_are_checked_all_at_once():
+    from asicsim.emulate import RecipeError
+
+    bad = {"roles": {"weight": {"format": "int8", "scaling": "statc"}, "act": "int8", "acc": "fp32"},
+           "mac": {"order": "chunky:3", "spec": "v200", "colour": 1}, "calibration": {"batches": 0}}
+    with pytest.raises(RecipeError) as err:
+        load_recipe(bad)
+    text = str(err.value)
+    for bit in ("roles.weight.scaling", "mac.order", "mac.spec", "mac.colour", "calibration.batches"):
+        assert bit in text, bit
+    ok = load_recipe({"roles": {"weight": "fp16", "act": "fp16", "acc": "fp16"}, "mac": {"order": "chunk:8"}})
+    assert ok.mac_spec().order == "chunk:8" and ok.mac_spec().spec("acc").name == "float16"
+    assert load_recipe("tensorcore_fp16").mac_spec().order == "tensorcore:4"
+    assert load_recipe("fp32").mac_spec() is None

@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import LossScaling, load_recipe, make_train_step
+from asicsim.emulate import LossScaling, list_recipes, load_recipe, make_train_step
 from asicsim.emulate.loss_scaling import ScaleState, update_scale
 
 
@@ -152,3 +152,23 @@ def test_train_step_in_scan_matches_a_python_loop(name):
     assert set(m) == {"loss", "loss_scale", "overflow", "skipped", "grad_norm"}
     assert float(ms["loss"][-1]) < float(ms["loss"][0])
     assert int(s_scan.step) == 4
+
+
+@pytest.mark.parametrize("name", [n for n in list_recipes() if not n.startswith("int8_ptq")])
+def test_every_training_recipe_trains_a_tiny_mlp(name):
+    k1, k2, k3 = jax.random.split(jax.random.key(0), 3)
+    p = {"w1": jax.random.normal(k1, (8, 16)) * 0.4, "b1": jnp.zeros(16), "w2": jax.random.normal(k2, (16, 1)) * 0.4}
+    x = jax.random.normal(k3, (64, 8))
+    y = jnp.sum(x[:, :3], axis=1, keepdims=True)
+
+    def loss(p, b):
+        h = jax.nn.relu(b[0] @ p["w1"] + p["b1"][None])
+        return jnp.mean((h @ p["w2"] - b[1]) ** 2)
+
+    init, step = make_train_step(loss, name, optax.sgd(0.05))
+    s, m = jax.jit(lambda s: jax.lax.scan(lambda c, _: step(c, (x, y)), s, None, length=15))(init(p, 1))
+    losses = np.asarray(m["loss"])
+    skipped = np.asarray(m["skipped"])  # dynamic loss scaling may overflow at first (init 2^16)
+    assert np.all(np.isfinite(losses)) and not np.any(skipped[5:]) and np.all(np.diff(skipped.astype(int)) <= 0)
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert int(s.step) == 15
