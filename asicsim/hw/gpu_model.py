@@ -8,14 +8,15 @@ RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel
     t = launches x launch_us + steps x rnn_step_us + calls x rnn_call_us + conv_calls x conv_call_us
         + seq x smax(t_compute, t_memory)
 
-* ``t_compute``: the library picks the best of a tile menu (``TILES``) and split-K factors
-  (``SPLITS``; implicit-GEMM forward and data-gradient convs do not split K); ``ceil(M/tm) ceil(N/tn) batch x split`` CTAs run in waves of
-  ``sm_count x ctas_per_sm``, each CTA doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops (K padded
-  to the path's alignment: tensor cores 8, DP4A 4; ``cta_k_overhead``: the prologue and epilogue of a
-  CTA, loading the first tiles and writing C, in K-steps) at the per-SM rate ``peak x eff_<class> x clock_scale /
-  sm_count``, slowed by ``1 + tile_cost (128/tm + 128/tn - 2)`` for small tiles (less reuse per
-  loaded operand), by ``layout_a_t`` / ``layout_b_t`` for transposed operands and by a conv pass
-  factor (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and
+* ``t_compute``: the library picks the best of a tile menu (``TILES``, down to GEMV-like 8 x 256
+  tiles) and split-K factors (``SPLITS``; implicit-GEMM forward and data-gradient convs do not split
+  K). ``ceil(M/tm) ceil(N/tn) batch split`` CTAs run in waves of ``sm_count x ctas_per_sm``, each
+  doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops (K padded to the path's alignment: tensor
+  cores 8, DP4A 4; ``cta_k_overhead``: a CTA's prologue and epilogue in K-steps) at the per-SM rate
+  ``peak x eff_<class> x clock_scale / sm_count``, slowed by ``1 + tile_cost (128/tm + 128/tn - 2)``
+  for small tiles (less reuse per loaded operand), by ``layout_a_t`` / ``layout_b_t`` for transposed
+  operands, by a conv pass factor (``conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``) for
+  implicit-GEMM convolutions (``M = N P Q``, ``N = K`` filters, ``K = C R S`` forward) and by
   ``rnn_bwd_data`` for an RNN's recurrent data-gradient GEMMs.
 * ``t_memory``: the ideal bytes (each operand once, in its format; a conv's real tensors, not the
   im2col matrix) plus split-K partial sums, at
@@ -34,6 +35,14 @@ Energy: ``compute = ops x e_op`` (same constants as the power cap), ``dram = byt
 the memory kind (:func:`asicsim.hw.energy.dram_energy_pj_per_bit`), ``l2 = L2 bytes x`` the SRAM
 energy per bit of an L2-sized array at the node, ``static = static_fraction x TDP x t``; the sum is
 capped at ``TDP x t`` by scaling the dynamic parts (a chip cannot draw more than its TDP).
+
+Result (:class:`asicsim.hw.cost.CostResult`): ``pes`` x ``clock_hz`` is the path's datasheet peak
+MAC rate, so ``utilization`` is achieved / datasheet; ``cycles_compute`` = the useful work at the
+achievable (power-capped) rate, ``cycles_fill_drain`` = launch and call overheads plus tile, wave and
+alignment losses, ``cycles_stall`` = memory time beyond the quantized compute; ``bound`` is
+``bandwidth`` when memory time exceeds the quantized compute and the overheads, else ``occupancy``
+when the time is over twice the ideal, else ``compute``. ``formats["path"]`` names the precision
+path and ``sources["compute"]`` why. Times are those of back-to-back calls (DeepBench's protocol).
 
 Constants: ``asicsim/hw/data/gpu_fit.toml`` says which were fitted (least squares on
 ``ln(predicted / measured)`` over DeepBench's measured sheets, ``benchmarks/gpu_calibration.py``)
