@@ -66,8 +66,14 @@ def _dense_init(key, n_in, n_out):
     return {"w": _uniform(kw, (n_in, n_out), n_in), "b": _uniform(kb, (n_out,), n_in)}
 
 
+def _lead(v, ndim):
+    """``v`` with leading unit axes up to rank ``ndim`` (explicit broadcasting)."""
+    return v.reshape((1,) * (ndim - v.ndim) + v.shape)
+
+
 def _dense(p, h):
-    return h @ p["w"] + p["b"]
+    y = h @ p["w"]
+    return y + _lead(p["b"], y.ndim)
 
 
 # --- logistic regression and MLP ---------------------------------------------------------------
@@ -191,11 +197,12 @@ def _rnn(cell: str, input_shape, num_classes, hidden=6, bidirectional=True, read
 
     def run(p, x, reverse):
         batch = x.shape[0]
-        xs = jnp.swapaxes(x, 0, 1) @ p["wx"] + p["bx"]  # (T, B, gates*H): one GEMM for all steps
+        xs = jnp.swapaxes(x, 0, 1) @ p["wx"]  # (T, B, gates*H): one GEMM for all steps
+        xs = xs + _lead(p["bx"], 3)
 
         def step(carry, xg):
             h, c = carry
-            hg = h @ p["wh"] + p["bh"]
+            hg = h @ p["wh"] + _lead(p["bh"], 2)
             if cell == "gru":  # PyTorch's GRU: n = tanh(x_n + r * (W_hn h + b_hn))
                 xr, xz, xn = jnp.split(xg, 3, axis=-1)
                 hr, hz, hn = jnp.split(hg, 3, axis=-1)
@@ -241,7 +248,7 @@ def lstm(input_shape, num_classes, hidden=6, bidirectional=True, readout="all") 
 def _layer_norm(p, x, eps=1e-5):
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) * lax.rsqrt(var + eps) * p["g"] + p["b"]
+    return (x - mu) * lax.rsqrt(var + eps) * _lead(p["g"], x.ndim) + _lead(p["b"], x.ndim)
 
 
 def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio=4) -> Model:
@@ -269,8 +276,8 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
 
     def apply(params, x, taps=None, sink=None):
         b, t = x.shape
-        h = params["embed"][x] + params["pos"][:t]
-        mask = jnp.tril(jnp.ones((t, t), bool))
+        h = params["embed"][x] + params["pos"][None, :t]
+        mask = jnp.tril(jnp.ones((1, 1, t, t), bool))
         for i in range(layers):
             p = params[f"block{i}"]
             z = _tap(_layer_norm(p["ln1"], h), f"block{i}_qkv_in", taps, sink)

@@ -5,7 +5,8 @@ For a float32 tensor ``x`` and a role (format, rounding, scaling) of a recipe:
 ``underflow``  fraction of the nonzero elements that round to zero
 ``overflow``   fraction of the finite elements beyond the format's largest finite value (they
                become inf/NaN or saturate, as the format says); with ``tensor``/``channel``/
-               ``block`` scaling the scale fits the tensor, so only non-finite results count
+               ``block`` scaling (and block formats) the scale fits the tensor, so only non-finite
+               results count; ``static``/``delayed`` scaling is evaluated with the current amax
 ``nonfinite``  fraction of elements that are inf/NaN after rounding
 ``zero``       fraction that is exactly zero before rounding (ReLU zeros, not underflow)
 ``exp_hist``   counts of floor(log2 |x|) over the nonzero finite elements, bins
@@ -61,8 +62,11 @@ def tensor_stats(x: jax.Array, spec: RoleSpec | None, *, key=None) -> dict:
     finite = jnp.isfinite(x)
     nonzero = (x != 0) & finite
     under = jnp.sum(nonzero & (q == 0))
-    fmt_max = float(get_format(spec.format).max)
-    beyond = finite & (jnp.abs(x) > fmt_max) if spec.scaling == "none" else jnp.zeros_like(finite)
+    fmt = get_format(spec.format)
+    if spec.scaling == "none" and not isinstance(fmt, BlockFormat):  # block formats scale per block
+        beyond = finite & (jnp.abs(x) > min(float(fmt.max), float(np.finfo(np.float32).max)))
+    else:
+        beyond = jnp.zeros_like(finite)
     over = jnp.sum(beyond | (finite & ~jnp.isfinite(q)))
     e = jnp.floor(jnp.log2(jnp.where(nonzero, jnp.abs(x), 1.0)))
     idx = jnp.clip(e, EXP_LO, EXP_HI).astype(jnp.int32) - EXP_LO

@@ -136,11 +136,24 @@ def build(workload: Workload, data: Dataset | None = None) -> tuple[Dataset, Mod
 
 
 def make_optimizer(name: str, lr: float, momentum: float = 0.0) -> optax.GradientTransformation:
+    """optax's ``sgd`` or ``adam``, run under JAX's standard dtype promotion (optax mixes Python
+    floats with int32 step counts, which ``jax_numpy_dtype_promotion = "strict"`` rejects)."""
     if name == "sgd":
-        return optax.sgd(lr, momentum=momentum or None)
-    if name == "adam":
-        return optax.adam(lr)
-    raise ValueError(f"unknown optimizer {name!r}; optimizers are {list(OPTIMIZERS)}")
+        tx = optax.sgd(lr, momentum=momentum or None)
+    elif name == "adam":
+        tx = optax.adam(lr)
+    else:
+        raise ValueError(f"unknown optimizer {name!r}; optimizers are {list(OPTIMIZERS)}")
+
+    def init(params):
+        with jax.numpy_dtype_promotion("standard"):
+            return tx.init(params)
+
+    def update(updates, state, params=None):
+        with jax.numpy_dtype_promotion("standard"):
+            return tx.update(updates, state, params)
+
+    return optax.GradientTransformation(init, update)
 
 
 def _cross_entropy(logits, labels):
@@ -162,7 +175,7 @@ def _loss_fn(model: Model, task: str):
 def _batch_fn(task: str, context: int):
     if task == "lm":
         def make(data, idx):  # idx: window starts (B,)
-            return data[0][idx[:, None] + jnp.arange(context + 1)]
+            return data[0][idx[:, None] + jnp.arange(context + 1)[None, :]]
     else:
         def make(data, idx):
             return data[0][idx], data[1][idx]
@@ -266,7 +279,8 @@ class _Runner:
         self.train_data = ((jnp.asarray(data.x_train),) if data.task == "lm"
                            else (jnp.asarray(data.x_train), jnp.asarray(data.y_train)))
         fwd = emulate(model.apply, policy)
-        self.forward = jax.jit(lambda p, x: fwd(p, x))
+        kw = _sr_key(policy)
+        self.forward = jax.jit(lambda p, x: fwd(p, x, **kw))
         if tx is not None:
             from asicsim.emulate.training import make_train_step
 
@@ -288,11 +302,13 @@ class _Runner:
         grad_pol = _without_grad_rounding(pol)
         loss_em = emulate(lambda p, b, taps: loss(p, b, taps), grad_pol)
 
+        kw = _sr_key(pol)
+
         def fn(params, batch, scale):
             x = batch[:, :-1] if self.task == "lm" else batch[0]
-            acts = act_fn(params, x)
+            acts = act_fn(params, x, **kw)
             taps = jax.tree_util.tree_map(jnp.zeros_like, acts)
-            gp, gt = jax.grad(loss_em, argnums=(0, 2))(params, batch, taps)
+            gp, gt = jax.grad(lambda p, t: loss_em(p, batch, t, **kw), argnums=(0, 1))(params, taps)
             out = {}
             for group, tree, role in (("weight", params, "weight"), ("act", acts, "act"),
                                       ("grad", gt, "grad"), ("wgrad", gp, "wgrad")):
@@ -302,6 +318,8 @@ class _Runner:
                     name = "/".join(str(getattr(k, "key", k)) for k in path)
                     if group in ("weight", "wgrad") and leaf.ndim < 2:
                         continue  # biases and norm scales do not enter GEMMs as operands
+                    if group == "grad" and name == "input":
+                        continue  # the gradient of the data: no GEMM computes it in training
                     out[f"{group}:{name}"] = tensor_stats(leaf * scale if scaled else leaf, spec)
             return out
         return fn
@@ -328,6 +346,11 @@ class _Runner:
             losses += float(_cross_entropy(logits, y)) * len(y)
             correct += int(jnp.sum(jnp.argmax(logits, -1) == y))
         return losses / len(d.x_test), correct / len(d.x_test)
+
+
+def _sr_key(policy: Policy) -> dict:
+    """Stochastic-rounding recipes need a key in every emulated call (fixed: evaluation)."""
+    return {"asicsim_key": jax.random.key(0)} if getattr(policy, "stochastic", False) else {}
 
 
 def _capture(model: Model, params, x) -> dict:
@@ -470,7 +493,7 @@ def fp32_params(workload: str | Workload, seeds=(0,), **overrides) -> list:
     w = load_workload(workload).replace(**overrides)
     out = []
     for s in seeds:
-        k = (w, int(s))
+        k = (repr(w), int(s))
         if k not in _FP32_CACHE:
             r = train(w, "fp32", seeds=(s,), stats=False, keep_params=True)
             _FP32_CACHE[k] = r.runs[0].params

@@ -1,0 +1,145 @@
+"""``asicsim train`` and ``asicsim infer``: real workloads under a precision recipe.
+
+Registered by :func:`add_cli` on the main parser's subparsers; :func:`run_train` and
+:func:`run_infer` run a parsed command and return the exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+
+def _positive(kind):
+    def parse(text: str):
+        v = kind(text)
+        if not v > 0:
+            raise ValueError(f"must be > 0; got {text!r}")
+        return v
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_cli(subparsers) -> None:
+    """Register ``train`` and ``infer`` on an argparse subparsers object."""
+    from asicsim.workloads.training import OPTIMIZERS
+
+    p = subparsers.add_parser(
+        "train", help="train a real workload under a precision recipe (accuracy, divergence, numerics)",
+        description="Train WORKLOAD (workloads/<name>.toml: digits_mlp, mnist1d_*, charlm_transformer, "
+                    "...) with its GEMMs, gradients, weight update and optimizer state in the formats of "
+                    "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
+                    "model) as the mean over seeds and per seed, whether a run diverged (step, cause), "
+                    "the curves and per-tensor numerics statistics (fraction underflowed to zero, "
+                    "overflowed; exponent histograms with --json).")
+    p.add_argument("workload", help="a training workload name or .toml path")
+    p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
+    p.add_argument("--seeds", type=_positive(int), default=2, help="number of seeds 0..N-1 (default 2)")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="override the workload's optimizer")
+    p.add_argument("--lr", type=_positive(float), help="override the learning rate")
+    p.add_argument("--steps", type=_positive(int), help="override the number of optimizer steps")
+    p.add_argument("--batch", type=_positive(int), help="override the batch size")
+    p.add_argument("--eval-every", type=_positive(int), help="override the evaluation cadence (steps)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
+    p.set_defaults(func=run_train)
+
+    p = subparsers.add_parser(
+        "infer", help="post-training quantization: the fp32-trained workload evaluated under a recipe",
+        description="Train WORKLOAD in fp32 (per seed), then evaluate its forward pass under --recipe "
+                    "(e.g. int8_ptq_tensor, int8_ptq_channel, mxfp4; static scales are calibrated on "
+                    "training batches where the recipe asks). Prints the fp32 and quantized metric, "
+                    "the drop and the numerics statistics of weights and activations.")
+    p.add_argument("workload", help="a training workload name or .toml path")
+    p.add_argument("--recipe", required=True, help="inference recipe")
+    p.add_argument("--seeds", type=_positive(int), default=1, help="number of seeds 0..N-1 (default 1)")
+    p.add_argument("--steps", type=_positive(int), help="override the fp32 training's steps")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run_infer)
+
+
+def _default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.4f}"
+
+
+def _numerics_lines(numerics: dict) -> list[str]:
+    lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s}  exponents"]
+    for name, s in numerics.items():
+        hist = s.get("exp_hist") or {}
+        span = f"2^{min(hist)}..2^{max(hist)}" if hist else "-"
+        fmt_span = ("" if s.get("fmt_min_exp") is None
+                    else f" (format 2^{s['fmt_min_exp']:.0f}..2^{s['fmt_max_exp']:.1f})")
+        lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
+                     f"{s['zero']:7.1%}  {span}{fmt_span}")
+    return lines
+
+
+def _error(command: str, err: Exception) -> int:
+    print(f"asicsim {command}: error: {err}", file=sys.stderr)
+    return 2
+
+
+def run_train(args) -> int:
+    from asicsim.workloads.datasets import DatasetUnavailable
+    from asicsim.workloads.training import train
+
+    try:
+        r = train(args.workload, args.recipe, seeds=tuple(range(args.seeds)), optimizer=args.optimizer,
+                  lr=args.lr, steps=args.steps, batch=args.batch,
+                  eval_every=getattr(args, "eval_every", None))
+    except DatasetUnavailable as err:
+        return _error("train", err)
+    if args.json:
+        print(json.dumps(r.to_dict(), default=_default, indent=1))
+        return 0
+    s = r.settings
+    print(f"{r.workload} under {r.recipe}: {s['model']} on {s['dataset']}, {s['optimizer']} lr {s['lr']:g}, "
+          f"batch {s['batch']}, {s['steps']} steps")
+    print(f"{r.metric}: {r.mean:.4f} (mean of {len(r.runs)} seeds: "
+          f"{', '.join(f'{v:.4f}' for v in r.per_seed)})")
+    print(f"diverged: {r.diverged}")
+    for run in r.runs:
+        div = (f"diverged at step {run.divergence['step']}: {run.divergence['cause']}"
+               if run.diverged else "no divergence")
+        print(f"\nseed {run.seed}: {run.metric} {run.final:.4f}; {div}; skipped steps {run.skipped_steps}, "
+              f"overflow steps {run.overflow_steps}; {run.seconds:.1f} s")
+        c = run.curves
+        print(f"  {'step':>6s} {'train_loss':>10s} {'test_loss':>10s} {'test_acc':>9s}")
+        for i, step in enumerate(c["step"]):
+            print(f"  {step:6d} {_fmt(c['train_loss'][i]):>10s} {_fmt(c['test_loss'][i]):>10s} "
+                  f"{_fmt(c['test_accuracy'][i]):>9s}")
+        if run.numerics:
+            print(f"  numerics at step {c['step'][-1]} (one training batch; gradients before rounding, "
+                  "times the loss scale):")
+            print("\n".join(_numerics_lines(run.numerics)))
+    return 0
+
+
+def run_infer(args) -> int:
+    from asicsim.workloads.datasets import DatasetUnavailable
+    from asicsim.workloads.training import infer
+
+    try:
+        r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps)
+    except (DatasetUnavailable, NotImplementedError) as err:
+        return _error("infer", err)
+    if args.json:
+        print(json.dumps(r.to_dict(), default=_default, indent=1))
+        return 0
+    print(f"{r.workload}: fp32-trained model evaluated under {r.recipe} (calibration: {r.calibration})")
+    print(f"{r.metric}: {r.mean:.4f} (per seed: {', '.join(f'{v:.4f}' for v in r.quantized)}); "
+          f"fp32 {np.mean(r.fp32):.4f}; drop {r.drop:+.4f}")
+    print(f"diverged: {r.diverged}")
+    if r.numerics:
+        print("numerics (one training batch):")
+        print("\n".join(_numerics_lines(r.numerics)))
+    return 0
