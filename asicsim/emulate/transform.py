@@ -32,6 +32,7 @@ Two optional keyword arguments of the emulated function (not passed to ``fn``):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 
@@ -245,8 +246,13 @@ def _dot_roles(weightish: Sequence[bool]) -> tuple[str, str]:
 
 
 class _Interpreter:
-    def __init__(self, policy: Policy, key=None, amax=None):
+    def __init__(self, policy: Policy, key=None, amax=None, n_sites: int = 0):
         self.policy = policy
+        self.n_sites = n_sites  # GEMM sites in the whole function (the last one is n_sites - 1)
+        self.edge_policy = policy
+        if policy.first_last:  # the first and last GEMM sites: roles overridden
+            merged = {**dict(policy.roles), **dict(policy.first_last)}
+            self.edge_policy = dataclasses.replace(policy, roles=tuple(merged.items()), first_last=())
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
         self.key = key  # typed key or None: this scope's stochastic-rounding key
         self.amax = amax  # (S, 3) amax estimates per GEMM site, or None
@@ -254,9 +260,10 @@ class _Interpreter:
         self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
 
     def _site(self):
-        """(meta, keydata) of the next GEMM site."""
+        """(meta, keydata, policy) of the next GEMM site."""
         i = self.site
         self.site += 1
+        pol = self.edge_policy if i in (0, self.n_sites - 1) else self.policy
         meta = None
         if self.amax is not None and i < self.amax.shape[0]:
             meta = self.amax[i]
@@ -269,7 +276,7 @@ class _Interpreter:
                  for r in _GEMM_ROLES):
             raise ValueError(f"recipe {self.policy.name!r} uses stochastic rounding: pass a key "
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
-        return meta, keydata
+        return meta, keydata, pol
 
     def run(self, jaxpr, consts, args, weight_flags):
         env: dict = {}
@@ -299,19 +306,19 @@ class _Interpreter:
         if name == "dot_general":
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
-            self._record("gemm", eqn, roles)
-            meta, kd = self._site()
+            meta, kd, pol = self._site()
+            self._record("gemm", eqn, roles, pol)
             return [_emulated_dot(invals[0], invals[1], meta, kd,
-                                  (p["dimension_numbers"], roles, out_dtype, None), self.policy)]
+                                  (p["dimension_numbers"], roles, out_dtype, None), pol)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
             conv = tuple((k, p[k]) for k in keep)
-            self._record("conv", eqn, roles)
-            meta, kd = self._site()
+            meta, kd, pol = self._site()
+            self._record("conv", eqn, roles, pol)
             return [_emulated_dot(invals[0], invals[1], meta, kd, (None, roles, eqn.outvars[0].aval.dtype, conv),
-                                  self.policy)]
+                                  pol)]
         if name == "scan":
             return self._scan(p, invals, flags)
         if name == "while":
@@ -327,10 +334,10 @@ class _Interpreter:
             out = eqn.primitive.bind(*invals, **bind_params)
         return out if eqn.primitive.multiple_results else [out]
 
-    def _record(self, kind, eqn, roles):
+    def _record(self, kind, eqn, roles, policy):
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
-               params=eqn.params, count=self.multiplier, policy=self.policy)
+               params=eqn.params, count=self.multiplier, policy=policy)
 
     def _scan(self, p, invals, flags):
         nc, ncarry, closed = p["num_consts"], p["num_carry"], p["jaxpr"]
@@ -360,6 +367,7 @@ class _Interpreter:
         finally:
             self.multiplier = outer
             self.key, self.amax = outer_key, outer_amax
+        self.site = site0 + count_sites(closed.jaxpr)
         return [*carry, *ys]
 
     def _while(self, p, invals, flags):
@@ -368,30 +376,52 @@ class _Interpreter:
         cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
         n = len(init)
 
-        site0 = self.site
+        site0, ncond = self.site, count_sites(cj.jaxpr)
 
         def cond(c):
             self.site = site0
             return self.run(cj.jaxpr, cj.consts, [*cc, *c], [*flags[:cn], *([False] * n)])[0]
 
         def body(c):  # note: stochastic-rounding keys repeat across while iterations
-            self.site = site0
+            self.site = site0 + ncond
             return self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)])
 
-        return list(lax.while_loop(cond, body, tuple(init)))
+        out = list(lax.while_loop(cond, body, tuple(init)))
+        self.site = site0 + ncond + count_sites(bj.jaxpr)
+        return out
 
     def _cond(self, p, invals, flags):
         index, ops = invals[0], invals[1:]
-        site0, ends = self.site, []
+        starts = np.cumsum([self.site] + [count_sites(br.jaxpr) for br in p["branches"]])
 
-        def branch(br, *a):
-            self.site = site0 + sum(ends)  # each branch numbers its own sites
-            out = self.run(br.jaxpr, br.consts, list(a), flags[1:])
-            ends.append(self.site - site0 - sum(ends))
-            return out
+        def branch(i, br, *a):
+            self.site = int(starts[i])  # each branch numbers its own sites
+            return self.run(br.jaxpr, br.consts, list(a), flags[1:])
 
-        branches = [functools.partial(branch, br) for br in p["branches"]]
-        return list(lax.switch(index, branches, *ops))
+        branches = [functools.partial(branch, i, br) for i, br in enumerate(p["branches"])]
+        out = list(lax.switch(index, branches, *ops))
+        self.site = int(starts[-1])
+        return out
+
+
+def count_sites(jaxpr) -> int:
+    """GEMM sites (dot_general/conv) in ``jaxpr`` as the interpreter numbers them: a scan or while
+    body counted once, every cond branch, nested calls."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        name, p = eqn.primitive.name, eqn.params
+        if name in ("dot_general", "conv_general_dilated"):
+            n += 1
+        elif name == "scan":
+            n += count_sites(p["jaxpr"].jaxpr)
+        elif name == "while":
+            n += count_sites(p["cond_jaxpr"].jaxpr) + count_sites(p["body_jaxpr"].jaxpr)
+        elif name == "cond":
+            n += sum(count_sites(br.jaxpr) for br in p["branches"])
+        elif name in _CALLS and "jaxpr" in p:
+            inner = p["jaxpr"]
+            n += count_sites(inner.jaxpr if hasattr(inner, "consts") else inner)
+    return n
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
@@ -444,7 +474,8 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
             return fn(*a, **k)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
-        outs = _Interpreter(pol, key, amax).run(closed.jaxpr, closed.consts, arrays, flags)
+        interp = _Interpreter(pol, key, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0)
+        outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
 
     return wrapped

@@ -180,3 +180,26 @@ def test_new_recipe_fields_are_checked_all_at_once():
     assert ok.mac_spec().order == "chunk:8" and ok.mac_spec().spec("acc").name == "float16"
     assert load_recipe("tensorcore_fp16").mac_spec().order == "tensorcore:4"
     assert load_recipe("fp32").mac_spec() is None
+
+
+def test_first_and_last_layer_overrides_follow_the_gemm_sites():
+    from asicsim.emulate import op_trace
+
+    p = {f"w{i}": jnp.full((8, 8), 0.05) for i in range(4)}
+
+    def net(p, x):
+        h = x @ p["w0"]
+
+        def body(c, _):
+            return jnp.tanh(c @ p["w1"]) @ p["w2"], None
+
+        h, _ = jax.lax.scan(body, h, None, length=3)
+        return h @ p["w3"]
+
+    df = op_trace(net, "fp8_wang2018", p, jnp.ones((2, 8)))
+    assert list(df.format_rhs) == ["float16", "float8_e5m2", "float8_e5m2", "float16"]
+    assert list(df.format_lhs) == ["float16", "float8_e5m2", "float8_e5m2", "float16"]
+    x = jnp.full((1, 8), 1.1)  # 1.1 is 1.0996... in fp16, 1.0 in E5M2
+    y = emulate(net, "fp8_wang2018")(p, x)
+    y_plain = emulate(net, dataclasses.replace(load_recipe("fp8_wang2018"), first_last=()))(p, x)
+    assert not np.array_equal(y, y_plain)
