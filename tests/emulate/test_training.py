@@ -172,3 +172,22 @@ def test_every_training_recipe_trains_a_tiny_mlp(name):
     assert np.all(np.isfinite(losses)) and not np.any(skipped[5:]) and np.all(np.diff(skipped.astype(int)) <= 0)
     assert losses[-1] < 0.7 * losses[0], losses
     assert int(s.step) == 15
+
+
+def test_delayed_scaling_amax_inside_a_scan_is_the_largest_over_iterations():
+    from asicsim.emulate import emulate
+
+    xs = jnp.stack([jnp.full((2, 3), v) for v in (1.0, -7.0, 2.0, 0.5)])  # amax per step 1, 7, 2, .5
+
+    def f(w, xs):
+        def body(c, x):
+            return c + jnp.sum(x @ w), None
+
+        return jax.lax.scan(body, jnp.float32(0), xs)[0] + jnp.sum(xs[0] @ (2 * w))
+
+    w = jnp.ones((3, 4))
+    seen = jax.grad(lambda m: emulate(f, "fp8_hybrid")(w, xs, asicsim_amax=m))(jnp.zeros((4, 3), jnp.float32))
+    # site 0: the GEMM in the scan body (max over iterations, not the sum 10.5); site 1: after it
+    np.testing.assert_allclose(seen[0, :2], [7.0, 1.0])
+    np.testing.assert_allclose(seen[1, :2], [1.0, 2.0])
+    assert np.all(seen[2:] == 0)
