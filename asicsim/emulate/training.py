@@ -28,6 +28,15 @@ What one step does, in the recipe's formats:
 
 ``state.params`` are the weights the model uses; ``metrics`` holds scalars ``loss`` (unscaled),
 ``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the unscaled gradients).
+``params`` must be a pytree of float arrays (every leaf is trained).
+
+Delayed scaling, what is exact and what is approximated: each GEMM site (numbered as
+:func:`asicsim.emulate` meets them) has its own history for its lhs, rhs and incoming gradient;
+the scale is ``max(history) / format max`` (no margin, not rounded to a power of two), values
+beyond it saturate; the current amax is used where the history is still empty, for sites beyond
+``max_sites``, and for the rounding of a GEMM's dX output (the next GEMM rounds that gradient
+again with its own delayed scale). A GEMM inside a ``while_loop`` cannot record its amax (no
+reverse mode through while).
 """
 
 from __future__ import annotations
