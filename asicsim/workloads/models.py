@@ -16,7 +16,7 @@
 =============== ===============================================================================
 
 Initialization follows PyTorch's defaults (uniform in +-1/sqrt(fan_in)), as the MNIST-1D paper's
-models used. ``apply(params, x, taps=None, sink=None)``: ``sink`` (a dict) receives the named
+models used; ``init(key)`` draws on the host from a numpy generator seeded by the key. ``apply(params, x, taps=None, sink=None)``: ``sink`` (a dict) receives the named
 activations that enter GEMMs; ``taps`` (a dict of arrays of those shapes) is added at the same
 points, so the gradient with respect to zero taps is the activation gradient there.
 """
@@ -56,14 +56,21 @@ def _tap(h, name: str, taps, sink):
     return h
 
 
-def _uniform(key, shape, fan_in):
+def _rng(key) -> np.random.Generator:
+    """A numpy generator seeded from a JAX key (or an int): initialization draws on the host, as
+    compiling threefry for every weight costs seconds on a CPU."""
+    if isinstance(key, int):
+        return np.random.default_rng(key)
+    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
+
+
+def _uniform(rng, shape, fan_in):
     bound = 1.0 / math.sqrt(fan_in)
-    return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+    return jnp.asarray(rng.uniform(-bound, bound, shape), jnp.float32)
 
 
-def _dense_init(key, n_in, n_out):
-    kw, kb = jax.random.split(key)
-    return {"w": _uniform(kw, (n_in, n_out), n_in), "b": _uniform(kb, (n_out,), n_in)}
+def _dense_init(rng, n_in, n_out):
+    return {"w": _uniform(rng, (n_in, n_out), n_in), "b": _uniform(rng, (n_out,), n_in)}
 
 
 def _lead(v, ndim):
@@ -82,7 +89,7 @@ def logreg(input_shape, num_classes) -> Model:
     n_in = int(np.prod(input_shape))
 
     def init(key):
-        return {"out": _dense_init(key, n_in, num_classes)}
+        return {"out": _dense_init(_rng(key), n_in, num_classes)}
 
     def apply(params, x, taps=None, sink=None):
         h = _tap(x.reshape(x.shape[0], -1), "input", taps, sink)
@@ -96,9 +103,9 @@ def mlp(input_shape, num_classes, hidden=(100, 100), residual=False) -> Model:
     widths = [n_in, *hidden]
 
     def init(key):
-        keys = jax.random.split(key, len(hidden) + 1)
-        p = {f"fc{i}": _dense_init(keys[i], widths[i], widths[i + 1]) for i in range(len(hidden))}
-        p["out"] = _dense_init(keys[-1], widths[-1], num_classes)
+        rng = _rng(key)
+        p = {f"fc{i}": _dense_init(rng, widths[i], widths[i + 1]) for i in range(len(hidden))}
+        p["out"] = _dense_init(rng, widths[-1], num_classes)
         return p
 
     def apply(params, x, taps=None, sink=None):
@@ -147,10 +154,10 @@ def _cnn(dims: int, input_shape, num_classes, channels, kernels, strides, pads) 
     im2col = im2col_1d if dims == 1 else im2col_2d
 
     def init(key):
-        keys = jax.random.split(key, n_layers + 1)
-        p = {f"conv{i}": _dense_init(keys[i], kernels[i] ** dims * c_in[i], channels[i])
+        rng = _rng(key)
+        p = {f"conv{i}": _dense_init(rng, kernels[i] ** dims * c_in[i], channels[i])
              for i in range(n_layers)}
-        p["out"] = _dense_init(keys[-1], flat, num_classes)
+        p["out"] = _dense_init(rng, flat, num_classes)
         return p
 
     def apply(params, x, taps=None, sink=None):
@@ -184,15 +191,14 @@ def _rnn(cell: str, input_shape, num_classes, hidden=6, bidirectional=True, read
     flat = hidden * len(dirs) * (steps if readout == "all" else 1)
 
     def init(key):
-        keys = jax.random.split(key, 4 * len(dirs) + 1)
+        rng = _rng(key)
         p = {}
-        for i, d in enumerate(dirs):
-            k = keys[4 * i: 4 * i + 4]
-            p[d] = {"wx": _uniform(k[0], (feats, gates * hidden), hidden),
-                    "wh": _uniform(k[1], (hidden, gates * hidden), hidden),
-                    "bx": _uniform(k[2], (gates * hidden,), hidden),
-                    "bh": _uniform(k[3], (gates * hidden,), hidden)}
-        p["out"] = _dense_init(keys[-1], flat, num_classes)
+        for d in dirs:
+            p[d] = {"wx": _uniform(rng, (feats, gates * hidden), hidden),
+                    "wh": _uniform(rng, (hidden, gates * hidden), hidden),
+                    "bx": _uniform(rng, (gates * hidden,), hidden),
+                    "bh": _uniform(rng, (gates * hidden,), hidden)}
+        p["out"] = _dense_init(rng, flat, num_classes)
         return p
 
     def run(p, x, reverse):
@@ -258,20 +264,22 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
     dh = d_model // heads
 
     def init(key):
-        keys = jax.random.split(key, 3 + layers)
-        p = {"embed": 0.02 * jax.random.normal(keys[0], (vocab, d_model)),
-             "pos": 0.02 * jax.random.normal(keys[1], (context, d_model)),
-             "ln_f": {"g": jnp.ones(d_model), "b": jnp.zeros(d_model)},
-             "out": _dense_init(keys[2], d_model, vocab)}
+        rng = _rng(key)
+
+        def normal(shape):
+            return jnp.asarray(0.02 * rng.standard_normal(shape), jnp.float32)
+
+        def norm():
+            return {"g": jnp.ones(d_model, jnp.float32), "b": jnp.zeros(d_model, jnp.float32)}
+
+        p = {"embed": normal((vocab, d_model)), "pos": normal((context, d_model)), "ln_f": norm(),
+             "out": _dense_init(rng, d_model, vocab)}
         for i in range(layers):
-            k = jax.random.split(keys[3 + i], 4)
             p[f"block{i}"] = {
-                "ln1": {"g": jnp.ones(d_model), "b": jnp.zeros(d_model)},
-                "qkv": _dense_init(k[0], d_model, 3 * d_model),
-                "proj": _dense_init(k[1], d_model, d_model),
-                "ln2": {"g": jnp.ones(d_model), "b": jnp.zeros(d_model)},
-                "fc": _dense_init(k[2], d_model, mlp_ratio * d_model),
-                "fc_out": _dense_init(k[3], mlp_ratio * d_model, d_model)}
+                "ln1": norm(), "qkv": _dense_init(rng, d_model, 3 * d_model),
+                "proj": _dense_init(rng, d_model, d_model), "ln2": norm(),
+                "fc": _dense_init(rng, d_model, mlp_ratio * d_model),
+                "fc_out": _dense_init(rng, mlp_ratio * d_model, d_model)}
         return p
 
     def apply(params, x, taps=None, sink=None):

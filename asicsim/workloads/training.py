@@ -286,7 +286,8 @@ class _Runner:
 
             self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
             self.chunk = jax.jit(self._chunk_fn(step))
-        self.stats_fn = jax.jit(self._stats_fn()) if stats else None
+        # training: weights, activations and both gradients; inference: weights and activations
+        self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None
 
     def _chunk_fn(self, step):
         def chunk(state, data, idx):
@@ -296,7 +297,7 @@ class _Runner:
             return lax.scan(body, state, idx)
         return chunk
 
-    def _stats_fn(self):
+    def _stats_fn(self, grads: bool):
         pol, model, loss = self.policy, self.model, self.loss
         act_fn = emulate(lambda p, x: _capture(model, p, x), pol)
         grad_pol = _without_grad_rounding(pol)
@@ -307,11 +308,13 @@ class _Runner:
         def fn(params, batch, scale):
             x = batch[:, :-1] if self.task == "lm" else batch[0]
             acts = act_fn(params, x, **kw)
-            taps = jax.tree_util.tree_map(jnp.zeros_like, acts)
-            gp, gt = jax.grad(lambda p, t: loss_em(p, batch, t, **kw), argnums=(0, 1))(params, taps)
+            groups = [("weight", params, "weight"), ("act", acts, "act")]
+            if grads:
+                taps = jax.tree_util.tree_map(jnp.zeros_like, acts)
+                gp, gt = jax.grad(lambda p, t: loss_em(p, batch, t, **kw), argnums=(0, 1))(params, taps)
+                groups += [("grad", gt, "grad"), ("wgrad", gp, "wgrad")]
             out = {}
-            for group, tree, role in (("weight", params, "weight"), ("act", acts, "act"),
-                                      ("grad", gt, "grad"), ("wgrad", gp, "wgrad")):
+            for group, tree, role in groups:
                 spec = pol.role(role)
                 scaled = role in ("grad", "wgrad")
                 for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
@@ -538,8 +541,7 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
         loss, acc = run.evaluate(p)
         quant.append(loss if data.task == "lm" else acc)
         if stats and not numerics:
-            num = run.numerics(p, batches[0], 1.0, histogram=True)
-            numerics = {k: v for k, v in num.items() if k.split(":")[0] in ("weight", "act")}
+            numerics = run.numerics(p, batches[0], 1.0, histogram=True)
     metric = "val_loss" if data.task == "lm" else "test_accuracy"
     return InferResult(w.name, policy.name, metric, fp32, quant, numerics, how)
 
