@@ -7,6 +7,7 @@ benchmarks/workload_baselines.py (results in benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 
@@ -20,6 +21,7 @@ from asicsim.emulate.policy import RoleSpec
 from asicsim.workloads import (
     DatasetUnavailable,
     WorkloadError,
+    datasets,
     infer,
     list_workloads,
     load_dataset,
@@ -68,6 +70,29 @@ def test_optional_datasets_load_or_name_their_extra(name, extra):
         assert extra in str(err)
         return
     assert d.num_classes in (9, 10) and len(d.x_train) > 100
+
+
+def test_optional_dataset_readers_on_synthetic_files(tmp_path, monkeypatch):
+    # the readers behind vowels (aeon's .ts files) and fmnist (IDX files), on files made here
+    ts = tmp_path / "x.ts"
+    ts.write_text("# comment\n@problemName x\n@dimensions 2\n@classLabel true 1 2\n@data\n"
+                  "1.0,2.0,3.0:4.0,5.0,6.0:2\n0.5,0.25:1.0,2.0:1\n")
+    series, labels = datasets._read_ts(ts)
+    assert labels == ["2", "1"] and series[0].shape == (3, 2) and series[1].shape == (2, 2)
+    np.testing.assert_array_equal(series[0][:, 1], [4.0, 5.0, 6.0])
+
+    def idx(name, arr):
+        head = bytes([0, 0, 8, arr.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in arr.shape)
+        (tmp_path / name).write_bytes(gzip.compress(head + arr.astype(np.uint8).tobytes()))
+
+    img = np.arange(3 * 28 * 28).reshape(3, 28, 28) % 256
+    for split in ("train", "t10k"):
+        idx(f"{split}-images-idx3-ubyte.gz", img)
+        idx(f"{split}-labels-idx1-ubyte.gz", np.array([0, 9, 4]))
+    monkeypatch.setenv("ASICSIM_FASHION_MNIST", str(tmp_path))
+    d = datasets._fmnist()
+    assert d.x_train.shape == (3, 28, 28, 1) and d.y_test.tolist() == [0, 9, 4]
+    assert d.x_train[0, 0, 1, 0] == pytest.approx(1 / 255)
 
 
 def test_unknown_dataset():
