@@ -66,6 +66,7 @@ class Workload:
     batch: int = 32
     steps: int = 1000
     eval_every: int = 250
+    shuffle: bool = True  # False: batches in dataset order every epoch (the MNIST-1D paper's code)
     context: int = 64  # language model: characters per training window
     eval_windows: int = 64  # language model: validation windows
     explode_factor: float = 10.0
@@ -77,7 +78,7 @@ class Workload:
         return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
 
 
-_TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "context",
+_TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "shuffle", "context",
                "eval_windows", "explode_factor"}
 
 
@@ -183,13 +184,15 @@ def _batch_fn(task: str, context: int):
 
 
 def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed: int) -> np.ndarray:
-    """(steps, batch) int32: example indices (epochs of seeded permutations) or LM window starts."""
+    """(steps, batch) int32: example indices (epochs of seeded permutations, or the dataset order
+    when the workload says ``shuffle = false``) or LM window starts."""
     rng = np.random.default_rng(seed)
     if data.task == "lm":
         return rng.integers(0, len(data.x_train) - workload.context - 1, (steps, batch), np.int32)
     n = len(data.x_train)
     epochs = math.ceil(steps * batch / n)
-    order = np.concatenate([rng.permutation(n) for _ in range(epochs)]).astype(np.int32)
+    order = np.concatenate([rng.permutation(n) if workload.shuffle else np.arange(n)
+                            for _ in range(epochs)]).astype(np.int32)
     return order[: steps * batch].reshape(steps, batch)
 
 
