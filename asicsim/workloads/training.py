@@ -512,7 +512,7 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
     (:func:`asicsim.emulate.ptq.calibrate`, max calibration); other recipes scale each tensor by
     its own current amax, as their ``scaling`` says."""
     if not getattr(policy, "needs_calibration", False):
-        return policy, "none (each tensor scaled as the recipe's scaling says, from its own amax)"
+        return policy, "none (no static scales: each tensor or block is scaled from itself, as the recipe says)"
     try:
         from asicsim.emulate.ptq import calibrate
     except ImportError as err:  # pragma: no cover - older asicsim.emulate
