@@ -246,9 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
     # system questions register their own commands (options live beside their models)
     from .system.batching import add_cli as add_batching_cli
     from .system.scaling import add_cli as add_scaling_cli
+    from .workloads.cli import add_cli as add_workloads_cli
 
     add_batching_cli(sub)
     add_scaling_cli(sub)
+    add_workloads_cli(sub)
     return parser
 
 

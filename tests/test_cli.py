@@ -74,3 +74,11 @@ def test_system_commands_are_wired():
     assert out.returncode == 0, out.stderr
     out = run_cli("batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "0")
     assert out.returncode == 2 and "rate" in out.stderr
+
+
+def test_train_and_infer_commands_are_wired():
+    out = run_cli("train", "digits_mlp", "--recipe", "bf16", "--seeds", "1", "--steps", "60", "--json")
+    assert out.returncode == 0, out.stderr
+    assert "test_accuracy" in json.loads(out.stdout)
+    out = run_cli("train", "digits_mlp", "--recipe", "bf61")
+    assert out.returncode == 2 and "bf16" in out.stderr
