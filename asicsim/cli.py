@@ -194,6 +194,25 @@ def cmd_workloads(args) -> int:
     return 0
 
 
+def cmd_trace(args) -> int:
+    """Price one training step (or inference batch) of a workload under a recipe on designs."""
+    from .workloads.pricing import price_trace, workload_trace
+
+    trace = workload_trace(args.workload, args.recipe, batch=args.batch, training=not args.inference)
+    table = price_trace(trace, args.design, args.recipe)
+    if args.json:
+        out = {"workload": args.workload, "recipe": args.recipe,
+               "step": "inference" if args.inference else "training",
+               "trace": trace.drop(columns=["lhs_shape", "rhs_shape"]).to_dict(orient="records"),
+               "cost": table.to_dict(orient="records")}
+        print(json.dumps(out, indent=2, default=_json_default))
+    else:
+        what = "one inference batch" if args.inference else "one training step"
+        print(f"{args.workload} under {args.recipe}: {what}, {len(trace)} GEMMs in the trace")
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
 def _json_default(v):
     import numpy as np
 
@@ -243,6 +262,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("workloads", help="list the kernel suites (DeepBench) with kernel counts")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_workloads)
+    p = sub.add_parser("trace", help="price a workload's op trace (one training step) under a recipe on designs",
+                       description="Trace one training step (or, with --inference, one inference batch) of "
+                                   "a training workload under a recipe and price every GEMM on each "
+                                   "--design (systolic or GPU) in the formats of its role.")
+    p.add_argument("workload", help="a training workload (asicsim train's names, e.g. mnist1d_cnn)")
+    p.add_argument("--recipe", default="fp32", help="a recipe from formats/recipes/ or a .toml path")
+    p.add_argument("--design", action="append", required=True, metavar="NAME",
+                   help="a design to price on (repeatable), e.g. tpu_v1, gpu_v100")
+    p.add_argument("--batch", type=int, help="batch size (default: the workload's)")
+    p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
+    p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
+    p.set_defaults(func=cmd_trace)
     # system questions register their own commands (options live beside their models)
     from .system.batching import add_cli as add_batching_cli
     from .system.scaling import add_cli as add_scaling_cli

@@ -1,0 +1,79 @@
+"""Price what a training workload runs: its op trace under a recipe, on systolic designs and GPUs.
+
+``workload_trace`` traces one training step (or one inference batch) of a workload under a recipe
+with :func:`asicsim.emulate.op_trace` (shapes only, nothing is computed); ``price_trace`` prices
+every GEMM of it on each design with :func:`asicsim.hw.cost.cost_many` in the formats its role uses:
+
+============ ================ ================ ============
+trace role   A operand        B operand        output
+============ ================ ================ ============
+forward      ``act``          ``weight``       ``out``
+grad-input   ``grad`` (dY)    ``weight``       ``grad``
+grad-weight  ``act`` (X^T)    ``grad`` (dY)    ``wgrad``
+============ ================ ================ ============
+
+Each row counts ``batch * count`` independent GEMMs (batched dimensions and scan steps), priced as
+GEMMs (a convolution by its im2col shape). Optimizer and elementwise work are not priced.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pandas as pd
+
+from asicsim.emulate import load_recipe, op_trace
+from asicsim.hw.cost import cost_many
+from asicsim.hw.operations import Gemm
+from asicsim.workloads.training import _batch_fn, _loss_fn, build, load_workload
+
+_ROLE_FORMATS = {"forward": ("act", "weight", "out"), "grad-input": ("grad", "weight", "grad"),
+                 "grad-weight": ("act", "grad", "wgrad")}
+
+
+def workload_trace(workload, recipe="fp32", *, batch: int | None = None, training: bool = True) -> pd.DataFrame:
+    """The op trace of one training step (``training``) or one inference batch of ``workload``."""
+    w = load_workload(workload)
+    policy = load_recipe(recipe)
+    data, model = build(w)
+    b = batch or w.batch
+    params = model.init(0)
+    idx = np.arange(b, dtype=np.int32)
+    arrays = (data.x_train,) if data.task == "lm" else (data.x_train, data.y_train)
+    sample = _batch_fn(data.task, w.context)(tuple(jax.numpy.asarray(a) for a in arrays), idx)
+    if training:
+        return op_trace(_loss_fn(model, data.task), policy, params, sample, training=True)
+    x = sample if data.task == "lm" else sample[0]
+    return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x)
+
+
+def _formats(policy, role: str) -> dict[str, str]:
+    a, b, out = _ROLE_FORMATS[role]
+    spec = {r: policy.role(r) for r in (a, b, out, "acc")}
+    name = {r: (s.spec.name if s is not None else "float32") for r, s in spec.items()}
+    return {"act": name[a], "weight": name[b], "acc": name["acc"], "out": name[out]}
+
+
+def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
+    """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs, summed."""
+    policy = load_recipe(recipe)
+    designs = [designs] if isinstance(designs, str) else list(designs)
+    rows = []
+    for design in designs:
+        for role, part in trace.groupby("role", sort=False):
+            ops = [Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()]
+            reps = (part["batch"] * part["count"]).to_numpy(dtype=np.float64)
+            fmts = _formats(policy, role)
+            res = cost_many(ops, design, fmts)
+            time = np.array([r.time_s for r in res])
+            energy = np.array([r.energy_total_pj for r in res]) * 1e-12
+            dram = np.array([r.dram_bytes for r in res])
+            rows.append({"design": res[0].design if res else str(design), "role": role,
+                         "gemms": int(reps.sum()), "macs": float((part["macs"]).sum()),
+                         "time_s": float(reps @ time), "energy_j": float(reps @ energy),
+                         "dram_bytes": float(reps @ dram),
+                         "formats": ",".join(f"{k}={v}" for k, v in fmts.items())})
+    df = pd.DataFrame(rows)
+    total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
+    total = total.reset_index().assign(role="total", formats="")
+    return pd.concat([df, total], ignore_index=True)

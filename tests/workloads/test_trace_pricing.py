@@ -1,0 +1,55 @@
+"""Pricing a workload's op trace (one training step) on systolic designs and GPUs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from asicsim.hw import Gemm, cost_many
+from asicsim.workloads.pricing import price_trace, workload_trace
+
+
+def test_digits_mlp_trace_by_hand():
+    # MLP 64-64-10, batch 32: forward GEMMs (32x64)(64x64) and (32x64)(64x10); training adds dX and dW
+    t = workload_trace("digits_mlp", "bf16")
+    fwd = t[t.role == "forward"]
+    assert [(r.M, r.N, r.K) for r in fwd.itertuples()] == [(32, 64, 64), (32, 10, 64)]
+    assert set(t.role) == {"forward", "grad-input", "grad-weight"}
+    for role in ("grad-input", "grad-weight"):
+        assert t[t.role == role].macs.sum() == fwd.macs.sum() == 32 * (64 * 64 + 64 * 10)
+    inf = workload_trace("digits_mlp", "bf16", training=False, batch=8)
+    assert set(inf.role) == {"forward"} and list(inf.M) == [8, 8]
+
+
+def test_price_trace_sums_cost_many_per_role():
+    t = workload_trace("digits_mlp", "fp16_mixed")
+    table = price_trace(t, ["tpu_v1", "gpu_v100"], "fp16_mixed")
+    assert list(table[table.role == "total"].design) == ["tpu_v1", "gpu_v100"]
+    fwd = t[t.role == "forward"]
+    want = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in fwd.itertuples()], "tpu_v1",
+                     {"act": "float16", "weight": "float16", "acc": "float32", "out": "float16"})
+    row = table[(table.design == "tpu_v1") & (table.role == "forward")].iloc[0]
+    assert row.time_s == pytest.approx(sum(r.time_s for r in want))
+    assert row.energy_j == pytest.approx(sum(r.energy_total_pj for r in want) * 1e-12)
+    # grad-weight GEMMs take the gradient format on the B side
+    gw = table[(table.design == "gpu_v100") & (table.role == "grad-weight")].iloc[0]
+    assert "weight=float16" in gw.formats and "out=float16" in gw.formats
+    for design in ("tpu_v1", "gpu_v100"):
+        part = table[(table.design == design) & (table.role != "total")]
+        total = table[(table.design == design) & (table.role == "total")].iloc[0]
+        assert total.time_s == pytest.approx(part.time_s.sum()) and total.energy_j > 0
+
+
+def test_trace_command_prices_on_a_systolic_design_and_a_gpu():
+    out = subprocess.run([sys.executable, "-m", "asicsim.cli", "trace", "digits_mlp", "--recipe", "bf16",
+                          "--design", "tpu_v1", "--design", "gpu_v100", "--json"],
+                         capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    totals = [r for r in doc["cost"] if r["role"] == "total"]
+    assert [r["design"] for r in totals] == ["tpu_v1", "gpu_v100"]
+    assert all(r["time_s"] > 0 and r["energy_j"] > 0 for r in totals)
+    assert len(doc["trace"]) == 6
