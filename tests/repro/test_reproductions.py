@@ -1,0 +1,145 @@
+"""Workload-level reproductions of three reduced-precision training papers (issue 5).
+
+Each test trains a real workload (or runs real long dot products) under shipped recipes, over
+fixed seeds, and asserts the paper's qualitative outcome with margins that can fail. The
+unit-level versions of the same mechanisms (one weight, one dot product) are in
+tests/emulate/test_training.py and tests/emulate/test_recipes.py. ``benchmarks/reproductions.py``
+prints the same numbers as tables (benchmarks/RESULTS.md, README "Training in reduced precision").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asicsim as sim
+from asicsim.workloads import train
+
+SEEDS = (0, 1)
+
+
+def accuracy(workload, recipe, **kw):
+    r = train(workload, recipe, seeds=SEEDS, eval_every=kw.get("steps"), stats=kw.pop("stats", False), **kw)
+    assert not r.diverged, (r.recipe, r.per_seed)
+    return r
+
+
+def test_gupta2015_fixed_point_round_to_nearest_stalls_stochastic_rounding_matches_fp32():
+    """Gupta et al., ICML 2015: 16-bit fixed point <IL=8, FL=8> (q7.8, step 2^-8), digits MLP,
+    plain SGD at a small learning rate (0.01, batch 32, 3000 steps).
+
+    What is rounded how, as in the paper (and the shipped recipes fixed16_rn / fixed16_sr): every
+    GEMM is accumulated in fp32 (Gupta's wide MAC accumulator) and its result rounded once onto
+    q7.8: forward activations, back-propagated errors (activation gradients) and weight gradients;
+    the weights are stored in q7.8 and updated in place (w + (-lr * g) computed in fp32, rounded
+    onto q7.8; no master copy). fixed16_rn rounds all of these to nearest, fixed16_sr
+    stochastically (32 random bits); inputs (pixels / 16) are exact in q7.8.
+
+    Outcome: with round-to-nearest every update below 2^-9 (lr * g with |g| < 0.05) and every
+    gradient below 2^-9 is lost, so training never leaves the random initialisation (chance, 10 %);
+    stochastic rounding keeps them in expectation and matches fp32 (measured: fp32 0.94-0.95,
+    SR within a point of it, RN 0.08-0.11).
+    """
+    kw = dict(lr=0.01, steps=3000)
+    fp32, sr, rn = (accuracy("digits_mlp", r, **kw) for r in ("fp32", "fixed16_sr", "fixed16_rn"))
+    assert fp32.mean > 0.90, fp32.per_seed
+    assert abs(sr.mean - fp32.mean) < 0.02, (sr.per_seed, fp32.per_seed)
+    assert rn.mean < 0.20 and max(rn.per_seed) < fp32.mean - 0.6, rn.per_seed
+
+
+def test_micikevicius2018_master_copy_restores_fp32_at_a_small_learning_rate():
+    """Micikevicius et al., ICLR 2018, the master-copy ablation: digits MLP, SGD lr 0.001 (batch
+    32, 3000 steps). Without a master copy (bf16_nomaster, fp16_nomaster) the update is added to
+    the 16-bit weights and rounded to nearest, so an update below half an ulp of its weight is lost
+    (bf16: 8 significant bits, nearly all updates; fp16: 11 bits, many); with the fp32 master copy
+    (bf16, fp16_mixed) the same 16-bit GEMMs train as fp32 does.
+    Measured: fp32 0.655, bf16 0.660, fp16_mixed 0.656, fp16_nomaster 0.344, bf16_nomaster 0.103.
+    """
+    kw = dict(lr=0.001, steps=3000)
+    res = {r: accuracy("digits_mlp", r, **kw)
+           for r in ("fp32", "bf16", "fp16_mixed", "bf16_nomaster", "fp16_nomaster")}
+    ref = res["fp32"].mean
+    assert ref > 0.5, res["fp32"].per_seed
+    for r in ("bf16", "fp16_mixed"):
+        assert abs(res[r].mean - ref) < 0.02, (r, res[r].per_seed, ref)
+    assert res["bf16_nomaster"].mean < 0.2, res["bf16_nomaster"].per_seed  # stalled at chance
+    assert res["fp16_nomaster"].mean < ref - 0.15, res["fp16_nomaster"].per_seed
+    assert res["bf16_nomaster"].mean < res["fp16_nomaster"].mean  # fewer bits: more updates lost
+
+
+def grad_recipe(grad: str, scale: float | None) -> dict:
+    """Only the activation gradients (role ``grad``: the dY entering the backward GEMMs) are
+    narrow; everything else fp32 (fp32 master copy), with or without a static loss scale."""
+    roles = {"weight": "fp32", "act": "fp32", "out": "fp32", "acc": "fp32", "grad": grad,
+             "wgrad": "fp32", "master": "fp32", "update": "fp32"}
+    name = f"{grad}_grads_" + ("unscaled" if scale is None else f"scaled{scale:g}")
+    out = {"name": name, "roles": roles}
+    if scale is not None:
+        out["loss_scaling"] = {"kind": "static", "init": float(scale)}
+    return out
+
+
+def test_micikevicius2018_loss_scaling_rescues_narrow_range_activation_gradients():
+    """Micikevicius et al., ICLR 2018, loss scaling: activation gradients in a narrow-range format
+    underflow unless the loss is scaled. MNIST-1D MLP (40-256-256-10, Adam 1e-2, batch 100, 1500
+    steps); activation gradients rounded to IEEE-like e4m3 (smallest subnormal 2^-9, max 240),
+    everything else fp32. The numerics statistics (the workloads' per-tensor underflow fraction of
+    the activation gradients, measured on a training batch times the loss scale in use) show why.
+    Measured: fp32 0.674, e4m3 unscaled 0.527 (85-90 % of activation gradients underflow),
+    e4m3 with loss scale 1024: 0.669 (59 % underflow: the largest ones, which carry the signal,
+    now survive). In fp16 (smallest subnormal 2^-24) almost nothing underflows at this scale.
+    """
+    kw = dict(steps=1500, stats=True)
+    fp32 = accuracy("mnist1d_mlp", "fp32", **kw)
+    unscaled = accuracy("mnist1d_mlp", grad_recipe("e4m3", None), **kw)
+    scaled = accuracy("mnist1d_mlp", grad_recipe("e4m3", 1024), **kw)
+    assert fp32.mean > 0.62, fp32.per_seed
+    assert unscaled.mean < fp32.mean - 0.08, (unscaled.per_seed, fp32.per_seed)
+    assert scaled.mean > fp32.mean - 0.03, (scaled.per_seed, fp32.per_seed)
+
+    def underflow(r):
+        return {k: v["underflow"] for k, v in r.runs[0].numerics.items() if k.startswith("grad:")}
+
+    u, s = underflow(unscaled), underflow(scaled)
+    assert set(u) == {"grad:fc1_in", "grad:out_in"} and set(s) == set(u)
+    for k in u:
+        assert u[k] > 0.7 and s[k] < u[k] - 0.15, (k, u[k], s[k])
+    assert all(v == 0 for v in underflow(fp32).values())
+    hist = unscaled.runs[0].numerics["grad:out_in"]
+    assert hist["format"] == "e4m3" and "exp_hist" in hist
+
+
+@pytest.mark.parametrize("k", [2**8, 2**12, 2**16])
+def test_wang2018_fp16_accumulation_degrades_with_k_unless_chunked(k):
+    """Wang et al., NeurIPS 2018: a K-long dot product of positive fp16 values (uniform on [0, 1),
+    8 rows) accumulated in fp16 sequentially loses accuracy as K grows (once the running sum's ulp
+    exceeds the products it swamps them), while chunk-based accumulation (chunks of 64 summed
+    separately, then the chunk sums, all in fp16) stays near fp16's own rounding error; fp32
+    sequential accumulation is the reference. The MAC model is bit exact (asicsim.matmul with
+    MacSpec orders). Measured median relative errors, sequential / chunk:64 / fp32:
+    K=2^8 1.5e-3 / 3.5e-4 / 1.2e-7, 2^12 0.071 / 8.9e-4 / 7.8e-7, 2^16 0.875 / 2.5e-3 / 1.4e-6.
+    """
+    err = dot_errors(k)
+    assert err["fp32"] < 1e-5
+    assert err["chunk:64"] < 5e-3
+    if k == 2**8:  # short: a 256-term sum stays below 2^7, sequential is as good as chunked
+        assert err["sequential"] < 3e-3
+    else:
+        assert err["sequential"] > 10 * err["chunk:64"] and err["sequential"] > 0.03
+    if k == 2**16:
+        assert err["sequential"] > 0.5  # the sum stalls far below the true ~16384
+
+
+def dot_errors(k: int, rows: int = 8, seed: int = 0) -> dict:
+    """Median relative error of ``rows`` K-long fp16 dot products per accumulation (asicsim.matmul)."""
+    rng = np.random.default_rng(seed)
+    a = np.asarray(sim.quantize(rng.uniform(0, 1, (rows, k)).astype(np.float32), "fp16"))
+    b = np.asarray(sim.quantize(rng.uniform(0, 1, (k, 1)).astype(np.float32), "fp16"))
+    exact = (a.astype(np.float64) @ b.astype(np.float64))[:, 0]
+    out = {}
+    for name, spec in [("sequential", "a=fp16,b=fp16,acc=fp16,order=sequential"),
+                       ("chunk:64", "a=fp16,b=fp16,acc=fp16,order=chunk:64"),
+                       ("fp32", "a=fp16,b=fp16,acc=fp32,order=sequential")]:
+        got = np.asarray(sim.matmul(a, b, spec), np.float64)[:, 0]
+        out[name] = float(np.median(np.abs(got - exact) / exact))
+    return out
