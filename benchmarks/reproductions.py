@@ -39,7 +39,9 @@ def _acc(workload, recipe, seeds, **kw):
 
 
 def _cell(r) -> str:
-    return f"{r.mean:.3f} ({', '.join(f'{v:.3f}' for v in r.per_seed)})" + (" diverged" if r.diverged else "")
+    div = [f"seed {x.seed} diverged at step {x.divergence['step']} ({x.divergence['cause'].split(':')[0]})"
+           for x in r.runs if x.diverged]
+    return f"{r.mean:.3f} ({', '.join(f'{v:.3f}' for v in r.per_seed)})" + (f"; {'; '.join(div)}" if div else "")
 
 
 def update_only(rounding: str) -> dict:
@@ -116,14 +118,21 @@ def histogram(r) -> None:
     total = sum(h.values())
     print("\nActivation gradients of the fp32 run (both layers, seed 0, last step): fraction per "
           "binade floor(log2|g|). With loss scale 2^10 every value moves up 10 binades.\n")
-    print("| log2 |g| | fraction | unscaled: e4m3 / fp16 | x1024: e4m3 / fp16 |")
+    print("| log2 \\|g\\| | fraction | unscaled: e4m3 / fp16 | x1024: e4m3 / fp16 |")
     print("|---|---|---|---|")
-
+    rows: list = []  # consecutive binades with the same fate merged into one row
     for e in sorted(h):
-        frac = h[e] / total
-        if frac < 5e-4:
-            continue
-        print(f"| {e} | {frac:.3f} | {_fate(e, -9)} / {_fate(e, -24)} | {_fate(e + 10, -9)} / {_fate(e + 10, -24)} |")
+        fate = (_fate(e, -9), _fate(e, -24), _fate(e + 10, -9), _fate(e + 10, -24))
+        if rows and rows[-1][2] == fate:
+            rows[-1][1] = e
+            rows[-1][3] += h[e]
+        else:
+            rows.append([e, e, fate, h[e]])
+    for lo, hi, fate, count in rows:
+        span = f"{lo}" if lo == hi else f"{lo} .. {hi}"
+        if lo == min(h):
+            span = f"<= {hi}" if lo != hi else f"<= {lo}"
+        print(f"| {span} | {count / total:.3f} | {fate[0]} / {fate[1]} | {fate[2]} / {fate[3]} |")
     below = {name: sum(c for e, c in h.items() if e < lo) / total for name, lo in (("e4m3", -10), ("fp16", -25))}
     below10 = {name: sum(c for e, c in h.items() if e + 10 < lo) / total for name, lo in (("e4m3", -10), ("fp16", -25))}
     print(f"\nBelow half the smallest subnormal (always zero): e4m3 {below['e4m3']:.3f} unscaled, "
