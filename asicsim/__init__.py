@@ -8,6 +8,7 @@
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
+from . import emulate as emulate
 from .hw import AllReduce as AllReduce
 from .hw import Conv as Conv
 from .hw import Elementwise as Elementwise

@@ -1,4 +1,11 @@
-"""Emulate real workloads in reduced precision: :func:`emulate`, precision recipes, the op trace."""
+"""Emulate real workloads in reduced precision: :func:`emulate`, precision recipes, the op trace.
+
+The package is callable: ``asicsim.emulate(fn, policy)`` is :func:`emulate` (DESIGN.md's public
+name), while ``asicsim.emulate.load_recipe`` and the other names below stay reachable.
+"""
+
+import sys
+import types
 
 from asicsim.emulate.policy import (
     ROLES,
@@ -15,3 +22,13 @@ from asicsim.emulate.transform import emulate, round_role
 
 __all__ = ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "TrainState", "emulate",
            "list_recipes", "load_recipe", "make_train_step", "op_trace", "round_role"]
+
+
+class _CallableModule(types.ModuleType):
+    """Lets ``asicsim.emulate(fn, policy)`` call the transformation and keep the submodules."""
+
+    def __call__(self, fn, policy, **kwargs):
+        return emulate(fn, policy, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
