@@ -50,7 +50,7 @@ import optax
 
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
-from asicsim.emulate.transform import emulate, round_role
+from asicsim.emulate.transform import _emulate, round_role
 
 #: GEMM sites whose delayed-scaling history a TrainState keeps (sites beyond: current scaling)
 MAX_SITES = 64
@@ -110,7 +110,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     """
     pol = load_recipe(policy)
     ls = pol.loss_scaling
-    emulated = emulate(loss_fn, pol, weights=weights)
+    # The weights the model uses are already rounded (below: ``working_weights`` or
+    # ``stored_format``); the GEMMs need not round them again when their weight role has that grid.
+    pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
+    emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
     hist_len = max([spec.amax_history for _, spec in pol.roles if spec.scaling == "delayed"], default=1)
 
     def init(params, key) -> TrainState:

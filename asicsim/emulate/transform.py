@@ -50,6 +50,9 @@ from asicsim.numerics import quantize
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
                "expand_dims", "slice", "dynamic_slice", "copy", "copy_p", "rev", "gather",
                "reduce_precision", "concatenate", "pad", "select_n"}
+# of those, the ones that keep every value unchanged (a value on a format's grid stays on it)
+_VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
+                     "dynamic_slice", "copy", "copy_p", "rev", "concatenate"}
 _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "wgrad")  # the roles an emulated GEMM rounds
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
@@ -134,11 +137,15 @@ def _emulated_dot(a, b, meta, keydata, cfg, policy):
 
 
 def _dot_fwd(a, b, meta, keydata, cfg, policy):
-    dn, roles, out_dtype, conv = cfg
+    dn, roles, out_dtype, conv, ongrid = cfg
     ka, kb, kacc, kout, _, _, _ = _keys(keydata, 7)
     ma, mb = (None, None) if meta is None else (meta[0], meta[1])
-    qa = round_role(a, policy.role(roles[0]), key=ka, amax=ma, axis=_contract_axis(dn, conv, 0, a.ndim))
-    qb = round_role(b, policy.role(roles[1]), key=kb, amax=mb, axis=_contract_axis(dn, conv, 1, b.ndim))
+    # An operand already on its role's grid (weights pre-rounded by the training step) is left
+    # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
+    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), key=ka, amax=ma,
+                                        axis=_contract_axis(dn, conv, 0, a.ndim))
+    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), key=kb, amax=mb,
+                                        axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
     y = round_role(_accumulate(y, policy, key=kacc, conv=conv), policy.role("out"), key=kout)
     seen = None if meta is None else jnp.stack([_amax(a), _amax(b)])
@@ -146,7 +153,7 @@ def _dot_fwd(a, b, meta, keydata, cfg, policy):
 
 
 def _dot_bwd(cfg, policy, res, g):
-    dn, roles, _, conv = cfg
+    dn, roles, _, conv, _ = cfg
     qa, qb, seen, meta, keydata = res
     *_, kg, kda, kdb = _keys(keydata, 7)
     g32 = g.astype(jnp.float32)
@@ -245,9 +252,39 @@ def _dot_roles(weightish: Sequence[bool]) -> tuple[str, str]:
     return "act", "act"
 
 
+def _same_grid(spec: RoleSpec | None, pre: RoleSpec | None) -> bool:
+    """Whether values rounded by ``pre`` are left unchanged by rounding with ``spec``: the same
+    plain (unscaled, elementwise) format and overflow rule; the rounding mode does not matter,
+    every mode keeps a value that is on the grid."""
+    if spec is None or pre is None or spec.is_identity or spec.scaling != "none" or pre.scaling != "none":
+        return False
+    a, b = spec.spec, pre.spec
+    return a.kind != "block" and a == b and spec.saturate == pre.saturate
+
+
+def _grid_level(eqn, flags) -> int:
+    """Weight level of a structural op's outputs: 2 (on the pre-rounded grid) when the op only
+    moves values and every float input is an on-grid weight (a literal is not), else 1."""
+    name = eqn.primitive.name
+    if name == "convert_element_type":
+        if np.dtype(eqn.params.get("new_dtype")) != np.float32:
+            return 1
+    elif name not in _VALUE_PRESERVING:
+        return 1
+    floats = [(v, f) for v, f in zip(eqn.invars, flags, strict=True) if jnp.issubdtype(v.aval.dtype, jnp.floating)]
+    ok = floats and all(f == 2 and not isinstance(v, jcore.Literal) for v, f in floats)
+    return 2 if ok else 1
+
+
 class _Interpreter:
-    def __init__(self, policy: Policy, key=None, amax=None, n_sites: int = 0):
+    """``flags`` (one per jaxpr variable): 0 activation, 1 weight, 2 weight already on the grid
+    of ``prerounded`` (a training step rounds its working weights once; rounding them again in
+    every GEMM, and in every scan iteration, returned the same bits and cost time)."""
+
+    def __init__(self, policy: Policy, key=None, amax=None, n_sites: int = 0,
+                 prerounded: RoleSpec | None = None):
         self.policy = policy
+        self.prerounded = prerounded
         self.n_sites = n_sites  # GEMM sites in the whole function (the last one is n_sites - 1)
         self.edge_policy = policy
         if policy.first_last:  # the first and last GEMM sites: roles overridden
@@ -280,7 +317,7 @@ class _Interpreter:
 
     def run(self, jaxpr, consts, args, weight_flags):
         env: dict = {}
-        weights: set = set()
+        weights: dict = {}  # var -> weight level (1 or 2, see the class docstring)
 
         def read(v):
             return v.val if isinstance(v, jcore.Literal) else env[v]
@@ -290,13 +327,14 @@ class _Interpreter:
         for v, a, w in zip(jaxpr.invars, args, weight_flags, strict=True):
             env[v] = a
             if w:
-                weights.add(v)
+                weights[v] = int(w)
         for eqn in jaxpr.eqns:
             invals = [read(v) for v in eqn.invars]
-            flags = [not isinstance(v, jcore.Literal) and v in weights for v in eqn.invars]
+            flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in eqn.invars]
             outs = self.eqn(eqn, invals, flags)
             if eqn.primitive.name in _STRUCTURAL and any(flags):
-                weights.update(eqn.outvars)
+                level = _grid_level(eqn, flags)
+                weights.update((v, level) for v in eqn.outvars)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
         return [read(v) for v in jaxpr.outvars]
@@ -309,7 +347,8 @@ class _Interpreter:
             meta, kd, pol = self._site()
             self._record("gemm", eqn, roles, pol)
             return [_emulated_dot(invals[0], invals[1], meta, kd,
-                                  (p["dimension_numbers"], roles, out_dtype, None), pol)]
+                                  (p["dimension_numbers"], roles, out_dtype, None, self._ongrid(flags, roles, pol)),
+                                  pol)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
@@ -317,8 +356,8 @@ class _Interpreter:
             conv = tuple((k, p[k]) for k in keep)
             meta, kd, pol = self._site()
             self._record("conv", eqn, roles, pol)
-            return [_emulated_dot(invals[0], invals[1], meta, kd, (None, roles, eqn.outvars[0].aval.dtype, conv),
-                                  pol)]
+            return [_emulated_dot(invals[0], invals[1], meta, kd,
+                                  (None, roles, eqn.outvars[0].aval.dtype, conv, self._ongrid(flags, roles, pol)), pol)]
         if name == "scan":
             return self._scan(p, invals, flags)
         if name == "while":
@@ -333,6 +372,11 @@ class _Interpreter:
         with eqn.ctx.manager:
             out = eqn.primitive.bind(*invals, **bind_params)
         return out if eqn.primitive.multiple_results else [out]
+
+    def _ongrid(self, flags, roles, policy: Policy) -> tuple[bool, bool]:
+        """Per operand: a pre-rounded weight whose GEMM role rounds onto that same grid."""
+        return tuple(f == 2 and r == "weight" and _same_grid(policy.role(r), self.prerounded)
+                     for f, r in zip(flags[:2], roles, strict=True))
 
     def _record(self, kind, eqn, roles, policy):
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
@@ -456,7 +500,13 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
     ``weights``: the positional argument holding the model's weights (its leaves get the
     ``weight`` role; None: every GEMM operand is an activation unless derived from a weight).
     """
-    pol = load_recipe(policy)
+    return _emulate(fn, load_recipe(policy), weights=weights)
+
+
+def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None) -> Callable:
+    """:func:`emulate`; ``prerounded``: the caller promises the ``weights`` argument's leaves are
+    already rounded with this role spec (the training step's working weights), so GEMM weight
+    operands on the same grid are not rounded again (same bits, less work)."""
 
     @functools.wraps(fn)
     def wrapped(*args, asicsim_key=None, asicsim_amax=None, **kwargs):
@@ -467,14 +517,16 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
         start = sum(counts[:weights]) if weights is not None and weights < len(args) else 0
         stop = start + (counts[weights] if weights is not None and weights < len(args) else 0)
         arrays, positions, rebuild = split_arrays((args, kwargs))
-        flags = [start <= i < stop for i in positions]
+        level = 2 if prerounded is not None else 1
+        flags = [level if start <= i < stop else 0 for i in positions]
 
         def flat_fn(*xs):
             a, k = rebuild(xs)
             return fn(*a, **k)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
-        interp = _Interpreter(pol, key, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0)
+        interp = _Interpreter(pol, key, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0,
+                              prerounded=prerounded)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
 
