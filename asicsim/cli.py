@@ -208,7 +208,8 @@ def cmd_trace(args) -> int:
         print(json.dumps(out, indent=2, default=_json_default))
     else:
         what = "one inference batch" if args.inference else "one training step"
-        print(f"{args.workload} under {args.recipe}: {what}, {len(trace)} GEMMs in the trace")
+        gemms = int((trace.kind != "elementwise").sum())
+        print(f"{args.workload} under {args.recipe}: {what}, {gemms} GEMMs in the trace")
         print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 

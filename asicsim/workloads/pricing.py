@@ -13,7 +13,10 @@ grad-weight  ``act`` (X^T)    ``grad`` (dY)    ``wgrad``
 ============ ================ ================ ============
 
 Each row counts ``batch * count`` independent GEMMs (batched dimensions and scan steps), priced as
-GEMMs (a convolution by its im2col shape). Optimizer and elementwise work are not priced.
+GEMMs (a convolution by its im2col shape). A training trace ends with one ``optimizer`` row: the
+update's elementwise work on every parameter (:data:`OPTIMIZER_OPS` per parameter), priced on the
+vector unit (a GPU's SIMT cores) in the master/weight format. Other elementwise work (activations,
+losses) is not priced.
 """
 
 from __future__ import annotations
@@ -24,8 +27,13 @@ import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
-from asicsim.hw.operations import Gemm
+from asicsim.hw.operations import Elementwise, Gemm, OperationError
 from asicsim.workloads.training import _batch_fn, _loss_fn, build, load_workload
+
+#: Elementwise operations per parameter of one update (multiplies, adds, divides, square roots):
+#: SGD w -= lr g (2); SGD with momentum m = mu m + g; w -= lr m (4); Adam m, v moments (5),
+#: bias corrections (2), sqrt, add eps, divide, scale and subtract (5) = 12.
+OPTIMIZER_OPS = {"sgd": 2, "sgd_momentum": 4, "adam": 12}
 
 _ROLE_FORMATS = {"forward": ("act", "weight", "out"), "grad-input": ("grad", "weight", "grad"),
                  "grad-weight": ("act", "grad", "wgrad")}
@@ -42,7 +50,11 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
     arrays = (data.x_train,) if data.task == "lm" else (data.x_train, data.y_train)
     sample = _batch_fn(data.task, w.context)(tuple(jax.numpy.asarray(a) for a in arrays), idx)
     if training:
-        return op_trace(_loss_fn(model, data.task), policy, params, sample, training=True)
+        trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True)
+        opt = "sgd_momentum" if w.optimizer == "sgd" and w.momentum else w.optimizer
+        update = {"role": "optimizer", "kind": "elementwise", "M": model.num_params(params), "N": 1,
+                  "K": OPTIMIZER_OPS[opt], "batch": 1, "count": 1, "macs": 0, "recipe": policy.name}
+        return pd.concat([trace, pd.DataFrame([update])], ignore_index=True)
     x = sample if data.task == "lm" else sample[0]
     return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x)
 
@@ -61,6 +73,9 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
     rows = []
     for design in designs:
         for role, part in trace.groupby("role", sort=False):
+            if role == "optimizer":
+                rows.append(_price_update(part.iloc[0], design, policy))
+                continue
             ops = [Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()]
             reps = (part["batch"] * part["count"]).to_numpy(dtype=np.float64)
             fmts = _formats(policy, role)
@@ -74,6 +89,25 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
                          "dram_bytes": float(reps @ dram),
                          "formats": ",".join(f"{k}={v}" for k, v in fmts.items())})
     df = pd.DataFrame(rows)
+    if "note" not in df:
+        df["note"] = ""
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
-    total = total.reset_index().assign(role="total", formats="")
+    total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
+
+
+def _price_update(row, design, policy) -> dict:
+    """The optimizer's elementwise update of every parameter (reads weight, gradient and state)."""
+    held = policy.role("master") or policy.role("weight")
+    fmt = held.spec.name if held is not None else "float32"
+    state = policy.role("opt_state")
+    fmts = {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
+    out = {"role": "optimizer", "gemms": 0, "macs": 0.0,
+           "formats": ",".join(f"{k}={v}" for k, v in fmts.items()), "note": ""}
+    try:
+        (r,) = cost_many([Elementwise(int(row.M), int(row.K), inputs=3)], design, fmts)
+    except OperationError as err:  # e.g. a design without a vector unit: said, not hidden
+        return {**out, "design": str(design), "time_s": float("nan"), "energy_j": float("nan"),
+                "dram_bytes": float("nan"), "note": f"update not priced: {err}"}
+    return {**out, "design": r.design, "time_s": r.time_s, "energy_j": r.energy_total_pj * 1e-12,
+            "dram_bytes": r.dram_bytes}

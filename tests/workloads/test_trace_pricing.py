@@ -17,7 +17,9 @@ def test_digits_mlp_trace_by_hand():
     t = workload_trace("digits_mlp", "bf16")
     fwd = t[t.role == "forward"]
     assert [(r.M, r.N, r.K) for r in fwd.itertuples()] == [(32, 64, 64), (32, 10, 64)]
-    assert set(t.role) == {"forward", "grad-input", "grad-weight"}
+    assert set(t.role) == {"forward", "grad-input", "grad-weight", "optimizer"}
+    update = t[t.role == "optimizer"].iloc[0]  # SGD: w -= lr g on 64*64+64 + 64*10+10 parameters
+    assert (update.M, update.K) == (64 * 64 + 64 + 64 * 10 + 10, 2)
     for role in ("grad-input", "grad-weight"):
         assert t[t.role == role].macs.sum() == fwd.macs.sum() == 32 * (64 * 64 + 64 * 10)
     inf = workload_trace("digits_mlp", "bf16", training=False, batch=8)
@@ -37,6 +39,10 @@ def test_price_trace_sums_cost_many_per_role():
     # grad-weight GEMMs take the gradient format on the B side
     gw = table[(table.design == "gpu_v100") & (table.role == "grad-weight")].iloc[0]
     assert "weight=float16" in gw.formats and "out=float16" in gw.formats
+    upd = table[(table.design == "gpu_v100") & (table.role == "optimizer")].iloc[0]
+    assert upd.time_s > 0 and "float32" in upd.formats  # fp16_mixed updates the fp32 master copy
+    no_vector = price_trace(t, ["scalesim_google"], "fp16_mixed")
+    assert "no [vector] unit" in no_vector[no_vector.role == "optimizer"].iloc[0].note
     for design in ("tpu_v1", "gpu_v100"):
         part = table[(table.design == design) & (table.role != "total")]
         total = table[(table.design == design) & (table.role == "total")].iloc[0]
@@ -52,4 +58,4 @@ def test_trace_command_prices_on_a_systolic_design_and_a_gpu():
     totals = [r for r in doc["cost"] if r["role"] == "total"]
     assert [r["design"] for r in totals] == ["tpu_v1", "gpu_v100"]
     assert all(r["time_s"] > 0 and r["energy_j"] > 0 for r in totals)
-    assert len(doc["trace"]) == 6
+    assert len(doc["trace"]) == 7  # 2 GEMMs x (forward, grad-input, grad-weight) + the update
