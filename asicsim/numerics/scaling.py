@@ -9,6 +9,7 @@ back (so outputs are ``q * s`` rounded to float32).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -188,6 +189,20 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
     if plan.scale_format != "fp32" and _fast_layout(x.shape, plan) and element_qmin(element) >= -124:
         return _pow2_scaled_flat(x, words, element, plan, rnd, saturate)
+    if (plan.scale_format != "fp32" and plan.granularity == "block" and x.ndim >= 1 and not rnd.stochastic
+            and element_qmin(element) >= -124):
+        # Blocks along another axis, or a length the block size does not divide (a GEMM's K of
+        # 75 or 25): the same groups as ``_grouped`` makes (the axis moved last, padded with +0,
+        # which no amax sees), rounded by the fast path instead of the per-element shifted grid
+        # (which XLA:CPU runs several times slower). Same values and scales; stochastic rounding
+        # keeps the general path, whose random bits are drawn in the (groups, block) layout.
+        axis = plan.axis % x.ndim
+        moved = jnp.moveaxis(x, axis, -1)
+        n = moved.shape[-1]
+        padded = jnp.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, (-n) % plan.block_size)])
+        fast = dataclasses.replace(plan, axis=-1)
+        values, scale = _pow2_scaled_flat(padded, words, element, fast, rnd, saturate)
+        return jnp.moveaxis(values[..., :n], -1, axis), scale
     if plan.scale_format == "fp32" and plan.granularity != "block" and x.ndim >= 1:
         keep = plan.axis % x.ndim if plan.granularity == "channel" else None
         axes = tuple(i for i in range(x.ndim) if i != keep)  # reduce in place: no transpose
@@ -282,7 +297,9 @@ def _amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array
         mag = magnitude(x).astype(jnp.int32)
         return jnp.max(mag, axis=axes, keepdims=keepdims).astype(jnp.uint32)
 
-    return jax.lax.cond(jnp.any(fast < np.uint32(1 << 23)), exact, lambda f: f, fast)
+    # XLA:CPU's vectorised float max/min reductions do not always propagate NaN (a (133, 32)
+    # tensor with one NaN came back finite), so a NaN anywhere also takes the exact reduction.
+    return jax.lax.cond(jnp.any(fast < np.uint32(1 << 23)) | jnp.any(jnp.isnan(x)), exact, lambda f: f, fast)
 
 
 def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
