@@ -62,33 +62,30 @@ def grad_recipe(grad: str, scale: float | None) -> dict:
     return out
 
 
-def gupta(seeds) -> None:
-    recipes = ["fp32", "fixed16_sr", "fixed16_rn", update_only("sr"), update_only("rne")]
-    names = ["fp32", "fixed16_sr", "fixed16_rn", "update-only SR", "update-only RN"]
-    print("\n### Gupta 2015: digits MLP, q7.8 <8,8>, SGD batch 32, 3000 steps (test accuracy)\n")
+def _lr_table(recipes, names, lrs, seeds) -> None:
+    """One markdown row per learning rate: digits MLP test accuracy per recipe, 3000 SGD steps."""
     print("| lr | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
-    for lr in (0.1, 0.01):
+    for lr in lrs:
         cells, wall = [], 0.0
         for rec in recipes:
             r, dt = _acc("digits_mlp", rec, seeds, lr=lr, steps=3000)
             cells.append(_cell(r))
             wall += dt
         print(f"| {lr:g} | " + " | ".join(cells) + f" |  <!-- {wall:.0f} s -->", flush=True)
+
+
+def gupta(seeds) -> None:
+    recipes = ["fp32", "fixed16_sr", "fixed16_rn", update_only("sr"), update_only("rne")]
+    names = ["fp32", "fixed16_sr", "fixed16_rn", "update-only SR", "update-only RN"]
+    print("\n### Gupta 2015: digits MLP, q7.8 <8,8>, SGD batch 32, 3000 steps (test accuracy)\n")
+    _lr_table(recipes, names, (0.1, 0.01), seeds)
 
 
 def micikevicius(seeds) -> None:
     recipes = ["fp32", "bf16", "fp16_mixed", "bf16_nomaster", "fp16_nomaster"]
     print("\n### Micikevicius 2018 (a): master copy, digits MLP, SGD batch 32, 3000 steps (test accuracy)\n")
-    print("| lr | " + " | ".join(recipes) + " |")
-    print("|---|" + "---|" * len(recipes))
-    for lr in (0.01, 0.001):
-        cells, wall = [], 0.0
-        for rec in recipes:
-            r, dt = _acc("digits_mlp", rec, seeds, lr=lr, steps=3000)
-            cells.append(_cell(r))
-            wall += dt
-        print(f"| {lr:g} | " + " | ".join(cells) + f" |  <!-- {wall:.0f} s -->", flush=True)
+    _lr_table(recipes, recipes, (0.01, 0.001), seeds)
 
     print("\n### Micikevicius 2018 (b): loss scaling, MNIST-1D MLP, Adam 1e-2, batch 100, 1500 steps\n")
     print("Only the activation gradients (the dY entering the backward GEMMs) are narrow; underflow = "

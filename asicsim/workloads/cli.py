@@ -130,7 +130,7 @@ def run_infer(args) -> int:
 
     try:
         r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps)
-    except (DatasetUnavailable, NotImplementedError) as err:
+    except DatasetUnavailable as err:
         return _error("infer", err)
     if args.json:
         print(json.dumps(r.to_dict(), default=_default, indent=1))

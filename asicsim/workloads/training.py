@@ -202,16 +202,9 @@ def _without_grad_rounding(policy: Policy) -> Policy:
     return dataclasses.replace(policy, roles=roles)
 
 
-def _loss_scale(state, policy: Policy) -> float:
-    for name in ("scale", "loss_scale"):
-        s = getattr(state, name, None)
-        if s is not None:
-            s = getattr(s, "scale", s)
-            try:
-                return float(s)
-            except (TypeError, ValueError):
-                pass
-    return 1.0 if policy.loss_scaling.kind == "none" else float(policy.loss_scaling.init)
+def _loss_scale(state) -> float:
+    """The training step's current loss scale (1.0 for recipes without loss scaling)."""
+    return float(state.loss_scale.scale)
 
 
 @dataclass
@@ -443,7 +436,7 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
         if runner.stats_fn is not None:
             batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
             last = done >= w.steps or divergence is not None
-            num = runner.numerics(p, batch, _loss_scale(state, policy), histogram=last)
+            num = runner.numerics(p, batch, _loss_scale(state), histogram=last)
             numerics_curve.append({"step": done, **summarize(num)})
             if last:
                 numerics = num
@@ -511,14 +504,11 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
     """Static scales from calibration batches where the recipe asks for them
     (:func:`asicsim.emulate.ptq.calibrate`, max calibration); other recipes scale each tensor by
     its own current amax, as their ``scaling`` says."""
-    if not getattr(policy, "needs_calibration", False):
+    if not policy.needs_calibration:
         return policy, "none (no static scales: each tensor or block is scaled from itself, as the recipe says)"
-    try:
-        from asicsim.emulate.ptq import calibrate
-    except ImportError as err:  # pragma: no cover - older asicsim.emulate
-        raise NotImplementedError(f"recipe {policy.name!r} needs calibration, but "
-                                  f"asicsim.emulate.ptq is not available ({err})") from None
-    n = min(len(batches), getattr(policy, "calibration_batches", len(batches)))
+    from asicsim.emulate.ptq import calibrate
+
+    n = min(len(batches), policy.calibration_batches)
     return calibrate(fn, params, batches[:n], policy), f"max calibration on {n} training batches"
 
 
@@ -535,7 +525,7 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
     for s, p in zip(seeds, params, strict=True):
         loss, acc = ref.evaluate(p)
         fp32.append(loss if data.task == "lm" else acc)
-        order = _batch_order(data, w, getattr(policy, "calibration_batches", 8), w.batch, int(s))
+        order = _batch_order(data, w, policy.calibration_batches, w.batch, int(s))
         mb = _batch_fn(data.task, w.context)
         batches = [mb(ref.train_data, jnp.asarray(i)) for i in order]
         xs = [b[:, :-1] if data.task == "lm" else b[0] for b in batches]
