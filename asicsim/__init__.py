@@ -9,6 +9,7 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
 
 from . import emulate as emulate
+from . import sweep as sweep
 from .hw import AllReduce as AllReduce
 from .hw import Conv as Conv
 from .hw import Elementwise as Elementwise
@@ -37,6 +38,7 @@ from .numerics import mul as mul
 from .numerics import quantize as quantize
 from .numerics import sqrt as sqrt
 from .numerics import sub as sub
+from .sweep import load_results as load_results
 
 #: ``sim.format("bf16")``: the documented public name of :func:`get_format`.
 format = get_format

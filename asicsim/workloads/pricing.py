@@ -1,8 +1,9 @@
 """Price what a training workload runs: its op trace under a recipe, on systolic designs and GPUs.
 
 ``workload_trace`` traces one training step (or one inference batch) of a workload under a recipe
-with :func:`asicsim.emulate.op_trace` (shapes only, nothing is computed); ``price_trace`` prices
-every GEMM of it on each design with :func:`asicsim.hw.cost.cost_many` in the formats its role uses:
+with :func:`asicsim.emulate.op_trace` (shapes only, nothing is computed); ``trace_costs`` prices
+each of its rows on a design (time, energy split, traffic, bound) and ``price_trace`` sums them per role,
+pricing every GEMM with :func:`asicsim.hw.cost.cost_many` in the formats its role uses:
 
 ============ ================ ================ ============
 trace role   A operand        B operand        output
@@ -66,31 +67,59 @@ def _formats(policy, role: str) -> dict[str, str]:
     return {"act": name[a], "weight": name[b], "acc": name["acc"], "out": name[out]}
 
 
+def _energy_columns(energy_pj: dict) -> dict[str, float]:
+    """A cost result's energy split as joules: MAC (mult + add; a GPU's compute), vector unit,
+    on-chip buffers (a GPU's L2), DRAM and static."""
+    out = {"energy_mac_j": 0.0, "energy_vector_j": 0.0, "energy_buffers_j": 0.0, "energy_dram_j": 0.0,
+           "energy_static_j": 0.0, "energy_other_j": 0.0}
+    for k, v in energy_pj.items():
+        group = ("mac" if k in ("mult", "add", "compute") else "buffers" if k.startswith("buffer.") or k == "l2"
+                 else k if f"energy_{k}_j" in out else "other")
+        out[f"energy_{group}_j"] += v * 1e-12
+    return out
+
+
+def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
+    """One row per trace row on one design: the GEMM (or the optimizer update) priced in its role's
+    formats, times its repetitions (``reps`` = batch x count): ``time_s``, ``energy_j`` and its
+    split (``energy_mac_j``, ``energy_vector_j``, ``energy_buffers_j``, ``energy_dram_j``,
+    ``energy_static_j``, ``energy_other_j``), ``dram_bytes``, ``sram_bytes`` (between buffers and
+    array), ``bound``, ``utilization`` and the formats."""
+    policy = load_recipe(recipe)
+    rows = []
+    for role, part in trace.groupby("role", sort=False):
+        if role == "optimizer":
+            rows.append(_price_update(part.iloc[0], design, policy))
+            continue
+        fmts = _formats(policy, role)
+        res = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()], design, fmts)
+        for r, c in zip(part.itertuples(), res, strict=True):
+            reps = float(r.batch * r.count)
+            energy = {k: reps * v for k, v in _energy_columns(c.energy_pj).items()}
+            rows.append({"design": c.design, "role": role, "kind": "gemm", "M": int(r.M), "N": int(r.N),
+                         "K": int(r.K), "reps": reps, "macs": float(r.macs), "time_s": reps * c.time_s,
+                         "energy_j": reps * c.energy_total_pj * 1e-12, **energy,
+                         "dram_bytes": reps * c.dram_bytes, "sram_bytes": reps * c.sram_array_bytes,
+                         "bound": c.bound, "utilization": c.utilization,
+                         **{f"format_{k}": v for k, v in fmts.items()}, "note": ""})
+    return pd.DataFrame(rows)
+
+
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
     """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs, summed."""
-    policy = load_recipe(recipe)
     designs = [designs] if isinstance(designs, str) else list(designs)
     rows = []
     for design in designs:
-        for role, part in trace.groupby("role", sort=False):
-            if role == "optimizer":
-                rows.append(_price_update(part.iloc[0], design, policy))
-                continue
-            ops = [Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()]
-            reps = (part["batch"] * part["count"]).to_numpy(dtype=np.float64)
-            fmts = _formats(policy, role)
-            res = cost_many(ops, design, fmts)
-            time = np.array([r.time_s for r in res])
-            energy = np.array([r.energy_total_pj for r in res]) * 1e-12
-            dram = np.array([r.dram_bytes for r in res])
-            rows.append({"design": res[0].design if res else str(design), "role": role,
-                         "gemms": int(reps.sum()), "macs": float((part["macs"]).sum()),
-                         "time_s": float(reps @ time), "energy_j": float(reps @ energy),
-                         "dram_bytes": float(reps @ dram),
-                         "formats": ",".join(f"{k}={v}" for k, v in fmts.items())})
+        ops = trace_costs(trace, design, recipe)
+        for role, part in ops.groupby("role", sort=False):
+            fmts = part.iloc[0]
+            rows.append({"design": fmts["design"], "role": role,
+                         "gemms": int(part["reps"].sum()) if role != "optimizer" else 0,
+                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum()),
+                         "energy_j": float(part["energy_j"].sum()), "dram_bytes": float(part["dram_bytes"].sum()),
+                         "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
+                         "note": "; ".join(filter(None, part["note"].unique()))})
     df = pd.DataFrame(rows)
-    if "note" not in df:
-        df["note"] = ""
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
     total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
@@ -102,12 +131,15 @@ def _price_update(row, design, policy) -> dict:
     fmt = held.spec.name if held is not None else "float32"
     state = policy.role("opt_state")
     fmts = {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
-    out = {"role": "optimizer", "gemms": 0, "macs": 0.0,
-           "formats": ",".join(f"{k}={v}" for k, v in fmts.items()), "note": ""}
+    out = {"role": "optimizer", "kind": "elementwise", "M": int(row.M), "N": 1, "K": int(row.K), "reps": 1.0,
+           "macs": 0.0, **{f"format_{k}": v for k, v in fmts.items()}, "note": ""}
     try:
         (r,) = cost_many([Elementwise(int(row.M), int(row.K), inputs=3)], design, fmts)
     except OperationError as err:  # e.g. a design without a vector unit: said, not hidden
-        return {**out, "design": str(design), "time_s": float("nan"), "energy_j": float("nan"),
-                "dram_bytes": float("nan"), "note": f"update not priced: {err}"}
+        nan = float("nan")
+        return {**out, "design": getattr(design, "name", str(design)), "time_s": nan, "energy_j": nan,
+                "dram_bytes": nan, "sram_bytes": nan, "bound": "", "utilization": nan,
+                "note": f"update not priced: {err}"}
     return {**out, "design": r.design, "time_s": r.time_s, "energy_j": r.energy_total_pj * 1e-12,
-            "dram_bytes": r.dram_bytes}
+            **_energy_columns(r.energy_pj), "dram_bytes": r.dram_bytes, "sram_bytes": r.sram_array_bytes,
+            "bound": r.bound, "utilization": r.utilization}

@@ -1,0 +1,183 @@
+"""Running jobs in parallel: spawned local worker processes (default) or a Ray cluster.
+
+Both backends hand every finished job's records to a callback at once (the store writes them
+before anything else happens), and turn every way a job can fail into failed records: an
+exception inside the job (``points.run_job`` catches it), a worker process that dies (killed, out
+of memory, a crash in native code) and a job that outlives the spec's ``point_timeout_s``.
+
+Local workers are ``spawn``-ed (JAX is not fork-safe), each runs one job at a time and is reused
+for the next, and each exits on its own when the sweep process is gone (a SIGKILLed sweep leaves
+no orphan burning CPU).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import wait
+
+from asicsim.sweep.points import Job, failed, run_job
+
+OnRecords = Callable[[list[dict]], None]
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.5)
+
+
+def _worker_main(conn, parent: int) -> None:
+    """A worker: run each job the sweep sends until it sends None (or the sweep dies)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the sweep, which stops its workers
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(run_job(job))
+
+
+class _Worker:
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, os.getpid()), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: Job | None = None
+        self.started = 0.0
+
+    def give(self, job: Job) -> None:
+        self.job, self.started = job, time.monotonic()
+        self.conn.send(job)
+
+    def stop(self, kill: bool = False) -> None:
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except OSError:
+                pass
+        self.proc.join(5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+
+
+def _death(proc) -> str:
+    code = proc.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: float | None = None) -> None:
+    """Run ``jobs`` on ``workers`` spawned processes."""
+    ctx = mp.get_context("spawn")
+    pending = deque(jobs)
+    pool: list[_Worker] = []
+    try:
+        while pending or any(w.job for w in pool):
+            while pending and (len(pool) < workers or any(w.job is None for w in pool)):
+                idle = next((w for w in pool if w.job is None), None)
+                if idle is None:
+                    idle = _Worker(ctx)
+                    pool.append(idle)
+                idle.give(pending.popleft())
+            busy = [w for w in pool if w.job is not None]
+            wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.5)
+            for w in busy:
+                job = w.job
+                if w.conn.poll():
+                    try:
+                        records = w.conn.recv()
+                    except (EOFError, OSError):
+                        records = None
+                    if records is not None:
+                        w.job = None
+                        on_records(records)
+                        continue
+                elapsed = time.monotonic() - w.started
+                if not w.proc.is_alive():
+                    w.proc.join()
+                    on_records(failed(job, f"worker process died ({_death(w.proc)}) while running this "
+                                           "point: killed, out of memory, or crashed", elapsed))
+                elif timeout_s is not None and elapsed > timeout_s:
+                    w.stop(kill=True)
+                    on_records(failed(job, f"timed out after {elapsed:.0f} s (point_timeout_s = {timeout_s:g})",
+                                      elapsed))
+                else:
+                    continue
+                pool.remove(w)  # replaced by a fresh worker when there is work left
+    finally:
+        for w in pool:
+            w.stop(kill=w.job is not None)
+
+
+def _ray_init(address: str, workers: int):
+    try:
+        import ray
+    except ImportError:
+        from asicsim.sweep.spec import SweepError
+
+        raise SweepError("--ray needs Ray: pip install 'asicsim[ray]'") from None
+    if not ray.is_initialized():
+        env = {"env_vars": {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}}
+        if address in ("auto", "local"):
+            # a running cluster on this machine if there is one ("auto"), else a new local instance
+            try:
+                if address == "local":
+                    raise ConnectionError
+                ray.init(address="auto", runtime_env=env, log_to_driver=False)
+            except (ConnectionError, RuntimeError):
+                ray.init(num_cpus=workers, runtime_env=env, log_to_driver=False, include_dashboard=False)
+        else:
+            ray.init(address=address, runtime_env=env, log_to_driver=False)
+    return ray
+
+
+def run_ray(jobs: list[Job], on_records: OnRecords, address: str, workers: int,
+            timeout_s: float | None = None) -> None:
+    """Run ``jobs`` as Ray tasks (at most ``workers`` in flight); the records come back to this
+    process, which writes them, so the store needs no shared file system."""
+    ray = _ray_init(address, workers)
+    remote = ray.remote(max_retries=0, num_cpus=1)(run_job)
+    pending = deque(jobs)
+    flight: dict = {}  # ObjectRef -> (job, start)
+    try:
+        while pending or flight:
+            while pending and len(flight) < workers:
+                job = pending.popleft()
+                flight[remote.remote(job)] = (job, time.monotonic())
+            ready, _ = ray.wait(list(flight), num_returns=1, timeout=0.5)
+            for ref in ready:
+                job, t0 = flight.pop(ref)
+                try:
+                    on_records(ray.get(ref))
+                except Exception as err:  # a dead worker, OOM kill, cancelled task...
+                    on_records(failed(job, f"Ray task failed: {type(err).__name__}: {str(err)[:500]}",
+                                      time.monotonic() - t0))
+            if timeout_s is not None:
+                now = time.monotonic()
+                for ref, (job, t0) in list(flight.items()):
+                    if now - t0 > timeout_s:
+                        ray.cancel(ref, force=True)
+                        flight.pop(ref)
+                        on_records(failed(job, f"timed out after {now - t0:.0f} s "
+                                               f"(point_timeout_s = {timeout_s:g})", now - t0))
+    finally:
+        for ref in flight:
+            ray.cancel(ref, force=True)

@@ -1,0 +1,199 @@
+"""Running sweep work in a worker: a job (one training or inference point, or a group of cost or
+kernel points that share their op trace or suite) becomes one record per point.
+
+A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``failed``), ``reason``,
+``labels`` (workload, recipe, seed, design, ...), ``result`` (scalars), ``tables`` (row lists:
+``curves``, ``numerics``, ``ops``, ``kernels``), ``seconds``, ``finished`` and the asicsim version.
+A diverged training run is ``failed`` with the divergence as its reason, and keeps its curves.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asicsim.sweep.spec import Point
+
+#: Baidu's mark for a training accelerator: 10 PFLOP/s in 300 W.
+BAIDU_FLOPS_PER_W = 10e15 / 300
+
+
+@dataclass
+class Job:
+    """What a worker runs: points that share work, and the resolved objects they need."""
+
+    points: list[Point]
+    workload: Any = None  # a Workload (train/infer/cost)
+    designs: dict = field(default_factory=dict)  # label -> design object (cost/kernels)
+
+    @property
+    def kind(self) -> str:
+        return self.points[0].kind
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def record(point: Point, status: str, reason: str = "", result: dict | None = None,
+           tables: dict | None = None, seconds: float = 0.0) -> dict:
+    from asicsim import __version__
+
+    return {"id": point.id, "kind": point.kind, "status": status, "reason": reason,
+            "labels": dict(point.labels), "result": result or {}, "tables": tables or {},
+            "seconds": round(seconds, 3), "finished": _now(), "host": socket.gethostname(),
+            "pid": os.getpid(), "asicsim": __version__}
+
+
+def failed(job: Job, reason: str, seconds: float = 0.0) -> list[dict]:
+    """Every point of ``job`` recorded as failed with ``reason``."""
+    return [record(p, "failed", reason, seconds=seconds) for p in job.points]
+
+
+def run_job(job: Job) -> list[dict]:
+    """Run a job; an exception fails its points with the exception as the reason (the sweep goes on)."""
+    t0 = time.perf_counter()
+    try:
+        return {"train": _train, "infer": _infer, "cost": _cost, "kernels": _kernels}[job.kind](job)
+    except MemoryError:
+        return failed(job, "out of memory (MemoryError)", time.perf_counter() - t0)
+    except Exception as err:  # any failure of a point is recorded, not raised
+        tail = "".join(traceback.format_exception(err)[-3:]).strip()
+        return failed(job, f"{type(err).__name__}: {err}\n{tail}", time.perf_counter() - t0)
+
+
+def _finite(x) -> float | None:
+    return float(x) if x is not None and math.isfinite(float(x)) else None
+
+
+def _numerics_rows(numerics: dict) -> list[dict]:
+    rows = []
+    for tensor, s in numerics.items():
+        rows.append({"tensor": tensor, "role": tensor.split(":")[0],
+                     **{k: s.get(k) for k in ("format", "size", "underflow", "overflow", "nonfinite", "zero")
+                        if k in s}})
+    return rows
+
+
+def _train(job: Job) -> list[dict]:
+    from asicsim.workloads.training import train
+
+    (p,) = job.points
+    t0 = time.perf_counter()
+    res = train(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
+    run = res.runs[0]
+    curves = [dict(zip(run.curves, vals, strict=True)) for vals in zip(*run.curves.values(), strict=True)]
+    div = run.divergence or {}
+    result = {"metric": run.metric, "value": _finite(run.final), "test_accuracy": _finite(run.test_accuracy),
+              "test_loss": _finite(run.test_loss), "diverged": run.diverged,
+              "diverged_step": div.get("step"), "diverged_cause": div.get("cause"),
+              "skipped_steps": run.skipped_steps, "overflow_steps": run.overflow_steps,
+              "steps": res.settings["steps"], "batch": res.settings["batch"], "lr": res.settings["lr"],
+              "optimizer": res.settings["optimizer"]}
+    tables = {"curves": curves, "numerics": _numerics_rows(run.numerics)}
+    reason = f"diverged at step {div.get('step')}: {div.get('cause')}" if run.diverged else ""
+    return [record(p, "failed" if run.diverged else "done", reason, result, tables,
+                   time.perf_counter() - t0)]
+
+
+def _infer(job: Job) -> list[dict]:
+    from asicsim.workloads.training import infer
+
+    (p,) = job.points
+    t0 = time.perf_counter()
+    res = infer(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
+    result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
+              "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
+    reason = "non-finite quantized metric" if res.diverged else ""
+    return [record(p, "failed" if res.diverged else "done", reason, result,
+                   {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0)]
+
+
+def design_peak(design, formats: dict | None = None) -> dict:
+    """Peak dense ops/s (2 x MACs), DRAM bandwidth and power of a design: a roofline's roof."""
+    from asicsim.hw.gpu import GpuDesign, default_formats, precision_path
+
+    if isinstance(design, GpuDesign):
+        from asicsim.numerics import get_format
+
+        fmts = {k: get_format(v) for k, v in formats.items()} if formats else default_formats()
+        fmts.setdefault("acc", get_format("fp32"))
+        path = precision_path(design, {**default_formats(), **fmts})
+        return {"design_kind": "gpu", "peak_ops_per_s": path.peak_ops_per_s,
+                "dram_bytes_per_s": design.bandwidth_gbps * 1e9, "power_w": float(design.tdp_w)}
+    peak = 2.0 * design.array.rows * design.array.cols * design.clock_mhz * 1e6
+    power = design.tdp_w if design.tdp_w else float("nan")
+    return {"design_kind": "systolic", "peak_ops_per_s": peak,
+            "dram_bytes_per_s": design.dram.bandwidth_gbps * 1e9, "power_w": power}
+
+
+def _cost(job: Job) -> list[dict]:
+    from asicsim.workloads.pricing import trace_costs, workload_trace
+
+    t0 = time.perf_counter()
+    p0 = job.points[0]
+    trace = workload_trace(job.workload, p0.inputs["recipe"], training=p0.inputs["phase"] == "train")
+    t_trace = time.perf_counter() - t0
+    out = []
+    for p in job.points:
+        t1 = time.perf_counter()
+        try:
+            design = job.designs[p.inputs["design"]]
+            ops = trace_costs(trace, design, p0.inputs["recipe"])
+        except Exception as err:  # one design failing does not fail the others
+            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
+            continue
+        totals = {c: float(np.nansum(ops[c])) for c in ops.columns
+                  if c.startswith(("energy_", "sram_", "dram_")) or c in ("time_s", "macs")}
+        peak = design_peak(design, _first_formats(ops))
+        flops = 2.0 * totals["macs"]
+        result = {**totals, **peak, "flops": flops,
+                  "flops_per_s": flops / totals["time_s"] if totals["time_s"] else None,
+                  "flops_per_j": flops / totals["energy_j"] if totals["energy_j"] else None,
+                  "batch": int(getattr(job.workload, "batch", 0))}
+        out.append(record(p, "done", "", result, {"ops": ops.to_dict("records")},
+                          time.perf_counter() - t1 + t_trace / len(job.points)))
+    return out
+
+
+def _first_formats(ops) -> dict | None:
+    rows = ops[ops["role"] == "forward"] if "role" in ops else ops
+    if not len(rows):
+        return None
+    f = rows.iloc[0]
+    return {k: f[f"format_{k}"] for k in ("act", "weight", "acc") if f"format_{k}" in rows}
+
+
+def _kernels(job: Job) -> list[dict]:
+    from asicsim.workloads.deepbench import suite_costs
+
+    out = []
+    for p in job.points:
+        t1 = time.perf_counter()
+        try:
+            design = job.designs[p.inputs["design"]]
+            table = suite_costs(p.inputs["suite"], design, precision=p.inputs["precision"])
+        except Exception as err:  # one design failing does not fail the others
+            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
+            continue
+        table = table.assign(design=p.labels["design"])
+        t = table["time_us"].to_numpy(dtype=float) * 1e-6
+        tf = table["tflops"].to_numpy(dtype=float)
+        fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
+        result = {"kernels": len(table), "time_s": float(t.sum()), "energy_j": float(table["energy_j"].sum()),
+                  "dram_bytes": float(table["dram_bytes"].sum()),
+                  "flops": float((tf * 1e12 * t).sum()),
+                  "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30))))),
+                  **design_peak(design, fmts)}
+        result["flops_per_s"] = result["flops"] / result["time_s"] if result["time_s"] else None
+        result["flops_per_j"] = result["flops"] / result["energy_j"] if result["energy_j"] else None
+        out.append(record(p, "done", "", result, {"kernels": table.to_dict("records")},
+                          time.perf_counter() - t1))
+    return out

@@ -1,0 +1,130 @@
+"""``sweep(spec, out)``: expand a spec, skip what the store has, run the rest in parallel, and
+write each point's record the moment it finishes."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from asicsim.sweep.execute import run_local, run_ray
+from asicsim.sweep.points import Job
+from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
+from asicsim.sweep.store import Store
+
+#: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace,
+#: small enough that progress moves and the workers share a large design space.
+GROUP_CHUNK = 64
+
+
+def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
+    """Training and inference points one per job; cost and kernel points grouped by what they share."""
+    workloads = {(w["name"], repr(sorted(w["overrides"].items()))): w["workload"] for w in spec.workloads}
+    designs = dict(spec.designs)
+
+    def workload(p: Point):
+        return workloads.get((p.inputs.get("workload"), repr(sorted(p.inputs.get("overrides", {}).items()))))
+
+    jobs: list[Job] = []
+    groups: dict[str, list[Point]] = {}
+    for p in points:
+        if p.kind in ("train", "infer"):
+            jobs.append(Job([p], workload(p)))
+        else:
+            groups.setdefault(p.group, []).append(p)
+    for members in groups.values():
+        for i in range(0, len(members), GROUP_CHUNK):
+            chunk = members[i:i + GROUP_CHUNK]
+            jobs.append(Job(chunk, workload(chunk[0]),
+                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk}))
+    return jobs
+
+
+class Progress:
+    """Points done / failed / remaining and an ETA, on one line (a terminal) or a line every few
+    seconds (a log); silent when ``stream`` is None."""
+
+    def __init__(self, total: int, skipped: int, stream=sys.stderr):
+        self.total, self.skipped, self.stream = total, skipped, stream
+        self.done = self.failed = 0
+        self.t0 = time.monotonic()
+        self._last = 0.0
+        self._tty = bool(stream) and getattr(stream, "isatty", lambda: False)()
+
+    def update(self, records: list[dict], final: bool = False) -> None:
+        for r in records:
+            if r["status"] == "done":
+                self.done += 1
+            else:
+                self.failed += 1
+        if self.stream is None:
+            return
+        now = time.monotonic()
+        if not (final or self._tty or now - self._last >= 5):
+            return
+        self._last = now
+        self.stream.write(("\r" if self._tty else "") + self.line() + ("\n" if final or not self._tty else ""))
+        self.stream.flush()
+
+    def line(self) -> str:
+        ran = self.done + self.failed
+        left = self.total - self.skipped - ran
+        elapsed = time.monotonic() - self.t0
+        eta = f"ETA {_clock(elapsed / ran * left)}" if ran and left else ("finished" if not left else "ETA ?")
+        width = 24
+        filled = int(width * (self.skipped + ran) / max(self.total, 1))
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.skipped + self.done}/{self.total} done"
+                f" ({self.skipped} from before), {self.failed} failed, {left} left, {_clock(elapsed)} "
+                f"elapsed, {eta}")
+
+
+def _clock(s: float) -> str:
+    s = round(s)
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
+
+
+def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int | None = None,
+          ray: str | None = None, retry_failed: bool = False, progress=sys.stderr,
+          on_record: Callable[[dict], None] | None = None) -> dict:
+    """Run a sweep into ``out`` and return a summary (points, skipped, done, failed, seconds).
+
+    Finished points (done or failed) already in ``out`` are skipped; ``retry_failed`` reruns the
+    failed ones. ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
+    (``auto``: the running cluster or a new local one). ``progress``: a stream, or None for quiet.
+    """
+    spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    workers = workers or os.cpu_count() or 1
+    if workers < 1:
+        raise SweepError(f"workers = {workers}; allowed: 1 or more")
+    points = expand(spec)
+    t0 = time.monotonic()
+    with Store(out) as store:
+        store.clean_temporaries()
+        store.write_spec(spec.text, spec_dict(spec))
+        status = store.status()
+        todo = [p for p in points if p.id not in status or (retry_failed and status[p.id] == "failed")]
+        bar = Progress(len(points), len(points) - len(todo), progress)
+
+        def on_records(records: list[dict]) -> None:
+            for r in records:
+                store.write(r)  # the commit point: written before anything else happens
+                if on_record is not None:
+                    on_record(r)
+            bar.update(records)
+
+        jobs = jobs_for(spec, todo)
+        if ray:
+            run_ray(jobs, on_records, ray, workers, spec.point_timeout_s)
+        else:
+            run_local(jobs, on_records, min(workers, max(len(jobs), 1)), spec.point_timeout_s)
+        bar.update([], final=True)
+        frames = store.consolidate()
+    res = frames["results"]
+    failed = res[res["status"] == "failed"] if len(res) else res
+    return {"out": str(out), "spec": spec.source, "points": len(points), "skipped": len(points) - len(todo),
+            "ran": bar.done + bar.failed, "done": int((res["status"] == "done").sum()) if len(res) else 0,
+            "failed": len(failed), "seconds": round(time.monotonic() - t0, 2),
+            "failures": [{"id": r.id, "kind": r.kind, "reason": str(r.reason).splitlines()[0]}
+                         for r in failed.itertuples()]}

@@ -1,0 +1,380 @@
+"""Sweep specs: a TOML file naming recipes, designs (and ranges over their fields), workloads and
+seeds, expanded into points, each with a stable identity.
+
+A spec (see ``sweeps/demo.toml``)::
+
+    name = "my-sweep"
+    seeds = [0, 1]
+    recipes = ["fp32", "bf16"]             # training recipes
+    infer_recipes = ["int8_ptq_channel"]   # post-training quantization recipes (optional)
+    designs = ["tpu_v1", "gpu_v100", "my_design.toml"]
+    point_timeout_s = 900                  # optional: a point running longer fails
+
+    [[workloads]]                          # a training workload, what to run on it, overrides
+    name = "digits_mlp"
+    run = ["train", "cost"]                # train | infer | cost (its op trace priced per design)
+    steps = 500
+
+    [[kernels]]                            # a DeepBench kernel suite priced on every design
+    suite = "deepbench_gemm_inference_server"
+    precision = "int8"                     # a DeepBench precision (optional)
+
+    [[design_space]]                       # a grid over fields of one design (dotted keys)
+    base = "edge_int8_32x32"
+    vary = { "array.rows" = [16, 32], "array.dataflow" = ["os", "ws"] }
+
+Expansion: ``train`` gives one point per (workload, recipe, seed); ``infer`` one per
+(workload, infer recipe, seed); ``cost`` one per (workload, recipe, design) for the training step
+of each training recipe and the inference batch of each infer recipe; each kernel suite one per
+(suite, design). Designs are the named ones plus every grid point of every design space.
+
+A point's identity is a hash of its fully resolved inputs — the workload after overrides, the
+recipe and the design as loaded (not their names), the seed, and the asicsim version — so editing a
+recipe or design file makes new points, while renaming nothing reruns nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from asicsim._catalogs import shipped_dir
+
+RUN_KINDS = ("train", "infer", "cost")
+POINT_KINDS = ("train", "infer", "cost", "kernels")
+_TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
+        "design_space", "point_timeout_s"}
+_WORKLOAD_KEYS = {"name", "run", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
+
+
+class SweepError(ValueError):
+    """A bad sweep spec, or a sweep that cannot run (the message says which field and why)."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One unit of work: ``kind``, what it is (``labels``: names a reader knows), what it runs
+    (``inputs``: JSON-able, enough to run it in another process) and its identity ``id``."""
+
+    id: str
+    kind: str
+    labels: dict
+    inputs: dict
+    group: str = ""  # points with the same group share work (one op trace priced on many designs)
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    source: str
+    seeds: tuple[int, ...]
+    recipes: tuple[str, ...]
+    infer_recipes: tuple[str, ...]
+    designs: tuple[tuple[str, Any], ...]  # (label, design object)
+    workloads: tuple[dict, ...]
+    kernels: tuple[dict, ...]
+    point_timeout_s: float | None = None
+    description: str = ""
+    text: str = field(default="", repr=False)  # the spec file as written
+
+
+def sweeps_dir() -> Path:
+    """The shipped ``sweeps/`` folder (the demo's spec)."""
+    return shipped_dir("sweeps")
+
+
+def _version() -> str:
+    from asicsim import __version__
+
+    return __version__
+
+
+def identity(payload: dict) -> str:
+    """A point's stable id: sha256 of its resolved inputs (canonical JSON) and the asicsim version."""
+    text = json.dumps({**payload, "asicsim": _version()}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def _resolve_path(spec: str | Path) -> Path:
+    text = str(spec)
+    path = Path(text)
+    if path.is_file():
+        return path
+    shipped = sweeps_dir() / f"{text}.toml"
+    if not text.endswith(".toml") and shipped.is_file():
+        return shipped
+    names = sorted(p.stem for p in sweeps_dir().glob("*.toml"))
+    raise SweepError(f"sweep spec {text!r}: no such file; give a .toml path or a shipped spec {names}")
+
+
+def _list(t: dict, key: str, kind: type, where: str, problems: list, default=()) -> tuple:
+    value = t.get(key, list(default))
+    if not isinstance(value, list) or not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
+        problems.append(f"{where}{key} = {value!r}: allowed: a list of {kind.__name__}")
+        return ()
+    return tuple(value)
+
+
+def _set_dotted(table: dict, key: str, value, where: str) -> None:
+    parts = key.split(".")
+    node = table
+    for p in parts[:-1]:
+        if not isinstance(node.get(p), dict):
+            raise SweepError(f"{where}: {key!r}: the base design has no table {p!r}")
+        node = node[p]
+    if parts[-1] not in node and len(parts) == 1 and parts[-1] in ("name",):
+        raise SweepError(f"{where}: {key!r} cannot be varied")
+    node[parts[-1]] = value
+
+
+def _design_space(entry: Any, i: int) -> list[tuple[str, Any]]:
+    """Every grid point of one ``[[design_space]]`` entry, as (label, design)."""
+    from asicsim.hw.design_checks import DesignError
+    from asicsim.hw.design_files import design_from_table, designs_dir
+    from asicsim.hw.gpu import gpu_design_from_table
+
+    where = f"design_space[{i}]"
+    if not isinstance(entry, dict) or set(entry) - {"base", "vary"} or "base" not in entry:
+        raise SweepError(f"{where} = {entry!r}: allowed: a table with base = DESIGN and vary = "
+                         "{{ \"dotted.field\" = [values...] }}")
+    base = str(entry["base"])
+    path = Path(base) if base.endswith(".toml") else designs_dir() / f"{base}.toml"
+    if not path.is_file():
+        raise SweepError(f"{where}.base = {base!r}: no such design (a catalog name or a .toml path)")
+    table = tomllib.loads(path.read_text())
+    vary = entry.get("vary", {})
+    if not isinstance(vary, dict) or not all(isinstance(v, list) and v for v in vary.values()):
+        raise SweepError(f"{where}.vary = {vary!r}: allowed: a table of dotted field = [values...]")
+    keys = list(vary)
+    out = []
+    for values in itertools.product(*(vary[k] for k in keys)):
+        t = copy.deepcopy(table)
+        label = table.get("name", path.stem)
+        if keys:
+            label += "[" + ",".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) + "]"
+        for k, v in zip(keys, values, strict=True):
+            _set_dotted(t, k, v, where)
+        t["name"] = label
+        try:
+            if t.pop("kind", "systolic") == "gpu":
+                design = gpu_design_from_table({**t, "kind": "gpu"}, f"{where} {label}")
+            else:
+                design = design_from_table(t, f"{where} {label}")
+        except DesignError as err:
+            raise SweepError(f"{where}: {err}") from None
+        out.append((label, design))
+    return out
+
+
+def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
+    from asicsim.hw.design_checks import DesignError
+    from asicsim.hw.design_files import load_design
+
+    out = []
+    for name in _list(t, "designs", str, "", problems):
+        try:
+            out.append((name, load_design(name)))
+        except DesignError as err:
+            problems.append(f"designs: {err}")
+    spaces = t.get("design_space", [])
+    if not isinstance(spaces, list):
+        problems.append(f"design_space = {spaces!r}: allowed: [[design_space]] tables")
+        spaces = []
+    for i, entry in enumerate(spaces):
+        try:
+            out.extend(_design_space(entry, i))
+        except SweepError as err:
+            problems.append(str(err))
+    labels = [label for label, _ in out]
+    dup = sorted({x for x in labels if labels.count(x) > 1})
+    if dup:
+        problems.append(f"designs: {dup} named twice")
+    return tuple(out)
+
+
+def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
+    from asicsim.workloads.deepbench import WorkloadError
+    from asicsim.workloads.training import load_workload
+
+    entries = t.get("workloads", [])
+    if not isinstance(entries, list):
+        problems.append(f"workloads = {entries!r}: allowed: [[workloads]] tables")
+        return ()
+    out = []
+    for i, e in enumerate(entries):
+        where = f"workloads[{i}]"
+        if not isinstance(e, dict) or "name" not in e:
+            problems.append(f"{where} = {e!r}: allowed: a table with name = WORKLOAD")
+            continue
+        bad = sorted(set(e) - _WORKLOAD_KEYS)
+        if bad:
+            problems.append(f"{where}: unknown field(s) {bad}; allowed: {sorted(_WORKLOAD_KEYS)}")
+        run = e.get("run", ["train", "cost"])
+        if not isinstance(run, list) or not run or set(run) - set(RUN_KINDS):
+            problems.append(f"{where}.run = {run!r}: allowed: a non-empty list of {list(RUN_KINDS)}")
+            continue
+        try:
+            w = load_workload(e["name"])
+        except WorkloadError as err:
+            problems.append(f"{where}.name: {err}")
+            continue
+        overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run"} if k in e}
+        try:
+            w = w.replace(**overrides)
+        except TypeError as err:
+            problems.append(f"{where}: {err}")
+            continue
+        out.append({"name": w.name, "run": tuple(run), "overrides": overrides, "workload": w})
+    return tuple(out)
+
+
+def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
+    from asicsim.workloads.deepbench import PRECISIONS, list_suites
+
+    entries = t.get("kernels", [])
+    if not isinstance(entries, list):
+        problems.append(f"kernels = {entries!r}: allowed: [[kernels]] tables")
+        return ()
+    out = []
+    for i, e in enumerate(entries):
+        where = f"kernels[{i}]"
+        if not isinstance(e, dict) or set(e) - {"suite", "precision"} or "suite" not in e:
+            problems.append(f"{where} = {e!r}: allowed: a table with suite = NAME and optional precision")
+            continue
+        if e["suite"] not in list_suites() or e["suite"] == "deepbench_allreduce":
+            problems.append(f"{where}.suite = {e['suite']!r}: allowed: "
+                            f"{[s for s in list_suites() if s != 'deepbench_allreduce']}")
+            continue
+        p = e.get("precision")
+        if p is not None and p not in PRECISIONS:
+            problems.append(f"{where}.precision = {p!r}: allowed: {list(PRECISIONS)}")
+            continue
+        out.append({"suite": e["suite"], "precision": p})
+    return tuple(out)
+
+
+def _recipes(t: dict, key: str, problems: list, default=()) -> tuple[str, ...]:
+    from asicsim.emulate import RecipeError, load_recipe
+
+    names = _list(t, key, str, "", problems, default)
+    for n in names:
+        try:
+            load_recipe(n)
+        except RecipeError as err:
+            problems.append(f"{key}: {err}")
+    return names
+
+
+def load_spec(spec: str | Path | dict) -> SweepSpec:
+    """A sweep spec from a TOML path, a shipped spec name (``demo``) or a parsed table; every
+    problem is reported at once in one :class:`SweepError`."""
+    if isinstance(spec, dict):
+        t, source, text = spec, "<table>", ""
+    else:
+        path = _resolve_path(spec)
+        text = path.read_text()
+        source = str(path)
+        try:
+            t = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise SweepError(f"{source}: not valid TOML ({err})") from None
+    problems: list[str] = [f"{k}: no such field; fields are {sorted(_TOP)}" for k in sorted(set(t) - _TOP)]
+    seeds = _list(t, "seeds", int, "", problems, (0,))
+    recipes = _recipes(t, "recipes", problems, ("fp32",))
+    infer_recipes = _recipes(t, "infer_recipes", problems)
+    designs = _designs(t, problems)
+    workloads = _workloads(t, problems)
+    kernels = _kernels(t, problems)
+    timeout = t.get("point_timeout_s")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                or timeout <= 0):
+        problems.append(f"point_timeout_s = {timeout!r}: allowed: a positive number of seconds")
+    if not workloads and not kernels:
+        problems.append("workloads/kernels: none given; a sweep needs at least one [[workloads]] or [[kernels]]")
+    needs_designs = kernels or any("cost" in w["run"] for w in workloads)
+    if needs_designs and not designs:
+        problems.append("designs: none given, but cost/kernels points need designs (designs = [...] "
+                        "or [[design_space]])")
+    if any("infer" in w["run"] for w in workloads) and not infer_recipes:
+        problems.append("infer_recipes: none given, but a workload runs 'infer'")
+    if problems:
+        raise SweepError(f"{source}: " + "; ".join(problems))
+    return SweepSpec(name=str(t.get("name", Path(source).stem)), source=source, seeds=seeds,
+                     recipes=recipes, infer_recipes=infer_recipes, designs=designs,
+                     workloads=workloads, kernels=kernels, point_timeout_s=timeout,
+                     description=str(t.get("description", "")), text=text)
+
+
+def _canon(obj) -> str:
+    """A resolved object (workload, recipe, design) as text that changes when any field does."""
+    return repr(obj)
+
+
+def expand(spec: SweepSpec) -> list[Point]:
+    """The spec's points, in a stable order: training and inference first (the long ones), then
+    costs and kernels."""
+    from asicsim.emulate import load_recipe
+
+    points: list[Point] = []
+    recipe_obj = {r: load_recipe(r) for r in spec.recipes + spec.infer_recipes}
+    for w in spec.workloads:
+        wl = w["workload"]
+        wid = {"workload": _canon(wl)}
+        base = {"workload": w["name"], "overrides": w["overrides"]}
+        for kind, recipes in (("train", spec.recipes), ("infer", spec.infer_recipes)):
+            if kind not in w["run"]:
+                continue
+            for r in recipes:
+                for s in spec.seeds:
+                    pid = identity({"kind": kind, **wid, "recipe": _canon(recipe_obj[r]), "seed": s})
+                    labels = {"workload": w["name"], "recipe": r, "seed": s}
+                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}))
+    for w in spec.workloads:
+        if "cost" not in w["run"]:
+            continue
+        wid = {"workload": _canon(w["workload"])}
+        phases = [("train", spec.recipes)] if "train" in w["run"] or "infer" not in w["run"] else []
+        phases += [("infer", spec.infer_recipes)] if "infer" in w["run"] else []
+        for phase, recipes in phases:
+            for r in recipes:
+                group = identity({"group": "cost", **wid, "recipe": _canon(recipe_obj[r]), "phase": phase})
+                for label, d in spec.designs:
+                    pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
+                                    "phase": phase, "design": _canon(d)})
+                    labels = {"workload": w["name"], "recipe": r, "phase": phase, "design": label}
+                    inputs = {"workload": w["name"], "overrides": w["overrides"], "recipe": r,
+                              "phase": phase, "design": label}
+                    points.append(Point(pid, "cost", labels, inputs, group))
+    for k in spec.kernels:
+        group = identity({"group": "kernels", **k})
+        for label, d in spec.designs:
+            pid = identity({"kind": "kernels", **k, "design": _canon(d)})
+            labels = {"suite": k["suite"], "precision": k["precision"], "design": label}
+            points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
+    ids = [p.id for p in points]
+    if len(set(ids)) != len(ids):  # the same resolved point listed twice (e.g. a design under two names)
+        seen: set = set()
+        points = [p for p in points if not (p.id in seen or seen.add(p.id))]
+    return points
+
+
+def design_tables(spec: SweepSpec) -> dict[str, Any]:
+    """label -> design object, for workers that receive a point by its design label."""
+    return dict(spec.designs)
+
+
+def spec_dict(spec: SweepSpec) -> dict:
+    """What a report shows as the sweep's exact inputs."""
+    return {"name": spec.name, "source": spec.source, "seeds": list(spec.seeds),
+            "recipes": list(spec.recipes), "infer_recipes": list(spec.infer_recipes),
+            "designs": [label for label, _ in spec.designs],
+            "workloads": [{"name": w["name"], "run": list(w["run"]), **w["overrides"]} for w in spec.workloads],
+            "kernels": list(spec.kernels), "point_timeout_s": spec.point_timeout_s,
+            "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs}}

@@ -1,0 +1,190 @@
+"""The results store: one directory per sweep, surviving a killed run.
+
+Layout::
+
+    DIR/sweep.lock          held (flock) by the sweep writing here: a second one refuses
+    DIR/spec.toml           the spec of the last run (and spec.json: its resolved inputs)
+    DIR/points/<id>.json    one record per finished point (done or failed), written atomically
+    DIR/results.parquet     the consolidated table (results.csv without pyarrow), and beside it
+    DIR/curves.*, numerics.*, ops.*, kernels.*   the per-point tables, keyed by ``id``
+
+A record is written to a temporary file in ``points/``, flushed and fsynced, then renamed over
+its final name: a reader (or a rerun after SIGKILL) sees either the whole record or none, never a
+partial one, and a point has exactly one file, so nothing can be counted twice. The consolidated
+tables are derived: ``load_results`` rebuilds them from the records whenever they are stale.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from asicsim.sweep.spec import SweepError
+
+TABLES = ("curves", "numerics", "ops", "kernels")
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Store:
+    """A sweep's results directory. ``with Store(dir).locked():`` holds the sweep lock."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.points = self.root / "points"
+        self._lock_file = None
+
+    # --- the lock ---------------------------------------------------------------------------
+    def lock(self) -> None:
+        """Take the directory's lock, or raise SweepError naming the sweep that holds it. The OS
+        releases an flock when its process dies, so a killed sweep never leaves a stale lock."""
+        self.points.mkdir(parents=True, exist_ok=True)
+        f = open(self.root / "sweep.lock", "a+")  # held open (and locked) for the sweep's lifetime
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise SweepError(f"{self.root}: another sweep is running on this directory ({holder}); "
+                             "wait for it to finish or use another --out directory") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        f.flush()
+        self._lock_file = f
+
+    def unlock(self) -> None:
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> Store:
+        self.lock()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unlock()
+
+    # --- records ----------------------------------------------------------------------------
+    def write_spec(self, text: str, resolved: dict) -> None:
+        self._atomic(self.root / "spec.toml", text)
+        self._atomic(self.root / "spec.json", json.dumps(resolved, indent=1, default=str))
+
+    def write(self, rec: dict) -> None:
+        """Write one point's record atomically (the commit point of that point)."""
+        self._atomic(self.points / f"{rec['id']}.json", json.dumps(rec, default=_json_default))
+
+    @staticmethod
+    def _atomic(path: Path, text: str) -> None:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def clean_temporaries(self) -> int:
+        """Remove half-written temporaries a killed sweep left (never a finished record)."""
+        n = 0
+        for tmp in self.points.glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+            n += 1
+        return n
+
+    def records(self) -> list[dict]:
+        """Every finished point's record, in file-name order."""
+        out = []
+        for path in sorted(self.points.glob("*.json")):
+            try:
+                out.append(json.loads(path.read_text()))
+            except (json.JSONDecodeError, OSError) as err:  # cannot happen with atomic writes; say so
+                raise SweepError(f"{path}: unreadable record ({err}); delete it to rerun that point") from None
+        return out
+
+    def status(self) -> dict[str, str]:
+        """id -> status of every finished point (read from file names and the status field)."""
+        return {r["id"]: r["status"] for r in self.records()}
+
+    # --- tables -----------------------------------------------------------------------------
+    def consolidate(self) -> dict[str, pd.DataFrame]:
+        """Rebuild the results table and the per-point tables from the records, and save them
+        (Parquet, or CSV without pyarrow)."""
+        frames = frames_from_records(self.records())
+        for name, df in frames.items():
+            save_table(df, self.root / name)
+        return frames
+
+
+def _json_default(v):
+    import numpy as np
+
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    return str(v)
+
+
+def frames_from_records(records: list[dict]) -> dict[str, pd.DataFrame]:
+    """``results``: one row per point (id, kind, status, reason, labels, result scalars, seconds);
+    and for each per-point table, its rows with the point's id and labels in front."""
+    rows, tables = [], {t: [] for t in TABLES}
+    for r in records:
+        head = {"id": r["id"], "kind": r["kind"], **r["labels"]}
+        rows.append({**head, "status": r["status"], "reason": r["reason"], **r["result"],
+                     "seconds": r["seconds"], "finished": r["finished"], "asicsim": r["asicsim"]})
+        for t in TABLES:
+            tables[t].extend({**head, **row} for row in r["tables"].get(t, []))
+    out = {"results": pd.DataFrame(rows)}
+    out.update({t: pd.DataFrame(v) for t, v in tables.items()})
+    return out
+
+
+def save_table(df: pd.DataFrame, stem: Path) -> Path:
+    """``stem.parquet`` (or ``stem.csv`` where pyarrow is missing), written atomically."""
+    if _has_pyarrow():
+        path = stem.with_suffix(".parquet")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        _for_parquet(df).to_parquet(tmp, index=False)
+    else:
+        path = stem.with_suffix(".csv")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        df.to_csv(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def _for_parquet(df: pd.DataFrame) -> pd.DataFrame:
+    """Object columns that mix types (e.g. None and str, dicts) become strings Parquet can store."""
+    df = df.copy()
+    for c in df.columns:
+        if df[c].dtype == object:
+            kinds = {type(v) for v in df[c] if v is not None and v == v}
+            if len(kinds) > 1 or kinds - {str, bool}:
+                df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
+    return df
+
+
+def load_results(root: str | Path, table: str = "results") -> pd.DataFrame:
+    """A sweep's results as one pandas DataFrame, read from its records (always current, even
+    while or after a sweep was killed). ``table``: ``results`` (one row per point) or one of
+    ``curves``, ``numerics``, ``ops``, ``kernels`` (rows keyed by the point's ``id``)."""
+    if table not in ("results", *TABLES):
+        raise SweepError(f"load_results: table = {table!r}; allowed: results | {' | '.join(TABLES)}")
+    store = Store(root)
+    if not store.points.is_dir():
+        raise SweepError(f"{root}: not a sweep results directory (no points/ folder)")
+    return frames_from_records(store.records())[table]
