@@ -1,0 +1,110 @@
+"""Reports: a sweep's results directory as one self-contained HTML page (figures inline, nothing
+fetched from anywhere), the same as Markdown, and every table as CSV.
+
+>>> from asicsim.report import write_report, summary_text
+>>> info = write_report("out/", "out/report.html")   # doctest: +SKIP
+>>> print(summary_text("out/"))                      # doctest: +SKIP
+
+Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.report.tables`
+(pandas tables), :mod:`~asicsim.report.figures` (matplotlib to inline SVG),
+:mod:`~asicsim.report.sections` (what the report says), :mod:`~asicsim.report.html` and
+:mod:`~asicsim.report.markdown` (rendering), :mod:`~asicsim.report.cli` (``asicsim report``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from asicsim.report.load import Results, load
+
+__all__ = ["Results", "load", "summary_text", "write_report"]
+
+
+def _title(res: Results) -> tuple[str, str]:
+    name = str(res.spec.get("name") or res.root.name)
+    r = res.results
+    done = int((r["status"] == "done").sum()) if len(r) else 0
+    lead = (f"Sweep results from {res.root.name}: {len(r)} points, {done} done, {len(r) - done} failed. "
+            "Self-contained: figures are inline SVG; the tables are also in CSV beside this file.")
+    return f"asicsim report: {name}", lead
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_report(results_dir: str | Path, html_path: str | Path | None = None) -> dict:
+    """Write the report of the sweep in ``results_dir``: ``html_path`` (default
+    ``results_dir/report.html``), the Markdown beside it (same name, ``.md``) and every table as CSV
+    in a folder beside it (``<name>_tables/``). Returns what was written: paths, section ids,
+    figure ids, point counts."""
+    from asicsim.report import html, markdown, sections, tables
+
+    res = load(results_dir)
+    html_path = Path(html_path) if html_path is not None else res.root / "report.html"
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    t = tables.all_tables(res)
+    secs = sections.build(res, t)
+    title, lead = _title(res)
+    _write(html_path, html.page(title, lead, secs))
+    md_path = html_path.with_suffix(".md")
+    _write(md_path, markdown.document(title, lead, secs))
+    folder = html_path.with_name(f"{html_path.stem}_tables")
+    folder.mkdir(exist_ok=True)
+    csvs = {}
+    for name, df in {**t, "versions": None}.items():
+        if df is None:
+            import pandas as pd
+
+            v = sections.versions()
+            df = pd.DataFrame({"package": list(v), "version": list(v.values())})
+        path = folder / f"{name}.csv"
+        df.to_csv(path, index=False)
+        csvs[name] = str(path)
+    r = res.results
+    return {"html": str(html_path), "markdown": str(md_path), "tables": csvs,
+            "sections": [s.id for s in secs], "figures": [f.id for s in secs for f in s.figures],
+            "points": len(r), "done": int((r["status"] == "done").sum()) if len(r) else 0,
+            "failed": int((r["status"] == "failed").sum()) if len(r) else 0}
+
+
+def summary_text(results_dir: str | Path) -> str:
+    """A short plain-text summary of a sweep (what ``asicsim demo`` prints): quality per recipe,
+    the best perf/W per design, DeepBench speed vs GPU, the distance to Baidu's mark, failures."""
+    from asicsim.report import tables
+    from asicsim.report.document import fmt
+
+    res = load(results_dir)
+    r = res.results
+    title, lead = _title(res)
+    lines = [title, lead.split(" Self-contained")[0]]
+    q = tables.quality(res)
+    if len(q):
+        lines.append("Quality (seed mean; delta vs fp32):")
+        lines += [f"  {x.workload} {x.phase} {x.recipe}: {x.metric} {fmt(x.value)} ({x.delta_vs_fp32:+.4f})"
+                  + (f", {x.diverged} of {x.runs} diverged" if x.diverged else "") for x in q.itertuples()]
+    b = tables.baidu(res)
+    if len(b):
+        lines.append(f"Per design (fraction of Baidu's {tables.BAIDU_FLOPS_PER_W / 1e12:.1f} TFLOP/s/W):")
+        lines += [f"  {x.design}: peak {fmt(x.peak_tflops)} TFLOP/s, {fmt(x.peak_tflops_per_w)} TFLOP/s/W "
+                  f"({fmt(x.peak_fraction_of_mark)} of the mark); best achieved "
+                  f"{fmt(x.best_achieved_gflops_per_w)} GFLOP/s/W on {x.best_on}" for x in b.itertuples()]
+    d = tables.deepbench(res)
+    gpus = res.gpus()
+    if len(d) and gpus:
+        g = gpus[0]
+        lines.append(f"DeepBench total time, speed-up vs {g}:")
+        lines += [f"  {x['suite']} {x['precision']} {x['design']}: {fmt(x['time_s'])} s, "
+                  f"{fmt(x[f'speedup_vs_{g}'])}x" for x in d.to_dict("records")]
+    f = tables.failed(res)
+    if len(f):
+        lines.append(f"Failed points ({len(f)}):")
+        lines += [f"  {x.kind} {x.labels}: {x.reason}" for x in f.head(5).itertuples()]
+        if len(f) > 5:
+            lines.append(f"  ... and {len(f) - 5} more (see the report)")
+    if not len(r):
+        lines.append("No point has finished yet.")
+    return "\n".join(lines)

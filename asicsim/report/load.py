@@ -1,0 +1,89 @@
+"""A sweep's results directory, read once: the five tables, the spec text and its resolved inputs.
+
+Every table is a DataFrame with at least the columns the report reads (missing ones are NaN), so
+a sweep with only kernels, only training, or nothing finished yet reads the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from asicsim.sweep.store import TABLES, load_results
+
+#: Columns the report reads, per table (added as NaN where a sweep did not produce them).
+COLUMNS = {
+    "results": ("id", "kind", "status", "reason", "workload", "recipe", "seed", "phase", "design",
+                "suite", "precision", "metric", "value", "fp32_value", "drop", "diverged",
+                "diverged_step", "diverged_cause", "time_s", "energy_j", "energy_mac_j",
+                "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
+                "energy_other_j", "dram_bytes", "sram_bytes", "design_kind", "peak_ops_per_s",
+                "dram_bytes_per_s", "power_w", "flops", "flops_per_s", "flops_per_j", "kernels",
+                "geomean_tflops", "asicsim", "finished", "seconds"),
+    "curves": ("id", "workload", "recipe", "seed", "step", "train_loss", "test_loss", "test_accuracy"),
+    "numerics": ("id", "kind", "workload", "recipe", "seed", "tensor", "role", "format", "size",
+                 "underflow", "overflow", "nonfinite", "zero"),
+    "ops": ("id", "workload", "recipe", "phase", "design", "role", "kind", "macs", "time_s",
+            "dram_bytes", "bound"),
+    "kernels": ("id", "suite", "precision", "design", "time_us", "tflops", "dram_bytes", "bound"),
+}
+
+#: The energy components of a cost point, in the order the report stacks them.
+ENERGY_PARTS = ("mac", "vector", "buffers", "dram", "static", "other")
+
+
+@dataclass(frozen=True)
+class Results:
+    """What a report is made from."""
+
+    root: Path
+    results: pd.DataFrame
+    curves: pd.DataFrame
+    numerics: pd.DataFrame
+    ops: pd.DataFrame
+    kernels: pd.DataFrame
+    spec_text: str  # DIR/spec.toml as written ("" where absent)
+    spec: dict  # DIR/spec.json: the resolved inputs ({} where absent)
+
+    def table(self, name: str) -> pd.DataFrame:
+        return getattr(self, name)
+
+    def done(self, kind: str) -> pd.DataFrame:
+        """The finished (status done) points of one kind."""
+        r = self.results
+        return r[(r["kind"] == kind) & (r["status"] == "done")]
+
+    def gpus(self) -> list[str]:
+        """The GPU designs of the sweep (a design_kind of gpu in any cost or kernel point)."""
+        r = self.results
+        return sorted(set(r.loc[r["design_kind"] == "gpu", "design"].dropna().astype(str)))
+
+
+def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    df = df.copy()
+    for c in columns:
+        if c not in df.columns:
+            df[c] = np.nan
+    for c in df.columns:  # pandas' string dtype and object columns as plain objects (NaN for missing)
+        if isinstance(df[c].dtype, pd.StringDtype):
+            df[c] = df[c].astype(object).where(df[c].notna(), np.nan)
+    return df
+
+
+def load(root: str | Path) -> Results:
+    """Read ``root`` (raises :class:`asicsim.sweep.SweepError` if it is not a results directory)."""
+    root = Path(root)
+    frames = {t: _complete(load_results(root, t), COLUMNS[t]) for t in ("results", *TABLES)}
+    spec_text = (root / "spec.toml").read_text() if (root / "spec.toml").is_file() else ""
+    try:
+        spec = json.loads((root / "spec.json").read_text()) if (root / "spec.json").is_file() else {}
+    except json.JSONDecodeError:
+        spec = {}
+    r = frames["results"]
+    if len(r):  # a stable order, whatever order the records were read in
+        frames["results"] = r.sort_values(["kind", "id"], kind="stable").reset_index(drop=True)
+    return Results(root=root, spec_text=spec_text, spec=spec, **frames)

@@ -1,0 +1,55 @@
+"""The report as Markdown: the same sections and tables as the HTML page (pipe tables), the
+figures named with a pointer to the HTML report that holds them."""
+
+from __future__ import annotations
+
+from asicsim.report.document import MAX_ROWS, Code, Figure, Section, Table, Text, cells
+
+
+def _cell(text: str) -> str:
+    """A table cell: pipes and line breaks would break the row; < and & are escaped so a name
+    from a user file is shown, never rendered as HTML by a Markdown viewer."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\n", " "))
+
+
+def _text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def table(t: Table) -> str:
+    head, rows = cells(t.df)
+    out = [f"**{_text(t.caption)}**\n"] if t.caption else []
+    out.append("| " + " | ".join(_cell(h) for h in head) + " |")
+    out.append("|" + "|".join("---" for _ in head) + "|")
+    out.extend("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)
+    if len(t.df) > MAX_ROWS:
+        out.append(f"\n_First {MAX_ROWS} of {len(t.df)} rows; all of them in {t.csv or 'the CSV'}.csv._")
+    return "\n".join(out)
+
+
+def _fence(text: str) -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}\n{text.rstrip()}\n{ticks}"
+
+
+def block(b) -> str:
+    if isinstance(b, Text):
+        return _text(b.text)
+    if isinstance(b, Table):
+        return table(b)
+    if isinstance(b, Figure):
+        return f"_Figure: {_text(b.caption)} (in the HTML report, #{b.id})._"
+    if isinstance(b, Code):
+        return (f"{_text(b.caption)}:\n\n" if b.caption else "") + _fence(b.text)
+    raise TypeError(f"report block {b!r}: allowed: Text, Table, Figure, Code")
+
+
+def document(title: str, lead: str, sections: list[Section]) -> str:
+    parts = [f"# {_text(title)}", _text(lead)]
+    for s in sections:
+        parts.append(f"## {_text(s.title)}")
+        parts.extend(block(b) for b in s.blocks)
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,219 @@
+"""The report's sections, in order, built from a sweep's results: what each says, which tables
+and figures it holds, and the one sentence it says instead when the sweep has no data for it."""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from importlib import metadata
+
+import pandas as pd
+
+from asicsim.report import figures
+from asicsim.report.document import Code, Figure, Section, Table, Text
+from asicsim.report.load import Results
+from asicsim.report.tables import BAIDU_FLOPS_PER_W
+
+#: The roofline figures drawn at most (a large design space has its roofs in the CSV).
+MAX_ROOFLINES = 12
+
+#: Section ids in report order (``failed`` only appears when a point failed).
+SECTION_IDS = ("summary", "pareto", "curves", "numerics", "energy", "roofline", "deepbench", "baidu",
+               "failed", "inputs")
+
+
+def slug(*parts) -> str:
+    """An HTML id from names (letters, digits, - and _ only)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(str(p) for p in parts)).strip("-")
+
+
+def _workloads(df: pd.DataFrame) -> list[str]:
+    return sorted(set(df["workload"].dropna().astype(str))) if "workload" in df else []
+
+
+def summary(res: Results, t: dict) -> Section:
+    s = Section("summary", "Summary: quality, time, energy and perf/W per recipe and design")
+    df = t["summary"]
+    if not len(df):
+        return s.add(Text("No workload was trained, evaluated or priced in this sweep."))
+    gpus = res.gpus()
+    s.add(Text("One row per workload, recipe, phase and design. value: the workload's metric (seed mean); "
+               "delta_vs_fp32: value minus the fp32 reference (the fp32 training recipe for phase train, the "
+               "fp32 model before quantization for phase infer); time_s and energy_j: one training step "
+               "(phase train) or one inference batch (phase infer); dram_bytes: bytes moved to and from DRAM; "
+               "gflops_per_w: GFLOP/s per watt (= GFLOP per joule)."
+               + (f" speedup_vs_G: G's time over this design's time; energy_ratio_vs_G: this design's energy "
+                  f"over G's, for each GPU G in the sweep ({', '.join(gpus)}), same recipe and phase."
+                  if gpus else " The sweep has no GPU design, so there are no vs-GPU ratios.")))
+    return s.add(Table(df, csv="summary"))
+
+
+def pareto(res: Results, t: dict) -> Section:
+    s = Section("pareto", "Accuracy vs energy: the Pareto front")
+    df = t["pareto"]
+    if not len(df):
+        return s.add(Text("No workload was both trained and priced (cost) in this sweep, so there is no "
+                          "accuracy-vs-energy front."))
+    s.add(Text("Each point is a (recipe, design): the recipe's final metric (seed mean) against the energy of "
+               "one training step on the design. Circled: the Pareto front, points no other point beats on "
+               "both energy and quality."))
+    for w in _workloads(df):
+        s.add(Figure(slug("fig-pareto", w), figures.pareto(df, w), f"{w}: quality vs energy per training step"))
+    return s.add(Table(df[df["pareto"]].drop(columns=["pareto"]), "The Pareto points", csv="pareto"))
+
+
+def curves(res: Results, t: dict) -> Section:
+    s = Section("curves", "Loss curves per recipe")
+    c = res.curves
+    if not len(c):
+        return s.add(Text("No training run in this sweep recorded curves."))
+    s.add(Text("Training and test loss against the optimizer step, a colour per recipe and a line per seed; "
+               "an x marks where a run diverged (its last finite value)."))
+    for w in _workloads(c):
+        s.add(Figure(slug("fig-curves", w), figures.curves(c, res.results, w), f"{w}: loss curves"))
+    r = res.results
+    div = r[(r["kind"] == "train") & (r["status"] == "failed")]
+    if len(div):
+        s.add(Table(div[["workload", "recipe", "seed", "diverged_step", "diverged_cause", "reason"]]
+                    .reset_index(drop=True), "Runs that diverged"))
+    else:
+        s.add(Text("No training run diverged."))
+    return s
+
+
+def numerics(res: Results, t: dict) -> Section:
+    s = Section("numerics", "Numerics: underflow and overflow per tensor role")
+    df = t["numerics"]
+    if not len(df):
+        return s.add(Text("No training or inference run in this sweep recorded numerics statistics."))
+    s.add(Text("Fraction of values that underflowed to zero, overflowed, were non-finite or zero after "
+               "rounding into the recipe's formats, per tensor role (weight, act, grad, wgrad), averaged over "
+               "tensors and seeds weighted by tensor size; max_*: the worst tensor."))
+    for w in _workloads(df):
+        s.add(Figure(slug("fig-numerics", w), figures.numerics(df, w), f"{w}: underflow and overflow"))
+    return s.add(Table(df, csv="numerics"))
+
+
+def energy(res: Results, t: dict) -> Section:
+    s = Section("energy", "Energy breakdown and data movement")
+    df = t["energy"]
+    if not len(df):
+        return s.add(Text("No workload was priced (cost) in this sweep, so there is no energy breakdown."))
+    s.add(Text("Energy of one training step (phase train) or inference batch (phase infer) per component "
+               "(MAC array, vector unit, on-chip buffers, DRAM, static), and the bytes moved to and from DRAM "
+               "and on-chip SRAM, per design and recipe: the energy as shares of the total (written at the right), "
+               "the bytes on a log scale."))
+    for (w, ph), _ in df.groupby(["workload", "phase"], sort=True):
+        s.add(Figure(slug("fig-energy", w, ph), figures.energy(df, w, ph), f"{w} ({ph}): energy and data movement"))
+    return s.add(Table(df, csv="energy"))
+
+
+def roofline(res: Results, t: dict) -> Section:
+    s = Section("roofline", "Roofline per design")
+    pts, roofs = t["roofline_points"], t["roofs"]
+    if not len(roofs):
+        return s.add(Text("No design was priced in this sweep, so there is no roofline."))
+    s.add(Text("Roof: min(peak flop/s, intensity x DRAM bandwidth), one per peak the design was priced with "
+               "(a GPU's depends on the precision). Placed: every op of the workloads' traces (2 x MACs over "
+               "its DRAM bytes and its time) and every DeepBench kernel, a marker per bound (circle compute, "
+               "square bandwidth, triangle occupancy). Ops without DRAM traffic or MACs are not placed."))
+    designs = sorted(set(roofs["design"]))
+    for d in designs[:MAX_ROOFLINES]:
+        s.add(Figure(slug("fig-roofline", d), figures.roofline(pts, roofs, d), f"roofline: {d}"))
+    if len(designs) > MAX_ROOFLINES:
+        s.add(Text(f"Rooflines drawn for the first {MAX_ROOFLINES} of {len(designs)} designs; every point is "
+                   "in roofline_points.csv."))
+    return s.add(Table(roofs, "Roofs", csv="roofs"))
+
+
+def deepbench(res: Results, t: dict) -> Section:
+    s = Section("deepbench", "DeepBench kernel suites per design vs GPU")
+    df = t["deepbench"]
+    if not len(df):
+        return s.add(Text("No DeepBench kernel suite was priced in this sweep."))
+    s.add(Text("Per suite and design: total time of the suite's kernels (each run once), the geometric mean of "
+               "their TFLOP/s, total energy and GFLOP/s per watt; speedup_vs_G: G's total time over this "
+               "design's, energy_ratio_vs_G: this design's energy over G's, for each GPU G in the sweep."))
+    s.add(Figure("fig-deepbench", figures.deepbench(df), "DeepBench: geomean TFLOP/s per design"))
+    return s.add(Table(df, csv="deepbench"))
+
+
+def baidu(res: Results, t: dict) -> Section:
+    s = Section("baidu", "Distance to 10 PFLOP/s in 300 W")
+    df = t["baidu"]
+    if not len(df):
+        return s.add(Text("No design was priced in this sweep, so there is no distance to the mark."))
+    s.add(Text(f"Baidu's mark for a training accelerator: 10 PFLOP/s in 300 W, {BAIDU_FLOPS_PER_W / 1e12:.1f} "
+               "TFLOP/s per watt. peak: the design's dense peak flop/s over its TDP (missing where the design "
+               "gives no TDP); achieved: the best flop per joule the cost model found on the sweep's workloads "
+               "and kernels (best_on says where). Both as a fraction of the mark (1 = the mark)."))
+    s.add(Figure("fig-baidu", figures.baidu(df), "flop/s per watt as a fraction of Baidu's mark"))
+    return s.add(Table(df, csv="baidu"))
+
+
+def failed(res: Results, t: dict) -> Section | None:
+    df = t["failed"]
+    if not len(df):
+        return None
+    s = Section("failed", f"Failed points ({len(df)})")
+    s.add(Text("Points recorded as failed (a diverged run keeps its curves above). Rerun them with "
+               "asicsim sweep --retry-failed."))
+    return s.add(Table(df, csv="failed"))
+
+
+def versions() -> dict[str, str]:
+    """The versions of what made the report (the sweep records only the asicsim version)."""
+    out = {"python": platform.python_version()}
+    for pkg in ("asicsim", "jax", "jaxlib", "numpy", "ml_dtypes", "pandas", "matplotlib"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def inputs(res: Results, t: dict) -> Section:
+    s = Section("inputs", "Inputs: how to reproduce")
+    r = res.results
+    ran = sorted(set(r["asicsim"].dropna().astype(str))) if len(r) else []
+    s.add(Text(f"Results directory: {res.root.name}. Points: {len(r)} "
+               f"({int((r['status'] == 'done').sum()) if len(r) else 0} done, "
+               f"{int((r['status'] == 'failed').sum()) if len(r) else 0} failed), computed with asicsim "
+               f"{', '.join(ran) or 'unknown'}. Rerun with: asicsim sweep spec.toml --out DIR, then "
+               "asicsim report DIR."))
+    v = versions()
+    s.add(Table(pd.DataFrame({"package": list(v), "version": list(v.values())}),
+                "Versions of the environment that wrote this report", csv="versions"))
+    s.add(Code(res.spec_text or "(no spec.toml in the results directory)", "The sweep spec (spec.toml)"))
+    spec = res.spec
+    if spec:
+        brief = {k: v for k, v in spec.items() if k != "design_objects"}
+        s.add(Code(json.dumps(brief, indent=1, sort_keys=True, default=str),
+                   "Resolved workloads, recipes, designs and kernels (spec.json)"))
+        objs = spec.get("design_objects") or {}
+        if objs:
+            s.add(Code(json.dumps(objs, indent=1, sort_keys=True, default=str),
+                       f"The {len(objs)} designs as loaded", collapsed=True))
+    else:
+        s.add(Text("The results directory has no spec.json (resolved inputs)."))
+    return s
+
+
+BUILDERS = (summary, pareto, curves, numerics, energy, roofline, deepbench, baidu, failed, inputs)
+
+
+def build(res: Results, t: dict) -> list[Section]:
+    """Every section of the report, in order (``failed`` only when a point failed)."""
+    out = [s for s in (b(res, t) for b in BUILDERS) if s is not None]
+    seen: set[str] = set()
+    for s in out:  # figure ids unique in the page (two names can share a slug)
+        for i, b in enumerate(s.blocks):
+            if isinstance(b, Figure):
+                fid, n = b.id, 1
+                while fid in seen:
+                    n += 1
+                    fid = f"{b.id}-{n}"
+                seen.add(fid)
+                s.blocks[i] = Figure(fid, b.svg, b.caption)
+    return out
