@@ -32,6 +32,10 @@ COLUMNS = {
     "kernels": ("id", "suite", "precision", "design", "time_us", "tflops", "dram_bytes", "bound"),
 }
 
+#: Label columns: always objects (strings or NaN), so tables from any subset of a sweep merge.
+LABELS = ("id", "kind", "status", "reason", "workload", "recipe", "phase", "design", "suite", "precision",
+          "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished")
+
 #: The energy components of a cost point, in the order the report stacks them.
 ENERGY_PARTS = ("mac", "vector", "buffers", "dram", "static", "other")
 
@@ -68,8 +72,8 @@ def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     for c in columns:
         if c not in df.columns:
             df[c] = np.nan
-    for c in df.columns:  # pandas' string dtype and object columns as plain objects (NaN for missing)
-        if isinstance(df[c].dtype, pd.StringDtype):
+    for c in df.columns:  # pandas' string dtype and label columns as plain objects (NaN for missing)
+        if isinstance(df[c].dtype, pd.StringDtype) or (c in LABELS and df[c].dtype != object):
             df[c] = df[c].astype(object).where(df[c].notna(), np.nan)
     return df
 
