@@ -276,6 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)
     # system questions register their own commands (options live beside their models)
+    from .report.cli import add_cli as add_report_cli
+    from .sweep.cli import add_cli as add_sweep_cli
     from .system.batching import add_cli as add_batching_cli
     from .system.scaling import add_cli as add_scaling_cli
     from .workloads.cli import add_cli as add_workloads_cli
@@ -283,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_batching_cli(sub)
     add_scaling_cli(sub)
     add_workloads_cli(sub)
+    add_sweep_cli(sub)
+    add_report_cli(sub)
     return parser
 
 

@@ -91,12 +91,17 @@ def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: f
     pool: list[_Worker] = []
     try:
         while pending or any(w.job for w in pool):
+            for w in [w for w in pool if w.job is None and not w.proc.is_alive()]:
+                pool.remove(w)  # an idle worker that died (killed between jobs): replace it
             while pending and (len(pool) < workers or any(w.job is None for w in pool)):
                 idle = next((w for w in pool if w.job is None), None)
                 if idle is None:
                     idle = _Worker(ctx)
                     pool.append(idle)
-                idle.give(pending.popleft())
+                try:
+                    idle.give(pending.popleft())
+                except OSError:  # it died just now; its job is checked (and failed) below
+                    pass
             busy = [w for w in pool if w.job is not None]
             wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=0.5)
             for w in busy:

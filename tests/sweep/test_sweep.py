@@ -1,0 +1,176 @@
+"""Running sweeps: records per point, resume, retry, the lock, failures of every kind recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import asicsim as sim
+from asicsim.sweep import SweepError, expand, load_results, load_spec
+from asicsim.sweep.store import Store
+
+BAD_WORKLOAD = """
+name = "bad_kind"
+dataset = "digits"
+[model]
+kind = "perceptron9000"
+"""
+
+
+def spec_text(tmp: Path) -> str:
+    (tmp / "bad_kind.toml").write_text(textwrap.dedent(BAD_WORKLOAD))
+    return textwrap.dedent(f"""
+        name = "small"
+        seeds = [0]
+        recipes = ["fp32", "bf16"]
+        infer_recipes = ["int8_ptq_tensor"]
+        designs = ["tpu_v1", "gpu_v100"]
+        [[workloads]]
+        name = "digits_mlp"
+        run = ["train", "infer", "cost"]
+        steps = 40
+        eval_every = 20
+        [[workloads]]
+        name = "{tmp / 'bad_kind.toml'}"
+        run = ["train"]
+        [[kernels]]
+        suite = "deepbench_gemm_inference_device"
+        precision = "int8"
+        """)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sweep")
+    path = tmp / "spec.toml"
+    path.write_text(spec_text(tmp))
+    out = tmp / "out"
+    summary = sim.sweep(path, out, workers=2, progress=None)
+    return path, out, summary
+
+
+def test_every_point_has_one_record(swept):
+    path, out, summary = swept
+    points = expand(load_spec(path))
+    files = sorted(p.stem for p in (out / "points").glob("*.json"))
+    assert files == sorted(p.id for p in points)
+    assert summary["points"] == len(points) == summary["ran"]
+    res = load_results(out)
+    assert len(res) == len(points) and res["id"].is_unique
+    assert set(res["kind"]) == {"train", "infer", "cost", "kernels"}
+    assert not list((out / "points").glob(".*.tmp"))
+
+
+def test_failed_point_is_recorded_and_the_sweep_goes_on(swept):
+    _, out, summary = swept
+    res = load_results(out)
+    bad = res[res["workload"] == "bad_kind"]
+    assert len(bad) == 2  # fp32 and bf16 training of the broken workload
+    assert (bad["status"] == "failed").all()
+    assert bad["reason"].str.contains("unknown model 'perceptron9000'").all()
+    assert summary["failed"] == 2 and {f["kind"] for f in summary["failures"]} == {"train"}
+    assert (res[res["workload"] != "bad_kind"]["status"] == "done").all()
+
+
+def test_values_match_the_library_run_directly(swept):
+    from asicsim.workloads.pricing import trace_costs, workload_trace
+    from asicsim.workloads.training import train
+
+    _, out, _ = swept
+    res = load_results(out)
+    row = res[(res["kind"] == "train") & (res["recipe"] == "bf16") & (res["workload"] == "digits_mlp")].iloc[0]
+    direct = train("digits_mlp", "bf16", seeds=(0,), steps=40, eval_every=20, stats=False)
+    assert row["value"] == direct.runs[0].final  # bit-identical in another process
+    curves = load_results(out, "curves")
+    assert list(curves[curves["id"] == row["id"]]["step"]) == [20, 40]
+    c = res[(res["kind"] == "cost") & (res["recipe"] == "fp32") & (res["design"] == "tpu_v1")].iloc[0]
+    ops = trace_costs(workload_trace("digits_mlp", "fp32"), "tpu_v1", "fp32")
+    assert c["time_s"] == pytest.approx(ops["time_s"].sum(), rel=1e-12)
+    assert c["energy_j"] == pytest.approx(ops["energy_j"].sum(), rel=1e-12)
+    parts = c[[k for k in res.columns if k.startswith("energy_") and k.endswith("_j") and k != "energy_j"]]
+    assert float(np.nansum(parts.to_numpy(float))) == pytest.approx(c["energy_j"], rel=1e-9)
+    k = res[(res["kind"] == "kernels") & (res["design"] == "gpu_v100")].iloc[0]
+    kern = load_results(out, "kernels")
+    assert kern[kern["id"] == k["id"]]["time_us"].sum() * 1e-6 == pytest.approx(k["time_s"])
+    # int8 kernels on V100 run DP4A: 4 int8 MACs per lane per cycle, 4x the fp32 peak
+    assert k["peak_ops_per_s"] == pytest.approx(4 * sim.load_design("gpu_v100").fp32_tflops * 1e12)
+
+
+def test_rerun_skips_finished_points_and_retry_failed_reruns_only_failed(swept):
+    path, out, _ = swept
+    before = {p.name: p.read_text() for p in (out / "points").glob("*.json")}
+    again = sim.sweep(path, out, workers=2, progress=None)
+    assert again["ran"] == 0 and again["skipped"] == again["points"]
+    assert {p.name: p.read_text() for p in (out / "points").glob("*.json")} == before
+    retry = sim.sweep(path, out, workers=1, progress=None, retry_failed=True)
+    assert retry["ran"] == 2 and retry["failed"] == 2
+    after = {p.name: p.read_text() for p in (out / "points").glob("*.json")}
+    changed = {k for k in before if before[k] != after[k]}
+    failed_ids = set(load_results(out).query("status == 'failed'")["id"])
+    assert {k[:-5] for k in changed} == failed_ids
+
+
+def test_second_sweep_on_a_directory_refuses(swept, tmp_path):
+    path, _, _ = swept
+    out = tmp_path / "busy"
+    with Store(out):
+        with pytest.raises(SweepError, match="another sweep is running on this directory"):
+            sim.sweep(path, out, workers=1, progress=None)
+    # a lock held by a process that dies is released with it
+    code = (f"from asicsim.sweep.store import Store; import os, signal; s = Store({str(out)!r}); s.lock(); "
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code], check=False)
+    with Store(out):
+        pass
+
+
+def test_timeout_fails_the_point(tmp_path):
+    spec = tmp_path / "slow.toml"
+    spec.write_text('seeds = [0]\nrecipes = ["fp32"]\npoint_timeout_s = 0.5\n'
+                    '[[workloads]]\nname = "digits_mlp"\nrun = ["train"]\nsteps = 2000\n')
+    s = sim.sweep(spec, tmp_path / "out", workers=1, progress=None)
+    assert s["failed"] == 1 and "timed out after" in s["failures"][0]["reason"]
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def test_killed_worker_fails_its_point_and_the_sweep_finishes(tmp_path):
+    spec = tmp_path / "crash.toml"
+    spec.write_text('seeds = [0]\nrecipes = ["fp32", "bf16"]\n'
+                    '[[workloads]]\nname = "digits_mlp"\nrun = ["train"]\nsteps = 1500\neval_every = 1500\n')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "asicsim", "sweep", str(spec), "--out", str(out),
+                             "--workers", "1", "--json"], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        worker = None
+        while worker is None and time.monotonic() < deadline:
+            workers = [k for k in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes()]
+            worker = workers[0] if workers else None
+            time.sleep(0.2)
+        assert worker is not None, "no worker process appeared"
+        time.sleep(1)  # a worker is handed its job the moment it starts: it holds the first point now
+        os.kill(worker, signal.SIGKILL)
+        stdout, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0
+    summary = json.loads(stdout)
+    assert summary["points"] == 2 and summary["done"] == 1 and summary["failed"] == 1
+    assert "worker process died (signal SIGKILL)" in summary["failures"][0]["reason"]
