@@ -20,6 +20,9 @@ from asicsim.report.load import Results, load
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
 
+#: Lines per list in :func:`summary_text`.
+SHOW = 8
+
 
 def _title(res: Results) -> tuple[str, str]:
     name = str(res.spec.get("name") or res.root.name)
@@ -85,20 +88,31 @@ def summary_text(results_dir: str | Path) -> str:
     if len(q):
         lines.append("Quality (seed mean; delta vs fp32):")
         lines += [f"  {x.workload} {x.phase} {x.recipe}: {x.metric} {fmt(x.value)} ({x.delta_vs_fp32:+.4f})"
-                  + (f", {x.diverged} of {x.runs} diverged" if x.diverged else "") for x in q.itertuples()]
+                  + (f", {x.diverged} of {x.runs} diverged" if x.diverged else "")
+                  for x in q.head(2 * SHOW).itertuples()]
+        if len(q) > 2 * SHOW:
+            lines.append(f"  ... and {len(q) - 2 * SHOW} more (see the report)")
     b = tables.baidu(res)
     if len(b):
-        lines.append(f"Per design (fraction of Baidu's {tables.BAIDU_FLOPS_PER_W / 1e12:.1f} TFLOP/s/W):")
-        lines += [f"  {x.design}: peak {fmt(x.peak_tflops)} TFLOP/s, {fmt(x.peak_tflops_per_w)} TFLOP/s/W "
-                  f"({fmt(x.peak_fraction_of_mark)} of the mark); best achieved "
-                  f"{fmt(x.best_achieved_gflops_per_w)} GFLOP/s/W on {x.best_on}" for x in b.itertuples()]
+        b = b.sort_values("achieved_fraction_of_mark", ascending=False, kind="stable")
+        lines.append(f"Per design, best first (fraction of Baidu's {tables.BAIDU_FLOPS_PER_W / 1e12:.1f} "
+                     "TFLOP/s/W):")
+        lines += [f"  {x['design']}: peak {fmt(x['peak_tflops'])} TFLOP/s, {fmt(x['peak_tflops_per_w'])} "
+                  f"TFLOP/s/W ({fmt(x['peak_fraction_of_mark'])} of the mark); best achieved "
+                  f"{fmt(x['best_achieved_gflops_per_w'])} GFLOP/s/W ({fmt(x['achieved_fraction_of_mark'])}) on "
+                  f"{x['best_on']}" for x in b.head(SHOW).to_dict("records")]
+        if len(b) > SHOW:
+            lines.append(f"  ... and {len(b) - SHOW} more designs (see the report)")
     d = tables.deepbench(res)
     gpus = res.gpus()
     if len(d) and gpus:
         g = gpus[0]
         lines.append(f"DeepBench total time, speed-up vs {g}:")
+        d = d.sort_values(["suite", "precision", "time_s"], kind="stable")
         lines += [f"  {x['suite']} {x['precision']} {x['design']}: {fmt(x['time_s'])} s, "
-                  f"{fmt(x[f'speedup_vs_{g}'])}x" for x in d.to_dict("records")]
+                  f"{fmt(x[f'speedup_vs_{g}'])}x" for x in d.head(2 * SHOW).to_dict("records")]
+        if len(d) > 2 * SHOW:
+            lines.append(f"  ... and {len(d) - 2 * SHOW} more (see the report)")
     f = tables.failed(res)
     if len(f):
         lines.append(f"Failed points ({len(f)}):")

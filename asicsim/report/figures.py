@@ -24,6 +24,8 @@ STYLE = {"svg.hashsalt": "asicsim-report", "svg.fonttype": "none",
          "font.size": 9, "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 100,
          "font.family": "sans-serif"}
 COLORS = plt.get_cmap("tab10").colors
+#: Bars drawn at most in one energy figure (a large design space: the lowest-energy ones and every GPU).
+MAX_BARS = 48
 BOUND_MARKERS = {"compute": "o", "bandwidth": "s", "occupancy": "^"}
 
 
@@ -124,7 +126,8 @@ def numerics(df: pd.DataFrame, workload: str) -> str:
             ax.set_xticks(np.arange(len(who)), [_short(w, 28) for w in who], rotation=30, ha="right",
                           fontsize=7)
             ax.set_yscale("symlog", linthresh=1e-4)
-            ax.set_ylim(bottom=0)
+            top = float(np.nanmax(pd.to_numeric(d[col], errors="coerce").fillna(0))) * 100 if len(d) else 0.0
+            ax.set_ylim(0, max(2 * top, 1e-2))
             ax.set_ylabel(f"{col} (% of values)")
             ax.set_title(_short(f"{workload}: {col} per tensor role", 80))
         axes[0].legend(fontsize=7, title="role", title_fontsize=7)
@@ -135,6 +138,10 @@ def energy(df: pd.DataFrame, workload: str, phase: str) -> str:
     """Each design and recipe's energy per step (or batch) split by component (shares, the total
     written at the bar's end), beside the bytes moved per memory level."""
     d = df[(df["workload"] == workload) & (df["phase"] == phase)]
+    if len(d) > MAX_BARS:  # a large design space: every GPU and the lowest-energy rest
+        e = pd.to_numeric(d["energy_j"], errors="coerce").fillna(np.inf)
+        keep = (d["design_kind"] == "gpu") | (e.rank(method="first") <= MAX_BARS)
+        d = d[keep].head(MAX_BARS + int((d["design_kind"] == "gpu").sum()))
     labels = [_short(f"{r.design} · {r.recipe}", 56) for r in d.itertuples()]
     y = np.arange(len(d))
     total = pd.to_numeric(d["energy_j"], errors="coerce").to_numpy(dtype=float)

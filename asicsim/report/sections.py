@@ -104,8 +104,11 @@ def energy(res: Results, t: dict) -> Section:
                "(MAC array, vector unit, on-chip buffers, DRAM, static), and the bytes moved to and from DRAM "
                "and on-chip SRAM, per design and recipe: the energy as shares of the total (written at the right), "
                "the bytes on a log scale."))
-    for (w, ph), _ in df.groupby(["workload", "phase"], sort=True):
-        s.add(Figure(slug("fig-energy", w, ph), figures.energy(df, w, ph), f"{w} ({ph}): energy and data movement"))
+    for (w, ph), g in df.groupby(["workload", "phase"], sort=True):
+        cap = f"{w} ({ph}): energy and data movement"
+        if len(g) > figures.MAX_BARS:
+            cap += f" (the {figures.MAX_BARS} lowest-energy of {len(g)} rows, and every GPU; all in energy.csv)"
+        s.add(Figure(slug("fig-energy", w, ph), figures.energy(df, w, ph), cap))
     return s.add(Table(df, csv="energy"))
 
 
@@ -197,7 +200,54 @@ def inputs(res: Results, t: dict) -> Section:
                        f"The {len(objs)} designs as loaded", collapsed=True))
     else:
         s.add(Text("The results directory has no spec.json (resolved inputs)."))
+    settings = _train_settings(res)
+    if len(settings):
+        s.add(Table(settings, "Training settings the runs recorded"))
+    resolved = _resolve_now(spec)
+    if resolved:
+        s.add(Code(json.dumps(resolved, indent=1, sort_keys=True, default=str),
+                   "Recipes and workloads (after the spec's overrides) as their files read now; a point's id "
+                   "hashes them, so a file changed since the sweep makes new points on a rerun",
+                   collapsed=True))
     return s
+
+
+def _train_settings(res: Results) -> pd.DataFrame:
+    r = res.results
+    cols = ["workload", "recipe", "steps", "batch", "lr", "optimizer"]
+    r = r[r["kind"] == "train"]
+    if not len(r) or not set(cols) <= set(r.columns):
+        return pd.DataFrame(columns=cols)
+    return r[cols].drop_duplicates().sort_values(["workload", "recipe"], kind="stable").reset_index(drop=True)
+
+
+def _resolve_now(spec: dict) -> dict:
+    """The spec's recipes and workloads resolved from the files as they are now ({} without a spec)."""
+    import dataclasses
+
+    out: dict = {}
+    recipes = [*spec.get("recipes", []), *spec.get("infer_recipes", [])]
+    if recipes:
+        from asicsim.emulate import load_recipe
+
+        out["recipes"] = {}
+        for name in recipes:
+            try:
+                out["recipes"][name] = dataclasses.asdict(load_recipe(name))
+            except Exception as err:  # a recipe gone since the sweep is reported, not fatal
+                out["recipes"][name] = f"cannot load now: {type(err).__name__}: {err}"
+    if spec.get("workloads"):
+        from asicsim.workloads.training import load_workload
+
+        out["workloads"] = []
+        for w in spec["workloads"]:
+            over = {k: v for k, v in w.items() if k not in ("name", "run")}
+            try:
+                out["workloads"].append({"run": w.get("run"),
+                                         **dataclasses.asdict(load_workload(w["name"]).replace(**over))})
+            except Exception as err:  # likewise a workload
+                out["workloads"].append({"name": w.get("name"), "error": f"{type(err).__name__}: {err}"})
+    return out
 
 
 BUILDERS = (summary, pareto, curves, numerics, energy, roofline, deepbench, baidu, failed, inputs)

@@ -133,7 +133,7 @@ def energy(res: Results) -> pd.DataFrame:
     design): the energy breakdown and the data movement."""
     c = res.done("cost")
     parts = [f"energy_{p}_j" for p in ENERGY_PARTS]
-    cols = ["workload", "phase", "recipe", "design", "energy_j", *parts, "dram_bytes", "sram_bytes"]
+    cols = ["workload", "phase", "recipe", "design", "design_kind", "energy_j", *parts, "dram_bytes", "sram_bytes"]
     return c[cols].sort_values(["workload", "phase", "recipe", "design"], kind="stable").reset_index(drop=True)
 
 

@@ -239,3 +239,18 @@ def test_not_a_results_directory(tmp_path):
 
     with pytest.raises(SweepError, match="not a sweep results directory"):
         write_report(tmp_path / "nothing")
+
+
+def test_large_design_space_energy_figure_capped():
+    from asicsim.report import figures
+    from asicsim.report.load import ENERGY_PARTS
+
+    n = figures.MAX_BARS + 30
+    df = pd.DataFrame({"workload": "w", "phase": "train", "recipe": "fp32",
+                       "design": [f"d{i:03d}" for i in range(n)] + ["gpu_x"],
+                       "design_kind": ["systolic"] * n + ["gpu"], "energy_j": [*range(n, 0, -1), 1e9],
+                       **{f"energy_{p}_j": 1.0 for p in ENERGY_PARTS}, "dram_bytes": 1.0, "sram_bytes": 0.0})
+    svg = figures.energy(df, "w", "train")
+    shown = set(re.findall(r"(d\d{3}|gpu_x) · fp32", svg))
+    assert "gpu_x" in shown and len(shown) == figures.MAX_BARS + 1
+    assert f"d{n - 1:03d}" in shown and "d000" not in shown  # the lowest energies kept
