@@ -127,6 +127,14 @@ def roofline(res: Results, t: dict) -> Section:
     if len(designs) > MAX_ROOFLINES:
         s.add(Text(f"Rooflines drawn for the first {MAX_ROOFLINES} of {len(designs)} designs; every point is "
                    "in roofline_points.csv."))
+    o = res.ops
+    o = o[pd.to_numeric(o["macs"], errors="coerce").fillna(0) > 0]
+    unplaced = o[~(pd.to_numeric(o["dram_bytes"], errors="coerce").fillna(0) > 0)]
+    if len(unplaced):
+        counts = unplaced.groupby("design").size()
+        total = o.groupby("design").size()
+        s.add(Text("Not placed (the cost model reports no DRAM traffic for them, e.g. operands that stay on "
+                   "chip): " + "; ".join(f"{d}: {n} of {total[d]} ops" for d, n in counts.items()) + "."))
     return s.add(Table(roofs, "Roofs", csv="roofs"))
 
 

@@ -79,8 +79,9 @@ def summary(res: Results) -> pd.DataFrame:
     cost = _gpu_ratios(cost, res.gpus(), ["workload", "recipe", "phase"])
     out = q.merge(cost, on=["workload", "recipe", "phase"], how="outer")
     out = out.drop(columns=["fp32_value"])
-    return out.sort_values(["workload", "phase", "recipe", "design"], kind="stable",
-                           na_position="first").reset_index(drop=True)
+    out["_train_first"] = out["phase"] != "train"
+    out = out.sort_values(["workload", "_train_first", "recipe", "design"], kind="stable", na_position="first")
+    return out.drop(columns=["_train_first"]).reset_index(drop=True)
 
 
 def pareto(res: Results) -> pd.DataFrame:
