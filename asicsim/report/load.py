@@ -27,14 +27,14 @@ COLUMNS = {
     "curves": ("id", "workload", "recipe", "seed", "step", "train_loss", "test_loss", "test_accuracy"),
     "numerics": ("id", "kind", "workload", "recipe", "seed", "tensor", "role", "format", "size",
                  "underflow", "overflow", "nonfinite", "zero"),
-    "ops": ("id", "workload", "recipe", "phase", "design", "role", "kind", "macs", "time_s",
+    "ops": ("id", "workload", "recipe", "phase", "design", "role", "op", "macs", "time_s",
             "dram_bytes", "bound"),
     "kernels": ("id", "suite", "precision", "design", "time_us", "tflops", "dram_bytes", "bound"),
 }
 
 #: Label columns: always objects (strings or NaN), so tables from any subset of a sweep merge.
 LABELS = ("id", "kind", "status", "reason", "workload", "recipe", "phase", "design", "suite", "precision",
-          "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished")
+          "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished", "versions", "op")
 
 #: The energy components of a cost point, in the order the report stacks them.
 ENERGY_PARTS = ("mac", "vector", "buffers", "dram", "static", "other")

@@ -174,7 +174,7 @@ def failed(res: Results, t: dict) -> Section | None:
 
 
 def versions() -> dict[str, str]:
-    """The versions of what made the report (the sweep records only the asicsim version)."""
+    """The versions of the environment writing the report (each point records its own too)."""
     out = {"python": platform.python_version()}
     for pkg in ("asicsim", "jax", "jaxlib", "numpy", "ml_dtypes", "pandas", "matplotlib"):
         try:
@@ -182,6 +182,18 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+
+def _computed_with(r: pd.DataFrame):
+    """The versions each point recorded (python, asicsim, jax, numpy, ...), all distinct sets."""
+    sets = [json.loads(x) for x in sorted(set(r["versions"].dropna().astype(str)))] if len(r) else []
+    sets = [x for x in sets if x]
+    if not sets:
+        return Text("The points recorded no package versions (results written by an older asicsim).")
+    pkgs = sorted({k for x in sets for k in x})
+    df = pd.DataFrame({"package": pkgs,
+                       "version": [", ".join(sorted({x.get(p, "?") for x in sets})) for p in pkgs]})
+    return Table(df, "Versions that computed the results (as each point recorded them)", csv="versions_computed")
 
 
 def inputs(res: Results, t: dict) -> Section:
@@ -193,6 +205,7 @@ def inputs(res: Results, t: dict) -> Section:
                f"{int((r['status'] == 'failed').sum()) if len(r) else 0} failed), computed with asicsim "
                f"{', '.join(ran) or 'unknown'}. Rerun with: asicsim sweep spec.toml --out DIR, then "
                "asicsim report DIR."))
+    s.add(_computed_with(r))
     v = versions()
     s.add(Table(pd.DataFrame({"package": list(v), "version": list(v.values())}),
                 "Versions of the environment that wrote this report", csv="versions"))

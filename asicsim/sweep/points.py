@@ -9,6 +9,7 @@ A diverged training run is ``failed`` with the divergence as its reason, and kee
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import socket
@@ -20,9 +21,6 @@ from typing import Any
 import numpy as np
 
 from asicsim.sweep.spec import Point
-
-#: Baidu's mark for a training accelerator: 10 PFLOP/s in 300 W.
-BAIDU_FLOPS_PER_W = 10e15 / 300
 
 
 @dataclass
@@ -42,14 +40,27 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+@functools.cache
+def versions() -> dict[str, str]:
+    """The versions that computed a record (a report states them, so results can be reproduced)."""
+    import platform
+    from importlib.metadata import version
+
+    out = {"python": platform.python_version()}
+    for pkg in ("asicsim", "jax", "jaxlib", "numpy", "ml_dtypes", "optax", "pandas"):
+        try:
+            out[pkg] = version(pkg)
+        except Exception:  # not installed (e.g. a source tree): say so, do not fail the point
+            out[pkg] = "unknown"
+    return out
+
+
 def record(point: Point, status: str, reason: str = "", result: dict | None = None,
            tables: dict | None = None, seconds: float = 0.0) -> dict:
-    from asicsim import __version__
-
     return {"id": point.id, "kind": point.kind, "status": status, "reason": reason,
             "labels": dict(point.labels), "result": result or {}, "tables": tables or {},
             "seconds": round(seconds, 3), "finished": _now(), "host": socket.gethostname(),
-            "pid": os.getpid(), "asicsim": __version__}
+            "pid": os.getpid(), "asicsim": versions()["asicsim"], "versions": versions()}
 
 
 def failed(job: Job, reason: str, seconds: float = 0.0) -> list[dict]:
@@ -104,16 +115,27 @@ def _train(job: Job) -> list[dict]:
 
 
 def _infer(job: Job) -> list[dict]:
+    """Post-training quantization points of one (workload, seed): the fp32 model is trained once
+    (the process keeps it) and evaluated under each recipe."""
     from asicsim.workloads.training import infer
 
-    (p,) = job.points
-    t0 = time.perf_counter()
-    res = infer(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
-    result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
-              "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
-    reason = "non-finite quantized metric" if res.diverged else ""
-    return [record(p, "failed" if res.diverged else "done", reason, result,
-                   {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0)]
+    out = []
+    for p in job.points:
+        t0 = time.perf_counter()
+        try:
+            res = infer(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
+        except MemoryError:
+            out.append(record(p, "failed", "out of memory (MemoryError)", seconds=time.perf_counter() - t0))
+            continue
+        except Exception as err:  # one recipe failing does not fail the others
+            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t0))
+            continue
+        result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
+                  "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
+        reason = "non-finite quantized metric" if res.diverged else ""
+        out.append(record(p, "failed" if res.diverged else "done", reason, result,
+                          {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0))
+    return out
 
 
 def design_peak(design, formats: dict | None = None) -> dict:
@@ -158,6 +180,7 @@ def _cost(job: Job) -> list[dict]:
                   "flops_per_s": flops / totals["time_s"] if totals["time_s"] else None,
                   "flops_per_j": flops / totals["energy_j"] if totals["energy_j"] else None,
                   "batch": int(getattr(job.workload, "batch", 0))}
+        ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", "", result, {"ops": ops.to_dict("records")},
                           time.perf_counter() - t1 + t_trace / len(job.points)))
     return out

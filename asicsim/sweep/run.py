@@ -20,7 +20,8 @@ GROUP_CHUNK = 64
 
 
 def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
-    """Training and inference points one per job; cost and kernel points grouped by what they share."""
+    """Training points one per job; inference points grouped per (workload, seed) (one fp32
+    model), cost and kernel points grouped by the trace or suite they share."""
     workloads = {(w["name"], repr(sorted(w["overrides"].items()))): w["workload"] for w in spec.workloads}
     designs = dict(spec.designs)
 
@@ -30,7 +31,7 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
     jobs: list[Job] = []
     groups: dict[str, list[Point]] = {}
     for p in points:
-        if p.kind in ("train", "infer"):
+        if p.kind == "train":
             jobs.append(Job([p], workload(p)))
         else:
             groups.setdefault(p.group, []).append(p)
@@ -38,8 +39,13 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
         for i in range(0, len(members), GROUP_CHUNK):
             chunk = members[i:i + GROUP_CHUNK]
             jobs.append(Job(chunk, workload(chunk[0]),
-                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk}))
-    return jobs
+                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs}))
+    # the longest first (training and inference, by examples processed), so the tail is short
+    return sorted(jobs, key=lambda j: -_examples(j.workload) if j.kind in ("train", "infer") else 0)
+
+
+def _examples(w) -> int:
+    return int(w.steps * w.batch) if w is not None else 0
 
 
 class Progress:

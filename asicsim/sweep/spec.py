@@ -335,7 +335,9 @@ def expand(spec: SweepSpec) -> list[Point]:
                 for s in spec.seeds:
                     pid = identity({"kind": kind, **wid, "recipe": _canon(recipe_obj[r]), "seed": s})
                     labels = {"workload": w["name"], "recipe": r, "seed": s}
-                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}))
+                    # inference points of one (workload, seed) share the fp32-trained model
+                    group = identity({"group": "infer", **wid, "seed": s}) if kind == "infer" else ""
+                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}, group))
     for w in spec.workloads:
         if "cost" not in w["run"]:
             continue
@@ -371,10 +373,15 @@ def design_tables(spec: SweepSpec) -> dict[str, Any]:
 
 
 def spec_dict(spec: SweepSpec) -> dict:
-    """What a report shows as the sweep's exact inputs."""
+    """What a report shows as the sweep's exact inputs: names, and the resolved designs,
+    workloads and recipes the points ran with."""
+    from asicsim.emulate import load_recipe
+
     return {"name": spec.name, "source": spec.source, "seeds": list(spec.seeds),
             "recipes": list(spec.recipes), "infer_recipes": list(spec.infer_recipes),
             "designs": [label for label, _ in spec.designs],
             "workloads": [{"name": w["name"], "run": list(w["run"]), **w["overrides"]} for w in spec.workloads],
             "kernels": list(spec.kernels), "point_timeout_s": spec.point_timeout_s,
-            "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs}}
+            "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs},
+            "workload_objects": [dataclasses.asdict(w["workload"]) for w in spec.workloads],
+            "recipe_objects": {r: repr(load_recipe(r)) for r in spec.recipes + spec.infer_recipes}}

@@ -145,7 +145,8 @@ def frames_from_records(records: list[dict]) -> dict[str, pd.DataFrame]:
     for r in records:
         head = {"id": r["id"], "kind": r["kind"], **r["labels"]}
         rows.append({**head, "status": r["status"], "reason": r["reason"], **r["result"],
-                     "seconds": r["seconds"], "finished": r["finished"], "asicsim": r["asicsim"]})
+                     "seconds": r["seconds"], "finished": r["finished"], "asicsim": r["asicsim"],
+                     "versions": json.dumps(r.get("versions", {}), sort_keys=True)})
         for t in TABLES:
             tables[t].extend({**head, **row} for row in r["tables"].get(t, []))
     out = {"results": pd.DataFrame(rows)}
