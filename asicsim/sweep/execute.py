@@ -88,7 +88,8 @@ def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: f
     """Run ``jobs`` on ``workers`` spawned processes."""
     ctx = mp.get_context("spawn")
     pending = deque(jobs)
-    pool: list[_Worker] = []
+    # started together, so their imports overlap (a job is handed over once a worker reads it)
+    pool: list[_Worker] = [_Worker(ctx) for _ in range(min(workers, len(jobs)))]
     try:
         while pending or any(w.job for w in pool):
             for w in [w for w in pool if w.job is None and not w.proc.is_alive()]:

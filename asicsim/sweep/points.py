@@ -156,33 +156,70 @@ def design_peak(design, formats: dict | None = None) -> dict:
             "dram_bytes_per_s": design.dram.bandwidth_gbps * 1e9, "power_w": power}
 
 
+def _split_families(job: Job) -> tuple[list[list[Point]], list[Point]]:
+    """Points whose designs form a family of two or more (:mod:`asicsim.hw.family`: one design
+    space's variants of array shape, dataflow and buffer sizes), and the rest."""
+    from asicsim.hw.family import family_key
+
+    groups: dict = {}
+    singles = []
+    for p in job.points:
+        key = family_key(job.designs[p.inputs["design"]])
+        if key is None:
+            singles.append(p)
+        else:
+            groups.setdefault(key, []).append(p)
+    families = [g for g in groups.values() if len(g) >= 2]
+    singles += [p for g in groups.values() if len(g) < 2 for p in g]
+    return families, singles
+
+
+def _rates(result: dict) -> dict:
+    t, e, f = result.get("time_s"), result.get("energy_j"), result.get("flops")
+    return {"flops_per_s": f / t if t else None, "flops_per_j": f / e if e and e == e else None}
+
+
 def _cost(job: Job) -> list[dict]:
-    from asicsim.workloads.pricing import trace_costs, workload_trace
+    """A workload's op trace (traced once) priced on each design of the job. Designs of one
+    family are priced in one vectorised pass and keep totals only (no per-op table)."""
+    from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
     p0 = job.points[0]
-    trace = workload_trace(job.workload, p0.inputs["recipe"], training=p0.inputs["phase"] == "train")
-    t_trace = time.perf_counter() - t0
+    recipe = p0.inputs["recipe"]
+    trace = workload_trace(job.workload, recipe, training=p0.inputs["phase"] == "train")
+    share = (time.perf_counter() - t0) / len(job.points)
+    batch = int(getattr(job.workload, "batch", 0))
+    families, singles = _split_families(job)
     out = []
-    for p in job.points:
+    for fam in families:
+        t1 = time.perf_counter()
+        designs = [job.designs[p.inputs["design"]] for p in fam]
+        try:
+            tot = trace_totals_family(trace, designs, recipe)
+        except Exception as err:  # the family fails together, the sweep goes on
+            out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
+            continue
+        each = (time.perf_counter() - t1) / len(fam) + share
+        for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
+            result = {k: float(v[i]) for k, v in tot.items()} | design_peak(d) | {"batch": batch}
+            result["flops"] = 2.0 * result["macs"]
+            out.append(record(p, "done", "", result | _rates(result), {}, each))
+    for p in singles:
         t1 = time.perf_counter()
         try:
             design = job.designs[p.inputs["design"]]
-            ops = trace_costs(trace, design, p0.inputs["recipe"])
+            ops = trace_costs(trace, design, recipe)
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue
         totals = {c: float(np.nansum(ops[c])) for c in ops.columns
                   if c.startswith(("energy_", "sram_", "dram_")) or c in ("time_s", "macs")}
-        peak = design_peak(design, _first_formats(ops))
-        flops = 2.0 * totals["macs"]
-        result = {**totals, **peak, "flops": flops,
-                  "flops_per_s": flops / totals["time_s"] if totals["time_s"] else None,
-                  "flops_per_j": flops / totals["energy_j"] if totals["energy_j"] else None,
-                  "batch": int(getattr(job.workload, "batch", 0))}
+        result = {**totals, **design_peak(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
+                  "batch": batch}
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
-        out.append(record(p, "done", "", result, {"ops": ops.to_dict("records")},
-                          time.perf_counter() - t1 + t_trace / len(job.points)))
+        out.append(record(p, "done", "", result | _rates(result), {"ops": ops.to_dict("records")},
+                          time.perf_counter() - t1 + share))
     return out
 
 
@@ -195,10 +232,34 @@ def _first_formats(ops) -> dict | None:
 
 
 def _kernels(job: Job) -> list[dict]:
-    from asicsim.workloads.deepbench import suite_costs
+    """A DeepBench suite priced on each design of the job; a family of designs in one
+    vectorised pass, keeping totals only (no per-kernel table)."""
+    from asicsim.hw.family import cost_family
+    from asicsim.workloads.deepbench import PRECISIONS, load_suite, suite_costs
 
+    p0 = job.points[0]
+    families, singles = _split_families(job)
     out = []
-    for p in job.points:
+    for fam in families:
+        t1 = time.perf_counter()
+        designs = [job.designs[p.inputs["design"]] for p in fam]
+        try:
+            suite = load_suite(p0.inputs["suite"])
+            fmts = PRECISIONS[p0.inputs["precision"]] if p0.inputs["precision"] else None
+            c = cost_family(suite.operations(vector_gates=designs[0].vector is not None), designs, fmts)
+        except Exception as err:  # the family fails together, the sweep goes on
+            out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
+            continue
+        flops = suite.flops()
+        each = (time.perf_counter() - t1) / len(fam)
+        for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
+            t = c["time_s"][i]
+            tf = np.divide(flops, t * 1e12, out=np.zeros(len(t)), where=t > 0)
+            result = {"kernels": len(t), "time_s": float(t.sum()), "energy_j": float(c["energy_pj"][i].sum() * 1e-12),
+                      "dram_bytes": float(c["dram_bytes"][i].sum()), "flops": float(flops.sum()),
+                      "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30))))), **design_peak(d)}
+            out.append(record(p, "done", "", result | _rates(result), {}, each))
+    for p in singles:
         t1 = time.perf_counter()
         try:
             design = job.designs[p.inputs["design"]]
@@ -215,8 +276,6 @@ def _kernels(job: Job) -> list[dict]:
                   "flops": float((tf * 1e12 * t).sum()),
                   "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30))))),
                   **design_peak(design, fmts)}
-        result["flops_per_s"] = result["flops"] / result["time_s"] if result["time_s"] else None
-        result["flops_per_j"] = result["flops"] / result["energy_j"] if result["energy_j"] else None
-        out.append(record(p, "done", "", result, {"kernels": table.to_dict("records")},
+        out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

@@ -14,9 +14,9 @@ from asicsim.sweep.points import Job
 from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
 from asicsim.sweep.store import Store
 
-#: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace,
-#: small enough that progress moves and the workers share a large design space.
-GROUP_CHUNK = 64
+#: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace
+#: and vectorise a design space (asicsim.hw.family), small enough that workers share a large one.
+GROUP_CHUNK = 2048
 
 
 def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
@@ -57,6 +57,7 @@ class Progress:
         self.done = self.failed = 0
         self.t0 = time.monotonic()
         self._last = 0.0
+        self._shown: tuple = ()
         self._tty = bool(stream) and getattr(stream, "isatty", lambda: False)()
 
     def update(self, records: list[dict], final: bool = False) -> None:
@@ -68,10 +69,12 @@ class Progress:
         if self.stream is None:
             return
         now = time.monotonic()
-        if not (final or self._tty or now - self._last >= 5):
+        state = (self.done, self.failed)
+        if (final and state == self._shown) or not (final or self._tty or now - self._last >= 5):
             return
-        self._last = now
-        self.stream.write(("\r" if self._tty else "") + self.line() + ("\n" if final or not self._tty else ""))
+        self._last, self._shown = now, state
+        line = self.line()
+        self.stream.write(("\r" if self._tty else "") + line + ("\n" if final or not self._tty else ""))
         self.stream.flush()
 
     def line(self) -> str:
@@ -114,9 +117,9 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         bar = Progress(len(points), len(points) - len(todo), progress)
 
         def on_records(records: list[dict]) -> None:
-            for r in records:
-                store.write(r)  # the commit point: written before anything else happens
-                if on_record is not None:
+            store.write(records)  # the commit point: written before anything else happens
+            if on_record is not None:
+                for r in records:
                     on_record(r)
             bar.update(records)
 

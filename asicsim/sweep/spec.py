@@ -35,7 +35,7 @@ recipe or design file makes new points, while renaming nothing reruns nothing.
 
 from __future__ import annotations
 
-import copy
+import collections
 import dataclasses
 import hashlib
 import itertools
@@ -82,6 +82,7 @@ class SweepSpec:
     kernels: tuple[dict, ...]
     point_timeout_s: float | None = None
     description: str = ""
+    spaces: tuple[dict, ...] = ()  # the [[design_space]] entries as written
     text: str = field(default="", repr=False)  # the spec file as written
 
 
@@ -123,11 +124,13 @@ def _list(t: dict, key: str, kind: type, where: str, problems: list, default=())
 
 
 def _set_dotted(table: dict, key: str, value, where: str) -> None:
+    """Set ``a.b.c`` in ``table``, copying the tables along the path (the others stay shared)."""
     parts = key.split(".")
     node = table
     for p in parts[:-1]:
         if not isinstance(node.get(p), dict):
             raise SweepError(f"{where}: {key!r}: the base design has no table {p!r}")
+        node[p] = dict(node[p])
         node = node[p]
     if parts[-1] not in node and len(parts) == 1 and parts[-1] in ("name",):
         raise SweepError(f"{where}: {key!r} cannot be varied")
@@ -155,7 +158,7 @@ def _design_space(entry: Any, i: int) -> list[tuple[str, Any]]:
     keys = list(vary)
     out = []
     for values in itertools.product(*(vary[k] for k in keys)):
-        t = copy.deepcopy(table)
+        t = dict(table)  # copied along each varied path only (_set_dotted), not deep-copied
         label = table.get("name", path.stem)
         if keys:
             label += "[" + ",".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) + "]"
@@ -192,8 +195,7 @@ def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
             out.extend(_design_space(entry, i))
         except SweepError as err:
             problems.append(str(err))
-    labels = [label for label, _ in out]
-    dup = sorted({x for x in labels if labels.count(x) > 1})
+    dup = sorted(k for k, n in collections.Counter(label for label, _ in out).items() if n > 1)
     if dup:
         problems.append(f"designs: {dup} named twice")
     return tuple(out)
@@ -308,6 +310,7 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
         raise SweepError(f"{source}: " + "; ".join(problems))
     return SweepSpec(name=str(t.get("name", Path(source).stem)), source=source, seeds=seeds,
                      recipes=recipes, infer_recipes=infer_recipes, designs=designs,
+                     spaces=tuple(t.get("design_space", [])),
                      workloads=workloads, kernels=kernels, point_timeout_s=timeout,
                      description=str(t.get("description", "")), text=text)
 
@@ -324,6 +327,7 @@ def expand(spec: SweepSpec) -> list[Point]:
 
     points: list[Point] = []
     recipe_obj = {r: load_recipe(r) for r in spec.recipes + spec.infer_recipes}
+    design_text = {label: _canon(d) for label, d in spec.designs}  # once per design, not per point
     for w in spec.workloads:
         wl = w["workload"]
         wid = {"workload": _canon(wl)}
@@ -347,17 +351,17 @@ def expand(spec: SweepSpec) -> list[Point]:
         for phase, recipes in phases:
             for r in recipes:
                 group = identity({"group": "cost", **wid, "recipe": _canon(recipe_obj[r]), "phase": phase})
-                for label, d in spec.designs:
+                for label in design_text:
                     pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
-                                    "phase": phase, "design": _canon(d)})
+                                    "phase": phase, "design": design_text[label]})
                     labels = {"workload": w["name"], "recipe": r, "phase": phase, "design": label}
                     inputs = {"workload": w["name"], "overrides": w["overrides"], "recipe": r,
                               "phase": phase, "design": label}
                     points.append(Point(pid, "cost", labels, inputs, group))
     for k in spec.kernels:
         group = identity({"group": "kernels", **k})
-        for label, d in spec.designs:
-            pid = identity({"kind": "kernels", **k, "design": _canon(d)})
+        for label in design_text:
+            pid = identity({"kind": "kernels", **k, "design": design_text[label]})
             labels = {"suite": k["suite"], "precision": k["precision"], "design": label}
             points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
     ids = [p.id for p in points]
@@ -372,16 +376,29 @@ def design_tables(spec: SweepSpec) -> dict[str, Any]:
     return dict(spec.designs)
 
 
+def _named(spec: SweepSpec) -> list[str]:
+    """The labels of the designs listed by name (not from a design space)."""
+    n = len(spec.designs) - sum(len(list(itertools.product(*e.get("vary", {}).values()))) for e in spec.spaces)
+    return [label for label, _ in spec.designs[:n]]
+
+
 def spec_dict(spec: SweepSpec) -> dict:
     """What a report shows as the sweep's exact inputs: names, and the resolved designs,
     workloads and recipes the points ran with."""
     from asicsim.emulate import load_recipe
+    from asicsim.hw.design_files import load_design
 
+    named = set(_named(spec))
     return {"name": spec.name, "source": spec.source, "seeds": list(spec.seeds),
             "recipes": list(spec.recipes), "infer_recipes": list(spec.infer_recipes),
             "designs": [label for label, _ in spec.designs],
             "workloads": [{"name": w["name"], "run": list(w["run"]), **w["overrides"]} for w in spec.workloads],
             "kernels": list(spec.kernels), "point_timeout_s": spec.point_timeout_s,
-            "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs},
+            # the named designs as loaded; a design space as its base design and the grid over it
+            "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs if label in named},
+            "design_spaces": [{"base": str(e["base"]), "vary": e.get("vary", {}),
+                               "base_object": dataclasses.asdict(load_design(e["base"])),
+                               "designs": len(list(itertools.product(*e.get("vary", {}).values())))}
+                              for e in spec.spaces],
             "workload_objects": [dataclasses.asdict(w["workload"]) for w in spec.workloads],
             "recipe_objects": {r: repr(load_recipe(r)) for r in spec.recipes + spec.infer_recipes}}

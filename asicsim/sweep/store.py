@@ -4,19 +4,23 @@ Layout::
 
     DIR/sweep.lock          held (flock) by the sweep writing here: a second one refuses
     DIR/spec.toml           the spec of the last run (and spec.json: its resolved inputs)
-    DIR/points/<id>.json    one record per finished point (done or failed), written atomically
+    DIR/points/<id>.json    the record of a finished point (done or failed), written atomically;
+    DIR/points/batch-*.json the records of a job's points, written together (a design space's
+                            cost points priced in one pass)
     DIR/results.parquet     the consolidated table (results.csv without pyarrow), and beside it
     DIR/curves.*, numerics.*, ops.*, kernels.*   the per-point tables, keyed by ``id``
 
-A record is written to a temporary file in ``points/``, flushed and fsynced, then renamed over
-its final name: a reader (or a rerun after SIGKILL) sees either the whole record or none, never a
-partial one, and a point has exactly one file, so nothing can be counted twice. The consolidated
-tables are derived: ``load_results`` rebuilds them from the records whenever they are stale.
+A file is written to a temporary name in ``points/``, flushed and fsynced, then renamed over its
+final name: a reader (or a rerun after SIGKILL) sees either all of its records or none, never a
+partial one. A point is written once, unless ``--retry-failed`` reruns it: then its newer record
+(a later file) replaces the older when records are read, so no point is ever counted twice. The
+consolidated tables are derived: ``load_results`` rebuilds them from the records.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import time
@@ -83,9 +87,15 @@ class Store:
         self._atomic(self.root / "spec.toml", text)
         self._atomic(self.root / "spec.json", json.dumps(resolved, indent=1, default=str))
 
-    def write(self, rec: dict) -> None:
-        """Write one point's record atomically (the commit point of that point)."""
-        self._atomic(self.points / f"{rec['id']}.json", json.dumps(rec, default=_json_default))
+    def write(self, records: list[dict]) -> None:
+        """Write one job's records atomically (the commit point of those points): one record as
+        ``<id>.json``, several together as ``batch-<hash of their ids>.json``."""
+        if len(records) == 1:
+            self._atomic(self.points / f"{records[0]['id']}.json", json.dumps(records[0], default=_json_default))
+        elif records:
+            name = hashlib.sha256(" ".join(r["id"] for r in records).encode()).hexdigest()[:20]
+            self._atomic(self.points / f"batch-{name}.json",
+                         json.dumps({"records": records}, default=_json_default))
 
     @staticmethod
     def _atomic(path: Path, text: str) -> None:
@@ -105,14 +115,18 @@ class Store:
         return n
 
     def records(self) -> list[dict]:
-        """Every finished point's record, in file-name order."""
-        out = []
-        for path in sorted(self.points.glob("*.json")):
+        """Every finished point's latest record (files read oldest first; a rerun's record
+        replaces the one before it), ordered by id."""
+        latest: dict[str, dict] = {}
+        files = sorted(self.points.glob("*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))
+        for path in files:
             try:
-                out.append(json.loads(path.read_text()))
+                data = json.loads(path.read_text())
             except (json.JSONDecodeError, OSError) as err:  # cannot happen with atomic writes; say so
-                raise SweepError(f"{path}: unreadable record ({err}); delete it to rerun that point") from None
-        return out
+                raise SweepError(f"{path}: unreadable record ({err}); delete it to rerun its points") from None
+            for rec in data["records"] if "records" in data else [data]:
+                latest[rec["id"]] = rec
+        return [latest[k] for k in sorted(latest)]
 
     def status(self) -> dict[str, str]:
         """id -> status of every finished point (read from file names and the status field)."""

@@ -89,10 +89,50 @@ def _digits() -> Dataset:
                    description="scikit-learn digits, 8x8 pixels / 16, 80/20 split (seed 0)")
 
 
+def cache_dir() -> Path:
+    """Where generated datasets are kept between processes: ``$ASICSIM_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/asicsim``, else ``~/.cache/asicsim``."""
+    if os.environ.get("ASICSIM_CACHE_DIR"):
+        return Path(os.environ["ASICSIM_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "asicsim"
+
+
+def _generated(name: str, key: str, make) -> dict[str, np.ndarray]:
+    """``make()``'s arrays, generated once and kept in :func:`cache_dir` (MNIST-1D takes seconds
+    to generate; every training or sweep worker process would otherwise pay that)."""
+    import hashlib
+
+    path = cache_dir() / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
+    try:
+        with np.load(path) as f:
+            return dict(f)
+    except (OSError, ValueError):  # absent or unreadable: generate it
+        pass
+    arrays = make()
+    try:  # atomic: a concurrent reader sees the whole file or none
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)
+    except OSError:  # a read-only home: the data is still right, only not kept for the next process
+        pass
+    return arrays
+
+
 def _mnist1d() -> Dataset:
+    from importlib.metadata import version
+
     from mnist1d.data import get_dataset_args, make_dataset
 
-    d = make_dataset(get_dataset_args())  # generated offline; get_dataset would download
+    args = get_dataset_args()
+    keep = ("x", "y", "x_test", "y_test")
+
+    def make() -> dict[str, np.ndarray]:
+        d = make_dataset(args)  # generated offline; get_dataset would download
+        return {k: np.asarray(d[k]) for k in keep}
+
+    d = _generated("mnist1d", f"mnist1d {version('mnist1d')} {sorted(vars(args).items())}", make)
     return Dataset("mnist1d", "classify", d["x"].astype(np.float32), d["y"].astype(np.int32),
                    d["x_test"].astype(np.float32), d["y_test"].astype(np.int32), 10,
                    description="MNIST-1D, make_dataset(get_dataset_args()) (seed 42), 4000/1000")

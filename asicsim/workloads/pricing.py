@@ -105,6 +105,48 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str, np.ndarray]:
+    """The trace's totals on every design of one family (:mod:`asicsim.hw.family`) in one
+    vectorised pass: arrays over the designs of ``time_s``, ``energy_j`` and the ``energy_*_j``
+    split, ``dram_bytes``, ``sram_bytes``, ``macs`` — the sums :func:`trace_costs` gives per design."""
+    from asicsim.hw.family import cost_family
+
+    policy = load_recipe(recipe)
+    n = len(designs)
+    keys = ("time_s", "energy_j", "energy_mac_j", "energy_vector_j", "energy_buffers_j", "energy_dram_j",
+            "energy_static_j", "energy_other_j", "dram_bytes", "sram_bytes", "macs")
+    out = {k: np.zeros(n) for k in keys}
+    for role, part in trace.groupby("role", sort=False):
+        if role == "optimizer":
+            held = policy.role("master") or policy.role("weight")
+            fmt = held.spec.name if held is not None else "float32"
+            state = policy.role("opt_state")
+            fmts = {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
+            row = part.iloc[0]
+            ops, reps = [Elementwise(int(row.M), int(row.K), inputs=3)], np.ones(1)
+        else:
+            fmts = _formats(policy, role)
+            ops = [Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()]
+            reps = (part["batch"] * part["count"]).to_numpy(dtype=np.float64)
+            out["macs"] += float(part["macs"].sum())
+        try:
+            c = cost_family(ops, designs, fmts)
+        except OperationError:  # a design without a vector unit: the update is not priced
+            for k in keys:
+                if k != "macs":
+                    out[k] += np.nan
+            continue
+        out["time_s"] += c["time_s"] @ reps
+        out["energy_j"] += c["energy_pj"] @ reps * 1e-12
+        out["dram_bytes"] += c["dram_bytes"] @ reps
+        out["sram_bytes"] += c["sram_array_bytes"] @ reps
+        for k in [k for k in c if k.startswith("energy.")]:
+            group = _energy_columns({k[len("energy."):-len("_pj")]: 1.0})
+            (col,) = [g for g, v in group.items() if v]
+            out[col] += c[k] @ reps * 1e-12
+    return out
+
+
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
     """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs, summed."""
     designs = [designs] if isinstance(designs, str) else list(designs)

@@ -157,9 +157,9 @@ def _partial(real, tmp_path, keep, extra=()) -> object:
         shutil.copy(real["out"] / f, out / f)
     for rec in store_records(real):
         if keep(rec):
-            store.write(rec)
+            store.write([rec])
     for rec in extra:
-        store.write(rec)
+        store.write([rec])
     return out
 
 

@@ -39,7 +39,14 @@ SAME = ["id", "kind", "status", "value", "test_loss", "time_s", "energy_j", "dra
 
 
 def _records(out: Path) -> dict[str, str]:
-    return {p.stem: p.read_text() for p in (out / "points").glob("*.json")}
+    """id -> the record's JSON text, over every file; fails if a point has two records."""
+    out_: dict[str, str] = {}
+    for f in (out / "points").glob("*.json"):
+        data = json.loads(f.read_text())
+        for r in data["records"] if "records" in data else [data]:
+            assert r["id"] not in out_, f"point {r['id']} recorded twice"
+            out_[r["id"]] = json.dumps(r, sort_keys=True)
+    return out_
 
 
 def _table(out: Path):
@@ -100,7 +107,7 @@ def test_sigkill_at_random_moments_then_finish(spec, reference, tmp_path):
     summary = json.loads(done.stdout)
     assert summary["skipped"] == len(seen) and summary["ran"] == len(ids) - len(seen)
     final = _records(out)
-    assert sorted(final) == ids  # every point, each exactly once (one file per identity)
+    assert sorted(final) == ids  # every point, each exactly once
     assert all(final[k] == v for k, v in seen.items())
     assert not list((out / "points").glob(".*.tmp"))
     assert summary["failed"] == 0

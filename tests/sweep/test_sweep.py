@@ -61,8 +61,8 @@ def swept(tmp_path_factory):
 def test_every_point_has_one_record(swept):
     path, out, summary = swept
     points = expand(load_spec(path))
-    files = sorted(p.stem for p in (out / "points").glob("*.json"))
-    assert files == sorted(p.id for p in points)
+    raw = raw_records(out)
+    assert sorted(r["id"] for r in raw) == sorted(p.id for p in points)  # each exactly once
     assert summary["points"] == len(points) == summary["ran"]
     res = load_results(out)
     assert len(res) == len(points) and res["id"].is_unique
@@ -105,18 +105,28 @@ def test_values_match_the_library_run_directly(swept):
     assert k["peak_ops_per_s"] == pytest.approx(4 * sim.load_design("gpu_v100").fp32_tflops * 1e12)
 
 
+def raw_records(out: Path) -> list[dict]:
+    """Every record in every file of the store, duplicates included."""
+    raw = []
+    for f in (out / "points").glob("*.json"):
+        data = json.loads(f.read_text())
+        raw += data["records"] if "records" in data else [data]
+    return raw
+
+
 def test_rerun_skips_finished_points_and_retry_failed_reruns_only_failed(swept):
     path, out, _ = swept
     before = {p.name: p.read_text() for p in (out / "points").glob("*.json")}
     again = sim.sweep(path, out, workers=2, progress=None)
     assert again["ran"] == 0 and again["skipped"] == again["points"]
     assert {p.name: p.read_text() for p in (out / "points").glob("*.json")} == before
+    old = {r["id"]: r for r in Store(out).records()}
     retry = sim.sweep(path, out, workers=1, progress=None, retry_failed=True)
     assert retry["ran"] == 2 and retry["failed"] == 2
-    after = {p.name: p.read_text() for p in (out / "points").glob("*.json")}
-    changed = {k for k in before if before[k] != after[k]}
-    failed_ids = set(load_results(out).query("status == 'failed'")["id"])
-    assert {k[:-5] for k in changed} == failed_ids
+    new = {r["id"]: r for r in Store(out).records()}
+    failed_ids = {k for k, r in old.items() if r["status"] == "failed"}
+    assert {k for k in old if old[k] != new[k]} == failed_ids  # only those reran
+    assert len(load_results(out)) == len(old)  # the rerun replaced their records: none counted twice
 
 
 def test_second_sweep_on_a_directory_refuses(swept, tmp_path):
@@ -174,3 +184,40 @@ def test_killed_worker_fails_its_point_and_the_sweep_finishes(tmp_path):
     summary = json.loads(stdout)
     assert summary["points"] == 2 and summary["done"] == 1 and summary["failed"] == 1
     assert "worker process died (signal SIGKILL)" in summary["failures"][0]["reason"]
+
+
+def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
+    from asicsim.workloads.deepbench import suite_costs
+    from asicsim.workloads.pricing import trace_costs, workload_trace
+
+    spec = tmp_path / "space.toml"
+    spec.write_text(textwrap.dedent("""
+        recipes = ["fp16_mixed"]
+        [[workloads]]
+        name = "mnist1d_cnn"
+        run = ["cost"]
+        [[kernels]]
+        suite = "deepbench_conv_inference_server"
+        precision = "int8"
+        [[design_space]]
+        base = "edge_int8_32x32"
+        vary = { "array.rows" = [8, 64], "array.dataflow" = ["os", "is"], "buffers.weights.capacity_kib" = [16, 1024] }
+        """))
+    out = tmp_path / "out"
+    s = sim.sweep(spec, out, workers=1, progress=None)
+    assert s["points"] == 16 and s["done"] == 16
+    assert len(list((out / "points").glob("batch-*.json"))) == 2  # one file per job
+    res = load_results(out)
+    designs = dict(load_spec(spec).designs)
+    trace = workload_trace("mnist1d_cnn", "fp16_mixed")
+    for r in res.itertuples():
+        d = designs[r.design]
+        if r.kind == "cost":
+            ops = trace_costs(trace, d, "fp16_mixed")
+            for k in ("time_s", "energy_j", "energy_static_j", "dram_bytes", "sram_bytes", "macs"):
+                assert getattr(r, k) == pytest.approx(float(np.nansum(ops[k])), rel=1e-12), k
+        else:
+            k = suite_costs("deepbench_conv_inference_server", d, precision="int8")
+            assert r.energy_j == pytest.approx(k["energy_j"].sum(), rel=1e-12)
+            assert r.time_s == pytest.approx(k["time_us"].sum() * 1e-6, rel=1e-12)
+    assert len(load_results(out, "ops")) == 0  # a family keeps totals only
