@@ -33,7 +33,7 @@ COLUMNS = {
 }
 
 #: Label columns: always objects (strings or NaN), so tables from any subset of a sweep merge.
-LABELS = ("id", "kind", "status", "reason", "workload", "recipe", "phase", "design", "suite", "precision",
+LABELS = ("id", "kind", "status", "reason", "workload", "recipe", "phase", "design", "suite", "precision", "formats",
           "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished", "versions", "op")
 
 #: The energy components of a cost point, in the order the report stacks them.
@@ -78,6 +78,18 @@ def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
+def _with_formats(df: pd.DataFrame) -> pd.DataFrame:
+    """A kernel point's formats (set beside or instead of its DeepBench precision) join its
+    ``precision`` label, so the report keeps points that differ only in formats apart."""
+    if "formats" not in df or not df["formats"].notna().any():
+        return df
+    df = df.copy()
+    has = df["formats"].notna() & (df["formats"].astype(str) != "")
+    base = df["precision"].where(df["precision"].notna(), "default").astype(str)
+    df.loc[has, "precision"] = base[has] + " " + df.loc[has, "formats"].astype(str)
+    return df
+
+
 def load(root: str | Path) -> Results:
     """Read ``root`` (raises :class:`asicsim.sweep.SweepError` if it is not a results directory)."""
     root = Path(root)
@@ -87,6 +99,8 @@ def load(root: str | Path) -> Results:
         spec = json.loads((root / "spec.json").read_text()) if (root / "spec.json").is_file() else {}
     except json.JSONDecodeError:
         spec = {}
+    for t in ("results", "kernels"):
+        frames[t] = _with_formats(frames[t])
     r = frames["results"]
     if len(r):  # a stable order, whatever order the records were read in
         frames["results"] = r.sort_values(["kind", "id"], kind="stable").reset_index(drop=True)

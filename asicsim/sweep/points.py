@@ -231,11 +231,21 @@ def _first_formats(ops) -> dict | None:
     return {k: f[f"format_{k}"] for k in ("act", "weight", "acc") if f"format_{k}" in rows}
 
 
+def kernel_formats(inputs: dict) -> dict | None:
+    """A kernel point's formats: its DeepBench precision's, with its ``formats`` on top."""
+    from asicsim.hw.cost import parse_formats
+    from asicsim.workloads.deepbench import PRECISIONS
+
+    fmts = dict(PRECISIONS[inputs["precision"]]) if inputs.get("precision") else {}
+    fmts |= parse_formats(inputs.get("formats"))
+    return fmts or None
+
+
 def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
     from asicsim.hw.family import cost_family
-    from asicsim.workloads.deepbench import PRECISIONS, load_suite, suite_costs
+    from asicsim.workloads.deepbench import load_suite, suite_costs
 
     p0 = job.points[0]
     families, singles = _split_families(job)
@@ -245,7 +255,7 @@ def _kernels(job: Job) -> list[dict]:
         designs = [job.designs[p.inputs["design"]] for p in fam]
         try:
             suite = load_suite(p0.inputs["suite"])
-            fmts = PRECISIONS[p0.inputs["precision"]] if p0.inputs["precision"] else None
+            fmts = kernel_formats(p0.inputs)
             c = cost_family(suite.operations(vector_gates=designs[0].vector is not None), designs, fmts)
         except Exception as err:  # the family fails together, the sweep goes on
             out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
@@ -263,7 +273,7 @@ def _kernels(job: Job) -> list[dict]:
         t1 = time.perf_counter()
         try:
             design = job.designs[p.inputs["design"]]
-            table = suite_costs(p.inputs["suite"], design, precision=p.inputs["precision"])
+            table = suite_costs(p.inputs["suite"], design, p.inputs.get("formats"), precision=p.inputs["precision"])
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue

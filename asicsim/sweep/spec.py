@@ -18,6 +18,7 @@ A spec (see ``sweeps/demo.toml``)::
     [[kernels]]                            # a DeepBench kernel suite priced on every design
     suite = "deepbench_gemm_inference_server"
     precision = "int8"                     # a DeepBench precision (optional)
+    formats = "act=fp8_e4m3,weight=fp8_e4m3"   # roles set or overridden (optional)
 
     [[design_space]]                       # a grid over fields of one design (dotted keys)
     base = "edge_int8_32x32"
@@ -238,6 +239,8 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
 
 
 def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
+    from asicsim.hw.cost import parse_formats
+    from asicsim.hw.operations import OperationError
     from asicsim.workloads.deepbench import PRECISIONS, list_suites
 
     entries = t.get("kernels", [])
@@ -247,8 +250,9 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
     out = []
     for i, e in enumerate(entries):
         where = f"kernels[{i}]"
-        if not isinstance(e, dict) or set(e) - {"suite", "precision"} or "suite" not in e:
-            problems.append(f"{where} = {e!r}: allowed: a table with suite = NAME and optional precision")
+        if not isinstance(e, dict) or set(e) - {"suite", "precision", "formats"} or "suite" not in e:
+            problems.append(f"{where} = {e!r}: allowed: a table with suite = NAME and optional precision "
+                            "and formats")
             continue
         if e["suite"] not in list_suites() or e["suite"] == "deepbench_allreduce":
             problems.append(f"{where}.suite = {e['suite']!r}: allowed: "
@@ -258,7 +262,14 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
         if p is not None and p not in PRECISIONS:
             problems.append(f"{where}.precision = {p!r}: allowed: {list(PRECISIONS)}")
             continue
-        out.append({"suite": e["suite"], "precision": p})
+        f = e.get("formats")
+        if f is not None:
+            try:
+                f = ",".join(f"{k}={v}" for k, v in parse_formats(f).items())
+            except (OperationError, AttributeError) as err:
+                problems.append(f"{where}.formats = {f!r}: {err}")
+                continue
+        out.append({"suite": e["suite"], "precision": p, "formats": f})
     return tuple(out)
 
 
@@ -362,7 +373,7 @@ def expand(spec: SweepSpec) -> list[Point]:
         group = identity({"group": "kernels", **k})
         for label in design_text:
             pid = identity({"kind": "kernels", **k, "design": design_text[label]})
-            labels = {"suite": k["suite"], "precision": k["precision"], "design": label}
+            labels = {"suite": k["suite"], "precision": k["precision"], "formats": k["formats"], "design": label}
             points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
     ids = [p.id for p in points]
     if len(set(ids)) != len(ids):  # the same resolved point listed twice (e.g. a design under two names)

@@ -90,6 +90,8 @@ class Store:
     def write(self, records: list[dict]) -> None:
         """Write one job's records atomically (the commit point of those points): one record as
         ``<id>.json``, several together as ``batch-<hash of their ids>.json``."""
+        stamp = time.time_ns()  # orders a point's records when a rerun wrote a newer one
+        records = [{**r, "written": stamp} for r in records]
         if len(records) == 1:
             self._atomic(self.points / f"{records[0]['id']}.json", json.dumps(records[0], default=_json_default))
         elif records:
@@ -115,17 +117,18 @@ class Store:
         return n
 
     def records(self) -> list[dict]:
-        """Every finished point's latest record (files read oldest first; a rerun's record
-        replaces the one before it), ordered by id."""
+        """Every finished point's latest record (a rerun's record, written later, replaces the
+        one before it), ordered by id."""
         latest: dict[str, dict] = {}
-        files = sorted(self.points.glob("*.json"), key=lambda f: (f.stat().st_mtime_ns, f.name))
-        for path in files:
+        for path in sorted(self.points.glob("*.json")):
             try:
                 data = json.loads(path.read_text())
             except (json.JSONDecodeError, OSError) as err:  # cannot happen with atomic writes; say so
                 raise SweepError(f"{path}: unreadable record ({err}); delete it to rerun its points") from None
             for rec in data["records"] if "records" in data else [data]:
-                latest[rec["id"]] = rec
+                old = latest.get(rec["id"])
+                if old is None or rec.get("written", 0) >= old.get("written", 0):
+                    latest[rec["id"]] = rec
         return [latest[k] for k in sorted(latest)]
 
     def status(self) -> dict[str, str]:

@@ -221,3 +221,28 @@ def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
             assert r.energy_j == pytest.approx(k["energy_j"].sum(), rel=1e-12)
             assert r.time_s == pytest.approx(k["time_us"].sum() * 1e-6, rel=1e-12)
     assert len(load_results(out, "ops")) == 0  # a family keeps totals only
+
+
+def test_kernel_formats_override_the_precision(tmp_path):
+    from asicsim.workloads.deepbench import suite_costs
+
+    spec = tmp_path / "fmt.toml"
+    spec.write_text(textwrap.dedent("""
+        designs = ["tpu_v1", "gpu_h100"]
+        [[kernels]]
+        suite = "deepbench_gemm_inference_device"
+        precision = "int8"
+        [[kernels]]
+        suite = "deepbench_gemm_inference_device"
+        formats = "act=fp8_e4m3, weight=fp8_e4m3, acc=fp32"
+        """))
+    res = load_results(sim.sweep(spec, tmp_path / "out", workers=1, progress=None)["out"])
+    assert len(res) == 4 and (res["status"] == "done").all()
+    fp8 = res[res["formats"].notna()].set_index("design")
+    for d in ("tpu_v1", "gpu_h100"):
+        ref = suite_costs("deepbench_gemm_inference_device", d, "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32")
+        assert fp8.loc[d, "energy_j"] == pytest.approx(ref["energy_j"].sum(), rel=1e-12)
+    assert fp8.loc["gpu_h100", "peak_ops_per_s"] == pytest.approx(sim.load_design("gpu_h100").fp8_tflops * 1e12)
+    with pytest.raises(SweepError, match=r"kernels\[0\].formats = 'act=int99'"):
+        spec.write_text('designs = ["tpu_v1"]\n[[kernels]]\nsuite = "deepbench_gemm_inference_device"\nformats = "act=int99"\n')
+        load_spec(spec)

@@ -1,0 +1,30 @@
+"""``asicsim demo``, the README's main job, end to end (slow: a few minutes on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from asicsim.sweep import expand, load_results, load_spec
+
+
+@pytest.mark.slow
+def test_demo_runs_every_point_and_writes_the_report(tmp_path):
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "asicsim", "demo", "--out", str(out), "--json"],
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
+    points = expand(load_spec("demo"))
+    assert summary["points"] == len(points) and summary["failed"] == 0, summary["failures"]
+    res = load_results(out)
+    assert sorted(res["id"]) == sorted(p.id for p in points)
+    assert {"train", "infer", "cost", "kernels"} == set(res["kind"])
+    html = (out / "report.html").read_text()
+    for section in ("summary", "pareto", "curves", "numerics", "energy", "roofline", "deepbench", "baidu", "inputs"):
+        assert f'<section id="{section}"' in html, section
+    assert (out / "report.md").is_file()
+    print(f"demo: {summary['seconds_total']} s")  # the budget is checked by hand (README: <= 5 min)
