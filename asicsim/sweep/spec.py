@@ -172,7 +172,7 @@ def _design_space(entry: Any, i: int) -> list[tuple[str, Any]]:
             else:
                 design = design_from_table(t, f"{where} {label}")
         except DesignError as err:
-            raise SweepError(f"{where}: {err}") from None
+            raise SweepError(str(err)) from None  # it names the design space and grid point
         out.append((label, design))
     return out
 
@@ -302,7 +302,9 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     seeds = _list(t, "seeds", int, "", problems, (0,))
     recipes = _recipes(t, "recipes", problems, ("fp32",))
     infer_recipes = _recipes(t, "infer_recipes", problems)
+    before = len(problems)
     designs = _designs(t, problems)
+    design_problems = len(problems) > before
     workloads = _workloads(t, problems)
     kernels = _kernels(t, problems)
     timeout = t.get("point_timeout_s")
@@ -312,7 +314,7 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     if not workloads and not kernels:
         problems.append("workloads/kernels: none given; a sweep needs at least one [[workloads]] or [[kernels]]")
     needs_designs = kernels or any("cost" in w["run"] for w in workloads)
-    if needs_designs and not designs:
+    if needs_designs and not designs and not design_problems:
         problems.append("designs: none given, but cost/kernels points need designs (designs = [...] "
                         "or [[design_space]])")
     if any("infer" in w["run"] for w in workloads) and not infer_recipes:

@@ -121,3 +121,16 @@ def test_missing_spec_and_shipped_names(tmp_path):
     assert (sweeps_dir() / "demo.toml").is_file()
     spec = load_spec("demo")
     assert spec.name == "demo" and {"tpu_v1", "gpu_v100", "gpu_h100"} <= {label for label, _ in spec.designs}
+
+
+def test_design_space_over_memory_kind_and_a_bad_value(tmp_path):
+    text = SPEC.replace('vary = { "array.rows" = [16, 32], "array.dataflow" = ["os", "ws", "is"] }',
+                        'vary = { "dram.kind" = ["LPDDR4", "HBM2"], "dram.bandwidth_gbps" = [12.8, 256] }')
+    spec = load_spec(_write(tmp_path, text))
+    kinds = {d.dram.kind for label, d in spec.designs if label.startswith("edge_int8_32x32[")}
+    assert kinds == {"LPDDR4", "HBM2"} and len(spec.designs) == 2 + 4
+    with pytest.raises(SweepError) as err:
+        load_spec(_write(tmp_path, text.replace('"HBM2"', '"DDR9"')))
+    msg = str(err.value)
+    assert "edge_int8_32x32[dram.kind=DDR9,dram.bandwidth_gbps=12.8]" in msg and "allowed: DDR3 | DDR4" in msg
+    assert "none given" not in msg  # no follow-on complaint about the designs it could not build
