@@ -50,10 +50,16 @@ def _examples(w) -> int:
 
 class Progress:
     """Points done / failed / remaining and an ETA, on one line (a terminal) or a line every few
-    seconds (a log); silent when ``stream`` is None."""
+    seconds (a log); silent when ``stream`` is None. The ETA weighs each point by its expected work
+    (``weights``: id -> examples trained; a priced point is next to free), not by its count."""
 
-    def __init__(self, total: int, skipped: int, stream=sys.stderr):
+    def __init__(self, total: int, skipped: int, stream=sys.stderr, weights: dict | None = None):
         self.total, self.skipped, self.stream = total, skipped, stream
+        weights = weights or {}
+        # a sweep of priced points only: every point counts the same
+        self.weights = weights if any(weights.values()) else dict.fromkeys(weights, 1.0)
+        self.work_left = float(sum(self.weights.values()))
+        self.work_done = 0.0
         self.done = self.failed = 0
         self.t0 = time.monotonic()
         self._last = 0.0
@@ -62,6 +68,8 @@ class Progress:
 
     def update(self, records: list[dict], final: bool = False) -> None:
         for r in records:
+            w = self.weights.get(r["id"], 0.0)
+            self.work_done, self.work_left = self.work_done + w, self.work_left - w
             if r["status"] == "done":
                 self.done += 1
             else:
@@ -81,12 +89,27 @@ class Progress:
         ran = self.done + self.failed
         left = self.total - self.skipped - ran
         elapsed = time.monotonic() - self.t0
-        eta = f"ETA {_clock(elapsed / ran * left)}" if ran and left else ("finished" if not left else "ETA ?")
+        if not left:
+            eta = "finished"
+        elif self.work_done > 0:
+            eta = f"ETA {_clock(elapsed * max(self.work_left, 0.0) / self.work_done)}"
+        else:
+            eta = "ETA ?"
         width = 24
         filled = int(width * (self.skipped + ran) / max(self.total, 1))
         return (f"[{'#' * filled}{'.' * (width - filled)}] {self.skipped + self.done}/{self.total} done"
                 f" ({self.skipped} from before), {self.failed} failed, {left} left, {_clock(elapsed)} "
                 f"elapsed, {eta}")
+
+
+def _work(p: Point, spec: SweepSpec) -> float:
+    """A point's expected work for the ETA: examples a training (or the fp32 training behind an
+    inference) processes; priced points are nearly free."""
+    if p.kind not in ("train", "infer"):
+        return 0.0
+    w = next((w["workload"] for w in spec.workloads if w["name"] == p.inputs["workload"]
+              and w["overrides"] == p.inputs["overrides"]), None)
+    return float(_examples(w))
 
 
 def _clock(s: float) -> str:
@@ -114,7 +137,7 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         store.write_spec(spec.text, spec_dict(spec))
         status = store.status()
         todo = [p for p in points if p.id not in status or (retry_failed and status[p.id] == "failed")]
-        bar = Progress(len(points), len(points) - len(todo), progress)
+        bar = Progress(len(points), len(points) - len(todo), progress, {p.id: _work(p, spec) for p in todo})
 
         def on_records(records: list[dict]) -> None:
             store.write(records)  # the commit point: written before anything else happens
