@@ -22,12 +22,8 @@ GROUP_CHUNK = 2048
 def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
     """Training points one per job; inference points grouped per (workload, seed) (one fp32
     model), cost and kernel points grouped by the trace or suite they share."""
-    workloads = {(w["name"], repr(sorted(w["overrides"].items()))): w["workload"] for w in spec.workloads}
+    workload = workload_of(spec)
     designs = dict(spec.designs)
-
-    def workload(p: Point):
-        return workloads.get((p.inputs.get("workload"), repr(sorted(p.inputs.get("overrides", {}).items()))))
-
     jobs: list[Job] = []
     groups: dict[str, list[Point]] = {}
     for p in points:
@@ -42,6 +38,12 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
                             {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs}))
     # the longest first (training and inference, by examples processed), so the tail is short
     return sorted(jobs, key=lambda j: -_examples(j.workload) if j.kind in ("train", "infer") else 0)
+
+
+def workload_of(spec: SweepSpec) -> Callable[[Point], object]:
+    """point -> the resolved Workload it runs (None for kernel points)."""
+    table = {(w["name"], repr(sorted(w["overrides"].items()))): w["workload"] for w in spec.workloads}
+    return lambda p: table.get((p.inputs.get("workload"), repr(sorted(p.inputs.get("overrides", {}).items()))))
 
 
 def _examples(w) -> int:
@@ -102,16 +104,6 @@ class Progress:
                 f"elapsed, {eta}")
 
 
-def _work(p: Point, spec: SweepSpec) -> float:
-    """A point's expected work for the ETA: examples a training (or the fp32 training behind an
-    inference) processes; priced points are nearly free."""
-    if p.kind not in ("train", "infer"):
-        return 0.0
-    w = next((w["workload"] for w in spec.workloads if w["name"] == p.inputs["workload"]
-              and w["overrides"] == p.inputs["overrides"]), None)
-    return float(_examples(w))
-
-
 def _clock(s: float) -> str:
     s = round(s)
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
@@ -127,7 +119,7 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
     (``auto``: the running cluster or a new local one). ``progress``: a stream, or None for quiet.
     """
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
-    workers = workers or os.cpu_count() or 1
+    workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise SweepError(f"workers = {workers}; allowed: 1 or more")
     points = expand(spec)
@@ -137,7 +129,9 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         store.write_spec(spec.text, spec_dict(spec))
         status = store.status()
         todo = [p for p in points if p.id not in status or (retry_failed and status[p.id] == "failed")]
-        bar = Progress(len(points), len(points) - len(todo), progress, {p.id: _work(p, spec) for p in todo})
+        workload = workload_of(spec)  # expected work for the ETA: examples trained; pricing is nearly free
+        work = {p.id: float(_examples(workload(p))) if p.kind in ("train", "infer") else 0.0 for p in todo}
+        bar = Progress(len(points), len(points) - len(todo), progress, work)
 
         def on_records(records: list[dict]) -> None:
             store.write(records)  # the commit point: written before anything else happens
