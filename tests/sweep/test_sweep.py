@@ -159,6 +159,7 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
+@pytest.mark.slow
 def test_killed_worker_fails_its_point_and_the_sweep_finishes(tmp_path):
     spec = tmp_path / "crash.toml"
     spec.write_text('seeds = [0]\nrecipes = ["fp32", "bf16"]\n'
