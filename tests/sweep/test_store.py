@@ -47,5 +47,5 @@ def test_load_results_names_bad_tables_and_directories(tmp_path):
 
     with pytest.raises(SweepError, match="not a sweep results directory"):
         load_results(tmp_path)
-    with pytest.raises(SweepError, match="allowed: results | curves"):
+    with pytest.raises(SweepError, match=r"table = .curvez.; allowed: results \| curves"):
         load_results(tmp_path, "curvez")
