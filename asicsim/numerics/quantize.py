@@ -128,6 +128,60 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
     return out
 
 
+def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array | None:
+    """``round_to_grid`` of float32 ``x`` by round-to-nearest-even, in a handful of vectorised
+    ops, where that is provably the same (None elsewhere: use the integer kernel).
+
+    The integer kernel runs at about 2.5 ns per element on XLA:CPU (AVX2 vectorises little of
+    it); this path at about 0.1-0.3 ns. Floats: ``reduce_precision`` with float32's exponent
+    range rounds the mantissa on the bits (subnormals and carries included, nothing flushed);
+    below the format's smallest normal, ``round(x * 2**-qmin) * 2**qmin`` is exact (every
+    product is a normal float32 when ``qmin >= -125``; an fp32 subnormal input is below half a
+    quantum anyway); beyond ``max``, the overflow value. Saturating fixed point:
+    clamp, ``round(x * 2**F) * 2**-F`` (exact below 2**24 quanta), no -0. NaN in, canonical NaN
+    out, as the kernel gives. Checked bit for bit against the kernel on all 2**32 inputs per
+    format (tests/numerics/test_fast_round.py).
+    """
+    if rnd.mode is not RoundMode.RNE or x.dtype != jnp.float32:
+        return None
+    f32 = np.float32
+    if spec.kind == "float":
+        if not (spec.signed and spec.has_zero and spec.subnormals and spec.nan != "negzero"
+                and 1 <= spec.man_bits <= 22 and spec.exp_bits <= 8):
+            return None
+        full = spec.exp_bits == 8 and spec.bias == 127  # float32's range: no subnormal branch
+        qmin = spec.smallest_subnormal_exp
+        if not full and qmin < -125:
+            return None
+        y = jax.lax.reduce_precision(x, exponent_bits=8, mantissa_bits=spec.man_bits)
+        if not full:
+            # x * 2**-qmin on the exponent bits, not a float multiply: XLA folds a multiply by a
+            # constant into the op that made x (a product, a dot), which then is not flushed
+            # where x was. (Zeros and fp32 subnormals become values below 2**-2: they round to 0.)
+            up = jax.lax.bitcast_convert_type(
+                jax.lax.bitcast_convert_type(x, jnp.uint32) + np.uint32(-qmin << 23), jnp.float32)
+            tiny = jnp.round(up) * f32(2.0**qmin)
+            y = jnp.where(jnp.abs(x) < f32(spec.smallest_normal), tiny, y)
+        if saturate or not (spec.has_inf or spec.has_nan):
+            hi = f32(spec.max)
+        else:
+            hi = f32(np.inf) if spec.has_inf else f32(np.nan)
+        lo = f32(np.nan) if np.isnan(hi) else -hi
+        # NaN fails all three comparisons. (Spelled without isnan: XLA:CPU ran an isnan select
+        # next to the overflow select about 3x slower.)
+        beyond = jnp.where(y > 0, hi, jnp.where(y < 0, lo, f32(np.nan)))
+        return jnp.where(jnp.abs(y) <= f32(spec.max), y, beyond)
+    if spec.kind == "int":
+        frac = spec.frac_bits
+        if not (saturate and spec.float32_exact and -100 <= frac <= 100):
+            return None
+        y = jnp.clip(x, f32(spec.min), f32(spec.max))
+        y = jnp.round(y * f32(2.0**frac)) * f32(2.0**-frac)
+        bound = f32(max(spec.max, -spec.min))
+        return jnp.where(y == 0, f32(0), jnp.where(jnp.abs(y) <= bound, y, f32(np.nan)))  # no -0
+    return None
+
+
 def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
     """Two's-complement wrap of rounded magnitude bits ``r`` (value k * 2**(shift - F))."""
     u = r.dtype.type
@@ -301,6 +355,8 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
         c, udt = F64, jnp.uint64
     else:
         c, udt = F32, jnp.uint32
+    if c is F32 and (fast := fast_round32(x, spec, rnd, sat)) is not None:
+        return fast
     bits = jax.lax.bitcast_convert_type(x, udt)
     rand = None
     if rnd.stochastic:

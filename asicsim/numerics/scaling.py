@@ -247,8 +247,6 @@ def _fast_layout(shape: tuple[int, ...], plan: Scaling) -> bool:
 
 
 def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
-    from .quantize import round_to_grid
-
     bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
     if plan.granularity == "block":
         b = plan.block_size
@@ -269,11 +267,23 @@ def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate:
         shift, finite = shift_groups, finite_groups
     rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
     scaled = _divide_pow2_bits(bits, shift)
-    out = round_to_grid(jnp, F32, scaled, element, rnd, saturate, rand)
+    out = _round_bits(scaled, element, rnd, saturate, rand)
     values = jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift), jnp.float32)
     values = jnp.where(finite, values, np.float32(np.nan))  # a NaN/inf anywhere: the scale is NaN
     scale_exp = jnp.where(finite_groups, shift_groups, jnp.iinfo(jnp.int32).min)
     return values, scale_exp.reshape(-1)
+
+
+def _round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
+    """``round_to_grid`` of float32 bits onto the element grid (the float fast path where it
+    applies: same bits, several times faster on XLA:CPU)."""
+    from .quantize import fast_round32, round_to_grid
+
+    if rand is None:
+        fast = fast_round32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate)
+        if fast is not None:
+            return jax.lax.bitcast_convert_type(fast, jnp.uint32)
+    return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
 
 
 def _amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
@@ -347,8 +357,6 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
 
 
 def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup, axes=(-1,)):
-    from .quantize import round_to_grid
-
     if plan.symmetric:
         amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
         # At least the smallest normal: XLA:CPU flushes subnormal scales (and quotients) to 0.
@@ -365,8 +373,7 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungro
             jnp.round(np.float32(element.min) - lo / scale), element.min, element.max
         )
     y = _divide(groups, scale) + zero_point
-    bits = jax.lax.bitcast_convert_type(y, jnp.uint32)
-    q = round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
+    q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
     values = (jax.lax.bitcast_convert_type(q, jnp.float32) - zero_point) * scale
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
