@@ -235,6 +235,11 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
             problems.append(f"{where}: {err}")
             continue
         out.append({"name": w.name, "run": tuple(run), "overrides": overrides, "workload": w})
+    # a workload listed twice with different overrides is told apart by them in the results
+    count = collections.Counter(e["name"] for e in out)
+    for e in out:
+        settings = ",".join(f"{k}={v}" for k, v in sorted(e["overrides"].items()))
+        e["label"] = f"{e['name']}[{settings}]" if count[e["name"]] > 1 else e["name"]
     return tuple(out)
 
 
@@ -351,7 +356,7 @@ def expand(spec: SweepSpec) -> list[Point]:
             for r in recipes:
                 for s in spec.seeds:
                     pid = identity({"kind": kind, **wid, "recipe": _canon(recipe_obj[r]), "seed": s})
-                    labels = {"workload": w["name"], "recipe": r, "seed": s}
+                    labels = {"workload": w["label"], "recipe": r, "seed": s}
                     # inference points of one (workload, seed) share the fp32-trained model
                     group = identity({"group": "infer", **wid, "seed": s}) if kind == "infer" else ""
                     points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}, group))
@@ -367,7 +372,7 @@ def expand(spec: SweepSpec) -> list[Point]:
                 for label in design_text:
                     pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
                                     "phase": phase, "design": design_text[label]})
-                    labels = {"workload": w["name"], "recipe": r, "phase": phase, "design": label}
+                    labels = {"workload": w["label"], "recipe": r, "phase": phase, "design": label}
                     inputs = {"workload": w["name"], "overrides": w["overrides"], "recipe": r,
                               "phase": phase, "design": label}
                     points.append(Point(pid, "cost", labels, inputs, group))

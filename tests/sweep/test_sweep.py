@@ -42,6 +42,11 @@ def spec_text(tmp: Path) -> str:
         [[workloads]]
         name = "{tmp / 'bad_kind.toml'}"
         run = ["train"]
+        [[workloads]]
+        name = "digits_mlp"
+        run = ["train"]
+        steps = 40
+        lr = 1e9
         [[kernels]]
         suite = "deepbench_gemm_inference_device"
         precision = "int8"
@@ -77,8 +82,20 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(swept):
     assert len(bad) == 2  # fp32 and bf16 training of the broken workload
     assert (bad["status"] == "failed").all()
     assert bad["reason"].str.contains("unknown model 'perceptron9000'").all()
-    assert summary["failed"] == 2 and {f["kind"] for f in summary["failures"]} == {"train"}
-    assert (res[res["workload"] != "bad_kind"]["status"] == "done").all()
+    assert summary["failed"] == 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
+    assert (res[~res["workload"].isin(["bad_kind", "digits_mlp[lr=1000000000.0,steps=40]"])]["status"] == "done").all()
+
+
+def test_diverged_run_is_failed_with_its_step_and_keeps_its_curves(swept):
+    _, out, _ = swept
+    res = load_results(out)
+    div = res[res["workload"] == "digits_mlp[lr=1000000000.0,steps=40]"]
+    assert len(div) == 2 and (div["status"] == "failed").all() and div["diverged"].all()
+    assert div["reason"].str.match(r"diverged at step \d+: ").all()
+    curves = load_results(out, "curves")
+    assert set(div["id"]) <= set(curves["id"])
+    ok = res[(res["workload"] == "digits_mlp[eval_every=20,steps=40]") & (res["kind"] == "train")]
+    assert len(ok) == 2 and (ok["status"] == "done").all()  # the same workload, told apart by overrides
 
 
 def test_values_match_the_library_run_directly(swept):
@@ -87,7 +104,8 @@ def test_values_match_the_library_run_directly(swept):
 
     _, out, _ = swept
     res = load_results(out)
-    row = res[(res["kind"] == "train") & (res["recipe"] == "bf16") & (res["workload"] == "digits_mlp")].iloc[0]
+    row = res[(res["kind"] == "train") & (res["recipe"] == "bf16")
+              & (res["workload"] == "digits_mlp[eval_every=20,steps=40]")].iloc[0]
     direct = train("digits_mlp", "bf16", seeds=(0,), steps=40, eval_every=20, stats=False)
     assert row["value"] == direct.runs[0].final  # bit-identical in another process
     curves = load_results(out, "curves")
@@ -122,7 +140,7 @@ def test_rerun_skips_finished_points_and_retry_failed_reruns_only_failed(swept):
     assert {p.name: p.read_text() for p in (out / "points").glob("*.json")} == before
     old = {r["id"]: r for r in Store(out).records()}
     retry = sim.sweep(path, out, workers=1, progress=None, retry_failed=True)
-    assert retry["ran"] == 2 and retry["failed"] == 2
+    assert retry["ran"] == 4 and retry["failed"] == 4
     new = {r["id"]: r for r in Store(out).records()}
     failed_ids = {k for k, r in old.items() if r["status"] == "failed"}
     assert {k for k in old if old[k] != new[k]} == failed_ids  # only those reran
