@@ -134,6 +134,6 @@ def _alive(pid: int) -> bool:
 @pytest.mark.filterwarnings("ignore")  # Ray's own start-up warnings
 def test_ray_backend_gives_the_same_results(spec, reference, tmp_path):
     out = tmp_path / "ray"
-    summary = sim.sweep(spec, out, workers=2, ray="local", progress=None)
+    summary = sim.sweep(spec, out, workers=2, ray="auto", progress=None)  # no cluster: starts a local one
     assert summary["failed"] == 0 and summary["ran"] == summary["points"]
     assert _table(out).equals(_table(reference))
