@@ -140,18 +140,21 @@ def _ray_init(address: str, workers: int):
         from asicsim.sweep.spec import SweepError
 
         raise SweepError("--ray needs Ray: pip install 'asicsim[ray]'") from None
-    if not ray.is_initialized():
-        env = {"env_vars": {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}}
-        if address in ("auto", "local"):
-            # a running cluster on this machine if there is one ("auto"), else a new local instance
-            try:
-                if address == "local":
-                    raise ConnectionError
-                ray.init(address="auto", runtime_env=env, log_to_driver=False)
-            except (ConnectionError, RuntimeError):
-                ray.init(num_cpus=workers, runtime_env=env, log_to_driver=False, include_dashboard=False)
-        else:
-            ray.init(address=address, runtime_env=env, log_to_driver=False)
+    if ray.is_initialized():
+        return ray
+
+    def start_local() -> None:
+        ray.init(num_cpus=workers, log_to_driver=False, include_dashboard=False)
+
+    if address == "auto":  # the cluster running on this machine, or a new local instance
+        try:
+            ray.init(address="auto", log_to_driver=False)
+        except (ConnectionError, RuntimeError):
+            start_local()
+    elif address == "local":
+        start_local()
+    else:
+        ray.init(address=address, log_to_driver=False)
     return ray
 
 
