@@ -19,7 +19,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (created if missing)")
     p.add_argument("--workers", type=int, metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--ray", metavar="ADDRESS",
-                   help="run on a Ray cluster: its address, or 'auto' (a running one, else a new local one)")
+                   help="run on a Ray cluster: its address, 'auto' (the one running here, else a new local one) "
+                        "or 'local' (a new local instance)")
     p.add_argument("--retry-failed", action="store_true", help="rerun the points that failed before")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
     p.set_defaults(func=run_sweep)
