@@ -45,11 +45,20 @@ def _print_summary(s: dict) -> None:
         print(f"  failed {f['kind']} {f['id']}: {f['reason']}")
 
 
+def _interrupted(out: str) -> int:
+    print(f"\ninterrupted: every point finished so far is recorded in {out}; run the same command "
+          "again to go on from there", file=sys.stderr)
+    return 130
+
+
 def run_sweep(args) -> int:
     from asicsim.sweep.run import sweep
 
-    s = sweep(args.spec, args.out, workers=args.workers, ray=args.ray, retry_failed=args.retry_failed,
-              progress=None if args.json else sys.stderr)
+    try:
+        s = sweep(args.spec, args.out, workers=args.workers, ray=args.ray, retry_failed=args.retry_failed,
+                  progress=None if args.json else sys.stderr)
+    except KeyboardInterrupt:
+        return _interrupted(args.out)
     if args.json:
         print(json.dumps(s, indent=1))
     else:
@@ -63,7 +72,10 @@ def run_demo(args) -> int:
     from asicsim.sweep.run import sweep
 
     t0 = time.monotonic()
-    s = sweep("demo", args.out, workers=args.workers, progress=None if args.json else sys.stderr)
+    try:
+        s = sweep("demo", args.out, workers=args.workers, progress=None if args.json else sys.stderr)
+    except KeyboardInterrupt:
+        return _interrupted(args.out)
     html = os.path.join(args.out, "report.html")
     written = write_report(args.out, html)
     s["report"] = html
