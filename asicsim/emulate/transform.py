@@ -160,13 +160,32 @@ def _dot_bwd(cfg, policy, res, g):
     gq = round_role(g32, policy.role("grad"), key=kg, amax=None if meta is None else meta[2])
     da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
     kda2, kdb2 = (None, None) if keydata is None else (jax.random.fold_in(kda, 1), jax.random.fold_in(kdb, 1))
-    da = round_role(_accumulate(da, policy, key=kda2, conv=conv), policy.role(_grad_role(roles[0])), key=kda)
-    db = round_role(_accumulate(db, policy, key=kdb2, conv=conv), policy.role(_grad_role(roles[1])), key=kdb)
+    ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
+    da = _materialize(round_role(_accumulate(da, policy, key=kda2, conv=conv), ra, key=kda), ra)
+    db = _materialize(round_role(_accumulate(db, policy, key=kdb2, conv=conv), rb, key=kdb), rb)
     dmeta = None if meta is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(meta.dtype)
     return da.astype(qa.dtype), db.astype(qb.dtype), dmeta, None
 
 
 _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
+
+
+def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
+    """``x`` unchanged, computed once where its rounding is scaled (per block, tensor, channel).
+
+    XLA:CPU fuses a cheap elementwise producer into every consumer, even one that reads each
+    element several times: the transposed im2col of a convolution's dX summed 3-5 taps of it, so
+    the block rounding of dX (exponent, scale, element grid) ran once per tap, in a gather-like
+    loop XLA does not vectorise (30 % of an MX CNN step). ``optimization_barrier`` does not stop
+    this on CPU (it is removed before fusion); a reduction is never duplicated into consumers, so
+    ``x`` is passed through one: a bitwise OR with zeros over a new axis of 2 (same bits).
+    """
+    uint = {4: jnp.uint32, 2: jnp.uint16}.get(x.dtype.itemsize)
+    if spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block") or uint is None:
+        return x
+    bits = lax.bitcast_convert_type(x, uint)
+    both = jnp.stack([bits, jnp.zeros_like(bits)])
+    return lax.bitcast_convert_type(lax.reduce(both, np.zeros((), bits.dtype), lax.bitwise_or, (0,)), x.dtype)
 
 
 def _accumulate(y: jax.Array, policy: Policy, key=None, conv=None) -> jax.Array:
