@@ -73,8 +73,8 @@ def run_job(job: Job) -> list[dict]:
     t0 = time.perf_counter()
     try:
         return {"train": _train, "infer": _infer, "cost": _cost, "kernels": _kernels}[job.kind](job)
-    except MemoryError:
-        return failed(job, "out of memory (MemoryError)", time.perf_counter() - t0)
+    except MemoryError as err:
+        return failed(job, f"out of memory (MemoryError: {err})", time.perf_counter() - t0)
     except Exception as err:  # any failure of a point is recorded, not raised
         tail = "".join(traceback.format_exception(err)[-3:]).strip()
         return failed(job, f"{type(err).__name__}: {err}\n{tail}", time.perf_counter() - t0)

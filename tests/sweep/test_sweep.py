@@ -26,8 +26,18 @@ kind = "perceptron9000"
 """
 
 
+HUGE_WORKLOAD = """
+name = "huge_mlp"
+dataset = "digits"
+[model]
+kind = "mlp"
+hidden = [1000000000]
+"""
+
+
 def spec_text(tmp: Path) -> str:
     (tmp / "bad_kind.toml").write_text(textwrap.dedent(BAD_WORKLOAD))
+    (tmp / "huge_mlp.toml").write_text(textwrap.dedent(HUGE_WORKLOAD))  # 477 GiB of weights
     return textwrap.dedent(f"""
         name = "small"
         seeds = [0]
@@ -47,6 +57,9 @@ def spec_text(tmp: Path) -> str:
         run = ["train"]
         steps = 40
         lr = 1e9
+        [[workloads]]
+        name = "{tmp / 'huge_mlp.toml'}"
+        run = ["train"]
         [[kernels]]
         suite = "deepbench_gemm_inference_device"
         precision = "int8"
@@ -82,8 +95,11 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(swept):
     assert len(bad) == 2  # fp32 and bf16 training of the broken workload
     assert (bad["status"] == "failed").all()
     assert bad["reason"].str.contains("unknown model 'perceptron9000'").all()
-    assert summary["failed"] == 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
-    assert (res[~res["workload"].isin(["bad_kind", "digits_mlp[lr=1000000000.0,steps=40]"])]["status"] == "done").all()
+    oom = res[res["workload"] == "huge_mlp"]
+    assert len(oom) == 2 and oom["reason"].str.startswith("out of memory (MemoryError: Unable to allocate").all()
+    assert summary["failed"] == 2 + 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
+    failing = ["bad_kind", "huge_mlp", "digits_mlp[lr=1000000000.0,steps=40]"]
+    assert (res[~res["workload"].isin(failing)]["status"] == "done").all()
 
 
 def test_diverged_run_is_failed_with_its_step_and_keeps_its_curves(swept):
@@ -140,7 +156,7 @@ def test_rerun_skips_finished_points_and_retry_failed_reruns_only_failed(swept):
     assert {p.name: p.read_text() for p in (out / "points").glob("*.json")} == before
     old = {r["id"]: r for r in Store(out).records()}
     retry = sim.sweep(path, out, workers=1, progress=None, retry_failed=True)
-    assert retry["ran"] == 4 and retry["failed"] == 4
+    assert retry["ran"] == 6 and retry["failed"] == 6
     new = {r["id"]: r for r in Store(out).records()}
     failed_ids = {k for k, r in old.items() if r["status"] == "failed"}
     assert {k for k in old if old[k] != new[k]} == failed_ids  # only those reran
