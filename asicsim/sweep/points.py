@@ -124,8 +124,8 @@ def _infer(job: Job) -> list[dict]:
         t0 = time.perf_counter()
         try:
             res = infer(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
-        except MemoryError:
-            out.append(record(p, "failed", "out of memory (MemoryError)", seconds=time.perf_counter() - t0))
+        except MemoryError as err:
+            out.append(record(p, "failed", f"out of memory (MemoryError: {err})", seconds=time.perf_counter() - t0))
             continue
         except Exception as err:  # one recipe failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t0))
