@@ -3,7 +3,8 @@ kernel points that share their op trace or suite) becomes one record per point.
 
 A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``failed``), ``reason``,
 ``labels`` (workload, recipe, seed, design, ...), ``result`` (scalars), ``tables`` (row lists:
-``curves``, ``numerics``, ``ops``, ``kernels``), ``seconds``, ``finished`` and the asicsim version.
+``curves``, ``numerics``, ``ops``, ``kernels``), ``seconds``, ``finished`` and the versions
+(python, asicsim, jax, numpy, ...) that computed it.
 A diverged training run is ``failed`` with the divergence as its reason, and keeps its curves.
 """
 
@@ -44,13 +45,13 @@ def _now() -> str:
 def versions() -> dict[str, str]:
     """The versions that computed a record (a report states them, so results can be reproduced)."""
     import platform
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
     for pkg in ("asicsim", "jax", "jaxlib", "numpy", "ml_dtypes", "optax", "pandas"):
         try:
             out[pkg] = version(pkg)
-        except Exception:  # not installed (e.g. a source tree): say so, do not fail the point
+        except PackageNotFoundError:  # e.g. a source tree: say so, do not fail the point
             out[pkg] = "unknown"
     return out
 
