@@ -33,9 +33,11 @@ def init_scale(ls: LossScaling) -> ScaleState:
 
 def all_finite(tree) -> jax.Array:
     """True when every float leaf of ``tree`` is finite (a bool scalar)."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree_util.tree_leaves(tree)
+    # sum(x * 0) is 0, or NaN when x holds an inf/NaN: one vectorised float reduction per leaf
+    # (XLA:CPU ran isfinite + a boolean all() as an unvectorised reduce-window, 10x slower).
+    leaves = [jnp.sum(jnp.asarray(x, jnp.float32) * 0) for x in jax.tree_util.tree_leaves(tree)
               if jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating)]
-    return jnp.all(jnp.stack(leaves)) if leaves else jnp.bool_(True)
+    return jnp.sum(jnp.stack(leaves)) == 0 if leaves else jnp.bool_(True)
 
 
 def update_scale(ls: LossScaling, state: ScaleState, finite: jax.Array) -> tuple[ScaleState, jax.Array]:

@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from asicsim.emulate import LossScaling, list_recipes, load_recipe, make_train_step
-from asicsim.emulate.loss_scaling import ScaleState, update_scale
+from asicsim.emulate.loss_scaling import ScaleState, all_finite, update_scale
 
 
 def linear_loss(p, x):
@@ -44,6 +44,18 @@ def test_dynamic_loss_scaling_rule_by_hand():
     for kind in ("none", "static"):
         s2, skip = update_scale(LossScaling(kind=kind), ScaleState(jnp.float32(8.0), jnp.int32(0)), jnp.bool_(False))
         assert float(s2.scale) == 8.0 and not bool(skip)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_all_finite_sees_any_inf_or_nan(bad):
+    """Under jit (XLA must not fold ``x * 0``), in float32 and bfloat16 leaves, at any position;
+    the largest finite values are finite."""
+    check = jax.jit(all_finite)
+    big = {"a": jnp.full((5, 7), 3.4e38), "b": jnp.full(3, -3.0e38, jnp.bfloat16), "n": jnp.arange(3)}
+    assert bool(check(big))
+    for leaf, i in (("a", (0, 0)), ("a", (4, 6)), ("b", 1)):
+        tree = dict(big, **{leaf: big[leaf].at[i].set(bad)})
+        assert not bool(check(tree)), (leaf, i)
 
 
 def test_overflow_skips_the_step_and_halves_then_grows():
