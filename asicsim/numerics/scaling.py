@@ -183,10 +183,89 @@ def _scaled_ste_jvp(element, plan, rnd, saturate, primals, tangents):
 @functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
 def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
     """(values, per-group scale) -- the scale is an exponent (int32) or an fp32 factor."""
-    from .quantize import round_to_grid
-
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
+    if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule == "floor" and x.ndim >= 1:
+        fast = _floor_blocks_float(x, element, plan, rnd, saturate)
+        if fast is not None:
+            return fast
+    return _scaled_exact(x, words, element, plan, rnd, saturate)
+
+
+def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """Power-of-two block scaling by the OCP MX ``floor`` rule in float ops, in ``x``'s own layout
+    (the blocked axis split in two, no transpose): amax per block, ``x * 2**-s``, the float fast
+    rounding, ``* 2**s``; the same bits as the integer path for every input. None where it does
+    not apply (no float fast rounding for the element; element emax < 1 or qmin < -24).
+
+    The amax needs only its exponent here, so it is reduced as floats (XLA:CPU vectorises float
+    reductions, not integer ones) from the magnitude bits with their low 8 bits cleared (exactly
+    representable, order kept; patterns below 2**24 kept whole): the exponent field of a normal
+    amax, or the leading bit of a subnormal one, is exact. The float products are exact except
+    where XLA:CPU flushes subnormals: a product below 2**-126 rounds to +-0 either way (below
+    half the smallest quantum, 2**(qmin-1)), and only blocks with ``s < -100`` (amax below ~2**-92) can
+    hold the two cases that differ: a subnormal input that scales to a nonzero element (taken as
+    the integer ``mag`` converted exactly, times ``2**(-149 - s)``), and a result ``q * 2**s``
+    that is subnormal or needs ``2**-127`` (built from ``w = |q| * 2**(s + 149)``, an exact
+    float: its integer value below 2**23 is the subnormal's bits, above it ``w``'s exponent
+    less 149).
+    """
+    from .quantize import fast_round32
+
+    if emax_of(element) < 1 or element_qmin(element) < -24:
+        return None
+    axis = plan.axis % x.ndim
+    n, b = x.shape[axis], min(plan.block_size, x.shape[axis])  # one block: no padding
+    pad = [(0, (-n) % b if i == axis else 0) for i in range(x.ndim)]
+    padded = jnp.pad(x, pad) if pad[axis][1] else x
+    blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
+    bits = jax.lax.bitcast_convert_type(blocked, jnp.int32)
+    mag = bits & np.int32(0x7FFFFFFF)
+    coarse = jnp.where(mag >= np.int32(1 << 24), mag & np.int32(0x7FFFFF00), mag).astype(jnp.float32)
+    amax_f = jnp.max(coarse, axis=axis + 1, keepdims=True)
+    amax = amax_f.astype(jnp.int32)
+    # floor(log2 amax): a normal amax's exponent field; a subnormal's from its exact float image
+    sub_exp = (jax.lax.bitcast_convert_type(amax_f, jnp.int32) >> 23) - 127 - 149
+    log2 = jnp.where(amax >= np.int32(1 << 23), (amax >> 23) - 127, sub_exp)
+    lo, hi = plan.exponent_range
+    shift = jnp.clip(jnp.where(amax == 0, lo, log2 - emax_of(element)), lo, hi)
+    finite = amax < np.int32(0x7F800000)
+    tiny = shift < -100
+
+    def pow2(e):  # 2**e for integer arrays e in [-126, 127]
+        return jax.lax.bitcast_convert_type((e + 127) << 23, jnp.float32)
+
+    # Per-block factors as one array behind a barrier: XLA:CPU reads them per block in the
+    # elementwise pass (otherwise it recomputed them per element, unvectorised, at 2-4x the cost).
+    factors = jnp.concatenate([
+        pow2(-jnp.minimum(shift, 126)),  # 2**-s (s <= 126 as emax >= 1)
+        jnp.where(tiny, pow2(-149 - jnp.clip(shift, -127, -23)), 0),  # subnormal inputs
+        jnp.where(finite, pow2(jnp.clip(shift, -126, 127)), np.float32(np.nan)),  # 2**s
+        jnp.where(tiny, pow2(jnp.clip(shift, -127, -100) + 149), 0),  # tiny outputs
+    ], axis=axis + 1)
+    factors = jax.lax.optimization_barrier(factors)
+    down, down_sub, up, up_tiny = jnp.split(factors, 4, axis=axis + 1)
+
+    sign = bits & np.int32(-0x80000000)
+    from_sub = jax.lax.bitcast_convert_type(mag.astype(jnp.float32) * down_sub, jnp.int32) | sign
+    y = jnp.where(mag < np.int32(1 << 23), jax.lax.bitcast_convert_type(from_sub, jnp.float32), blocked * down)
+    q = fast_round32(y, element, rnd, saturate)
+    if q is None:
+        return None
+    w = jnp.abs(q) * up_tiny
+    w_bits = jax.lax.bitcast_convert_type(w, jnp.int32)
+    small = jnp.where(w < np.float32(2.0**23), w.astype(jnp.int32), w_bits - np.int32(149 << 23))
+    small = jax.lax.bitcast_convert_type(small | (jax.lax.bitcast_convert_type(q, jnp.int32) & np.int32(-0x80000000)),
+                                         jnp.float32)
+    values = jnp.where(up_tiny > 0, small, q * up).reshape(padded.shape)
+    scale_exp = jnp.squeeze(jnp.where(finite, shift, jnp.iinfo(jnp.int32).min), axis + 1)
+    return jax.lax.slice_in_dim(values, 0, n, axis=axis), jnp.moveaxis(scale_exp, axis, -1).reshape(-1)
+
+
+def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """:func:`_scaled_jit` on the uint32 bits: every layout, rule and rounding mode."""
+    from .quantize import round_to_grid
+
     if plan.scale_format != "fp32" and _fast_layout(x.shape, plan) and element_qmin(element) >= -124:
         return _pow2_scaled_flat(x, words, element, plan, rnd, saturate)
     if (plan.scale_format != "fp32" and plan.granularity == "block" and x.ndim >= 1 and not rnd.stochastic

@@ -12,6 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracles import MODES, assert_same_bits
 
 from asicsim.numerics import Scaling, block_scales, decode, encode, get_format, quantize
@@ -255,3 +257,51 @@ def test_asymmetric_uint8_vs_numpy():
     zp = np.float32(np.clip(np.round(np.float32(0) - lo / s), 0, 255))
     q = np.clip(np.round((x / s).astype(np.float32) + zp), 0, 255).astype(np.float32)
     np.testing.assert_array_equal(got, ((q - zp) * s).astype(np.float32))
+
+
+# --- the float path of OCP MX block scaling ----------------------------------------------------
+
+
+def _edge_tensor(rng, shape, axis):
+    """Blocks (along ``axis``) of every kind the float path special-cases: block exponents over
+    float32's whole range (tiny blocks whose scale needs 2**-127, subnormal amax), float32
+    subnormals inside normal blocks, +-0, saturating elements, NaN/inf, all-zero blocks."""
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-150, 128, (*shape[:axis], 1, *shape[axis + 1:]))
+    x = x * 2.0 ** rng.integers(-30, 1, shape) * (rng.random(shape) < 0.85)
+    x = np.where(rng.random(shape) < 0.05, rng.choice([1e-45, -3e-42, 1.2e-38, -0.0, 3.4e38]) * rng.random(shape), x)
+    x = np.where(rng.random(shape) < 0.002, rng.choice([np.nan, np.inf, -np.inf]), x)
+    with np.errstate(over="ignore"):
+        return x.astype(np.float32)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       case=st.sampled_from([((64, 32), -1), ((45, 37), 0), ((16, 6), -1), ((3, 70, 5), 1), ((7, 100), -1)]),
+       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"]))
+def test_float_block_path_matches_integer_path(seed, case, name):
+    """``_floor_blocks_float`` (float ops, XLA:CPU's subnormal flushing worked around) gives the
+    same bits and scales as the integer path on any input: exact, not approximately."""
+    from asicsim.numerics.rounding import parse_rounding
+    from asicsim.numerics.scaling import _floor_blocks_float, _scaled_exact, resolve_scaling
+
+    shape, axis = case
+    x = jnp.asarray(_edge_tensor(np.random.default_rng(seed), shape, axis % len(shape)))
+    element, plan = resolve_scaling(get_format(name), axis=axis)
+    rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    fast = jax.jit(lambda v: _floor_blocks_float(v, element, plan, rne, True))(x)
+    exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
+    assert_same_bits(np.asarray(fast[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
+    np.testing.assert_array_equal(np.asarray(fast[1]), np.asarray(exact[1]))
+
+
+def test_float_block_path_is_taken_where_it_applies():
+    """MX float elements with round-to-nearest-even go the float way; mxint8 (emax 0), other
+    rounding modes and stochastic rounding keep the integer path."""
+    from asicsim.numerics.rounding import parse_rounding
+    from asicsim.numerics.scaling import _floor_blocks_float, resolve_scaling
+
+    x = jnp.ones((4, 32), jnp.float32)
+    for name, mode, taken in [("mxfp8_e4m3", "rne", True), ("mxfp4", "rne", True), ("mxint8", "rne", False),
+                              ("mxfp8_e4m3", "rtz", False), ("mxfp8_e4m3", "sr", False)]:
+        element, plan = resolve_scaling(get_format(name))
+        assert (_floor_blocks_float(x, element, plan, parse_rounding(mode), True) is not None) == taken, (name, mode)
