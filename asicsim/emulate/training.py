@@ -114,6 +114,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     # ``stored_format``); the GEMMs need not round them again when their weight role has that grid.
     pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
     emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
+    unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
     hist_len = max([spec.amax_history for _, spec in pol.roles if spec.scaling == "delayed"], default=1)
 
     def init(params, key) -> TrainState:
@@ -145,10 +146,12 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             if amax is not None:
                 extra["asicsim_amax"] = amax
             loss = emulated(params, batch, **extra)
-            return (loss * scale).astype(jnp.float32), loss
+            return (loss if unscaled else loss * scale).astype(jnp.float32), loss
 
         (_, loss), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
-        grads = jax.tree_util.tree_map(lambda g: (g.astype(jnp.float32) / scale) if _is_float(g) else g, sgrads)
+        grads = jax.tree_util.tree_map(
+            lambda g: (g.astype(jnp.float32) if unscaled else g.astype(jnp.float32) / scale) if _is_float(g) else g,
+            sgrads)
         finite = all_finite(sgrads)
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 
