@@ -13,9 +13,9 @@ Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.rep
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from asicsim._files import atomic_path, write_text_atomic
 from asicsim.report.load import Results, load
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
@@ -33,12 +33,6 @@ def _title(res: Results) -> tuple[str, str]:
     return f"asicsim report: {name}", lead
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_report(results_dir: str | Path, html_path: str | Path | None = None) -> dict:
     """Write the report of the sweep in ``results_dir``: ``html_path`` (default
     ``results_dir/report.html``), the Markdown beside it (same name, ``.md``) and every table as CSV
@@ -52,9 +46,9 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
     t = tables.all_tables(res)
     secs = sections.build(res, t)
     title, lead = _title(res)
-    _write(html_path, html.page(title, lead, secs))
+    write_text_atomic(html_path, html.page(title, lead, secs))
     md_path = html_path.with_suffix(".md")
-    _write(md_path, markdown.document(title, lead, secs))
+    write_text_atomic(md_path, markdown.document(title, lead, secs))
     folder = html_path.with_name(f"{html_path.stem}_tables")
     folder.mkdir(exist_ok=True)
     csvs = {}
@@ -65,7 +59,8 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
             v = sections.versions()
             df = pd.DataFrame({"package": list(v), "version": list(v.values())})
         path = folder / f"{name}.csv"
-        df.to_csv(path, index=False)
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False)
         csvs[name] = str(path)
     r = res.results
     return {"html": str(html_path), "markdown": str(md_path), "tables": csvs,

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from asicsim._files import atomic_path, write_text_atomic
 from asicsim.sweep.spec import SweepError
 
 TABLES = ("curves", "numerics", "ops", "kernels")
@@ -101,12 +102,7 @@ class Store:
 
     @staticmethod
     def _atomic(path: Path, text: str) -> None:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_text_atomic(path, text, fsync=True)
 
     def clean_temporaries(self) -> int:
         """Remove half-written temporaries a killed sweep left (never a finished record)."""
@@ -173,15 +169,12 @@ def frames_from_records(records: list[dict]) -> dict[str, pd.DataFrame]:
 
 def save_table(df: pd.DataFrame, stem: Path) -> Path:
     """``stem.parquet`` (or ``stem.csv`` where pyarrow is missing), written atomically."""
-    if _has_pyarrow():
-        path = stem.with_suffix(".parquet")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        _for_parquet(df).to_parquet(tmp, index=False)
-    else:
-        path = stem.with_suffix(".csv")
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        df.to_csv(tmp, index=False)
-    os.replace(tmp, path)
+    path = stem.with_suffix(".parquet" if _has_pyarrow() else ".csv")
+    with atomic_path(path) as tmp:
+        if path.suffix == ".parquet":
+            _for_parquet(df).to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
     return path
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from asicsim._files import atomic_path
+
 #: Seed of every fixed split (train/test shuffles); the splits never change between runs.
 SPLIT_SEED = 0
 DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist")
@@ -112,9 +114,8 @@ def _generated(name: str, key: str, make) -> dict[str, np.ndarray]:
     arrays = make()
     try:  # atomic: a concurrent reader sees the whole file or none
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, **arrays)
-        os.replace(tmp, path)
+        with atomic_path(path, suffix=".tmp.npz") as tmp:  # (np.savez appends .npz otherwise)
+            np.savez(tmp, **arrays)
     except OSError:  # a read-only home: the data is still right, only not kept for the next process
         pass
     return arrays

@@ -1,0 +1,31 @@
+"""Atomic file writes: a reader (another worker, a resumed sweep, a report) sees the old file or
+the whole new one, never a part; a write that fails leaves no temporary behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, *, suffix: str = ".tmp", fsync: bool = False):
+    """Yield a temporary path beside ``path`` (``.<name>.<pid><suffix>``) to write to; it replaces
+    ``path`` when the block ends without error (after an fsync if asked: it then survives a crash
+    of the machine, not only of the process) and is removed otherwise."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{suffix}")
+    try:
+        yield tmp
+        if fsync:
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str, *, fsync: bool = False) -> None:
+    """``path.write_text(text)`` (UTF-8), atomically."""
+    with atomic_path(path, fsync=fsync) as tmp:
+        tmp.write_text(text, encoding="utf-8")
