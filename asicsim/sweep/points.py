@@ -242,6 +242,15 @@ def kernel_formats(inputs: dict) -> dict | None:
     return fmts or None
 
 
+def _suite_totals(time_s, energy_j, dram_bytes, flops) -> dict:
+    """A suite's totals on one design (arrays over its kernels) and the geometric mean of the
+    kernels' TFLOP/s (DeepBench's flop counts)."""
+    tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
+    return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": float(energy_j.sum()),
+            "dram_bytes": float(dram_bytes.sum()), "flops": float(flops.sum()),
+            "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
+
+
 def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
@@ -264,29 +273,21 @@ def _kernels(job: Job) -> list[dict]:
         flops = suite.flops()
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            t = c["time_s"][i]
-            tf = np.divide(flops, t * 1e12, out=np.zeros(len(t)), where=t > 0)
-            result = {"kernels": len(t), "time_s": float(t.sum()), "energy_j": float(c["energy_pj"][i].sum() * 1e-12),
-                      "dram_bytes": float(c["dram_bytes"][i].sum()), "flops": float(flops.sum()),
-                      "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30))))), **design_peak(d)}
+            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["dram_bytes"][i], flops) | design_peak(d)
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
         try:
             design = job.designs[p.inputs["design"]]
             table = suite_costs(p.inputs["suite"], design, p.inputs.get("formats"), precision=p.inputs["precision"])
+            flops = load_suite(p.inputs["suite"]).flops()
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue
         table = table.assign(design=p.labels["design"])
-        t = table["time_us"].to_numpy(dtype=float) * 1e-6
-        tf = table["tflops"].to_numpy(dtype=float)
         fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
-        result = {"kernels": len(table), "time_s": float(t.sum()), "energy_j": float(table["energy_j"].sum()),
-                  "dram_bytes": float(table["dram_bytes"].sum()),
-                  "flops": float((tf * 1e12 * t).sum()),
-                  "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30))))),
-                  **design_peak(design, fmts)}
+        result = _suite_totals(table["time_us"].to_numpy(dtype=float) * 1e-6, table["energy_j"].to_numpy(dtype=float),
+                               table["dram_bytes"].to_numpy(dtype=float), flops) | design_peak(design, fmts)
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

@@ -67,16 +67,35 @@ def _formats(policy, role: str) -> dict[str, str]:
     return {"act": name[a], "weight": name[b], "acc": name["acc"], "out": name[out]}
 
 
+_ENERGY_COLUMNS = ("energy_mac_j", "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
+                   "energy_other_j")
+
+
+def _energy_column(key: str) -> str:
+    """The split column a cost result's energy key adds to: MAC (mult + add; a GPU's compute),
+    vector unit, on-chip buffers (a GPU's L2), DRAM, static, or other."""
+    if key in ("mult", "add", "compute"):
+        return "energy_mac_j"
+    if key.startswith("buffer.") or key == "l2":
+        return "energy_buffers_j"
+    return f"energy_{key}_j" if f"energy_{key}_j" in _ENERGY_COLUMNS else "energy_other_j"
+
+
 def _energy_columns(energy_pj: dict) -> dict[str, float]:
-    """A cost result's energy split as joules: MAC (mult + add; a GPU's compute), vector unit,
-    on-chip buffers (a GPU's L2), DRAM and static."""
-    out = {"energy_mac_j": 0.0, "energy_vector_j": 0.0, "energy_buffers_j": 0.0, "energy_dram_j": 0.0,
-           "energy_static_j": 0.0, "energy_other_j": 0.0}
+    """A cost result's energy split (picojoules per key) as joules per column."""
+    out = dict.fromkeys(_ENERGY_COLUMNS, 0.0)
     for k, v in energy_pj.items():
-        group = ("mac" if k in ("mult", "add", "compute") else "buffers" if k.startswith("buffer.") or k == "l2"
-                 else k if f"energy_{k}_j" in out else "other")
-        out[f"energy_{group}_j"] += v * 1e-12
+        out[_energy_column(k)] += v * 1e-12
     return out
+
+
+def _update_formats(policy) -> dict[str, str]:
+    """Formats of the optimizer update: the weights' (the master copy's, else the working
+    weights') for its operands and result, the optimizer state's as the accumulator."""
+    held = policy.role("master") or policy.role("weight")
+    fmt = held.spec.name if held is not None else "float32"
+    state = policy.role("opt_state")
+    return {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
 
 
 def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
@@ -113,15 +132,11 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
 
     policy = load_recipe(recipe)
     n = len(designs)
-    keys = ("time_s", "energy_j", "energy_mac_j", "energy_vector_j", "energy_buffers_j", "energy_dram_j",
-            "energy_static_j", "energy_other_j", "dram_bytes", "sram_bytes", "macs")
+    keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, "dram_bytes", "sram_bytes", "macs")
     out = {k: np.zeros(n) for k in keys}
     for role, part in trace.groupby("role", sort=False):
         if role == "optimizer":
-            held = policy.role("master") or policy.role("weight")
-            fmt = held.spec.name if held is not None else "float32"
-            state = policy.role("opt_state")
-            fmts = {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
+            fmts = _update_formats(policy)
             row = part.iloc[0]
             ops, reps = [Elementwise(int(row.M), int(row.K), inputs=3)], np.ones(1)
         else:
@@ -141,9 +156,7 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
         out["dram_bytes"] += c["dram_bytes"] @ reps
         out["sram_bytes"] += c["sram_array_bytes"] @ reps
         for k in [k for k in c if k.startswith("energy.")]:
-            group = _energy_columns({k[len("energy."):-len("_pj")]: 1.0})
-            (col,) = [g for g, v in group.items() if v]
-            out[col] += c[k] @ reps * 1e-12
+            out[_energy_column(k[len("energy."):-len("_pj")])] += c[k] @ reps * 1e-12
     return out
 
 
@@ -169,10 +182,7 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
 
 def _price_update(row, design, policy) -> dict:
     """The optimizer's elementwise update of every parameter (reads weight, gradient and state)."""
-    held = policy.role("master") or policy.role("weight")
-    fmt = held.spec.name if held is not None else "float32"
-    state = policy.role("opt_state")
-    fmts = {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
+    fmts = _update_formats(policy)
     out = {"role": "optimizer", "kind": "elementwise", "M": int(row.M), "N": 1, "K": int(row.K), "reps": 1.0,
            "macs": 0.0, **{f"format_{k}": v for k, v in fmts.items()}, "note": ""}
     try:
