@@ -44,7 +44,8 @@ from jax.extend import core as jcore
 
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
-from asicsim.numerics import quantize
+from asicsim.numerics import get_format, parse_rounding, quantize
+from asicsim.numerics.scaling import Scaling, _fp32_scaled
 
 # primitives that only move or relabel data: a weight stays a weight through them
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
@@ -108,6 +109,27 @@ def _round_scaled(x, spec: RoleSpec, amax, key):
     return (y * scale).astype(x.dtype)
 
 
+def _round_current(x, spec: RoleSpec | None, key):
+    """``round_role(x, spec, key=key)`` for a GEMM's dX output: where that scales per tensor by
+    the current amax (deterministic rounding), the same arithmetic as ``quantize(...,
+    scaling="tensor")`` with the exact amax taken directly by an integer reduction of the
+    magnitude bits. quantize's float max/min pair needs a ``lax.cond`` to an exact reduction for
+    subnormal or NaN amax; in a scan body (the GRU's recurrent dX, every time step) that cond
+    and its three reductions cost more than the integer reduction they guard."""
+    if (spec is None or spec.scaling not in ("tensor", "delayed", "static") or spec.rounding.startswith("sr")
+            or x.dtype != jnp.float32 or x.ndim == 0 or x.size == 0):
+        return round_role(x, spec, key=key)
+    element, rnd = get_format(spec.format), parse_rounding(spec.rounding)
+    if element.kind == "block":
+        return round_role(x, spec, key=key)
+    sat = element.saturate if spec.saturate is None else spec.saturate
+    mag = (lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)).astype(jnp.int32)
+    axes = tuple(range(x.ndim))
+    amax = jnp.max(mag, axis=axes, keepdims=True).astype(jnp.uint32)  # NaN above inf, as quantize
+    finite = amax < np.uint32(0x7F800000)
+    return _fp32_scaled(x, amax, finite, element, Scaling(), rnd, sat, None, lambda v: v, axes)[0]
+
+
 def _amax(x) -> jax.Array:
     return jnp.max(jnp.abs(x.astype(jnp.float32))) if x.size else jnp.float32(0)
 
@@ -139,7 +161,8 @@ def _emulated_dot(a, b, meta, keydata, cfg, policy):
 def _dot_fwd(a, b, meta, keydata, cfg, policy):
     dn, roles, out_dtype, conv, ongrid = cfg
     ka, kb, kacc, kout, _, _, _ = _keys(keydata, 7)
-    ma, mb = (None, None) if meta is None else (meta[0], meta[1])
+    tap, est = (None, None) if meta is None else meta
+    ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
     qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), key=ka, amax=ma,
@@ -148,23 +171,23 @@ def _dot_fwd(a, b, meta, keydata, cfg, policy):
                                         axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
     y = round_role(_accumulate(y, policy, key=kacc, conv=conv), policy.role("out"), key=kout)
-    seen = None if meta is None else jnp.stack([_amax(a), _amax(b)])
-    return y.astype(out_dtype), (qa, qb, seen, meta, keydata)
+    seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
+    return y.astype(out_dtype), (qa, qb, seen, est, keydata)
 
 
 def _dot_bwd(cfg, policy, res, g):
     dn, roles, _, conv, _ = cfg
-    qa, qb, seen, meta, keydata = res
+    qa, qb, seen, est, keydata = res
     *_, kg, kda, kdb = _keys(keydata, 7)
     g32 = g.astype(jnp.float32)
-    gq = round_role(g32, policy.role("grad"), key=kg, amax=None if meta is None else meta[2])
+    gq = round_role(g32, policy.role("grad"), key=kg, amax=None if est is None else est[2])
     da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
     kda2, kdb2 = (None, None) if keydata is None else (jax.random.fold_in(kda, 1), jax.random.fold_in(kdb, 1))
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(round_role(_accumulate(da, policy, key=kda2, conv=conv), ra, key=kda), ra)
-    db = _materialize(round_role(_accumulate(db, policy, key=kdb2, conv=conv), rb, key=kdb), rb)
-    dmeta = None if meta is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(meta.dtype)
-    return da.astype(qa.dtype), db.astype(qb.dtype), dmeta, None
+    da = _materialize(_round_current(_accumulate(da, policy, key=kda2, conv=conv), ra, kda), ra)
+    db = _materialize(_round_current(_accumulate(db, policy, key=kdb2, conv=conv), rb, kdb), rb)
+    dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
+    return da.astype(qa.dtype), db.astype(qb.dtype), None if est is None else (dtap, None), None
 
 
 _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
@@ -311,20 +334,25 @@ class _Interpreter:
             self.edge_policy = dataclasses.replace(policy, roles=tuple(merged.items()), first_last=())
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
         self.key = key  # typed key or None: this scope's stochastic-rounding key
-        self.amax = amax  # (S, 3) amax estimates per GEMM site, or None
+        self.amax = amax  # (S, 3) amax estimates per GEMM site, or None; its gradient: the amax seen
+        # The estimates' values, not differentiated: the same in every scan iteration, so a weight
+        # rounded by them (a scan constant) is loop-invariant and JAX/XLA round it once, before
+        # the loop, instead of in every iteration (the recurrent weight of a GRU).
+        self.est = None if amax is None else lax.stop_gradient(amax)
         self.site = 0  # GEMM sites met so far (scan bodies counted once)
         self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
 
     def _site(self):
-        """(meta, keydata, policy) of the next GEMM site."""
+        """(meta, keydata, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
+        (the tap, differentiated, carries the observed amax back as its gradient)."""
         i = self.site
         self.site += 1
         pol = self.edge_policy if i in (0, self.n_sites - 1) else self.policy
         meta = None
         if self.amax is not None and i < self.amax.shape[0]:
-            meta = self.amax[i]
+            meta = (self.amax[i], self.est[i])
         elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
-            meta = jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32))
+            meta = (None, jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32)))
         keydata = None
         if self.key is not None:
             keydata = jax.random.key_data(jax.random.fold_in(self.key, i))

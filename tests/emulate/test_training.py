@@ -203,3 +203,42 @@ def test_delayed_scaling_amax_inside_a_scan_is_the_largest_over_iterations():
     np.testing.assert_allclose(seen[0, :2], [7.0, 1.0])
     np.testing.assert_allclose(seen[1, :2], [1.0, 2.0])
     assert np.all(seen[2:] == 0)
+
+
+def _scan_bodies(jaxpr):
+    """Every scan body in ``jaxpr``, nested calls and scans included."""
+    for eqn in jaxpr.eqns:
+        for v in eqn.params.values():
+            inner = getattr(v, "jaxpr", v)
+            if hasattr(inner, "eqns"):
+                if eqn.primitive.name == "scan":
+                    yield inner
+                yield from _scan_bodies(inner)
+
+
+def test_delayed_scaling_rounds_a_scan_constant_weight_once_outside_the_loop():
+    # A GRU-like recurrence: the scan-constant weight's delayed-scaling estimate is the same in
+    # every iteration, so its rounding (a division by the scale, in the weight's shape) is
+    # hoisted out of the loop, forward and backward; the amax it records is still the max.
+    w = jax.random.normal(jax.random.key(1), (6, 18))
+    xs = jax.random.normal(jax.random.key(2), (5, 4, 6))
+
+    def f(w, xs):
+        def body(h, x):
+            h = jnp.tanh(x + h @ w[:, :6])
+            return h, jnp.sum(h)
+        return jnp.sum(jax.lax.scan(body, jnp.zeros((4, 6)), xs)[1])
+
+    from asicsim.emulate import emulate
+
+    def run(w, m):
+        return emulate(f, "fp8_hybrid")(w, xs, asicsim_amax=m)
+
+    m = jnp.zeros((2, 3), jnp.float32).at[0].set(jnp.array([3.0, 2.5, 0.7]))
+    jaxpr = jax.make_jaxpr(jax.value_and_grad(run, argnums=(0, 1)))(w, m).jaxpr
+    bodies = list(_scan_bodies(jaxpr))
+    assert len(bodies) >= 2  # the forward scan and its transpose
+    for body in bodies:
+        assert not [e for e in body.eqns if e.primitive.name == "div" and e.outvars[0].aval.shape == (6, 6)]
+    _, (_, seen) = jax.value_and_grad(run, argnums=(0, 1))(w, m)
+    assert float(seen[0, 1]) == float(jnp.max(jnp.abs(w[:, :6])))
