@@ -198,10 +198,12 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     rounding, ``* 2**s``; the same bits as the integer path for every input. None where it does
     not apply (no float fast rounding for the element; element emax < 1 or qmin < -24).
 
-    The amax is an integer max of the magnitude bits (exact, one fused pass; floor(log2) of a
-    subnormal amax from its exact float image). The float products are exact except where
-    XLA:CPU flushes subnormals: a product below 2**-126 rounds to +-0 either way (below half the
-    smallest quantum, 2**(qmin-1)), and only blocks with ``s < -100`` (amax below ~2**-92) can
+    The amax needs only its exponent here, so it is reduced as floats (XLA:CPU vectorises float
+    reductions, not integer ones) from the magnitude bits with their low 8 bits cleared (exactly
+    representable, order kept; patterns below 2**24 kept whole): the exponent field of a normal
+    amax, or the leading bit of a subnormal one, is exact. The float products are exact except
+    where XLA:CPU flushes subnormals: a product below 2**-126 rounds to +-0 either way (below
+    half the smallest quantum, 2**(qmin-1)), and only blocks with ``s < -100`` (amax below ~2**-92) can
     hold the two cases that differ: a subnormal input that scales to a nonzero element (taken as
     the integer ``mag`` converted exactly, times ``2**(-149 - s)``), and a result ``q * 2**s``
     that is subnormal or needs ``2**-127`` (built from ``w = |q| * 2**(s + 149)``, an exact
@@ -219,9 +221,11 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
     bits = jax.lax.bitcast_convert_type(blocked, jnp.int32)
     mag = bits & np.int32(0x7FFFFFFF)
-    amax = jnp.max(mag, axis=axis + 1, keepdims=True)
+    coarse = jnp.where(mag >= np.int32(1 << 24), mag & np.int32(0x7FFFFF00), mag).astype(jnp.float32)
+    amax_f = jnp.max(coarse, axis=axis + 1, keepdims=True)
+    amax = amax_f.astype(jnp.int32)
     # floor(log2 amax): a normal amax's exponent field; a subnormal's from its exact float image
-    sub_exp = (jax.lax.bitcast_convert_type(amax.astype(jnp.float32), jnp.int32) >> 23) - 127 - 149
+    sub_exp = (jax.lax.bitcast_convert_type(amax_f, jnp.int32) >> 23) - 127 - 149
     log2 = jnp.where(amax >= np.int32(1 << 23), (amax >> 23) - 127, sub_exp)
     lo, hi = plan.exponent_range
     shift = jnp.clip(jnp.where(amax == 0, lo, log2 - emax_of(element)), lo, hi)
