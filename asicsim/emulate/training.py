@@ -51,6 +51,7 @@ import optax
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.transform import _emulate, round_role
+from asicsim.numerics.random import derive, key_words
 
 #: GEMM sites whose delayed-scaling history a TrainState keeps (sites beyond: current scaling)
 MAX_SITES = 64
@@ -77,10 +78,12 @@ def round_tree(tree, spec: RoleSpec | None, key=None):
     if spec is None or spec.is_identity:
         return tree
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    sr = spec.rounding.startswith("sr")
-    if sr and key is None:
-        raise ValueError(f"role format {spec.format!r} uses stochastic rounding: a key is needed")
-    out = [round_role(x, spec, key=jax.random.fold_in(key, i) if sr else None) if _is_float(x) else x
+    words = None
+    if spec.rounding.startswith("sr"):
+        if key is None:
+            raise ValueError(f"role format {spec.format!r} uses stochastic rounding: a key is needed")
+        words = key_words(key)  # one threefry draw, then a cheap integer hash per leaf
+    out = [round_role(x, spec, words=None if words is None else derive(words, i)) if _is_float(x) else x
            for i, x in enumerate(leaves)]
     return jax.tree_util.tree_unflatten(treedef, out)
 

@@ -182,6 +182,40 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
     return None
 
 
+def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> jax.Array | None:
+    """``round_to_grid`` of float32 ``x`` onto saturating fixed point by stochastic rounding with
+    the same ``rand`` (full 32 bits), in about half the kernel's ops (None elsewhere).
+
+    Clamping first is exact (the bounds are on the grid; beyond them the kernel saturates
+    either way) and leaves at most 24 significant bits above the quantum (``bits <= 24``), so the
+    kernel's rule applies as it is to the clamped magnitude bits, without its exponent, overflow
+    and subnormal cases: at or above one quantum, add the low ``d`` bits of ``rand`` below the
+    quantum and clear them. Below one quantum the result is one quantum iff ``rand <
+    floor(|x| / quantum * 2**32)``: a float32 made on the exponent bits (exact; zeros and fp32
+    subnormals, flushed or not, give less than 1), converted to uint32 exactly. The sign is put
+    back on the bits, no -0, NaN in, NaN out. Checked bit for bit against the kernel for the same
+    ``rand`` in tests/numerics/test_fast_sr.py.
+    """
+    if not (rnd.mode is RoundMode.SR and rnd.bits is None and x.dtype == jnp.float32
+            and spec.kind == "int" and saturate and spec.bits <= 24 and -100 <= spec.frac_bits <= 100):
+        return None
+    u32 = np.uint32
+    qmin = -spec.frac_bits
+    xc = jnp.clip(x, np.float32(spec.min), np.float32(spec.max))
+    bits = jax.lax.bitcast_convert_type(xc, jnp.uint32)
+    a = bits & u32(0x7FFFFFFF)
+    d = u32(qmin + 150) - (a >> u32(23))  # carrier bits below the quantum (> 23: small)
+    mask = (u32(1) << d) - u32(1)
+    r = (a + (rand & mask)) & ~mask
+    scaled = jax.lax.bitcast_convert_type(a + u32((32 - qmin) << 23), jnp.float32)  # |x| * 2**(32-qmin)
+    up = rand < jnp.floor(scaled).astype(jnp.uint32)
+    quantum = u32(F32.pow2_bits(qmin))
+    r = jnp.where(a < quantum, jnp.where(up, quantum, u32(0)), r)
+    out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
+    out = jnp.where(a > u32(F32.inf), u32(F32.nan), out)
+    return jax.lax.bitcast_convert_type(out, jnp.float32)
+
+
 def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
     """Two's-complement wrap of rounded magnitude bits ``r`` (value k * 2**(shift - F))."""
     u = r.dtype.type
@@ -281,6 +315,7 @@ def quantize(
     axis: int | None = None,
     block_size: int | None = None,
     scaling: Scaling | str | None = None,
+    words=None,
 ) -> jax.Array:
     """Round ``x`` onto ``fmt`` and return float32 values the format represents.
 
@@ -296,13 +331,19 @@ def quantize(
       axis, block_size, scaling: scale the tensor before rounding (see ``Scaling``): ``axis``
         alone is per-channel, ``axis`` + ``block_size`` per-block. Block formats (MX, BFP)
         bring their own block scaling.
+      words: instead of ``key``, the uint32[2] seed words drawn from one
+        (:func:`asicsim.numerics.random.key_words`, or :func:`~asicsim.numerics.random.derive`
+        from such words): many streams from one key without a threefry call for each.
 
     Returns:
       float32 JAX array of ``x``'s shape. Differentiable: the gradient passes straight through.
     """
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
-    words = _random.key_words(key) if rnd.stochastic else None
+    if rnd.stochastic and words is None:
+        words = _random.key_words(key)
+    elif not rnd.stochastic:
+        words = None
     plan = resolve_scaling(spec, axis=axis, block_size=block_size, scaling=scaling)
     if plan is not None:
         element, plan = plan
@@ -361,6 +402,8 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
     rand = None
     if rnd.stochastic:
         rand = _random.hash_bits(words, x.shape)
+        if c is F32 and (fast := fast_sr_fixed32(x, spec, rnd, sat, rand)) is not None:
+            return fast
         if c is F64:
             hi = _random.hash_bits(words ^ np.uint32(0x9E3779B9), x.shape)
             rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
