@@ -190,27 +190,28 @@ def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     either way) and leaves at most 24 significant bits above the quantum (``bits <= 24``), so the
     kernel's rule applies as it is to the clamped magnitude bits, without its exponent, overflow
     and subnormal cases: at or above one quantum, add the low ``d`` bits of ``rand`` below the
-    quantum and clear them. Below one quantum the result is one quantum iff ``rand <
-    floor(|x| / quantum * 2**32)``: a float32 made on the exponent bits (exact; zeros and fp32
-    subnormals, flushed or not, give less than 1), converted to uint32 exactly. The sign is put
-    back on the bits, no -0, NaN in, NaN out. Checked bit for bit against the kernel for the same
-    ``rand`` in tests/numerics/test_fast_sr.py.
+    quantum and clear them; below, one quantum iff ``rand`` is below the significand shifted to
+    ``|x| / quantum * 2**32``. Shifts by 32 or more give 0 in XLA, which covers zeros and fp32
+    subnormals (flushed or not: the threshold is 0 for ``frac_bits <= 64``). The sign is put
+    back on the bits, no -0, NaN in, NaN out. (A float32 threshold converted to uint32 costs
+    more than the whole integer rule on XLA:CPU.) Checked bit for bit against the kernel for
+    the same ``rand`` in tests/numerics/test_fast_sr.py.
     """
     if not (rnd.mode is RoundMode.SR and rnd.bits is None and x.dtype == jnp.float32
-            and spec.kind == "int" and saturate and spec.bits <= 24 and -100 <= spec.frac_bits <= 100):
+            and spec.kind == "int" and saturate and spec.bits <= 24):
         return None
     u32 = np.uint32
     qmin = -spec.frac_bits
     xc = jnp.clip(x, np.float32(spec.min), np.float32(spec.max))
     bits = jax.lax.bitcast_convert_type(xc, jnp.uint32)
     a = bits & u32(0x7FFFFFFF)
-    d = u32(qmin + 150) - (a >> u32(23))  # carrier bits below the quantum (> 23: small)
+    d = u32(qmin + 150) - (a >> u32(23))  # carrier bits below the quantum (> 23: below one)
     mask = (u32(1) << d) - u32(1)
     r = (a + (rand & mask)) & ~mask
-    scaled = jax.lax.bitcast_convert_type(a + u32((32 - qmin) << 23), jnp.float32)  # |x| * 2**(32-qmin)
-    up = rand < jnp.floor(scaled).astype(jnp.uint32)
+    sig = (a & u32(0x7FFFFF)) | u32(0x800000)
+    threshold = (sig << (u32(32) - d)) | (sig >> (d - u32(32)))  # one of the two shifts is >= 32
     quantum = u32(F32.pow2_bits(qmin))
-    r = jnp.where(a < quantum, jnp.where(up, quantum, u32(0)), r)
+    r = jnp.where(a < quantum, jnp.where(rand < threshold, quantum, u32(0)), r)
     out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
     out = jnp.where(a > u32(F32.inf), u32(F32.nan), out)
     return jax.lax.bitcast_convert_type(out, jnp.float32)

@@ -16,12 +16,16 @@ import numpy as np
 import pytest
 
 from asicsim.numerics import get_format, quantize
+from asicsim.numerics.formats import IntFormat
 from asicsim.numerics.quantize import fast_sr_fixed32, round_to_grid
 from asicsim.numerics.random import hash_bits, key_words
 from asicsim.numerics.rounding import F32, parse_rounding
 
 SR = parse_rounding("sr")
 NAMES = ["q7.8", "q3.4", "uq4.4", "int4", "int8", "uint8", "q15.8", "q11.12", "uq8.16", "q0.15", "q2.13"]
+# the extremes of frac_bits (-64..64: quanta far below float32's normals, or far above 1), symmetric
+ODD = [IntFormat(name="f64", bits=8, frac_bits=64), IntFormat(name="uf-64", bits=12, signed=False, frac_bits=-64),
+       IntFormat(name="f40", bits=24, frac_bits=40), IntFormat(name="sym", bits=8, frac_bits=3, symmetric=True)]
 
 
 def _pair(spec, sat=True):
@@ -73,9 +77,9 @@ def _boundary_rand(spec, bits: np.ndarray, k: int, rng) -> np.ndarray:
     return (out % (1 << 32)).astype(np.uint32)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", NAMES + ODD, ids=str)
 def test_fast_sr_matches_kernel_at_boundaries(name):
-    spec = get_format(name)
+    spec = get_format(name) if isinstance(name, str) else name
     bits = _inputs()
     rng = np.random.default_rng(1)
     words = [np.full(bits.size, w, np.uint32) for w in (0, 1, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF)]
