@@ -151,7 +151,10 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
                                         axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
-    y = round_role(_accumulate(y, policy, words=kacc, conv=conv), policy.role("out"), words=kout)
+    out = policy.role("out")
+    y = round_role(_accumulate(y, policy, words=kacc, conv=conv), out, words=kout)
+    if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
+        y = _materialize(y, out)
     seen = None if meta is None else jnp.stack([_amax(a), _amax(b)])
     return y.astype(out_dtype), (qa, qb, seen, meta, words)
 
@@ -536,10 +539,11 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
 def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None) -> Callable:
     """:func:`emulate`; ``prerounded``: the caller promises the ``weights`` argument's leaves are
     already rounded with this role spec (the training step's working weights), so GEMM weight
-    operands on the same grid are not rounded again (same bits, less work)."""
+    operands on the same grid are not rounded again (same bits, less work). The wrapped function
+    also takes ``asicsim_words``: seed words instead of ``asicsim_key`` (no threefry call)."""
 
     @functools.wraps(fn)
-    def wrapped(*args, asicsim_key=None, asicsim_amax=None, **kwargs):
+    def wrapped(*args, asicsim_key=None, asicsim_amax=None, asicsim_words=None, **kwargs):
         key, amax = asicsim_key, asicsim_amax
         if key is not None and not jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)  # a raw uint32 key
@@ -555,7 +559,9 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
             return fn(*a, **k)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
-        words = key_words(key) if key is not None and pol.stochastic else None
+        words = asicsim_words
+        if words is None and key is not None and pol.stochastic:
+            words = key_words(key)
         interp = _Interpreter(pol, words, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0,
                               prerounded=prerounded)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
