@@ -23,8 +23,9 @@ What one step does, in the recipe's formats:
 5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM site an amax history of
    ``amax_history`` steps for (lhs, rhs, grad); each step scales by the largest amax in the
    history and records the amax it observed (largest over scan iterations).
-6. Stochastic rounding keys: ``fold_in(state.key, state.step)``, split per use, so no random bits
-   are ever reused.
+6. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
+   integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
+   random bits are ever reused.
 
 ``state.params`` are the weights the model uses; ``metrics`` holds scalars ``loss`` (unscaled),
 ``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the unscaled gradients).
@@ -51,6 +52,7 @@ import optax
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.transform import _emulate, round_role
+from asicsim.numerics.random import derive, key_words, seed_words
 
 #: GEMM sites whose delayed-scaling history a TrainState keeps (sites beyond: current scaling)
 MAX_SITES = 64
@@ -72,15 +74,19 @@ def _is_float(x) -> bool:
     return hasattr(x, "dtype") and jnp.issubdtype(x.dtype, jnp.floating)
 
 
-def round_tree(tree, spec: RoleSpec | None, key=None):
-    """Round every float leaf of ``tree`` as role ``spec`` says (each leaf its own key)."""
+def round_tree(tree, spec: RoleSpec | None, key=None, *, words=None):
+    """Round every float leaf of ``tree`` as role ``spec`` says (each leaf its own stream, from
+    ``key`` or from seed ``words`` already drawn)."""
     if spec is None or spec.is_identity:
         return tree
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    sr = spec.rounding.startswith("sr")
-    if sr and key is None:
-        raise ValueError(f"role format {spec.format!r} uses stochastic rounding: a key is needed")
-    out = [round_role(x, spec, key=jax.random.fold_in(key, i) if sr else None) if _is_float(x) else x
+    if not spec.rounding.startswith("sr"):
+        words = None
+    elif words is None:
+        if key is None:
+            raise ValueError(f"role format {spec.format!r} uses stochastic rounding: a key is needed")
+        words = key_words(key)  # one threefry draw, then a cheap integer hash per leaf
+    out = [round_role(x, spec, words=None if words is None else derive(words, i)) if _is_float(x) else x
            for i, x in enumerate(leaves)]
     return jax.tree_util.tree_unflatten(treedef, out)
 
@@ -92,9 +98,9 @@ def _plain(spec: RoleSpec | None) -> RoleSpec | None:
     return spec
 
 
-def working_weights(master, policy: Policy, key=None):
+def working_weights(master, policy: Policy, key=None, *, words=None):
     """The weights the model uses from a master copy: rounded to ``weight`` where it is plain."""
-    return round_tree(master, _plain(policy.role("weight")), key)
+    return round_tree(master, _plain(policy.role("weight")), key, words=words)
 
 
 def stored_format(policy: Policy) -> RoleSpec | None:
@@ -135,10 +141,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
                           loss_scale=init_scale(ls), key=key, amax_history=amax)
 
     def step(state: TrainState, batch):
-        k = jax.random.fold_in(state.key, state.step)
-        k_fwd, k_upd, k_opt = jax.random.split(k, 3)
+        words = derive(seed_words(state.key), state.step)
+        w_fwd, w_upd, w_opt = (derive(words, i) for i in range(3))
         scale = state.loss_scale.scale
-        kw = {"asicsim_key": k_fwd} if pol.stochastic else {}
+        kw = {"asicsim_words": w_fwd} if pol.stochastic else {}
         amax0 = None if state.amax_history is None else jnp.max(state.amax_history, axis=1)
 
         def scaled(params, amax):
@@ -157,14 +163,14 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
 
         target = state.master if pol.has_master else state.params
         updates, opt_state = tx.update(grads, state.opt_state, target)
-        opt_state = round_tree(opt_state, pol.role("opt_state"), k_opt)
+        opt_state = round_tree(opt_state, pol.role("opt_state"), words=w_opt)
         if pol.has_master:
             master = round_tree(optax.apply_updates(target, updates), pol.role("master"),
-                                jax.random.fold_in(k_upd, 0))
-            params = working_weights(master, pol, jax.random.fold_in(k_upd, 1))
+                                words=derive(w_upd, 0))
+            params = working_weights(master, pol, words=derive(w_upd, 1))
         else:
             master = None
-            params = round_tree(_add(target, updates), stored_format(pol), k_upd)
+            params = round_tree(_add(target, updates), stored_format(pol), words=w_upd)
 
         def keep(new, old):
             return jax.tree_util.tree_map(lambda n, o: jnp.where(skip, o, n), new, old)

@@ -19,7 +19,8 @@ then dX is rounded to ``grad`` and dW to ``wgrad``. Rounding itself is straight-
 Two optional keyword arguments of the emulated function (not passed to ``fn``):
 
 ``asicsim_key``   a ``jax.random`` key for roles with stochastic rounding; each GEMM site, role and
-                  scan iteration gets its own key by ``fold_in``/``split`` (never reused).
+                  scan iteration gets its own stream (never reused): seed words drawn once from
+                  the key, then derived per use by integer hashing (``random.derive``).
 ``asicsim_amax``  a float32 array (S, 3): per GEMM site (numbered in the order the interpreter meets
                   them, scan bodies counted once), the amax estimates of (lhs, rhs, grad) that roles
                   with ``scaling = "delayed"`` or ``"static"`` scale by (0: unknown, use the current
@@ -45,6 +46,7 @@ from jax.extend import core as jcore
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
 from asicsim.numerics import get_format, parse_rounding, quantize
+from asicsim.numerics.random import derive, key_words
 from asicsim.numerics.scaling import Scaling, _fp32_scaled
 
 # primitives that only move or relabel data: a weight stays a weight through them
@@ -58,18 +60,22 @@ _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "wgrad")  # the roles an e
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
 
-def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis: int | None = None) -> jax.Array:
+def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis: int | None = None,
+               words=None) -> jax.Array:
     """Round ``x`` as role ``spec`` says (None or fp32/rne: unchanged), keeping its dtype.
 
+    ``key`` (a ``jax.random`` key) or ``words`` (seed words already drawn from one, see
+    ``random.derive``) feeds stochastic rounding.
     ``amax``: for ``delayed``/``static`` scaling, the amax estimate to scale by (a traced scalar;
     <= 0 or None: the current amax of ``x``). ``axis``: the axis of block scaling and of block
     formats (default the last; GEMMs pass the contraction axis, as OCP MX blocks along K).
     """
     if spec is None or spec.is_identity:
         return x
+    words = _sr_words(spec, key, words)
     kw = {}
     if spec.scaling in ("delayed", "static") and amax is not None:
-        return _round_scaled(x, spec, amax, key)
+        return _round_scaled(x, spec, amax, words)
     if spec.scaling in ("tensor", "delayed", "static"):  # no estimate given: the current amax
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
@@ -79,38 +85,37 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis
         kw["axis"] = -1 if axis is None else axis
     elif spec.spec.kind == "block" and axis is not None:
         kw["axis"] = axis
-    if spec.rounding.startswith("sr"):
-        if key is None:
-            raise ValueError(f"role format {spec.format!r} uses stochastic rounding {spec.rounding!r}: "
-                             "pass a key (emulate(...)(..., asicsim_key=jax.random.key(seed)))")
-        kw["key"] = key
-    y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, **kw)
+    y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)
     return y.astype(x.dtype)
 
 
-def _check_key(spec: RoleSpec, key):
-    if spec.rounding.startswith("sr") and key is None:
+def _sr_words(spec: RoleSpec, key, words):
+    """The seed words stochastic rounding by ``spec`` uses (None when it rounds otherwise)."""
+    if not spec.rounding.startswith("sr"):
+        return None
+    if words is not None:
+        return words
+    if key is None:
         raise ValueError(f"role format {spec.format!r} uses stochastic rounding {spec.rounding!r}: "
                          "pass a key (emulate(...)(..., asicsim_key=jax.random.key(seed)))")
+    return key_words(key)
 
 
-def _round_scaled(x, spec: RoleSpec, amax, key):
+def _round_scaled(x, spec: RoleSpec, amax, words):
     """Per-tensor scaling by a given amax estimate (delayed or static scaling): values beyond it
     saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT)."""
-    _check_key(spec, key)
     xf = x.astype(jnp.float32)
     cur = jnp.max(jnp.abs(xf))
     est = jnp.where(amax > 0, amax, cur)
     scale = est / jnp.float32(spec.spec.max)
     scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
     sat = True if spec.saturate is None else spec.saturate
-    y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat,
-                 **({"key": key} if spec.rounding.startswith("sr") else {}))
+    y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)
     return (y * scale).astype(x.dtype)
 
 
-def _round_current(x, spec: RoleSpec | None, key):
-    """``round_role(x, spec, key=key)`` for a GEMM's dX output: where that scales per tensor by
+def _round_current(x, spec: RoleSpec | None, words):
+    """``round_role(x, spec, words=words)`` for a GEMM's dX output: where that scales per tensor by
     the current amax (deterministic rounding), the same arithmetic as ``quantize(...,
     scaling="tensor")`` with the exact amax taken directly by an integer reduction of the
     magnitude bits. quantize's float max/min pair needs a ``lax.cond`` to an exact reduction for
@@ -118,10 +123,10 @@ def _round_current(x, spec: RoleSpec | None, key):
     and its three reductions cost more than the integer reduction they guard."""
     if (spec is None or spec.scaling not in ("tensor", "delayed", "static") or spec.rounding.startswith("sr")
             or x.dtype != jnp.float32 or x.ndim == 0 or x.size == 0):
-        return round_role(x, spec, key=key)
+        return round_role(x, spec, words=words)
     element, rnd = get_format(spec.format), parse_rounding(spec.rounding)
     if element.kind == "block":
-        return round_role(x, spec, key=key)
+        return round_role(x, spec, words=words)
     sat = element.saturate if spec.saturate is None else spec.saturate
     mag = (lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)).astype(jnp.int32)
     axes = tuple(range(x.ndim))
@@ -138,12 +143,11 @@ def _grad_role(role: str) -> str:
     return "wgrad" if role == "weight" else "grad"
 
 
-def _keys(keydata, n: int):
-    """``n`` independent keys from one site's key data (None: no stochastic rounding)."""
-    if keydata is None:
+def _role_words(words, n: int):
+    """Seed words of ``n`` independent streams from one site's words (None: no stochastic rounding)."""
+    if words is None:
         return [None] * n
-    key = jax.random.wrap_key_data(keydata)
-    return [jax.random.fold_in(key, i) for i in range(n)]
+    return [derive(words, i) for i in range(n)]
 
 
 def _contract_axis(dn, conv, side: int, ndim: int) -> int | None:
@@ -154,38 +158,41 @@ def _contract_axis(dn, conv, side: int, ndim: int) -> int | None:
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _emulated_dot(a, b, meta, keydata, cfg, policy):
-    return _dot_fwd(a, b, meta, keydata, cfg, policy)[0]
+def _emulated_dot(a, b, meta, words, cfg, policy):
+    return _dot_fwd(a, b, meta, words, cfg, policy)[0]
 
 
-def _dot_fwd(a, b, meta, keydata, cfg, policy):
+def _dot_fwd(a, b, meta, words, cfg, policy):
     dn, roles, out_dtype, conv, ongrid = cfg
-    ka, kb, kacc, kout, _, _, _ = _keys(keydata, 7)
+    ka, kb, kacc, kout, _, _, _ = _role_words(words, 7)
     tap, est = (None, None) if meta is None else meta
     ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
-    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), key=ka, amax=ma,
+    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
                                         axis=_contract_axis(dn, conv, 0, a.ndim))
-    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), key=kb, amax=mb,
+    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
                                         axis=_contract_axis(dn, conv, 1, b.ndim))
     y = _contract(qa, qb, dn, conv, policy)
-    y = round_role(_accumulate(y, policy, key=kacc, conv=conv), policy.role("out"), key=kout)
+    out = policy.role("out")
+    y = round_role(_accumulate(y, policy, words=kacc, conv=conv), out, words=kout)
+    if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
+        y = _materialize(y, out)
     seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
-    return y.astype(out_dtype), (qa, qb, seen, est, keydata)
+    return y.astype(out_dtype), (qa, qb, seen, est, words)
 
 
 def _dot_bwd(cfg, policy, res, g):
     dn, roles, _, conv, _ = cfg
-    qa, qb, seen, est, keydata = res
-    *_, kg, kda, kdb = _keys(keydata, 7)
+    qa, qb, seen, est, words = res
+    *_, kg, kda, kdb = _role_words(words, 7)
     g32 = g.astype(jnp.float32)
-    gq = round_role(g32, policy.role("grad"), key=kg, amax=None if est is None else est[2])
+    gq = round_role(g32, policy.role("grad"), words=kg, amax=None if est is None else est[2])
     da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
-    kda2, kdb2 = (None, None) if keydata is None else (jax.random.fold_in(kda, 1), jax.random.fold_in(kdb, 1))
+    kda2, kdb2 = (None, None) if words is None else (derive(kda, 1), derive(kdb, 1))
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(_round_current(_accumulate(da, policy, key=kda2, conv=conv), ra, kda), ra)
-    db = _materialize(_round_current(_accumulate(db, policy, key=kdb2, conv=conv), rb, kdb), rb)
+    da = _materialize(_round_current(_accumulate(da, policy, words=kda2, conv=conv), ra, kda), ra)
+    db = _materialize(_round_current(_accumulate(db, policy, words=kdb2, conv=conv), rb, kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(qa.dtype), db.astype(qb.dtype), None if est is None else (dtap, None), None
 
@@ -194,7 +201,8 @@ _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
 
 
 def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
-    """``x`` unchanged, computed once where its rounding is scaled (per block, tensor, channel).
+    """``x`` unchanged, computed once where its rounding is scaled (per block, tensor, channel)
+    or stochastic (random bits hashed per element).
 
     XLA:CPU fuses a cheap elementwise producer into every consumer, even one that reads each
     element several times: the transposed im2col of a convolution's dX summed 3-5 taps of it, so
@@ -202,21 +210,27 @@ def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
     loop XLA does not vectorise (30 % of an MX CNN step). ``optimization_barrier`` does not stop
     this on CPU (it is removed before fusion); a reduction is never duplicated into consumers, so
     ``x`` is passed through one: a bitwise OR with zeros over a new axis of 2 (same bits).
+    Stochastic rounding of dX fused into those taps cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
     """
     uint = {4: jnp.uint32, 2: jnp.uint16}.get(x.dtype.itemsize)
-    if spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block") or uint is None:
+    plain = spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block")
+    if (plain and not _stochastic(spec)) or uint is None:
         return x
     bits = lax.bitcast_convert_type(x, uint)
     both = jnp.stack([bits, jnp.zeros_like(bits)])
     return lax.bitcast_convert_type(lax.reduce(both, np.zeros((), bits.dtype), lax.bitwise_or, (0,)), x.dtype)
 
 
-def _accumulate(y: jax.Array, policy: Policy, key=None, conv=None) -> jax.Array:
+def _stochastic(spec: RoleSpec | None) -> bool:
+    return spec is not None and spec.rounding.startswith("sr")
+
+
+def _accumulate(y: jax.Array, policy: Policy, words=None, conv=None) -> jax.Array:
     """Round an fp32 accumulation result to the accumulator format (a GEMM under a bit-exact MAC
     order has already accumulated in it; convolutions always take the fast path)."""
     if conv is None and policy.mac_spec() is not None:
         return y
-    return round_role(y, policy.role("acc"), key=key)
+    return round_role(y, policy.role("acc"), words=words)
 
 
 def _contract(a, b, dn, conv, policy: Policy):
@@ -323,7 +337,7 @@ class _Interpreter:
     of ``prerounded`` (a training step rounds its working weights once; rounding them again in
     every GEMM, and in every scan iteration, returned the same bits and cost time)."""
 
-    def __init__(self, policy: Policy, key=None, amax=None, n_sites: int = 0,
+    def __init__(self, policy: Policy, words=None, amax=None, n_sites: int = 0,
                  prerounded: RoleSpec | None = None):
         self.policy = policy
         self.prerounded = prerounded
@@ -333,7 +347,7 @@ class _Interpreter:
             merged = {**dict(policy.roles), **dict(policy.first_last)}
             self.edge_policy = dataclasses.replace(policy, roles=tuple(merged.items()), first_last=())
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
-        self.key = key  # typed key or None: this scope's stochastic-rounding key
+        self.words = words  # uint32[2] or None: this scope's stochastic-rounding seed words
         self.amax = amax  # (S, 3) amax estimates per GEMM site, or None; its gradient: the amax seen
         # The estimates' values, not differentiated: the same in every scan iteration, so a weight
         # rounded by them (a scan constant) is loop-invariant and JAX/XLA round it once, before
@@ -343,7 +357,7 @@ class _Interpreter:
         self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
 
     def _site(self):
-        """(meta, keydata, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
+        """(meta, words, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
         (the tap, differentiated, carries the observed amax back as its gradient)."""
         i = self.site
         self.site += 1
@@ -353,14 +367,14 @@ class _Interpreter:
             meta = (self.amax[i], self.est[i])
         elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
             meta = (None, jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32)))
-        keydata = None
-        if self.key is not None:
-            keydata = jax.random.key_data(jax.random.fold_in(self.key, i))
+        words = None
+        if self.words is not None:
+            words = derive(self.words, i)
         elif any(self.policy.role(r) is not None and self.policy.role(r).rounding.startswith("sr")
                  for r in _GEMM_ROLES):
             raise ValueError(f"recipe {self.policy.name!r} uses stochastic rounding: pass a key "
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
-        return meta, keydata, pol
+        return meta, words, pol
 
     def run(self, jaxpr, consts, args, weight_flags):
         env: dict = {}
@@ -436,17 +450,17 @@ class _Interpreter:
         cflags, xflags = flags[:nc], flags[nc + ncarry:]
 
         length, site0 = p["length"], self.site
-        outer_key, outer_amax = self.key, self.amax
+        outer_words, outer_amax = self.words, self.amax
         extra = {}
-        if outer_key is not None:  # one key per iteration: stochastic rounding never reuses bits
-            extra["key"] = jax.random.split(jax.random.fold_in(outer_key, 1_000_003 + site0), length)
+        if outer_words is not None:  # words per iteration: stochastic rounding never reuses bits
+            extra["words"] = derive(derive(outer_words, 1_000_003 + site0), jnp.arange(length))
         if outer_amax is not None:  # the body's observed amax: the largest over iterations
             extra["amax"] = _broadcast_max(outer_amax, length)
 
         def body(carry, x):
             x, ex = x
             self.site = site0  # a retraced body numbers its sites the same way
-            self.key, self.amax = ex.get("key"), ex.get("amax")
+            self.words, self.amax = ex.get("words"), ex.get("amax")
             outs = self.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
                             [*cflags, *([False] * ncarry), *xflags])
             return outs[:ncarry], outs[ncarry:]
@@ -457,7 +471,7 @@ class _Interpreter:
                                  unroll=p["unroll"])
         finally:
             self.multiplier = outer
-            self.key, self.amax = outer_key, outer_amax
+            self.words, self.amax = outer_words, outer_amax
         self.site = site0 + count_sites(closed.jaxpr)
         return [*carry, *ys]
 
@@ -473,7 +487,7 @@ class _Interpreter:
             self.site = site0
             return self.run(cj.jaxpr, cj.consts, [*cc, *c], [*flags[:cn], *([False] * n)])[0]
 
-        def body(c):  # note: stochastic-rounding keys repeat across while iterations
+        def body(c):  # note: stochastic-rounding streams repeat across while iterations
             self.site = site0 + ncond
             return self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)])
 
@@ -553,10 +567,11 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
 def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None) -> Callable:
     """:func:`emulate`; ``prerounded``: the caller promises the ``weights`` argument's leaves are
     already rounded with this role spec (the training step's working weights), so GEMM weight
-    operands on the same grid are not rounded again (same bits, less work)."""
+    operands on the same grid are not rounded again (same bits, less work). The wrapped function
+    also takes ``asicsim_words``: seed words instead of ``asicsim_key`` (no threefry call)."""
 
     @functools.wraps(fn)
-    def wrapped(*args, asicsim_key=None, asicsim_amax=None, **kwargs):
+    def wrapped(*args, asicsim_key=None, asicsim_amax=None, asicsim_words=None, **kwargs):
         key, amax = asicsim_key, asicsim_amax
         if key is not None and not jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)  # a raw uint32 key
@@ -572,7 +587,10 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
             return fn(*a, **k)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
-        interp = _Interpreter(pol, key, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0,
+        words = asicsim_words
+        if words is None and key is not None and pol.stochastic:
+            words = key_words(key)
+        interp = _Interpreter(pol, words, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0,
                               prerounded=prerounded)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)

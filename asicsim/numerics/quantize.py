@@ -182,6 +182,41 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
     return None
 
 
+def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> jax.Array | None:
+    """``round_to_grid`` of float32 ``x`` onto saturating fixed point by stochastic rounding with
+    the same ``rand`` (full 32 bits), in about half the kernel's ops (None elsewhere).
+
+    Clamping first is exact (the bounds are on the grid; beyond them the kernel saturates
+    either way) and leaves at most 24 significant bits above the quantum (``bits <= 24``), so the
+    kernel's rule applies as it is to the clamped magnitude bits, without its exponent, overflow
+    and subnormal cases: at or above one quantum, add the low ``d`` bits of ``rand`` below the
+    quantum and clear them; below, one quantum iff ``rand`` is below the significand shifted to
+    ``|x| / quantum * 2**32``. Shifts by 32 or more give 0 in XLA, which covers zeros and fp32
+    subnormals (flushed or not: the threshold is 0 for ``frac_bits <= 64``). The sign is put
+    back on the bits, no -0, NaN in, NaN out. (A float32 threshold converted to uint32 costs
+    more than the whole integer rule on XLA:CPU.) Checked bit for bit against the kernel for
+    the same ``rand`` in tests/numerics/test_fast_sr.py.
+    """
+    if not (rnd.mode is RoundMode.SR and rnd.bits is None and x.dtype == jnp.float32
+            and spec.kind == "int" and saturate and spec.bits <= 24):
+        return None
+    u32 = np.uint32
+    qmin = -spec.frac_bits
+    xc = jnp.clip(x, np.float32(spec.min), np.float32(spec.max))
+    bits = jax.lax.bitcast_convert_type(xc, jnp.uint32)
+    a = bits & u32(0x7FFFFFFF)
+    d = u32(qmin + 150) - (a >> u32(23))  # carrier bits below the quantum (> 23: below one)
+    mask = (u32(1) << d) - u32(1)
+    r = (a + (rand & mask)) & ~mask
+    sig = (a & u32(0x7FFFFF)) | u32(0x800000)
+    threshold = (sig << (u32(32) - d)) | (sig >> (d - u32(32)))  # one of the two shifts is >= 32
+    quantum = u32(F32.pow2_bits(qmin))
+    r = jnp.where(a < quantum, jnp.where(rand < threshold, quantum, u32(0)), r)
+    out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
+    out = jnp.where(a > u32(F32.inf), u32(F32.nan), out)
+    return jax.lax.bitcast_convert_type(out, jnp.float32)
+
+
 def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
     """Two's-complement wrap of rounded magnitude bits ``r`` (value k * 2**(shift - F))."""
     u = r.dtype.type
@@ -281,6 +316,7 @@ def quantize(
     axis: int | None = None,
     block_size: int | None = None,
     scaling: Scaling | str | None = None,
+    words=None,
 ) -> jax.Array:
     """Round ``x`` onto ``fmt`` and return float32 values the format represents.
 
@@ -296,13 +332,19 @@ def quantize(
       axis, block_size, scaling: scale the tensor before rounding (see ``Scaling``): ``axis``
         alone is per-channel, ``axis`` + ``block_size`` per-block. Block formats (MX, BFP)
         bring their own block scaling.
+      words: instead of ``key``, the uint32[2] seed words drawn from one
+        (:func:`asicsim.numerics.random.key_words`, or :func:`~asicsim.numerics.random.derive`
+        from such words): many streams from one key without a threefry call for each.
 
     Returns:
       float32 JAX array of ``x``'s shape. Differentiable: the gradient passes straight through.
     """
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
-    words = _random.key_words(key) if rnd.stochastic else None
+    if rnd.stochastic and words is None:
+        words = _random.key_words(key)
+    elif not rnd.stochastic:
+        words = None
     plan = resolve_scaling(spec, axis=axis, block_size=block_size, scaling=scaling)
     if plan is not None:
         element, plan = plan
@@ -361,6 +403,8 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
     rand = None
     if rnd.stochastic:
         rand = _random.hash_bits(words, x.shape)
+        if c is F32 and (fast := fast_sr_fixed32(x, spec, rnd, sat, rand)) is not None:
+            return fast
         if c is F64:
             hi = _random.hash_bits(words ^ np.uint32(0x9E3779B9), x.shape)
             rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
