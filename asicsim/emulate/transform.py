@@ -46,6 +46,7 @@ from jax.extend import core as jcore
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
 from asicsim.numerics import get_format, parse_rounding, quantize
+from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive, key_words
 from asicsim.numerics.scaling import Scaling, _fp32_scaled
 
@@ -201,24 +202,16 @@ _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
 
 
 def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
-    """``x`` unchanged, computed once where its rounding is scaled (per block, tensor, channel)
-    or stochastic (random bits hashed per element).
+    """``x`` unchanged, computed once (:func:`asicsim.numerics.fusion.computed_once`) where its
+    rounding is scaled (per block, tensor, channel) or stochastic (random bits hashed per element).
 
-    XLA:CPU fuses a cheap elementwise producer into every consumer, even one that reads each
-    element several times: the transposed im2col of a convolution's dX summed 3-5 taps of it, so
-    the block rounding of dX (exponent, scale, element grid) ran once per tap, in a gather-like
-    loop XLA does not vectorise (30 % of an MX CNN step). ``optimization_barrier`` does not stop
-    this on CPU (it is removed before fusion); a reduction is never duplicated into consumers, so
-    ``x`` is passed through one: a bitwise OR with zeros over a new axis of 2 (same bits).
-    Stochastic rounding of dX fused into those taps cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
+    Fused, the transposed im2col of a
+    convolution's dX summed 3-5 taps of it, so the block rounding of dX (exponent, scale, element
+    grid) ran once per tap, in a gather-like loop XLA does not vectorise (30 % of an MX CNN step);
+    stochastic rounding of dX fused into those taps cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
     """
-    uint = {4: jnp.uint32, 2: jnp.uint16}.get(x.dtype.itemsize)
     plain = spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block")
-    if (plain and not _stochastic(spec)) or uint is None:
-        return x
-    bits = lax.bitcast_convert_type(x, uint)
-    both = jnp.stack([bits, jnp.zeros_like(bits)])
-    return lax.bitcast_convert_type(lax.reduce(both, np.zeros((), bits.dtype), lax.bitwise_or, (0,)), x.dtype)
+    return x if plain and not _stochastic(spec) else computed_once(x)
 
 
 def _stochastic(spec: RoleSpec | None) -> bool:

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .fusion import computed_once
+
 _C1 = np.uint32(0x7FEB352D)
 _C2 = np.uint32(0x846CA68B)
 
@@ -63,19 +65,12 @@ def derive(words: jax.Array, tag) -> jax.Array:
     return jnp.stack([left, right], axis=-1)
 
 
-def _computed_once(words: jax.Array) -> jax.Array:
-    """``words`` unchanged, as a buffer of its own. XLA:CPU fuses the scalar ops that derived
-    them (``derive`` chains: ~30 ops per level) into the rounding kernel and runs them once per
-    element (a conv im2col rounding: 46 instead of 1 ns per element). A reduction is not
-    fused into its consumers: a bitwise OR with zeros over a new axis of 2 (same bits)."""
-    both = jnp.stack([words, jnp.zeros_like(words)])
-    return jax.lax.reduce(both, np.uint32(0), jax.lax.bitwise_or, (0,))
-
-
 def hash_bits(words: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """uint32 random bits of ``shape`` from the two seed words (fuses into the caller's kernel)."""
     size = int(np.prod(shape, dtype=np.int64))
-    words = _computed_once(words)
+    # A buffer of their own: fused, the ``derive`` chains that made the words (~30 ops per level)
+    # ran once per element (a conv im2col rounding: 46 instead of 1 ns per element).
+    words = computed_once(words)
     x = jax.lax.iota(jnp.uint32, size).reshape(shape) + words[0]
     x = x ^ (x >> np.uint32(16))
     x = x * _C1
