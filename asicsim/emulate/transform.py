@@ -14,7 +14,11 @@ An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
 bit-exact MAC order runs :func:`asicsim.numerics.matmul` for plain 2-D products). Backward: the
 incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
-then dX is rounded to ``grad`` and dW to ``wgrad``. Rounding itself is straight-through.
+then dX is rounded to ``grad`` and dW to ``wgrad``. Rounding itself is straight-through. Block
+scaling (OCP MX) runs along each GEMM's contraction axis, so a block-scaled tensor that a gradient
+GEMM contracts along another axis (the cotangent for dX and for dW, the activation for dW, the
+weight for dX) is rounded again for it from its unrounded values, as Microsoft's microxcaling
+library and Transformer Engine's MXFP8 recipe quantize it.
 
 Two optional keyword arguments of the emulated function (not passed to ``fn``):
 
@@ -151,11 +155,28 @@ def _role_words(words, n: int):
     return [derive(words, i) for i in range(n)]
 
 
+def _block_axis(axes, ndim: int) -> int | None:
+    """The axis block scaling runs along, for a GEMM operand contracted over ``axes`` (in
+    dimension-number order): the last one, so blocks hold consecutive elements of the flattened
+    K and the two operands' blocks pair up (None: no contraction, blocks along the last axis)."""
+    return int(axes[-1]) - ndim if len(axes) else None
+
+
 def _contract_axis(dn, conv, side: int, ndim: int) -> int | None:
-    """The (first) contraction axis of operand ``side`` (0: lhs, 1: rhs), for block scaling."""
-    if conv is not None or not dn[0][side]:
-        return None
-    return int(dn[0][side][0]) - ndim
+    """The block axis of operand ``side`` (0: lhs, 1: rhs) in the forward GEMM."""
+    return None if conv is not None else _block_axis(dn[0][side], ndim)
+
+
+def _free_axes(dn, side: int, ndim: int) -> list[int]:
+    """Operand ``side``'s axes that are neither contracted nor batch (its M or N axes)."""
+    (lc, rc), (lb, rb) = dn
+    contract, batch = (lc, lb) if side == 0 else (rc, rb)
+    return [i for i in range(ndim) if i not in contract and i not in batch]
+
+
+def _blocked(spec: RoleSpec | None) -> bool:
+    """Whether rounding by ``spec`` depends on the axis (block scaling, an MX block format)."""
+    return spec is not None and not spec.is_identity and (spec.scaling == "block" or spec.spec.kind == "block")
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
@@ -180,22 +201,51 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
         y = _materialize(y, out)
     seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
-    return y.astype(out_dtype), (qa, qb, seen, est, words)
+    # A block-scaled operand is rounded again for the gradient GEMM, along that GEMM's
+    # contraction axis: keep it unrounded for that.
+    keep = tuple(x if _reblocked(policy.role(r), conv) else q for x, q, r in zip((a, b), (qa, qb), roles, strict=True))
+    return y.astype(out_dtype), (*keep, seen, est, words)
+
+
+def _reblocked(spec: RoleSpec | None, conv) -> bool:
+    """Whether a GEMM operand rounded by ``spec`` is rounded afresh (from its unrounded values)
+    for the gradient GEMM that reuses it: block scaling runs along the contraction axis, and a
+    gradient GEMM contracts over another one (microxcaling's MX linear and Transformer Engine's
+    MXFP8 recipe quantize each GEMM's operands along its own K). Convolutions keep one rounding."""
+    return conv is None and _blocked(spec)
 
 
 def _dot_bwd(cfg, policy, res, g):
+    """dA = g . B and dB = A . g (the two gradient GEMMs), each on operands rounded for it."""
     dn, roles, _, conv, _ = cfg
-    qa, qb, seen, est, words = res
-    *_, kg, kda, kdb = _role_words(words, 7)
-    g32 = g.astype(jnp.float32)
-    gq = round_role(g32, policy.role("grad"), words=kg, amax=None if est is None else est[2])
-    da, db = _contract_vjp(qa.astype(jnp.float32), qb.astype(jnp.float32), gq, dn, conv, policy)
-    kda2, kdb2 = (None, None) if words is None else (derive(kda, 1), derive(kdb, 1))
+    xa, xb, seen, est, words = res
+    ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
+    g32, gspec = g.astype(jnp.float32), policy.role("grad")
+    ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
+    sa, sb = policy.role(roles[0]), policy.role(roles[1])
+    if conv is None:
+        # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
+        ma = len(dn[1][0]) + len(_free_axes(dn, 0, xa.ndim))
+        if _reblocked(gspec, conv):
+            gb = round_role(g32, gspec, words=_again(kg), axis=_block_axis(range(len(dn[1][0]), ma), g.ndim))
+            ga = round_role(g32, gspec, words=kg, axis=_block_axis(range(ma, g.ndim), g.ndim))
+        if _reblocked(sa, conv):
+            xa = round_role(xa, sa, words=_again(ka), axis=_block_axis(_free_axes(dn, 0, xa.ndim), xa.ndim))
+        if _reblocked(sb, conv):
+            xb = round_role(xb, sb, words=_again(kb), axis=_block_axis(_free_axes(dn, 1, xb.ndim), xb.ndim))
+    xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
+    da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
+    db = _contract_grad(xa32, xb32, gb, dn, conv, policy, 1)
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(_round_current(_accumulate(da, policy, words=kda2, conv=conv), ra, kda), ra)
-    db = _materialize(_round_current(_accumulate(db, policy, words=kdb2, conv=conv), rb, kdb), rb)
+    da = _materialize(_round_current(_accumulate(da, policy, words=_again(kda), conv=conv), ra, kda), ra)
+    db = _materialize(_round_current(_accumulate(db, policy, words=_again(kdb), conv=conv), rb, kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
-    return da.astype(qa.dtype), db.astype(qb.dtype), None if est is None else (dtap, None), None
+    return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
+
+
+def _again(words):
+    """A second stream from a role's seed words (None stays None)."""
+    return None if words is None else derive(words, 1)
 
 
 _emulated_dot.defvjp(_dot_fwd, _dot_bwd)
@@ -238,17 +288,21 @@ def _contract(a, b, dn, conv, policy: Policy):
     return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
 
 
-def _contract_vjp(a, b, g, dn, conv, policy: Policy):
-    """(dA, dB) of the contraction at cotangent ``g``: the two gradient GEMMs, accumulated as the
-    forward one is (a bit-exact MAC order runs on the transposed products JAX's own rule forms)."""
+def _contract_grad(a, b, g, dn, conv, policy: Policy, wrt: int):
+    """The gradient of the contraction with respect to operand ``wrt`` (0: dA, 1: dB) at
+    cotangent ``g``: a gradient GEMM, accumulated as the forward one is (a bit-exact MAC order
+    runs on the transposed product JAX's own rule forms)."""
+    def grad(x, w, ct, contract):
+        operands = (x, w)
+        f = lambda v: contract(*(operands[:wrt] + (v,) + operands[wrt + 1:]))  # noqa: E731
+        return jax.vjp(f, operands[wrt])[1](ct)[0]
+
     mac = policy.mac_spec() if conv is None else None
     if mac is None:
-        _, vjp = jax.vjp(lambda x, w: _contract(x, w, dn, conv, policy), a, b)
-        return vjp(g)
+        return grad(a, b, g, lambda x, w: _contract(x, w, dn, conv, policy))
 
     def fast(x, w, ct):
-        return jax.vjp(lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32),
-                       x, w)[1](ct)
+        return grad(x, w, ct, lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32))
 
     closed = jax.make_jaxpr(fast)(a, b, g)
     env: dict = {}
@@ -270,7 +324,7 @@ def _contract_vjp(a, b, g, dn, conv, policy: Policy):
             outs = out if eqn.primitive.multiple_results else [out]
         for v, o in zip(eqn.outvars, outs, strict=True):
             env[v] = o
-    return tuple(read(v) for v in closed.jaxpr.outvars)
+    return read(closed.jaxpr.outvars[0])
 
 
 def _mac_dot_general(a, b, dn, mac):

@@ -104,6 +104,37 @@ def test_fp8_e4m3_operands_are_representable_at_unit_scale():
     assert np.array_equal(g, np.asarray(a).astype(ml_dtypes.float8_e5m2).astype(np.float32))
 
 
+def _mx(v, fmt, axis):
+    return np.asarray(sim.quantize(jnp.asarray(v, jnp.float32), fmt, "rne", axis=axis), np.float64)
+
+
+def _bf16(v):
+    return np.asarray(jnp.asarray(v, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32), np.float64)
+
+
+@pytest.mark.parametrize("lead", [(), (3,)])
+def test_mx_gradient_gemms_block_each_operand_along_their_own_contraction_axis(lead):
+    # as microxcaling's MX linear: dW = Q(X along M)^T Q(dY along M), dX = Q(dY along N) Q(W along N)^T,
+    # each quantized from the unrounded tensor (wide-ranging X, so the block axis matters); with a
+    # leading axis the M axes are (3, 70), and blocks run along the last of them
+    k1, k2, k3, k4 = jax.random.split(jax.random.key(11), 4)
+    x = jax.random.normal(k1, (*lead, 70, 40)) * jnp.exp(2 * jax.random.normal(k3, (*lead, 70, 40)))
+    w = jax.random.normal(k2, (40, 50))
+    c = jax.random.normal(k4, (*lead, 70, 50)) * jnp.exp(jax.random.normal(k3, (*lead, 70, 50)))
+    f = emulate(lambda p, x: x @ p["w"], "mxfp8")
+    dx, dw = jax.grad(lambda x, w: jnp.sum(f({"w": w}, x) * c), argnums=(0, 1))(x, w)
+    m_axes = tuple(range(len(lead) + 1))
+    want_dw = _bf16(np.tensordot(_mx(x, "mxfp8_e4m3", -2), _mx(c, "mxfp8_e5m2", -2), (m_axes, m_axes)))
+    want_dx = _mx(_mx(c, "mxfp8_e5m2", -1) @ _mx(w, "mxfp8_e4m3", -1).T, "mxfp8_e5m2", -1)
+    # up to the fp32 accumulation order: one unit in the last place of the output format
+    np.testing.assert_allclose(dw, want_dw, rtol=2**-7, atol=0)
+    np.testing.assert_allclose(dx, want_dx, rtol=2**-2, atol=0)
+    assert np.mean(np.asarray(dx) == want_dx) > 0.99 and np.mean(np.asarray(dw) == want_dw) > 0.99
+    # reusing the forward roundings (X blocked along K, dY along N) gives another dW
+    reused = _bf16(np.tensordot(_mx(x, "mxfp8_e4m3", -1), _mx(c, "mxfp8_e5m2", -1), (m_axes, m_axes)))
+    assert np.max(np.abs(reused - want_dw) / np.abs(want_dw)) > 0.05
+
+
 def test_wang2018_chunked_fp16_accumulation_beats_sequential_fp16():
     # a long dot product of ones: sequential fp16 accumulation stalls at 2048 (2048 + 1 rounds back
     # to 2048); chunks of 64 summed separately reach the exact 4096
