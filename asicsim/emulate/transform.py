@@ -293,9 +293,9 @@ def _contract_grad(a, b, g, dn, conv, policy: Policy, wrt: int):
     cotangent ``g``: a gradient GEMM, accumulated as the forward one is (a bit-exact MAC order
     runs on the transposed product JAX's own rule forms)."""
     def grad(x, w, ct, contract):
-        operands = (x, w)
-        f = lambda v: contract(*(operands[:wrt] + (v,) + operands[wrt + 1:]))  # noqa: E731
-        return jax.vjp(f, operands[wrt])[1](ct)[0]
+        if wrt == 0:
+            return jax.vjp(lambda v: contract(v, w), x)[1](ct)[0]
+        return jax.vjp(lambda v: contract(x, v), w)[1](ct)[0]
 
     mac = policy.mac_spec() if conv is None else None
     if mac is None:
