@@ -65,18 +65,21 @@ _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "wgrad")  # the roles an e
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
 
-def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis: int | None = None,
-               words=None) -> jax.Array:
+def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
+               axis: int | Sequence[int] | None = None, words=None) -> jax.Array:
     """Round ``x`` as role ``spec`` says (None or fp32/rne: unchanged), keeping its dtype.
 
     ``key`` (a ``jax.random`` key) or ``words`` (seed words already drawn from one, see
     ``random.derive``) feeds stochastic rounding.
     ``amax``: for ``delayed``/``static`` scaling, the amax estimate to scale by (a traced scalar;
     <= 0 or None: the current amax of ``x``). ``axis``: the axis of block scaling and of block
-    formats (default the last; GEMMs pass the contraction axis, as OCP MX blocks along K).
+    formats (default the last), or several axes: blocks then run along them flattened in the
+    order given (a GEMM passes its contraction axes, as OCP MX blocks along K).
     """
     if spec is None or spec.is_identity:
         return x
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        return _round_flat(x, spec, tuple(int(a) % x.ndim for a in axis), key=key, amax=amax, words=words)
     words = _sr_words(spec, key, words)
     kw = {}
     if spec.scaling in ("delayed", "static") and amax is not None:
@@ -92,6 +95,22 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None, axis
         kw["axis"] = axis
     y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)
     return y.astype(x.dtype)
+
+
+def _round_flat(x, spec: RoleSpec, axes: tuple[int, ...], **kw) -> jax.Array:
+    """``round_role`` with blocks along ``axes`` flattened: a reshape where they are adjacent and
+    in order (a GEMM's M of (batch, length)), otherwise moved last first."""
+    if len(axes) <= 1 or not _blocked(spec):
+        return round_role(x, spec, axis=axes[0] if axes else None, **kw)
+    lo, n = axes[0], len(axes)
+    if axes == tuple(range(lo, lo + n)):
+        flat = x.reshape(*x.shape[:lo], -1, *x.shape[lo + n:])
+        return round_role(flat, spec, axis=lo, **kw).reshape(x.shape)
+    perm = [i for i in range(x.ndim) if i not in axes] + list(axes)
+    moved = jnp.transpose(x, perm)
+    flat = moved.reshape(*moved.shape[:-n], -1)
+    y = round_role(flat, spec, axis=-1, **kw).reshape(moved.shape)
+    return jnp.transpose(y, np.argsort(perm))
 
 
 def _sr_words(spec: RoleSpec, key, words):
@@ -155,16 +174,10 @@ def _role_words(words, n: int):
     return [derive(words, i) for i in range(n)]
 
 
-def _block_axis(axes, ndim: int) -> int | None:
-    """The axis block scaling runs along, for a GEMM operand contracted over ``axes`` (in
-    dimension-number order): the last one, so blocks hold consecutive elements of the flattened
-    K and the two operands' blocks pair up (None: no contraction, blocks along the last axis)."""
-    return int(axes[-1]) - ndim if len(axes) else None
-
-
-def _contract_axis(dn, conv, side: int, ndim: int) -> int | None:
-    """The block axis of operand ``side`` (0: lhs, 1: rhs) in the forward GEMM."""
-    return None if conv is not None else _block_axis(dn[0][side], ndim)
+def _contract_axis(dn, conv, side: int, ndim: int) -> tuple[int, ...] | None:
+    """The block axes of operand ``side`` (0: lhs, 1: rhs) in the forward GEMM: its contraction
+    axes (None for a convolution: the last axis)."""
+    return None if conv is not None else tuple(dn[0][side])
 
 
 def _free_axes(dn, side: int, ndim: int) -> list[int]:
@@ -227,12 +240,12 @@ def _dot_bwd(cfg, policy, res, g):
         # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
         ma = len(dn[1][0]) + len(_free_axes(dn, 0, xa.ndim))
         if _reblocked(gspec, conv):
-            gb = round_role(g32, gspec, words=_again(kg), axis=_block_axis(range(len(dn[1][0]), ma), g.ndim))
-            ga = round_role(g32, gspec, words=kg, axis=_block_axis(range(ma, g.ndim), g.ndim))
+            gb = round_role(g32, gspec, words=_again(kg), axis=range(len(dn[1][0]), ma))
+            ga = round_role(g32, gspec, words=kg, axis=range(ma, g.ndim))
         if _reblocked(sa, conv):
-            xa = round_role(xa, sa, words=_again(ka), axis=_block_axis(_free_axes(dn, 0, xa.ndim), xa.ndim))
+            xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
         if _reblocked(sb, conv):
-            xb = round_role(xb, sb, words=_again(kb), axis=_block_axis(_free_axes(dn, 1, xb.ndim), xb.ndim))
+            xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
     da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
     db = _contract_grad(xa32, xb32, gb, dn, conv, policy, 1)

@@ -116,23 +116,37 @@ def _bf16(v):
 def test_mx_gradient_gemms_block_each_operand_along_their_own_contraction_axis(lead):
     # as microxcaling's MX linear: dW = Q(X along M)^T Q(dY along M), dX = Q(dY along N) Q(W along N)^T,
     # each quantized from the unrounded tensor (wide-ranging X, so the block axis matters); with a
-    # leading axis the M axes are (3, 70), and blocks run along the last of them
+    # leading axis, M is (3, 70) flattened: K of the dW GEMM as the hardware lays it out
     k1, k2, k3, k4 = jax.random.split(jax.random.key(11), 4)
     x = jax.random.normal(k1, (*lead, 70, 40)) * jnp.exp(2 * jax.random.normal(k3, (*lead, 70, 40)))
     w = jax.random.normal(k2, (40, 50))
     c = jax.random.normal(k4, (*lead, 70, 50)) * jnp.exp(jax.random.normal(k3, (*lead, 70, 50)))
     f = emulate(lambda p, x: x @ p["w"], "mxfp8")
     dx, dw = jax.grad(lambda x, w: jnp.sum(f({"w": w}, x) * c), argnums=(0, 1))(x, w)
-    m_axes = tuple(range(len(lead) + 1))
-    want_dw = _bf16(np.tensordot(_mx(x, "mxfp8_e4m3", -2), _mx(c, "mxfp8_e5m2", -2), (m_axes, m_axes)))
-    want_dx = _mx(_mx(c, "mxfp8_e5m2", -1) @ _mx(w, "mxfp8_e4m3", -1).T, "mxfp8_e5m2", -1)
+    x2, c2 = x.reshape(-1, 40), c.reshape(-1, 50)
+    want_dw = _bf16(_mx(x2, "mxfp8_e4m3", 0).T @ _mx(c2, "mxfp8_e5m2", 0))
+    want_dx = _mx(_mx(c2, "mxfp8_e5m2", 1) @ _mx(w, "mxfp8_e4m3", 1).T, "mxfp8_e5m2", 1).reshape(x.shape)
     # up to the fp32 accumulation order: one unit in the last place of the output format
     np.testing.assert_allclose(dw, want_dw, rtol=2**-7, atol=0)
     np.testing.assert_allclose(dx, want_dx, rtol=2**-2, atol=0)
     assert np.mean(np.asarray(dx) == want_dx) > 0.99 and np.mean(np.asarray(dw) == want_dw) > 0.99
     # reusing the forward roundings (X blocked along K, dY along N) gives another dW
-    reused = _bf16(np.tensordot(_mx(x, "mxfp8_e4m3", -1), _mx(c, "mxfp8_e5m2", -1), (m_axes, m_axes)))
+    reused = _bf16(_mx(x2, "mxfp8_e4m3", 1).T @ _mx(c2, "mxfp8_e5m2", 1))
     assert np.max(np.abs(reused - want_dw) / np.abs(want_dw)) > 0.05
+
+
+def test_blocks_run_along_several_contraction_axes_flattened():
+    # x (4, 8, 16) . w (8, 16, 5) over both K axes, listed out of order: blocks of 32 run along
+    # K = (16, 8) flattened in dimension-number order, the same pairing for both operands
+    x = jax.random.normal(jax.random.key(3), (4, 8, 16)) * jnp.exp(2 * jax.random.normal(jax.random.key(4), (4, 8, 16)))
+    w = jax.random.normal(jax.random.key(5), (8, 16, 5))
+    dn = (((2, 1), (1, 0)), ((), ()))
+    got = emulate(lambda w, x: jax.lax.dot_general(x, w, dn), "mxfp8")(w, x)
+    xk = _mx(jnp.transpose(x, (0, 2, 1)).reshape(4, 128), "mxfp8_e4m3", 1)
+    wk = _mx(jnp.transpose(w, (1, 0, 2)).reshape(128, 5), "mxfp8_e4m3", 0)
+    np.testing.assert_allclose(got, _bf16(xk @ wk), rtol=2**-7, atol=0)
+    blocked_last = _mx(x, "mxfp8_e4m3", 2)  # blocks along one axis only: another product
+    assert not np.allclose(_bf16(jnp.transpose(blocked_last, (0, 2, 1)).reshape(4, 128) @ wk), got, rtol=2**-7)
 
 
 def test_wang2018_chunked_fp16_accumulation_beats_sequential_fp16():
