@@ -7,7 +7,9 @@ One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op tr
 ``act``     activations entering a GEMM or convolution
 ``out``     a GEMM/convolution result, after accumulation
 ``acc``     the accumulator of every GEMM (forward and backward)
-``grad``    activation gradients (the cotangent entering the backward GEMMs, and dX)
+``grad``    activation gradients entering the backward GEMMs (the cotangent dY)
+``grad_out`` an activation gradient as the dX GEMM writes it (absent: ``grad``; fp8 and MX
+            training keep it in bf16 and quantize it where the next GEMM reads it)
 ``wgrad``   weight gradients (dW)
 ``master``  the master copy of the weights the optimizer updates (absent: no master copy)
 ``opt_state`` optimizer state (momenta)
@@ -38,7 +40,8 @@ from asicsim._catalogs import shipped_dir
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.rounding import parse_rounding
 
-ROLES = ("weight", "act", "out", "acc", "grad", "wgrad", "master", "opt_state", "update")
+ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "opt_state", "update")
+_FALLBACK = {"grad_out": "grad"}  # a role a recipe may leave out, and the one it then follows
 SCALINGS = ("none", "tensor", "channel", "block", "delayed", "static")
 LOSS_SCALING = ("none", "static", "dynamic")
 
@@ -139,7 +142,10 @@ class Policy:
         return MacSpec(a_fmt="fp32", acc=acc.format if acc else "fp32", order=self.mac_order)
 
     def role(self, name: str) -> RoleSpec | None:
-        return dict(self.roles).get(name)
+        roles = dict(self.roles)
+        if name not in roles and name in _FALLBACK:
+            return roles.get(_FALLBACK[name])
+        return roles.get(name)
 
     def __getitem__(self, name: str) -> RoleSpec:
         spec = self.role(name)

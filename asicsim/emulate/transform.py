@@ -14,7 +14,7 @@ An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
 bit-exact MAC order runs :func:`asicsim.numerics.matmul` for plain 2-D products). Backward: the
 incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
-then dX is rounded to ``grad`` and dW to ``wgrad``. Rounding itself is straight-through. Block
+then dX is rounded to ``grad_out`` (default ``grad``) and dW to ``wgrad``. Rounding itself is straight-through. Block
 scaling (OCP MX) runs along each GEMM's contraction axis, so a block-scaled tensor that a gradient
 GEMM contracts along another axis (the cotangent for dX and for dW, the activation for dW, the
 weight for dX) is rounded again for it from its unrounded values, as Microsoft's microxcaling
@@ -61,7 +61,7 @@ _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim
 # of those, the ones that keep every value unchanged (a value on a format's grid stays on it)
 _VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
                      "dynamic_slice", "copy", "copy_p", "rev", "concatenate"}
-_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "wgrad")  # the roles an emulated GEMM rounds
+_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad")  # the roles an emulated GEMM rounds
 _CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
 
 
@@ -164,7 +164,7 @@ def _amax(x) -> jax.Array:
 
 
 def _grad_role(role: str) -> str:
-    return "wgrad" if role == "weight" else "grad"
+    return "wgrad" if role == "weight" else "grad_out"
 
 
 def _role_words(words, n: int):

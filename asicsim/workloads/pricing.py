@@ -9,7 +9,7 @@ pricing every GEMM with :func:`asicsim.hw.cost.cost_many` in the formats its rol
 trace role   A operand        B operand        output
 ============ ================ ================ ============
 forward      ``act``          ``weight``       ``out``
-grad-input   ``grad`` (dY)    ``weight``       ``grad``
+grad-input   ``grad`` (dY)    ``weight``       ``grad_out``
 grad-weight  ``act`` (X^T)    ``grad`` (dY)    ``wgrad``
 ============ ================ ================ ============
 
@@ -36,7 +36,7 @@ from asicsim.workloads.training import _batch_fn, _loss_fn, build, load_workload
 #: bias corrections (2), sqrt, add eps, divide, scale and subtract (5) = 12.
 OPTIMIZER_OPS = {"sgd": 2, "sgd_momentum": 4, "adam": 12}
 
-_ROLE_FORMATS = {"forward": ("act", "weight", "out"), "grad-input": ("grad", "weight", "grad"),
+_ROLE_FORMATS = {"forward": ("act", "weight", "out"), "grad-input": ("grad", "weight", "grad_out"),
                  "grad-weight": ("act", "grad", "wgrad")}
 
 

@@ -197,8 +197,8 @@ def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed
 
 
 def _without_grad_rounding(policy: Policy) -> Policy:
-    """The recipe with ``grad``/``wgrad`` kept in float32: gradients as they are before rounding."""
-    roles = tuple((r, RoleSpec("fp32") if r in ("grad", "wgrad") else s) for r, s in policy.roles)
+    """The recipe with ``grad``/``grad_out``/``wgrad`` kept in float32: gradients as they are before rounding."""
+    roles = tuple((r, RoleSpec("fp32") if r in ("grad", "grad_out", "wgrad") else s) for r, s in policy.roles)
     return dataclasses.replace(policy, roles=roles)
 
 
