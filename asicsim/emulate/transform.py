@@ -49,10 +49,9 @@ from jax.extend import core as jcore
 
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
-from asicsim.numerics import get_format, parse_rounding, quantize
+from asicsim.numerics import quantize
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive, key_words
-from asicsim.numerics.scaling import Scaling, _fp32_scaled
 
 # primitives that only move or relabel data: a weight stays a weight through them
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
@@ -136,27 +135,6 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     sat = True if spec.saturate is None else spec.saturate
     y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)
     return (y * scale).astype(x.dtype)
-
-
-def _round_current(x, spec: RoleSpec | None, words):
-    """``round_role(x, spec, words=words)`` for a GEMM's dX output: where that scales per tensor by
-    the current amax (deterministic rounding), the same arithmetic as ``quantize(...,
-    scaling="tensor")`` with the exact amax taken directly by an integer reduction of the
-    magnitude bits. quantize's float max/min pair needs a ``lax.cond`` to an exact reduction for
-    subnormal or NaN amax; in a scan body (the GRU's recurrent dX, every time step) that cond
-    and its three reductions cost more than the integer reduction they guard."""
-    if (spec is None or spec.scaling not in ("tensor", "delayed", "static") or spec.rounding.startswith("sr")
-            or x.dtype != jnp.float32 or x.ndim == 0 or x.size == 0):
-        return round_role(x, spec, words=words)
-    element, rnd = get_format(spec.format), parse_rounding(spec.rounding)
-    if element.kind == "block":
-        return round_role(x, spec, words=words)
-    sat = element.saturate if spec.saturate is None else spec.saturate
-    mag = (lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)).astype(jnp.int32)
-    axes = tuple(range(x.ndim))
-    amax = jnp.max(mag, axis=axes, keepdims=True).astype(jnp.uint32)  # NaN above inf, as quantize
-    finite = amax < np.uint32(0x7F800000)
-    return _fp32_scaled(x, amax, finite, element, Scaling(), rnd, sat, None, lambda v: v, axes)[0]
 
 
 def _amax(x) -> jax.Array:
@@ -250,8 +228,8 @@ def _dot_bwd(cfg, policy, res, g):
     da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
     db = _contract_grad(xa32, xb32, gb, dn, conv, policy, 1)
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(_round_current(_accumulate(da, policy, words=_again(kda), conv=conv), ra, kda), ra)
-    db = _materialize(_round_current(_accumulate(db, policy, words=_again(kdb), conv=conv), rb, kdb), rb)
+    da = _materialize(round_role(_accumulate(da, policy, words=_again(kda), conv=conv), ra, words=kda), ra)
+    db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb), conv=conv), rb, words=kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
 

@@ -366,29 +366,14 @@ def _round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
 
 
 def _amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
-    """Largest magnitude over ``axes`` as uint32 bits, NaN/inf above every finite value.
-
-    XLA:CPU vectorises float max/min reductions but not integer ones (about 15x slower), so
-    amax = max(|max x|, |min x|) in float32. Its denormals-are-zero comparisons cannot order
-    subnormals, so where a result is below 2**-126 the exact integer reduction is used instead
-    (a ``lax.cond``: paid only by tensors that have such a group).
-    """
-    mask = np.uint32(0x7FFFFFFF)
-
-    def magnitude(v):
-        return jax.lax.bitcast_convert_type(v, jnp.uint32) & mask
-
-    hi = magnitude(jnp.max(x, axis=axes, keepdims=keepdims))
-    lo = magnitude(jnp.min(x, axis=axes, keepdims=keepdims))
-    fast = jnp.maximum(hi, lo)
-
-    def exact(_):
-        mag = magnitude(x).astype(jnp.int32)
-        return jnp.max(mag, axis=axes, keepdims=keepdims).astype(jnp.uint32)
-
-    # XLA:CPU's vectorised float max/min reductions do not always propagate NaN (a (133, 32)
-    # tensor with one NaN came back finite), so a NaN anywhere also takes the exact reduction.
-    return jax.lax.cond(jnp.any(fast < np.uint32(1 << 23)) | jnp.any(jnp.isnan(x)), exact, lambda f: f, fast)
+    """Largest magnitude over ``axes`` as uint32 bits, NaN/inf above every finite value: an
+    integer max of the magnitude bits, exact where float compares are not (XLA:CPU flushes
+    subnormals, and its vectorised float max/min did not always propagate NaN). Measured
+    (jax 0.10, 2 cores) no slower than a float max/min pair for per-tensor, per-channel and
+    per-row reductions, and 2-5x faster than that pair with the ``lax.cond`` to an exact
+    reduction it needed."""
+    mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
+    return jnp.max(mag.astype(jnp.int32), axis=axes, keepdims=keepdims).astype(jnp.uint32)
 
 
 def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
@@ -467,13 +452,14 @@ def _divide(a: jax.Array, b) -> jax.Array:
     return a / (jnp.broadcast_to(jnp.asarray(b, jnp.float32), a.shape) + a * np.float32(0))
 
 
-def block_scales(x, fmt, *, axis: int | None = None) -> jax.Array:
+def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     """Scale of each group as ``quantize`` picks it: int32 exponents for power-of-two scales
-    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales."""
+    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales. ``axis``,
+    ``scaling``: as for ``quantize``."""
     from .catalog import get_format
     from .rounding import parse_rounding
 
-    element, plan = resolve_scaling(get_format(fmt), axis=axis)
+    element, plan = resolve_scaling(get_format(fmt), axis=axis, scaling=scaling)
     words = jnp.zeros(2, jnp.uint32)
     x = jnp.asarray(x, jnp.float32)
     return _scaled_jit(x, words, element, plan, parse_rounding("rne"), True)[1]

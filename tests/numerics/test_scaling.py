@@ -177,6 +177,30 @@ def test_per_channel_int8_vs_numpy(axis):
     np.testing.assert_array_equal(got, _fake_quant_reference(x, axis, 127))
 
 
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_per_tensor_and_channel_amax_at_the_edges(axis):
+    """The amax is exact where XLA:CPU's float compares are not: subnormal-only tensors and
+    channels (their scale is the clamp 2**-126, not the 1.0 of an all-zero group), zeros of
+    both signs, the largest floats; an inf or NaN anywhere in a group makes its scale NaN."""
+    r = np.random.default_rng(12).standard_normal((7, 5)).astype(np.float32)
+    tiny = np.float32(2.0**-140)
+    cases = [r * np.float32(1e-30), r * np.float32(1e-39), np.full((7, 5), tiny) * np.sign(r),
+             np.where(r > 1, tiny, r), np.zeros((7, 5), np.float32), -np.zeros((7, 5), np.float32),
+             np.float32(3e38) * np.sign(r), np.where(r > 1, np.inf, r), np.where(r > 1, -np.inf, r),
+             np.where(r > 1, np.nan, r), np.where(r > 1, np.nan, tiny)]
+    for x in cases:
+        reduce = None if axis is None else tuple(i for i in range(2) if i != axis)
+        amax = np.max(np.abs(x), axis=reduce, keepdims=True)
+        want = np.where(amax == 0, np.float32(1), np.maximum((amax / np.float32(127)).astype(np.float32),
+                                                              np.float32(2.0**-126)))
+        want = np.where(np.isfinite(amax), want, np.float32(np.nan)).reshape(-1)
+        got = np.asarray(block_scales(x, "int8", axis=axis) if axis is not None else block_scales(x, "int8", scaling="tensor"))
+        np.testing.assert_array_equal(got, want)
+        if np.isfinite(x).all() and not ((x != 0) & (np.abs(x) < 2.0**-126)).any():
+            values = quantize(x, "int8", scaling="tensor") if axis is None else quantize(x, "int8", axis=axis)
+            np.testing.assert_array_equal(values, _fake_quant_reference(x, axis, 127))  # int8 has no -0
+
+
 def test_pow2_per_block_matches_mx_rule():
     """A pow2/e8m0 block Scaling onto fp8 elements is the MX rule (on float32 input)."""
     x = random_blocks(40, seed=4).reshape(-1)
