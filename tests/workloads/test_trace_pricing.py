@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from asicsim.emulate import load_recipe
 from asicsim.hw import Gemm, cost_many
 from asicsim.workloads.pricing import price_trace, workload_trace
 
@@ -24,6 +25,15 @@ def test_digits_mlp_trace_by_hand():
         assert t[t.role == role].macs.sum() == fwd.macs.sum() == 32 * (64 * 64 + 64 * 10)
     inf = workload_trace("digits_mlp", "bf16", training=False, batch=8)
     assert set(inf.role) == {"forward"} and list(inf.M) == [8, 8]
+
+
+def test_grad_input_gemms_write_dx_in_grad_out():
+    # fp8_hybrid writes dX in bf16 (grad_out); fp8_wang2018 has no grad_out, so dX is its grad, E5M2
+    from asicsim.workloads.pricing import _formats
+
+    assert _formats(load_recipe("fp8_hybrid"), "grad-input") == {
+        "act": "float8_e5m2", "weight": "float8_e4m3fn", "acc": "float32", "out": "bfloat16"}
+    assert _formats(load_recipe("fp8_wang2018"), "grad-input")["out"] == "float8_e5m2"
 
 
 def test_price_trace_sums_cost_many_per_role():
