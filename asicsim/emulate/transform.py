@@ -14,11 +14,11 @@ An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
 bit-exact MAC order runs :func:`asicsim.numerics.matmul` for plain 2-D products). Backward: the
 incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
-then dX is rounded to ``grad_out`` (default ``grad``) and dW to ``wgrad``. Rounding itself is straight-through. Block
-scaling (OCP MX) runs along each GEMM's contraction axis, so a block-scaled tensor that a gradient
-GEMM contracts along another axis (the cotangent for dX and for dW, the activation for dW, the
-weight for dX) is rounded again for it from its unrounded values, as Microsoft's microxcaling
-library and Transformer Engine's MXFP8 recipe quantize it.
+then dX is rounded to ``grad_out`` (default ``grad``) and dW to ``wgrad``. Rounding itself is
+straight-through. Block scaling (OCP MX) runs along each GEMM's contraction axes (flattened), so
+a block-scaled tensor that a gradient GEMM contracts along other axes (the cotangent for dX and
+for dW, the activation for dW, the weight for dX) is rounded again for it from its unrounded
+values, as Microsoft's microxcaling library and Transformer Engine's MXFP8 recipe quantize it.
 
 Two optional keyword arguments of the emulated function (not passed to ``fn``):
 
@@ -152,7 +152,7 @@ def _role_words(words, n: int):
     return [derive(words, i) for i in range(n)]
 
 
-def _contract_axis(dn, conv, side: int, ndim: int) -> tuple[int, ...] | None:
+def _contract_axis(dn, conv, side: int) -> tuple[int, ...] | None:
     """The block axes of operand ``side`` (0: lhs, 1: rhs) in the forward GEMM: its contraction
     axes (None for a convolution: the last axis)."""
     return None if conv is not None else tuple(dn[0][side])
@@ -183,9 +183,9 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
     qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
-                                        axis=_contract_axis(dn, conv, 0, a.ndim))
+                                        axis=_contract_axis(dn, conv, 0))
     qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
-                                        axis=_contract_axis(dn, conv, 1, b.ndim))
+                                        axis=_contract_axis(dn, conv, 1))
     y = _contract(qa, qb, dn, conv, policy)
     out = policy.role("out")
     y = round_role(_accumulate(y, policy, words=kacc, conv=conv), out, words=kout)
@@ -217,12 +217,12 @@ def _dot_bwd(cfg, policy, res, g):
     if conv is None:
         # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
         ma = len(dn[1][0]) + len(_free_axes(dn, 0, xa.ndim))
-        if _reblocked(gspec, conv):
+        if _blocked(gspec):
             gb = round_role(g32, gspec, words=_again(kg), axis=range(len(dn[1][0]), ma))
             ga = round_role(g32, gspec, words=kg, axis=range(ma, g.ndim))
-        if _reblocked(sa, conv):
+        if _blocked(sa):
             xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
-        if _reblocked(sb, conv):
+        if _blocked(sb):
             xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
     da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
@@ -305,7 +305,11 @@ def _contract_grad(a, b, g, dn, conv, policy: Policy, wrt: int):
         env[v] = c
     for v, x in zip(closed.jaxpr.invars, (a, b, g), strict=True):
         env[v] = x
+    used = {v for e in closed.jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
+    used |= {v for v in closed.jaxpr.outvars if not isinstance(v, jcore.Literal)}
     for eqn in closed.jaxpr.eqns:
+        if not any(v in used for v in eqn.outvars):
+            continue  # the forward product jax.vjp traces too: not needed, and costly by a MAC order
         invals = [read(v) for v in eqn.invars]
         if eqn.primitive.name == "dot_general":
             outs = [_mac_dot_general(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
