@@ -156,6 +156,22 @@ def test_mx_gradient_gemms_block_each_operand_along_their_own_contraction_axis(l
     assert np.max(np.abs(reused - want_dw) / np.abs(want_dw)) > 0.05
 
 
+def test_mx_gradients_do_not_depend_on_how_the_gemm_is_written():
+    # x @ W and (W^T x^T)^T (the weight on the left, as Equinox's Linear) are the same GEMM: the
+    # same blocks in every GEMM, forward and backward, so the same gradients up to the fp32
+    # accumulation order
+    k1, k2, k3 = jax.random.split(jax.random.key(12), 3)
+    x = jax.random.normal(k1, (70, 40)) * jnp.exp(2 * jax.random.normal(k3, (70, 40)))
+    w = jax.random.normal(k2, (40, 50))
+    c = jax.random.normal(k3, (70, 50)) * jnp.exp(jax.random.normal(k1, (70, 50)))
+    right = emulate(lambda p, x: x @ p["w"], "mxfp8")
+    left = emulate(lambda p, x: (p["w"].T @ x.T).T, "mxfp8")
+    grads = [jax.grad(lambda x, w: jnp.sum(f({"w": w}, x) * c), argnums=(0, 1))(x, w) for f in (right, left)]
+    for a, b in zip(*grads, strict=True):
+        np.testing.assert_allclose(a, b, rtol=2**-7, atol=0)
+        assert np.mean(np.asarray(a) == np.asarray(b)) > 0.99
+
+
 def test_blocks_run_along_several_contraction_axes_flattened():
     # x (4, 8, 16) . w (8, 16, 5) over both K axes, listed out of order: blocks of 32 run along
     # K = (16, 8) flattened in dimension-number order, the same pairing for both operands
