@@ -185,6 +185,8 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
     hist = table.get("amax_history", 16)
     if not (isinstance(hist, int) and not isinstance(hist, bool) and hist >= 1):
         out.append((f"{path}.amax_history", hist, "an integer >= 1"))
+    elif "amax_history" in table and scaling != "delayed":
+        out.append((f"{path}.amax_history", hist, "only with scaling = 'delayed'"))
     sat = table.get("saturate")
     if sat is not None and not isinstance(sat, bool):
         out.append((f"{path}.saturate", sat, "true or false"))
@@ -260,6 +262,13 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
             out.append((f"first_last.{r}", t, f"a role from {list(ROLES)}"))
         elif spec is not None:
             fl.append((r, spec))
+    # one amax history per GEMM site serves all its delayed roles (as Transformer Engine's
+    # DelayedScaling has one amax_history_len): the lengths must agree
+    lengths = {f"{where}.{r}.amax_history": s.amax_history
+               for where, group in (("roles", roles), ("first_last", fl)) for r, s in group if s.scaling == "delayed"}
+    if len(set(lengths.values())) > 1:
+        for field_name, n in lengths.items():
+            out.append((field_name, n, "the same length for every delayed role (one history per GEMM site)"))
     if out:
         raise RecipeError(out, source)
     return Policy(name=name, roles=tuple(roles), loss_scaling=ls, mac_order=order,

@@ -21,7 +21,8 @@ What one step does, in the recipe's formats:
    update below half an ulp of the weight is lost, with stochastic rounding it survives in
    expectation.
 5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM site an amax history of
-   ``amax_history`` steps for (lhs, rhs, grad); each step scales by the largest amax in the
+   ``amax_history`` steps (one length for all delayed roles, as Transformer Engine's
+   ``amax_history_len``) for (lhs, rhs, grad); each step scales by the largest amax in the
    history and records the amax it observed (largest over scan iterations).
 6. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
@@ -121,7 +122,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
     emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
-    hist_len = max([spec.amax_history for _, spec in pol.roles if spec.scaling == "delayed"], default=1)
+    lengths = {spec.amax_history for _, spec in pol.roles + pol.first_last if spec.scaling == "delayed"}
+    if len(lengths) > 1:  # the recipe loader says so too; a Policy built in code reaches here
+        raise ValueError(f"recipe {pol.name!r}: delayed roles have amax_history {sorted(lengths)}; "
+                         "one history per GEMM site needs one length")
+    hist_len = max(lengths, default=1)
 
     def init(params, key) -> TrainState:
         key = jax.random.key(key) if isinstance(key, int) else key

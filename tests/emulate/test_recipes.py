@@ -166,8 +166,11 @@ def test_mx_gradients_do_not_depend_on_how_the_gemm_is_written():
     c = jax.random.normal(k3, (70, 50)) * jnp.exp(jax.random.normal(k1, (70, 50)))
     right = emulate(lambda p, x: x @ p["w"], "mxfp8")
     left = emulate(lambda p, x: (p["w"].T @ x.T).T, "mxfp8")
-    grads = [jax.grad(lambda x, w: jnp.sum(f({"w": w}, x) * c), argnums=(0, 1))(x, w) for f in (right, left)]
-    for a, b in zip(*grads, strict=True):
+
+    def grads(f):
+        return jax.grad(lambda x, w: jnp.sum(f({"w": w}, x) * c), argnums=(0, 1))(x, w)
+
+    for a, b in zip(grads(right), grads(left), strict=True):
         np.testing.assert_allclose(a, b, rtol=2**-7, atol=0)
         assert np.mean(np.asarray(a) == np.asarray(b)) > 0.99
 
@@ -262,6 +265,21 @@ def test_new_recipe_fields_are_checked_all_at_once():
     assert ok.mac_spec().order == "chunk:8" and ok.mac_spec().spec("acc").name == "float16"
     assert load_recipe("tensorcore_fp16").mac_spec().order == "tensorcore:4"
     assert load_recipe("fp32").mac_spec() is None
+
+
+def test_delayed_scaling_history_lengths_must_agree_and_apply_to_delayed_roles_only():
+    from asicsim.emulate import RecipeError
+
+    delayed = {"format": "fp8_e4m3", "scaling": "delayed"}
+    bad = {"roles": {"weight": {**delayed, "amax_history": 4}, "act": {**delayed, "amax_history": 16},
+                     "acc": "fp32", "grad": {"format": "bf16", "amax_history": 8}}}
+    with pytest.raises(RecipeError) as err:
+        load_recipe(bad)
+    problems = {field for field, _, _ in err.value.problems}
+    assert problems == {"roles.weight.amax_history", "roles.act.amax_history", "roles.grad.amax_history"}
+    ok = load_recipe({"roles": {"weight": {**delayed, "amax_history": 4}, "act": {**delayed, "amax_history": 4},
+                                "acc": "fp32"}})
+    assert ok.role("act").amax_history == 4
 
 
 def test_first_and_last_layer_overrides_follow_the_gemm_sites():
