@@ -20,7 +20,9 @@ A recipe is a TOML file (``formats/recipes/<name>.toml``) or a mapping; :func:`l
 every field and reports all problems at once (file, field, value, allowed). Tables:
 
 ``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
-                    saturate}``; ``scaling`` is none | tensor | channel | block | delayed | static
+                    saturate, margin}``; ``scaling`` is none | tensor | channel | block | delayed | static
+                    (``amax_history``: delayed only, one length for all delayed roles; ``margin``:
+                    delayed or static, the scale is amax * 2**margin / format max)
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
@@ -70,6 +72,7 @@ class RoleSpec:
     block_size: int | None = None
     amax_history: int = 16  # delayed scaling: steps of amax history
     saturate: bool | None = None  # None: the format's convention
+    margin: int = 0  # delayed/static scaling: the scale is amax * 2**margin / format max (TE's margin)
 
     @property
     def spec(self):
@@ -160,7 +163,7 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
     if not isinstance(table, dict):
         out.append((path, table, "a format name or a table with format, rounding, scaling"))
         return None
-    allowed = {"format", "rounding", "scaling", "block_size", "amax_history", "saturate"}
+    allowed = {"format", "rounding", "scaling", "block_size", "amax_history", "saturate", "margin"}
     for k in sorted(set(table) - allowed):
         out.append((f"{path}.{k}", table[k], f"no such field; fields are {sorted(allowed)}"))
     n = len(out)
@@ -190,10 +193,15 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
     sat = table.get("saturate")
     if sat is not None and not isinstance(sat, bool):
         out.append((f"{path}.saturate", sat, "true or false"))
+    margin = table.get("margin", 0)
+    if not (isinstance(margin, int) and not isinstance(margin, bool) and margin >= 0):
+        out.append((f"{path}.margin", margin, "an integer >= 0"))
+    elif "margin" in table and scaling not in ("delayed", "static"):
+        out.append((f"{path}.margin", margin, "only with scaling = 'delayed' or 'static'"))
     if len(out) > n:
         return None
     return RoleSpec(format=table["format"], rounding=rounding, scaling=scaling, block_size=bs,
-                    amax_history=hist, saturate=sat)
+                    amax_history=hist, saturate=sat, margin=margin)
 
 
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:

@@ -81,8 +81,8 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
         return _round_flat(x, spec, tuple(int(a) % x.ndim for a in axis), key=key, amax=amax, words=words)
     words = _sr_words(spec, key, words)
     kw = {}
-    if spec.scaling in ("delayed", "static") and amax is not None:
-        return _round_scaled(x, spec, amax, words)
+    if spec.scaling in ("delayed", "static") and (amax is not None or spec.margin):
+        return _round_scaled(x, spec, jnp.float32(0) if amax is None else amax, words)
     if spec.scaling in ("tensor", "delayed", "static"):  # no estimate given: the current amax
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
@@ -126,11 +126,12 @@ def _sr_words(spec: RoleSpec, key, words):
 
 def _round_scaled(x, spec: RoleSpec, amax, words):
     """Per-tensor scaling by a given amax estimate (delayed or static scaling): values beyond it
-    saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT)."""
+    saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT). The scale
+    is ``amax * 2**margin / format max``: a margin leaves headroom above the estimate."""
     xf = x.astype(jnp.float32)
     cur = jnp.max(jnp.abs(xf))
     est = jnp.where(amax > 0, amax, cur)
-    scale = est / jnp.float32(spec.spec.max)
+    scale = est / jnp.float32(spec.spec.max) * jnp.float32(2.0**spec.margin)
     scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
     sat = True if spec.saturate is None else spec.saturate
     y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)

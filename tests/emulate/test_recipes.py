@@ -116,6 +116,23 @@ def test_dx_leaves_its_gemm_in_grad_out_which_defaults_to_grad():
     assert not np.array_equal(dx(no_grad_out), dx(pol))
 
 
+def test_delayed_scaling_margin_leaves_headroom_above_a_stale_amax():
+    # estimate 1.0 for x = 1.5: without a margin 1.5 saturates to 1.0; with margin 1 the scale
+    # is 2/448 and 1.5 rounds on E4M3's grid (672 -> 448 vs 336 -> 320 times the scale)
+    pol = load_recipe("fp8_hybrid")
+    x = jnp.full((4,), 1.5, jnp.float32)
+    assert float(round_role(x, pol["act"], amax=jnp.float32(1.0))[0]) == 1.0
+    spec = dataclasses.replace(pol["act"], margin=1)
+    scale = np.float32(1.0) / np.float32(448) * np.float32(2)
+    want = np.float32(np.float32(1.5) / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+    assert float(round_role(x, spec, amax=jnp.float32(1.0))[0]) == float(want) != 1.0
+    assert load_recipe({"roles": {"weight": {"format": "fp8_e4m3", "scaling": "delayed", "margin": 2},
+                                  "act": "fp8_e4m3", "acc": "fp32"}}).role("weight").margin == 2
+    from asicsim.emulate import RecipeError
+    with pytest.raises(RecipeError, match="margin"):
+        load_recipe({"roles": {"weight": {"format": "fp8_e4m3", "margin": 1}, "act": "fp8_e4m3", "acc": "fp32"}})
+
+
 def test_fp8_e4m3_operands_are_representable_at_unit_scale():
     pol = load_recipe("fp8_hybrid")
     a = jax.random.normal(jax.random.key(5), (64,))
