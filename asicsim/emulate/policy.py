@@ -20,9 +20,10 @@ A recipe is a TOML file (``formats/recipes/<name>.toml``) or a mapping; :func:`l
 every field and reports all problems at once (file, field, value, allowed). Tables:
 
 ``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
-                    saturate, margin}``; ``scaling`` is none | tensor | channel | block | delayed | static
-                    (``amax_history``: delayed only, one length for all delayed roles; ``margin``:
-                    delayed or static, the scale is amax * 2**margin / format max)
+                    saturate, margin, amax_compute}``; ``scaling`` is none | tensor | channel | block |
+                    delayed | static (``amax_history``, ``amax_compute`` = max | most_recent:
+                    delayed only, the same for all delayed roles; ``margin``: delayed or static,
+                    the scale is amax * 2**margin / format max)
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
@@ -46,6 +47,7 @@ ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "
 _FALLBACK = {"grad_out": "grad"}  # a role a recipe may leave out, and the one it then follows
 SCALINGS = ("none", "tensor", "channel", "block", "delayed", "static")
 LOSS_SCALING = ("none", "static", "dynamic")
+AMAX_COMPUTE = ("max", "most_recent")  # Transformer Engine's amax_compute_algo
 
 
 class RecipeError(ValueError):
@@ -73,6 +75,7 @@ class RoleSpec:
     amax_history: int = 16  # delayed scaling: steps of amax history
     saturate: bool | None = None  # None: the format's convention
     margin: int = 0  # delayed/static scaling: the scale is amax * 2**margin / format max (TE's margin)
+    amax_compute: str = "max"  # delayed scaling: the history's max, or its most recent amax
 
     @property
     def spec(self):
@@ -163,7 +166,7 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
     if not isinstance(table, dict):
         out.append((path, table, "a format name or a table with format, rounding, scaling"))
         return None
-    allowed = {"format", "rounding", "scaling", "block_size", "amax_history", "saturate", "margin"}
+    allowed = {"format", "rounding", "scaling", "block_size", "amax_history", "amax_compute", "saturate", "margin"}
     for k in sorted(set(table) - allowed):
         out.append((f"{path}.{k}", table[k], f"no such field; fields are {sorted(allowed)}"))
     n = len(out)
@@ -190,6 +193,11 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
         out.append((f"{path}.amax_history", hist, "an integer >= 1"))
     elif "amax_history" in table and scaling != "delayed":
         out.append((f"{path}.amax_history", hist, "only with scaling = 'delayed'"))
+    algo = table.get("amax_compute", "max")
+    if algo not in AMAX_COMPUTE:
+        out.append((f"{path}.amax_compute", algo, " | ".join(AMAX_COMPUTE)))
+    elif "amax_compute" in table and scaling != "delayed":
+        out.append((f"{path}.amax_compute", algo, "only with scaling = 'delayed'"))
     sat = table.get("saturate")
     if sat is not None and not isinstance(sat, bool):
         out.append((f"{path}.saturate", sat, "true or false"))
@@ -201,7 +209,7 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
     if len(out) > n:
         return None
     return RoleSpec(format=table["format"], rounding=rounding, scaling=scaling, block_size=bs,
-                    amax_history=hist, saturate=sat, margin=margin)
+                    amax_history=hist, saturate=sat, margin=margin, amax_compute=algo)
 
 
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:
@@ -271,12 +279,13 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
         elif spec is not None:
             fl.append((r, spec))
     # one amax history per GEMM site serves all its delayed roles (as Transformer Engine's
-    # DelayedScaling has one amax_history_len): the lengths must agree
-    lengths = {f"{where}.{r}.amax_history": s.amax_history
-               for where, group in (("roles", roles), ("first_last", fl)) for r, s in group if s.scaling == "delayed"}
-    if len(set(lengths.values())) > 1:
-        for field_name, n in lengths.items():
-            out.append((field_name, n, "the same length for every delayed role (one history per GEMM site)"))
+    # DelayedScaling has one amax_history_len and amax_compute_algo): they must agree
+    delayed = [(f"{where}.{r}", s) for where, group in (("roles", roles), ("first_last", fl))
+               for r, s in group if s.scaling == "delayed"]
+    for attr in ("amax_history", "amax_compute"):
+        if len({getattr(s, attr) for _, s in delayed}) > 1:
+            out.extend((f"{path}.{attr}", getattr(s, attr), "the same for every delayed role (one history per GEMM site)")
+                       for path, s in delayed)
     if out:
         raise RecipeError(out, source)
     return Policy(name=name, roles=tuple(roles), loss_scaling=ls, mac_order=order,

@@ -23,7 +23,8 @@ What one step does, in the recipe's formats:
 5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM site an amax history of
    ``amax_history`` steps (one length for all delayed roles, as Transformer Engine's
    ``amax_history_len``) for (lhs, rhs, grad); each step scales by the largest amax in the
-   history and records the amax it observed (largest over scan iterations).
+   history (``amax_compute = "most_recent"``: the newest) and records the amax it observed
+   (largest over scan iterations).
 6. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
    random bits are ever reused.
@@ -122,11 +123,13 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
     emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
-    lengths = {spec.amax_history for _, spec in pol.roles + pol.first_last if spec.scaling == "delayed"}
-    if len(lengths) > 1:  # the recipe loader says so too; a Policy built in code reaches here
-        raise ValueError(f"recipe {pol.name!r}: delayed roles have amax_history {sorted(lengths)}; "
-                         "one history per GEMM site needs one length")
-    hist_len = max(lengths, default=1)
+    delayed = [spec for _, spec in pol.roles + pol.first_last if spec.scaling == "delayed"]
+    for attr in ("amax_history", "amax_compute"):  # the loader checks too; a Policy built in code
+        if len({getattr(s, attr) for s in delayed}) > 1:
+            raise ValueError(f"recipe {pol.name!r}: delayed roles have {attr} {sorted({getattr(s, attr) for s in delayed})}; "
+                             "one history per GEMM site needs one setting")
+    hist_len = delayed[0].amax_history if delayed else 1
+    algo = delayed[0].amax_compute if delayed else "max"
 
     def init(params, key) -> TrainState:
         key = jax.random.key(key) if isinstance(key, int) else key
@@ -150,7 +153,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         w_fwd, w_upd, w_opt = (derive(words, i) for i in range(3))
         scale = state.loss_scale.scale
         kw = {"asicsim_words": w_fwd} if pol.stochastic else {}
-        amax0 = None if state.amax_history is None else jnp.max(state.amax_history, axis=1)
+        amax0 = None if state.amax_history is None else amax_estimate(state.amax_history, algo)
 
         def scaled(params, amax):
             extra = dict(kw)
@@ -194,6 +197,13 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         return new, metrics
 
     return init, step
+
+
+def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:
+    """The amax each site's delayed scaling uses, from its (sites, steps, 3) history (newest
+    first): the largest over the history (``max``) or the newest (``most_recent``), as Transformer
+    Engine's ``amax_compute_algo``. 0 (an empty history) means: use the current amax."""
+    return history[:, 0] if algo == "most_recent" else jnp.max(history, axis=1)
 
 
 def _add(params, updates):

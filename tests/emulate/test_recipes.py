@@ -284,7 +284,7 @@ def test_new_recipe_fields_are_checked_all_at_once():
     assert load_recipe("fp32").mac_spec() is None
 
 
-def test_delayed_scaling_history_lengths_must_agree_and_apply_to_delayed_roles_only():
+def test_delayed_scaling_history_settings_must_agree_and_apply_to_delayed_roles_only():
     from asicsim.emulate import RecipeError
 
     delayed = {"format": "fp8_e4m3", "scaling": "delayed"}
@@ -297,6 +297,12 @@ def test_delayed_scaling_history_lengths_must_agree_and_apply_to_delayed_roles_o
     ok = load_recipe({"roles": {"weight": {**delayed, "amax_history": 4}, "act": {**delayed, "amax_history": 4},
                                 "acc": "fp32"}})
     assert ok.role("act").amax_history == 4
+    with pytest.raises(RecipeError) as err:
+        load_recipe({"roles": {"weight": {**delayed, "amax_compute": "mean"}, "act": delayed, "acc": "fp32"}})
+    assert err.value.problems == [("roles.weight.amax_compute", "mean", "max | most_recent")]
+    with pytest.raises(RecipeError) as err:
+        load_recipe({"roles": {"weight": {**delayed, "amax_compute": "most_recent"}, "act": delayed, "acc": "fp32"}})
+    assert {f for f, _, _ in err.value.problems} == {"roles.weight.amax_compute", "roles.act.amax_compute"}
 
 
 def test_first_and_last_layer_overrides_follow_the_gemm_sites():

@@ -148,6 +148,31 @@ def test_fp8_hybrid_keeps_an_amax_history_per_site():
     assert np.isfinite(m["loss"])
 
 
+def test_delayed_scaling_most_recent_amax_uses_the_newest_entry():
+    from asicsim.emulate.training import amax_estimate
+
+    h = jnp.asarray(np.random.default_rng(0).random((3, 5, 3)).astype(np.float32))
+    np.testing.assert_array_equal(amax_estimate(h, "most_recent"), h[:, 0])
+    np.testing.assert_array_equal(amax_estimate(h, "max"), h.max(axis=1))
+    # one GEMM whose history holds a small newest amax and a large older one: "max" scales as
+    # by the large one alone, "most_recent" as by the small one alone (and saturates)
+    pol = load_recipe("fp8_hybrid")
+    recent = dataclasses.replace(pol, roles=tuple(
+        (r, dataclasses.replace(s, amax_compute="most_recent") if s.scaling == "delayed" else s) for r, s in pol.roles))
+    x = jax.random.normal(jax.random.key(0), (4, 8)) * 3
+    p = {"w": jax.random.normal(jax.random.key(1), (8, 3))}
+
+    def loss_with(policy, small, big):
+        init, step = make_train_step(lambda p, x: jnp.mean((x @ p["w"]) ** 2), policy, optax.sgd(0.0))
+        s = init(p, jax.random.key(2))
+        hist = s.amax_history.at[0, 0].set(small).at[0, 1].set(big)
+        return float(jax.jit(step)(s._replace(amax_history=hist), x)[1]["loss"])
+
+    small, big = jnp.full(3, 0.5), jnp.full(3, 20.0)
+    assert loss_with(pol, small, big) == loss_with(pol, big, 0.0)
+    assert loss_with(recent, small, big) == loss_with(pol, small, 0.0) != loss_with(pol, small, big)
+
+
 @pytest.mark.parametrize("name", ["fp32", "fp16_mixed", "fp8_hybrid", "fixed16_sr"])
 def test_train_step_in_scan_matches_a_python_loop(name):
     x = jax.random.normal(jax.random.key(0), (8, 5))
