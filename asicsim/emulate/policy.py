@@ -127,6 +127,17 @@ class Policy:
         return "delayed" in self.scalings
 
     @property
+    def history_settings(self) -> tuple[int, str]:
+        """(amax_history, amax_compute) of the delayed roles, which share one history per GEMM
+        site ((1, "max") without any); a RecipeError where they disagree."""
+        named = [(f"roles.{r}", s) for r, s in self.roles] + [(f"first_last.{r}", s) for r, s in self.first_last]
+        problems = _history_problems(named)
+        if problems:
+            raise RecipeError(problems, self.name)
+        delayed = [s for _, s in named if s.scaling == "delayed"]
+        return (delayed[0].amax_history, delayed[0].amax_compute) if delayed else (1, "max")
+
+    @property
     def needs_calibration(self) -> bool:
         """Some role uses static scales: :func:`asicsim.emulate.calibrate` sets them."""
         return "static" in self.scalings
@@ -212,6 +223,19 @@ def _role(table: Any, path: str, out: list) -> RoleSpec | None:
                     amax_history=hist, saturate=sat, margin=margin, amax_compute=algo)
 
 
+def _history_problems(named: list[tuple[str, RoleSpec]]) -> list[tuple[str, Any, str]]:
+    """Problems where the delayed roles among ``named`` (field path, spec) disagree on their
+    history settings: one history per GEMM site serves them all, as Transformer Engine's
+    DelayedScaling has one amax_history_len and amax_compute_algo."""
+    delayed = [(path, s) for path, s in named if s.scaling == "delayed"]
+    out = []
+    for attr in ("amax_history", "amax_compute"):
+        if len({getattr(s, attr) for _, s in delayed}) > 1:
+            out += [(f"{path}.{attr}", getattr(s, attr), "the same for every delayed role (one history per GEMM site)")
+                    for path, s in delayed]
+    return out
+
+
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
     out: list = []
@@ -278,14 +302,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
             out.append((f"first_last.{r}", t, f"a role from {list(ROLES)}"))
         elif spec is not None:
             fl.append((r, spec))
-    # one amax history per GEMM site serves all its delayed roles (as Transformer Engine's
-    # DelayedScaling has one amax_history_len and amax_compute_algo): they must agree
-    delayed = [(f"{where}.{r}", s) for where, group in (("roles", roles), ("first_last", fl))
-               for r, s in group if s.scaling == "delayed"]
-    for attr in ("amax_history", "amax_compute"):
-        if len({getattr(s, attr) for _, s in delayed}) > 1:
-            out.extend((f"{path}.{attr}", getattr(s, attr), "the same for every delayed role (one history per GEMM site)")
-                       for path, s in delayed)
+    out += _history_problems([(f"roles.{r}", s) for r, s in roles] + [(f"first_last.{r}", s) for r, s in fl])
     if out:
         raise RecipeError(out, source)
     return Policy(name=name, roles=tuple(roles), loss_scaling=ls, mac_order=order,

@@ -37,9 +37,9 @@ Delayed scaling, what is exact and what is approximated: each GEMM site (numbere
 :func:`asicsim.emulate` meets them) has its own history for its lhs, rhs and incoming gradient;
 the scale is ``max(history) * 2**margin / format max`` (not rounded to a power of two), values
 beyond it saturate; the current amax is used where the history is still empty, for sites beyond
-``max_sites``, and for the rounding of a GEMM's dX output where ``grad_out`` scales (the next GEMM
-rounds that gradient again with its own delayed scale; fp8_hybrid writes dX in bf16). A GEMM inside a ``while_loop`` cannot record its amax (no
-reverse mode through while).
+``max_sites``, and for the rounding of a GEMM's dX output where ``grad_out`` scales (the next
+GEMM rounds that gradient again with its own delayed scale; fp8_hybrid writes dX in bf16). A GEMM
+inside a ``while_loop`` cannot record its amax (no reverse mode through while).
 """
 
 from __future__ import annotations
@@ -123,13 +123,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
     emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
-    delayed = [spec for _, spec in pol.roles + pol.first_last if spec.scaling == "delayed"]
-    for attr in ("amax_history", "amax_compute"):  # the loader checks too; a Policy built in code
-        if len({getattr(s, attr) for s in delayed}) > 1:
-            raise ValueError(f"recipe {pol.name!r}: delayed roles have {attr} {sorted({getattr(s, attr) for s in delayed})}; "
-                             "one history per GEMM site needs one setting")
-    hist_len = delayed[0].amax_history if delayed else 1
-    algo = delayed[0].amax_compute if delayed else "max"
+    hist_len, algo = pol.history_settings  # checked here too: a Policy built in code skips the loader
 
     def init(params, key) -> TrainState:
         key = jax.random.key(key) if isinstance(key, int) else key

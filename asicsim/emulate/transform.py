@@ -129,8 +129,7 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT). The scale
     is ``amax * 2**margin / format max``: a margin leaves headroom above the estimate."""
     xf = x.astype(jnp.float32)
-    cur = jnp.max(jnp.abs(xf))
-    est = jnp.where(amax > 0, amax, cur)
+    est = jnp.where(amax > 0, amax, _amax(xf))
     scale = est / jnp.float32(spec.spec.max) * jnp.float32(2.0**spec.margin)
     scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
     sat = True if spec.saturate is None else spec.saturate
@@ -213,18 +212,18 @@ def _dot_bwd(cfg, policy, res, g):
     xa, xb, seen, est, words = res
     ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
     g32, gspec = g.astype(jnp.float32), policy.role("grad")
-    ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
     sa, sb = policy.role(roles[0]), policy.role(roles[1])
-    if conv is None:
+    if _reblocked(gspec, conv):
         # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
-        ma = len(dn[1][0]) + len(_free_axes(dn, 0, xa.ndim))
-        if _blocked(gspec):
-            gb = round_role(g32, gspec, words=_again(kg), axis=range(len(dn[1][0]), ma))
-            ga = round_role(g32, gspec, words=kg, axis=range(ma, g.ndim))
-        if _blocked(sa):
-            xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
-        if _blocked(sb):
-            xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
+        nb, na = len(dn[1][0]), len(_free_axes(dn, 0, xa.ndim))
+        gb = round_role(g32, gspec, words=_again(kg), axis=range(nb, nb + na))
+        ga = round_role(g32, gspec, words=kg, axis=range(nb + na, g.ndim))
+    else:
+        ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
+    if _reblocked(sa, conv):  # kept unrounded by _dot_fwd
+        xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
+    if _reblocked(sb, conv):
+        xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
     da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
     db = _contract_grad(xa32, xb32, gb, dn, conv, policy, 1)
@@ -247,10 +246,10 @@ def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
     """``x`` unchanged, computed once (:func:`asicsim.numerics.fusion.computed_once`) where its
     rounding is scaled (per block, tensor, channel) or stochastic (random bits hashed per element).
 
-    Fused, the transposed im2col of a
-    convolution's dX summed 3-5 taps of it, so the block rounding of dX (exponent, scale, element
-    grid) ran once per tap, in a gather-like loop XLA does not vectorise (30 % of an MX CNN step);
-    stochastic rounding of dX fused into those taps cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
+    Fused, the transposed im2col of a convolution's dX summed 3-5 taps of it, so the block
+    rounding of dX (exponent, scale, element grid) ran once per tap, in a gather-like loop XLA
+    does not vectorise (30 % of an MX CNN step); stochastic rounding of dX fused into those taps
+    cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
     """
     plain = spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block")
     return x if plain and not _stochastic(spec) else computed_once(x)
