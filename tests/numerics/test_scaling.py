@@ -298,6 +298,7 @@ def _edge_tensor(rng, shape, axis):
         return x.astype(np.float32)
 
 
+@pytest.mark.slow  # ~20 s; the default run checks this path through the magic path's tests
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((64, 32), -1), ((45, 37), 0), ((16, 6), -1), ((3, 70, 5), 1), ((7, 100), -1)]),
@@ -316,6 +317,74 @@ def test_float_block_path_matches_integer_path(seed, case, name):
     exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
     assert_same_bits(np.asarray(fast[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
     np.testing.assert_array_equal(np.asarray(fast[1]), np.asarray(exact[1]))
+
+
+def _magic_range_tensor(rng, shape, axis):
+    """Blocks whose exponents the magic path handles itself (amax between about 2**-90 and
+    2**102), with float32 subnormals, +-0, NaN/inf and all-zero blocks inside."""
+    blocks = (*shape[:axis], 1, *shape[axis + 1:])
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-40, 100, blocks) * 2.0 ** rng.integers(-40, 1, shape)
+    x = np.where(rng.random(shape) < 0.05, rng.choice([1e-45, -3e-42, 1.2e-38, -0.0]), x)
+    x = x * (rng.random(blocks) < 0.95)
+    x = np.where(rng.random(shape) < 0.001, rng.choice([np.nan, np.inf, -np.inf]), x)
+    return x.astype(np.float32)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1),
+       case=st.sampled_from([((64, 96), -1), ((130, 37), 0), ((3, 70, 25), 1), ((70, 100), -1)]),
+       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"]),
+       magic_range=st.booleans())
+def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
+    """``_floor_blocks_magic`` (no scaling multiplies: ``reduce_precision`` and a magic-number
+    add in the scaled grid's units) gives the integer path's bits and scales: on blocks it
+    handles itself (asserted: its cond does not hand the tensor on), and on tensors with tiny
+    or huge blocks, which it hands to ``_floor_blocks_float``."""
+    from asicsim.numerics.rounding import parse_rounding
+    from asicsim.numerics.scaling import (
+        MAGIC_MIN_SIZE,
+        _magic_plan,
+        _scaled_exact,
+        _scaled_jit,
+        resolve_scaling,
+    )
+
+    shape, axis = case
+    assert np.prod(shape) >= MAGIC_MIN_SIZE
+    rng = np.random.default_rng(seed)
+    make = _magic_range_tensor if magic_range else _edge_tensor
+    x = jnp.asarray(make(rng, shape, axis % len(shape)))
+    element, plan = resolve_scaling(get_format(name), axis=axis)
+    if magic_range:
+        assert not bool(_magic_plan(x, element, plan)[2])
+    rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    got = jax.jit(lambda v: _scaled_jit(v, words, element, plan, rne, True))(x)
+    exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
+    assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(exact[1]))
+
+
+@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"])
+def test_magic_block_path_at_its_exponent_limit(name):
+    """Blocks whose quantum 2**(s + qmin) is 2**-124 .. 2**-127, each holding the values that
+    float32 flushing would get wrong past the magic path's limit (a float32 subnormal input worth
+    0.75 of a quantum, half and whole quanta) beside a normal tensor: the integer path's bits."""
+    from asicsim.numerics.formats import emax_of
+    from asicsim.numerics.rounding import parse_rounding
+    from asicsim.numerics.scaling import _scaled_exact, _scaled_jit, element_qmin, resolve_scaling
+
+    element, plan = resolve_scaling(get_format(name), axis=-1)
+    x = np.random.default_rng(5).standard_normal((64, 96)).astype(np.float32)
+    for row, quantum in enumerate([-124, -125, -126, -127]):
+        s = quantum - element_qmin(element)
+        block = [1.5 * 2.0 ** (s + emax_of(element)), 0.75 * 2.0**quantum, -(2.0**quantum), 2.0 ** (quantum - 1),
+                 -3 * 2.0 ** (quantum - 2), 1.25 * 2.0**quantum, 2.0**-149, -(2.0**-140)]
+        x[row, :32] = np.resize(np.array(block, np.float32), 32)
+    x = jnp.asarray(x)
+    rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    got = jax.jit(lambda v: _scaled_jit(v, words, element, plan, rne, True))(x)
+    exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
+    assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), name)
 
 
 def test_float_block_path_is_taken_where_it_applies():

@@ -105,6 +105,7 @@ def grad_recipe(grad: str, scale: float | None) -> dict:
     return out
 
 
+@pytest.mark.slow  # ~17 s: run by the CI's slow step
 def test_micikevicius2018_loss_scaling_rescues_narrow_range_activation_gradients():
     """Micikevicius et al., ICLR 2018, loss scaling: activation gradients in a narrow-range format
     underflow unless the loss is scaled. MNIST-1D MLP (40-256-256-10, Adam 1e-2, batch 100, 1500
