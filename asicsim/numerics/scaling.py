@@ -194,6 +194,11 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     return _scaled_exact(x, words, element, plan, rnd, saturate)
 
 
+# Tensors below this many elements keep ``_floor_blocks_float`` (the cond of
+# ``_floor_blocks_magic`` costs more than it saves there) and an integer block amax.
+MAGIC_MIN_SIZE = 4096
+
+
 def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
     """Power-of-two block scaling by the OCP MX ``floor`` rule in float ops, in ``x``'s own layout
     (the blocked axis split in two, no transpose): amax per block, ``x * 2**-s``, the float fast
@@ -201,14 +206,13 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     not apply (no float fast rounding for the element; element emax < 1 or qmin < -24). The
     block exponents: ``_floor_block_exponents``.
 
-    The float products are exact except
-    where XLA:CPU flushes subnormals: a product below 2**-126 rounds to +-0 either way (below
-    half the smallest quantum, 2**(qmin-1)), and only blocks with ``s < -100`` (amax below ~2**-92) can
-    hold the two cases that differ: a subnormal input that scales to a nonzero element (taken as
-    the integer ``mag`` converted exactly, times ``2**(-149 - s)``), and a result ``q * 2**s``
-    that is subnormal or needs ``2**-127`` (built from ``w = |q| * 2**(s + 149)``, an exact
-    float: its integer value below 2**23 is the subnormal's bits, above it ``w``'s exponent
-    less 149).
+    The float products are exact except where XLA:CPU flushes subnormals: a product below
+    2**-126 rounds to +-0 either way (below half the smallest quantum, 2**(qmin-1)), and only
+    blocks with ``s < -100`` (amax below ~2**-92) can hold the two cases that differ: a
+    subnormal input that scales to a nonzero element (taken as the integer ``mag`` converted
+    exactly, times ``2**(-149 - s)``), and a result ``q * 2**s`` that is subnormal or needs
+    ``2**-127`` (built from ``w = |q| * 2**(s + 149)``, an exact float: its integer value below
+    2**23 is the subnormal's bits, above it ``w``'s exponent less 149).
     """
     from .quantize import fast_round32
 
@@ -283,10 +287,6 @@ def _floor_block_exponents(x, element, plan: Scaling):
     lo, hi = plan.exponent_range
     shift = jnp.clip(jnp.where(amax == 0, lo, log2 - emax_of(element)), lo, hi)
     return padded, blocked, amax, shift
-
-
-# Below this many elements the cond of ``_floor_blocks_magic`` costs more than it saves.
-MAGIC_MIN_SIZE = 4096
 
 
 def _floor_blocks_magic(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
