@@ -88,7 +88,9 @@ def test_fast_sr_matches_kernel_at_boundaries(name):
     _check(spec, np.tile(bits, len(words)), np.concatenate(words))
 
 
-@pytest.mark.parametrize("name", ["q7.8", "q3.4", "uq8.16"])
+# q7.8 (the recipes' format) in the default run; the other two widths in the slow step (~5 s each)
+@pytest.mark.parametrize("name", ["q7.8", pytest.param("q3.4", marks=pytest.mark.slow),
+                                  pytest.param("uq8.16", marks=pytest.mark.slow)])
 def test_fast_sr_matches_kernel_exhaustively_over_the_high_16_bits(name):
     spec = get_format(name)
     high = np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)

@@ -40,7 +40,9 @@ def test_fashion_mnist_is_the_zalando_set():
     assert 0.0 <= d.x_train.min() and d.x_train.max() <= 1.0
 
 
-@pytest.mark.parametrize("workload, steps, floor", [("vowels_gru", 300, 0.85), ("fmnist_mlp", 400, 0.80)])
+# the GRU (~8 s) in the slow step
+@pytest.mark.parametrize("workload, steps, floor", [pytest.param("vowels_gru", 300, 0.85, marks=pytest.mark.slow),
+                                                    ("fmnist_mlp", 400, 0.80)])
 def test_optional_workloads_learn(workload, steps, floor):
     _real("vowels" if workload.startswith("vowels") else "fmnist")
     r = train(workload, "fp32", seeds=(0,), steps=steps, eval_every=steps, stats=False)
