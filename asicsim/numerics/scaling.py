@@ -252,8 +252,14 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     small = jax.lax.bitcast_convert_type(small | (jax.lax.bitcast_convert_type(q, jnp.int32) & np.int32(-0x80000000)),
                                          jnp.float32)
     values = jnp.where(up_tiny > 0, small, q * up).reshape(padded.shape)
+    return jax.lax.slice_in_dim(values, 0, n, axis=axis), _block_scale_exponents(finite, shift, axis)
+
+
+def _block_scale_exponents(finite, shift, axis: int) -> jax.Array:
+    """The flat per-block scale exponents ``_floor_block_exponents``' keepdims ``shift`` gives
+    (int32.min where a block holds NaN/inf), blocks ordered with ``axis`` last."""
     scale_exp = jnp.squeeze(jnp.where(finite, shift, jnp.iinfo(jnp.int32).min), axis + 1)
-    return jax.lax.slice_in_dim(values, 0, n, axis=axis), jnp.moveaxis(scale_exp, axis, -1).reshape(-1)
+    return jnp.moveaxis(scale_exp, axis, -1).reshape(-1)
 
 
 def _floor_block_exponents(x, element, plan: Scaling):
@@ -331,8 +337,7 @@ def _magic_plan(x, element, plan: Scaling):
     live = finite & (amax > 0)
     exact = (shift + qmin >= -125) & (shift + qmin + 23 <= 127) & (shift + emax <= 127)
     s_field = jnp.where(finite, jnp.where(live, shift, 0) << 23, np.int32(-(2**31)))
-    scale_exp = jnp.squeeze(jnp.where(finite, shift, jnp.iinfo(jnp.int32).min), axis + 1)
-    return padded, s_field, jnp.any(live & ~exact), jnp.moveaxis(scale_exp, axis, -1).reshape(-1)
+    return padded, s_field, jnp.any(live & ~exact), _block_scale_exponents(finite, shift, axis)
 
 
 def _magic_round(padded, s_field, *, element, plan: Scaling, n: int):
