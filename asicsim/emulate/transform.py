@@ -12,7 +12,8 @@ primitives). Which operand of a GEMM is the weight is found by provenance: leave
 An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is rounded with role
 ``act`` and the weight with ``weight`` (two activations, e.g. attention scores: both ``act``), the
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
-bit-exact MAC order runs :func:`asicsim.numerics.matmul` for plain 2-D products). Backward: the
+bit-exact MAC order runs :func:`asicsim.numerics.matmul`). A convolution is carried out as the
+im2col GEMM an accelerator runs (:mod:`asicsim.emulate.conv`) and treated as that GEMM. Backward: the
 incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
 then dX is rounded to ``grad_out`` (default ``grad``) and dW to ``wgrad``. Rounding itself is
 straight-through. Block scaling (OCP MX) runs along each GEMM's contraction axes (flattened), so
@@ -47,6 +48,7 @@ import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
+from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
 from asicsim.numerics import quantize
@@ -152,10 +154,6 @@ def _role_words(words, n: int):
     return [derive(words, i) for i in range(n)]
 
 
-def _contract_axis(dn, conv, side: int) -> tuple[int, ...] | None:
-    """The block axes of operand ``side`` (0: lhs, 1: rhs) in the forward GEMM: its contraction
-    axes (None for a convolution: the last axis)."""
-    return None if conv is not None else tuple(dn[0][side])
 
 
 def _free_axes(dn, side: int, ndim: int) -> list[int]:
@@ -176,60 +174,52 @@ def _emulated_dot(a, b, meta, words, cfg, policy):
 
 
 def _dot_fwd(a, b, meta, words, cfg, policy):
-    dn, roles, out_dtype, conv, ongrid = cfg
+    dn, roles, out_dtype, ongrid = cfg
     ka, kb, kacc, kout, _, _, _ = _role_words(words, 7)
     tap, est = (None, None) if meta is None else meta
     ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
     qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
-                                        axis=_contract_axis(dn, conv, 0))
+                                        axis=tuple(dn[0][0]))
     qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
-                                        axis=_contract_axis(dn, conv, 1))
-    y = _contract(qa, qb, dn, conv, policy)
+                                        axis=tuple(dn[0][1]))
+    y = _contract(qa, qb, dn, policy)
     out = policy.role("out")
-    y = round_role(_accumulate(y, policy, words=kacc, conv=conv), out, words=kout)
+    y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
     if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
         y = _materialize(y, out)
     seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
     # A block-scaled operand is rounded again for the gradient GEMM, along that GEMM's
     # contraction axis: keep it unrounded for that.
-    keep = tuple(x if _reblocked(policy.role(r), conv) else q for x, q, r in zip((a, b), (qa, qb), roles, strict=True))
+    keep = tuple(x if _blocked(policy.role(r)) else q for x, q, r in zip((a, b), (qa, qb), roles, strict=True))
     return y.astype(out_dtype), (*keep, seen, est, words)
-
-
-def _reblocked(spec: RoleSpec | None, conv) -> bool:
-    """Whether a GEMM operand rounded by ``spec`` is rounded afresh (from its unrounded values)
-    for the gradient GEMM that reuses it: block scaling runs along the contraction axis, and a
-    gradient GEMM contracts over another one (microxcaling's MX linear and Transformer Engine's
-    MXFP8 recipe quantize each GEMM's operands along its own K). Convolutions keep one rounding."""
-    return conv is None and _blocked(spec)
 
 
 def _dot_bwd(cfg, policy, res, g):
     """dA = g . B and dB = A . g (the two gradient GEMMs), each on operands rounded for it."""
-    dn, roles, _, conv, _ = cfg
+    dn, roles, _, _ = cfg
     xa, xb, seen, est, words = res
     ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
     g32, gspec = g.astype(jnp.float32), policy.role("grad")
     sa, sb = policy.role(roles[0]), policy.role(roles[1])
-    if _reblocked(gspec, conv):
+    if _blocked(gspec):
         # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
         nb, na = len(dn[1][0]), len(_free_axes(dn, 0, xa.ndim))
         gb = round_role(g32, gspec, words=_again(kg), axis=range(nb, nb + na))
         ga = round_role(g32, gspec, words=kg, axis=range(nb + na, g.ndim))
     else:
         ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
-    if _reblocked(sa, conv):  # kept unrounded by _dot_fwd
+    if _blocked(sa):  # kept unrounded by _dot_fwd
         xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
-    if _reblocked(sb, conv):
+    if _blocked(sb):
         xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
-    da = _contract_grad(xa32, xb32, ga, dn, conv, policy, 0)
-    db = _contract_grad(xa32, xb32, gb, dn, conv, policy, 1)
+    da = _contract_grad(xa32, xb32, ga, dn, policy, 0)
+    db = _contract_grad(xa32, xb32, gb, dn, policy, 1)
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(round_role(_accumulate(da, policy, words=_again(kda), conv=conv), ra, words=kda), ra)
-    db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb), conv=conv), rb, words=kdb), rb)
+    da = _materialize(round_role(_accumulate(da, policy, words=_again(kda)), ra, words=kda), ra)
+    db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
 
@@ -259,27 +249,24 @@ def _stochastic(spec: RoleSpec | None) -> bool:
     return spec is not None and spec.rounding.startswith("sr")
 
 
-def _accumulate(y: jax.Array, policy: Policy, words=None, conv=None) -> jax.Array:
+def _accumulate(y: jax.Array, policy: Policy, words=None) -> jax.Array:
     """Round an fp32 accumulation result to the accumulator format (a GEMM under a bit-exact MAC
-    order has already accumulated in it; convolutions always take the fast path)."""
-    if conv is None and policy.mac_spec() is not None:
+    order has already accumulated in it)."""
+    if policy.mac_spec() is not None:
         return y
     return round_role(y, policy.role("acc"), words=words)
 
 
-def _contract(a, b, dn, conv, policy: Policy):
-    """The GEMM/conv itself on rounded operands, accumulated in float32 (or by a MAC order)."""
+def _contract(a, b, dn, policy: Policy):
+    """The GEMM itself on rounded operands, accumulated in float32 (or by a MAC order)."""
     a, b = a.astype(jnp.float32), b.astype(jnp.float32)
-    if conv is not None:
-        return lax.conv_general_dilated(a, b, **dict(conv), precision=lax.Precision.HIGHEST,
-                                        preferred_element_type=jnp.float32)
     mac = policy.mac_spec()
     if mac is not None:
         return _mac_dot_general(a, b, dn, mac)
     return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
 
 
-def _contract_grad(a, b, g, dn, conv, policy: Policy, wrt: int):
+def _contract_grad(a, b, g, dn, policy: Policy, wrt: int):
     """The gradient of the contraction with respect to operand ``wrt`` (0: dA, 1: dB) at
     cotangent ``g``: a gradient GEMM, accumulated as the forward one is (a bit-exact MAC order
     runs on the transposed product JAX's own rule forms)."""
@@ -288,9 +275,9 @@ def _contract_grad(a, b, g, dn, conv, policy: Policy, wrt: int):
             return jax.vjp(lambda v: contract(v, w), x)[1](ct)[0]
         return jax.vjp(lambda v: contract(x, v), w)[1](ct)[0]
 
-    mac = policy.mac_spec() if conv is None else None
+    mac = policy.mac_spec()
     if mac is None:
-        return grad(a, b, g, lambda x, w: _contract(x, w, dn, conv, policy))
+        return grad(a, b, g, lambda x, w: _contract(x, w, dn, policy))
 
     def fast(x, w, ct):
         return grad(x, w, ct, lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32))
@@ -450,17 +437,16 @@ class _Interpreter:
             meta, kd, pol = self._site()
             self._record("gemm", eqn, roles, pol)
             return [_emulated_dot(invals[0], invals[1], meta, kd,
-                                  (p["dimension_numbers"], roles, out_dtype, None, self._ongrid(flags, roles, pol)),
-                                  pol)]
+                                  (p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol)), pol)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
-            conv = tuple((k, p[k]) for k in keep)
+            patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
             meta, kd, pol = self._site()
-            self._record("conv", eqn, roles, pol)
-            return [_emulated_dot(invals[0], invals[1], meta, kd,
-                                  (None, roles, eqn.outvars[0].aval.dtype, conv, self._ongrid(flags, roles, pol)), pol)]
+            self._record("conv", eqn, roles, pol)  # priced as the convolution it is
+            cfg = (dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
+            return [finish(_emulated_dot(patches, kernel, meta, kd, cfg, pol))]
         if name == "scan":
             return self._scan(p, invals, flags)
         if name == "while":

@@ -1,0 +1,93 @@
+"""Convolutions as im2col GEMMs (asicsim.emulate.conv): the same values as XLA's convolution for
+every layout, padding, stride, dilation and grouping; under emulation, the GEMM's treatment."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from asicsim.emulate.conv import conv_as_gemm
+
+CASES = [
+    # (lhs shape, rhs shape, dimension numbers, strides, padding, lhs dilation, rhs dilation, fg, bg)
+    ((2, 9, 3), (3, 3, 4), ("NWC", "WIO", "NWC"), (1,), [(1, 1)], (1,), (1,), 1, 1),
+    ((2, 3, 11), (4, 3, 2), ("NCW", "OIW", "NCW"), (2,), [(0, 3)], (1,), (2,), 1, 1),
+    ((2, 7, 6, 4), (3, 2, 4, 5), ("NHWC", "HWIO", "NHWC"), (2, 1), [(1, 0), (-1, 2)], (1, 2), (1, 1), 1, 1),
+    ((2, 4, 7, 6), (6, 2, 3, 3), ("NCHW", "OIHW", "NCHW"), (1, 2), [(1, 1), (1, 1)], (1, 1), (2, 1), 2, 1),
+    ((1, 8, 6), (3, 2, 6), ("NWC", "WIO", "NWC"), (1,), [(2, 2)], (2,), (1,), 3, 1),
+    ((4, 10, 3), (3, 3, 6), ("NWC", "WIO", "NWC"), (1,), [(0, 0)], (1,), (1,), 1, 2),
+    ((2, 5, 3), (3, 3, 2), ("NWC", "WIO", "CWN"), (3,), [(0, 0)], (1,), (1,), 1, 1),
+    ((2, 2, 3), (3, 3, 2), ("NWC", "WIO", "NWC"), (1,), [(0, 0)], (1,), (1,), 1, 1),  # empty output
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=range(len(CASES)))
+def test_conv_as_gemm_matches_xla_convolution(case):
+    lhs_shape, rhs_shape, specs, strides, padding, lhs_dil, rhs_dil, fg, bg = case
+    rng = np.random.default_rng(0)
+    lhs = jnp.asarray(rng.integers(-4, 5, lhs_shape).astype(np.float32))
+    rhs = jnp.asarray(rng.integers(-4, 5, rhs_shape).astype(np.float32))
+    dn = lax.conv_dimension_numbers(lhs_shape, rhs_shape, specs)
+    params = dict(window_strides=strides, padding=padding, lhs_dilation=lhs_dil, rhs_dilation=rhs_dil,
+                  dimension_numbers=dn, feature_group_count=fg, batch_group_count=bg)
+    want = lax.conv_general_dilated(lhs, rhs, **params, precision=lax.Precision.HIGHEST)
+    patches, kernel, gemm_dn, finish = conv_as_gemm(lhs, rhs, params)
+    got = finish(lax.dot_general(patches, kernel, gemm_dn, precision=lax.Precision.HIGHEST))
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))  # small integers: exact sums
+
+
+def test_patches_keep_inf_and_nan_in_place():
+    """Slicing, not an identity-kernel convolution (0 * inf would put NaN in every patch)."""
+    lhs = jnp.asarray(np.array([[[1.0], [np.inf], [2.0], [3.0], [4.0]]], np.float32))
+    dn = lax.conv_dimension_numbers(lhs.shape, (2, 1, 1), ("NWC", "WIO", "NWC"))
+    params = dict(window_strides=(1,), padding=[(0, 0)], lhs_dilation=(1,), rhs_dilation=(1,),
+                  dimension_numbers=dn, feature_group_count=1, batch_group_count=1)
+    patches = conv_as_gemm(lhs, jnp.ones((2, 1, 1)), params)[0]
+    assert np.isinf(np.asarray(patches)).sum() == 2 and not np.isnan(np.asarray(patches)).any()
+
+
+def _jax_patches(x, taps):
+    """im2col of a 1-D convolution (NWC, 'SAME'), built independently of asicsim: JAX's own
+    ``conv_general_dilated_patches`` (channel-major K) reordered to taps-major K, (N * L, K)."""
+    n, length, c = x.shape
+    p = lax.conv_general_dilated_patches(x, (taps,), (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"),
+                                         precision=lax.Precision.HIGHEST)
+    return jnp.swapaxes(p.reshape(n, length, c, taps), -1, -2).reshape(n * length, taps * c)
+
+
+def _conv_model(x, w):
+    return lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+
+
+@pytest.mark.parametrize("recipe", ["mxfp8", "mxfp4", "fp8_wang2018", "tensorcore_fp16"])
+def test_emulated_conv_is_the_emulated_im2col_gemm(recipe):
+    """Under block scaling (MX: blocks along K = taps x channels, the gradient GEMMs' operands
+    rounded afresh along their own K) and under bit-exact MAC orders (Wang's fp16 chunk-64
+    accumulation, the V100 tensor core), an emulated convolution gives the bits of the same
+    model written as an explicit GEMM on patches made outside the emulation: forward and dW bit
+    for bit; dX (the patches' gradient taken back through JAX's own im2col: col2im sums the taps
+    in float32, in an order neither side fixes) to float32 rounding."""
+    from asicsim.emulate import emulate
+
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.standard_normal((3, 10, 24)).astype(np.float32))  # K = 3 x 24 = 72 > 64
+    w = jnp.asarray(rng.standard_normal((3, 24, 5)).astype(np.float32) * 0.3)
+    head = jnp.arange(5.0)[None, None, :]
+
+    def conv_loss(w, x):
+        return jnp.sum(jnp.tanh(_conv_model(x, w)) * head)
+
+    def gemm_loss(w, p):
+        return jnp.sum(jnp.tanh((p @ w.reshape(-1, 5)).reshape(3, 10, 5)) * head)
+
+    conv, gemm = emulate(conv_loss, recipe), emulate(gemm_loss, recipe)
+    p, back = jax.vjp(lambda x: _jax_patches(x, 3), x)
+    assert not np.array_equal(np.asarray(emulate(lambda w, x: _conv_model(x, w), recipe)(w, x)),
+                              np.asarray(_conv_model(x, w)))  # the recipe does round
+    np.testing.assert_array_equal(np.asarray(jax.jit(conv)(w, x)), np.asarray(jax.jit(gemm)(w, p)))
+    gw, gx = jax.jit(jax.grad(conv, argnums=(0, 1)))(w, x)
+    rw, rp = jax.jit(jax.grad(gemm, argnums=(0, 1)))(w, p)
+    np.testing.assert_array_equal(np.asarray(gw), np.asarray(rw))
+    np.testing.assert_allclose(np.asarray(gx), np.asarray(back(rp)[0]), rtol=1e-6, atol=1e-7)
