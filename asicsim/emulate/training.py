@@ -36,8 +36,8 @@ What one step does, in the recipe's formats:
 Delayed scaling, what is exact and what is approximated: each GEMM site (numbered as
 :func:`asicsim.emulate` meets them) has its own history for its lhs, rhs and incoming gradient;
 the scale is ``max(history) * 2**margin / format max`` (not rounded to a power of two), values
-beyond it saturate; the current amax is used where the history is still empty, for sites beyond
-``max_sites``, and for the rounding of a GEMM's dX output where ``grad_out`` scales (the next
+beyond it saturate; the current amax is used where the history is still empty and for the
+rounding of a GEMM's dX output where ``grad_out`` scales (the next
 GEMM rounds that gradient again with its own delayed scale; fp8_hybrid writes dX in bf16). A GEMM
 inside a ``while_loop`` cannot record its amax (no reverse mode through while).
 """
@@ -56,7 +56,8 @@ from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.transform import _emulate, round_role
 from asicsim.numerics.random import derive, key_words, seed_words
 
-#: GEMM sites whose delayed-scaling history a TrainState keeps (sites beyond: current scaling)
+#: GEMM sites whose delayed-scaling history a TrainState keeps (a model with more is an error
+#: that names the ``max_sites`` it needs)
 MAX_SITES = 64
 
 

@@ -618,8 +618,13 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         words = asicsim_words
         if words is None and key is not None and pol.stochastic:
             words = key_words(key)
-        interp = _Interpreter(pol, words, amax, n_sites=count_sites(closed.jaxpr) if pol.first_last else 0,
-                              prerounded=prerounded)
+        sites = count_sites(closed.jaxpr)
+        if amax is not None and sites > amax.shape[0]:
+            raise ValueError(f"{getattr(fn, '__name__', 'the function')} has {sites} GEMM/convolution sites but "
+                             f"asicsim_amax has rows for {amax.shape[0]}: delayed and static scaling need one "
+                             f"row per site (make_train_step(..., max_sites={sites}) or "
+                             f"observe_amax(..., max_sites={sites}))")
+        interp = _Interpreter(pol, words, amax, n_sites=sites if pol.first_last else 0, prerounded=prerounded)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
 

@@ -267,3 +267,21 @@ def test_delayed_scaling_rounds_a_scan_constant_weight_once_outside_the_loop():
         assert not [e for e in body.eqns if e.primitive.name == "div" and e.outvars[0].aval.shape == (6, 6)]
     _, (_, seen) = jax.value_and_grad(run, argnums=(0, 1))(w, m)
     assert float(seen[0, 1]) == float(jnp.max(jnp.abs(w[:, :6])))
+
+
+def test_delayed_scaling_with_more_sites_than_the_history_keeps_says_so():
+    """A model with more GEMM sites than the TrainState's history rows is an error naming the
+    ``max_sites`` it needs, not a silent fall-back to current scaling for the extra sites."""
+    def loss(p, b):
+        h = b
+        for _ in range(3):
+            h = jnp.tanh(h @ p)
+        return jnp.sum(h)
+
+    p, batch = jnp.eye(4) * 0.5, jnp.ones((2, 4))
+    init, step = make_train_step(loss, "fp8_hybrid", optax.sgd(0.1), max_sites=2)
+    with pytest.raises(ValueError, match=r"3 GEMM/convolution sites .* rows for 2.*max_sites=3"):
+        step(init(p, 0), batch)
+    init, step = make_train_step(loss, "fp8_hybrid", optax.sgd(0.1), max_sites=3)
+    state, _ = step(init(p, 0), batch)
+    assert (np.asarray(state.amax_history[:, 0]) > 0).all()  # every site recorded its amax
