@@ -154,8 +154,6 @@ def _role_words(words, n: int):
     return [derive(words, i) for i in range(n)]
 
 
-
-
 def _free_axes(dn, side: int, ndim: int) -> list[int]:
     """Operand ``side``'s axes that are neither contracted nor batch (its M or N axes)."""
     (lc, rc), (lb, rb) = dn
