@@ -143,16 +143,16 @@ def test_flax_linen_with_conv_and_nnx():
                          ml_dtypes.bfloat16)
 
 
-def _walk(jaxpr, inside_vjp=False):
-    """(dot_generals outside any custom_vjp_call, dot_generals inside one), recursively."""
+def _walk(jaxpr, inside_vjp=False, prim="dot_general"):
+    """(``prim`` equations outside any custom_vjp_call, inside one), recursively."""
     outside = inside = 0
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name == "dot_general":
+        if name == prim:
             inside += inside_vjp
             outside += not inside_vjp
         for sub in jax.extend.core.jaxprs_in_params(eqn.params):
-            o, i = _walk(sub, inside_vjp or name.startswith("custom_vjp"))
+            o, i = _walk(sub, inside_vjp or name.startswith("custom_vjp"), prim)
             outside, inside = outside + o, inside + i
     return outside, inside
 
@@ -171,6 +171,24 @@ def test_jaxpr_walk_every_gemm_is_emulated():
     t = op_trace(mlp, "bf16", p, X)
     assert set(t.format_lhs) == {"bfloat16"} and set(t.format_acc) == {"float32"}
     assert list(t["count"]) == [1, 3, 1]  # the scan body runs 3 times
+
+
+def test_jaxpr_walk_every_convolution_is_emulated():
+    """The same for convolutions: each is carried out inside the emulated GEMM's custom VJP as
+    its im2col GEMM, and none is left, in the forward function or in its gradient (whose
+    backward GEMMs are the custom VJP's own, inlined by ``grad``)."""
+    w = jax.random.normal(jax.random.key(2), (3, 4, 6))
+
+    def net(w, x):
+        return jnp.sum(jax.lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC")) ** 2)
+
+    x = jax.random.normal(jax.random.key(3), (2, 9, 4))
+    assert _walk(jax.make_jaxpr(net)(w, x).jaxpr, prim="conv_general_dilated") == (1, 0)
+    forward = jax.make_jaxpr(emulate(net, "bf16"))(w, x).jaxpr
+    assert _walk(forward, prim="conv_general_dilated") == (0, 0)
+    assert _walk(forward) == (0, 1)
+    backward = jax.make_jaxpr(jax.grad(emulate(net, "bf16")))(w, x).jaxpr
+    assert _walk(backward, prim="conv_general_dilated") == (0, 0)
 
 
 def test_op_trace_training_rows_and_macs():
