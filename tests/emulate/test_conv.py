@@ -61,7 +61,10 @@ def _conv_model(x, w):
     return lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
 
 
-@pytest.mark.parametrize("recipe", ["mxfp8", "mxfp4", "fp8_wang2018", "tensorcore_fp16"])
+# mxfp4 and the tensor core (~4 s each) run in the slow step; the default run keeps one block
+# format and one bit-exact order
+@pytest.mark.parametrize("recipe", ["mxfp8", pytest.param("mxfp4", marks=pytest.mark.slow), "fp8_wang2018",
+                                    pytest.param("tensorcore_fp16", marks=pytest.mark.slow)])
 def test_emulated_conv_is_the_emulated_im2col_gemm(recipe):
     """Under block scaling (MX: blocks along K = taps x channels, the gradient GEMMs' operands
     rounded afresh along their own K) and under bit-exact MAC orders (Wang's fp16 chunk-64

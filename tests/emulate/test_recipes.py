@@ -150,7 +150,8 @@ def _bf16(v):
     return np.asarray(jnp.asarray(v, jnp.float32).astype(jnp.bfloat16).astype(jnp.float32), np.float64)
 
 
-@pytest.mark.parametrize("lead", [(), (3,)])
+# the batched case (lead (3,)) runs in the slow step: ~6 s, the same code path with a batch axis
+@pytest.mark.parametrize("lead", [(), pytest.param((3,), marks=pytest.mark.slow)])
 def test_mx_gradient_gemms_block_each_operand_along_their_own_contraction_axis(lead):
     # as microxcaling's MX linear: dW = Q(X along M)^T Q(dY along M), dX = Q(dY along N) Q(W along N)^T,
     # each quantized from the unrounded tensor (wide-ranging X, so the block axis matters); with a

@@ -59,6 +59,7 @@ def q78_update_only(rounding: str) -> dict:
                       "wgrad": "fp32", "update": upd}}
 
 
+@pytest.mark.slow  # ~5 s; the ablation of the main Gupta test (which stays in the default run)
 def test_gupta2015_the_in_place_update_alone_stalls_only_at_a_small_learning_rate():
     """The update rounding in isolation (gradients in fp32, only w - lr * g rounded onto q7.8):
     at lr 0.1 most updates exceed half a step (2^-9) and round-to-nearest trains nearly as fp32
