@@ -128,13 +128,26 @@ def _sr_words(spec: RoleSpec, key, words):
 
 def _round_scaled(x, spec: RoleSpec, amax, words):
     """Per-tensor scaling by a given amax estimate (delayed or static scaling): values beyond it
-    saturate, as fp8/int8 casts with a stale scale do (Transformer Engine, TensorRT). The scale
-    is ``amax * 2**margin / format max``: a margin leaves headroom above the estimate."""
+    saturate, as fp8/int8 casts with a stale scale do; a margin leaves headroom above the estimate.
+
+    Delayed scaling computes as Transformer Engine's DelayedScaling does: the scaling factor
+    ``sf = (format max / amax) / 2**margin`` in float32, the cast of ``x * sf``, dequantized by
+    ``scale_inv = 1 / sf`` (TE keeps the previous scale where amax is 0 or not finite, and caps
+    an infinite ``sf`` at the float32 max; with no previous scale, ``sf = 1`` there). Static
+    scaling (int8 calibration, TensorRT's convention) divides by ``scale = amax * 2**margin /
+    format max`` and multiplies back by it."""
     xf = x.astype(jnp.float32)
     est = jnp.where(amax > 0, amax, _amax(xf))
-    scale = est / jnp.float32(spec.spec.max) * jnp.float32(2.0**spec.margin)
-    scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
     sat = True if spec.saturate is None else spec.saturate
+    fmax = jnp.float32(spec.spec.max)
+    if spec.scaling == "delayed":
+        sf = fmax / est / jnp.float32(2.0**spec.margin)
+        sf = jnp.where((est > 0) & jnp.isfinite(est), sf, jnp.float32(1.0))
+        sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
+        y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
+        return (y * (jnp.float32(1.0) / sf)).astype(x.dtype)
+    scale = est / fmax * jnp.float32(2.0**spec.margin)
+    scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
     y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)
     return (y * scale).astype(x.dtype)
 

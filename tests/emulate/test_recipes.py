@@ -116,15 +116,36 @@ def test_dx_leaves_its_gemm_in_grad_out_which_defaults_to_grad():
     assert not np.array_equal(dx(no_grad_out), dx(pol))
 
 
+def test_delayed_scaling_computes_as_transformer_engine():
+    """The bits of Transformer Engine's DelayedScaling: sf = (448 / amax) in float32, the E4M3 cast
+    of x * sf (saturating, as TE's cast), dequantized by scale_inv = 1 / sf. Dividing by
+    amax / 448 instead gives other bits for some estimates (asserted, so this can fail); the
+    estimates below the true amax (10.1) saturate."""
+    pol = load_recipe("fp8_hybrid")
+    x = (np.random.default_rng(4).standard_normal(4096) * 2.5).astype(np.float32)
+    differs = 0
+    for est in (3.0, 6.7, 11.0):  # 1 / sf and amax / 448 are different floats for 6.7 and 11
+        got = np.asarray(round_role(jnp.asarray(x), pol["act"], amax=jnp.float32(est)))
+        sf = np.float32(448) / np.float32(est)
+        q = np.clip(x * sf, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+        want = q * (np.float32(1) / sf)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        scale = np.float32(est) / np.float32(448)
+        divided = np.clip(x / scale, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+        differs += int((divided != want).sum())
+    assert differs > 0
+
+
 def test_delayed_scaling_margin_leaves_headroom_above_a_stale_amax():
-    # estimate 1.0 for x = 1.5: without a margin 1.5 saturates to 1.0; with margin 1 the scale
-    # is 2/448 and 1.5 rounds on E4M3's grid (672 -> 448 vs 336 -> 320 times the scale)
+    # estimate 1.0 for x = 1.5: without a margin 1.5 saturates to 1.0; with margin 1 Transformer
+    # Engine's scaling factor is (448 / 1) / 2 and 1.5 rounds on E4M3's grid (672 -> 448 vs
+    # 336 -> 320 times 1 / sf)
     pol = load_recipe("fp8_hybrid")
     x = jnp.full((4,), 1.5, jnp.float32)
     assert float(round_role(x, pol["act"], amax=jnp.float32(1.0))[0]) == 1.0
     spec = dataclasses.replace(pol["act"], margin=1)
-    scale = np.float32(1.0) / np.float32(448) * np.float32(2)
-    want = np.float32(np.float32(1.5) / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+    sf = np.float32(448) / np.float32(1.0) / np.float32(2)
+    want = np.float32(np.float32(1.5) * sf).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * (np.float32(1) / sf)
     assert float(round_role(x, spec, amax=jnp.float32(1.0))[0]) == float(want) != 1.0
     assert load_recipe({"roles": {"weight": {"format": "fp8_e4m3", "scaling": "delayed", "margin": 2},
                                   "act": "fp8_e4m3", "acc": "fp32"}}).role("weight").margin == 2
