@@ -23,7 +23,9 @@ every field and reports all problems at once (file, field, value, allowed). Tabl
                     saturate, margin, amax_compute}``; ``scaling`` is none | tensor | channel | block |
                     delayed | static (``amax_history``, ``amax_compute`` = max | most_recent:
                     delayed only, the same for all delayed roles; ``margin``: delayed or static,
-                    the scale is amax * 2**margin / format max)
+                    headroom of 2**margin above the amax: delayed casts x * (format max / amax)
+                    / 2**margin as Transformer Engine does, static divides by amax * 2**margin /
+                    format max)
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
@@ -74,7 +76,7 @@ class RoleSpec:
     block_size: int | None = None
     amax_history: int = 16  # delayed scaling: steps of amax history
     saturate: bool | None = None  # None: the format's convention
-    margin: int = 0  # delayed/static scaling: the scale is amax * 2**margin / format max (TE's margin)
+    margin: int = 0  # delayed/static scaling: 2**margin of headroom above the amax (TE's margin)
     amax_compute: str = "max"  # delayed scaling: the history's max, or its most recent amax
 
     @property

@@ -35,8 +35,9 @@ What one step does, in the recipe's formats:
 
 Delayed scaling, what is exact and what is approximated: each GEMM site (numbered as
 :func:`asicsim.emulate` meets them) has its own history for its lhs, rhs and incoming gradient;
-the scale is ``max(history) * 2**margin / format max`` (not rounded to a power of two), values
-beyond it saturate; the current amax is used where the history is still empty and for the
+the scaling factor is Transformer Engine's ``(format max / max(history)) / 2**margin`` (not
+rounded to a power of two; values are cast as ``x * sf`` and dequantized by ``1 / sf``), values
+beyond the estimate saturate; the current amax is used where the history is still empty and for the
 rounding of a GEMM's dX output where ``grad_out`` scales (the next
 GEMM rounds that gradient again with its own delayed scale; fp8_hybrid writes dX in bf16). A GEMM
 inside a ``while_loop`` cannot record its amax (no reverse mode through while).
