@@ -403,7 +403,7 @@ class _Interpreter:
         self.site += 1
         pol = self.edge_policy if i in (0, self.n_sites - 1) else self.policy
         meta = None
-        if self.amax is not None and i < self.amax.shape[0]:
+        if self.amax is not None:  # a row per site (checked by ``_emulate``)
             meta = (self.amax[i], self.est[i])
         elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
             meta = (None, jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32)))
@@ -629,7 +629,7 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         words = asicsim_words
         if words is None and key is not None and pol.stochastic:
             words = key_words(key)
-        sites = count_sites(closed.jaxpr)
+        sites = count_sites(closed.jaxpr) if amax is not None or pol.first_last else 0
         if amax is not None and sites > amax.shape[0]:
             raise ValueError(f"{getattr(fn, '__name__', 'the function')} has {sites} GEMM/convolution sites but "
                              f"asicsim_amax has rows for {amax.shape[0]}: delayed and static scaling need one "

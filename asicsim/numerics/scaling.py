@@ -302,7 +302,7 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
         mag = jax.lax.bitcast_convert_type(x, jnp.int32) & np.int32(0x7FFFFFFF)
         size = [b if i == axis else 1 for i in range(x.ndim)]
         amax = jnp.expand_dims(jax.lax.reduce_window(mag, np.int32(0), jax.lax.max, size, size, pad), axis + 1)
-        return None, None, amax, _floor_shift(amax, 31 - jax.lax.clz(amax) - 149, element, plan)
+        return None, None, amax, _floor_shift(amax, element, plan)
     padded = jnp.pad(x, pad) if pad[axis][1] else x
     blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
     mag = jax.lax.bitcast_convert_type(blocked, jnp.int32) & np.int32(0x7FFFFFFF)
@@ -313,14 +313,16 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
         # floor(log2 amax): a normal amax's exponent field; a subnormal's from its exact float image
         sub_exp = (jax.lax.bitcast_convert_type(amax_f, jnp.int32) >> 23) - 127 - 149
     else:
-        amax = jnp.max(mag, axis=axis + 1, keepdims=True)
+        amax, sub_exp = jnp.max(mag, axis=axis + 1, keepdims=True), None
+    return padded, blocked, amax, _floor_shift(amax, element, plan, sub_exp)
+
+
+def _floor_shift(amax, element, plan: Scaling, sub_exp=None) -> jax.Array:
+    """OCP MX ``floor`` scale exponents from int32 amax bits, clamped to the scale format's
+    range (an all-zero block: its lowest). ``sub_exp``: floor(log2) of a subnormal amax where the
+    caller has it already (default: from the leading bit of ``amax``)."""
+    if sub_exp is None:
         sub_exp = 31 - jax.lax.clz(amax) - 149
-    return padded, blocked, amax, _floor_shift(amax, sub_exp, element, plan)
-
-
-def _floor_shift(amax, sub_exp, element, plan: Scaling) -> jax.Array:
-    """OCP MX ``floor`` scale exponents from int32 amax bits (``sub_exp``: floor(log2) of a
-    subnormal amax), clamped to the scale format's range (an all-zero block: its lowest)."""
     log2 = jnp.where(amax >= np.int32(1 << 23), (amax >> 23) - 127, sub_exp)
     lo, hi = plan.exponent_range
     return jnp.clip(jnp.where(amax == 0, lo, log2 - emax_of(element)), lo, hi)
