@@ -16,6 +16,12 @@ separately: they simulate every addition of every dot product, and are not expec
 
     python benchmarks/bench_emulate.py [--steps 100] [--repeat 5] [--workloads mnist1d_mlp ...]
         [--recipes bf16 ...] [--exact-steps 10]
+
+``--workloads`` takes workload names or TOML paths. ``benchmarks/workloads/`` holds the
+reference CNN and GRU widened (64/128 channels, hidden 16/32/64), for the overhead-vs-width
+study in RESULTS.md:
+
+    python benchmarks/bench_emulate.py --workloads benchmarks/workloads/*.toml --exact
 """
 
 from __future__ import annotations
@@ -120,7 +126,8 @@ def main() -> None:
           f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d')}")
     cases = {}
     for name in args.workloads:
-        cases[name] = Case(name, max(args.steps, args.exact_steps))
+        case = Case(name, max(args.steps, args.exact_steps))
+        cases[case.w.name] = case
     head = "| recipe | " + " | ".join(cases) + " |"
     print("\nfp32 anchor, ms/step: " + ", ".join(
         f"{n} {1e3 * best_of(c.anchor(args.steps), args.repeat) / args.steps:.2f}" for n, c in cases.items()))

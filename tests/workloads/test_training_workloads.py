@@ -7,9 +7,11 @@ benchmarks/workload_baselines.py (results in benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import math
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -111,6 +113,22 @@ def test_shipped_workloads():
     with pytest.raises(WorkloadError, match="did you mean 'digits_mlp'"):
         load_workload("digit_mlp")
 
+
+
+def test_benchmark_width_variants_differ_from_their_base_only_in_width():
+    """benchmarks/workloads/*.toml (bench_emulate's overhead-vs-width study) are the reference CNN
+    and GRU with wider layers: every other field as the shipped workload's."""
+    files = sorted((Path(__file__).resolve().parents[2] / "benchmarks" / "workloads").glob("*.toml"))
+    assert [f.stem for f in files] == ["mnist1d_cnn_w128", "mnist1d_cnn_w64", "mnist1d_gru_h16",
+                                       "mnist1d_gru_h32", "mnist1d_gru_h64"]
+    for f in files:
+        w = load_workload(f)
+        base = load_workload(w.name.rsplit("_", 1)[0])
+        width = "channels" if w.model == "cnn1d" else "hidden"
+        assert w.name == f.stem and w.sizes[width] != base.sizes[width]
+        same = dataclasses.replace(w, name=base.name, description=base.description, reference=base.reference,
+                                   sizes={**w.sizes, width: base.sizes[width]})
+        assert same == base
 
 # --- models --------------------------------------------------------------------------------------
 
