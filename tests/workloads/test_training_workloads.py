@@ -114,7 +114,6 @@ def test_shipped_workloads():
         load_workload("digit_mlp")
 
 
-
 def test_benchmark_width_variants_differ_from_their_base_only_in_width():
     """benchmarks/workloads/*.toml (bench_emulate's overhead-vs-width study) are the reference CNN
     and GRU with wider layers: every other field as the shipped workload's."""
@@ -129,6 +128,7 @@ def test_benchmark_width_variants_differ_from_their_base_only_in_width():
         same = dataclasses.replace(w, name=base.name, description=base.description, reference=base.reference,
                                    sizes={**w.sizes, width: base.sizes[width]})
         assert same == base
+
 
 # --- models --------------------------------------------------------------------------------------
 
