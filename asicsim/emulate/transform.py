@@ -153,7 +153,22 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
 
 
 def _amax(x) -> jax.Array:
-    return jnp.max(jnp.abs(x.astype(jnp.float32))) if x.size else jnp.float32(0)
+    """max |x| as float32.
+
+    Below 4096 elements, an integer max of the magnitude bits: XLA:CPU runs it as one kernel,
+    where ``max(abs(x))`` ran as three (abs, a reduce-window, a reduce), which cost more than the
+    reduction in a GRU's scan ((100, 18): 1.0-1.2 against 2.4 us). Larger tensors keep the float
+    max, which XLA:CPU vectorises ((1000, 75): 21-22 against 31-32 us). A NaN element gives NaN
+    on the integer path; XLA:CPU's vectorised float max keeps or drops it by its position
+    (Transformer Engine's ``fmaxf`` amax drops it), and a NaN select there cost the CNN's
+    fp8_hybrid step 3-5 %. Delayed scaling copes with either: sf = 1 for a NaN estimate."""
+    if not x.size:
+        return jnp.float32(0)
+    x = x.astype(jnp.float32)
+    if x.size >= 4096:
+        return jnp.max(jnp.abs(x))
+    mag = lax.bitcast_convert_type(x, jnp.int32) & np.int32(0x7FFFFFFF)
+    return lax.bitcast_convert_type(jnp.max(mag), jnp.float32)
 
 
 def _grad_role(role: str) -> str:

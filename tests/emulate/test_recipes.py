@@ -136,6 +136,34 @@ def test_delayed_scaling_computes_as_transformer_engine():
     assert differs > 0
 
 
+@pytest.mark.parametrize("shape", [(100, 18), (1000, 75)])  # the integer path, the float path
+def test_amax_is_the_largest_magnitude(shape):
+    """The amax delayed scaling falls back to and the amax taps record: max |x| over values from
+    2**-120 to 2**100 of both signs, inf where one is. A NaN gives NaN on the integer path (small
+    tensors), NaN or the largest other magnitude on the float path. The integer path also keeps
+    a subnormal amax (XLA:CPU's float max may read it as 0)."""
+    from asicsim.emulate.transform import _amax
+
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-120, 100, shape)).astype(np.float32)
+    amax = jax.jit(_amax)
+    finite_max = float(np.max(np.abs(x)))
+    assert float(amax(x)) == finite_max > 0
+    assert float(amax(np.zeros(shape, np.float32))) == 0.0
+    small = np.prod(shape) < 4096
+    for i, j in [(0, 0), (7, 1), (-1, -1), (50, 17)]:
+        y = x.copy()
+        y[i, j] = -np.nan if i else np.nan
+        got = float(amax(y))
+        assert np.isnan(got) if small else (np.isnan(got) or got == float(np.nanmax(np.abs(y))))
+    x[5, 3] = -np.inf
+    assert float(amax(x)) == np.inf
+    if small:
+        tiny = np.zeros(shape, np.float32)
+        tiny[3, 2], tiny[9, 9] = np.float32(-3e-42), np.float32(1e-45)
+        assert np.asarray(amax(tiny)).view(np.uint32) == np.float32(3e-42).view(np.uint32)
+
+
 def test_delayed_scaling_margin_leaves_headroom_above_a_stale_amax():
     # estimate 1.0 for x = 1.5: without a margin 1.5 saturates to 1.0; with margin 1 Transformer
     # Engine's scaling factor is (448 / 1) / 2 and 1.5 rounds on E4M3's grid (672 -> 448 vs
