@@ -161,7 +161,8 @@ def _amax(x) -> jax.Array:
     max, which XLA:CPU vectorises ((1000, 75): 21-22 against 31-32 us). A NaN element gives NaN
     on the integer path; XLA:CPU's vectorised float max keeps or drops it by its position
     (Transformer Engine's ``fmaxf`` amax drops it), and a NaN select there cost the CNN's
-    fp8_hybrid step 3-5 %. Delayed scaling copes with either: sf = 1 for a NaN estimate."""
+    fp8_hybrid step 3-5 %. Delayed scaling copes with either: it scales by the finite amax, or
+    by sf = 1 for a NaN estimate."""
     if not x.size:
         return jnp.float32(0)
     x = x.astype(jnp.float32)
