@@ -54,6 +54,7 @@ from asicsim.emulate.trace import record
 from asicsim.numerics import quantize
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive, key_words
+from asicsim.numerics.scaling import amax_bits
 
 # primitives that only move or relabel data: a weight stays a weight through them
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
@@ -152,24 +153,27 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     return (y * scale).astype(x.dtype)
 
 
+# tensors below this many elements take the integer amax (see ``_amax``)
+INT_AMAX_BELOW = 4096
+
+
 def _amax(x) -> jax.Array:
     """max |x| as float32.
 
-    Below 4096 elements, an integer max of the magnitude bits: XLA:CPU runs it as one kernel,
-    where ``max(abs(x))`` ran as three (abs, a reduce-window, a reduce), which cost more than the
-    reduction in a GRU's scan ((100, 18): 1.0-1.2 against 2.4 us). Larger tensors keep the float
-    max, which XLA:CPU vectorises ((1000, 75): 21-22 against 31-32 us). A NaN element gives NaN
-    on the integer path; XLA:CPU's vectorised float max keeps or drops it by its position
-    (Transformer Engine's ``fmaxf`` amax drops it), and a NaN select there cost the CNN's
-    fp8_hybrid step 3-5 %. Delayed scaling copes with either: it scales by the finite amax, or
-    by sf = 1 for a NaN estimate."""
+    Below ``INT_AMAX_BELOW`` elements, ``numerics.scaling.amax_bits`` (an integer max of the
+    magnitude bits): XLA:CPU runs it as one kernel, where ``max(abs(x))`` ran as three (abs, a
+    reduce-window, a reduce), which cost more than the reduction in a GRU's scan ((100, 18):
+    1.0-1.2 against 2.4 us). Larger tensors keep the float max, which XLA:CPU vectorises
+    ((1000, 75): 21-22 against 31-32 us). A NaN element gives NaN on the integer path; XLA:CPU's
+    vectorised float max keeps or drops it by its position (Transformer Engine's ``fmaxf`` amax
+    drops it), and a NaN select there cost the CNN's fp8_hybrid step 3-5 %. Delayed scaling
+    copes with either: it scales by the finite amax, or by sf = 1 for a NaN estimate."""
     if not x.size:
         return jnp.float32(0)
     x = x.astype(jnp.float32)
-    if x.size >= 4096:
+    if x.size >= INT_AMAX_BELOW:
         return jnp.max(jnp.abs(x))
-    mag = lax.bitcast_convert_type(x, jnp.int32) & np.int32(0x7FFFFFFF)
-    return lax.bitcast_convert_type(jnp.max(mag), jnp.float32)
+    return lax.bitcast_convert_type(amax_bits(x, tuple(range(x.ndim)), keepdims=False), jnp.float32)
 
 
 def _grad_role(role: str) -> str:

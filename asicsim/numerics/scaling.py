@@ -421,7 +421,7 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
     if plan.scale_format == "fp32" and plan.granularity != "block" and x.ndim >= 1:
         keep = plan.axis % x.ndim if plan.granularity == "channel" else None
         axes = tuple(i for i in range(x.ndim) if i != keep)  # reduce in place: no transpose
-        amax = _amax_bits(x, axes=axes, keepdims=True)
+        amax = amax_bits(x, axes=axes, keepdims=True)
         rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
         finite = amax < np.uint32(0x7F800000)
         return _fp32_scaled(x, amax, finite, element, plan, rnd, saturate, rand, lambda v: v, axes)
@@ -465,7 +465,7 @@ def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate:
     bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
     if plan.granularity == "block":
         b = plan.block_size
-        amax = _amax_bits(x.reshape(*x.shape[:-1], -1, b), axes=(-1,), keepdims=False)
+        amax = amax_bits(x.reshape(*x.shape[:-1], -1, b), axes=(-1,), keepdims=False)
         # The barrier keeps XLA from recomputing the per-block exponent for every element.
         shift_groups, finite_groups = jax.lax.optimization_barrier(
             (pow2_scale_exponent(amax, element, plan), amax < np.uint32(0x7F800000))
@@ -475,7 +475,7 @@ def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate:
     else:
         keep = plan.axis % x.ndim if plan.granularity == "channel" else None
         axes = tuple(i for i in range(x.ndim) if i != keep)
-        amax = _amax_bits(x, axes=axes, keepdims=True)
+        amax = amax_bits(x, axes=axes, keepdims=True)
         shift_groups, finite_groups = jax.lax.optimization_barrier(
             (pow2_scale_exponent(amax, element, plan), amax < np.uint32(0x7F800000))
         )
@@ -501,7 +501,7 @@ def _round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
     return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
 
 
-def _amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
+def amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
     """Largest magnitude over ``axes`` as uint32 bits, NaN/inf above every finite value: an
     integer max of the magnitude bits, exact where float compares are not (XLA:CPU flushes
     subnormals, and its vectorised float max/min did not always propagate NaN). Measured

@@ -142,7 +142,7 @@ def test_amax_is_the_largest_magnitude(shape):
     2**-120 to 2**100 of both signs, inf where one is. A NaN gives NaN on the integer path (small
     tensors), NaN or the largest other magnitude on the float path. The integer path also keeps
     a subnormal amax (XLA:CPU's float max may read it as 0)."""
-    from asicsim.emulate.transform import _amax
+    from asicsim.emulate.transform import INT_AMAX_BELOW, _amax
 
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-120, 100, shape)).astype(np.float32)
@@ -150,7 +150,7 @@ def test_amax_is_the_largest_magnitude(shape):
     finite_max = float(np.max(np.abs(x)))
     assert float(amax(x)) == finite_max > 0
     assert float(amax(np.zeros(shape, np.float32))) == 0.0
-    small = np.prod(shape) < 4096
+    small = np.prod(shape) < INT_AMAX_BELOW
     for i, j in [(0, 0), (7, 1), (-1, -1), (50, 17)]:
         y = x.copy()
         y[i, j] = -np.nan if i else np.nan
