@@ -29,3 +29,19 @@ def write_text_atomic(path: Path, text: str, *, fsync: bool = False) -> None:
     """``path.write_text(text)`` (UTF-8), atomically."""
     with atomic_path(path, fsync=fsync) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+class TextFileError(ValueError):
+    """A file that cannot be read as UTF-8 text, with its path in the message."""
+
+
+def read_text_file(path: str | Path) -> str:
+    """The UTF-8 text of ``path``; a file that is not UTF-8 is a :class:`TextFileError` naming
+    the file and the first offending byte (OSErrors, e.g. a missing file, pass through)."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TextFileError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
+                            f"{err.start}); save it as UTF-8") from None
