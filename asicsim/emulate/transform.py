@@ -48,6 +48,7 @@ import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
+from asicsim._jax_compat import bind_args, scan_operand_counts
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
 from asicsim.emulate.trace import record
@@ -333,7 +334,8 @@ def _contract_grad(a, b, g, dn, policy: Policy, wrt: int):
             outs = [_mac_dot_general(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
                                      eqn.params["dimension_numbers"], mac)]
         else:
-            out = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+            subfuns, params = bind_args(eqn.primitive, eqn.params)
+            out = eqn.primitive.bind(*subfuns, *invals, **params)
             outs = out if eqn.primitive.multiple_results else [out]
         for v, o in zip(eqn.outvars, outs, strict=True):
             env[v] = o
@@ -488,9 +490,9 @@ class _Interpreter:
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
             return self.run(closed.jaxpr, closed.consts, invals, flags)
-        bind_params = eqn.primitive.get_bind_params(p)  # as jax.core.eval_jaxpr does
+        subfuns, bind_params = bind_args(eqn.primitive, p)  # as jax.core.eval_jaxpr does
         with eqn.ctx.manager:
-            out = eqn.primitive.bind(*invals, **bind_params)
+            out = eqn.primitive.bind(*subfuns, *invals, **bind_params)
         return out if eqn.primitive.multiple_results else [out]
 
     def _ongrid(self, flags, roles, policy: Policy) -> tuple[bool, bool]:
@@ -504,7 +506,7 @@ class _Interpreter:
                params=eqn.params, count=self.multiplier, policy=policy)
 
     def _scan(self, p, invals, flags):
-        nc, ncarry, closed = p["num_consts"], p["num_carry"], p["jaxpr"]
+        (nc, ncarry), closed = scan_operand_counts(p), p["jaxpr"]
         consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
         cflags, xflags = flags[:nc], flags[nc + ncarry:]
 

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax_compat import enable_x64
 from . import fast32
 from .exact64 import Float64Arith, f32_to_f64, f64_to_f32, round64
 from .mac import MacSpec, as_mac
@@ -169,7 +170,7 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.
         run = lambda x, y: _accumulate(ar, convert(x.T), convert(y), mac, unroll)  # noqa: E731
         return jax.vmap(run)(a, b)
 
-    with jax.enable_x64(True):
+    with enable_x64(True):
         if mac.integer:
             ar = _Int32(mac) if _Int32.fits(mac) else _Int(mac)
             out_dtype = jnp.int32 if ar.acc.signed else jnp.uint32  # every value fits

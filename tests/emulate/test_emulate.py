@@ -143,6 +143,17 @@ def test_flax_linen_with_conv_and_nnx():
                          ml_dtypes.bfloat16)
 
 
+def _jaxprs_in(params):
+    """The jaxprs among an equation's parameters (jax.extend.core.jaxprs_in_params, which
+    jax < 0.9 does not export, written out)."""
+    for v in params.values():
+        for x in v if isinstance(v, tuple | list) else (v,):
+            if isinstance(x, jax.extend.core.ClosedJaxpr):
+                yield x.jaxpr
+            elif isinstance(x, jax.extend.core.Jaxpr):
+                yield x
+
+
 def _walk(jaxpr, inside_vjp=False, prim="dot_general"):
     """(``prim`` equations outside any custom_vjp_call, inside one), recursively."""
     outside = inside = 0
@@ -151,7 +162,7 @@ def _walk(jaxpr, inside_vjp=False, prim="dot_general"):
         if name == prim:
             inside += inside_vjp
             outside += not inside_vjp
-        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+        for sub in _jaxprs_in(eqn.params):
             o, i = _walk(sub, inside_vjp or name.startswith("custom_vjp"), prim)
             outside, inside = outside + o, inside + i
     return outside, inside
@@ -214,3 +225,62 @@ def test_recipes_load_and_bad_recipes_say_what_is_wrong():
     with pytest.raises(ValueError, match="stochastic rounding"):
         emulate(mlp, {"roles": {"weight": {"format": "bf16", "rounding": "sr"}, "act": "bf16",
                                 "acc": "fp32"}})(params(), X)
+
+
+class _FlatTreeGroups:
+    """What jax 0.11's ``ft_in`` answers to ``unpack()``: one group per (consts, carry, xs), each
+    with a length (jax/_src/flattree.py, FlatTree.unpack and __len__)."""
+
+    def __init__(self, *sizes):
+        self.sizes = sizes
+
+    def unpack(self):
+        return tuple(range(n) for n in self.sizes)
+
+
+def test_scan_operand_counts_read_both_jax_parameter_layouts():
+    from asicsim._jax_compat import scan_operand_counts
+
+    w = jnp.ones((3, 3))
+
+    def f(c0, xs):  # w is closed over: a const of the scan; the carry is a pair
+        def body(c, x):
+            return (c[0] + x @ w, c[1] * 2.0), c[0].sum()
+        return jax.lax.scan(body, c0, xs)
+
+    closed = jax.make_jaxpr(f)((jnp.zeros(3), jnp.float32(1)), jnp.ones((4, 3)))
+    (eqn,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "scan"]
+    assert scan_operand_counts(eqn.params) == (1, 2)  # the installed jax's own layout
+    # jax 0.11 binds scan with ft_in = ft.pack((consts, carry, xs)) and no num_consts/num_carry
+    # (jax/_src/lax/control_flow/loops.py); use jax's FlatTree where it exists.
+    try:
+        from jax._src import flattree as ft
+        groups = ft.pack((ft.nones(2), ft.nones(3), ft.nones(1)))
+    except ImportError:
+        groups = _FlatTreeGroups(2, 3, 1)
+    assert scan_operand_counts({"ft_in": groups, "jaxpr": None}) == (2, 3)
+
+
+def test_scan_with_consts_carries_and_xs_is_emulated_like_the_plain_scan():
+    # A scan whose body closes over a weight, carries a pair and emits ys: under fp32 the emulated
+    # function must equal the plain one (operand grouping read right), and under bf16 the GEMM
+    # inside the scan must be rounded (it differs from fp32).
+    w = jnp.asarray(np.random.default_rng(0).normal(size=(5, 5)).astype(np.float32))
+
+    def f(h0, xs):
+        def body(c, x):
+            h, n = c
+            h = jnp.tanh(x + h @ w)
+            return (h, n + 1.0), h.sum()
+        (h, n), ys = jax.lax.scan(body, (h0, jnp.float32(0)), xs)
+        return h, n, ys
+
+    h0 = jnp.full((2, 5), 0.3, jnp.float32)
+    xs = jnp.asarray(np.random.default_rng(1).normal(size=(6, 2, 5)).astype(np.float32))
+    plain = f(h0, xs)
+    same = emulate(f, "fp32")(h0, xs)
+    for a, b in zip(plain, same, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    low = emulate(f, "bf16")(h0, xs)
+    assert float(low[1]) == 6.0
+    assert not np.array_equal(np.asarray(low[0]), np.asarray(plain[0]))

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asicsim
+from asicsim._jax_compat import enable_x64
 from asicsim.numerics import fast32, get_format
 from asicsim.numerics.exact64 import f32_to_f64, f64_to_f32
 from asicsim.numerics.mac import MacSpec
@@ -286,7 +287,7 @@ def test_bit_conversions_keep_subnormals():
     bits = np.array([0, 1, 0x007FFFFF, 0x00800000, 0x80000001, 0x7F800000, 0xFF800000, 0x7FC00000,
                      0x3F800001, 0x7F7FFFFF], np.uint32)
     x = bits.view(np.float32)
-    with jax.enable_x64(True):
+    with enable_x64(True):
         back = jax.jit(lambda v: f64_to_f32(f32_to_f64(v)))(x)
         wide = np.asarray(jax.jit(f32_to_f64)(x))
     assert np.array_equal(np.asarray(back).view(np.uint32), bits)
