@@ -27,7 +27,7 @@ import platform
 import numpy as np
 import pandas as pd
 
-from asicsim.system.links import (
+from asicsim.hw.links import (
     LINKS,
     TOPOLOGIES,
     Topology,

@@ -193,7 +193,7 @@ def test_hand_checked_conv_row_and_sparse_row():
 
 
 def test_allreduce_suite_prices_on_link_topologies_with_the_ring_model():
-    from asicsim.system.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
+    from asicsim.hw.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
 
     df = suite_costs("deepbench_allreduce", ["deepbench_titanx_pascal", "nvlink"])
     assert len(df) == 70 and list(df.columns[:2]) == ["size_floats", "ranks"]

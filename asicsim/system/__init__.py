@@ -1,7 +1,16 @@
 """System-level questions built on the per-chip cost model: scaling training across chips
-(:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.system.links`); batching
+(:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.hw.links`); batching
 inference requests under a latency budget (:mod:`asicsim.system.batching`)."""
 
+from asicsim.hw.links import (
+    LINKS,
+    TOPOLOGIES,
+    AllReduceResult,
+    Link,
+    Topology,
+    allreduce_time,
+    get_topology,
+)
 from asicsim.system.batching import (
     INFERENCE_MODELS,
     BatchingError,
@@ -14,15 +23,6 @@ from asicsim.system.batching import (
     residency_comparison,
     service_table,
     simulate,
-)
-from asicsim.system.links import (
-    LINKS,
-    TOPOLOGIES,
-    AllReduceResult,
-    Link,
-    Topology,
-    allreduce_time,
-    get_topology,
 )
 from asicsim.system.scaling import (
     MODELS,

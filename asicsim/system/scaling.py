@@ -11,7 +11,7 @@ One step on ``N`` chips, each holding a full model copy and ``b`` samples (the p
   through time (same MACs and per-step structure; the transposed recurrent shape is not modelled),
   plus its two weight-gradient GEMMs ``(X x bT)(bT x gH)`` and ``(H x bT)(bT x gH)``.
 - gradient all-reduce: ``parameters x grad_bits`` over the ring of ``N`` chips
-  (:func:`asicsim.system.links.allreduce_time`; none for ``N = 1``).
+  (:func:`asicsim.hw.links.allreduce_time`; none for ``N = 1``).
 - step time without overlap: ``forward + backward + allreduce(all gradients)``. With ``overlap``:
   each layer's gradients are all-reduced as their own call as soon as that layer's backward ends
   (last layer first), calls run one at a time on the links, so
@@ -35,9 +35,7 @@ from dataclasses import asdict, dataclass, field
 from asicsim.hw.cost import cost_many
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.gpu import GpuDesign
-from asicsim.hw.operations import RNN_CELLS, AllReduce, Gemm, Rnn
-from asicsim.numerics import FormatError, get_format
-from asicsim.system.links import (
+from asicsim.hw.links import (
     LINKS,
     TOPOLOGIES,
     Link,
@@ -46,6 +44,8 @@ from asicsim.system.links import (
     allreduce_time,
     get_topology,
 )
+from asicsim.hw.operations import RNN_CELLS, AllReduce, Gemm, Rnn
+from asicsim.numerics import FormatError, get_format
 
 MODES = ("strong", "weak")
 DEFAULT_CHIPS = (1, 2, 4, 8, 16, 32, 64)

@@ -31,7 +31,7 @@ its columns. How each DeepBench row becomes an asicsim operation:
   transposed problem would flip, stay in the shape columns only). Same MACs, same operands; ``tflops`` uses DeepBench's useful count
   ``sparse_useful_flops`` = 2 nnz_A N (``tops`` is the dense-equivalent 2MNK / time).
 - ``allreduce``: ``AllReduce(elements=size_floats, ranks)`` (fp32, 32 bits per element); priced
-  by the multi-chip ring model (:func:`asicsim.system.links.allreduce_time`) on a link topology.
+  by the multi-chip ring model (:func:`asicsim.hw.links.allreduce_time`) on a link topology.
 """
 
 from __future__ import annotations
@@ -279,7 +279,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     ``energy_j``, ``dram_bytes``, ``bound``, ``design``, ``precision`` and ``format_act``,
     ``format_weight``, ``format_acc``, ``format_out``, then ``suite``, ``idx``, ``application``,
     ``note``. The all-reduce suite is priced on link topologies instead of designs (names from
-    ``asicsim.system.links``: ``TOPOLOGIES`` such as ``deepbench_titanx_pascal``, or ``LINKS`` such
+    ``asicsim.hw.links``: ``TOPOLOGIES`` such as ``deepbench_titanx_pascal``, or ``LINKS`` such
     as ``nvlink``) by the ring model: ``time_us``, ``bytes``, algorithm and bus bandwidth and the
     bottleneck link. ``precision``: a DeepBench precision (:data:`PRECISIONS`; e.g. ``fp16_mixed``) sets the
     formats; ``formats`` (``"act=fp16,weight=fp16,acc=fp32"``) sets or overrides roles; neither:
@@ -349,18 +349,15 @@ def _price(ops: list, spec, formats, kind: str) -> list:
 
 def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:
     """All-reduce kernels on link topologies (the multi-chip model's ring all-reduce)."""
-    try:
-        from asicsim.system.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
-    except ImportError:  # pragma: no cover - the multi-chip model ships with asicsim
-        raise WorkloadError(f"suite {s.name!r} is all-reduce, priced by the multi-chip model "
-                            "(`asicsim scaling`), which this installation lacks") from None
+    from asicsim.hw.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
+
     frames = []
     for t in _designs(topologies):
         if isinstance(t, (str, Path)) and str(t) not in TOPOLOGIES and str(t) not in LINKS:
             raise WorkloadError(
                 f"suite {s.name!r} is all-reduce, a multi-chip collective priced on a link topology, "
                 f"not on a chip design: design = {str(t)!r}; allowed: {' | '.join([*TOPOLOGIES, *LINKS])} "
-                "(asicsim.system.links; `asicsim scaling` for training steps)")
+                "(asicsim.hw.links; `asicsim scaling` for training steps)")
         topo = get_topology(t if not isinstance(t, Path) else str(t))
         rows = [allreduce_time(op, topo).row() for op in s.operations()]
         f = pd.DataFrame(rows)

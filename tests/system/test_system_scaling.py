@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from asicsim.hw import AllReduce, Gemm, OperationError, cost_many, list_designs
-from asicsim.system import scaling
-from asicsim.system.links import (
+from asicsim.hw.links import (
     LINKS,
     TOPOLOGIES,
     Link,
@@ -24,6 +23,7 @@ from asicsim.system.links import (
     measured_allreduce,
     predict_rows,
 )
+from asicsim.system import scaling
 from asicsim.system.scaling import (
     TrainingModel,
     scaling_curve,
