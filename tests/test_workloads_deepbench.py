@@ -238,6 +238,14 @@ def test_malformed_file_names_file_row_field_value_allowed(tmp_path, column, val
     assert f"allowed: {allowed}" in msg
 
 
+def test_a_suite_file_that_is_not_utf8_is_named(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("M,N,K,a_transposed,b_transposed,precisions\n64,32,16,0,1,fp32 \xe9\n"
+                     .encode("latin-1"))
+    with pytest.raises(WorkloadError, match=rf"{path}: not UTF-8 text \(byte 0xe9 at offset 61\)"):
+        load_suite(path)
+
+
 def test_malformed_conv_output_size_and_unknown_columns(tmp_path):
     src = (workloads_dir() / "deepbench_conv_inference_device.csv").read_text().splitlines()
     head, first = src[0], src[1].split(",")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from asicsim._catalogs import shipped_dir
+from asicsim._files import TextFileError, read_text_file
 from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, GemmLowering, Rnn
 
 #: Columns that describe a kernel's shape, per kind, in the order DeepBench's CSVs give them.
@@ -123,10 +125,13 @@ def _int(value: str, where: str, name: str, minimum: int) -> int:
 
 def _parse(path: Path, name: str) -> tuple[str, pd.DataFrame]:
     """Read and check a suite file: (kind, table with shape columns typed)."""
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        columns = [c.strip() for c in reader.fieldnames or []]
-        rows = list(reader)
+    try:
+        text = read_text_file(path)
+    except TextFileError as err:
+        raise WorkloadError(str(err)) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = [c.strip() for c in reader.fieldnames or []]
+    rows = list(reader)
     kind = _kind_of(columns)
     if kind is None:
         allowed = "; ".join(f"{k}: {', '.join(c)}" for k, c in SHAPE_COLUMNS.items())
