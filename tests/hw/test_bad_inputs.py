@@ -15,7 +15,10 @@ from asicsim.hw import (
     ArraySpec,
     DesignError,
     Gemm,
+    ScaleSimFileError,
     load_design,
+    read_scalesim_config,
+    read_scalesim_topology,
 )
 from asicsim.hw.limits import Limit
 
@@ -161,5 +164,64 @@ def test_limit_rejects_bools_and_huge_ints() -> None:
     lim = Limit(1, 10, "", "test", integer=True)
     assert lim.ok(10) and not lim.ok(True) and not lim.ok(10**400) and not lim.ok(5.0)
     assert not Limit(0, 1, "", "t", lo_open=True).ok(float("nan"))
+
+
+# --- SCALE-Sim configs ------------------------------------------------------------------------
+CFG = (INPUTS / "shipped_scale.cfg").read_text()
+CFG_ROWS = [  # (old, new, message fragment)
+    ("ArrayHeight:    32", "ArrayHeight:    100000000", r"'ArrayHeight' = 100000000 \(allowed: an integer in \[1, 65536\]"),
+    ("ArrayWidth:     32", "ArrayWidth:     9223372036854775807", r"'ArrayWidth' = 9223372036854775807"),
+    ("IfmapSramSzkB:   64", "IfmapSramSzkB:   1000000000000", r"'IfmapSramSzkB' = 1000000000000 .*KiB"),
+    ("OfmapSramSzkB:   64", "OfmapSramSzkB:   999999999999", r"'OfmapSramSzkB' = 999999999999"),
+    ("Bandwidth : 10", "Bandwidth : 1000000000", r"'Bandwidth' = 1000000000 .*words/cycle"),
+    ("IfmapSRAMBankBandwidth: 10", "IfmapSRAMBankBandwidth: 1000000000", r"'IfmapSRAMBankBandwidth'"),
+    ("FilterSRAMBankBandwidth: 10", "FilterSRAMBankBandwidth: 0", r"'FilterSRAMBankBandwidth' = 0"),
+    ("Dataflow : ws", "Dataflow : ws%", r"Dataflow = 'ws%' \(allowed: os, ws, is\)"),  # was a traceback
+    ("SparsitySupport : false", "SparsitySupport : maybe", r"SparsitySupport = 'maybe' is not a boolean"),
+    ("UseRamulatorTrace: False", "UseRamulatorTrace: yes", r"UseRamulatorTrace = 'yes' is not supported"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "match"), CFG_ROWS, ids=[r[1] for r in CFG_ROWS])
+def test_bad_scalesim_config(tmp_path: Path, old: str, new: str, match: str) -> None:
+    assert old in CFG
+    path = tmp_path / "bad.cfg"
+    path.write_text(CFG.replace(old, new, 1))
+    with pytest.raises(ScaleSimFileError, match=match) as info:
+        read_scalesim_config(path)
+    assert str(path) in str(info.value)
+    with pytest.raises(DesignError, match=match):  # the same through load_design / asicsim.cost
+        asicsim.cost(Gemm(8, 8, 8), path)
+
+
+def test_scalesim_percent_and_false_words(tmp_path: Path) -> None:
+    """A '%' is a character (configparser's interpolation made it a traceback); configparser's
+    false words (no, off, 0) are false, as SCALE-Sim's own reader takes them."""
+    path = tmp_path / "p.cfg"
+    path.write_text(CFG.replace("run_name = scale_example_run_32x32_ws", "run_name = 50%_sparse")
+                    .replace("SparsitySupport : false", "SparsitySupport : no"))
+    assert load_design(path).name == "50%_sparse"
+
+
+def test_non_utf8_scalesim_files_are_named(tmp_path: Path) -> None:
+    cfg = _latin1(tmp_path, "c.cfg", "# café\n" + CFG)
+    csv = _latin1(tmp_path, "t.csv", "Layer,M,N,K,\ncafé,3,4,5,\n")
+    for path, read in ((cfg, read_scalesim_config), (csv, read_scalesim_topology)):
+        with pytest.raises(ScaleSimFileError, match=r"not UTF-8 text \(byte 0xe9") as info:
+            read(path)
+        assert str(path) in str(info.value)
+    with pytest.raises(DesignError, match=r"c\.cfg: not UTF-8"):
+        load_design(cfg)
+
+
+@pytest.mark.parametrize(("line", "match"), [
+    ("L1,3,4,1099511627776,", r"field 'K' = 1099511627776 \(allowed: an integer in \[1, 2147483647\]"),
+    ("L1,3,2147483648,5,", r"field 'N' = 2147483648"),
+])
+def test_topology_dimension_range(tmp_path: Path, line: str, match: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(f"Layer,M,N,K,\n{line}\n")
+    with pytest.raises(ScaleSimFileError, match=match):
+        read_scalesim_topology(path)
 
 
