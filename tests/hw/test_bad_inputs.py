@@ -13,14 +13,18 @@ import pytest
 import asicsim
 from asicsim.hw import (
     ArraySpec,
+    Conv,
     DesignError,
+    Elementwise,
     Gemm,
+    Rnn,
     ScaleSimFileError,
     load_design,
     read_scalesim_config,
     read_scalesim_topology,
 )
 from asicsim.hw.limits import Limit
+from asicsim.hw.operations import AllReduce, OperationError
 
 INPUTS = Path(__file__).parent / "golden" / "inputs"
 ARRAY = '[array]\nrows = 8\ncols = 8\ndataflow = "ws"\n'
@@ -223,5 +227,27 @@ def test_topology_dimension_range(tmp_path: Path, line: str, match: str) -> None
     path.write_text(f"Layer,M,N,K,\n{line}\n")
     with pytest.raises(ScaleSimFileError, match=match):
         read_scalesim_topology(path)
+
+
+# --- operations -------------------------------------------------------------------------------
+OP_ROWS = [  # (build, message fragment)
+    (lambda: Gemm(-5, 10, 10), "gemm: M = -5; allowed: an integer in [1, 2147483647]"),
+    (lambda: Gemm(2**62, 2, 2), "gemm: M = 4611686018427387904; allowed: an integer in [1, 2147483647]"),
+    (lambda: Gemm(2**31 - 1, 2**31 - 1, 1), "gemm: C (M x N) elements = 4611686014132420609"),
+    (lambda: Conv(8, 8, 1, 1, 3, 3, padding=10**20), "conv: padding = 100000000000000000000"),
+    (lambda: Conv(2**31 - 1, 2**31 - 1, 1, 1, 1, 1, stride=2**31 - 1), "conv: ifmap elements"),
+    (lambda: Conv(8, 8, 1, 1, 3, 3, stride=2**40), "conv: stride = 1099511627776"),
+    (lambda: Rnn("lstm", 2**40, 1, 1), "rnn: hidden = 1099511627776"),
+    (lambda: Rnn("gru", 2**30, 2**30, 1), "rnn: A (M x K) elements"),
+    (lambda: Elementwise(2**60), "elementwise: elements = 1152921504606846976"),
+    (lambda: AllReduce(10, 2, bits_per_element=10**6), "allreduce: bits_per_element = 1000000"),
+]
+
+
+@pytest.mark.parametrize(("build", "message"), OP_ROWS)
+def test_bad_operation(build, message: str) -> None:
+    with pytest.raises(OperationError) as info:
+        build()
+    assert message in str(info.value)
 
 
