@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import asicsim
+from asicsim.cli import main
 from asicsim.hw import (
     ArraySpec,
     Conv,
@@ -23,6 +24,7 @@ from asicsim.hw import (
     read_scalesim_config,
     read_scalesim_topology,
 )
+from asicsim.hw.gpu_model import load_fit
 from asicsim.hw.limits import Limit
 from asicsim.hw.operations import AllReduce, OperationError
 
@@ -251,3 +253,23 @@ def test_bad_operation(build, message: str) -> None:
     assert message in str(info.value)
 
 
+def test_non_utf8_fit_file_is_named(tmp_path: Path) -> None:
+    path = _latin1(tmp_path, "fit.toml", "# café\n[constants]\n")
+    with pytest.raises(ValueError, match=r"fit\.toml: not UTF-8 text"):
+        load_fit(path)
+
+
+# --- the CLI: a one-line error, no traceback ----------------------------------------------------
+@pytest.mark.parametrize(("text", "suffix", "needle"), [
+    (SYSTOLIC.replace(ARRAY, ""), ".toml", "array = '<missing>'"),
+    (SYSTOLIC.replace(BUFFERS, ""), ".toml", "buffers = '<missing>'"),
+    (SYSTOLIC.replace("clock_mhz = 700\nstatic", "clock_mhz = 1e30\nstatic"), ".toml", "[1, 10000] MHz"),
+    (CFG.replace("ArrayHeight:    32", "ArrayHeight:    100000000"), ".cfg", "ArrayHeight"),
+    (CFG.replace("Dataflow : ws", "Dataflow : %"), ".cfg", "Dataflow = '%'"),
+])
+def test_cli_cost_bad_design(tmp_path: Path, capsys, text: str, suffix: str, needle: str) -> None:
+    path = tmp_path / f"bad{suffix}"
+    path.write_text(text)
+    assert main(["cost", "--design", str(path), "--gemm", "64,64,64"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and str(path) in err and "Traceback" not in err
