@@ -121,7 +121,7 @@ def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
             parts[key] = _build(cls, top[key], key, out)
     for key in ("array", "pe", "dram"):
         if key not in top:
-            out.append((key, "<missing>", f"an [{key}] table (required)"))
+            out.append((key, "<missing>", f"a [{key}] table (required)"))
     buffers = top.get("buffers", "<missing>")
     built_buffers = []
     if not isinstance(buffers, dict) or not buffers:  # the cost model needs a home per operand

@@ -57,9 +57,9 @@ eff_tensor = 0.8
 # (base text, old, new, field path, fragment of what is allowed)
 DESIGN_ROWS = [
     # missing tables: "missing keyword-only argument" (TypeError) or a KeyError in cost before
-    (SYSTOLIC, ARRAY, "", "array", "an [array] table (required)"),
-    (SYSTOLIC, PE, "", "pe", "an [pe] table (required)"),
-    (SYSTOLIC, DRAM, "", "dram", "an [dram] table (required)"),
+    (SYSTOLIC, ARRAY, "", "array", "a [array] table (required)"),
+    (SYSTOLIC, PE, "", "pe", "a [pe] table (required)"),
+    (SYSTOLIC, DRAM, "", "dram", "a [dram] table (required)"),
     (SYSTOLIC, BUFFERS, "", "buffers", "one or more [buffers.<name>] tables (required)"),
     # physical ranges: accepted silently before
     (SYSTOLIC, "clock_mhz = 700\nstatic", "clock_mhz = 1e30\nstatic", "clock_mhz", "[1, 10000] MHz"),
