@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
-from asicsim.hw.design_checks import Problem, own_fields, positive, raise_if, text
+from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
 
@@ -38,12 +39,10 @@ class ArraySpec:
     @staticmethod
     def problems(v: dict) -> list[Problem]:
         out: list[Problem] = []
-        positive(out, v, "rows", integer=True)
-        positive(out, v, "cols", integer=True)
-        if "dataflow" in v and v["dataflow"] not in DATAFLOWS:
-            out.append(("dataflow", v["dataflow"], " | ".join(repr(d) for d in DATAFLOWS)))
-        if "zero_weights" in v and v["zero_weights"] not in ZERO_WEIGHTS:
-            out.append(("zero_weights", v["zero_weights"], " | ".join(repr(d) for d in ZERO_WEIGHTS)))
+        in_range(out, v, "rows", lim.ARRAY_SIDE)
+        in_range(out, v, "cols", lim.ARRAY_SIDE)
+        choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
+        choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out
 
     def __post_init__(self) -> None:
@@ -76,7 +75,7 @@ class PESpec:
                     get_format(v[key])
                 except FormatError as err:
                     out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
-        positive(out, v, "mac_energy_pj", optional=True)
+        in_range(out, v, "mac_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         return out
 
     def __post_init__(self) -> None:
@@ -113,13 +112,12 @@ class BufferSpec:
                     or any(not isinstance(x, str) or x not in OPERANDS for x in h)
                     or len(set(h)) != len(h)):
                 out.append(("holds", h, f"a non-empty list of distinct names from {list(OPERANDS)}"))
-        positive(out, v, "capacity_kib")
-        positive(out, v, "word_bits", integer=True, optional=True)
-        positive(out, v, "banks", integer=True)
-        if "double_buffered" in v and not isinstance(v["double_buffered"], bool):
-            out.append(("double_buffered", v["double_buffered"], "true or false"))
-        positive(out, v, "read_energy_pj", optional=True)
-        positive(out, v, "write_energy_pj", optional=True)
+        in_range(out, v, "capacity_kib", lim.SRAM_KIB)
+        in_range(out, v, "word_bits", lim.WORD_BITS, optional=True)
+        in_range(out, v, "banks", lim.BANKS)
+        flag(out, v, "double_buffered")
+        in_range(out, v, "read_energy_pj", lim.WORD_ENERGY_PJ, optional=True)
+        in_range(out, v, "write_energy_pj", lim.WORD_ENERGY_PJ, optional=True)
         return out
 
     def __post_init__(self) -> None:
@@ -149,8 +147,7 @@ class DramSpec:
     @staticmethod
     def problems(v: dict) -> list[Problem]:
         out: list[Problem] = []
-        if "kind" in v and v["kind"] not in DRAM_KINDS:
-            out.append(("kind", v["kind"], " | ".join(DRAM_KINDS)))
+        choice(out, v, "kind", DRAM_KINDS, " | ".join(DRAM_KINDS))
         if "holds" in v:
             h = v["holds"]
             allowed = ("ifmap", "filter", "ofmap")
@@ -158,9 +155,9 @@ class DramSpec:
                     or any(not isinstance(x, str) or x not in allowed for x in h)
                     or len(set(h)) != len(h)):
                 out.append(("holds", h, f"a list of distinct names from {list(allowed)}"))
-        positive(out, v, "bandwidth_gbps")
-        positive(out, v, "energy_pj_per_bit", optional=True)
-        positive(out, v, "capacity_gib", optional=True)
+        in_range(out, v, "bandwidth_gbps", lim.DRAM_GBPS)
+        in_range(out, v, "energy_pj_per_bit", lim.DRAM_PJ_PER_BIT, optional=True)
+        in_range(out, v, "capacity_gib", lim.DRAM_GIB, optional=True)
         return out
 
     def __post_init__(self) -> None:
@@ -178,8 +175,8 @@ class VectorUnitSpec:
     @staticmethod
     def problems(v: dict) -> list[Problem]:
         out: list[Problem] = []
-        positive(out, v, "lanes", integer=True)
-        positive(out, v, "clock_mhz", optional=True)
+        in_range(out, v, "lanes", lim.VECTOR_LANES)
+        in_range(out, v, "clock_mhz", lim.CLOCK_MHZ, optional=True)
         return out
 
     def __post_init__(self) -> None:
@@ -210,11 +207,16 @@ class SystolicDesign:
         text(out, v, "name", nonempty=True)
         text(out, v, "description")
         text(out, v, "source")
-        positive(out, v, "technology_nm")
-        positive(out, v, "clock_mhz")
-        positive(out, v, "static_power_w", optional=True, zero=True)
-        positive(out, v, "tdp_w", optional=True)
-        buffers = [b for b in v.get("buffers", ()) if isinstance(b, BufferSpec)]
+        in_range(out, v, "technology_nm", lim.NODE_NM)
+        in_range(out, v, "clock_mhz", lim.CLOCK_MHZ)
+        in_range(out, v, "static_power_w", lim.STATIC_POWER_W, optional=True)
+        in_range(out, v, "tdp_w", lim.TDP_W, optional=True)
+        bufs = v.get("buffers", ())
+        if "buffers" in v and not (isinstance(bufs, (list, tuple)) and bufs
+                                   and all(isinstance(b, BufferSpec) for b in bufs)):
+            out.append(("buffers", bufs, "a non-empty tuple of BufferSpec (the cost model needs a "
+                                         "buffer for each of ifmap, filter and ofmap)"))
+        buffers = [b for b in bufs if isinstance(b, BufferSpec)] if isinstance(bufs, tuple | list) else []
         names = [b.name for b in buffers]
         if len(set(names)) != len(names):
             out.append(("buffers", names, "distinct buffer names"))
@@ -235,8 +237,6 @@ class SystolicDesign:
                 problems.append((key, own[key], f"an {cls.__name__}"))
         if self.vector is not None and not isinstance(self.vector, VectorUnitSpec):
             problems.append(("vector", self.vector, "a VectorUnitSpec or None"))
-        if not all(isinstance(b, BufferSpec) for b in self.buffers):
-            problems.append(("buffers", self.buffers, "a tuple of BufferSpec"))
         raise_if(problems)
         object.__setattr__(self, "buffers", tuple(self.buffers))
 

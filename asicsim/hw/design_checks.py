@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from asicsim.hw.limits import Limit
+
 #: One problem: (field path, offending value, what is allowed).
 Problem = tuple[str, Any, str]
 
@@ -26,25 +28,26 @@ class DesignError(ValueError):
         super().__init__("\n".join([head, *lines]))
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def positive(out: list[Problem], v: dict, key: str, *, integer: bool = False,
-              optional: bool = False, zero: bool = False) -> None:
-    """Append a problem unless ``v[key]`` is a positive number (an integer if asked; None if
-    optional; 0 too if ``zero``)."""
+def in_range(out: list[Problem], v: dict, key: str, limit: Limit, *, optional: bool = False) -> None:
+    """Append a problem unless ``v[key]`` lies in ``limit`` (None too if ``optional``); the
+    problem quotes the range and why it is what it is (:mod:`asicsim.hw.limits`)."""
     if key not in v or (optional and v[key] is None):
         return
-    x = v[key]
-    ok = (_is_int(x) if integer else _is_num(x)) and (x >= 0 if zero else x > 0)
-    if not ok:
-        kind = "an integer" if integer else "a number"
-        out.append((key, x, f"{kind} {'>=' if zero else '>'} 0" + (" (or omitted)" if optional else "")))
+    if not limit.ok(v[key]):
+        out.append((key, v[key], limit.allowed() + (" (or omitted)" if optional else "")))
+
+
+def flag(out: list[Problem], v: dict, key: str) -> None:
+    """Append a problem unless ``v[key]`` is a boolean (TOML ``true``/``false``; "no" is no bool)."""
+    if key in v and not isinstance(v[key], bool):
+        out.append((key, v[key], "true or false (a TOML boolean, unquoted)"))
+
+
+def choice(out: list[Problem], v: dict, key: str, allowed, shown: str) -> None:
+    """Append a problem unless ``v[key]`` is one of the strings ``allowed`` (a list or a table
+    given instead is a problem too, not a TypeError)."""
+    if key in v and not (isinstance(v[key], str) and v[key] in allowed):
+        out.append((key, v[key], shown))
 
 
 def text(out: list[Problem], v: dict, key: str, *, nonempty: bool = False) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
+from asicsim._files import TextFileError, read_text_file
 from asicsim.hw.design import (
     ArraySpec,
     BufferSpec,
@@ -55,7 +56,7 @@ DESIGN_KINDS = ("systolic", "gpu")
 
 def _file_kind(path: Path) -> str:
     """A design file's ``kind`` (``"systolic"`` when it has none), read from its top-level lines."""
-    for line in path.read_text().splitlines():
+    for line in read_text_file(path).splitlines():
         if line.startswith("["):
             break
         key, eq, value = line.partition("=")
@@ -118,11 +119,14 @@ def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
                      ("vector", VectorUnitSpec)):
         if key in top:
             parts[key] = _build(cls, top[key], key, out)
-    buffers = top.get("buffers")
+    for key in ("array", "pe", "dram"):
+        if key not in top:
+            out.append((key, "<missing>", f"a [{key}] table (required)"))
+    buffers = top.get("buffers", "<missing>")
     built_buffers = []
-    if "buffers" in top and (not isinstance(buffers, dict) or not buffers):
-        out.append(("buffers", buffers, "one or more [buffers.<name>] tables"))
-    elif isinstance(buffers, dict):
+    if not isinstance(buffers, dict) or not buffers:  # the cost model needs a home per operand
+        out.append(("buffers", buffers, "one or more [buffers.<name>] tables (required)"))
+    else:
         for name, btable in buffers.items():
             kw = _build(BufferSpec, btable, f"buffers.{name}", out, extra={"name": name})
             built_buffers.append(kw)
@@ -143,9 +147,11 @@ def load_design_file(path: str | Path) -> SystolicDesign | GpuDesign:
     """Read one design TOML file (see ``designs/*.toml``); ``kind = "gpu"`` gives a GpuDesign."""
     path = Path(path)
     try:
-        table = tomllib.loads(path.read_text())
+        table = tomllib.loads(read_text_file(path))
     except OSError as err:
         raise DesignError([("<file>", str(path), f"a readable file ({err.strerror})")]) from None
+    except TextFileError as err:
+        raise DesignError([("<file>", str(path), f"a UTF-8 text file ({err})")], str(path)) from None
     except tomllib.TOMLDecodeError as err:
         raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
     kind = table.get("kind", "systolic")
@@ -165,6 +171,13 @@ def design_from_scalesim_config(path: str | Path) -> SystolicDesign:
         cfg = read_scalesim_config(path)
     except ScaleSimFileError as err:
         raise DesignError([("<file>", str(path), f"a SCALE-Sim config ({err})")], str(path)) from None
+    try:
+        return _scalesim_design(cfg, path)
+    except DesignError as err:  # e.g. an empty run_name
+        raise DesignError(err.problems, str(path)) from None
+
+
+def _scalesim_design(cfg, path: str | Path) -> SystolicDesign:
     d = SCALESIM_DEFAULTS
     buffers = tuple(
         BufferSpec(name=f"{op}_sram", holds=(op,), capacity_kib=kib, word_bits=d["word_bits"],

@@ -33,8 +33,9 @@ import csv
 import functools
 import math
 from dataclasses import dataclass
-from importlib import resources
+from pathlib import Path
 
+from asicsim._files import read_text_file
 from asicsim.numerics.formats import BlockFormat, FloatFormat, IntFormat
 
 BASE_NODE_NM = 45.0
@@ -58,7 +59,7 @@ class Energy:
 @functools.cache
 def reference_rows() -> tuple[dict[str, str], ...]:
     """The shipped reference table (``hw/data/energy_45nm.csv``), read on first use."""
-    text = resources.files("asicsim.hw").joinpath("data", _CSV).read_text(encoding="utf-8")
+    text = read_text_file(Path(__file__).parent / "data" / _CSV)  # names the file if not UTF-8
     return tuple(csv.DictReader(text.splitlines()))
 
 

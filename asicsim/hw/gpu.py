@@ -34,8 +34,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
-from asicsim.hw.design_checks import Problem, own_fields, positive, raise_if, text
+from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
 from asicsim.numerics import get_format
 from asicsim.numerics.mac import PRESETS
 
@@ -111,16 +112,17 @@ class GpuDesign:
             out.append(("kind", v["kind"], "'gpu'"))
         for k in ("description", "source", "variant", "architecture", "process_name"):
             text(out, v, k)
-        positive(out, v, "launch_year", integer=True, optional=True)
-        positive(out, v, "sm_count", integer=True)
-        for k in ("process_nm", "boost_clock_mhz", "tdp_w", "fp32_tflops", "bandwidth_gbps",
-                  "capacity_gib", "l2_mib"):
-            positive(out, v, k)
+        in_range(out, v, "launch_year", lim.LAUNCH_YEAR, optional=True)
+        in_range(out, v, "sm_count", lim.SM_COUNT)
+        for k, limit in (("process_nm", lim.NODE_NM), ("boost_clock_mhz", lim.CLOCK_MHZ),
+                         ("tdp_w", lim.TDP_W), ("fp32_tflops", lim.TERA_OPS),
+                         ("bandwidth_gbps", lim.DRAM_GBPS), ("capacity_gib", lim.DRAM_GIB),
+                         ("l2_mib", lim.L2_MIB)):
+            in_range(out, v, k, limit)
         for k in ("tf32_tflops", "fp16_tensor_tflops", "fp16_nontensor_tflops", "fp8_tflops",
                   "int8_tops"):
-            positive(out, v, k, optional=True)
-        if "bf16_tensor" in v and not isinstance(v["bf16_tensor"], bool):
-            out.append(("bf16_tensor", v["bf16_tensor"], "true or false"))
+            in_range(out, v, k, lim.TERA_OPS, optional=True)
+        flag(out, v, "bf16_tensor")
         if "bf16_tensor" in v and v["bf16_tensor"] is True and v.get("fp16_tensor_tflops") is None:
             out.append(("bf16_tensor", True, "false unless fp16_tensor_tflops is given"))
         if "int8_path" in v and v["int8_path"] is not None and v["int8_path"] not in INT8_PATHS:
@@ -128,14 +130,10 @@ class GpuDesign:
                         + " (or omitted: no int8 dot product)"))
         if v.get("int8_path") == "tensor" and v.get("int8_tops") is None:
             out.append(("int8_path", "tensor", "'dp4a' or omitted unless int8_tops is given"))
-        if "mem_type" in v and v["mem_type"] not in GPU_MEM_TYPES:
-            out.append(("mem_type", v["mem_type"], " | ".join(GPU_MEM_TYPES)))
-        if "mac_preset" in v and v["mac_preset"] not in ("", *PRESETS):
-            out.append(("mac_preset", v["mac_preset"], f"'' (no tensor cores) or one of {list(PRESETS)}"))
-        for k in ("eff_simt", "eff_dp4a", "eff_tensor"):
-            x = v.get(k)
-            if x is not None and not (isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1):
-                out.append((k, x, "a fraction in (0, 1] (or omitted: the shared fitted value)"))
+        choice(out, v, "mem_type", GPU_MEM_TYPES, " | ".join(GPU_MEM_TYPES))
+        choice(out, v, "mac_preset", ("", *PRESETS), f"'' (no tensor cores) or one of {list(PRESETS)}")
+        for k in ("eff_simt", "eff_dp4a", "eff_tensor"):  # omitted: the shared fitted value
+            in_range(out, v, k, lim.EFFICIENCY, optional=True)
         return out
 
     def __post_init__(self) -> None:

@@ -60,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
+from asicsim._files import read_text_file
 from asicsim.hw.energy import dram_energy_pj_per_bit, sram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, GpuDesign, PrecisionPath, default_formats, precision_path
 from asicsim.hw.operations import (
@@ -86,7 +87,7 @@ CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_r
 
 @functools.cache
 def _load_fit_file(path: str) -> tuple[tuple[str, float], ...]:
-    table = tomllib.loads(Path(path).read_text())
+    table = tomllib.loads(read_text_file(path))  # not UTF-8: a TextFileError naming the file
     return tuple((k, float(v["value"])) for k, v in table["constants"].items())
 
 
@@ -97,7 +98,7 @@ def load_fit(path: str | Path | None = None) -> dict[str, float]:
 
 def fit_table(path: str | Path | None = None) -> dict[str, dict]:
     """The whole fit file: per constant its value, how it was obtained and its bounds."""
-    return tomllib.loads(Path(path or FIT_FILE).read_text())["constants"]
+    return tomllib.loads(read_text_file(path or FIT_FILE))["constants"]
 
 
 @dataclass

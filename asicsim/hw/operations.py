@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from asicsim.hw import limits as lim
+from asicsim.hw.limits import Limit
+
 SPARSE_FORMATS = ("dense", "bitmask", "csr")
 RNN_CELLS = {"vanilla": 1, "gru": 3, "lstm": 4}  # gates: GEMM output columns per hidden unit
 # elementwise operations per hidden unit per step: vanilla bias add + tanh; GRU 3 bias adds,
@@ -22,9 +25,20 @@ class OperationError(ValueError):
     """An operation with a bad field: names the operation, the field, the value and what is allowed."""
 
 
-def _check_int(op: str, name: str, value, minimum: int = 1) -> None:
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
-        raise OperationError(f"{op}: {name} = {value!r}; allowed: an integer >= {minimum}")
+def _check_int(op: str, name: str, value, limit: Limit = lim.OP_DIM) -> None:
+    if not limit.ok(value):
+        raise OperationError(f"{op}: {name} = {value!r}; allowed: {limit.allowed()}")
+
+
+def _check_lowered(op: str, lows: list[GemmLowering]) -> None:
+    """Each lowered GEMM's A, B and C (and a conv's raw ifmap) within OP_ELEMENTS: element counts
+    stay exact in the cost model's float64 (a 2**31 x 2**31 output is no workload)."""
+    for g in lows:
+        for what, n in (("A (M x K) elements", g.M * g.K), ("B (K x N) elements", g.K * g.N),
+                        ("C (M x N) elements", g.M * g.N), ("ifmap elements", g.ifmap_elems or 0)):
+            if n > lim.OP_ELEMENTS.hi:
+                raise OperationError(f"{op}: {what} = {n} (GEMM {g.M}x{g.N}x{g.K}, {g.reps} "
+                                     f"repetition(s)); allowed: {lim.OP_ELEMENTS.allowed()}")
 
 
 def _check_sparsity(op: str, sparsity, fmt) -> None:
@@ -69,6 +83,7 @@ class Gemm:
         for k in ("a_transposed", "b_transposed"):
             if not isinstance(getattr(self, k), bool):
                 raise OperationError(f"gemm: {k} = {getattr(self, k)!r}; allowed: true or false")
+        _check_lowered("gemm", self.lower())
 
     def lower(self) -> list[GemmLowering]:
         return [GemmLowering(self.M, self.N, self.K)]
@@ -116,8 +131,9 @@ class Conv:
             p = getattr(self, k)
             if k == "padding_w" and p is None:
                 continue
-            if not (p in ("valid", "same") or (isinstance(p, int) and not isinstance(p, bool) and p >= 0)):
-                raise OperationError(f"conv: {k} = {p!r}; allowed: an integer >= 0, 'valid' or 'same'")
+            if not (p in ("valid", "same") or lim.OP_PADDING.ok(p)):
+                raise OperationError(f"conv: {k} = {p!r}; allowed: 'valid', 'same' or "
+                                     f"{lim.OP_PADDING.allowed()}")
         for k in ("in_channels", "out_channels"):
             if getattr(self, k) % self.groups:
                 raise OperationError(f"conv: {k} = {getattr(self, k)} is not a multiple of groups = "
@@ -127,6 +143,7 @@ class Conv:
             raise OperationError(f"conv: kernel {self.kernel_h}x{self.kernel_w} larger than the padded "
                                  f"ifmap {self.in_h}x{self.in_w} (padding {self.padding!r}); allowed: "
                                  "a kernel that fits")
+        _check_lowered("conv", self.lower())
 
     @staticmethod
     def _out(size: int, kernel: int, stride: int, padding: int | str) -> int:
@@ -187,6 +204,7 @@ class Rnn:
         if self.input_size is not None:
             _check_int("rnn", "input_size", self.input_size)
         _check_sparsity("rnn", self.weight_sparsity, self.sparse_format)
+        _check_lowered("rnn", self.lower())
 
     def lower(self) -> list[GemmLowering]:
         g, h = RNN_CELLS[self.cell], self.hidden
@@ -216,7 +234,7 @@ class Elementwise:
     kind: str = field(default="elementwise", init=False)
 
     def __post_init__(self) -> None:
-        _check_int("elementwise", "elements", self.elements)
+        _check_int("elementwise", "elements", self.elements, lim.OP_ELEMENTS)
         _check_int("elementwise", "ops_per_element", self.ops_per_element)
         _check_int("elementwise", "inputs", self.inputs)
 
@@ -240,9 +258,9 @@ class AllReduce:
     kind: str = field(default="allreduce", init=False)
 
     def __post_init__(self) -> None:
-        _check_int("allreduce", "elements", self.elements)
+        _check_int("allreduce", "elements", self.elements, lim.OP_ELEMENTS)
         _check_int("allreduce", "ranks", self.ranks)
-        _check_int("allreduce", "bits_per_element", self.bits_per_element)
+        _check_int("allreduce", "bits_per_element", self.bits_per_element, lim.ELEMENT_BITS)
 
     @property
     def bytes(self) -> float:

@@ -21,6 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
+from asicsim._files import TextFileError, read_text_file
+from asicsim.hw import limits as lim
+from asicsim.hw.limits import Limit
+
 CONV_FIELDS = ("ifmap_h", "ifmap_w", "filter_h", "filter_w", "channels", "num_filter", "stride")
 
 
@@ -65,25 +69,35 @@ class Topology:
         return {f: getattr(self, f) for f in CONV_FIELDS}
 
 
-def _int(path, where: str, field: str, text: str, minimum: int = 1) -> int:
+def _int(path, where: str, field: str, text: str, limit: Limit = lim.OP_DIM) -> int:
     try:
         value = int(text.strip())
     except ValueError:
         raise ScaleSimFileError(f"{path}: {where}: field {field!r} = {text.strip()!r} is not an "
-                                f"integer (allowed: integers >= {minimum})") from None
-    if value < minimum:
+                                f"integer (allowed: {limit.allowed()})") from None
+    if not limit.ok(value):
         raise ScaleSimFileError(f"{path}: {where}: field {field!r} = {value} "
-                                f"(allowed: integers >= {minimum})")
+                                f"(allowed: {limit.allowed()})")
     return value
+
+
+def _text(path, what: str) -> str:
+    """The UTF-8 text of a SCALE-Sim file; unreadable or not UTF-8 is a ScaleSimFileError."""
+    try:
+        return read_text_file(path)
+    except TextFileError as exc:
+        raise ScaleSimFileError(str(exc)) from None
+    except OSError as exc:
+        raise ScaleSimFileError(f"{path}: cannot read the {what} file: {exc.strerror}") from None
 
 
 def read_scalesim_config(path: str | Path) -> ScaleSimConfig:
     """Read a SCALE-Sim ``.cfg``; unsupported features (sparsity, custom layouts, Ramulator) raise."""
     path = Path(path)
-    cp = configparser.ConfigParser()
+    # no interpolation: a '%' in a value (a run_name "50%") is a character, not a syntax error
+    cp = configparser.ConfigParser(interpolation=None)
     try:
-        if not cp.read(path):
-            raise ScaleSimFileError(f"{path}: cannot read the config file")
+        cp.read_string(_text(path, "config"), source=str(path))
     except configparser.Error as exc:
         raise ScaleSimFileError(f"{path}: not an INI config: {exc}") from None
 
@@ -103,27 +117,30 @@ def read_scalesim_config(path: str | Path) -> ScaleSimConfig:
     if dataflow not in ("os", "ws", "is"):
         raise ScaleSimFileError(f"{path}: [{arch}] Dataflow = {dataflow!r} (allowed: os, ws, is)")
     bw_text = get(arch, "Bandwidth", "" if mode == "CALC" else None).split(",")[0]
-    bandwidth = _int(path, f"[{arch}]", "Bandwidth", bw_text) if bw_text.strip() else 10
+    bandwidth = (_int(path, f"[{arch}]", "Bandwidth", bw_text, lim.SCALESIM_WORDS)
+                 if bw_text.strip() else 10)
     for section, key in (("sparsity", "SparsitySupport"), ("layout", "IfmapCustomLayout"),
                          ("layout", "FilterCustomLayout"), ("run_presets", "UseRamulatorTrace")):
         value = get(section, key, "false")
-        if value.lower() not in ("false", "0", "no", "off"):
+        if value.lower() not in cp.BOOLEAN_STATES:  # configparser's: true/false, yes/no, on/off, 1/0
+            raise ScaleSimFileError(f"{path}: [{section}] {key} = {value!r} is not a boolean "
+                                    "(allowed: False)")
+        if cp.BOOLEAN_STATES[value.lower()]:
             raise ScaleSimFileError(f"{path}: [{section}] {key} = {value!r} is not supported by "
                                     "asicsim's SCALE-Sim model (allowed: False)")
     return ScaleSimConfig(
         run_name=get("general", "run_name", path.stem),
-        rows=_int(path, f"[{arch}]", "ArrayHeight", get(arch, "ArrayHeight")),
-        cols=_int(path, f"[{arch}]", "ArrayWidth", get(arch, "ArrayWidth")),
+        rows=_int(path, f"[{arch}]", "ArrayHeight", get(arch, "ArrayHeight"), lim.ARRAY_SIDE),
+        cols=_int(path, f"[{arch}]", "ArrayWidth", get(arch, "ArrayWidth"), lim.ARRAY_SIDE),
         dataflow=dataflow,
-        ifmap_sram_kib=_int(path, f"[{arch}]", "IfmapSramSzkB", get(arch, "IfmapSramSzkB")),
-        filter_sram_kib=_int(path, f"[{arch}]", "FilterSramSzkB", get(arch, "FilterSramSzkB")),
-        ofmap_sram_kib=_int(path, f"[{arch}]", "OfmapSramSzkB", get(arch, "OfmapSramSzkB")),
+        **{f"{op.lower()}_sram_kib": _int(path, f"[{arch}]", f"{op}SramSzkB",
+                                          get(arch, f"{op}SramSzkB"), lim.SCALESIM_KIB)
+           for op in ("Ifmap", "Filter", "Ofmap")},
         bandwidth_mode=mode,
         bandwidth_words=bandwidth,
-        ifmap_bank_bandwidth_words=_int(path, "[layout]", "IfmapSRAMBankBandwidth",
-                                        get("layout", "IfmapSRAMBankBandwidth", "10")),
-        filter_bank_bandwidth_words=_int(path, "[layout]", "FilterSRAMBankBandwidth",
-                                         get("layout", "FilterSRAMBankBandwidth", "10")),
+        **{f"{op.lower()}_bank_bandwidth_words": _int(
+            path, "[layout]", f"{op}SRAMBankBandwidth", get("layout", f"{op}SRAMBankBandwidth", "10"),
+            lim.SCALESIM_WORDS) for op in ("Ifmap", "Filter")},
     )
 
 
@@ -142,11 +159,7 @@ def _detect_kind(path, header: list[str]) -> str:
 def read_scalesim_topology(path: str | Path, kind: str = "auto") -> Topology:
     """Read a SCALE-Sim topology CSV (``kind``: "auto", "conv" or "gemm")."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScaleSimFileError(f"{path}: cannot read the topology file: {exc}") from None
-    lines = text.splitlines()
+    lines = _text(path, "topology").splitlines()
     if not lines:
         raise ScaleSimFileError(f"{path}: empty topology file (a header line and layers expected)")
     if kind == "auto":

@@ -150,9 +150,10 @@ def _error(tmp_path: Path, text: str) -> DesignError:
     ("old", "new", "field", "needle"),
     [
         ('kind = "GDDR6"', 'kind = "GDDR6"\nspeed = 3', "dram.speed", "no such field"),
-        ("rows = 8", 'rows = "8"', "array.rows", "an integer > 0"),
-        ("rows = 8", "rows = 8.5", "array.rows", "an integer > 0"),
-        ("capacity_kib = 96", "capacity_kib = -96", "buffers.unified.capacity_kib", "a number > 0"),
+        ("rows = 8", 'rows = "8"', "array.rows", "an integer in [1, 65536] PEs"),
+        ("rows = 8", "rows = 8.5", "array.rows", "an integer in [1, 65536] PEs"),
+        ("capacity_kib = 96", "capacity_kib = -96", "buffers.unified.capacity_kib",
+         "a finite number in [0.0009765625, 67108864] KiB"),
         ('dataflow = "os"', 'dataflow = "rs"', "array.dataflow", "'os' | 'ws' | 'is'"),
         ('b_format = "e4m3"', 'b_format = "bfloat61"', "pe.b_format", "did you mean 'bfloat16'"),
         ("clock_mhz = 500\n", "", "clock_mhz", "required"),
