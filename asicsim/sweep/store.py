@@ -160,8 +160,9 @@ def frames_from_records(records: list[dict]) -> dict[str, pd.DataFrame]:
         rows.append({**head, "status": r["status"], "reason": r["reason"], **r["result"],
                      "seconds": r["seconds"], "finished": r["finished"], "asicsim": r["asicsim"],
                      "versions": json.dumps(r.get("versions", {}), sort_keys=True)})
-        for t in TABLES:
-            tables[t].extend({**head, **row} for row in r["tables"].get(t, []))
+        for t in TABLES:  # the point's labels win: a row's "design" is the design's own name, not its label
+            tables[t].extend({**head, **{k: v for k, v in row.items() if k not in head}}
+                             for row in r["tables"].get(t, []))
     out = {"results": pd.DataFrame(rows)}
     out.update({t: pd.DataFrame(v) for t, v in tables.items()})
     return out
