@@ -78,15 +78,25 @@ def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
+def text(s: pd.Series, missing: str = "") -> pd.Series:
+    """A label column as strings, ``missing`` for NaN/None (pandas 3's ``astype(str)`` keeps NaN,
+    and a NaN among strings breaks sorting and string concatenation)."""
+    return pd.Series([missing if v is None or v != v else str(v) for v in s], index=s.index, dtype=object)
+
+
 def _with_formats(df: pd.DataFrame) -> pd.DataFrame:
-    """A kernel point's formats (set beside or instead of its DeepBench precision) join its
-    ``precision`` label, so the report keeps points that differ only in formats apart."""
-    if "formats" not in df or not df["formats"].notna().any():
+    """A kernel point's precision: its DeepBench precision, ``default`` (the design's own formats)
+    where the spec gave none, and its formats (set beside or instead) after it, so the report keeps
+    points that differ only in formats apart."""
+    kernel = df["kind"] == "kernels" if "kind" in df else pd.Series(True, index=df.index)
+    if not kernel.any():
         return df
     df = df.copy()
-    has = df["formats"].notna() & (df["formats"].astype(str) != "")
-    base = df["precision"].where(df["precision"].notna(), "default").astype(str)
-    df.loc[has, "precision"] = base[has] + " " + df.loc[has, "formats"].astype(str)
+    base = text(df["precision"], "default")
+    if "formats" in df:
+        has = df["formats"].notna() & (text(df["formats"]) != "")
+        base[has] = base[has] + " " + text(df.loc[has, "formats"])
+    df.loc[kernel, "precision"] = base[kernel]
     return df
 
 
