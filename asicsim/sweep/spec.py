@@ -42,6 +42,7 @@ import hashlib
 import itertools
 import json
 import tomllib
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
 
 def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
     from asicsim.workloads.deepbench import WorkloadError
-    from asicsim.workloads.training import load_workload
+    from asicsim.workloads.training import load_workload, workload_problems
 
     entries = t.get("workloads", [])
     if not isinstance(entries, list):
@@ -165,9 +166,13 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
             problems.append(f"{where}.name: {err}")
             continue
         overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run"} if k in e}
+        bad = workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w), **overrides}))
+        if bad:  # the shipped file is valid, so these are the overrides'
+            problems.extend(f"{where}.{b}" for b in bad)
+            continue
         try:
             w = w.replace(**overrides)
-        except TypeError as err:
+        except (TypeError, WorkloadError) as err:
             problems.append(f"{where}: {err}")
             continue
         out.append({"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
@@ -258,8 +263,13 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
         except tomllib.TOMLDecodeError as err:
             raise SweepError(f"{source}: not valid TOML ({err})") from None
     problems: list[str] = [f"{k}: no such field; fields are {sorted(_TOP)}" for k in sorted(set(t) - _TOP)]
+    before = len(problems)
     seeds = _list(t, "seeds", int, "", problems, (0,))
+    if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
+        problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
     recipes = _recipes(t, "recipes", problems, ("fp32",))
+    if t.get("recipes") == []:
+        problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
     infer_recipes = _recipes(t, "infer_recipes", problems)
     before = len(problems)
     designs = _designs(t, problems)
