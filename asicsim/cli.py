@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 
 
 def _format_rows(names: list[str] | None) -> list[dict]:
@@ -290,11 +291,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    return f"asicsim: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.formatwarning = _warning_line  # one line a user reads, not our source line
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except (ValueError, TypeError, OSError) as err:  # OSError: e.g. --out in a folder not writable
         print(f"asicsim {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from asicsim.sweep.store import TABLES, load_results
+from asicsim.sweep.spec import SweepError
+from asicsim.sweep.store import Store, frames_from_records
 
 #: Columns the report reads, per table (added as NaN where a sweep did not produce them).
 COLUMNS = {
@@ -52,6 +53,7 @@ class Results:
     kernels: pd.DataFrame
     spec_text: str  # DIR/spec.toml as written ("" where absent)
     spec: dict  # DIR/spec.json: the resolved inputs ({} where absent)
+    skipped: tuple[str, ...] = ()  # "path: why" of each file in points/ that is not a record file
 
     def table(self, name: str) -> pd.DataFrame:
         return getattr(self, name)
@@ -103,7 +105,10 @@ def _with_formats(df: pd.DataFrame) -> pd.DataFrame:
 def load(root: str | Path) -> Results:
     """Read ``root`` (raises :class:`asicsim.sweep.SweepError` if it is not a results directory)."""
     root = Path(root)
-    frames = {t: _complete(load_results(root, t), COLUMNS[t]) for t in ("results", *TABLES)}
+    store = Store(root)
+    if not store.points.is_dir():
+        raise SweepError(f"{root}: not a sweep results directory (no points/ folder)")
+    frames = {t: _complete(df, COLUMNS[t]) for t, df in frames_from_records(store.records()).items()}
     spec_text = (root / "spec.toml").read_text() if (root / "spec.toml").is_file() else ""
     try:
         spec = json.loads((root / "spec.json").read_text()) if (root / "spec.json").is_file() else {}
@@ -114,4 +119,4 @@ def load(root: str | Path) -> Results:
     r = frames["results"]
     if len(r):  # a stable order, whatever order the records were read in
         frames["results"] = r.sort_values(["kind", "id"], kind="stable").reset_index(drop=True)
-    return Results(root=root, spec_text=spec_text, spec=spec, **frames)
+    return Results(root=root, spec_text=spec_text, spec=spec, skipped=tuple(store.skipped), **frames)
