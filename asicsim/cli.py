@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 
 
 def _format_rows(names: list[str] | None) -> list[dict]:
@@ -78,7 +79,7 @@ def cmd_formats(args) -> int:
     return 0
 
 
-def _ints(flag: str, text: str, count: tuple[int, int]) -> list[int]:
+def _ints(flag: str, text: str, count: tuple[int, int], names: tuple[str, ...] = ()) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",")]
     except ValueError:
@@ -86,6 +87,11 @@ def _ints(flag: str, text: str, count: tuple[int, int]) -> list[int]:
     if not (count[0] <= len(vals) <= count[1]):
         n = f"{count[0]}" if count[0] == count[1] else f"{count[0]} to {count[1]}"
         raise ValueError(f"{flag} {text!r}; allowed: {n} comma-separated integers")
+    for i, v in enumerate(vals):  # sizes and counts; a padding may be 0
+        least = 0 if i < len(names) and names[i] == "padding" else 1
+        if v < least:
+            name = names[i] if i < len(names) else f"value {i + 1}"
+            raise ValueError(f"{flag} {text!r}: {name} = {v}; allowed: an integer >= {least}")
     return vals
 
 
@@ -95,15 +101,15 @@ def _operations(args) -> list:
 
     ops = []
     for g in args.gemm_shapes:
-        ops.append(Gemm(*_ints("--gemm", g, (3, 3))))
+        ops.append(Gemm(*_ints("--gemm", g, (3, 3), ("M", "N", "K"))))
     for c in args.conv or []:
-        v = _ints("--conv", c, (6, 10))
         names = ("in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride",
                  "padding", "batch", "groups")
+        v = _ints("--conv", c, (6, 10), names)
         ops.append(Conv(**dict(zip(names, v, strict=False))))
     for r in args.rnn or []:
         cell, _, rest = r.partition(",")
-        ops.append(Rnn(cell, *_ints("--rnn", rest, (3, 4))))
+        ops.append(Rnn(cell, *_ints("--rnn", rest, (3, 4), ("hidden", "batch", "steps", "input"))))
     if args.topology:
         ops.extend(topology_operations(read_scalesim_topology(
             args.topology, kind="gemm" if args.gemm is True else "auto")))
@@ -223,7 +229,9 @@ def _json_default(v):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from .cli_types import Parser, number
+
+    parser = Parser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -271,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", default="fp32", help="a recipe from formats/recipes/ or a .toml path")
     p.add_argument("--design", action="append", required=True, metavar="NAME",
                    help="a design to price on (repeatable), e.g. tpu_v1, gpu_v100")
-    p.add_argument("--batch", type=int, help="batch size (default: the workload's)")
+    p.add_argument("--batch", type=number(int), help="batch size (default: the workload's)")
     p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)
@@ -290,11 +298,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    return f"asicsim: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    warnings.formatwarning = _warning_line  # one line a user reads, not our source line
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as err:
+    except (ValueError, TypeError, OSError) as err:  # OSError: e.g. --out in a folder not writable
         print(f"asicsim {args.command}: error: {err}", file=sys.stderr)
         return 2
 

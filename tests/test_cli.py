@@ -82,3 +82,59 @@ def test_train_and_infer_commands_are_wired():
     assert "test_accuracy" in json.loads(out.stdout)
     out = run_cli("train", "digits_mlp", "--recipe", "bf61")
     assert out.returncode == 2 and "bf16" in out.stderr
+
+
+# --- numeric options: the real problem, not argparse's "invalid int value" / "unrecognized" ---
+
+BAD_NUMBERS = [
+    (["cost", "--design", "tpu_v1", "--gemm", "-5,10,10"], "--gemm '-5,10,10': M = -5; allowed: an integer >= 1"),
+    (["cost", "--design", "tpu_v1", "--gemm", "5,0,10"], "N = 0; allowed: an integer >= 1"),
+    (["cost", "--design", "tpu_v1", "--conv", "8,8,3,-4,3,3"], "out_channels = -4; allowed: an integer >= 1"),
+    (["cost", "--design", "tpu_v1", "--rnn", "gru,-8,4,2"], "hidden = -8; allowed: an integer >= 1"),
+    (["train", "digits_mlp", "--steps", "-5"], "--steps: must be an integer >= 1; got '-5'"),
+    (["train", "digits_mlp", "--seeds", "0"], "--seeds: must be an integer >= 1; got '0'"),
+    (["train", "digits_mlp", "--batch", "-1"], "--batch: must be an integer >= 1; got '-1'"),
+    (["train", "digits_mlp", "--eval-every", "0"], "--eval-every: must be an integer >= 1; got '0'"),
+    (["train", "digits_mlp", "--lr", "nan"], "--lr: must be a number > 0; got 'nan'"),
+    (["train", "digits_mlp", "--lr", "-1e-3"], "--lr: must be a number > 0; got '-1e-3'"),
+    (["infer", "digits_mlp", "--recipe", "int8_ptq_tensor", "--seeds", "-1"], "--seeds: must be an integer >= 1"),
+    (["infer", "digits_mlp", "--recipe", "int8_ptq_tensor", "--steps", "0"], "--steps: must be an integer >= 1"),
+    (["trace", "digits_mlp", "--design", "tpu_v1", "--batch", "0"], "--batch: must be an integer >= 1; got '0'"),
+    (["sweep", "demo", "--out", "x", "--workers", "0"], "--workers: must be an integer >= 1; got '0'"),
+    (["demo", "--workers", "-2"], "--workers: must be an integer >= 1; got '-2'"),
+    (["batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "100", "--max-batch", "-1"],
+     "max_batch = -1; allowed: an integer >= 1"),
+    (["scaling", "allreduce", "--elements", "-5", "--ranks", "2", "--link", "pcie3"],
+     "elements = -5; allowed: an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_NUMBERS, ids=[" ".join(a[:1] + a[-2:]) for a, _ in BAD_NUMBERS])
+def test_bad_numeric_option_says_what_is_allowed(argv, message, capsys):
+    from asicsim.cli import main
+
+    try:
+        rc = main(argv)
+    except SystemExit as exit_:  # argparse's own exit
+        rc = exit_.code
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert message in err and "Traceback" not in err
+    assert "invalid int value" not in err and "unrecognized arguments" not in err
+
+
+def test_unwritable_out_and_report_paths_are_one_line_errors(tmp_path, capsys):
+    from asicsim.cli import main
+
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    spec = tmp_path / "spec.toml"
+    spec.write_text('designs = ["tpu_v1"]\n[[kernels]]\nsuite = "deepbench_gemm_inference_server"\n')
+    assert main(["sweep", str(spec), "--out", str(a_file / "out"), "--workers", "1", "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "asicsim sweep: error:" in err and str(a_file) in err
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--workers", "1", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "out"), "-o", str(a_file / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "asicsim report: error:" in err and str(a_file) in err

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from asicsim._files import atomic_path, write_text_atomic
 from asicsim.report.load import Results, load
+from asicsim.sweep.store import remove_stale_temporaries
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
 
@@ -30,6 +31,9 @@ def _title(res: Results) -> tuple[str, str]:
     done = int((r["status"] == "done").sum()) if len(r) else 0
     lead = (f"Sweep results from {res.root.name}: {len(r)} points, {done} done, {len(r) - done} failed. "
             "Self-contained: figures are inline SVG; the tables are also in CSV beside this file.")
+    if res.skipped:
+        lead += (f" {len(res.skipped)} file(s) in points/ were skipped, not being record files (their points "
+                 "are missing here; a sweep rerun repeats them): " + "; ".join(res.skipped))
     return f"asicsim report: {name}", lead
 
 
@@ -43,13 +47,16 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
     res = load(results_dir)
     html_path = Path(html_path) if html_path is not None else res.root / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
+    md_path = html_path.with_suffix(".md")
+    folder = html_path.with_name(f"{html_path.stem}_tables")
+    remove_stale_temporaries(html_path.parent, [html_path.name, md_path.name])  # a killed run's leftovers
+    if folder.is_dir():
+        remove_stale_temporaries(folder, [p.name[1:].rsplit(".", 2)[0] for p in folder.glob(".*.tmp")])
     t = tables.all_tables(res)
     secs = sections.build(res, t)
     title, lead = _title(res)
     write_text_atomic(html_path, html.page(title, lead, secs))
-    md_path = html_path.with_suffix(".md")
     write_text_atomic(md_path, markdown.document(title, lead, secs))
-    folder = html_path.with_name(f"{html_path.stem}_tables")
     folder.mkdir(exist_ok=True)
     csvs = {}
     for name, df in {**t, "versions": None}.items():
@@ -79,6 +86,7 @@ def summary_text(results_dir: str | Path) -> str:
     r = res.results
     title, lead = _title(res)
     lines = [title, lead.split(" Self-contained")[0]]
+    lines += [f"Skipped (not a record file): {s}" for s in res.skipped]
     q = tables.quality(res)
     if len(q):
         lines.append("Quality (seed mean; delta vs fp32):")

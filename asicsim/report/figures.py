@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from asicsim.report.load import ENERGY_PARTS
+from asicsim.report.load import ENERGY_PARTS, text
 from asicsim.report.tables import BAIDU_FLOPS_PER_W, lower_is_better
 
 STYLE = {"svg.hashsalt": "asicsim-report", "svg.fonttype": "none",
@@ -112,7 +112,8 @@ def curves(curves_df: pd.DataFrame, results: pd.DataFrame, workload: str) -> str
 def numerics(df: pd.DataFrame, workload: str) -> str:
     """Underflow and overflow fraction per recipe and tensor role (size-weighted mean)."""
     d = df[df["workload"] == workload].copy()
-    d["who"] = d["recipe"].astype(str) + " (" + d["kind"].astype(str) + ")"
+    d["who"] = text(d["recipe"]) + " (" + text(d["kind"]) + ")"
+    d["role"] = text(d["role"])
     who = sorted(set(d["who"]))
     roles = sorted(set(d["role"]))
     width = 0.8 / max(len(roles), 1)
@@ -211,7 +212,8 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame, design: str) -> str:
 def deepbench(df: pd.DataFrame) -> str:
     """Geomean TFLOP/s per design on each DeepBench suite."""
     d = df.copy()
-    d["suite_p"] = d["suite"].astype(str) + " " + d["precision"].astype(str)
+    d["suite_p"] = text(d["suite"]) + " " + text(d["precision"], "default")
+    d["design"] = text(d["design"])
     suites = sorted(set(d["suite_p"]))
     designs = sorted(set(d["design"]))
     h = 0.8 / max(len(suites), 1)

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from asicsim.sweep.store import TABLES, load_results
+from asicsim.sweep.spec import SweepError
+from asicsim.sweep.store import Store, frames_from_records
 
 #: Columns the report reads, per table (added as NaN where a sweep did not produce them).
 COLUMNS = {
@@ -52,6 +53,7 @@ class Results:
     kernels: pd.DataFrame
     spec_text: str  # DIR/spec.toml as written ("" where absent)
     spec: dict  # DIR/spec.json: the resolved inputs ({} where absent)
+    skipped: tuple[str, ...] = ()  # "path: why" of each file in points/ that is not a record file
 
     def table(self, name: str) -> pd.DataFrame:
         return getattr(self, name)
@@ -78,22 +80,35 @@ def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
+def text(s: pd.Series, missing: str = "") -> pd.Series:
+    """A label column as strings, ``missing`` for NaN/None (pandas 3's ``astype(str)`` keeps NaN,
+    and a NaN among strings breaks sorting and string concatenation)."""
+    return pd.Series([missing if v is None or v != v else str(v) for v in s], index=s.index, dtype=object)
+
+
 def _with_formats(df: pd.DataFrame) -> pd.DataFrame:
-    """A kernel point's formats (set beside or instead of its DeepBench precision) join its
-    ``precision`` label, so the report keeps points that differ only in formats apart."""
-    if "formats" not in df or not df["formats"].notna().any():
+    """A kernel point's precision: its DeepBench precision, ``default`` (the design's own formats)
+    where the spec gave none, and its formats (set beside or instead) after it, so the report keeps
+    points that differ only in formats apart."""
+    kernel = df["kind"] == "kernels" if "kind" in df else pd.Series(True, index=df.index)
+    if not kernel.any():
         return df
     df = df.copy()
-    has = df["formats"].notna() & (df["formats"].astype(str) != "")
-    base = df["precision"].where(df["precision"].notna(), "default").astype(str)
-    df.loc[has, "precision"] = base[has] + " " + df.loc[has, "formats"].astype(str)
+    base = text(df["precision"], "default")
+    if "formats" in df:
+        has = df["formats"].notna() & (text(df["formats"]) != "")
+        base[has] = base[has] + " " + text(df.loc[has, "formats"])
+    df.loc[kernel, "precision"] = base[kernel]
     return df
 
 
 def load(root: str | Path) -> Results:
     """Read ``root`` (raises :class:`asicsim.sweep.SweepError` if it is not a results directory)."""
     root = Path(root)
-    frames = {t: _complete(load_results(root, t), COLUMNS[t]) for t in ("results", *TABLES)}
+    store = Store(root)
+    if not store.points.is_dir():
+        raise SweepError(f"{root}: not a sweep results directory (no points/ folder)")
+    frames = {t: _complete(df, COLUMNS[t]) for t, df in frames_from_records(store.records()).items()}
     spec_text = (root / "spec.toml").read_text() if (root / "spec.toml").is_file() else ""
     try:
         spec = json.loads((root / "spec.json").read_text()) if (root / "spec.json").is_file() else {}
@@ -104,4 +119,4 @@ def load(root: str | Path) -> Results:
     r = frames["results"]
     if len(r):  # a stable order, whatever order the records were read in
         frames["results"] = r.sort_values(["kind", "id"], kind="stable").reset_index(drop=True)
-    return Results(root=root, spec_text=spec_text, spec=spec, **frames)
+    return Results(root=root, spec_text=spec_text, spec=spec, skipped=tuple(store.skipped), **frames)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from asicsim.report.load import ENERGY_PARTS, Results
+from asicsim.report.load import ENERGY_PARTS, Results, text
 
 #: Metrics where lower is better (everything else: higher is better).
 LOWER_IS_BETTER = ("val_loss", "test_loss", "loss", "perplexity")
@@ -146,15 +146,15 @@ def roofline_points(res: Results) -> pd.DataFrame:
     o = res.ops
     o = o[pd.to_numeric(o["macs"], errors="coerce").fillna(0) > 0]
     flops = 2.0 * o["macs"].astype(float)
-    ops = pd.DataFrame({"design": o["design"], "source": "workload " + o["workload"].astype(str),
-                        "label": o["recipe"].astype(str) + " " + o["phase"].astype(str) + " " + o["role"].astype(str),
+    ops = pd.DataFrame({"design": o["design"], "source": "workload " + text(o["workload"]),
+                        "label": text(o["recipe"]) + " " + text(o["phase"]) + " " + text(o["role"]),
                         "bound": o["bound"], "intensity": flops / o["dram_bytes"].astype(float),
                         "achieved": flops / o["time_s"].astype(float)})
     k = res.kernels
     tflops = pd.to_numeric(k["tflops"], errors="coerce").astype(float)
     kflops = tflops * 1e12 * pd.to_numeric(k["time_us"], errors="coerce").astype(float) * 1e-6
-    ker = pd.DataFrame({"design": k["design"], "source": "DeepBench " + k["suite"].astype(str),
-                        "label": k["precision"].astype(str), "bound": k["bound"],
+    ker = pd.DataFrame({"design": k["design"], "source": "DeepBench " + text(k["suite"]),
+                        "label": text(k["precision"], "default"), "bound": k["bound"],
                         "intensity": kflops / k["dram_bytes"].astype(float), "achieved": tflops * 1e12})
     out = pd.concat([d for d in (ops, ker) if len(d)], ignore_index=True) if len(ops) or len(ker) else \
         pd.DataFrame(columns=cols)
@@ -168,7 +168,7 @@ def roofs(res: Results) -> pd.DataFrame:
     (a GPU's peak depends on the precision), and where they come from."""
     r = res.results
     r = r[r["kind"].isin(["cost", "kernels"]) & r["peak_ops_per_s"].notna()]
-    src = np.where(r["kind"] == "cost", r["recipe"].astype(str), r["precision"].astype(str))
+    src = np.where(r["kind"] == "cost", text(r["recipe"]), text(r["precision"], "default"))
     r = r.assign(source=src)
     rows = []
     for (d, peak, bw), g in r.groupby(["design", "peak_ops_per_s", "dram_bytes_per_s"], sort=True):
@@ -187,7 +187,6 @@ def deepbench(res: Results) -> pd.DataFrame:
             "gflops_per_w"]
     if not len(k):
         return pd.DataFrame(columns=cols)
-    k["precision"] = k["precision"].fillna("default")
     k["gflops_per_w"] = pd.to_numeric(k["flops_per_j"], errors="coerce") / 1e9
     k = k[cols]
     k = _gpu_ratios(k, res.gpus(), ["suite", "precision"])

@@ -9,6 +9,8 @@ import time
 
 
 def add_cli(subparsers) -> None:
+    from asicsim.cli_types import number
+
     p = subparsers.add_parser(
         "sweep", help="run a sweep spec (recipes x designs x workloads) into a results directory",
         description="Expand SPEC (a TOML file, or a shipped spec name such as 'demo') into points, "
@@ -17,7 +19,7 @@ def add_cli(subparsers) -> None:
                     "A killed sweep rerun with the same spec and directory loses and repeats nothing.")
     p.add_argument("spec", help="sweep spec .toml path or shipped name (e.g. demo)")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (created if missing)")
-    p.add_argument("--workers", type=int, metavar="N", help="parallel workers (default: CPU count)")
+    p.add_argument("--workers", type=number(int), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run on a Ray cluster: its address, 'auto' (the one running here, else a new local one) "
                         "or 'local' (a new local instance)")
@@ -33,7 +35,7 @@ def add_cli(subparsers) -> None:
                     "DeepBench's server inference GEMMs), write DIR/report.html and print a summary. "
                     "Rerunning resumes: finished points are kept.")
     p.add_argument("--out", default="asicsim-demo", metavar="DIR", help="results directory (default asicsim-demo)")
-    p.add_argument("--workers", type=int, metavar="N", help="parallel workers (default: CPU count)")
+    p.add_argument("--workers", type=number(int), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
     p.set_defaults(func=run_demo)
 

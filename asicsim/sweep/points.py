@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from asicsim.sweep.spec import Point
+from asicsim.sweep.spec import ID_SCHEME, Point
 
 
 @dataclass
@@ -61,7 +61,7 @@ def record(point: Point, status: str, reason: str = "", result: dict | None = No
     return {"id": point.id, "kind": point.kind, "status": status, "reason": reason,
             "labels": dict(point.labels), "result": result or {}, "tables": tables or {},
             "seconds": round(seconds, 3), "finished": _now(), "host": socket.gethostname(),
-            "pid": os.getpid(), "asicsim": versions()["asicsim"], "versions": versions()}
+            "pid": os.getpid(), "asicsim": versions()["asicsim"], "versions": versions(), "ids": ID_SCHEME}
 
 
 def failed(job: Job, reason: str, seconds: float = 0.0) -> list[dict]:

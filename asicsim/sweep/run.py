@@ -41,9 +41,10 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
 
 
 def workload_of(spec: SweepSpec) -> Callable[[Point], object]:
-    """point -> the resolved Workload it runs (None for kernel points)."""
-    table = {(w["name"], repr(sorted(w["overrides"].items()))): w["workload"] for w in spec.workloads}
-    return lambda p: table.get((p.inputs.get("workload"), repr(sorted(p.inputs.get("overrides", {}).items()))))
+    """point -> the resolved Workload it runs (None for kernel points), found by the hash of its
+    content the point carries: never by name, which two different workloads may share."""
+    table = {w["key"]: w["workload"] for w in spec.workloads}
+    return lambda p: table.get(p.inputs.get("workload"))
 
 
 def _examples(w) -> int:

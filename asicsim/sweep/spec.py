@@ -42,6 +42,7 @@ import hashlib
 import itertools
 import json
 import tomllib
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,17 @@ def _version() -> str:
     return __version__
 
 
+#: Bumped when points with the same resolved inputs may have recorded wrong results, so a rerun
+#: on an old results directory makes new points instead of keeping those records. 2: workloads
+#: sharing a name (and overrides) ran each other's model (before, each job looked its workload up
+#: by name).
+ID_SCHEME = 2
+
+
 def identity(payload: dict) -> str:
-    """A point's stable id: sha256 of its resolved inputs (canonical JSON) and the asicsim version."""
-    text = json.dumps({**payload, "asicsim": _version()}, sort_keys=True, default=str)
+    """A point's stable id: sha256 of its resolved inputs (canonical JSON), the asicsim version
+    and :data:`ID_SCHEME`."""
+    text = json.dumps({**payload, "asicsim": _version(), "ids": ID_SCHEME}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
@@ -124,87 +133,15 @@ def _list(t: dict, key: str, kind: type, where: str, problems: list, default=())
     return tuple(value)
 
 
-def _set_dotted(table: dict, key: str, value, where: str) -> None:
-    """Set ``a.b.c`` in ``table``, copying the tables along the path (the others stay shared)."""
-    parts = key.split(".")
-    node = table
-    for p in parts[:-1]:
-        if not isinstance(node.get(p), dict):
-            raise SweepError(f"{where}: {key!r}: the base design has no table {p!r}")
-        node[p] = dict(node[p])
-        node = node[p]
-    if parts[-1] not in node and len(parts) == 1 and parts[-1] in ("name",):
-        raise SweepError(f"{where}: {key!r} cannot be varied")
-    node[parts[-1]] = value
-
-
-def _design_space(entry: Any, i: int) -> list[tuple[str, Any]]:
-    """Every grid point of one ``[[design_space]]`` entry, as (label, design)."""
-    from asicsim.hw.design_checks import DesignError
-    from asicsim.hw.design_files import design_from_table, designs_dir
-    from asicsim.hw.gpu import gpu_design_from_table
-
-    where = f"design_space[{i}]"
-    if not isinstance(entry, dict) or set(entry) - {"base", "vary"} or "base" not in entry:
-        raise SweepError(f"{where} = {entry!r}: allowed: a table with base = DESIGN and vary = "
-                         "{{ \"dotted.field\" = [values...] }}")
-    base = str(entry["base"])
-    path = Path(base) if base.endswith(".toml") else designs_dir() / f"{base}.toml"
-    if not path.is_file():
-        raise SweepError(f"{where}.base = {base!r}: no such design (a catalog name or a .toml path)")
-    table = tomllib.loads(path.read_text())
-    vary = entry.get("vary", {})
-    if not isinstance(vary, dict) or not all(isinstance(v, list) and v for v in vary.values()):
-        raise SweepError(f"{where}.vary = {vary!r}: allowed: a table of dotted field = [values...]")
-    keys = list(vary)
-    out = []
-    for values in itertools.product(*(vary[k] for k in keys)):
-        t = dict(table)  # copied along each varied path only (_set_dotted), not deep-copied
-        label = table.get("name", path.stem)
-        if keys:
-            label += "[" + ",".join(f"{k}={v}" for k, v in zip(keys, values, strict=True)) + "]"
-        for k, v in zip(keys, values, strict=True):
-            _set_dotted(t, k, v, where)
-        t["name"] = label
-        try:
-            if t.pop("kind", "systolic") == "gpu":
-                design = gpu_design_from_table({**t, "kind": "gpu"}, f"{where} {label}")
-            else:
-                design = design_from_table(t, f"{where} {label}")
-        except DesignError as err:
-            raise SweepError(str(err)) from None  # it names the design space and grid point
-        out.append((label, design))
-    return out
-
-
 def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
-    from asicsim.hw.design_checks import DesignError
-    from asicsim.hw.design_files import load_design
+    from asicsim.sweep.designs import spec_designs
 
-    out = []
-    for name in _list(t, "designs", str, "", problems):
-        try:
-            out.append((name, load_design(name)))
-        except DesignError as err:
-            problems.append(f"designs: {err}")
-    spaces = t.get("design_space", [])
-    if not isinstance(spaces, list):
-        problems.append(f"design_space = {spaces!r}: allowed: [[design_space]] tables")
-        spaces = []
-    for i, entry in enumerate(spaces):
-        try:
-            out.extend(_design_space(entry, i))
-        except SweepError as err:
-            problems.append(str(err))
-    dup = sorted(k for k, n in collections.Counter(label for label, _ in out).items() if n > 1)
-    if dup:
-        problems.append(f"designs: {dup} named twice")
-    return tuple(out)
+    return spec_designs(t, _list(t, "designs", str, "", problems), problems)
 
 
 def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
     from asicsim.workloads.deepbench import WorkloadError
-    from asicsim.workloads.training import load_workload
+    from asicsim.workloads.training import load_workload, workload_problems
 
     entries = t.get("workloads", [])
     if not isinstance(entries, list):
@@ -229,18 +166,40 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
             problems.append(f"{where}.name: {err}")
             continue
         overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run"} if k in e}
+        bad = workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w), **overrides}))
+        if bad:  # the shipped file is valid, so these are the overrides'
+            problems.extend(f"{where}.{b}" for b in bad)
+            continue
         try:
             w = w.replace(**overrides)
-        except TypeError as err:
+        except (TypeError, WorkloadError) as err:
             problems.append(f"{where}: {err}")
             continue
-        out.append({"name": w.name, "run": tuple(run), "overrides": overrides, "workload": w})
-    # a workload listed twice with different overrides is told apart by them in the results
-    count = collections.Counter(e["name"] for e in out)
-    for e in out:
-        settings = ",".join(f"{k}={v}" for k, v in sorted(e["overrides"].items()))
-        e["label"] = f"{e['name']}[{settings}]" if count[e["name"]] > 1 else e["name"]
+        out.append({"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
+                    "workload": w, "key": identity({"workload": _canon(w)})})
+    for e, label in zip(out, _labels(out), strict=True):
+        e["label"] = label
     return tuple(out)
+
+
+def _labels(entries: list[dict]) -> list[str]:
+    """What the results call each workload: its name; where entries of different content share a
+    name, the name or path the spec gives; where those still clash (one workload listed with
+    different overrides), the overrides too. Two different workloads never share a label."""
+    def clashing(labels: list[str]) -> set:
+        keys = collections.defaultdict(set)
+        for label, e in zip(labels, entries, strict=True):
+            keys[label].add(e["key"])
+        return {k for k, v in keys.items() if len(v) > 1}
+
+    names = [e["name"] for e in entries]
+    by_name = clashing(names)
+    labels = [e["given"] if e["name"] in by_name else e["name"] for e in entries]
+    again = clashing(labels)
+    for i, e in enumerate(entries):
+        if labels[i] in again:
+            labels[i] += "[" + ",".join(f"{k}={v}" for k, v in sorted(e["overrides"].items())) + "]"
+    return labels
 
 
 def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
@@ -304,8 +263,13 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
         except tomllib.TOMLDecodeError as err:
             raise SweepError(f"{source}: not valid TOML ({err})") from None
     problems: list[str] = [f"{k}: no such field; fields are {sorted(_TOP)}" for k in sorted(set(t) - _TOP)]
+    before = len(problems)
     seeds = _list(t, "seeds", int, "", problems, (0,))
+    if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
+        problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
     recipes = _recipes(t, "recipes", problems, ("fp32",))
+    if t.get("recipes") == []:
+        problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
     infer_recipes = _recipes(t, "infer_recipes", problems)
     before = len(problems)
     designs = _designs(t, problems)
@@ -349,7 +313,7 @@ def expand(spec: SweepSpec) -> list[Point]:
     for w in spec.workloads:
         wl = w["workload"]
         wid = {"workload": _canon(wl)}
-        base = {"workload": w["name"], "overrides": w["overrides"]}
+        base = {"workload": w["key"]}  # the job runs the workload of this content, whatever its name
         for kind, recipes in (("train", spec.recipes), ("infer", spec.infer_recipes)):
             if kind not in w["run"]:
                 continue
@@ -373,7 +337,7 @@ def expand(spec: SweepSpec) -> list[Point]:
                     pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
                                     "phase": phase, "design": design_text[label]})
                     labels = {"workload": w["label"], "recipe": r, "phase": phase, "design": label}
-                    inputs = {"workload": w["name"], "overrides": w["overrides"], "recipe": r,
+                    inputs = {"workload": w["key"], "recipe": r,
                               "phase": phase, "design": label}
                     points.append(Point(pid, "cost", labels, inputs, group))
     for k in spec.kernels:

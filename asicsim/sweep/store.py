@@ -24,12 +24,13 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
-from asicsim._files import atomic_path, write_text_atomic
-from asicsim.sweep.spec import SweepError
+from asicsim._files import atomic_path, read_text_file, write_text_atomic
+from asicsim.sweep.spec import ID_SCHEME, SweepError
 
 TABLES = ("curves", "numerics", "ops", "kernels")
 
@@ -49,6 +50,7 @@ class Store:
         self.root = Path(root)
         self.points = self.root / "points"
         self._lock_file = None
+        self.skipped: list[str] = []  # "path: why" of each file records() skipped
 
     # --- the lock ---------------------------------------------------------------------------
     def lock(self) -> None:
@@ -105,23 +107,40 @@ class Store:
         write_text_atomic(path, text, fsync=True)
 
     def clean_temporaries(self) -> int:
-        """Remove half-written temporaries a killed sweep left (never a finished record)."""
+        """Remove half-written temporaries a killed sweep left (never a finished record): in
+        ``points/`` and those of the files it writes in its root (spec, tables)."""
         n = 0
         for tmp in self.points.glob(".*.tmp"):
             tmp.unlink(missing_ok=True)
             n += 1
-        return n
+        names = ["spec.toml", "spec.json"] + [f"{t}.{x}" for t in ("results", *TABLES) for x in ("parquet", "csv")]
+        return n + remove_stale_temporaries(self.root, names)
 
     def records(self) -> list[dict]:
         """Every finished point's latest record (a rerun's record, written later, replaces the
-        one before it), ordered by id."""
+        one before it), ordered by id. A file in ``points/`` that is not a record file (not
+        UTF-8 JSON, truncated, another shape) is skipped with a :class:`StoreWarning` naming it,
+        and listed in :attr:`skipped`; a rerun repeats the points it held."""
         latest: dict[str, dict] = {}
+        self.skipped: list[str] = []
         for path in sorted(self.points.glob("*.json")):
             try:
-                data = json.loads(path.read_text())
-            except (json.JSONDecodeError, OSError) as err:  # cannot happen with atomic writes; say so
-                raise SweepError(f"{path}: unreadable record ({err}); delete it to rerun its points") from None
-            for rec in data["records"] if "records" in data else [data]:
+                recs = _read_records(path)
+            except ValueError as err:
+                self.skipped.append(f"{path}: {err}")
+                if _first_time(path):
+                        warnings.warn(f"{path}: skipped, not a record file ({err}); delete it or move it away "
+                                  "(a sweep rerun repeats the points it held)", StoreWarning, stacklevel=2)
+                continue
+            stale = [r for r in recs if r.get("ids", 1) != ID_SCHEME]
+            if stale:  # ids of an older scheme: their results may be wrong (see ID_SCHEME)
+                why = (f"{len(stale)} record(s) with ids of scheme {stale[0].get('ids', 1)}, not {ID_SCHEME}, "
+                       "whose results may be wrong; the sweep reruns their points under new ids")
+                self.skipped.append(f"{path}: {why}")
+                if _first_time(path):
+                    warnings.warn(f"{path}: skipped: {why}", StoreWarning, stacklevel=2)
+                recs = [r for r in recs if r not in stale]
+            for rec in recs:
                 old = latest.get(rec["id"])
                 if old is None or rec.get("written", 0) >= old.get("written", 0):
                     latest[rec["id"]] = rec
@@ -141,6 +160,77 @@ class Store:
         return frames
 
 
+class StoreWarning(UserWarning):
+    """A file in a results directory that was skipped (its path and why are in the message)."""
+
+
+#: A record's fields and their types (every one the results table reads).
+_RECORD = {"id": str, "kind": str, "status": str, "reason": str, "labels": dict, "result": dict, "tables": dict}
+
+
+def _read_records(path: Path) -> list[dict]:
+    """The records of one file in ``points/``; ValueError saying why it is not a record file."""
+    try:
+        data = json.loads(read_text_file(path))
+    except OSError as err:
+        raise ValueError(f"unreadable: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not valid JSON: {err}") from None
+    recs = data.get("records") if isinstance(data, dict) and "records" in data else [data]
+    if not isinstance(recs, list) or not recs:
+        raise ValueError("'records' is not a non-empty list")
+    for r in recs:
+        if not isinstance(r, dict):
+            raise ValueError(f"a record is {type(r).__name__}, not an object")
+        bad = [k for k, kind in _RECORD.items() if not isinstance(r.get(k), kind)]
+        if bad:
+            raise ValueError(f"a record without {', '.join(bad)}")
+        if r["status"] not in ("done", "failed"):
+            raise ValueError(f"status = {r['status']!r}; allowed: done | failed")
+    return recs
+
+
+_WARNED: set = set()
+
+
+def _first_time(path: Path) -> bool:
+    """Whether this version of ``path`` is news to this process (one warning each, not one per read)."""
+    try:
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = (str(path),)
+    if key in _WARNED:
+        return False
+    _WARNED.add(key)
+    return True
+
+
+def remove_stale_temporaries(folder: Path, names) -> int:
+    """Remove the temporaries of ``names`` in ``folder`` (``.<name>.<pid>.tmp``, from
+    :func:`asicsim._files.atomic_path`) whose writing process is gone: a killed run's leftovers,
+    never a live writer's."""
+    n = 0
+    for name in names:
+        for tmp in folder.glob(f".{name}.*.tmp"):
+            pid = tmp.name[len(name) + 2:-len(".tmp")]
+            if pid.isdigit() and _alive(int(pid)):
+                continue
+            tmp.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def _json_default(v):
     import numpy as np
 
@@ -158,10 +248,11 @@ def frames_from_records(records: list[dict]) -> dict[str, pd.DataFrame]:
     for r in records:
         head = {"id": r["id"], "kind": r["kind"], **r["labels"]}
         rows.append({**head, "status": r["status"], "reason": r["reason"], **r["result"],
-                     "seconds": r["seconds"], "finished": r["finished"], "asicsim": r["asicsim"],
+                     "seconds": r.get("seconds"), "finished": r.get("finished"), "asicsim": r.get("asicsim"),
                      "versions": json.dumps(r.get("versions", {}), sort_keys=True)})
-        for t in TABLES:
-            tables[t].extend({**head, **row} for row in r["tables"].get(t, []))
+        for t in TABLES:  # the point's labels win: a row's "design" is the design's own name, not its label
+            tables[t].extend({**head, **{k: v for k, v in row.items() if k not in head}}
+                             for row in r["tables"].get(t, []))
     out = {"results": pd.DataFrame(rows)}
     out.update({t: pd.DataFrame(v) for t, v in tables.items()})
     return out

@@ -12,18 +12,9 @@ import sys
 import numpy as np
 
 
-def _positive(kind):
-    def parse(text: str):
-        v = kind(text)
-        if not v > 0:
-            raise ValueError(f"must be > 0; got {text!r}")
-        return v
-    parse.__name__ = kind.__name__
-    return parse
-
-
 def add_cli(subparsers) -> None:
     """Register ``train`` and ``infer`` on an argparse subparsers object."""
+    from asicsim.cli_types import number
     from asicsim.workloads.training import OPTIMIZERS
 
     p = subparsers.add_parser(
@@ -36,12 +27,12 @@ def add_cli(subparsers) -> None:
                     "overflowed; exponent histograms with --json).")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
-    p.add_argument("--seeds", type=_positive(int), default=2, help="number of seeds 0..N-1 (default 2)")
+    p.add_argument("--seeds", type=number(int), default=2, help="number of seeds 0..N-1 (default 2)")
     p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="override the workload's optimizer")
-    p.add_argument("--lr", type=_positive(float), help="override the learning rate")
-    p.add_argument("--steps", type=_positive(int), help="override the number of optimizer steps")
-    p.add_argument("--batch", type=_positive(int), help="override the batch size")
-    p.add_argument("--eval-every", type=_positive(int), help="override the evaluation cadence (steps)")
+    p.add_argument("--lr", type=number(float, 0, above=True), help="override the learning rate")
+    p.add_argument("--steps", type=number(int), help="override the number of optimizer steps")
+    p.add_argument("--batch", type=number(int), help="override the batch size")
+    p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence (steps)")
     p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
     p.set_defaults(func=run_train)
 
@@ -53,8 +44,8 @@ def add_cli(subparsers) -> None:
                     "the drop and the numerics statistics of weights and activations.")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", required=True, help="inference recipe")
-    p.add_argument("--seeds", type=_positive(int), default=1, help="number of seeds 0..N-1 (default 1)")
-    p.add_argument("--steps", type=_positive(int), help="override the fp32 training's steps")
+    p.add_argument("--seeds", type=number(int), default=1, help="number of seeds 0..N-1 (default 1)")
+    p.add_argument("--steps", type=number(int), help="override the fp32 training's steps")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_infer)
 

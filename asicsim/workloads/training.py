@@ -74,8 +74,49 @@ class Workload:
     source: str = ""
     reference: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        problems = workload_problems(self)
+        if problems:
+            raise WorkloadError(f"workload {self.name!r}: " + "; ".join(problems))
+        for k, (kind, _, _) in _CHECKS.items():  # an int learning rate is a float learning rate
+            if kind is float:
+                object.__setattr__(self, k, float(getattr(self, k)))
+
     def replace(self, **kw) -> Workload:
         return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
+
+
+#: field -> (type, test, what is allowed) of a Workload's numeric settings.
+_CHECKS = {
+    "batch": (int, lambda v: v >= 1, "an integer >= 1"),
+    "steps": (int, lambda v: v >= 1, "an integer >= 1"),
+    "eval_every": (int, lambda v: v >= 1, "an integer >= 1"),
+    "context": (int, lambda v: v >= 1, "an integer >= 1"),
+    "eval_windows": (int, lambda v: v >= 1, "an integer >= 1"),
+    "lr": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
+    "momentum": (float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "explode_factor": (float, lambda v: v > 1, "a number > 1 (inf: never)"),
+}
+
+
+def workload_problems(w: Workload) -> list[str]:
+    """What is wrong with ``w``'s settings, one ``field = value: allowed: ...`` each."""
+    out = []
+    for k, (kind, ok, allowed) in _CHECKS.items():
+        v = getattr(w, k)
+        types = (int,) if kind is int else (int, float)
+        if isinstance(v, bool) or not isinstance(v, types) or not ok(v):
+            out.append(f"{k} = {v!r}: allowed: {allowed}")
+    if w.optimizer not in OPTIMIZERS:
+        out.append(f"optimizer = {w.optimizer!r}: allowed: {' | '.join(OPTIMIZERS)}")
+    if not isinstance(w.shuffle, bool):
+        out.append(f"shuffle = {w.shuffle!r}: allowed: true | false")
+    for k in ("name", "dataset", "model"):
+        if not isinstance(getattr(w, k), str) or not getattr(w, k):
+            out.append(f"{k} = {getattr(w, k)!r}: allowed: a non-empty string")
+    if not isinstance(w.sizes, dict):
+        out.append(f"sizes = {w.sizes!r}: allowed: a table of model sizes")
+    return out
 
 
 _TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "shuffle", "context",
@@ -117,13 +158,14 @@ def load_workload(workload: str | Path | Workload) -> Workload:
     tr = t.get("train", {})
     for k in sorted(set(tr) - _TRAIN_KEYS):
         problems.append(f"train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}")
-    if tr.get("optimizer", "adam") not in OPTIMIZERS:
-        problems.append(f"train.optimizer = {tr['optimizer']!r}; allowed: {list(OPTIMIZERS)}")
     if problems:
         raise WorkloadError(f"{path}: " + "; ".join(problems))
-    return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
-                    description=t.get("description", ""), source=t.get("source", ""),
-                    reference=t.get("reference", {}), **{k: tr[k] for k in tr})
+    try:
+        return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
+                        description=t.get("description", ""), source=t.get("source", ""),
+                        reference=t.get("reference", {}), **{k: tr[k] for k in tr})
+    except WorkloadError as err:  # it names the field, the value and what is allowed
+        raise WorkloadError(f"{path}: {err}") from None
 
 
 def build(workload: Workload, data: Dataset | None = None) -> tuple[Dataset, Model]:

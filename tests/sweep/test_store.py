@@ -6,13 +6,15 @@ import pandas as pd
 import pytest
 
 from asicsim.sweep import store as store_mod
+from asicsim.sweep.spec import ID_SCHEME
 from asicsim.sweep.store import Store, load_results, save_table
 
 
 def _record(i: int, status: str = "done") -> dict:
     return {"id": f"p{i}", "kind": "cost", "status": status, "reason": "", "labels": {"design": f"d{i}"},
             "result": {"time_s": 0.5 * i, "note": None if i % 2 else "x"},
-            "tables": {"ops": [{"M": i, "N": 2}]}, "seconds": 0.1, "finished": "t", "asicsim": "0"}
+            "tables": {"ops": [{"M": i, "N": 2}]}, "seconds": 0.1, "finished": "t", "asicsim": "0",
+            "ids": ID_SCHEME}
 
 
 def test_tables_written_as_parquet_and_read_back(tmp_path):

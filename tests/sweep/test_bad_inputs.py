@@ -1,0 +1,86 @@
+"""Bad sweep specs are refused when they load, naming the file, the entry, the field, the value
+and what is allowed: one row per case (an edit of a good spec, a fragment of the message)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from asicsim.sweep import SweepError, load_spec
+from asicsim.workloads.deepbench import WorkloadError
+from asicsim.workloads.training import Workload, load_workload
+
+GOOD = """
+name = "t"
+seeds = [0, 1]
+recipes = ["fp32"]
+designs = ["tpu_v1"]
+[[workloads]]
+name = "digits_mlp"
+run = ["train", "cost"]
+steps = 40
+"""
+
+SPEC_CASES = [
+    ("steps = 40", "steps = -1", "workloads[0].steps = -1: allowed: an integer >= 1"),
+    ("steps = 40", "steps = 40\nbatch = 0", "workloads[0].batch = 0: allowed: an integer >= 1"),
+    ("steps = 40", "steps = 4.5", "workloads[0].steps = 4.5: allowed: an integer >= 1"),
+    ("steps = 40", "steps = 40\neval_every = 0", "workloads[0].eval_every = 0: allowed: an integer >= 1"),
+    ("steps = 40", "steps = 40\nlr = nan", "workloads[0].lr = nan: allowed: a finite number > 0"),
+    ("steps = 40", "steps = 40\nlr = \"fast\"", "workloads[0].lr = 'fast': allowed: a finite number > 0"),
+    ("steps = 40", "steps = 40\nlr = 0", "workloads[0].lr = 0: allowed: a finite number > 0"),
+    ("steps = 40", "steps = 40\nmomentum = -5", "workloads[0].momentum = -5: allowed: a number in [0, 1)"),
+    ("steps = 40", "steps = 40\noptimizer = \"rmsprop\"",
+     "workloads[0].optimizer = 'rmsprop': allowed: sgd | adam"),
+    ("steps = 40", "steps = true", "workloads[0].steps = True: allowed: an integer >= 1"),
+    ("seeds = [0, 1]", "seeds = []", "seeds = []: allowed: a non-empty list of distinct integers"),
+    ("seeds = [0, 1]", "seeds = [-1]", "seeds = [-1]: allowed: a non-empty list of distinct integers"),
+    ("seeds = [0, 1]", "seeds = [1, 1]", "seeds = [1, 1]: allowed: a non-empty list of distinct integers"),
+    ('recipes = ["fp32"]', "recipes = []", "recipes = []: allowed: a non-empty list of recipes"),
+]
+
+
+@pytest.mark.parametrize("old, new, message", SPEC_CASES, ids=[c[1] for c in SPEC_CASES])
+def test_bad_spec(tmp_path, old, new, message):
+    path = tmp_path / "spec.toml"
+    assert old in GOOD
+    path.write_text(GOOD.replace(old, new))
+    with pytest.raises(SweepError) as err:
+        load_spec(path)
+    assert message in str(err.value)
+    assert str(path) in str(err.value)  # which file
+
+
+WORKLOAD_CASES = [
+    ({"steps": -1}, "steps = -1: allowed: an integer >= 1"),
+    ({"batch": 0}, "batch = 0: allowed: an integer >= 1"),
+    ({"lr": float("nan")}, "lr = nan: allowed: a finite number > 0"),
+    ({"lr": "fast"}, "lr = 'fast': allowed: a finite number > 0"),
+    ({"momentum": -5}, "momentum = -5: allowed: a number in [0, 1)"),
+    ({"optimizer": "rmsprop"}, "optimizer = 'rmsprop': allowed: sgd | adam"),
+    ({"eval_every": 0}, "eval_every = 0: allowed: an integer >= 1"),
+    ({"explode_factor": 0.5}, "explode_factor = 0.5: allowed: a number > 1"),
+]
+
+
+@pytest.mark.parametrize("change, message", WORKLOAD_CASES, ids=[str(c[0]) for c in WORKLOAD_CASES])
+def test_workload_built_in_code_is_checked(change, message):
+    w = load_workload("digits_mlp")
+    with pytest.raises(WorkloadError, match="digits_mlp") as err:
+        w.replace(**change)
+    assert message in str(err.value)
+    with pytest.raises(WorkloadError):
+        dataclasses.replace(w, **change)
+    with pytest.raises(WorkloadError):
+        Workload(**{**{f.name: getattr(w, f.name) for f in dataclasses.fields(w)}, **change})
+
+
+def test_workload_file_with_a_bad_setting_names_the_file(tmp_path):
+    from asicsim.workloads.deepbench import workloads_dir
+
+    path = tmp_path / "w.toml"
+    path.write_text((workloads_dir() / "digits_mlp.toml").read_text().replace("batch = 32", "batch = -3"))
+    with pytest.raises(WorkloadError) as err:
+        load_workload(path)
+    assert str(path) in str(err.value) and "batch = -3: allowed: an integer >= 1" in str(err.value)
