@@ -105,7 +105,7 @@ BAD_NUMBERS = [
     (["batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "100", "--max-batch", "-1"],
      "max_batch = -1; allowed: an integer >= 1"),
     (["scaling", "allreduce", "--elements", "-5", "--ranks", "2", "--link", "pcie3"],
-     "elements = -5; allowed: an integer >= 1"),
+     "elements = -5; allowed: an integer in [1, "),
 ]
 
 
