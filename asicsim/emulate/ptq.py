@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from asicsim.emulate.policy import Policy, load_recipe
+from asicsim.emulate.policy import Policy
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.training import MAX_SITES, round_tree
 from asicsim.emulate.transform import emulate
 
