@@ -389,3 +389,12 @@ def test_stochastic_rounding_in_the_first_and_last_layer_only_takes_the_key():
     outs = {float(f(w, x, asicsim_key=jax.random.key(k))[0, 0]) for k in range(8)}
     assert outs <= {85 / 256, 86 / 256} and len(outs) == 2
 
+
+def test_calibration_under_stochastic_rounding_needs_no_key():
+    pol = load_recipe({"roles": {"weight": {"format": "int8", "scaling": "tensor"}, "acc": "fp32",
+                                 "act": {"format": "int8", "scaling": "static", "rounding": "sr"}}})
+    apply = lambda p, x: x @ p  # noqa: E731
+    batches = [jnp.full((2, 3), v) for v in (1.0, -4.0)]
+    cal = calibrate(apply, jnp.ones((3, 2)), batches, pol)
+    (site, (lhs, rhs, _)), = cal.static_scales  # the largest |act| over the batches, |weight|
+    assert (site, lhs, rhs) == (0, 4.0, 1.0)
