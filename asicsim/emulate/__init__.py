@@ -14,8 +14,8 @@ from asicsim.emulate.policy import (
     RecipeError,
     RoleSpec,
     list_recipes,
-    load_recipe,
 )
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.tracing import op_trace
 from asicsim.emulate.training import TrainState, make_train_step
 from asicsim.emulate.transform import emulate, round_role

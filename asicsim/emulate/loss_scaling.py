@@ -8,7 +8,8 @@ afterwards (in float32). Kinds:
 ``static``   a constant scale (``init``); an overflow is reported, the step is applied anyway.
 ``dynamic``  start at ``init``; a step whose gradients hold inf/NaN is skipped and the scale is
              divided by ``factor``; after ``growth_interval`` consecutive clean steps it is
-             multiplied by ``factor`` (and the clean-step count restarts).
+             multiplied by ``factor`` (and the clean-step count restarts); it stays within
+             [``MIN_SCALE``, ``MAX_SCALE``] = [2**-24, 2**64].
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from asicsim.emulate.fields import MAX_SCALE, MIN_SCALE
 from asicsim.emulate.policy import LossScaling
+
+__all__ = ["MAX_SCALE", "MIN_SCALE", "ScaleState", "all_finite", "init_scale", "update_scale"]
 
 
 class ScaleState(NamedTuple):
@@ -48,6 +52,6 @@ def update_scale(ls: LossScaling, state: ScaleState, finite: jax.Array) -> tuple
     grow = good >= ls.growth_interval
     scale = jnp.where(finite, jnp.where(grow, state.scale * ls.factor, state.scale),
                       state.scale / ls.factor)
-    scale = jnp.clip(scale, jnp.float32(2.0**-24), jnp.float32(2.0**64))
+    scale = jnp.clip(scale, jnp.float32(MIN_SCALE), jnp.float32(MAX_SCALE))
     good = jnp.where(grow, 0, good).astype(jnp.int32)
     return ScaleState(scale.astype(jnp.float32), good), ~finite

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from asicsim.emulate.policy import Policy, load_recipe
+from asicsim.emulate.policy import Policy
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.training import MAX_SITES, round_tree
 from asicsim.emulate.transform import emulate
 
@@ -42,11 +43,15 @@ def observe_amax(fn: Callable, policy, *args, weights: int = 0, max_sites: int =
 
 
 def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights: int = 0,
-              max_sites: int = MAX_SITES) -> Policy:
+              max_sites: int = MAX_SITES, key=None) -> Policy:
     """``policy`` with static scales from ``apply_fn(params, batch)`` over ``batches`` (at most
-    ``policy.calibration_batches`` of them are used)."""
+    ``policy.calibration_batches`` of them are used). A recipe with stochastic rounding draws its
+    bits from ``key`` (default ``jax.random.key(0)``: calibration is deterministic)."""
     pol = load_recipe(policy)
-    observe = jax.jit(lambda p, b: observe_amax(apply_fn, pol, p, b, weights=weights, max_sites=max_sites))
+    if key is None and pol.stochastic:
+        key = jax.random.key(0)
+    observe = jax.jit(lambda p, b: observe_amax(apply_fn, pol, p, b, weights=weights, max_sites=max_sites,
+                                                key=key))
     amax = np.zeros((max_sites, 3), np.float32)
     n = 0
     for batch in batches:

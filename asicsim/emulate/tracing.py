@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import pandas as pd
 
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.trace import recording, trace_frame
 from asicsim.emulate.transform import emulate, split_arrays
 
@@ -12,13 +14,18 @@ from asicsim.emulate.transform import emulate, split_arrays
 def op_trace(fn, policy, *args, training: bool = False, weights: int | None = 0, **kwargs) -> pd.DataFrame:
     """Trace ``fn(*args, **kwargs)`` under ``policy`` (shapes only, nothing is computed) and return
     one row per GEMM/convolution and role (forward; with ``training`` also grad-input and
-    grad-weight), with M, N, K, batch, count per call, operand roles and formats, and MACs."""
-    emulated = emulate(fn, policy, weights=weights)
+    grad-weight), with M, N, K, batch, count per call, operand roles and formats, and MACs.
+    Needs no key under stochastic rounding: nothing is computed, so no random bits are drawn."""
+    pol = load_recipe(policy)
+    emulated = emulate(fn, pol, weights=weights)
+    # placeholder seed words: tracing only records shapes (a stochastic recipe's rounding needs
+    # words to be traced at all, never their values)
+    sr = {"asicsim_words": jnp.zeros(2, jnp.uint32)} if pol.stochastic else {}
     arrays, _, rebuild = split_arrays((args, kwargs))
 
     def run(*xs):
         a, k = rebuild(xs)
-        return emulated(*a, **k)
+        return emulated(*a, **{**sr, **k})
 
     with recording() as entries:
         jax.make_jaxpr(run)(*arrays)

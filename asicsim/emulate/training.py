@@ -53,7 +53,8 @@ import jax.numpy as jnp
 import optax
 
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
-from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
+from asicsim.emulate.policy import Policy, RecipeError, RoleSpec
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.transform import _emulate, round_role
 from asicsim.numerics.random import derive, key_words, seed_words
 
@@ -84,7 +85,7 @@ def round_tree(tree, spec: RoleSpec | None, key=None, *, words=None):
     if spec is None or spec.is_identity:
         return tree
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    if not spec.rounding.startswith("sr"):
+    if not spec.stochastic:
         words = None
     elif words is None:
         if key is None:
@@ -112,13 +113,25 @@ def stored_format(policy: Policy) -> RoleSpec | None:
     return _plain(policy.role("update") or policy.role("weight"))
 
 
+def check_trainable(pol: Policy) -> Policy:
+    """``pol``, or a :class:`RecipeError` where it is for inference only (static scaling)."""
+    if pol.inference_only:
+        static = [(t, r) for t, roles in (("roles", pol.roles), ("first_last", pol.first_last))
+                  for r, s in roles if s.scaling == "static"]
+        raise RecipeError([(f"{t}.{r}.scaling", "static", "a training recipe's scaling: static scales are "
+                            "calibrated on a trained model for inference (asicsim infer)") for t, r in static],
+                          f"recipe {pol.name!r} is for inference only, not training")
+    return pol
+
+
 def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation, *,
                     weights: int = 0, max_sites: int = MAX_SITES) -> tuple[Callable, Callable]:
     """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` under ``policy`` with optimizer ``tx``.
 
-    ``init(params, key) -> TrainState``; ``step(state, batch) -> (state, metrics)``.
+    ``init(params, key) -> TrainState``; ``step(state, batch) -> (state, metrics)``. An
+    inference-only recipe (static scaling: post-training quantization) is a :class:`RecipeError`.
     """
-    pol = load_recipe(policy)
+    pol = check_trainable(load_recipe(policy))
     ls = pol.loss_scaling
     # The weights the model uses are already rounded (below: ``working_weights`` or
     # ``stored_format``); the GEMMs need not round them again when their weight role has that grid.

@@ -50,7 +50,8 @@ from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args, scan_operand_counts
 from asicsim.emulate.conv import conv_as_gemm
-from asicsim.emulate.policy import Policy, RoleSpec, load_recipe
+from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.trace import record
 from asicsim.numerics import quantize
 from asicsim.numerics.fusion import computed_once
@@ -118,7 +119,7 @@ def _round_flat(x, spec: RoleSpec, axes: tuple[int, ...], **kw) -> jax.Array:
 
 def _sr_words(spec: RoleSpec, key, words):
     """The seed words stochastic rounding by ``spec`` uses (None when it rounds otherwise)."""
-    if not spec.rounding.startswith("sr"):
+    if not spec.stochastic:
         return None
     if words is not None:
         return words
@@ -278,7 +279,7 @@ def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
 
 
 def _stochastic(spec: RoleSpec | None) -> bool:
-    return spec is not None and spec.rounding.startswith("sr")
+    return spec is not None and spec.stochastic
 
 
 def _accumulate(y: jax.Array, policy: Policy, words=None) -> jax.Array:
@@ -432,8 +433,7 @@ class _Interpreter:
         words = None
         if self.words is not None:
             words = derive(self.words, i)
-        elif any(self.policy.role(r) is not None and self.policy.role(r).rounding.startswith("sr")
-                 for r in _GEMM_ROLES):
+        elif any(_stochastic(pol.role(r)) for r in _GEMM_ROLES):
             raise ValueError(f"recipe {self.policy.name!r} uses stochastic rounding: pass a key "
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
         return meta, words, pol

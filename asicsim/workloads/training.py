@@ -13,9 +13,10 @@ steps (one compiled chunk shared by all seeds), each step from
 :func:`asicsim.emulate.training.make_train_step` (the model's GEMMs in the recipe's formats, optax
 doing the optimizing), then evaluates the model's forward pass under the same recipe on the test
 set. Each run reports curves, the final metric (``test_accuracy``; ``val_loss`` in nats per
-character for the language model), divergence (the step and its cause: a non-finite loss on a step
-that was not skipped, non-finite weights, or a loss above ``explode_factor`` times the first
-step's), and per-tensor numerics statistics (:mod:`asicsim.workloads.stats`) of the weights,
+character for the language model), divergence (the step and its cause, :mod:`.divergence`: a
+non-finite loss on a step that was not skipped, a loss above ``explode_factor`` times the first
+step's, a collapsed loss scale, more than half the steps skipped, non-finite weights or a
+non-finite test loss), and per-tensor numerics statistics (:mod:`asicsim.workloads.stats`) of the weights,
 the activations entering GEMMs, the activation gradients and the weight gradients, measured
 against the recipe's ``weight``/``act``/``grad``/``wgrad`` formats on one training batch at
 every evaluation (gradients before they are rounded, times the loss scale in use).
@@ -43,8 +44,10 @@ from jax import lax
 
 from asicsim.emulate import emulate, load_recipe
 from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.training import check_trainable
 from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
+from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.stats import describe, summarize, tensor_stats
 
@@ -400,19 +403,6 @@ def _capture(model: Model, params, x) -> dict:
     return sink
 
 
-def _divergence(losses, skipped, first_step, ref, factor) -> dict | None:
-    for i, loss in enumerate(losses):
-        step = first_step + i + 1
-        if not np.isfinite(loss):
-            if skipped is not None and skipped[i]:
-                continue  # dynamic loss scaling skipped this step: not a divergence
-            return {"step": int(step), "cause": "nan loss" if np.isnan(loss) else "inf loss"}
-        if ref is not None and loss > factor * ref:
-            return {"step": int(step), "cause": f"loss explosion: {loss:.4g} > {factor:g} x the "
-                                                f"first step's {ref:.4g}"}
-    return None
-
-
 def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1), *,
           optimizer: str | None = None, lr: float | None = None, steps: int | None = None,
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
@@ -424,7 +414,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``), the divergence
     (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
     last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group at
-    every evaluation).
+    every evaluation). An inference-only recipe (static scaling) is a ``RecipeError``.
     """
     w = load_workload(workload).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum)
@@ -433,7 +423,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     if w.steps < 1 or w.batch < 1 or w.eval_every < 1 or not (w.lr > 0):
         raise ValueError(f"steps, batch, eval_every and lr must be positive; got {w.steps=}, "
                          f"{w.batch=}, {w.eval_every=}, {w.lr=}")
-    policy = load_recipe(recipe)
+    policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
     runner = _Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)
     runs = [_train_seed(runner, w, policy, int(s), keep_params) for s in seeds]
@@ -449,27 +439,20 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
     state = runner.init(params, jax.random.fold_in(key, 1))
     order = _batch_order(runner.data, w, w.steps, w.batch, seed)
     curves: dict = {"step": [], "train_loss": [], "test_loss": [], "test_accuracy": []}
-    numerics, numerics_curve, divergence = {}, [], None
-    skipped = overflow = 0
-    ref = None
+    numerics, numerics_curve = {}, []
+    watch = DivergenceWatch(w.steps, w.explode_factor)
     done = 0
-    while done < w.steps and divergence is None:
+    while done < w.steps and watch.found is None:
         n = min(w.eval_every, w.steps - done)
         idx = jnp.asarray(order[done:done + n])
         state, m = runner.chunk(state, runner.train_data, idx)
         losses = np.asarray(m["loss"], np.float64)
-        sk = np.asarray(m["skipped"], bool) if "skipped" in m else None
-        if ref is None and np.isfinite(losses[0]):
-            ref = float(losses[0])
-        divergence = _divergence(losses, sk, done, ref, w.explode_factor)
-        skipped += int(sk.sum()) if sk is not None else 0
-        overflow += int(np.asarray(m["overflow"], bool).sum()) if "overflow" in m else 0
+        watch.chunk(done, m)
         done += n
         p = state.params
-        if divergence is None and not all(bool(jnp.all(jnp.isfinite(x)))
-                                          for x in jax.tree_util.tree_leaves(p)):
-            divergence = {"step": done, "cause": "non-finite weights"}
+        watch.weights(done, p)
         test_loss, acc = runner.evaluate(p)
+        watch.evaluation(done, test_loss)
         finite = losses[np.isfinite(losses)]
         curves["step"].append(done)
         curves["train_loss"].append(float(finite.mean()) if finite.size else float("nan"))
@@ -477,7 +460,7 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
         curves["test_accuracy"].append(acc)
         if runner.stats_fn is not None:
             batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
-            last = done >= w.steps or divergence is not None
+            last = done >= w.steps or watch.found is not None
             num = runner.numerics(p, batch, _loss_scale(state), histogram=last)
             numerics_curve.append({"step": done, **summarize(num)})
             if last:
@@ -486,8 +469,8 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
     return RunResult(seed=seed, metric="val_loss" if lm else "test_accuracy",
                      final=curves["test_loss"][-1] if lm else curves["test_accuracy"][-1],
                      test_accuracy=curves["test_accuracy"][-1], test_loss=curves["test_loss"][-1],
-                     curves=curves, diverged=divergence is not None, divergence=divergence,
-                     skipped_steps=skipped, overflow_steps=overflow, numerics=numerics,
+                     curves=curves, diverged=watch.found is not None, divergence=watch.found,
+                     skipped_steps=watch.skipped, overflow_steps=watch.overflow, numerics=numerics,
                      numerics_curve=numerics_curve, seconds=time.perf_counter() - t0,
                      params=state.params if keep else None)
 

@@ -376,3 +376,25 @@ def test_first_and_last_layer_overrides_follow_the_gemm_sites():
     y = emulate(net, "fp8_wang2018")(p, x)
     y_plain = emulate(net, dataclasses.replace(load_recipe("fp8_wang2018"), first_last=()))(p, x)
     assert not np.array_equal(y, y_plain)
+
+
+def test_stochastic_rounding_in_the_first_and_last_layer_only_takes_the_key():
+    # the policy said "not stochastic" (roles only), so a key given was dropped and the first GEMM
+    # asked for one
+    pol = load_recipe({"roles": {"weight": "fp16", "act": "fp16", "acc": "fp32"},
+                       "first_last": {"act": {"format": "q7.8", "rounding": "sr"}}})
+    assert pol.stochastic
+    f = emulate(lambda w, x: (x @ w) @ w, pol)
+    w, x = jnp.eye(4), jnp.full((3, 4), 1 / 3)
+    outs = {float(f(w, x, asicsim_key=jax.random.key(k))[0, 0]) for k in range(8)}
+    assert outs <= {85 / 256, 86 / 256} and len(outs) == 2
+
+
+def test_calibration_under_stochastic_rounding_needs_no_key():
+    pol = load_recipe({"roles": {"weight": {"format": "int8", "scaling": "tensor"}, "acc": "fp32",
+                                 "act": {"format": "int8", "scaling": "static", "rounding": "sr"}}})
+    apply = lambda p, x: x @ p  # noqa: E731
+    batches = [jnp.full((2, 3), v) for v in (1.0, -4.0)]
+    cal = calibrate(apply, jnp.ones((3, 2)), batches, pol)
+    (site, (lhs, rhs, _)), = cal.static_scales  # the largest |act| over the batches, |weight|
+    assert (site, lhs, rhs) == (0, 4.0, 1.0)

@@ -69,3 +69,20 @@ def test_trace_command_prices_on_a_systolic_design_and_a_gpu():
     assert [r["design"] for r in totals] == ["tpu_v1", "gpu_v100"]
     assert all(r["time_s"] > 0 and r["energy_j"] > 0 for r in totals)
     assert len(doc["trace"]) == 7  # 2 GEMMs x (forward, grad-input, grad-weight) + the update
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_a_stochastic_rounding_recipe_is_priced_without_a_key(training):
+    # tracing computes nothing, so it needs no random bits ("pass a key" failed every cost point)
+    t = workload_trace("digits_mlp", "fixed16_sr", training=training)
+    ref = workload_trace("digits_mlp", "fixed16_rn", training=training)
+    assert t[["role", "M", "N", "K", "macs"]].equals(ref[["role", "M", "N", "K", "macs"]])
+    table = price_trace(t, ["tpu_v1"], "fixed16_sr")
+    assert table[table.role == "total"].iloc[0].time_s > 0
+
+
+def test_trace_command_under_stochastic_rounding():
+    out = subprocess.run([sys.executable, "-m", "asicsim.cli", "trace", "digits_mlp", "--recipe", "fixed16_sr",
+                          "--design", "tpu_v1", "--json"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["trace"]) == 7

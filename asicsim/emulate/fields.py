@@ -1,0 +1,182 @@
+"""The typed fields of a recipe and their checks.
+
+Each check returns ``(field, value, allowed)`` problems (none for a good value) so that a recipe
+file reports all of its problems at once, and an object built in code (``RoleSpec``,
+``LossScaling``, ``Policy`` in :mod:`.policy`) is checked by the same code at construction.
+
+Names are normalised: ``"SR"`` and ``" Tensor"`` mean ``sr`` and ``tensor`` (rounding names as
+:func:`asicsim.numerics.rounding.parse_rounding` reads them); an unknown name is a problem that
+lists the allowed ones. The enums are ``str`` subclasses: they compare with, print as and
+serialise to their plain names.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any
+
+from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.rounding import ALLOWED as ROUNDINGS
+from asicsim.numerics.rounding import Rounding, parse_rounding
+
+Problems = list[tuple[str, Any, str]]
+
+
+class _Name(enum.StrEnum):
+    """A name from a fixed list; its repr is the plain name's (a RoleSpec's repr is unchanged)."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class RoleScaling(_Name):
+    """How a role's tensors are scaled before rounding (see :class:`asicsim.emulate.RoleSpec`;
+    :class:`asicsim.numerics.Scaling` is the scaling of one quantize call)."""
+
+    NONE = "none"
+    TENSOR = "tensor"
+    CHANNEL = "channel"
+    BLOCK = "block"
+    DELAYED = "delayed"
+    STATIC = "static"
+
+
+class LossScalingKind(_Name):
+    NONE = "none"
+    STATIC = "static"
+    DYNAMIC = "dynamic"
+
+
+class AmaxCompute(_Name):
+    """Delayed scaling's estimate from the history (Transformer Engine's ``amax_compute_algo``)."""
+
+    MAX = "max"
+    MOST_RECENT = "most_recent"
+
+
+class RoundingName(str):
+    """A rounding mode's canonical name (``rne``, ``rna``, ``rtz``, ``rup``, ``rdn``, ``sr``,
+    ``sr{N}``): a ``str`` that knows its parse (``sr{N}`` is parametrised, so not an enum)."""
+
+    __slots__ = ()
+
+    def __new__(cls, value) -> RoundingName:
+        return super().__new__(cls, str(parse_rounding(value)))
+
+    @property
+    def parsed(self) -> Rounding:
+        return parse_rounding(str(self))
+
+    @property
+    def stochastic(self) -> bool:
+        return self.parsed.stochastic
+
+
+def _enum(cls, name: str, value, out: Problems):
+    """``value`` as a member of ``cls`` (case and surrounding blanks ignored), else a problem."""
+    if isinstance(value, str):
+        try:
+            return cls(value.strip().lower())
+        except ValueError:
+            pass
+    out.append((name, value, " | ".join(m.value for m in cls)))
+    return value
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: steps of amax history of a delayed-scaling role that does not say
+DEFAULT_HISTORY = 16
+#: the largest delayed/static scaling margin: 2**margin must be a float32
+MAX_MARGIN = 127
+#: the largest finite float32: the loss scale is a float32
+FLOAT32_MAX = 3.4028234663852886e38
+#: the range a dynamic loss scale stays in; a step skipped at ``MIN_SCALE`` overflowed with its
+#: gradients scaled down 2**24 times: the loss scale has collapsed (a divergence)
+MIN_SCALE = 2.0**-24
+MAX_SCALE = 2.0**64
+
+
+def role_fields(spec) -> tuple[dict, Problems]:
+    """The normalised fields of a RoleSpec-like ``spec`` and the problems of its values."""
+    out: Problems = []
+    fixed: dict = {}
+    try:
+        get_format(spec.format)
+    except FormatError as err:
+        out.append(("format", spec.format, str(err)))
+    try:
+        fixed["rounding"] = RoundingName(spec.rounding)
+    except (ValueError, TypeError):
+        out.append(("rounding", spec.rounding, ROUNDINGS))
+    scaling = fixed["scaling"] = _enum(RoleScaling, "scaling", spec.scaling, out)
+    fixed["amax_compute"] = _enum(AmaxCompute, "amax_compute", spec.amax_compute, out)
+    bs = spec.block_size
+    if scaling == RoleScaling.BLOCK and not (_int(bs) and bs >= 1):
+        out.append(("block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
+    elif scaling != RoleScaling.BLOCK and bs is not None:
+        out.append(("block_size", bs, "only with scaling = 'block'"))
+    if not (_int(spec.amax_history) and spec.amax_history >= 1):
+        out.append(("amax_history", spec.amax_history, "an integer >= 1"))
+    elif spec.amax_history != DEFAULT_HISTORY and scaling != RoleScaling.DELAYED:
+        out.append(("amax_history", spec.amax_history, "only with scaling = 'delayed'"))
+    algo = fixed["amax_compute"]
+    if isinstance(algo, AmaxCompute) and algo != AmaxCompute.MAX and scaling != RoleScaling.DELAYED:
+        out.append(("amax_compute", spec.amax_compute, "only with scaling = 'delayed'"))
+    if spec.saturate is not None and not isinstance(spec.saturate, bool):
+        out.append(("saturate", spec.saturate, "true or false (absent: the format's convention)"))
+    if not (_int(spec.margin) and 0 <= spec.margin <= MAX_MARGIN):
+        out.append(("margin", spec.margin, f"an integer in 0 .. {MAX_MARGIN}"))
+    elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
+        out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
+    return fixed, out
+
+
+def loss_scaling_fields(ls) -> tuple[dict, Problems]:
+    """The normalised fields of a LossScaling-like ``ls`` and the problems of its values."""
+    out: Problems = []
+    fixed = {"kind": _enum(LossScalingKind, "kind", ls.kind, out)}
+    dynamic = fixed["kind"] == LossScalingKind.DYNAMIC
+    lo, hi = (MIN_SCALE, MAX_SCALE) if dynamic else (0.0, FLOAT32_MAX)
+    if _number(ls.init) and lo <= ls.init <= hi and ls.init > 0:
+        fixed["init"] = float(ls.init)
+    else:
+        out.append(("init", ls.init, "a finite number in 2**-24 .. 2**64 (the dynamic scale's range) for kind = "
+                    "'dynamic'" if dynamic else "a finite number > 0 (a float32: at most 3.4e38)"))
+    if not (_int(ls.growth_interval) and ls.growth_interval >= 1):
+        out.append(("growth_interval", ls.growth_interval, "an integer >= 1 (clean steps before the scale grows)"))
+    if _number(ls.factor) and ls.factor > 1:
+        fixed["factor"] = float(ls.factor)
+    else:
+        out.append(("factor", ls.factor, "a finite number > 1 (the scale is multiplied by it to grow and "
+                                         "divided by it on overflow)"))
+    return fixed, out
+
+
+def check_mac(text: str, path: str, value, out: Problems) -> None:
+    from asicsim.numerics import MacSpec
+
+    try:
+        MacSpec.parse(text)
+    except ValueError as err:
+        out.append((path, value, str(err)))
+
+
+def mac_problems(mac_order, mac) -> Problems:
+    out: Problems = []
+    if not isinstance(mac_order, str):
+        out.append(("mac.order", mac_order, "'fast' or an asicsim MAC order (sequential, chunk:C, tree, ...)"))
+    elif mac_order != "fast":
+        check_mac(f"a=fp32,acc=fp32,order={mac_order}", "mac.order", mac_order, out)
+    if not isinstance(mac, str):
+        out.append(("mac.spec", mac, "a MacSpec text, e.g. 'v100' or 'a=fp16,acc=fp32,order=tensorcore:4'"))
+    elif mac:
+        check_mac(mac, "mac.spec", mac, out)
+    return out

@@ -1,0 +1,137 @@
+"""Reading recipes: a name (``formats/recipes/<name>.toml``), a TOML path or a mapping becomes a
+:class:`~asicsim.emulate.policy.Policy`, with every problem of the file in one
+:class:`~asicsim.emulate.policy.RecipeError` (file, field, value, allowed).
+Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
+
+``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
+                    saturate, margin, amax_compute}``; ``scaling`` is none | tensor | channel | block |
+                    delayed | static (``amax_history``, ``amax_compute`` = max | most_recent:
+                    delayed only, the same for all delayed roles; ``margin``: delayed or static,
+                    headroom of 2**margin above the amax: delayed casts x * (format max / amax)
+                    / 2**margin as Transformer Engine does, static divides by amax * 2**margin /
+                    format max)
+``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
+``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
+                    accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
+``[calibration]``   ``batches``: calibration batches for ``static`` scaling (post-training quantization)
+``[first_last]``    roles overridden in the first and last layer (a table like ``[roles]``)
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from asicsim._files import read_text_file
+from asicsim.emulate.policy import (
+    ROLES,
+    LossScaling,
+    Policy,
+    RecipeError,
+    RoleSpec,
+    list_recipes,
+    recipes_dir,
+)
+
+_ROLE_KEYS = ("format", "rounding", "scaling", "block_size", "amax_history", "amax_compute", "saturate", "margin")
+_LOSS_KEYS = ("kind", "init", "growth_interval", "factor")
+
+
+def _built(cls, table: dict, keys, path: str, out: list):
+    """``cls`` from the fields of ``table`` it has (unknown ones are problems); None where a
+    field is bad, its problems added to ``out`` under ``path``."""
+    out += [(f"{path}.{k}", table[k], f"no such field; fields are {sorted(keys)}") for k in sorted(set(table) - set(keys))]
+    try:
+        obj = cls(**{k: table[k] for k in keys if k in table})
+    except RecipeError as err:
+        out += [(f"{path}.{f}", v, a) for f, v, a in err.problems]
+        return None
+    return obj
+
+
+def _role(table: Any, path: str, out: list) -> RoleSpec | None:
+    if isinstance(table, str):
+        table = {"format": table}
+    if not isinstance(table, dict):
+        out.append((path, table, "a format name or a table with format, rounding, scaling"))
+        return None
+    if "format" not in table:
+        out.append((f"{path}.format", "<missing>", "a format name (asicsim formats)"))
+        table = {**table, "format": "fp32"}  # the other fields are still checked
+    return _built(RoleSpec, table, _ROLE_KEYS, path, out)
+
+
+def _roles(t: Any, table: str, out: list) -> list[tuple[str, RoleSpec]]:
+    if not isinstance(t, dict):
+        out.append((table, t, f"a table of role = format (or {{format, rounding, scaling, ...}}); "
+                              f"roles are {list(ROLES)}"))
+        return []
+    roles = []
+    for r, spec_t in t.items():
+        spec = _role(spec_t, f"{table}.{r}", out)
+        if spec is not None:
+            roles.append((r, spec))
+        elif r not in ROLES:
+            out.append((f"{table}.{r}", spec_t, f"a role from {list(ROLES)}"))
+    return roles
+
+
+def policy_from_table(table: dict, source: str = "<table>") -> Policy:
+    """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
+    out: list = []
+    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration"}
+    for k in sorted(set(table) - top):
+        out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
+    roles_t = table.get("roles", {})
+    if isinstance(roles_t, dict) and not roles_t:
+        out.append(("roles", roles_t, f"a table of roles from {list(ROLES)}"))
+    roles = _roles(roles_t, "roles", out)
+    first_last = _roles(table.get("first_last", {}), "first_last", out)
+    ls_t = table.get("loss_scaling", {})
+    ls = None
+    if isinstance(ls_t, dict):
+        ls = _built(LossScaling, ls_t, _LOSS_KEYS, "loss_scaling", out)
+    else:
+        out.append(("loss_scaling", ls_t, "a table with kind, init, growth_interval, factor"))
+    subtables = {}
+    for name, keys in (("mac", ("order", "spec")), ("calibration", ("batches",))):
+        t = table.get(name, {})
+        if not isinstance(t, dict):
+            out.append((name, t, f"a table with {', '.join(keys)}"))
+            t = {}
+        out += [(f"{name}.{k}", t[k], f"no such field; fields are {list(keys)}") for k in sorted(set(t) - set(keys))]
+        subtables[name] = t
+    fields = dict(name=table.get("name", Path(source).stem), roles=tuple(roles), first_last=tuple(first_last),
+                  loss_scaling=ls or LossScaling(), mac_order=subtables["mac"].get("order", "fast"),
+                  mac=subtables["mac"].get("spec", ""), description=table.get("description", ""),
+                  source=table.get("source", ""), calibration_batches=subtables["calibration"].get("batches", 8))
+    try:
+        policy = Policy(**fields)
+    except RecipeError as err:  # a role reported above is not also "missing"
+        out += [p for p in err.problems if not any(f.startswith(f"{p[0]}.") or f == p[0] for f, _, _ in out)]
+        policy = None
+    if out:
+        raise RecipeError(out, source)
+    return policy
+
+
+def load_recipe(recipe: str | Path | Policy | dict) -> Policy:
+    """A recipe by name (``formats/recipes/<name>.toml``), TOML path, mapping, or a Policy."""
+    if isinstance(recipe, Policy):
+        return recipe
+    if isinstance(recipe, dict):
+        return policy_from_table(recipe)
+    text = str(recipe)
+    path = Path(text) if (text.endswith(".toml") or "/" in text) else recipes_dir() / f"{text}.toml"
+    if not path.is_file():
+        names = list_recipes()
+        close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
+        hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+        raise RecipeError([("recipe", text, f"{hint}one of {names}, or a .toml path")])
+    try:
+        table = tomllib.loads(read_text_file(path))
+    except (tomllib.TOMLDecodeError, ValueError) as err:
+        raise RecipeError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
+    return policy_from_table(table, str(path))
