@@ -58,7 +58,10 @@ def _fmt_num(v) -> str:
     if isinstance(v, float):
         if v == 0 or (1e-3 <= abs(v) < 1e6 and v == float(f"{v:.6g}")):
             return f"{v:g}"
-        return f"2^{math.log2(v):.0f}" if math.log2(v).is_integer() else f"{v:.4g}"
+        if math.log2(abs(v)).is_integer():
+            return f"2^{math.log2(abs(v)):.0f}"
+        short = f"{v:.4g}"  # exact digits where a plain number would look exact (q7.8: not 128)
+        return short if "e" in short else repr(v)
     return str(v)
 
 

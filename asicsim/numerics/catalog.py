@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
+from asicsim._files import TextFileError, read_text_file
 
 from .formats import (
     BlockFormat,
@@ -96,56 +97,94 @@ def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
 
 
 def _spec_from_table(table: dict[str, Any], where: str, resolve) -> Format:
-    """Turn one catalog table (a parsed TOML file) into a spec."""
+    """Turn one catalog table (a parsed TOML file) into a spec; every error names ``where``."""
     kind = table.get("kind")
     if kind not in ("float", "int", "block"):
         raise FormatError(f"{where}: field 'kind' = {kind!r}; allowed: 'float', 'int', 'block'")
     name = table.get("name")
     if not isinstance(name, str) or not name:
         raise FormatError(f"{where}: field 'name' must be a non-empty string, got {name!r}")
+    aliases = table.get("aliases", [])
+    if not (isinstance(aliases, list) and all(isinstance(a, str) for a in aliases)):
+        raise FormatError(f"{where}: field 'aliases' = {aliases!r}; allowed: a list of strings")
     extra = {"description": table.get("description", ""), "source": table.get("source", "")}
     own = {"float": _FLOAT_KEYS, "int": _INT_KEYS, "block": _BLOCK_KEYS}[kind]
     _check_keys(table, _COMMON_KEYS | own, where)
     params = {k: table[k] for k in own if k in table}
     try:
         if kind == "block":
-            element = params.pop("element", None)
-            if isinstance(element, dict):
-                element = _spec_from_table(
-                    {"name": f"{name}.element", **element}, f"{where} [element]", resolve
-                )
-            elif isinstance(element, str):
-                element = resolve(element)
-            else:
-                raise FormatError(f"{where}: field 'element' must be a format name or a table")
-            scale = resolve(params.pop("scale", "float8_e8m0fnu"))
-            if params.get("block_size") == "tensor":  # TOML has no null: one scale per tensor
-                params["block_size"] = None
-            return BlockFormat(name=name, element=element, scale=scale, **params, **extra)
-        base = parse_name(table["spec"]) if "spec" in table else None
+            return _block_from_table(table, name, params, extra, where, resolve)
+        spec_text = table.get("spec")
+        if spec_text is not None and not isinstance(spec_text, str):
+            raise FormatError(f"field 'spec' = {spec_text!r}; allowed: a format name such as 'e4m3'")
+        base = parse_name(spec_text) if spec_text is not None else None
         if base is not None and base.kind != kind:
-            raise FormatError(f"{where}: spec {table['spec']!r} is a {base.kind} format, not {kind}")
+            raise FormatError(f"spec {spec_text!r} is a {base.kind} format, not {kind}")
+        required = {"float": ("exp_bits", "man_bits"), "int": ("bits",)}[kind]
+        missing = [k for k in required if base is None and k not in params]
+        if missing:
+            raise FormatError(f"field(s) {missing} missing (or give 'spec', e.g. spec = 'e4m3')")
         if kind == "float":
             fields = (
                 {k: getattr(base, k) for k in _FLOAT_KEYS} if base else {"nan": "ieee"}
             ) | params
-            if "bias" not in fields and "exp_bits" in fields:
-                fields["bias"] = default_bias(fields["exp_bits"], fields.get("nan", "ieee"))
+            if "bias" not in fields:  # a mistyped width is reported by the spec, not here
+                e, nan = fields["exp_bits"], fields.get("nan", "ieee")
+                fields["bias"] = default_bias(e, nan) if type(e) is int and isinstance(nan, str) else 0
             return FloatFormat(name=name, **fields, **extra)
         fields = ({k: getattr(base, k) for k in _INT_KEYS} if base else {}) | params
         return IntFormat(name=name, **fields, **extra)
-    except TypeError as err:  # a missing or mistyped field
+    except FormatError as err:
         raise FormatError(f"{where}: {err}") from None
 
 
-def load_format_file(path: str | Path) -> Format:
-    """Read one format TOML file (see ``formats/*.toml``)."""
-    path = Path(path)
+def _block_from_table(table, name, params, extra, where, resolve) -> BlockFormat:
+    element = params.pop("element", None)
+    if isinstance(element, dict):
+        element = _spec_from_table({"name": f"{name}.element", **element}, f"{where} [element]", resolve)
+    elif isinstance(element, str):
+        element = resolve(element)
+    else:
+        raise FormatError(f"field 'element' = {element!r}; allowed: a format name or a table")
+    scale = params.pop("scale", "float8_e8m0fnu")
+    if not isinstance(scale, str):
+        raise FormatError(f"field 'scale' = {scale!r}; allowed: a format name such as 'e8m0fnu'")
+    scale = resolve(scale)
+    if params.get("block_size") == "tensor":  # TOML has no null: one scale per tensor
+        params["block_size"] = None
+    return BlockFormat(name=name, element=element, scale=scale, **params, **extra)
+
+
+def _read_table(path: Path) -> dict[str, Any]:
+    """The parsed TOML of a format file; unreadable bytes or bad TOML are a FormatError naming it."""
     try:
-        table = tomllib.loads(path.read_text())
+        return tomllib.loads(read_text_file(path))
+    except TextFileError as err:
+        raise FormatError(str(err)) from None
     except tomllib.TOMLDecodeError as err:
         raise FormatError(f"{path}: not valid TOML: {err}") from None
-    return _spec_from_table(table, str(path), get_format)
+
+
+def load_format_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> Format:
+    """Read one format TOML file (see ``formats/*.toml``). A block format's ``element`` or
+    ``scale`` may name another file; ``_chain`` holds the files being read, so a file that
+    refers back to itself is an error, not endless recursion."""
+    path = Path(path)
+    key = path.resolve()
+    if key in _chain:
+        loop = " -> ".join(str(p) for p in (*_chain[_chain.index(key):], key))
+        raise FormatError(f"a block format refers back to itself ({loop}); its element must be a "
+                          "float or integer format")  # the referring file's name comes first
+    table = _read_table(path)
+
+    def resolve(name: str) -> Format:
+        if name.endswith(".toml"):
+            if not Path(name).is_file():
+                raise FormatError(f"format file {name!r} does not exist")
+            return load_format_file(name, (*_chain, key))
+        return get_format(name)
+
+    return _spec_from_table(table, str(path), resolve)
 
 
 @functools.cache
@@ -155,7 +194,9 @@ def _catalog() -> tuple[dict[str, Format], dict[str, str]]:
     names: dict[str, str] = {}
     tables = {}
     for path in sorted(catalog_dir().glob("*.toml")):
-        table = tomllib.loads(path.read_text())
+        table = _read_table(path)
+        if not isinstance(table.get("name"), str):
+            raise FormatError(f"{path}: field 'name' must be a non-empty string, got {table.get('name')!r}")
         tables[table["name"]] = (path, table)
         for alias in [table["name"], *table.get("aliases", [])]:
             key = alias.lower()
@@ -163,13 +204,23 @@ def _catalog() -> tuple[dict[str, Format], dict[str, str]]:
                 raise FormatError(f"{path}: alias {alias!r} is already used by {names[key]!r}")
             names[key] = table["name"]
 
+    pending: list[str] = []  # formats being built: an element naming one of them is a loop
+
     def resolve(name: str) -> Format:
         canonical = names.get(name.lower())
         if canonical is None:
             return parse_name(name)
+        if canonical in pending:
+            loop = " -> ".join([*pending[pending.index(canonical):], canonical])
+            raise FormatError(f"a block format refers back to itself ({loop}); its element must be a "
+                              "float or integer format")  # the referring file's name comes first
         if canonical not in specs:
             path, table = tables[canonical]
-            specs[canonical] = _spec_from_table(table, str(path), resolve)
+            pending.append(canonical)
+            try:
+                specs[canonical] = _spec_from_table(table, str(path), resolve)
+            finally:
+                pending.pop()
         return specs[canonical]
 
     for canonical in tables:

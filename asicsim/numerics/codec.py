@@ -32,7 +32,8 @@ def code_dtype(bits: float):
 
 
 def nan_code(spec: FloatFormat) -> int:
-    """The code ``encode`` writes for NaN (positive NaN where there are two)."""
+    """The code ``encode`` writes for a positive NaN (a negative one sets the sign bit where the
+    format has two NaNs; see ``encode_float_bits``)."""
     e_all, m_bits = (1 << spec.exp_bits) - 1, spec.man_bits
     if spec.nan == "ieee":
         return (e_all << m_bits) | (1 << max(m_bits - 1, 0))
@@ -67,7 +68,10 @@ def encode_float_bits(xp, c: Carrier, v, spec: FloatFormat):
     code = (e_field.astype(i) << spec.man_bits) | m_field.astype(i)
     if spec.signed:
         code = code | (neg << (spec.bits - 1))
-    code = xp.where(a > u(c.inf), nan_code(spec), code)
+    nan = nan_code(spec)
+    if spec.signed and spec.nan in ("ieee", "ones"):  # two NaN codes: the value's sign picks one
+        nan = nan | (neg << (spec.bits - 1))  # (as ml_dtypes does: -1000 -> 0xFF in e4m3fn)
+    code = xp.where(a > u(c.inf), nan, code)
     if spec.has_inf:
         inf_code = ((1 << spec.exp_bits) - 1) << spec.man_bits
         code = xp.where(a == u(c.inf), inf_code | (neg << (spec.bits - 1)), code)
@@ -135,14 +139,46 @@ def _decode_int(codes, spec: IntFormat) -> jax.Array:
 
 
 def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axis=None):
-    """Round ``x`` onto ``fmt`` and return the stored codes (see module doc)."""
+    """Round ``x`` onto ``fmt`` and return the stored codes (see module doc).
+
+    NaN: where the format has a NaN code for each sign (IEEE-like, ``fn`` 8-bit floats), a NaN
+    result -- a NaN input or a non-saturating overflow -- keeps the input's sign, as ml_dtypes
+    does (``-1000`` onto ``float8_e4m3fn`` is ``0xFF``). A format with no NaN code (integers,
+    fixed point, fp6, fp4) cannot store one: ``quantize`` returns NaN there, and ``encode``
+    refuses it with a ValueError rather than write a number that decodes to something else
+    (under ``jit``, where the values cannot be inspected, it writes 0 for integers and ml_dtypes'
+    -0 for fp6/fp4).
+    """
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
         return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
-    values = quantize(x, spec, rounding, key=key, saturate=saturate)
+    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate))
+    if not (spec.kind == "float" and spec.has_nan):
+        _refuse(jnp.isnan(values), spec.name, "NaN value(s)", "it has no NaN code")
     if spec.kind == "int":
         return _encode_int(values, spec)
     return _encode_float_jit(values, spec)
+
+
+def _nan_signs_of(x, values: jax.Array) -> jax.Array:
+    """``values`` with the sign of ``x`` on its NaNs (quantize returns one positive NaN)."""
+    neg = jnp.signbit(x) if isinstance(x, jax.Array) else jnp.asarray(np.signbit(np.asarray(x)))
+    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
+    bits = jnp.where(jnp.isnan(values) & neg, bits | np.uint32(F32.sign), bits)
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
+    """ValueError if any of ``bad`` is set: values the format has no code for."""
+    try:
+        count = int(jnp.sum(bad))
+    except jax.errors.ConcretizationTypeError:  # under jit: no check possible
+        return
+    if count:
+        raise ValueError(
+            f"encode to {name!r}: the input holds {count} {what}, which this format cannot "
+            f"store ({why}); quantize() returns NaN for them"
+        )
 
 
 def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
@@ -175,22 +211,14 @@ def _decode_float_jit(codes: jax.Array, spec: FloatFormat) -> jax.Array:
 def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
     from .scaling import block_scales
 
-    values = quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis)
+    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis))
     exps = block_scales(x, spec, axis=axis)
     element, plan = resolve_scaling(spec, axis=axis)
     groups, _ = _grouped(values, plan)
     finite = exps != jnp.iinfo(jnp.int32).min
     if not spec.scale.has_nan:
-        try:
-            unstorable = bool(jnp.any(~finite))
-        except jax.errors.ConcretizationTypeError:  # under jit: no check possible
-            unstorable = False
-        if unstorable:
-            raise ValueError(
-                f"encode to {spec.name!r}: the input holds NaN or inf, which this format cannot "
-                f"store (its scale format {spec.scale.name!r} has no NaN code); quantize() "
-                "returns NaN for it"
-            )
+        _refuse(~finite, spec.name, "block(s) with NaN or inf",
+                f"such a block needs a NaN scale and its scale format {spec.scale.name!r} has no NaN code")
     e = jnp.where(finite, exps, 0)
     elems = jnp.where(finite[:, None], mul_pow2(groups, -e[:, None]), 0)  # exact, from the bits
     codes = encode(elems, element)

@@ -22,42 +22,9 @@ import numpy as np
 
 from .mac import MacSpec
 from .quantize import round_to_grid
-from .rounding import F64, RoundMode, parse_rounding
+from .rounding import F64, RoundMode, f32_to_f64, f64_to_f32, parse_rounding  # noqa: F401 (re-exported)
 
 _U64 = np.uint64
-
-
-# --- float32 <-> float64 by bits -----------------------------------------------------------------
-
-
-def f32_to_f64(x: jax.Array) -> jax.Array:
-    """float64 of float32 values (subnormals included), without any f32 arithmetic."""
-    u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
-    sign = (u >> _U64(31)) << _U64(63)
-    e = (u >> _U64(23)) & _U64(0xFF)
-    m = u & _U64(0x7FFFFF)
-    normal = (sign | ((e + _U64(1023 - 127)) << _U64(52))) | (m << _U64(29))
-    special = sign | _U64(0x7FF << 52) | (m << _U64(29))
-    sub = jax.lax.bitcast_convert_type(m.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
-    bits = jnp.where(e == _U64(0), sub, jnp.where(e == _U64(0xFF), special, normal))
-    return jax.lax.bitcast_convert_type(bits, jnp.float64)
-
-
-def f64_to_f32(x: jax.Array) -> jax.Array:
-    """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
-    b = jax.lax.bitcast_convert_type(x, jnp.uint64)
-    sign = ((b >> _U64(63)) << _U64(31)).astype(jnp.uint32)
-    e = ((b >> _U64(52)) & _U64(0x7FF)).astype(jnp.int32)
-    frac = b & _U64((1 << 52) - 1)
-    normal = (jnp.clip(e - (1023 - 127), 1, 254).astype(jnp.uint32) << np.uint32(23)) | (
-        frac >> _U64(29)
-    ).astype(jnp.uint32)
-    shift = jnp.clip(29 + (1023 - 126) - e, 0, 63).astype(jnp.uint64)
-    sub = ((frac | _U64(1 << 52)) >> shift).astype(jnp.uint32)
-    nan = jnp.where(frac != _U64(0), np.uint32(0x7FC00000), np.uint32(0x7F800000))
-    mag = jnp.where(e >= 1023 - 126, normal, sub)
-    mag = jnp.where(e == 0, np.uint32(0), jnp.where(e == 0x7FF, nan, mag))
-    return jax.lax.bitcast_convert_type(mag | sign, jnp.float32)
 
 
 # --- one rounding ------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Every value of every format must be exactly representable in float32 (the carrie
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -32,6 +33,24 @@ _F32_MAX_EXP = 127
 
 class FormatError(ValueError):
     """A format name, file or parameter that cannot be turned into a valid spec."""
+
+
+_ALLOWED_TYPE = {int: "an integer", bool: "true or false", str: "a string"}
+
+
+def check_field_types(what: str, values: dict[str, object], types: dict[str, type]) -> None:
+    """Refuse a field of the wrong type before any arithmetic uses it: a format file's
+    ``saturate = "no"`` would otherwise read as true, ``bits = 8.0`` as a float width. ``bool`` is
+    not an integer here (TOML's ``true`` is not a bit count)."""
+    for key, want in types.items():
+        v = values[key]
+        ok = isinstance(v, want) and (want is bool or not isinstance(v, bool))
+        if want is int and not ok:
+            ok = isinstance(v, numbers.Integral) and not isinstance(v, bool)  # numpy integers
+        if not ok:
+            raise FormatError(
+                f"{what}: field {key!r} = {v!r} ({type(v).__name__}); allowed: {_ALLOWED_TYPE[want]}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +83,10 @@ class FloatFormat:
     kind = "float"
 
     def __post_init__(self) -> None:
+        check_field_types(f"float format {self.name!r}", vars(self), {
+            "name": str, "exp_bits": int, "man_bits": int, "bias": int, "nan": str, "signed": bool,
+            "subnormals": bool, "has_zero": bool, "saturate": bool, "description": str, "source": str,
+        })
         problems = []
         if not 1 <= self.exp_bits <= 8:
             problems.append(f"exp_bits={self.exp_bits} (allowed 1..8)")
@@ -224,6 +247,10 @@ class IntFormat:
     kind = "int"
 
     def __post_init__(self) -> None:
+        check_field_types(f"integer format {self.name!r}", vars(self), {
+            "name": str, "bits": int, "signed": bool, "frac_bits": int, "symmetric": bool,
+            "saturate": bool, "description": str, "source": str,
+        })
         if not 1 + int(self.signed) <= self.bits <= 32:
             raise FormatError(
                 f"integer format {self.name!r}: bits={self.bits} (allowed {1 + int(self.signed)}..32)"
@@ -287,6 +314,15 @@ class BlockFormat:
     kind = "block"
 
     def __post_init__(self) -> None:
+        what = f"block format {self.name!r}"
+        check_field_types(what, vars(self), {"name": str, "scale_rule": str, "description": str, "source": str})
+        if not isinstance(self.element, (FloatFormat, IntFormat)):  # a block of blocks: no such unit
+            raise FormatError(f"{what}: field 'element' = {_spec_name(self.element)}; allowed: a float or "
+                              "integer format")
+        if not isinstance(self.scale, FloatFormat):
+            raise FormatError(f"{what}: field 'scale' = {_spec_name(self.scale)}; allowed: a float format")
+        if self.block_size is not None:
+            check_field_types(what, vars(self), {"block_size": int})
         if self.block_size is not None and self.block_size < 1:
             raise FormatError(f"block format {self.name!r}: block_size={self.block_size} (must be >= 1)")
         if self.scale_rule not in ("floor", "up", "nearest"):
@@ -314,8 +350,16 @@ class BlockFormat:
 Format = FloatFormat | IntFormat | BlockFormat
 
 
+def _spec_name(spec) -> str:
+    name = getattr(spec, "name", None)
+    return f"{getattr(spec, 'kind', '?')} format {name!r}" if isinstance(name, str) else repr(spec)
+
+
 def default_bias(exp_bits: int, nan: NanPolicy) -> int:
-    """IEEE bias ``2**(E-1) - 1``; fnuz types use one more (``2**(E-1)``)."""
+    """IEEE bias ``2**(E-1) - 1``; fnuz types use one more (``2**(E-1)``). An ``exp_bits`` below 1
+    gets 0, so the spec's own check can report the width (``e0m3``), not a shift error."""
+    if exp_bits < 1:
+        return 0
     return (1 << (exp_bits - 1)) - (0 if nan == "negzero" else 1)
 
 

@@ -25,6 +25,8 @@ from .rounding import (
     Rounding,
     RoundMode,
     bit_length,
+    f64_bits_to_f32_odd,
+    f64_to_f32,
     parse_rounding,
     round_magnitude,
 )
@@ -88,12 +90,16 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
     if spec.kind == "int":
         if saturate:
             r = xp.where(over, limit, r)
+            neg_out = negative
         else:
             r = wrap_bits(xp, c, r, negative, spec, shift)
-            negative = (r & sign_bit) != u(0)
+            neg_out = (r & sign_bit) != u(0)  # the wrapped value's own sign
             r = r & ~sign_bit
+        # +-inf saturates in either mode, keeping the input's sign (not the sign of whatever the
+        # infinity's bits wrapped to: -inf gave +128 in int8)
         r = xp.where(a == inf, limit, r)
-        out = xp.where(negative & (r != u(0)), r | sign_bit, r)  # integers have no -0
+        neg_out = xp.where(a == inf, negative, neg_out)
+        out = xp.where(neg_out & (r != u(0)), r | sign_bit, r)  # integers have no -0
         return xp.where(a > inf, nan, out)
 
     mode = rnd.mode
@@ -354,7 +360,7 @@ def quantize(
         element, plan = plan
         sat = True if saturate is None and spec.kind == "block" else saturate
         sat = element.saturate if sat is None else sat
-        return scaled_quantize(_as_f32(x), element, plan, rnd, sat, words)
+        return scaled_quantize(_scalable_f32(x), element, plan, rnd, sat, words)
     if spec.kind == "int" and not spec.float32_exact:
         raise ValueError(
             f"quantize to {spec.name!r}: {spec.bits}-bit integers are not exact in the float32 "
@@ -367,7 +373,7 @@ def quantize(
 
 
 def _as_f32(x) -> jax.Array:
-    """float32 values of ``x``; float64 is refused here (it must be rounded in one step)."""
+    """float32 values of ``x``; a JAX float64 array (x64 mode) passes for the float64 kernel."""
     if isinstance(x, (int, float)) or not hasattr(x, "dtype"):
         x = np.asarray(x, np.float32 if isinstance(x, int) else np.float64)
     if not jnp.issubdtype(x.dtype, jnp.floating):
@@ -378,10 +384,36 @@ def _as_f32(x) -> jax.Array:
     if _is_float64(x):
         if isinstance(x, jax.Array):
             return x  # x64 mode: handled by the float64 kernel below
-        raise TypeError("scaled quantization takes float32 input; float64 scaling is not supported")
+        return jnp.asarray(x, np.float32)  # unreachable from quantize: numpy float64 goes to the host
     if np.dtype(x.dtype) == np.float32:
         return jnp.asarray(x)  # keep it differentiable: no bitcast on the way in
     return jax.lax.bitcast_convert_type(_to_f32_bits(x), jnp.float32)
+
+
+def _scalable_f32(x) -> jax.Array:
+    """float32 input for the scaled kernels. float64 (numpy, lists, Python floats, JAX x64) is
+    rounded to odd at float32 precision (``f64_bits_to_f32_odd``), so a power-of-two scale then
+    rounds it once onto the element grid, as if from float64; fp32 scales compute in float32
+    from there, as a fake-quant unit would."""
+    if isinstance(x, (int, float)) or not hasattr(x, "dtype"):
+        x = np.asarray(x, np.float32 if isinstance(x, int) else np.float64)
+    if not _is_float64(x):
+        return _as_f32(x)
+    if isinstance(x, jax.Array):
+        return _odd_f32(x)
+    bits = f64_bits_to_f32_odd(np, np.ascontiguousarray(x, np.float64).view(np.uint64))
+    return jnp.asarray(bits.view(np.float32))
+
+
+@jax.custom_jvp
+def _odd_f32(x: jax.Array) -> jax.Array:
+    bits = f64_bits_to_f32_odd(jnp, jax.lax.bitcast_convert_type(x, jnp.uint64))
+    return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+@_odd_f32.defjvp
+def _odd_f32_jvp(primals, tangents):
+    return _odd_f32(primals[0]), tangents[0].astype(jnp.float32)  # straight through, as quantize
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4))
@@ -414,7 +446,7 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
             rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
     out = round_to_grid(jnp, c, bits, spec, rnd, sat, rand)
     out = jax.lax.bitcast_convert_type(out, x.dtype)
-    return out.astype(jnp.float32) if c is F64 else out
+    return f64_to_f32(out) if c is F64 else out  # by bits: XLA's convert flushes below 2**-126
 
 
 def _quantize_host64(x: np.ndarray, spec, rnd: Rounding, sat: bool, words) -> np.ndarray:

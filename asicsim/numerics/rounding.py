@@ -119,6 +119,61 @@ class Grid(NamedTuple):
     code_bias: object = None
 
 
+# --- float32 <-> float64 by bits: XLA:CPU's converts flush float32 subnormals ---------------------
+
+
+def f32_to_f64(x: jax.Array) -> jax.Array:
+    """float64 of float32 values (subnormals included), without any f32 arithmetic."""
+    u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
+    sign = (u >> np.uint64(31)) << np.uint64(63)
+    e = (u >> np.uint64(23)) & np.uint64(0xFF)
+    m = u & np.uint64(0x7FFFFF)
+    normal = (sign | ((e + np.uint64(1023 - 127)) << np.uint64(52))) | (m << np.uint64(29))
+    special = sign | np.uint64(0x7FF << 52) | (m << np.uint64(29))
+    sub = jax.lax.bitcast_convert_type(m.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
+    bits = jnp.where(e == np.uint64(0), sub, jnp.where(e == np.uint64(0xFF), special, normal))
+    return jax.lax.bitcast_convert_type(bits, jnp.float64)
+
+
+def f64_to_f32(x: jax.Array) -> jax.Array:
+    """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
+    b = jax.lax.bitcast_convert_type(x, jnp.uint64)
+    sign = ((b >> np.uint64(63)) << np.uint64(31)).astype(jnp.uint32)
+    e = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(jnp.int32)
+    frac = b & np.uint64((1 << 52) - 1)
+    normal = (jnp.clip(e - (1023 - 127), 1, 254).astype(jnp.uint32) << np.uint32(23)) | (
+        frac >> np.uint64(29)
+    ).astype(jnp.uint32)
+    shift = jnp.clip(29 + (1023 - 126) - e, 0, 63).astype(jnp.uint64)
+    sub = ((frac | np.uint64(1 << 52)) >> shift).astype(jnp.uint32)
+    nan = jnp.where(frac != np.uint64(0), np.uint32(0x7FC00000), np.uint32(0x7F800000))
+    mag = jnp.where(e >= 1023 - 126, normal, sub)
+    mag = jnp.where(e == 0, np.uint32(0), jnp.where(e == 0x7FF, nan, mag))
+    return jax.lax.bitcast_convert_type(mag | sign, jnp.float32)
+
+
+def f64_bits_to_f32_odd(xp, b):
+    """uint32 float32 bits of float64 bits ``b`` rounded to odd: cut to float32's grid (24
+    significant bits, or the subnormal quantum 2**-149) with the last bit set where anything
+    nonzero was cut. Rounding that once more onto a grid at least two bits coarser is the one
+    correct rounding of the float64 value, in every mode (Boldo & Melquiond, round-to-odd): how
+    float64 input enters the float32 scaled kernels. At or beyond 2**128: +-inf; NaN stays NaN.
+    Integer ops only, on ``xp`` (numpy on the host, jax.numpy under x64)."""
+    u = np.uint64
+    a = b & u((1 << 63) - 1)
+    e = (a >> u(52)).astype(xp.int64)
+    frac = a & u((1 << 52) - 1)
+    sig = xp.where(e > 0, frac | u(1 << 52), frac)
+    e1 = xp.maximum(e, 1)
+    drop = xp.clip(xp.maximum(29, 926 - e1), 0, 63).astype(u)  # 29: normal; more below 2**-126
+    kept = sig >> drop
+    sticky = (sig & ((u(1) << drop) - u(1))) != u(0)
+    bits = xp.where(e >= 897, ((e - 897).astype(u) << u(23)) + kept, kept) | sticky.astype(u)
+    bits = xp.where(e >= 1151, u(0x7F800000), bits)
+    bits = xp.where(e == 2047, xp.where(frac != u(0), u(0x7FC00000), u(0x7F800000)), bits)
+    return (bits | ((b >> u(63)) << u(31))).astype(xp.uint32)
+
+
 def bit_length(xp, v, c: Carrier):
     """Number of significant bits of unsigned ``v`` (exact below 2**53 on the numpy path)."""
     if xp is np:

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import random as _random
 from .formats import BlockFormat, emax_of
+from .fp32_exact import float32_is_exact, fp32_scaled_in_float64
 from .rounding import F32, Rounding, RoundMode
 
 
@@ -69,6 +70,11 @@ class Scaling:
             ),
             (self.symmetric or self.scale_format == "fp32", "symmetric", "True unless scale_format='fp32'"),
         ]
+        if not (isinstance(self.axis, (int, np.integer)) and not isinstance(self.axis, bool)):
+            raise ValueError(f"Scaling: axis={self.axis!r}; allowed: an integer")
+        if self.block_size is not None and not (
+                isinstance(self.block_size, (int, np.integer)) and not isinstance(self.block_size, bool)):
+            raise ValueError(f"Scaling: block_size={self.block_size!r}; allowed: an integer >= 1 or None")
         for ok, name, allowed in checks:
             if not ok:
                 raise ValueError(f"Scaling: {name}={getattr(self, name)!r}; allowed: {allowed}")
@@ -83,7 +89,7 @@ def resolve_scaling(spec, *, axis=None, block_size=None, scaling=None):
         plan = Scaling(
             granularity="tensor" if spec.block_size is None else "block",
             axis=-1 if axis is None else axis,
-            block_size=block_size or spec.block_size,
+            block_size=spec.block_size if block_size is None else block_size,
             scale_format="e8m0" if spec.scale.name == "float8_e8m0fnu" else "pow2",
             rule=spec.scale_rule,
             exp_range=(lo, hi),
@@ -114,7 +120,11 @@ def _bad_scaling(name):
 
 
 def _grouped(x: jax.Array, plan: Scaling):
-    """View ``x`` as (groups..., members) so a reduction over the last axis gives each scale."""
+    """View ``x`` as (groups..., members) so a reduction over the last axis gives each scale (a
+    0-d ``x`` as one element, as ``_as_scalable`` scales it)."""
+    if x.ndim == 0:
+        groups, ungroup = _grouped(x.reshape(1), plan)
+        return groups, lambda g: ungroup(g).reshape(())
     if plan.granularity == "tensor":
         return x.reshape(1, -1), lambda g: g.reshape(x.shape)
     axis = plan.axis % x.ndim
@@ -167,7 +177,24 @@ def pow2_scale_exponent(amax_bits: jax.Array, element, plan: Scaling) -> jax.Arr
 
 
 def scaled_quantize(x, element, plan: Scaling, rnd: Rounding, saturate: bool, words):
-    return _scaled_ste(x, words, element, plan, rnd, saturate)
+    x, restore = _as_scalable(x, plan)
+    if x.size == 0:
+        return restore(x)  # no element, no scale: an empty result of the same shape
+    return restore(_scaled_ste(x, words, element, plan, rnd, saturate))
+
+
+def _as_scalable(x: jax.Array, plan: Scaling):
+    """(x to scale, how to give the result x's shape). A 0-d array is scaled as a 1-element
+    vector: one tensor, channel or block of one element (``axis`` may then be 0 or -1). An
+    ``axis`` outside the array is an error (it used to wrap around: axis=5 of a 2-d array acted
+    as axis 1)."""
+    ndim = max(x.ndim, 1)
+    if plan.granularity != "tensor" and not -ndim <= plan.axis < ndim:
+        raise ValueError(f"axis={plan.axis} is out of range for a {x.ndim}-d array of shape {x.shape}; "
+                         f"allowed: {-ndim}..{ndim - 1}")
+    if x.ndim == 0:
+        return x.reshape(1), lambda v: v.reshape(())
+    return x, lambda v: v
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(2, 3, 4, 5))
@@ -262,7 +289,10 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     small = jnp.where(w < np.float32(2.0**23), w.astype(jnp.int32), w_bits - np.int32(149 << 23))
     small = jax.lax.bitcast_convert_type(small | (jax.lax.bitcast_convert_type(q, jnp.int32) & np.int32(-0x80000000)),
                                          jnp.float32)
-    values = jnp.where(up_tiny > 0, small, q * up)
+    tiny_out = up_tiny > 0
+    if not saturate:  # an overflow's inf/NaN is no tiny number: its bits are not w's (gave 7e-07)
+        tiny_out = tiny_out & (jnp.abs(q) < np.float32(np.inf))
+    values = jnp.where(tiny_out, small, q * up)
     if not window:
         values = jax.lax.slice_in_dim(values.reshape(padded.shape), 0, n, axis=axis)
     return values, _block_scale_exponents(finite, shift, axis)
@@ -422,15 +452,14 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         keep = plan.axis % x.ndim if plan.granularity == "channel" else None
         axes = tuple(i for i in range(x.ndim) if i != keep)  # reduce in place: no transpose
         amax = amax_bits(x, axes=axes, keepdims=True)
-        rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
         finite = amax < np.uint32(0x7F800000)
-        return _fp32_scaled(x, amax, finite, element, plan, rnd, saturate, rand, lambda v: v, axes)
+        return _fp32_scaled(x, amax, finite, element, plan, rnd, saturate, words, lambda v: v, axes)
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     amax = group_amax_bits(groups)
     finite = amax < np.uint32(0x7F800000)
     if plan.scale_format == "fp32":
-        return _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup)
+        return _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungroup)
     shift = pow2_scale_exponent(amax, element, plan)
     bits = jax.lax.bitcast_convert_type(groups, jnp.uint32)
     shift_b = jnp.broadcast_to(shift, groups.shape)
@@ -556,13 +585,26 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     return jnp.where((a == 0) | (exp == 255), bits, out)
 
 
-def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungroup, axes=(-1,)):
+def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungroup, axes=(-1,)):
+    # The random bits are drawn inside each branch: drawn outside, XLA:CPU materialises them.
+    make_rand = (lambda: _random.hash_bits(words, groups.shape)) if rnd.stochastic else (lambda: None)
     if plan.symmetric:
-        amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
-        # At least the smallest normal: XLA:CPU flushes subnormal scales (and quotients) to 0.
-        scale = jnp.maximum(_divide(amax_f, element.max), np.float32(2.0**-126))
-        scale = jnp.where(amax == 0, np.float32(1), scale)
-        zero_point = np.float32(0)
+        # float32 arithmetic where XLA:CPU does it exactly, float64 where a subnormal scale,
+        # quotient or product would be flushed (fp32_exact.py)
+        def in_float32(groups, amax):
+            amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+            scale = jnp.where(amax == 0, np.float32(1), _divide(amax_f, element.max))
+            y = _divide(groups, scale)
+            q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, make_rand())
+            return jax.lax.bitcast_convert_type(q, jnp.float32) * scale, scale
+
+        def in_float64(groups, amax):
+            return fp32_scaled_in_float64(groups, amax, element, rnd, saturate, make_rand(), _round_bits)
+
+        exact = float32_is_exact(groups, amax, element, rnd)
+        values, scale = jax.lax.cond(exact, in_float32, in_float64, groups, amax)
+        values = jnp.where(finite, values, np.float32(np.nan))
+        return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
     else:
         lo = jnp.minimum(jnp.min(groups, axis=axes, keepdims=True), 0)
         hi = jnp.maximum(jnp.max(groups, axis=axes, keepdims=True), 0)
@@ -573,7 +615,7 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, rand, ungro
             jnp.round(np.float32(element.min) - lo / scale), element.min, element.max
         )
     y = _divide(groups, scale) + zero_point
-    q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
+    q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, make_rand())
     values = (jax.lax.bitcast_convert_type(q, jnp.float32) - zero_point) * scale
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
@@ -597,5 +639,7 @@ def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
 
     element, plan = resolve_scaling(get_format(fmt), axis=axis, scaling=scaling)
     words = jnp.zeros(2, jnp.uint32)
-    x = jnp.asarray(x, jnp.float32)
+    x, _ = _as_scalable(jnp.asarray(x, jnp.float32), plan)
+    if x.size == 0:  # no group: no scale
+        return jnp.zeros(0, jnp.float32 if plan.scale_format == "fp32" else jnp.int32)
     return _scaled_jit(x, words, element, plan, parse_rounding("rne"), True)[1]

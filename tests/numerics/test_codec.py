@@ -73,16 +73,30 @@ def test_encode_decode_round_trip(name):
 @pytest.mark.parametrize("name", [n for n in FLOATS if n != "float8_e8m0fnu"])
 @pytest.mark.parametrize("src", ["float16", "bfloat16"])
 def test_encode_rounds_like_ml_dtypes(name, src):
-    """encode = quantize + pack: the codes of every float16/bfloat16 value equal ml_dtypes'."""
+    """encode = quantize + pack: the codes of every float16/bfloat16 value equal ml_dtypes',
+    NaN codes included: an overflow onto an fn format keeps its sign (-1000 -> 0xFF in e4m3fn)."""
     dtype = np.float16 if src == "float16" else ml_dtypes.bfloat16
     x32 = all_codes(16).view(dtype).astype(np.float32)
     x32 = x32[~np.isnan(x32)]
     codes = np.asarray(encode(x32, name))
     with np.errstate(over="ignore", invalid="ignore"):
         ref = x32.astype(ml_type(name))
-    want = ref.view(codes.dtype).copy()
-    want[np.isnan(ref.astype(np.float32))] = CANONICAL_NAN.get(name, 0)
-    np.testing.assert_array_equal(codes, want)
+    np.testing.assert_array_equal(codes, ref.view(codes.dtype))
+
+
+@pytest.mark.parametrize("name", [n for n in FLOATS if FLOATS[n].has_nan])
+def test_encode_nan_and_overflow_signs_like_ml_dtypes(name):
+    """NaN of either sign, +-inf and +-overflow from float32 and float64: ml_dtypes' codes."""
+    big = min(2.0 * FLOATS[name].max, 3e38)
+    for dtype in (np.float32, np.float64):
+        x = np.array([np.nan, -np.nan, np.inf, -np.inf, big, -big, 1e38, -1e38], dtype)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = x.astype(ml_type(name)).view(code_dtype_np(FLOATS[name]))
+        np.testing.assert_array_equal(np.asarray(encode(x, name)), want, err_msg=str(dtype))
+
+
+def code_dtype_np(spec):
+    return np.uint8 if spec.bits <= 8 else np.uint16
 
 
 # --- any e{E}m{M}: codes against gfloat's decoder ---------------------------------------------------
@@ -147,7 +161,7 @@ def test_int_codes(name):
 
 
 def test_int_encode_rounds_and_saturates():
-    np.testing.assert_array_equal(np.asarray(encode(np.float32([2.5, -2.5, 300, -300, np.nan]), "int8")), [2, 254, 127, 128, 0])
+    np.testing.assert_array_equal(np.asarray(encode(np.float32([2.5, -2.5, 300, -300]), "int8")), [2, 254, 127, 128])
     np.testing.assert_array_equal(np.asarray(encode(np.float32([1 / 512, 3 / 512]), "q7.8")), [0, 2])
 
 
