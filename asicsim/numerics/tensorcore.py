@@ -16,7 +16,7 @@ addition:
    ``acc_rounding`` (``rtz`` on V100/A100: Fasi et al. found round-toward-zero);
 5. the result becomes ``c`` for the next block (a last block may be shorter).
 
-Presets (``MacSpec.parse("v100")``): V100 k=4, g=0; A100 k=8, g=3; H100-style k=16, g=3. An
+Presets (``MacSpec.parse("v100")``): V100 k=4, g=0; A100 k=8, g=1; H100-style k=16, g=3. An
 exact-zero block sum is +0 unless every addend is -0.
 
 The fast kernel runs in float64 (see ``exact64.py``): truncation is a mask on the float64 bits,

@@ -191,7 +191,7 @@ def test_tensorcore_alignment_truncates_small_products():
     """1 + 3 * 2**-24 (each 2**-24 = 2**-12 * 2**-12, exact fp16 products).
 
     V100 (no guard bits): aligned to 2**0 with quantum 2**-23, each 2**-24 is shifted out and
-    lost: result 1. A100 (3 guard bits, quantum 2**-26) keeps them: 1 + 1.5*2**-23, rounded
+    lost: result 1. A100 (1 guard bit, quantum 2**-24) keeps them: 1 + 1.5*2**-23, rounded
     toward zero to 1 + 2**-23. An fp32 RNE chain summing the small products first gives the
     correctly rounded 1 + 2**-22.
     """
