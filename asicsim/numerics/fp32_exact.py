@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax_compat import enable_x64
 from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
 
 _FLOAT32 = None
@@ -59,7 +60,7 @@ def fp32_scaled_in_float64(x, amax, element, rnd: Rounding, saturate: bool, rand
     """(values, scale) of symmetric fp32 scaling, each float32 operation done in float64 and
     rounded once to float32. ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``:
     the element rounding on float32 bits (``scaling._round_bits``)."""
-    with jax.enable_x64(True):
+    with enable_x64(True):
         def to_f32_grid(v):  # float64 values rounded (rne) onto float32's grid, still float64
             bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
             from .quantize import round_to_grid

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax_compat import enable_x64
 from .fusion import computed_once
 
 _C1 = np.uint32(0x7FEB352D)
@@ -87,7 +88,7 @@ def hash_bits(words: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     # A buffer of their own: fused, the ``derive`` chains that made the words (~30 ops per level)
     # ran once per element (a conv im2col rounding: 46 instead of 1 ns per element).
     words = computed_once(words)
-    with jax.enable_x64(True):  # 64-bit lanes inside the kernel only; callers keep their mode
+    with enable_x64(True):  # 64-bit lanes inside the kernel only; callers keep their mode
         seed = (words[0].astype(jnp.uint64) << np.uint64(32)) | words[1].astype(jnp.uint64)
         z = seed + (jax.lax.iota(jnp.uint64, size) + np.uint64(1)) * _GAMMA
         z = (z ^ (z >> np.uint64(30))) * _M1

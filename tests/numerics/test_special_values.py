@@ -10,12 +10,12 @@ import math
 from contextlib import redirect_stdout
 from fractions import Fraction
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from oracles import assert_same_bits, mpfr_round_array
 
+from asicsim._jax_compat import enable_x64
 from asicsim.numerics import catalog, decode, encode, get_format, quantize
 from asicsim.numerics.formats import emax_of
 
@@ -90,7 +90,7 @@ def test_jax_float64_input_keeps_float32_subnormals(name):
     x = np.concatenate([rng.uniform(-1, 1, 300) * np.exp2(rng.integers(-152, -120, 300)),
                         rng.standard_normal(50), [2.0**-149, -2.0**-149, 2.0**-150 * 1.5]])
     want = mpfr_round_array(x, spec, "rne")
-    with jax.enable_x64(True):
+    with enable_x64(True):
         got = np.asarray(quantize(jnp.asarray(x, jnp.float64), name))
         codes = np.asarray(encode(jnp.asarray(x, jnp.float64), name))
     assert_same_bits(got, want, x, f"{name} from JAX float64")
@@ -126,7 +126,7 @@ def test_scaled_formats_take_float64_input(name):
     want = mx_reference(x.reshape(1, -1), name, sat=True).reshape(-1)
     assert_same_bits(np.asarray(quantize(x, name)), want, x, f"{name} from numpy float64")
     assert_same_bits(np.asarray(quantize(list(x[:32]), name)), want[:32], x[:32], f"{name} from a list")
-    with jax.enable_x64(True):
+    with enable_x64(True):
         got = np.asarray(quantize(jnp.asarray(x), name))
     assert_same_bits(got, want, x, f"{name} from JAX float64")
     codes, scales = encode(x, name)
@@ -179,3 +179,26 @@ def test_cli_prints_exact_max():
         main(["formats", "q7.8"])
     assert "127.99609375" in out.getvalue(), out.getvalue()
     assert math.isclose(get_format("q7.8").max, 127.99609375)
+
+
+SCALED = ["mxfp8_e4m3", "mxfp6_e2m3", "mxfp4", "mxint8", "msfp12", "flex16+5"]
+
+
+@pytest.mark.parametrize("fmt", SCALED)
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 64)])
+def test_empty_arrays_under_scaled_formats_stay_empty(fmt, shape):
+    # Used to raise ZeroDivisionError (MX) or a zero-size reduction (flex16+5).
+    x = np.zeros(shape, np.float32)
+    q = np.asarray(quantize(x, fmt))
+    assert q.shape == shape and q.dtype == np.float32
+    codes = encode(x, fmt)
+    assert np.asarray(codes[0] if isinstance(codes, tuple) else codes).size == 0
+    assert np.asarray(quantize(x, "fp8_e4m3", scaling="tensor")).shape == shape
+
+
+@pytest.mark.parametrize("fmt", SCALED)
+def test_a_0d_array_under_a_scaled_format_is_one_block_of_one_element(fmt):
+    for v in (3.3, -1e-3, 0.0, 448.5):
+        got = np.asarray(quantize(np.float32(v), fmt))
+        assert got.shape == ()
+        assert_same_bits(got, np.asarray(quantize(np.float32([v]), fmt))[0], np.float32(v), fmt)

@@ -19,14 +19,15 @@ says; both must give the suite's value.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 
+from asicsim._jax_compat import enable_x64
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import tensorcore_block
+from asicsim.numerics.scalar import round_float
 from asicsim.numerics.tensorcore import block_fma
 
 X = np.ldexp  # X(1, -24) == 2**-24, as the suite writes ldexp(1., -24)
@@ -115,7 +116,7 @@ def _run(preset: str, fmt: str, c: float, a: list, b: list) -> float:
     products += [0.0] * (16 - len(products))
     k, acc_spec = mac.order_size, mac.spec("acc")
     fast = ref = c
-    with jax.enable_x64(True):
+    with enable_x64(True):
         for start in range(0, 16, k):
             blk = products[start : start + k]
             terms = [jnp.float64(fast)] + [jnp.float64(p) for p in blk]
@@ -139,3 +140,26 @@ def test_preset_passes_suite_vector(preset, fmt, vector):
 def test_preset_dot_product_is_not_monotonic(preset, fmt):
     a, b, c_small, c_large = MONOTONIC[preset.split(",")[0]]
     assert _run(preset, fmt, c_large, a, b) < _run(preset, fmt, c_small, a, b)
+
+
+# The suite's binary16-mode runs (V100.cu and T4-A100-binary16.cu alike): c and d are fp16; the
+# block sum is formed as in binary32 mode and stored to fp16 rounded to nearest (the suite's "Accum.
+# is rounded to nearest (binary16 mode)" item), which is MacSpec's ``out=fp16,out_rounding=rne``.
+FP16_MODE = [
+    ("A binary16 subnormal input", 0.0, [X(1, -24)], [4.0], X(1, -22)),
+    ("A binary16 subnormal output", 0.0, [X(1, -14)], [0.5], X(1, -15)),  # the suite: != 0
+    ("A binary16 subnormal output, c", -X(1, -15), [X(1, -14)], [1.0], X(1, -15)),  # != 0
+    ("B products exact", 0.0, [1 - X(1, -11)] * 2, [1 - X(1, -11), X(1, -11)],
+     1 - X(1, -10) + X(1, -11)),
+    ("C accumulator rounded to nearest", 0.0, [X(1, -24)] * 2, [0.5, 0.25], X(1, -24)),
+]
+
+
+@pytest.mark.parametrize("preset", ["v100", "a100"])
+@pytest.mark.parametrize("vector", FP16_MODE, ids=[v[0] for v in FP16_MODE])
+def test_preset_passes_suite_binary16_mode_vector(preset, vector):
+    _, c, a, b, expected = vector
+    mac = MacSpec.parse(f"{preset},out=fp16,out_rounding=rne")
+    got = round_float(_run(f"{preset},out=fp16,out_rounding=rne", "fp16", c, a, b), mac.spec("out"),
+                      mac.final_rounding)
+    assert got == expected, (got, expected)
