@@ -42,9 +42,9 @@ from asicsim.workloads.training import (
     _batch_order,
     _loss_fn,
     build,
-    load_workload,
     make_optimizer,
 )
+from asicsim.workloads.workload import load_workload
 
 WORKLOADS = ["mnist1d_mlp", "mnist1d_cnn", "mnist1d_gru"]
 FAKE_QUANT = ["fp32", "bf16", "bf16_nomaster", "fp16_mixed", "fp16_nomaster", "fp8_hybrid", "mxfp8",

@@ -258,7 +258,7 @@ def _resolve_now(spec: dict) -> dict:
             except Exception as err:  # a recipe gone since the sweep is reported, not fatal
                 out["recipes"][name] = f"cannot load now: {type(err).__name__}: {err}"
     if spec.get("workloads"):
-        from asicsim.workloads.training import load_workload
+        from asicsim.workloads.workload import load_workload
 
         out["workloads"] = []
         for w in spec["workloads"]:

@@ -141,7 +141,7 @@ def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
 
 def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
     from asicsim.workloads.deepbench import WorkloadError
-    from asicsim.workloads.training import load_workload, workload_problems
+    from asicsim.workloads.workload import load_workload, workload_problems
 
     entries = t.get("workloads", [])
     if not isinstance(entries, list):

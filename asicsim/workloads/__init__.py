@@ -25,13 +25,11 @@ from asicsim.workloads.stats import tensor_stats
 from asicsim.workloads.training import (
     InferResult,
     TrainResult,
-    Workload,
     accuracy_drop_table,
     infer,
-    list_workloads,
-    load_workload,
     train,
 )
+from asicsim.workloads.workload import Workload, list_workloads, load_workload
 
 __all__ = [
     "DATASETS",

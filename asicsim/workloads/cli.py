@@ -15,7 +15,7 @@ import numpy as np
 def add_cli(subparsers) -> None:
     """Register ``train`` and ``infer`` on an argparse subparsers object."""
     from asicsim.cli_types import number
-    from asicsim.workloads.training import OPTIMIZERS
+    from asicsim.workloads.workload import OPTIMIZERS
 
     p = subparsers.add_parser(
         "train", help="train a real workload under a precision recipe (accuracy, divergence, numerics)",

@@ -29,7 +29,8 @@ import pandas as pd
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
-from asicsim.workloads.training import _batch_fn, _loss_fn, build, load_workload
+from asicsim.workloads.training import _batch_fn, _loss_fn, build
+from asicsim.workloads.workload import load_workload
 
 #: Elementwise operations per parameter of one update (multiplies, adds, divides, square roots):
 #: SGD w -= lr g (2); SGD with momentum m = mu m + g; w -= lr m (4); Adam m, v moments (5),

@@ -28,12 +28,9 @@ evaluates its forward pass under an inference recipe.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import time
-import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -46,129 +43,12 @@ from asicsim.emulate import emulate, load_recipe
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.training import check_trainable
 from asicsim.workloads.datasets import Dataset, load_dataset
-from asicsim.workloads.deepbench import WorkloadError, workloads_dir
 from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.stats import describe, summarize, tensor_stats
+from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
 
-OPTIMIZERS = ("sgd", "adam")
 EVAL_CHUNK = 1000  # test examples per forward pass at evaluation
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A training workload (one ``workloads/<name>.toml``)."""
-
-    name: str
-    dataset: str
-    model: str
-    sizes: dict = field(default_factory=dict)
-    optimizer: str = "adam"
-    lr: float = 1e-3
-    momentum: float = 0.0
-    batch: int = 32
-    steps: int = 1000
-    eval_every: int = 250
-    shuffle: bool = True  # False: batches in dataset order every epoch (the MNIST-1D paper's code)
-    context: int = 64  # language model: characters per training window
-    eval_windows: int = 64  # language model: validation windows
-    explode_factor: float = 10.0
-    description: str = ""
-    source: str = ""
-    reference: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        problems = workload_problems(self)
-        if problems:
-            raise WorkloadError(f"workload {self.name!r}: " + "; ".join(problems))
-        for k, (kind, _, _) in _CHECKS.items():  # an int learning rate is a float learning rate
-            if kind is float:
-                object.__setattr__(self, k, float(getattr(self, k)))
-
-    def replace(self, **kw) -> Workload:
-        return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
-
-
-#: field -> (type, test, what is allowed) of a Workload's numeric settings.
-_CHECKS = {
-    "batch": (int, lambda v: v >= 1, "an integer >= 1"),
-    "steps": (int, lambda v: v >= 1, "an integer >= 1"),
-    "eval_every": (int, lambda v: v >= 1, "an integer >= 1"),
-    "context": (int, lambda v: v >= 1, "an integer >= 1"),
-    "eval_windows": (int, lambda v: v >= 1, "an integer >= 1"),
-    "lr": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
-    "momentum": (float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
-    "explode_factor": (float, lambda v: v > 1, "a number > 1 (inf: never)"),
-}
-
-
-def workload_problems(w: Workload) -> list[str]:
-    """What is wrong with ``w``'s settings, one ``field = value: allowed: ...`` each."""
-    out = []
-    for k, (kind, ok, allowed) in _CHECKS.items():
-        v = getattr(w, k)
-        types = (int,) if kind is int else (int, float)
-        if isinstance(v, bool) or not isinstance(v, types) or not ok(v):
-            out.append(f"{k} = {v!r}: allowed: {allowed}")
-    if w.optimizer not in OPTIMIZERS:
-        out.append(f"optimizer = {w.optimizer!r}: allowed: {' | '.join(OPTIMIZERS)}")
-    if not isinstance(w.shuffle, bool):
-        out.append(f"shuffle = {w.shuffle!r}: allowed: true | false")
-    for k in ("name", "dataset", "model"):
-        if not isinstance(getattr(w, k), str) or not getattr(w, k):
-            out.append(f"{k} = {getattr(w, k)!r}: allowed: a non-empty string")
-    if not isinstance(w.sizes, dict):
-        out.append(f"sizes = {w.sizes!r}: allowed: a table of model sizes")
-    return out
-
-
-_TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "shuffle", "context",
-               "eval_windows", "explode_factor"}
-
-
-def list_workloads() -> list[str]:
-    """Names of the shipped training workloads (``workloads/*.toml`` that name a dataset)."""
-    out = []
-    for p in sorted(workloads_dir().glob("*.toml")):
-        try:
-            if "dataset" in tomllib.loads(p.read_text()):
-                out.append(p.stem)
-        except tomllib.TOMLDecodeError:
-            continue
-    return out
-
-
-def load_workload(workload: str | Path | Workload) -> Workload:
-    """A workload by name, TOML path or :class:`Workload`; bad fields raise :class:`WorkloadError`."""
-    if isinstance(workload, Workload):
-        return workload
-    text = str(workload)
-    path = Path(text) if text.endswith(".toml") else workloads_dir() / f"{text}.toml"
-    if not path.is_file() or (not text.endswith(".toml") and text not in list_workloads()):
-        names = list_workloads()
-        close = difflib.get_close_matches(text, names, n=3, cutoff=0.5)
-        hint = f" did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise WorkloadError(f"unknown training workload {text!r};{hint} workloads are {names}")
-    t = tomllib.loads(path.read_text())
-    problems = []
-    for k in sorted(set(t) - {"name", "description", "source", "dataset", "model", "train",
-                              "reference"}):
-        problems.append(f"{k}: no such field")
-    model = dict(t.get("model", {}))
-    kind = model.pop("kind", None)
-    if kind is None:
-        problems.append("model.kind: missing (logreg, mlp, cnn1d, cnn2d, gru, lstm, transformer)")
-    tr = t.get("train", {})
-    for k in sorted(set(tr) - _TRAIN_KEYS):
-        problems.append(f"train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}")
-    if problems:
-        raise WorkloadError(f"{path}: " + "; ".join(problems))
-    try:
-        return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
-                        description=t.get("description", ""), source=t.get("source", ""),
-                        reference=t.get("reference", {}), **{k: tr[k] for k in tr})
-    except WorkloadError as err:  # it names the field, the value and what is allowed
-        raise WorkloadError(f"{path}: {err}") from None
 
 
 def build(workload: Workload, data: Dataset | None = None) -> tuple[Dataset, Model]:
@@ -418,11 +298,6 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     """
     w = load_workload(workload).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum)
-    if w.optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {w.optimizer!r}; optimizers are {list(OPTIMIZERS)}")
-    if w.steps < 1 or w.batch < 1 or w.eval_every < 1 or not (w.lr > 0):
-        raise ValueError(f"steps, batch, eval_every and lr must be positive; got {w.steps=}, "
-                         f"{w.batch=}, {w.eval_every=}, {w.lr=}")
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
     runner = _Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)

@@ -9,7 +9,7 @@ import pytest
 
 from asicsim.sweep import SweepError, load_spec
 from asicsim.workloads.deepbench import WorkloadError
-from asicsim.workloads.training import Workload, load_workload
+from asicsim.workloads.workload import Workload, load_workload
 
 GOOD = """
 name = "t"
@@ -84,3 +84,16 @@ def test_workload_file_with_a_bad_setting_names_the_file(tmp_path):
     with pytest.raises(WorkloadError) as err:
         load_workload(path)
     assert str(path) in str(err.value) and "batch = -3: allowed: an integer >= 1" in str(err.value)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("dataset = 'digits'\n[model]\nkind = 'mlp' # caf\xe9\n".encode("latin-1"),
+     "not UTF-8 text (byte 0xe9 at offset 45)"),
+    (b"dataset = 'digits'\n[model\n", "not valid TOML"),
+], ids=["latin-1", "bad TOML"])
+def test_unreadable_workload_file_is_named(tmp_path, content, message):
+    path = tmp_path / "w.toml"
+    path.write_bytes(content)
+    with pytest.raises(WorkloadError) as err:
+        load_workload(path)
+    assert str(path) in str(err.value) and message in str(err.value)
