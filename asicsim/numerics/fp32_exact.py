@@ -11,6 +11,12 @@ float32 by the integer kernel. For +, -, *, / that is the correctly rounded floa
 bits, so the random bits of stochastic rounding are the same on both paths.
 
 The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
+
+Asymmetric (zero-point) scaling always runs here: its float32 form, ``s = (hi - lo) / span``,
+``zp = clip(round(min - lo / s))``, ``q = round(x / s + zp)``, ``(q - zp) * s``, meets subnormals
+wherever the tensor is small, and its divisions by a broadcast ``s`` are ones XLA would otherwise
+turn into multiplications by a reciprocal; no shipped recipe scales asymmetrically, so one exact
+path is worth more than a fast one.
 """
 
 from __future__ import annotations
@@ -61,20 +67,43 @@ def fp32_scaled_in_float64(x, amax, element, rnd: Rounding, saturate: bool, rand
     rounded once to float32. ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``:
     the element rounding on float32 bits (``scaling._round_bits``)."""
     with enable_x64(True):
-        def to_f32_grid(v):  # float64 values rounded (rne) onto float32's grid, still float64
-            bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
-            from .quantize import round_to_grid
-
-            out = round_to_grid(jnp, F64, bits, _float32_spec(), Rounding(RoundMode.RNE), False)
-            return jax.lax.bitcast_convert_type(out, jnp.float64)
-
         def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
             return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
 
         amax64 = f32_to_f64(jax.lax.bitcast_convert_type(amax, jnp.float32))
-        s = to_f32_grid(divide(amax64, np.float64(element.max)))
+        s = _to_f32_grid(divide(amax64, np.float64(element.max)))
         s = jnp.where(amax == 0, 1.0, jnp.maximum(s, 2.0**-149))
-        y = f64_to_f32(to_f32_grid(divide(f32_to_f64(x), s)))
+        y = f64_to_f32(_to_f32_grid(divide(f32_to_f64(x), s)))
         q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
         q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(to_f32_grid(q64 * s)), f64_to_f32(s)
+        return f64_to_f32(_to_f32_grid(q64 * s)), f64_to_f32(s)
+
+
+def _to_f32_grid(v):
+    """float64 values rounded (rne) onto float32's grid, still float64 (under x64)."""
+    from .quantize import round_to_grid
+
+    bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
+    out = round_to_grid(jnp, F64, bits, _float32_spec(), Rounding(RoundMode.RNE), False)
+    return jax.lax.bitcast_convert_type(out, jnp.float64)
+
+
+def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, rand, round_bits):
+    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), each float32
+    operation done in float64 and rounded once to float32 (see the module docstring)."""
+    with enable_x64(True):
+        def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
+            return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
+
+        x64 = f32_to_f64(x)
+        lo = jnp.minimum(jnp.min(x64, axis=axes, keepdims=True), 0.0)
+        hi = jnp.maximum(jnp.max(x64, axis=axes, keepdims=True), 0.0)
+        span = float(np.float32(element.kmax - element.kmin) * np.float32(element.eps))
+        s = _to_f32_grid(divide(_to_f32_grid(hi - lo), np.float64(span)))
+        s = jnp.where(hi == lo, 1.0, jnp.maximum(s, 2.0**-149))
+        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - _to_f32_grid(divide(lo, s))))
+        zp = jnp.clip(zp, element.min, element.max)
+        y = f64_to_f32(_to_f32_grid(_to_f32_grid(divide(x64, s)) + zp))
+        q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
+        q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
+        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * s)), f64_to_f32(s)

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import random as _random
 from .formats import BlockFormat, emax_of
-from .fp32_exact import float32_is_exact, fp32_scaled_in_float64
+from .fp32_exact import float32_is_exact, fp32_asymmetric_in_float64, fp32_scaled_in_float64
 from .rounding import F32, Rounding, RoundMode
 
 
@@ -605,18 +605,8 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungr
         values, scale = jax.lax.cond(exact, in_float32, in_float64, groups, amax)
         values = jnp.where(finite, values, np.float32(np.nan))
         return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
-    else:
-        lo = jnp.minimum(jnp.min(groups, axis=axes, keepdims=True), 0)
-        hi = jnp.maximum(jnp.max(groups, axis=axes, keepdims=True), 0)
-        span = np.float32(element.kmax - element.kmin) * np.float32(element.eps)
-        scale = jnp.maximum(_divide(hi - lo, span), np.float32(2.0**-126))
-        scale = jnp.where(hi == lo, np.float32(1), scale)
-        zero_point = jnp.clip(
-            jnp.round(np.float32(element.min) - lo / scale), element.min, element.max
-        )
-    y = _divide(groups, scale) + zero_point
-    q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, make_rand())
-    values = (jax.lax.bitcast_convert_type(q, jnp.float32) - zero_point) * scale
+    values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, make_rand(),
+                                               _round_bits)
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 

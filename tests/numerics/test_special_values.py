@@ -202,3 +202,45 @@ def test_a_0d_array_under_a_scaled_format_is_one_block_of_one_element(fmt):
         got = np.asarray(quantize(np.float32(v), fmt))
         assert got.shape == ()
         assert_same_bits(got, np.asarray(quantize(np.float32([v]), fmt))[0], np.float32(v), fmt)
+
+
+def _asymmetric_in_numpy_float32(x, fmt):
+    """Asymmetric per-tensor fp32 scaling as float32 arithmetic, each step a numpy float32
+    operation (IEEE, subnormals kept; written from the definition, not from asicsim's code):
+    s = (hi - lo) / span, zp = clip(rint(min - lo / s)), q = clip(rint(x / s + zp)) on the
+    element's grid, value = (q - zp) * s."""
+    e, f = get_format(fmt), np.float32
+    lo, hi = min(f(x.min()), f(0)), max(f(x.max()), f(0))
+    span = f(e.kmax - e.kmin) * f(e.eps)
+    s = f(1) if hi == lo else max(f(f(hi - lo) / span), f(2.0 ** -149))
+    zp = np.clip(np.rint(f(f(e.min) - f(lo / s))), f(e.min), f(e.max)).astype(f)
+    y = f(f(x / s) + zp)
+    q = np.clip(f(np.rint(y / f(e.eps)) * f(e.eps)), f(e.min), f(e.max)).astype(f)
+    return f(f(q - zp) * s)
+
+
+@pytest.mark.parametrize("fmt", ["uint8", "int8", "uint4", "int4", "q3.4"])
+@pytest.mark.parametrize("exponent", [0, -100, -125, -130, -140, -147, 100])
+def test_asymmetric_fp32_scaling_is_float32_arithmetic(fmt, exponent):
+    # Was: the scale clamped at 2**-126 and subnormal results flushed (every tensor below
+    # 2**-125 wrong), and lo / s computed as lo * (1 / s) (uint4: 4 of 50 tensors at 2**0).
+    from asicsim.numerics.scaling import Scaling
+
+    rng = np.random.default_rng(abs(exponent) * 7 + len(fmt))
+    for _ in range(30):
+        x = ((rng.normal(size=16) + (rng.random() - 0.3) * 3) * 2.0**exponent).astype(np.float32)
+        got = np.asarray(quantize(x, fmt, scaling=Scaling(symmetric=False)))
+        want = _asymmetric_in_numpy_float32(x, fmt)
+        # values, not bits: the sign of a zero follows the element rounding's convention
+        assert np.array_equal(got, want), (fmt, exponent, x[got != want], got[got != want])
+
+
+def test_asymmetric_fp32_scaling_per_channel_is_per_tensor_of_each_channel():
+    from asicsim.numerics.scaling import Scaling
+
+    rng = np.random.default_rng(5)
+    x = (rng.normal(size=(6, 5)) * np.float32(2.0**-128) * [1, 4, 0.25, 2**20, 1]).astype(np.float32)
+    got = np.asarray(quantize(x, "uint8", scaling=Scaling(granularity="channel", axis=1,
+                                                          symmetric=False)))
+    for c in range(x.shape[1]):
+        assert np.array_equal(got[:, c], _asymmetric_in_numpy_float32(x[:, c], "uint8")), c
