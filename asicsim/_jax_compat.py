@@ -6,11 +6,25 @@ from __future__ import annotations
 import importlib
 
 import jax
+import jax.numpy as jnp
+import ml_dtypes
 
 # ``jax.enable_x64`` (a context manager) is public from jax 0.8; before, it lived in
 # jax.experimental, which dropped it in 0.10.
 enable_x64 = (jax.enable_x64 if hasattr(jax, "enable_x64")
               else importlib.import_module("jax.experimental").enable_x64)
+
+
+def is_floating(dtype) -> bool:
+    """Whether ``dtype`` is a floating-point type, ml_dtypes' narrow floats included: jax 0.8
+    does not count float6_e2m3fn/e3m2fn as ``jnp.floating`` (later jax does)."""
+    if jnp.issubdtype(dtype, jnp.floating):
+        return True
+    try:
+        ml_dtypes.finfo(dtype)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def bind_args(primitive, params: dict) -> tuple[tuple, dict]:

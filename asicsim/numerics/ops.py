@@ -37,9 +37,9 @@ import math
 from fractions import Fraction
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from .._jax_compat import is_floating
 from .catalog import get_format
 from .formats import FloatFormat
 from .quantize import quantize
@@ -82,7 +82,7 @@ def _operand(x, op: str, name: str) -> np.ndarray:
             raise ValueError(f"{op}: operand {name}={x} is not exactly a float32 value")
         x = float(x)
     arr = np.asarray(x)
-    if not jnp.issubdtype(arr.dtype, jnp.floating):
+    if not is_floating(arr.dtype):
         raise TypeError(
             f"{op}: operand {name} has dtype {arr.dtype}; pass float values (convert integers "
             "explicitly, e.g. x.astype(np.float32), so nothing is rounded behind your back)"

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._jax_compat import is_floating
 from . import random as _random
 from .catalog import get_format
 from .formats import FloatFormat, Format, IntFormat
@@ -376,7 +377,7 @@ def _as_f32(x) -> jax.Array:
     """float32 values of ``x``; a JAX float64 array (x64 mode) passes for the float64 kernel."""
     if isinstance(x, (int, float)) or not hasattr(x, "dtype"):
         x = np.asarray(x, np.float32 if isinstance(x, int) else np.float64)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
+    if not is_floating(x.dtype):
         raise TypeError(
             f"quantize expects a floating-point array, got dtype {x.dtype}; convert integers "
             "explicitly (x.astype(np.float32)) so no rounding happens behind your back"
