@@ -31,6 +31,30 @@ def write_text_atomic(path: Path, text: str, *, fsync: bool = False) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def remove_stale_temporaries(folder: Path, names=None) -> int:
+    """Remove the temporaries :func:`atomic_path` left in ``folder`` (``.<name>.<pid>.tmp``; only
+    those of ``names``, if given) whose writing process is gone: a killed run's leftovers, never
+    a live writer's. Returns how many it removed."""
+    n = 0
+    for tmp in Path(folder).glob(".*.tmp"):
+        name, _, pid = tmp.name[1:-len(".tmp")].rpartition(".")
+        if (names is not None and name not in names) or (pid.isdigit() and _alive(int(pid))):
+            continue
+        tmp.unlink(missing_ok=True)
+        n += 1
+    return n
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 class TextFileError(ValueError):
     """A file that cannot be read as UTF-8 text, with its path in the message."""
 

@@ -165,6 +165,14 @@ def _read_table(path: Path) -> dict[str, Any]:
         raise FormatError(f"{path}: not valid TOML: {err}") from None
 
 
+def _self_reference(chain: list[str], again: str) -> FormatError:
+    """The error for a block format whose element leads back to a format being built: ``chain``
+    holds those (files or catalog names, outermost first), ``again`` the one met again."""
+    loop = " -> ".join([*chain[chain.index(again):], again])
+    return FormatError(f"a block format refers back to itself ({loop}); its element must be a "
+                       "float or integer format")
+
+
 def load_format_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> Format:
     """Read one format TOML file (see ``formats/*.toml``). A block format's ``element`` or
     ``scale`` may name another file; ``_chain`` holds the files being read, so a file that
@@ -172,9 +180,7 @@ def load_format_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> Format:
     path = Path(path)
     key = path.resolve()
     if key in _chain:
-        loop = " -> ".join(str(p) for p in (*_chain[_chain.index(key):], key))
-        raise FormatError(f"a block format refers back to itself ({loop}); its element must be a "
-                          "float or integer format")  # the referring file's name comes first
+        raise _self_reference([str(p) for p in _chain], str(key))
     table = _read_table(path)
 
     def resolve(name: str) -> Format:
@@ -211,9 +217,7 @@ def _catalog() -> tuple[dict[str, Format], dict[str, str]]:
         if canonical is None:
             return parse_name(name)
         if canonical in pending:
-            loop = " -> ".join([*pending[pending.index(canonical):], canonical])
-            raise FormatError(f"a block format refers back to itself ({loop}); its element must be a "
-                              "float or integer format")  # the referring file's name comes first
+            raise _self_reference(pending, canonical)
         if canonical not in specs:
             path, table = tables[canonical]
             pending.append(canonical)

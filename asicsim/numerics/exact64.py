@@ -22,7 +22,7 @@ import numpy as np
 
 from .mac import MacSpec
 from .quantize import round_to_grid
-from .rounding import F64, RoundMode, f32_to_f64, f64_to_f32, parse_rounding  # noqa: F401 (re-exported)
+from .rounding import F64, RoundMode, parse_rounding
 
 _U64 = np.uint64
 

@@ -17,9 +17,10 @@ import numpy as np
 
 from .._jax_compat import enable_x64
 from . import fast32
-from .exact64 import Float64Arith, f32_to_f64, f64_to_f32, round64
+from .exact64 import Float64Arith, round64
 from .mac import MacSpec, as_mac
 from .quantize import quantize
+from .rounding import f32_to_f64, f64_to_f32
 from .tensorcore import tensorcore_accumulate
 
 # --- accumulation orders, written once for float and integer MACs -------------------------------

@@ -374,18 +374,16 @@ def quantize(
 
 
 def _as_f32(x) -> jax.Array:
-    """float32 values of ``x``; a JAX float64 array (x64 mode) passes for the float64 kernel."""
-    if isinstance(x, (int, float)) or not hasattr(x, "dtype"):
-        x = np.asarray(x, np.float32 if isinstance(x, int) else np.float64)
+    """float32 values of array ``x``; a JAX float64 array (x64 mode) passes for the float64
+    kernel (numpy float64, lists and Python numbers never get here: quantize rounds them on the
+    host, the scaled path converts them first)."""
     if not is_floating(x.dtype):
         raise TypeError(
             f"quantize expects a floating-point array, got dtype {x.dtype}; convert integers "
             "explicitly (x.astype(np.float32)) so no rounding happens behind your back"
         )
     if _is_float64(x):
-        if isinstance(x, jax.Array):
-            return x  # x64 mode: handled by the float64 kernel below
-        return jnp.asarray(x, np.float32)  # unreachable from quantize: numpy float64 goes to the host
+        return x  # x64 mode: handled by the float64 kernel below
     if np.dtype(x.dtype) == np.float32:
         return jnp.asarray(x)  # keep it differentiable: no bitcast on the way in
     return jax.lax.bitcast_convert_type(_to_f32_bits(x), jnp.float32)

@@ -603,10 +603,9 @@ def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungr
 
         exact = float32_is_exact(groups, amax, element, rnd)
         values, scale = jax.lax.cond(exact, in_float32, in_float64, groups, amax)
-        values = jnp.where(finite, values, np.float32(np.nan))
-        return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
-    values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, make_rand(),
-                                               _round_bits)
+    else:
+        values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, make_rand(),
+                                                   _round_bits)
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asicsim._files import atomic_path, write_text_atomic
+from asicsim._files import atomic_path, remove_stale_temporaries, write_text_atomic
 from asicsim.report.load import Results, load
-from asicsim.sweep.store import remove_stale_temporaries
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
 
@@ -51,7 +50,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
     folder = html_path.with_name(f"{html_path.stem}_tables")
     remove_stale_temporaries(html_path.parent, [html_path.name, md_path.name])  # a killed run's leftovers
     if folder.is_dir():
-        remove_stale_temporaries(folder, [p.name[1:].rsplit(".", 2)[0] for p in folder.glob(".*.tmp")])
+        remove_stale_temporaries(folder)
     t = tables.all_tables(res)
     secs = sections.build(res, t)
     title, lead = _title(res)

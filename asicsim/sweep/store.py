@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asicsim._files import atomic_path, read_text_file, write_text_atomic
+from asicsim._files import atomic_path, read_text_file, remove_stale_temporaries, write_text_atomic
 from asicsim.sweep.spec import ID_SCHEME, SweepError
 
 TABLES = ("curves", "numerics", "ops", "kernels")
@@ -122,14 +122,14 @@ class Store:
         UTF-8 JSON, truncated, another shape) is skipped with a :class:`StoreWarning` naming it,
         and listed in :attr:`skipped`; a rerun repeats the points it held."""
         latest: dict[str, dict] = {}
-        self.skipped: list[str] = []
+        self.skipped = []
         for path in sorted(self.points.glob("*.json")):
             try:
                 recs = _read_records(path)
             except ValueError as err:
                 self.skipped.append(f"{path}: {err}")
                 if _first_time(path):
-                        warnings.warn(f"{path}: skipped, not a record file ({err}); delete it or move it away "
+                    warnings.warn(f"{path}: skipped, not a record file ({err}); delete it or move it away "
                                   "(a sweep rerun repeats the points it held)", StoreWarning, stacklevel=2)
                 continue
             stale = [r for r in recs if r.get("ids", 1) != ID_SCHEME]
@@ -203,31 +203,6 @@ def _first_time(path: Path) -> bool:
     if key in _WARNED:
         return False
     _WARNED.add(key)
-    return True
-
-
-def remove_stale_temporaries(folder: Path, names) -> int:
-    """Remove the temporaries of ``names`` in ``folder`` (``.<name>.<pid>.tmp``, from
-    :func:`asicsim._files.atomic_path`) whose writing process is gone: a killed run's leftovers,
-    never a live writer's."""
-    n = 0
-    for name in names:
-        for tmp in folder.glob(f".{name}.*.tmp"):
-            pid = tmp.name[len(name) + 2:-len(".tmp")]
-            if pid.isdigit() and _alive(int(pid)):
-                continue
-            tmp.unlink(missing_ok=True)
-            n += 1
-    return n
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
     return True
 
 

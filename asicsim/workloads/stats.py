@@ -55,7 +55,7 @@ def tensor_stats(x: jax.Array, spec: RoleSpec | None, *, key=None) -> dict:
     x = jnp.asarray(x, jnp.float32).ravel()
     if spec is None:
         spec = RoleSpec("fp32")
-    if spec.rounding.startswith("sr") and key is None:
+    if spec.stochastic and key is None:
         key = jax.random.key(0)
     q = round_role(x, spec, key=key)
     n = x.size

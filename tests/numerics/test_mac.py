@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 import asicsim
 from asicsim._jax_compat import enable_x64
 from asicsim.numerics import fast32, get_format
-from asicsim.numerics.exact64 import f32_to_f64, f64_to_f32
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref, tensorcore_block
 from asicsim.numerics.matmul import dot, matmul
+from asicsim.numerics.rounding import f32_to_f64, f64_to_f32
 
 M, K, N = 3, 13, 4  # K = 13 leaves a tail for folded/chunk/tensorcore and an odd tree level
 
