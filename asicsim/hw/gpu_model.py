@@ -384,7 +384,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             cycles_stall=float(stall * clock), macs=float(macs), macs_performed=float(performed),
             mapping_efficiency=float(ideal / quant) if quant > 0 else math.nan,
             vector_ops=float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)),
-            traffic=traffic, energy_pj=e, sources=src, bound_override=bound))
+            traffic=traffic, energy_pj=e, sources=src, bound=bound))
     return out
 
 

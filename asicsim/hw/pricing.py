@@ -1,16 +1,21 @@
-"""Traffic per memory level and operand, and energy per component, from the physical counts.
+"""Prices counts: traffic per memory level and operand, energy per component, and the bound.
 
-Array-friendly: every count may be a numpy array (a sweep over design variants), so
-:func:`asicsim.cost` (one operation, scalars) and :func:`asicsim.hw.gemm_sweep` share this code.
-Every energy comes back with its source (:mod:`asicsim.hw.energy`).
+One implementation for every front end (:func:`asicsim.cost_many`, :func:`asicsim.hw.family.cost_family`,
+:func:`asicsim.hw.gemm_sweep`) and for the mapper's energy objective: :func:`energy_rates` turns a
+design (and swept array sizes and capacities) into pJ per event once, :func:`traffic` and
+:func:`energy` apply them to counts (arrays keyed by :class:`asicsim.hw.counts.GemmCounts` field
+names), :func:`classify_bound` names the regime. Every energy keeps its source
+(:mod:`asicsim.hw.energy`).
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
+from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.energy import (
     Energy,
@@ -19,36 +24,39 @@ from asicsim.hw.energy import (
     multiplier_energy_pj,
     sram_access_energy_pj,
 )
-from asicsim.hw.physical import ZERO_CODES
 
 OPERANDS = ("ifmap", "filter", "ofmap", "psum")
 #: Static power when a design gives none: an explicit assumption, not a published figure.
 STATIC_FRACTION_OF_PEAK_MAC_POWER = 0.1
 
 
-def traffic(t: dict, bits: dict) -> dict:
+
+BOUNDS = ("compute", "bandwidth", "occupancy")
+#: The traffic keys a result carries: ``level.operand.reads|writes`` in elements and ``..._bytes``.
+TRAFFIC_KEYS = tuple(f"{lvl}.{o}.{k}{u}" for lvl in ("sram", "dram") for o in OPERANDS
+                     for k in ("reads", "writes") for u in ("", "_bytes"))
+
+
+def traffic(t: dict, bpe: dict) -> dict:
     """Reads and writes per level (``sram``, ``dram``) and operand, in elements and bytes.
 
-    SRAM counts are the array-side accesses plus the fills from and drains to DRAM; DRAM counts
-    come in bytes from the model and are converted to elements of the operand's format (sparse
-    weights: dense positions). ``array_bytes`` is what crosses the SRAM/array boundary.
+    ``t``: counts keyed by :class:`~asicsim.hw.counts.GemmCounts` names (absent ones are zero);
+    ``bpe``: bytes per element per operand as stored (sparse weights: per dense position). SRAM
+    counts are the array-side accesses plus the fills from and drains to DRAM.
+    ``array_bytes`` is what crosses the SRAM/array boundary.
     """
-    g = t.get
-    bpe = {"ifmap": bits["act"] / 8, "filter": g("bytes.filter", bits["weight"] / 8),
-           "ofmap": bits["out"] / 8, "psum": bits["acc"] / 8}
-    dram = {("ifmap", "reads"): g("dram.ifmap.reads_bytes", 0.0),
-            ("filter", "reads"): g("dram.filter.reads_bytes", 0.0),
-            ("ofmap", "writes"): g("dram.ofmap.writes_bytes", 0.0),
-            ("psum", "writes"): g("dram.psum.writes_bytes", 0.0),
-            ("psum", "reads"): g("dram.psum.reads_bytes", 0.0)}
-    sram = {("ifmap", "reads"): g("sram.ifmap.reads", 0.0), ("filter", "reads"): g("sram.filter.reads", 0.0),
-            ("ofmap", "writes"): g("sram.ofmap.writes", 0.0), ("psum", "reads"): g("sram.psum.reads", 0.0),
-            ("psum", "writes"): g("sram.psum.writes", 0.0)}
+    z = 0.0
+    g = lambda k: t.get(k, z)  # noqa: E731 - counts an operation never has are zero
+    sram = {("ifmap", "reads"): g("sram_ifmap_reads"), ("filter", "reads"): g("sram_filter_reads"),
+            ("ofmap", "writes"): g("sram_ofmap_writes"), ("psum", "reads"): g("sram_psum_reads"),
+            ("psum", "writes"): g("sram_psum_writes")}
+    dram = {("ifmap", "reads"): g("dram_ifmap_bytes"), ("filter", "reads"): g("dram_filter_bytes"),
+            ("ofmap", "writes"): g("dram_ofmap_bytes")}
     tr = {"array_bytes": sum(v * bpe[o] for (o, _), v in sram.items()),
-          "dram_transfer_cycles": g("transfer_cycles", 0.0)}
+          "dram_transfer_cycles": g("transfer_cycles")}
     for opnd in OPERANDS:
         for kind in ("reads", "writes"):
-            b = dram.get((opnd, kind), 0.0)
+            b = dram.get((opnd, kind), z)
             tr[f"dram.{opnd}.{kind}"] = b / bpe[opnd]
             tr[f"dram.{opnd}.{kind}_bytes"] = b
     sram[("ifmap", "writes")] = tr["dram.ifmap.reads"]
@@ -56,11 +64,105 @@ def traffic(t: dict, bits: dict) -> dict:
     sram[("ofmap", "reads")] = tr["dram.ofmap.writes"]
     for opnd in OPERANDS:
         for kind in ("reads", "writes"):
-            n = sram.get((opnd, kind), 0.0)
+            n = sram.get((opnd, kind), z)
             tr[f"sram.{opnd}.{kind}"] = n
             tr[f"sram.{opnd}.{kind}_bytes"] = n * bpe[opnd]
-    tr["dram_bytes"] = sum(tr[f"dram.{o}.{k}_bytes"] for o in OPERANDS for k in ("reads", "writes"))
+    tr["dram_bytes"] = sum(dram.values())
     return tr
+
+
+@dataclass(frozen=True)
+class EnergyRates:
+    """pJ per event of one design (arrays where a sweep varies array size or capacities)."""
+
+    mult: float  # per MAC that switches
+    add: float  # per accumulate (MACs and partial-sum adds)
+    vector: float  # per vector-unit op
+    sram_read: dict  # operand -> pJ per byte read from its buffer
+    sram_write: dict  # operand -> pJ per byte written
+    buffer_of: dict  # operand -> buffer name
+    dram: float  # per byte moved
+    static: object  # per cycle
+    sources: dict
+
+
+def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=None) -> EnergyRates:
+    """Per-event energies of ``design`` at its node (``pes``/``buffer_kib`` override the design's
+    for sweeps over array shape and buffer size). Zero weights: 'gate' and 'skip' switch only the
+    nonzero MACs (the caller counts them)."""
+    node = design.technology_nm
+    mult = multiplier_energy_pj(fmts["act"], fmts["weight"], node)
+    add = adder_energy_pj(fmts["acc"], node)
+    if design.pe.mac_energy_pj is not None:  # the design's own MAC energy, split like the default
+        share = mult.pj / (mult.pj + add.pj)
+        mult = Energy(design.pe.mac_energy_pj * share,
+                      f"design pe.mac_energy_pj x multiplier share {share:.2f} of the default model")
+        add = Energy(design.pe.mac_energy_pj * (1 - share), "design pe.mac_energy_pj x adder share")
+    vec = adder_energy_pj(fmts["act"], node)
+    src = {"mult": mult.source, "add": add.source,
+           "vector": f"one {fmts['act'].name} add per vector op (approximation): {vec.source}"}
+    has_psum_buffer = any("psum" in b.holds for b in design.buffers)
+    rd_b, wr_b, owner = {}, {}, {}
+    for i, b in enumerate(design.buffers):
+        word = design.word_bits(b.name)
+        kib = b.capacity_kib if buffer_kib is None else buffer_kib[i]
+        rd, rd_src = _per_word(design, b, "read", word, kib)
+        wr, wr_src = _per_word(design, b, "write", word, kib)
+        home = [o for o in OPERANDS if o in b.holds]
+        if not has_psum_buffer and "ofmap" in b.holds:
+            home.append("psum")  # partial sums accumulate in the ofmap buffer
+        for o in home:
+            rd_b[o], wr_b[o], owner[o] = np.asarray(rd) * 8 / word, np.asarray(wr) * 8 / word, b.name
+        src[f"buffer.{b.name}"] = f"per {word:g}-bit word: read {rd_src}; write {wr_src}"
+    if design.dram.energy_pj_per_bit is not None:
+        per_bit = Energy(design.dram.energy_pj_per_bit,
+                         f"design {design.name!r} dram.energy_pj_per_bit ({design.dram.kind})")
+    else:
+        per_bit = dram_energy_pj_per_bit(design.dram.kind)
+    src["dram"] = per_bit.source
+    static = static_power_w(design, mult.pj + add.pj, pes)
+    src["static"] = static.source
+    return EnergyRates(mult.pj, add.pj, vec.pj, rd_b, wr_b, owner, per_bit.pj * 8,
+                       np.asarray(static.pj) / design.clock_hz * 1e12, src)
+
+
+def energy(t: dict, tr: dict, rates: EnergyRates, zero: int) -> dict:
+    """Energy in pJ per component: mult, add, vector, buffer.<name>, dram, static."""
+    z = 0.0
+    g = lambda k: t.get(k, z)  # noqa: E731
+    switched = g("macs") if zero == ZERO_CODES["compute"] else g("macs_nonzero")
+    e = {"mult": switched * rates.mult, "add": (switched + g("psum_adds")) * rates.add,
+         "vector": g("vector_ops") * rates.vector}
+    for o, name in rates.buffer_of.items():
+        e.setdefault(f"buffer.{name}", z)
+        e[f"buffer.{name}"] = (e[f"buffer.{name}"] + tr[f"sram.{o}.reads_bytes"] * rates.sram_read[o]
+                               + tr[f"sram.{o}.writes_bytes"] * rates.sram_write[o])
+    e["dram"] = tr["dram_bytes"] * rates.dram
+    e["static"] = (g("cycles_compute") + g("cycles_fill_drain") + g("cycles_stall") + g("cycles_sync")) * rates.static
+    return e
+
+
+def schedule_energy(c, bpe: dict, rates: EnergyRates):
+    """The energy a schedule changes (DRAM, SRAM, static, partial-sum adds): the mapper's objective.
+    The same terms as :func:`traffic` and :func:`energy`, without the per-key bookkeeping."""
+    rd, wr = rates.sram_read, rates.sram_write
+    e = c.dram_bytes * rates.dram + c.psum_adds * rates.add
+    e = e + c.sram_ifmap_reads * (bpe["ifmap"] * rd["ifmap"]) + c.dram_ifmap_bytes * wr["ifmap"]
+    e = e + c.sram_filter_reads * bpe["filter"] * rd["filter"] + c.dram_filter_bytes * wr["filter"]
+    e = e + c.sram_psum_reads * (bpe["psum"] * (rd["psum"] + wr["psum"]))
+    e = e + c.sram_ofmap_writes * (bpe["ofmap"] * wr["ofmap"]) + c.dram_ofmap_bytes * rd["ofmap"]
+    return e + (c.cycles_compute + c.cycles_fill_drain + c.cycles_stall) * rates.static
+
+
+def classify_bound(transfer, busy, performed, pes, macs):
+    """DeepBench's three regimes, as indices into :data:`BOUNDS`: ``bandwidth`` when moving the
+    data over the DRAM link takes at least as long as the array's work, else ``occupancy`` when
+    fill/drain, reloads and unmapped PEs cost more than the ideal compute time (utilization of
+    the busy array < 50 %), else ``compute``."""
+    transfer, busy = np.asarray(transfer, dtype=np.float64), np.asarray(busy, dtype=np.float64)
+    ideal = np.asarray(performed, dtype=np.float64) / pes
+    return np.where((transfer > 0) & (transfer >= busy), 1,
+                    np.where((np.asarray(macs) > 0) & (ideal < 0.5 * busy), 2, 0))
 
 
 def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capacity_kib):
@@ -92,54 +194,3 @@ def static_power_w(design: SystolicDesign, mac_pj: float, pes=None) -> Energy:
     w = STATIC_FRACTION_OF_PEAK_MAC_POWER * pes * design.clock_hz * mac_pj * 1e-12
     return Energy(w, f"assumption: {STATIC_FRACTION_OF_PEAK_MAC_POWER:g} x peak MAC power (PEs x "
                      f"{design.clock_mhz:g} MHz x {mac_pj:.3g} pJ); no published figure")
-
-
-def energy(t: dict, tr: dict, design: SystolicDesign, fmts: dict, zero: int, *, pes=None,
-           buffer_kib=None) -> tuple[dict, dict[str, str]]:
-    """Energy in pJ per component (mult, add, vector, buffer.<name>, dram, static) and sources.
-
-    Zero weights: 'gate' and 'skip' switch only the nonzero MACs. Buffers: bits accessed over the
-    buffer's word width times the energy per word. ``pes``/``buffer_kib`` override the design's
-    (sweeps over array shape and buffer size).
-    """
-    g = t.get
-    node = design.technology_nm
-    mult = multiplier_energy_pj(fmts["act"], fmts["weight"], node)
-    add = adder_energy_pj(fmts["acc"], node)
-    if design.pe.mac_energy_pj is not None:  # the design's own MAC energy, split like the default
-        share = mult.pj / (mult.pj + add.pj)
-        mult = Energy(design.pe.mac_energy_pj * share,
-                      f"design pe.mac_energy_pj x multiplier share {share:.2f} of the default model")
-        add = Energy(design.pe.mac_energy_pj * (1 - share), "design pe.mac_energy_pj x adder share")
-    macs = g("macs", 0.0)
-    switched = macs if zero == ZERO_CODES["compute"] else g("macs_nonzero", 0.0)
-    vec = adder_energy_pj(fmts["act"], node)
-    e = {"mult": switched * mult.pj, "add": (switched + g("psum_adds", 0.0)) * add.pj,
-         "vector": g("vector_ops", 0.0) * vec.pj}
-    src = {"mult": mult.source, "add": add.source,
-           "vector": f"one {fmts['act'].name} add per vector op (approximation): {vec.source}"}
-    has_psum_buffer = any("psum" in b.holds for b in design.buffers)
-    for i, b in enumerate(design.buffers):
-        word = design.word_bits(b.name)
-        kib = b.capacity_kib if buffer_kib is None else buffer_kib[i]
-        rd, rd_src = _per_word(design, b, "read", word, kib)
-        wr, wr_src = _per_word(design, b, "write", word, kib)
-        home = [o for o in OPERANDS if o in b.holds]
-        if not has_psum_buffer and "ofmap" in b.holds:
-            home.append("psum")  # partial sums accumulate in the ofmap buffer
-        rbits = sum(tr[f"sram.{o}.reads_bytes"] for o in home) * 8
-        wbits = sum(tr[f"sram.{o}.writes_bytes"] for o in home) * 8
-        e[f"buffer.{b.name}"] = rbits / word * rd + wbits / word * wr
-        src[f"buffer.{b.name}"] = f"per {word:g}-bit word: read {rd_src}; write {wr_src}"
-    if design.dram.energy_pj_per_bit is not None:
-        per_bit = Energy(design.dram.energy_pj_per_bit,
-                         f"design {design.name!r} dram.energy_pj_per_bit ({design.dram.kind})")
-    else:
-        per_bit = dram_energy_pj_per_bit(design.dram.kind)
-    e["dram"] = tr["dram_bytes"] * 8 * per_bit.pj
-    src["dram"] = per_bit.source
-    cycles = g("cycles_compute", 0.0) + g("cycles_fill_drain", 0.0) + g("cycles_stall", 0.0)
-    static = static_power_w(design, mult.pj + add.pj, pes)
-    e["static"] = static.pj * cycles / design.clock_hz * 1e12
-    src["static"] = static.source
-    return e, src

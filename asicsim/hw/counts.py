@@ -1,0 +1,242 @@
+"""What one schedule of a GEMM costs on a systolic array: cycles, accesses and DRAM bytes, as arrays.
+
+A *schedule* (chosen by :mod:`asicsim.hw.mapper`) tiles ``C[M,N] = A[M,K] B[K,N]`` for the on-chip
+buffers: tiles ``Mt x Kt`` of A, ``Kt x Nt`` of B and ``Mt x Nt`` of C, a loop order named by the
+operand that stays resident while the innermost tile loop runs (:data:`FAMILIES`), and whether
+every tile is double-buffered (two halves: the next step's loads overlap this step's compute).
+The array then works through each resident tile with its dataflow, as SCALE-Sim maps a whole GEMM
+(os: outputs ``Sr = Mt, Sc = Nt`` stationary, ``Kt`` streamed; ws: weights ``Sr = Kt, Sc = Nt``,
+``Mt`` streamed; is: inputs ``Sr = Kt, Sc = Mt``, ``Nt`` streamed; ``ceil(Sr/R) x ceil(Sc/C)`` folds).
+
+DRAM bytes per repetition (an operand the DRAM does not hold moves only what its buffer cannot
+keep, ``max(0, S - capacity)``, each time it would be fetched):
+
+=============== ======================= ===================== =============
+family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
+=============== ======================= ===================== =============
+``outputs``     ``S_A x T_n``           ``S_B x T_m``         ``S_C`` once
+``weights``     ``S_A x T_n``           ``S_B`` once          ``S_C`` once
+``activations`` ``S_A`` once            ``S_B x T_m``         ``S_C`` once
+=============== ======================= ===================== =============
+
+(``T_x = ceil(X / Xt)`` trips.) Partial sums never leave the chip: the ``outputs`` family keeps the
+``Mt x Nt`` block in the partial-sum buffer across all of K; the other two take ``Kt = K``. A
+conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array), taken as the
+im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
+
+Time: compute is the streamed cycles of every fold; fill/drain is ``2R + C - 2`` once per
+repetition plus, for every later fold, the cycles by which reloading the stationary operand (a
+whole ``R``-row tile even when a fold uses fewer rows) outlasts the previous fold's stream
+(``max(0, R - stream)``). DRAM transfers overlap compute only when double-buffered:
+``stall = X / steps + max(0, X - busy)`` (the first step's data is exposed), else ``stall = X``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+OS, WS, IS = 0, 1, 2
+ZERO_CODES = {"compute": 0, "gate": 1, "skip": 2}
+#: Loop-order families by the operand resident in SRAM while the innermost tile loop runs.
+FAMILIES = ("outputs", "weights", "activations")
+OUTPUTS, WEIGHTS, ACTIVATIONS = 0, 1, 2
+
+
+def ceil_div(a, b):
+    return -(-np.asarray(a) // np.asarray(b))
+
+
+@dataclass(frozen=True)
+class BufferLayout:
+    """A design's buffer topology (static across a sweep): which operands each buffer holds.
+    Capacities are arrays passed beside it, so they can be swept."""
+
+    names: tuple[str, ...]
+    holds: tuple[tuple[str, ...], ...]
+
+    def home(self, operand: str) -> int:
+        """Index of the buffer holding ``operand`` (psum falls back to the ofmap buffer)."""
+        for i, h in enumerate(self.holds):
+            if operand in h:
+                return i
+        if operand == "psum":
+            return self.home("ofmap")
+        raise KeyError(f"no buffer holds {operand!r}; buffers hold {dict(zip(self.names, self.holds, strict=True))}")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """``reps`` sequential GEMMs; every field an array (one element per lowered GEMM, broadcastable).
+    Byte widths are per element as stored (``b_bytes``: sparse formats amortise their metadata);
+    ``a_footprint`` is the raw ifmap bytes per repetition (a conv's tensor, not its im2col matrix)."""
+
+    M: np.ndarray
+    N: np.ndarray
+    K: np.ndarray
+    a_bytes: np.ndarray
+    b_bytes: np.ndarray
+    acc_bytes: np.ndarray
+    out_bytes: np.ndarray
+    a_footprint: np.ndarray
+    reps: np.ndarray
+    shared_weights: np.ndarray  # the repetitions reuse one weight matrix (RNN steps)
+    density: np.ndarray  # fraction of nonzero weights
+    off_chip: dict  # operand ("ifmap", "filter", "ofmap") -> bool array: lives in DRAM between ops
+
+
+@dataclass(frozen=True)
+class ArrayHardware:
+    """The design as the counts see it; every number an array (sweeps broadcast design axes)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    dataflow: np.ndarray  # OS / WS / IS codes
+    capacity: tuple  # bytes per buffer of ``layout``
+    layout: BufferLayout
+    dram_bytes_per_cycle: np.ndarray
+    zero_weights: int = 0  # ZERO_CODES
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One schedule per element: family code, tile sizes and double buffering (arrays)."""
+
+    family: np.ndarray
+    Mt: np.ndarray
+    Nt: np.ndarray
+    Kt: np.ndarray
+    double_buffered: np.ndarray
+
+
+@dataclass(frozen=True)
+class GemmCounts:
+    """Counts of a scheduled GEMM (each an array). Accesses between SRAM and the array are in
+    elements; DRAM in bytes. ``schedule`` and ``trips`` say which mapping produced them."""
+
+    macs: np.ndarray
+    macs_nonzero: np.ndarray
+    psum_adds: np.ndarray
+    folds: np.ndarray
+    cycles_compute: np.ndarray
+    cycles_fill_drain: np.ndarray
+    cycles_stall: np.ndarray
+    transfer_cycles: np.ndarray
+    mapping_slots: np.ndarray
+    mapped_pes: np.ndarray
+    sram_ifmap_reads: np.ndarray
+    sram_filter_reads: np.ndarray
+    sram_psum_reads: np.ndarray
+    sram_psum_writes: np.ndarray
+    sram_ofmap_writes: np.ndarray
+    dram_ifmap_bytes: np.ndarray
+    dram_filter_bytes: np.ndarray
+    dram_ofmap_bytes: np.ndarray
+    footprint_ifmap_bytes: np.ndarray
+    footprint_filter_bytes: np.ndarray
+    footprint_ofmap_bytes: np.ndarray
+    tiles_m: np.ndarray
+    tiles_n: np.ndarray
+    tiles_k: np.ndarray
+    family: np.ndarray
+    Mt: np.ndarray
+    Nt: np.ndarray
+    Kt: np.ndarray
+    double_buffered: np.ndarray
+
+    #: fields that describe the mapping rather than add up over GEMMs
+    MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered")
+
+    @property
+    def dram_bytes(self) -> np.ndarray:
+        return self.dram_ifmap_bytes + self.dram_filter_bytes + self.dram_ofmap_bytes
+
+    @property
+    def busy_cycles(self) -> np.ndarray:
+        return self.cycles_compute + self.cycles_fill_drain
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def replace_all(self, fn) -> GemmCounts:
+        """A record with ``fn(name, array)`` applied to every field."""
+        return GemmCounts(**{n: fn(n, getattr(self, n)) for n in self.names()})
+
+
+def tile_bytes(p: GemmProblem, s: Schedule) -> dict[str, np.ndarray]:
+    """Bytes of one tile of each operand (A as its raw share, psum in the accumulator format)."""
+    raw = p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300)  # <= 1 for a conv
+    return {"ifmap": s.Mt * s.Kt * p.a_bytes * np.minimum(raw, 1.0), "filter": s.Kt * s.Nt * p.b_bytes,
+            "psum": s.Mt * s.Nt * p.acc_bytes}
+
+
+def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCounts:
+    """Counts of ``p`` on ``hw`` under schedule ``s`` (module docstring for the model)."""
+    M, N, K, R, C, df = p.M, p.N, p.K, hw.rows, hw.cols, hw.dataflow
+    Mt, Nt, Kt = s.Mt, s.Nt, s.Kt
+    Tm, Tn, Tk = ceil_div(M, Mt), ceil_div(N, Nt), ceil_div(K, Kt)
+    fam = s.family
+    reps = p.reps
+
+    # --- DRAM bytes per repetition -----------------------------------------------------------
+    S_A, S_B, S_C = p.a_footprint, N * K * p.b_bytes, M * N * p.out_bytes
+    cap = [np.asarray(c, dtype=np.float64) for c in hw.capacity]
+    lay = hw.layout
+
+    def moved(op, S):  # bytes fetched per pass: all of it off chip, else what its buffer cannot keep
+        return np.where(p.off_chip[op], S, np.maximum(S - cap[lay.home(op)], 0.0))
+
+    mult_a = np.where(fam == ACTIVATIONS, 1.0, Tn)
+    mult_b = np.where(fam == WEIGHTS, 1.0, Tm)
+    dram_a = reps * moved("ifmap", S_A) * mult_a
+    one_b = moved("filter", S_B) * mult_b
+    # shared weights (RNN steps): a whole resident weight block stays for the later repetitions
+    resident_all = (fam == WEIGHTS) & (Tn == 1)
+    dram_b = np.where(p.shared_weights & resident_all, one_b, reps * one_b)
+    dram_c = reps * moved("ofmap", S_C)
+
+    # --- the array: folds per tile step, streamed cycles, reloads --------------------------------
+    os_, ws_ = df == OS, df == WS
+    Sr = np.where(os_, Mt, Kt)
+    Sc = np.where(df == IS, Mt, Nt)
+    streamed_total = np.where(os_, K, np.where(ws_, M, N))
+    stream_trips = np.where(os_, Tk, np.where(ws_, Tm, Tn))
+    stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
+    rf, cf = ceil_div(Sr, R), ceil_div(Sc, C)
+    steps = Tm * Tn * Tk
+    folds = steps * rf * cf
+    compute = folds / stream_trips * streamed_total  # every fold streams its tile's share
+    if hw.zero_weights == ZERO_CODES["skip"]:
+        compute = np.ceil(compute * p.density)
+    reload = (folds - 1) * np.maximum(R - stream, 0)  # a whole R-row tile per fold, even a partial one
+    fill_drain = 2 * R + C - 2 + reload
+
+    # --- SRAM <-> array accesses (elements) -----------------------------------------------------
+    a_reads = np.where(df == IS, M * K * Tn, M * K * cf * Tn)
+    b_reads = np.where(os_, N * K * rf * Tm, np.where(ws_, N * K * Tm, N * K * cf * Tm))
+    contributions = np.where(os_, Tk, rf * Tk)  # partial sums per output added outside the PEs
+    psum_rw = np.where(contributions > 1, M * N * contributions, 0.0)
+    pes_used = np.where(os_, M * N, np.where(ws_, K * N, K * M))
+
+    # --- stalls --------------------------------------------------------------------------------
+    dram = dram_a + dram_b + dram_c
+    transfer = dram / np.asarray(hw.dram_bytes_per_cycle, dtype=np.float64)
+    busy = reps * (compute + fill_drain)
+    db = s.double_buffered
+    stall = np.where(db, transfer / (reps * steps) + np.maximum(transfer - busy, 0), transfer)
+    stall = np.where(dram > 0, stall, 0.0)
+
+    macs = reps * M * N * K
+    return GemmCounts(
+        macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
+        folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
+        cycles_stall=stall, transfer_cycles=transfer,
+        mapping_slots=reps * folds * R * C, mapped_pes=reps * pes_used * np.where(os_, Tk, np.where(ws_, Tm, Tn)),
+        sram_ifmap_reads=reps * a_reads, sram_filter_reads=reps * b_reads,
+        sram_psum_reads=reps * psum_rw, sram_psum_writes=reps * psum_rw, sram_ofmap_writes=reps * M * N,
+        dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c,
+        footprint_ifmap_bytes=reps * S_A, footprint_filter_bytes=np.where(p.shared_weights, S_B, reps * S_B),
+        footprint_ofmap_bytes=reps * S_C, tiles_m=Tm, tiles_n=Tn, tiles_k=Tk,
+        family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db)

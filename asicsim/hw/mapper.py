@@ -1,0 +1,221 @@
+"""The mapper: for every GEMM on every design point, the best schedule the design allows.
+
+The space (:mod:`asicsim.hw.counts` prices any point of it): the three loop-order families (which
+operand stays resident in SRAM while the innermost tile loop runs: the ``Mt x Nt`` output block,
+a ``K x Nt`` weight block or an ``Mt x K`` activation block), tile sizes at the buffer level, how a
+buffer shared by several live tiles is split, and double buffering (every tile in two halves, so
+loads overlap compute, at half the capacity) or not. The array's dataflow fixes the spatial
+unrolling inside a tile.
+
+The search is pruned to a few candidates per family, and nothing pruned can win on DRAM bytes:
+
+* in each family DRAM bytes depend on the tiles only through the trip counts of the streamed
+  operands (``T_n`` for A, ``T_m`` for B; table in :mod:`asicsim.hw.counts`) and never grow
+  when a tile grows, so for ``weights`` (``activations``) the widest (tallest) resident block the
+  buffer holds is optimal: it is taken, and so is the variant that gives the partial-sum buffer to
+  a longer stream instead (fewer weight reloads, same DRAM bytes when the block is whole);
+* for the ``outputs`` family, bytes ``w_A T_n + w_B T_m`` with ``Mt Nt <= P`` (the partial-sum
+  buffer) are minimised over the reals by ``Nt* = sqrt(w_A N P / (w_B M))``; the objective is
+  convex in ``T_n`` along the capacity boundary, so the best integer trip count is one of the two
+  around ``N / Nt*`` (both are evaluated);
+* with double buffering every tile halves: bytes can only grow, time can only shrink, so both
+  are evaluated and the objective decides.
+
+A shared buffer gives half to the resident tile and splits the rest among the streamed tiles it
+holds (the split is not searched further). The objective is ``energy`` (default: DRAM, SRAM and
+static energy; MAC energy does not depend on the schedule), ``dram`` (bytes; the array shape then
+never changes the answer, since the candidates do not depend on it) or ``latency`` (cycles);
+ties go to the first candidate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asicsim.hw.counts import (
+    ACTIVATIONS,
+    FAMILIES,
+    IS,
+    OS,
+    OUTPUTS,
+    WEIGHTS,
+    ArrayHardware,
+    GemmCounts,
+    GemmProblem,
+    Schedule,
+    schedule_counts,
+)
+
+OBJECTIVES = ("energy", "dram", "latency")
+_RESIDENT = {OUTPUTS: "psum", WEIGHTS: "filter", ACTIVATIONS: "ifmap"}
+
+
+def _floor(x):
+    return np.floor(np.where(np.isfinite(x), x, 1e18))
+
+
+def _live(p: GemmProblem, hw: ArrayHardware) -> list[str]:
+    """Operands that need tile space: all but those kept whole on chip; output staging only when
+    the outputs leave through a buffer other than the partial sums' (else the block converts in place)."""
+    lay = hw.layout
+    live = [op for op in ("ifmap", "filter") if np.any(p.off_chip[op])] + ["psum"]
+    if np.any(p.off_chip["ofmap"]) and lay.home("ofmap") != lay.home("psum"):
+        live.append("ofmap")
+    return live
+
+
+def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, resident_share: float):
+    """Bytes each live tile may use: its buffer less the tensors kept whole there between
+    operations; in a buffer several live tiles share, ``resident_share`` for the resident tile and
+    the rest split evenly; halved when double-buffered. Operands kept on chip need none (inf)."""
+    lay = hw.layout
+    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
+    live = _live(p, hw)
+    homes = {op: lay.home(op) for op in live}
+    resident = _RESIDENT[family]
+    out = {}
+    for op in ("ifmap", "filter", "psum", "ofmap"):
+        if op not in live:
+            out[op] = np.inf
+            continue
+        i = homes[op]
+        free = np.asarray(hw.capacity[i], dtype=np.float64)
+        for kept in ("ifmap", "filter", "ofmap"):  # tensors that live in this buffer between ops
+            if lay.home(kept) == i and kept != op:
+                free = free - np.where(np.asarray(p.off_chip[kept]), 0.0, foot[kept])
+        free = np.maximum(free, 0.0)
+        sharing = [o for o in live if homes[o] == i]
+        if len(sharing) > 1:
+            if resident in sharing:
+                share = resident_share if op == resident else (1 - resident_share) / (len(sharing) - 1)
+            else:
+                share = 1.0 / len(sharing)
+            free = free * share
+        avail = free / (2.0 if db else 1.0)
+        if op in ("ifmap", "filter"):
+            avail = np.where(np.asarray(p.off_chip[op]), avail, np.inf)
+        out[op] = avail
+    return out
+
+
+def _shares(p: GemmProblem, hw: ArrayHardware, family: int) -> tuple[float, ...]:
+    """Resident shares searched: 1/2 and 7/8 where the resident tile shares its buffer."""
+    live = _live(p, hw)
+    res = _RESIDENT[family]
+    if res in live and sum(hw.layout.home(o) == hw.layout.home(res) for o in live) > 1:
+        return (0.5, 0.875)
+    return (0.5,)
+
+
+def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
+    """The pruned schedule space (module docstring)."""
+    a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
+    b, acc, o = p.b_bytes, p.acc_bytes, p.out_bytes
+    M, N, K = p.M, p.N, p.K
+    w_a = np.where(p.off_chip["ifmap"], p.a_footprint, 0.0) + 1e-9
+    w_b = np.where(p.off_chip["filter"], N * K * b, 0.0) + 1e-9
+    out = []
+    for db in (False, True):
+        dbs = np.asarray(db)
+        # outputs resident: an Mt x Nt block in the partial-sum buffer, K streamed in Kt slivers
+        for share in _shares(p, hw, OUTPUTS):
+            av = _available(p, hw, OUTPUTS, db, share)
+            P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
+            mt_cap, nt_cap = _floor(av["ifmap"] / a_eff), _floor(av["filter"] / b)
+            n_star = np.clip(np.sqrt(w_a * N * P / (w_b * M)), np.minimum(P / M, N), N)
+            for tn in (np.ceil(N / n_star), np.maximum(np.floor(N / n_star), 1.0)):
+                Nt = np.maximum(np.minimum(np.minimum(np.ceil(N / tn), nt_cap), P), 1.0)
+                Mt = np.maximum(np.minimum(np.minimum(M, _floor(P / Nt)), mt_cap), 1.0)
+                Kt = np.minimum(K, np.minimum(_floor(av["ifmap"] / (a_eff * Mt)), _floor(av["filter"] / (b * Nt))))
+                ok = (P >= 1) & (Kt >= 1)
+                out.append(Schedule(np.where(ok, OUTPUTS, -1), Mt, Nt, np.maximum(Kt, 1.0), dbs))
+        # weights resident: a K x Nt block; A streamed in Mt-row slivers, Mt x Nt partial sums
+        for share in _shares(p, hw, WEIGHTS):
+            av = _available(p, hw, WEIGHTS, db, share)
+            P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
+            nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
+            mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
+            for Nt, Mt in ((nt_max, np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1)))),
+                           (np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1))), mt_max)):
+                ok = (Nt >= 1) & (Mt >= 1)
+                out.append(Schedule(np.where(ok, WEIGHTS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs))
+        # activations resident: an Mt x K block; B streamed in Nt-column slivers
+        for share in _shares(p, hw, ACTIVATIONS):
+            av = _available(p, hw, ACTIVATIONS, db, share)
+            P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
+            mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
+            nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
+            for Mt, Nt in ((mt_max, np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1)))),
+                           (np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1))), nt_max)):
+                ok = (Nt >= 1) & (Mt >= 1)
+                out.append(Schedule(np.where(ok, ACTIVATIONS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs))
+    return out
+
+
+def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
+    """``s`` with each spatially unrolled tile dimension cut to a multiple of the array side it
+    maps to (ws: Kt rows, Nt columns; os: Mt rows, Nt columns; is: Kt rows, Mt columns), where
+    the tile spans at least one side: no fold runs partly empty. Smaller tiles, so still feasible."""
+    df = hw.dataflow
+
+    def cut(x, side):
+        return np.where(x >= side, np.floor(x / side) * side, x)
+
+    Mt = np.where(df == OS, cut(s.Mt, hw.rows), np.where(df == IS, cut(s.Mt, hw.cols), s.Mt))
+    Kt = np.where(df == OS, s.Kt, cut(s.Kt, hw.rows))
+    Nt = np.where(df == IS, s.Nt, cut(s.Nt, hw.cols))
+    return Schedule(s.family, Mt, Nt, Kt, s.double_buffered)
+
+
+def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
+    """The counts of the best candidate per element. ``score_energy(counts) -> pJ`` prices a
+    candidate for the ``energy`` objective (the pricing pipeline's own rates)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective {objective!r}; allowed: {' | '.join(OBJECTIVES)}")
+    with np.errstate(divide="ignore", invalid="ignore"):  # empty shares: infeasible candidates
+        cands = candidates(p, hw)
+    if objective != "dram":  # array-aligned variants: their bytes depend on the array shape
+        cands += [aligned(s, hw) for s in cands]
+    scores = []
+    for i, s in enumerate(cands):
+        fam = np.asarray(s.family)
+        s = cands[i] = Schedule(np.maximum(fam, 0), s.Mt, s.Nt, s.Kt, s.double_buffered)
+        c = schedule_counts(p, hw, s)
+        if objective == "dram":
+            score = c.dram_bytes
+        elif objective == "latency":
+            score = c.busy_cycles + c.cycles_stall
+        else:
+            score = score_energy(c)
+        scores.append(np.where(fam >= 0, score, np.inf))
+    scores = np.stack(np.broadcast_arrays(*scores))
+    if not np.all(np.isfinite(scores.min(axis=0))):
+        raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
+                         "operand it must hold)")
+    pick = np.argmin(scores, axis=0)[None]
+
+    def choose(field):
+        stack = np.stack([np.broadcast_to(np.asarray(getattr(s, field), dtype=np.float64), pick.shape[1:])
+                          for s in cands])
+        return np.take_along_axis(stack, pick, 0)[0]
+
+    best = Schedule(*(choose(f) for f in ("family", "Mt", "Nt", "Kt", "double_buffered")))
+    return schedule_counts(p, hw, Schedule(best.family, best.Mt, best.Nt, best.Kt, best.double_buffered > 0))
+
+
+def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
+             double_buffered: bool, off_chip: dict[str, bool]) -> str:
+    """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
+    streamed 4x; tile 512x1024x4096; double-buffered'."""
+    fam = FAMILIES[int(family)]
+    parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
+             "weights": f"weights resident in SRAM (K x {Nt:.0f} block)",
+             "activations": f"activations resident in SRAM ({Mt:.0f} x K block)"}
+    words = [parts[fam]]
+    if fam != "activations":
+        words.append(f"activations {'streamed' if off_chip['ifmap'] else 'read on chip'} {tiles_n:.0f}x")
+    if fam != "weights":
+        words.append(f"weights {'streamed' if off_chip['filter'] else 'read on chip'} {tiles_m:.0f}x")
+    words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")
+    words.append("double-buffered" if double_buffered else "single-buffered")
+    return "; ".join(words)

@@ -1,0 +1,159 @@
+"""The one pricing pipeline of the systolic model: lower -> map -> count -> traffic -> energy -> bound.
+
+:func:`price` takes operations and a design, optionally with design axes (array rows, columns,
+dataflow, buffer capacities as arrays that broadcast: a design space), and returns per-operation
+arrays of shape ``design_shape + (operations,)``. :func:`asicsim.cost_many` (one design, results
+as records), :func:`asicsim.hw.family.cost_family` and :func:`asicsim.hw.gemm_sweep` are front ends
+of it, so the three give the same numbers by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from asicsim.hw.counts import ArrayHardware, BufferLayout, GemmCounts, GemmProblem
+from asicsim.hw.design import SystolicDesign
+from asicsim.hw.mapper import best_counts
+from asicsim.hw.operations import (
+    Elementwise,
+    GemmLowering,
+    Operation,
+    OperationError,
+    weight_store_bits,
+)
+from asicsim.hw.pricing import classify_bound, energy, energy_rates, schedule_energy, traffic
+
+_DATAFLOW = {"os": 0, "ws": 1, "is": 2}
+
+
+def lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
+    """The GEMMs an operation runs on the array and the elementwise work beside them."""
+    if isinstance(op, Elementwise):
+        return [], op
+    if not hasattr(op, "lower") or op.kind not in ("gemm", "conv", "rnn"):
+        raise OperationError(f"operation {op!r}; allowed: Gemm, Conv, Rnn or Elementwise")
+    return op.lower(), (op.elementwise() if op.kind == "rnn" else None)
+
+
+def layout(design: SystolicDesign) -> BufferLayout:
+    return BufferLayout(tuple(b.name for b in design.buffers), tuple(b.holds for b in design.buffers))
+
+
+def _problem(lows: list[GemmLowering], ops: list, d: SystolicDesign, bpe: dict) -> GemmProblem:
+    def col(values):
+        return np.asarray(values, dtype=np.float64)
+
+    sparsity = col([getattr(op, "weight_sparsity", 0.0) for op in ops])
+    on_chip = np.asarray([low.activations_on_chip for low in lows])
+    # e.g. an RNN's hidden state never leaves the chip: only its weights may come from DRAM
+    off = {o: (o in d.dram.holds) & (~on_chip if o != "filter" else np.ones_like(on_chip))
+           for o in ("ifmap", "filter", "ofmap")}
+    b_store = col([weight_store_bits(bpe["filter"] * 8, s, op.sparse_format, low.K, low.N) / 8
+                   for low, op, s in zip(lows, ops, sparsity, strict=True)])
+    M, K = col([low.M for low in lows]), col([low.K for low in lows])
+    return GemmProblem(
+        M=M, N=col([low.N for low in lows]), K=K, a_bytes=bpe["ifmap"], b_bytes=b_store,
+        acc_bytes=bpe["psum"], out_bytes=bpe["ofmap"],
+        a_footprint=col([low.ifmap_elems or low.M * low.K for low in lows]) * bpe["ifmap"],
+        reps=col([low.reps for low in lows]), shared_weights=np.asarray([low.shared_weights for low in lows]),
+        density=1.0 - sparsity, off_chip=off)
+
+
+@dataclass(frozen=True)
+class Priced:
+    """Per-operation arrays (``design_shape + (operations,)``): ``counts`` keyed by
+    :class:`GemmCounts` names (plus ``vector_ops``), ``traffic``, ``energy`` (pJ per component),
+    ``bound`` (indices into :data:`asicsim.hw.pricing.BOUNDS`), ``pes`` and the energy ``sources``."""
+
+    counts: dict
+    traffic: dict
+    energy: dict
+    bound: np.ndarray
+    pes: np.ndarray
+    sources: dict
+
+    @property
+    def cycles(self) -> np.ndarray:
+        c = self.counts
+        return c["cycles_compute"] + c["cycles_fill_drain"] + c["cycles_stall"] + c["cycles_sync"]
+
+
+def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None, dataflow=None,
+          capacity_bytes=None, objective: str = "energy", zero: int = 0, rate=1.0) -> Priced:
+    """Every operation on every design point (module docstring). ``bpe``: stored bytes per element
+    per operand; ``rate``: MACs per PE per cycle of the formats' native mode (1 = full rate)."""
+    n = len(ops)
+    R = np.asarray(d.array.rows if rows is None else rows, dtype=np.float64)
+    C = np.asarray(d.array.cols if cols is None else cols, dtype=np.float64)
+    df = np.asarray(_DATAFLOW[d.array.dataflow] if dataflow is None else dataflow)
+    caps = tuple(np.asarray(b.capacity_bytes if capacity_bytes is None else capacity_bytes[i], dtype=np.float64)
+                 for i, b in enumerate(d.buffers))
+    shape = np.broadcast_shapes(R.shape, C.shape, df.shape, *(c.shape for c in caps))
+    pes = R * C
+    rates = energy_rates(d, fmts, pes=pes[..., None], buffer_kib=[c[..., None] / 1024 for c in caps])
+    lowered = [lower(op) for op in ops]
+    owner = np.asarray([i for i, (ls, _) in enumerate(lowered) for _ in ls], dtype=np.int64)
+    lows = [low for ls, _ in lowered for low in ls]
+    t: dict[str, np.ndarray] = {}
+    if lows:
+        p = _problem(lows, [ops[i] for i in owner], d, bpe)
+        hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
+                           capacity=tuple(c[..., None] for c in caps), layout=layout(d),
+                           dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero)
+        bpe_gemm = dict(bpe, filter=p.b_bytes)
+        c = best_counts(p, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates))
+        c = c.replace_all(lambda name, v: v / rate if name == "cycles_compute" else v)
+        onehot = np.zeros((len(lows), n))
+        onehot[np.arange(len(lows)), owner] = 1.0
+        # an operation's mapping is that of its largest GEMM
+        macs = np.broadcast_to(p.M * p.N * p.K * p.reps, (len(lows),))
+        lead = np.zeros(n, dtype=np.int64)
+        for i in range(n):
+            mine = np.flatnonzero(owner == i)
+            if mine.size:
+                lead[i] = mine[np.argmax(macs[mine])]
+        has_gemm = np.bincount(owner, minlength=n) > 0
+        for name in GemmCounts.names():
+            v = np.broadcast_to(np.asarray(getattr(c, name), dtype=np.float64), (*shape, len(lows)))
+            t[name] = np.where(has_gemm, v[..., lead], np.nan) if name in GemmCounts.MAPPING else v @ onehot
+        # stored bytes per weight: an operation's own (sparse formats), for traffic in elements
+        t["filter_bytes"] = np.broadcast_to(p.b_bytes, (len(lows),))[lead] * np.ones((*shape, 1))
+    zeros = np.zeros((*shape, n))
+    for name in (*GemmCounts.names(), "vector_ops", "cycles_sync"):
+        t.setdefault(name, zeros.copy())
+    t.setdefault("filter_bytes", np.full((*shape, n), bpe["filter"]))
+    for i, (_, vec) in enumerate(lowered):
+        if vec is not None:  # the vector unit's work does not depend on the varied fields
+            for k, v in _vector_counts(vec, d, bpe).items():
+                t[k] = np.array(t[k])
+                t[k][..., i] += v
+    tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
+    e = energy(t, tr, rates, zero)
+    performed = t["macs_nonzero"] if zero == 2 else t["macs"]
+    busy = t["cycles_compute"] + t["cycles_fill_drain"]
+    bound = classify_bound(t["transfer_cycles"], busy, performed, pes[..., None], t["macs"])
+    return Priced(t, tr, e, bound, pes, rates.sources)
+
+
+def _vector_counts(op: Elementwise, d: SystolicDesign, bpe: dict) -> dict[str, float]:
+    """Elementwise work on the vector unit: lanes ops per vector cycle, streamed from the buffers;
+    DRAM transfers overlap the stream (stall only for what the stream cannot hide)."""
+    import math
+
+    if d.vector is None:
+        raise OperationError(f"design {d.name!r} has no [vector] unit; elementwise work (and RNN gates) "
+                             "needs one: add a [vector] table with lanes")
+    ops = op.elements * op.ops_per_element
+    ratio = d.clock_mhz / (d.vector.clock_mhz or d.clock_mhz)
+    cycles = math.ceil(ops / d.vector.lanes) * ratio
+    reads, writes = op.elements * op.inputs, op.elements
+    holds = set() if op.on_chip else set(d.dram.holds)
+    dram_in = reads * bpe["ifmap"] if "ifmap" in holds else 0.0
+    dram_out = writes * bpe["ofmap"] if "ofmap" in holds else 0.0
+    transfer = (dram_in + dram_out) / d.dram_bytes_per_cycle
+    return {"cycles_compute": cycles, "vector_ops": float(ops), "transfer_cycles": transfer,
+            "cycles_stall": max(transfer - cycles, 0.0),
+            "sram_ifmap_reads": float(reads), "sram_ofmap_writes": float(writes),
+            "dram_ifmap_bytes": dram_in, "dram_ofmap_bytes": dram_out}
