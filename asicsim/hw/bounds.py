@@ -105,7 +105,8 @@ def fast_memory_bytes(capacity_bytes, rows, cols, *, a_bytes, b_bytes, acc_bytes
     """Everything on chip that can hold a value: the buffers' total capacity (``capacity_bytes``, a
     sequence of buffers is summed; double buffers count both halves) plus ``rows x cols`` PEs of one
     ifmap, two filter (TPU v1 double-buffers its weights: Jouppi et al. ISCA 2017, Sec. 2) and one
-    accumulator register each: more than any dataflow keeps, so the pebble bound stays valid."""
+    accumulator register each: at least what the os, ws and is PEs modelled here keep, so the pebble
+    bound stays valid."""
     caps = sum(_f(c) for c in capacity_bytes) if isinstance(capacity_bytes, (list, tuple)) else _f(capacity_bytes)
     return caps + _f(rows) * _f(cols) * (_f(a_bytes) + 2 * _f(b_bytes) + _f(acc_bytes))
 
