@@ -254,13 +254,8 @@ class SystolicDesign:
         return self.pes * self.clock_hz
 
     @property
-    def peak_ops_per_s(self) -> float:
-        """Two operations (multiply and add) per MAC, as vendors count TOPS/FLOPS."""
-        return 2 * self.peak_macs_per_s
-
-    @property
     def peak_tops(self) -> float:
-        return self.peak_ops_per_s / 1e12
+        return self.peak_ops_per_s() / 1e12
 
     @property
     def sram_kib(self) -> float:
@@ -294,3 +289,54 @@ class SystolicDesign:
         if b.word_bits is not None:
             return b.word_bits
         return max(self.operand_bits(op) for op in b.holds)
+
+    # --- the design interface (asicsim.hw.interface.Design) ---------------------------------
+    @property
+    def kind(self) -> str:
+        return "systolic"
+
+    def peak_ops_per_s(self, formats=None) -> float:
+        """Dense peak, 2 ops (multiply and add) per MAC as vendors count TOPS: PEs x clock x 2.
+        ``formats`` do not change it: every PE does one MAC per cycle in the design's formats."""
+        return 2 * self.peak_macs_per_s
+
+    @property
+    def dram_bytes_per_s(self) -> float:
+        return self.dram.bandwidth_gbps * 1e9
+
+    @property
+    def power_w(self) -> float:
+        """The published TDP (``tdp_w``); NaN when the design gives none (no estimate is made)."""
+        return float(self.tdp_w) if self.tdp_w else float("nan")
+
+    @property
+    def has_vector_unit(self) -> bool:
+        return self.vector is not None
+
+    def cost_many(self, ops, formats=None) -> list:
+        from asicsim.hw.cost import cost_many  # cost.py imports this module
+
+        return cost_many(ops, self, formats)
+
+    def family_key(self) -> tuple | None:
+        from asicsim.hw.family import family_key
+
+        return family_key(self)
+
+    def weight_buffer(self):
+        """The buffer holding ``filter`` (construction checks there is one) as a
+        :class:`~asicsim.hw.interface.WeightBuffer`."""
+        from asicsim.hw.interface import WeightBuffer
+
+        bufs = self.buffers_holding("filter")
+        return WeightBuffer(capacity_kib=sum(b.capacity_kib for b in bufs),
+                            resident_kib=sum(b.capacity_kib / (2 if b.double_buffered else 1) for b in bufs),
+                            double_buffered=any(b.double_buffered for b in bufs),
+                            weight_bits=self.pe.b_format.bits)
+
+    def with_weight_buffer(self, capacity_kib: float) -> SystolicDesign:
+        """This design with every weight-holding buffer resized to ``capacity_kib`` (name suffixed)."""
+        from dataclasses import replace
+
+        bufs = tuple(replace(b, capacity_kib=capacity_kib) if "filter" in b.holds else b for b in self.buffers)
+        return replace(self, name=f"{self.name}_wbuf{capacity_kib:g}KiB", buffers=bufs)

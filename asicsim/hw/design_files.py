@@ -154,13 +154,17 @@ def load_design_file(path: str | Path) -> SystolicDesign | GpuDesign:
         raise DesignError([("<file>", str(path), f"a UTF-8 text file ({err})")], str(path)) from None
     except tomllib.TOMLDecodeError as err:
         raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
+    return design_from_any_table(table, str(path))
+
+
+def design_from_any_table(table: dict, source: str = "<table>") -> SystolicDesign | GpuDesign:
+    """A design of the ``kind`` the table names (``"systolic"``, the default, or ``"gpu"``)."""
     kind = table.get("kind", "systolic")
     if kind == "gpu":
-        return gpu_design_from_table(table, str(path))
+        return gpu_design_from_table(table, source)
     if kind != "systolic":
-        raise DesignError([("kind", kind, "'systolic' (or omitted) | 'gpu'")], str(path))
-    table = {k: v for k, v in table.items() if k != "kind"}
-    return design_from_table(table, str(path))
+        raise DesignError([("kind", kind, "'systolic' (or omitted) | 'gpu'")], source)
+    return design_from_table({k: v for k, v in table.items() if k != "kind"}, source)
 
 
 def design_from_scalesim_config(path: str | Path) -> SystolicDesign:

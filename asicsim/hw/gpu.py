@@ -167,6 +167,62 @@ class GpuDesign:
         from asicsim.numerics.mac import MacSpec
         return MacSpec.parse(self.mac_preset) if self.mac_preset else None
 
+    # --- the design interface (asicsim.hw.interface.Design) ---------------------------------
+    def peak_ops_per_s(self, formats=None) -> float:
+        """The datasheet dense peak of the precision path ``formats`` take (fp32 when none)."""
+        from asicsim.hw.gpu_model import resolve_gpu_formats
+
+        return precision_path(self, resolve_gpu_formats(self, formats)).peak_ops_per_s
+
+    @property
+    def dram_bytes_per_s(self) -> float:
+        return self.bandwidth_bytes_per_s
+
+    @property
+    def power_w(self) -> float:
+        """The datasheet TDP (board power)."""
+        return float(self.tdp_w)
+
+    @property
+    def has_vector_unit(self) -> bool:
+        """Elementwise work runs on the SIMT cores."""
+        return True
+
+    def cost_many(self, ops, formats=None) -> list:
+        """:func:`asicsim.hw.gpu_model.gpu_cost_many`. An RNN whose lowering has no input
+        projection (every GEMM shares the recurrent weights: DeepBench's kernels, which call cuDNN
+        with ``CUDNN_SKIP_INPUT``) is priced with ``rnn_skip_input``, as the systolic model prices
+        only what the lowering lists."""
+        from asicsim.hw.gpu_model import gpu_cost_many
+        from asicsim.hw.operations import Rnn
+
+        ops = list(ops)
+        skip = [isinstance(op, Rnn) and all(low.shared_weights for low in op.lower()) for op in ops]
+        if not any(skip):
+            return gpu_cost_many(ops, self, formats)
+        if all(skip):
+            return gpu_cost_many(ops, self, formats, rnn_skip_input=True)
+        out: list = [None] * len(ops)  # each op's price is its own: price both groups, keep the order
+        for skips in (False, True):
+            idx = [i for i, s in enumerate(skip) if s is skips]
+            for i, r in zip(idx, gpu_cost_many([ops[i] for i in idx], self, formats, rnn_skip_input=skips),
+                            strict=True):
+                out[i] = r
+        return out
+
+    def family_key(self) -> None:
+        """GPUs are priced one by one (no vectorised family)."""
+        return None
+
+    def weight_buffer(self) -> None:
+        """None: the L2 is a cache the model does not schedule, not a weight buffer."""
+        return None
+
+    def with_weight_buffer(self, capacity_kib: float) -> GpuDesign:
+        raise DesignError([("buffers", "<none>", "a design with a weight buffer (a systolic design); "
+                                                 "a GPU's L2 is a cache the model does not schedule")],
+                          self.name)
+
 
 def default_formats() -> dict:
     """A GPU's formats when none are given: fp32 for every role (what DeepBench's fp32 rows ran)."""

@@ -59,8 +59,7 @@ def _space_base(entry: Any, i: int) -> tuple[str, dict, dict]:
 def _space_points(base_table: dict, vary: dict, stem: str, i: int) -> list[tuple[str, Any]]:
     """Every grid point of one design space, as (label, design)."""
     from asicsim.hw.design_checks import DesignError
-    from asicsim.hw.design_files import design_from_table
-    from asicsim.hw.gpu import gpu_design_from_table
+    from asicsim.hw.design_files import design_from_any_table
 
     where = f"design_space[{i}]"
     keys = list(vary)
@@ -74,10 +73,7 @@ def _space_points(base_table: dict, vary: dict, stem: str, i: int) -> list[tuple
             _set_dotted(t, k, v, where)
         t["name"] = label
         try:
-            if t.pop("kind", "systolic") == "gpu":
-                design = gpu_design_from_table({**t, "kind": "gpu"}, f"{where} {label}")
-            else:
-                design = design_from_table(t, f"{where} {label}")
+            design = design_from_any_table(t, f"{where} {label}")
         except DesignError as err:
             raise SweepError(str(err)) from None  # it names the design space and grid point
         out.append((label, design))

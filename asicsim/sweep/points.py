@@ -139,33 +139,13 @@ def _infer(job: Job) -> list[dict]:
     return out
 
 
-def design_peak(design, formats: dict | None = None) -> dict:
-    """Peak dense ops/s (2 x MACs), DRAM bandwidth and power of a design: a roofline's roof."""
-    from asicsim.hw.gpu import GpuDesign, default_formats, precision_path
-
-    if isinstance(design, GpuDesign):
-        from asicsim.numerics import get_format
-
-        fmts = {k: get_format(v) for k, v in formats.items()} if formats else default_formats()
-        fmts.setdefault("acc", get_format("fp32"))
-        path = precision_path(design, {**default_formats(), **fmts})
-        return {"design_kind": "gpu", "peak_ops_per_s": path.peak_ops_per_s,
-                "dram_bytes_per_s": design.bandwidth_gbps * 1e9, "power_w": float(design.tdp_w)}
-    peak = 2.0 * design.array.rows * design.array.cols * design.clock_mhz * 1e6
-    power = design.tdp_w if design.tdp_w else float("nan")
-    return {"design_kind": "systolic", "peak_ops_per_s": peak,
-            "dram_bytes_per_s": design.dram.bandwidth_gbps * 1e9, "power_w": power}
-
-
 def _split_families(job: Job) -> tuple[list[list[Point]], list[Point]]:
     """Points whose designs form a family of two or more (:mod:`asicsim.hw.family`: one design
     space's variants of array shape, dataflow and buffer sizes), and the rest."""
-    from asicsim.hw.family import family_key
-
     groups: dict = {}
     singles = []
     for p in job.points:
-        key = family_key(job.designs[p.inputs["design"]])
+        key = job.designs[p.inputs["design"]].family_key()
         if key is None:
             singles.append(p)
         else:
@@ -183,6 +163,7 @@ def _rates(result: dict) -> dict:
 def _cost(job: Job) -> list[dict]:
     """A workload's op trace (traced once) priced on each design of the job. Designs of one
     family are priced in one vectorised pass and keep totals only (no per-op table)."""
+    from asicsim.hw.interface import roof
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
@@ -203,7 +184,7 @@ def _cost(job: Job) -> list[dict]:
             continue
         each = (time.perf_counter() - t1) / len(fam) + share
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = {k: float(v[i]) for k, v in tot.items()} | design_peak(d) | {"batch": batch}
+            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch}
             result["flops"] = 2.0 * result["macs"]
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
@@ -216,7 +197,7 @@ def _cost(job: Job) -> list[dict]:
             continue
         totals = {c: float(np.nansum(ops[c])) for c in ops.columns
                   if c.startswith(("energy_", "sram_", "dram_")) or c in ("time_s", "macs")}
-        result = {**totals, **design_peak(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
+        result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
                   "batch": batch}
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", "", result | _rates(result), {"ops": ops.to_dict("records")},
@@ -255,6 +236,7 @@ def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
     from asicsim.hw.family import cost_family
+    from asicsim.hw.interface import roof
     from asicsim.workloads.deepbench import load_suite, suite_costs
 
     p0 = job.points[0]
@@ -266,14 +248,14 @@ def _kernels(job: Job) -> list[dict]:
         try:
             suite = load_suite(p0.inputs["suite"])
             fmts = kernel_formats(p0.inputs)
-            c = cost_family(suite.operations(vector_gates=designs[0].vector is not None), designs, fmts)
+            c = cost_family(suite.operations(vector_gates=designs[0].has_vector_unit), designs, fmts)
         except Exception as err:  # the family fails together, the sweep goes on
             out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
             continue
         flops = suite.flops()
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["dram_bytes"][i], flops) | design_peak(d)
+            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["dram_bytes"][i], flops) | roof(d)
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
@@ -287,7 +269,7 @@ def _kernels(job: Job) -> list[dict]:
         table = table.assign(design=p.labels["design"])
         fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
         result = _suite_totals(table["time_us"].to_numpy(dtype=float) * 1e-6, table["energy_j"].to_numpy(dtype=float),
-                               table["dram_bytes"].to_numpy(dtype=float), flops) | design_peak(design, fmts)
+                               table["dram_bytes"].to_numpy(dtype=float), flops) | roof(design, fmts)
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

@@ -5,7 +5,7 @@ batch at a time) launches a batch when ``max_batch`` requests are waiting or the
 waited ``max_wait_s``, whichever comes first, and only when it is free (a batch that could
 launch while the chip is busy launches the moment it frees, with up to ``max_batch`` of the
 waiting requests, oldest first). A batch of ``b`` requests takes the time and energy the cost
-model gives the model's operations at batch ``b`` (:func:`asicsim.hw.cost_many`, summed; the
+model gives the model's operations at batch ``b`` (the design's ``cost_many``, summed; the
 operations run one after another), so the service table depends on the design and the formats.
 
 Reported per run: throughput (requests served per second, first arrival to last completion),
@@ -43,8 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from asicsim.hw.cost import cost_many, parse_formats
-from asicsim.hw.design import SystolicDesign
+from asicsim.hw.cost import parse_formats
 from asicsim.hw.design_files import load_design
 from asicsim.hw.operations import Elementwise, Gemm, Rnn
 
@@ -190,23 +189,13 @@ class ServiceTable:
                  "saturated_throughput_rps": self.capacity(b)} for b in bs]
 
 
-def _price(ops: list, design, formats) -> list:
-    """Systolic designs through :func:`asicsim.hw.cost_many`; GPU designs through the GPU model's
-    ``gpu_cost_many`` (imported lazily: the GPU baseline is optional here)."""
-    if isinstance(design, SystolicDesign):
-        return cost_many(ops, design, formats)
-    from asicsim.hw.gpu_model import gpu_cost_many
-
-    return gpu_cost_many(ops, design, formats)
-
-
 @lru_cache(maxsize=256)
 def _table(model: InferenceModel, design, formats: tuple, max_batch: int) -> ServiceTable:
     d = load_design(design)
     fm = dict(formats) or None
     ops = [model.ops(b) for b in range(1, max_batch + 1)]
     flat = [op for o in ops for op in o]
-    res = _price(flat, d, fm)
+    res = d.cost_many(flat, fm)
     owner = np.repeat(np.arange(max_batch), [len(o) for o in ops])
     t = np.bincount(owner, weights=[r.time_s for r in res], minlength=max_batch)
     e = np.bincount(owner, weights=[r.energy_total_pj for r in res], minlength=max_batch) * 1e-12
@@ -476,12 +465,11 @@ def weight_residency(model: str | InferenceModel, design) -> dict | None:
     m = get_model(model)
     elems = m.recurrent_weight_elems()
     d = load_design(design)
-    bufs = [b for b in getattr(d, "buffers", ()) if "filter" in b.holds]
-    if not elems or not bufs:
+    wb = d.weight_buffer()
+    if not elems or wb is None:
         return None
-    wbits = d.pe.b_format.bits
-    need = elems * wbits / 8
-    have = sum(b.capacity_kib * 1024 / (2 if b.double_buffered else 1) for b in bufs)
+    need = elems * wb.weight_bits / 8
+    have = wb.resident_kib * 1024
     return {"design": d.name, "recurrent_weights_mib": need / 2**20, "resident_capacity_mib": have / 2**20,
             "fits": bool(need <= have)}
 
@@ -490,10 +478,9 @@ def with_weight_buffer(design, capacity_kib: float):
     """The design with every weight-holding buffer resized to ``capacity_kib`` (name suffixed)."""
     d = load_design(design)
     kib = _nonneg_float("capacity_kib", capacity_kib, positive=True)
-    if not any("filter" in b.holds for b in getattr(d, "buffers", ())):
+    if d.weight_buffer() is None:
         raise BatchingError(f"design = {d.name!r}; allowed: a systolic design with a weight buffer")
-    bufs = tuple(replace(b, capacity_kib=kib) if "filter" in b.holds else b for b in d.buffers)
-    return replace(d, name=f"{d.name}_wbuf{kib:g}KiB", buffers=bufs)
+    return d.with_weight_buffer(kib)
 
 
 def residency_variant(model: str | InferenceModel, design):
@@ -507,8 +494,7 @@ def residency_variant(model: str | InferenceModel, design):
     if res is None:
         return None
     d = load_design(design)
-    bufs = [b for b in d.buffers if "filter" in b.holds]
-    need_kib = res["recurrent_weights_mib"] * 1024 * (2 if any(b.double_buffered for b in bufs) else 1)
+    need_kib = res["recurrent_weights_mib"] * 1024 * (2 if d.weight_buffer().double_buffered else 1)
     kib = need_kib / 4 if res["fits"] else 2 ** math.ceil(math.log2(2 * need_kib))
     return with_weight_buffer(d, kib)
 
@@ -523,7 +509,7 @@ def residency_comparison(model: str | InferenceModel, design, formats=None,
     for d in (load_design(design), other):
         t = service_table(model, d, formats, max(batches))
         fits = weight_residency(model, d)["fits"]
-        weight_kib = round(sum(b.capacity_kib for b in d.buffers if "filter" in b.holds))
+        weight_kib = round(d.weight_buffer().capacity_kib)
         for r in t.rows(list(batches)):
             rows.append({"design": d.name, "weight_buffer_kib": weight_kib, "weights_resident": fits, **r})
     return rows

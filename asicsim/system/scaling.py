@@ -2,8 +2,8 @@
 
 One step on ``N`` chips, each holding a full model copy and ``b`` samples (the per-chip batch):
 
-- compute: the per-chip forward and backward operations priced by :func:`asicsim.hw.cost.cost_many`
-  on the chip's design (a systolic design, or a GPU design through the GPU baseline; every
+- compute: the per-chip forward and backward operations priced by the chip's design (its
+  ``cost_many``: a systolic design's physical model, a GPU design's GPU baseline; every
   operation is priced as a forward kernel of its shape). A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
   GEMMs with the same MACs each: ``dX = dY W^T``, ``(b x N)(N x K)``, and ``dW = X^T dY``,
   ``(K x b)(b x N)``; the first layer skips ``dX`` (nobody needs the input's gradient). An RNN layer
@@ -32,9 +32,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from asicsim.hw.cost import cost_many
-from asicsim.hw.design import SystolicDesign
-from asicsim.hw.gpu import GpuDesign
+from asicsim.hw.design_files import load_design
+from asicsim.hw.interface import Design
 from asicsim.hw.links import (
     LINKS,
     TOPOLOGIES,
@@ -183,7 +182,7 @@ def _compute(model: TrainingModel, batch: int, design, formats) -> tuple[list[fl
     for li, (fwd, bwd) in enumerate(layers):
         ops += fwd + bwd
         owner += [(li, 0)] * len(fwd) + [(li, 1)] * len(bwd)
-    res = cost_many(ops, design, formats)
+    res = load_design(design).cost_many(ops, formats)
     times = [[0.0, 0.0] for _ in layers]
     for (li, phase), r in zip(owner, res, strict=True):
         times[li][phase] += r.time_s
@@ -213,7 +212,7 @@ def _step(model, batch, chips, topo: Topology, bits: int, overlap: bool, compute
 
 
 def training_step(model: str | TrainingModel, batch_per_chip: int, chips: int,
-                  design: str | SystolicDesign | GpuDesign, topology: str | Link | Topology = "nvlink",
+                  design: str | Design, topology: str | Link | Topology = "nvlink",
                   formats: str | Mapping | None = None, grad_format: str | int = "fp32",
                   overlap: bool = False) -> StepResult:
     """One data-parallel step: compute on ``batch_per_chip`` samples plus the gradient all-reduce."""
@@ -252,7 +251,7 @@ def _check_chips(chips: Sequence[int]) -> None:
             raise TopologyError(f"chips = {n!r}; allowed: integers >= 1")
 
 
-def scaling_curve(model: str | TrainingModel, design: str | SystolicDesign | GpuDesign,
+def scaling_curve(model: str | TrainingModel, design: str | Design,
                   topology: str | Link | Topology = "nvlink", chips: Sequence[int] = DEFAULT_CHIPS,
                   batch: int = 512, mode: str = "strong", formats: str | Mapping | None = None,
                   grad_format: str | int = "fp32", overlap: bool = False) -> list[ScalingPoint]:

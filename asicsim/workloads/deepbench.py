@@ -20,7 +20,8 @@ its columns. How each DeepBench row becomes an asicsim operation:
   ``CUDNN_SKIP_INPUT`` (no input projection W x), so its ``flops_fwd`` = 2 gates hidden^2 batch
   timesteps counts the ``timesteps`` recurrent GEMMs alone; the gate nonlinearities run on the
   design's vector unit (a design without one, e.g. the SCALE-Sim designs, prices the GEMMs only and
-  says so in the ``note`` column). GPU designs price them with the GPU model's ``rnn_skip_input``;
+  says so in the ``note`` column). GPU designs price them without the input projection too (the
+  GPU model's ``rnn_skip_input``, which ``GpuDesign.cost_many`` picks for such a lowering);
   a model that still counts other work than DeepBench gets a ``note`` saying by how much its flop
   count differs.
 - ``sparse_gemm``: DeepBench's sparse operand is A (M x K, ``nnz_A`` nonzeros) times a dense B
@@ -307,9 +308,9 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     frames = []
     for d in _designs(design):
         spec = load_design(d)
-        gates = getattr(spec, "vector", True) is not None
+        gates = spec.has_vector_unit
         ops = s.operations(vector_gates=gates)
-        rows = [r.row() for r in _price(ops, spec, fmts or None, s.kind)]
+        rows = [r.row() for r in spec.cost_many(ops, fmts or None)]
         f = pd.DataFrame(rows)
         out = s.shapes.reset_index(drop=True).copy()
         out["time_us"] = f["time_us"]
@@ -338,18 +339,6 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         out["note"] = notes
         frames.append(out)
     return pd.concat(frames, ignore_index=True)
-
-
-def _price(ops: list, spec, formats, kind: str) -> list:
-    """``cost_many``; on a GPU design, RNN kernels go to the GPU model without their input
-    projection (``rnn_skip_input``, as DeepBench runs cuDNN), which ``cost_many`` does not ask for."""
-    from asicsim.hw.cost import cost_many
-    from asicsim.hw.gpu import GpuDesign
-    from asicsim.hw.gpu_model import gpu_cost_many
-
-    if kind == "rnn" and isinstance(spec, GpuDesign):
-        return gpu_cost_many(ops, spec, formats, rnn_skip_input=True)
-    return cost_many(ops, spec, formats)
 
 
 def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:
