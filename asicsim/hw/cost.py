@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from asicsim.hw.counts import ZERO_CODES
+from asicsim.hw.bounds import operation_bounds
+from asicsim.hw.counts import FAMILIES, ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu import GpuDesign
-from asicsim.hw.gpu_model import gpu_cost_many
 from asicsim.hw.mapper import describe
 from asicsim.hw.operations import Conv, Gemm, Operation, OperationError
 from asicsim.hw.pipeline import price
@@ -94,6 +94,9 @@ class CostResult:
     sources: dict[str, str] = field(repr=False, default_factory=dict)
     bound: str = "compute"  # compute | bandwidth | occupancy, as the pricing pipeline classified it
     mapping: str = ""  # the schedule the mapper chose, in words
+    schedule: dict = field(default_factory=dict)  # family, tiles (Mt, Nt, Kt), trips, double_buffered
+    dram_bound_bytes: float = 0.0  # no schedule moves fewer DRAM bytes (asicsim.hw.bounds)
+    dram_bound: str = ""  # which lower bound binds: compulsory | pebble
     cycles_sync: float = 0.0  # per-operation synchronisation the design declares
 
     @property
@@ -133,7 +136,9 @@ class CostResult:
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
              "bound": self.bound, "energy_pj": self.energy_total_pj,
              "energy_j": self.energy_total_pj * 1e-12,
-             "dram_bytes": self.dram_bytes, "sram_array_bytes": self.sram_array_bytes}
+             "dram_bytes": self.dram_bytes, "dram_bound_bytes": self.dram_bound_bytes,
+             "dram_bound": self.dram_bound, "mapping": self.mapping,
+             "sram_array_bytes": self.sram_array_bytes}
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: self.traffic[k] for k in TRAFFIC_KEYS if k in self.traffic}
         return r
@@ -160,7 +165,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     """
     d = load_design(design)
     if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
-        return gpu_cost_many(ops, d, formats)
+        return d.cost_many(ops, formats)
     fmts = resolve_formats(d, formats)
     zero = ZERO_CODES[d.array.zero_weights]
     pr = price(ops, d, fmts, bytes_per_element(fmts), objective=objective, zero=zero)
@@ -176,6 +181,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         return [{k: c[i] for k, c in cols.items()} for i in range(n)]
 
     traffic_of, energy_of = per_op(pr.traffic), per_op(pr.energy)
+    bounds = [operation_bounds(op, d, formats) for op in ops]
     return [CostResult(
         operation=op.label, kind=op.kind, design=d.name, formats=names, pes=d.pes,
         clock_hz=d.clock_hz, cycles_compute=float(t["cycles_compute"][i]),
@@ -184,8 +190,17 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         macs=float(t["macs"][i]), macs_performed=float(performed[i]),
         mapping_efficiency=float(mapping[i]), vector_ops=float(t["vector_ops"][i]),
         traffic=traffic_of[i], energy_pj=energy_of[i], sources=pr.sources,
-        mapping=_mapping_text(t, i, d), bound=BOUNDS[int(pr.bound[i])])
+        mapping=_mapping_text(t, i, d), schedule=_schedule(t, i), bound=BOUNDS[int(pr.bound[i])],
+        dram_bound_bytes=float(bounds[i].bound), dram_bound=str(bounds[i].binding))
         for i, op in enumerate(ops)]
+
+
+def _schedule(t: dict, i: int) -> dict:
+    if not np.isfinite(t["family"][i]):
+        return {}
+    return {"family": FAMILIES[int(t["family"][i])], "Mt": int(t["Mt"][i]), "Nt": int(t["Nt"][i]),
+            "Kt": int(t["Kt"][i]), "tiles_m": int(t["tiles_m"][i]), "tiles_n": int(t["tiles_n"][i]),
+            "tiles_k": int(t["tiles_k"][i]), "double_buffered": bool(t["double_buffered"][i])}
 
 
 def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:

@@ -27,8 +27,9 @@ im2col tile's share of the raw tensor (halo overlap between tiles is not counted
 Time: compute is the streamed cycles of every fold; fill/drain is ``2R + C - 2`` once per
 repetition plus, for every later fold, the cycles by which reloading the stationary operand (a
 whole ``R``-row tile even when a fold uses fewer rows) outlasts the previous fold's stream
-(``max(0, R - stream)``). DRAM transfers overlap compute only when double-buffered:
-``stall = X / steps + max(0, X - busy)`` (the first step's data is exposed), else ``stall = X``.
+(``max(0, R - stream)``). DRAM transfers ``X`` overlap compute only when double-buffered: the
+first of ``s`` tile steps waits for its data and the later ones hide theirs behind the work,
+``stall = X / s + max(0, X - busy) (s - 1) / s``; single-buffered, ``stall = X``.
 """
 
 from __future__ import annotations
@@ -225,7 +226,9 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     transfer = dram / np.asarray(hw.dram_bytes_per_cycle, dtype=np.float64)
     busy = reps * (compute + fill_drain)
     db = s.double_buffered
-    stall = np.where(db, transfer / (reps * steps) + np.maximum(transfer - busy, 0), transfer)
+    # double-buffered: the first step's share is exposed, the rest overlaps the later steps' work
+    later = (reps * steps - 1) / (reps * steps)
+    stall = np.where(db, transfer / (reps * steps) + np.maximum(transfer - busy, 0) * later, transfer)
     stall = np.where(dram > 0, stall, 0.0)
 
     macs = reps * M * N * K
