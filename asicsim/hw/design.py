@@ -97,7 +97,7 @@ class BufferSpec:
     holds: tuple[str, ...]
     capacity_kib: float
     word_bits: int | None = None
-    banks: int = 1
+    banks: int | None = None  # None: derived from the capacity (asicsim.hw.sram_banks)
     double_buffered: bool = False
     read_energy_pj: float | None = None  # per word read
     write_energy_pj: float | None = None  # per word written
@@ -114,7 +114,7 @@ class BufferSpec:
                 out.append(("holds", h, f"a non-empty list of distinct names from {list(OPERANDS)}"))
         in_range(out, v, "capacity_kib", lim.SRAM_KIB)
         in_range(out, v, "word_bits", lim.WORD_BITS, optional=True)
-        in_range(out, v, "banks", lim.BANKS)
+        in_range(out, v, "banks", lim.BANKS, optional=True)
         flag(out, v, "double_buffered")
         in_range(out, v, "read_energy_pj", lim.WORD_ENERGY_PJ, optional=True)
         in_range(out, v, "write_energy_pj", lim.WORD_ENERGY_PJ, optional=True)

@@ -20,11 +20,13 @@ Sources (``asicsim/hw/data/energy_45nm.csv``, read once at first use):
 * SRAM: Horowitz 8 KB 10 pJ, 32 KB 20 pJ, 1 MB 100 pJ per 64-bit read, interpolated as a power law
   between the points (log energy vs log capacity); beyond them the nearest segment's exponent,
   clamped to [0, 0.5] (wire length ~ sqrt(area)). Writes are taken equal to reads (assumption).
+  That is one array; a design's buffers are priced as banks plus the wire to them
+  (:mod:`asicsim.hw.sram_banks`).
 * DRAM per bit: the CSV's ``dram_energy`` rows; DDR3 from Horowitz's DRAM row; kinds without data
   are explicit, labelled assumptions. DRAM energy is per memory kind and never node-scaled.
-* Node scaling: ``(node/45)**alpha`` with alpha 1.0 (logic) and 0.5 (SRAM): an approximation of
-  post-Dennard scaling (E ~ C V**2, C ~ feature size, V nearly flat below 45 nm); it is NOT fitted to
-  the Stillmaker & Baas (Integration 2017) tables, which are the reference to replace it with.
+* Node scaling: Stillmaker & Baas, Integration 58 (2017): their energy polynomials at each node's
+  nominal supply (:mod:`asicsim.hw.node_scaling`), for logic and, as a marked assumption (their
+  fits are of logic), for SRAM arrays too.
 """
 
 from __future__ import annotations
@@ -36,13 +38,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asicsim._files import read_text_file
+from asicsim.hw.node_scaling import energy_factor
 from asicsim.numerics.formats import BlockFormat, FloatFormat, IntFormat
 
 BASE_NODE_NM = 45.0
-NODE_ALPHA = {"logic": 1.0, "sram": 0.5}
+NODE_KINDS = {"logic": "", "sram": "assumption: SRAM arrays scale like Stillmaker & Baas' logic fits; "}
 _CSV = "energy_45nm.csv"
-_NODE_RULE = ("approximation E ~ (node/45nm)^{a}, post-Dennard E ~ C*V^2 with V flat; not fitted to "
-              "Stillmaker & Baas, Integration 58 (2017) tables; exact only at 45 nm")
 
 
 @dataclass(frozen=True)
@@ -75,12 +76,10 @@ def _ref(category: str, item: str, bits: str = "") -> tuple[float, str]:
 
 def node_scale(node_nm: float, kind: str = "logic") -> Energy:
     """Factor from 45 nm energy to ``node_nm`` energy (``kind`` 'logic' or 'sram')."""
-    if kind not in NODE_ALPHA:
-        raise ValueError(f"node scaling kind {kind!r}; allowed: {sorted(NODE_ALPHA)}")
-    if not (isinstance(node_nm, (int, float)) and math.isfinite(node_nm) and node_nm > 0):
-        raise ValueError(f"technology node {node_nm!r} nm; allowed: a finite number > 0 (e.g. 45, 28, 7)")
-    a = NODE_ALPHA[kind]
-    return Energy((node_nm / BASE_NODE_NM) ** a, f"{kind} node scaling, {_NODE_RULE.format(a=a)}")
+    if kind not in NODE_KINDS:
+        raise ValueError(f"node scaling kind {kind!r}; allowed: {sorted(NODE_KINDS)}")
+    factor, src = energy_factor(node_nm, BASE_NODE_NM)
+    return Energy(factor, f"{kind} node scaling, {NODE_KINDS[kind]}{src}")
 
 
 def _at_node(e45_pj: float, source: str, node_nm: float, kind: str) -> Energy:
@@ -213,8 +212,8 @@ def design_energy_table(design) -> dict[str, Energy]:
     """Per-event energies of a :class:`~asicsim.hw.SystolicDesign` at its node, each with its source.
 
     Keys: ``mac_mult_pj``, ``mac_add_pj``, ``mac_pj`` (per MAC), ``<buffer>.read_pj_per_word`` and
-    ``<buffer>.write_pj_per_word`` (a buffer's default uses one bank's capacity, since an access
-    touches one bank) and ``dram_pj_per_bit``. The design's own numbers win when given.
+    ``<buffer>.write_pj_per_word`` (a buffer's default: one bank plus the wire to it,
+    :func:`asicsim.hw.sram_banks.buffer_access_energy_pj`) and ``dram_pj_per_bit``. The design's own numbers win when given.
     """
     node, name = design.technology_nm, design.name
     pe = design.pe
@@ -225,10 +224,11 @@ def design_energy_table(design) -> dict[str, Energy]:
         out["mac_pj"] = Energy(pe.mac_energy_pj, f"design {name!r} pe.mac_energy_pj")
     else:
         out["mac_pj"] = Energy(mult.pj + add.pj, "mac_mult_pj + mac_add_pj")
+    from asicsim.hw.sram_banks import buffer_access_energy_pj  # imports this module
+
     for b in design.buffers:
-        bits = design.word_bits(b.name)
-        default = sram_access_energy_pj(b.capacity_kib / b.banks, bits, node)
-        default = Energy(default.pj, f"{b.capacity_kib:g} KiB / {b.banks} bank(s); {default.source}")
+        pj, src = buffer_access_energy_pj(b.capacity_kib, b.banks, design.word_bits(b.name), node)
+        default = Energy(pj, src)
         for op, given in (("read", b.read_energy_pj), ("write", b.write_energy_pj)):
             if given is not None:
                 e = Energy(float(given), f"design {name!r} buffer {b.name!r} {op}_energy_pj")

@@ -25,7 +25,9 @@ RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel
   counts no DRAM bytes).
 * ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly.
 * ``clock_scale``: power cap. Dynamic power at boost is ``e_op x achievable ops/s`` with
-  ``e_op = e_simt_pj_12nm x (process_nm / 12)^e_node_exponent x class ratio``; static power is
+  ``e_op = e_simt_pj_12nm x node factor(12 nm -> process_nm) x class ratio`` (the node factor is
+  Stillmaker & Baas' energy curve, :mod:`asicsim.hw.node_scaling`, shared with the systolic
+  model); static power is
   ``static_fraction x TDP``; when the sum exceeds TDP the clock (and the rate) scales by
   ``(TDP - static) / dynamic`` (energy per op taken constant in the clock, a linear DVFS rule).
 * Sparse GEMM (weights stored ``csr``/``bitmask``): a cuSPARSE-like kernel at ``sparse_eff`` of the
@@ -33,7 +35,8 @@ RNN's time steps), or a sparse GEMM, or a streaming elementwise kernel. A kernel
 
 Energy: ``compute = ops x e_op`` (same constants as the power cap), ``dram = bytes x pJ/bit`` of
 the memory kind (:func:`asicsim.hw.energy.dram_energy_pj_per_bit`), ``l2 = L2 bytes x`` the SRAM
-energy per bit of an L2-sized array at the node, ``static = static_fraction x TDP x t``; the sum is
+energy per bit of an L2-sized buffer in default banks at the node
+(:func:`asicsim.hw.sram_banks.buffer_access_energy_pj`), ``static = static_fraction x TDP x t``; the sum is
 capped at ``TDP x t`` by scaling the dynamic parts (a chip cannot draw more than its TDP).
 
 Result (:class:`asicsim.hw.cost.CostResult`): ``pes`` x ``clock_hz`` is the path's datasheet peak
@@ -61,8 +64,9 @@ from pathlib import Path
 import numpy as np
 
 from asicsim._files import read_text_file
-from asicsim.hw.energy import dram_energy_pj_per_bit, sram_energy_pj_per_bit
+from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, GpuDesign, PrecisionPath, default_formats, precision_path
+from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.operations import (
     RNN_CELLS,
     AllReduce,
@@ -72,6 +76,7 @@ from asicsim.hw.operations import (
     OperationError,
     Rnn,
 )
+from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
 #: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
@@ -210,7 +215,7 @@ def _eff(design: GpuDesign, path: PrecisionPath, fit: Mapping) -> float:
 def _energy_per_op_pj(design: GpuDesign, path: PrecisionPath, fit: Mapping) -> float:
     key = CLASS_ENERGY_KEYS[path.eff_class]
     ratio = fit[key] if key else 1.0
-    return fit["e_simt_pj_12nm"] * (design.process_nm / 12.0) ** fit["e_node_exponent"] * ratio
+    return fit["e_simt_pj_12nm"] * energy_factor(design.process_nm, 12.0)[0] * ratio
 
 
 def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, fit: Mapping) -> dict[str, np.ndarray]:
@@ -325,16 +330,16 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     e_op = _energy_per_op_pj(design, path, fit)
     mem = GPU_MEM_TYPES[design.mem_type]
     e_dram = dram_energy_pj_per_bit(mem)
-    e_l2 = sram_energy_pj_per_bit(design.l2_mib * 1024, design.process_nm)
+    l2_pj, l2_src = buffer_access_energy_pj(design.l2_mib * 1024, None, 1, design.process_nm)
     static_w = fit["static_fraction"] * design.tdp_w
     scale = float(t["clock_scale"][0])
     eff = _eff(design, path, fit)
     names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
     sources_base = {
-        "compute": f"{e_op:.3g} pJ/op = e_simt_pj_12nm x (process_nm/12)^e_node_exponent x {path.eff_class} ratio "
-                   "(gpu_fit.toml)",
+        "compute": f"{e_op:.3g} pJ/op = e_simt_pj_12nm (gpu_fit.toml) x {path.eff_class} ratio x node "
+                   f"{energy_factor(design.process_nm, 12.0)[1]}",
         "dram": f"{e_dram.pj:g} pJ/bit ({e_dram.source})",
-        "l2": f"{e_l2.pj:.3g} pJ/bit ({e_l2.source})",
+        "l2": f"{l2_pj:.3g} pJ/bit ({l2_src})",
         "static": f"static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)",
     }
     out = []
@@ -353,7 +358,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             bound = "compute"
         dram_b, l2_b = sums["dram_bytes"][i], sums["l2_bytes"][i]
         time_s = float(time_s)
-        e = {"compute": sums["ops"][i] * e_op, "dram": dram_b * 8 * e_dram.pj, "l2": l2_b * 8 * e_l2.pj,
+        e = {"compute": sums["ops"][i] * e_op, "dram": dram_b * 8 * e_dram.pj, "l2": l2_b * 8 * l2_pj,
              "static": static_w * time_s * 1e12}
         src = dict(sources_base)
         cap = design.tdp_w * time_s * 1e12

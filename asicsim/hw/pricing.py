@@ -22,8 +22,8 @@ from asicsim.hw.energy import (
     adder_energy_pj,
     dram_energy_pj_per_bit,
     multiplier_energy_pj,
-    sram_access_energy_pj,
 )
+from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 OPERANDS = ("ifmap", "filter", "ofmap", "psum")
 #: Static power when a design gives none: an explicit assumption, not a published figure.
@@ -167,24 +167,22 @@ def classify_bound(transfer, busy, performed, pes, macs):
 
 def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capacity_kib):
     """(pJ per word, source) of a buffer access; a size-derived default follows the (possibly
-    swept) capacity, one bank's worth, as :func:`asicsim.hw.design_energy_table` does."""
+    swept) capacity, banked as :func:`asicsim.hw.design_energy_table` does."""
     given = buffer.read_energy_pj if kind == "read" else buffer.write_energy_pj
     if given is not None:
         return float(given), f"design {design.name!r} buffer {buffer.name!r} {kind}_energy_pj"
     note = "" if kind == "read" else "assumption: write = read; "
-    caps = np.asarray(capacity_kib, dtype=np.float64) / buffer.banks
+    caps = np.asarray(capacity_kib, dtype=np.float64)
     if caps.ndim == 0:
-        e = _sram_word(float(caps), word_bits, design.technology_nm)
-        return e.pj, f"{note}{buffer.banks} bank(s); {e.source}"
-    uniq, inverse = np.unique(caps, return_inverse=True)
-    per = [_sram_word(float(c), word_bits, design.technology_nm) for c in uniq]
-    values = np.array([e.pj for e in per])[inverse].reshape(caps.shape)
-    return values, f"{note}{buffer.banks} bank(s); {per[0].source}"
+        pj, src = _sram_word(float(caps), buffer.banks, word_bits, design.technology_nm)
+        return pj, f"{note}{src}"
+    values, src = buffer_access_energy_pj(caps, buffer.banks, word_bits, design.technology_nm)
+    return values, f"{note}{src}"
 
 
 @functools.lru_cache(maxsize=4096)
-def _sram_word(capacity_kib: float, word_bits: float, node_nm: float) -> Energy:
-    return sram_access_energy_pj(capacity_kib, word_bits, node_nm)
+def _sram_word(capacity_kib: float, banks, word_bits: float, node_nm: float) -> tuple[float, str]:
+    return buffer_access_energy_pj(capacity_kib, banks, word_bits, node_nm)
 
 
 def static_power_w(design: SystolicDesign, mac_pj: float, pes=None) -> Energy:

@@ -75,6 +75,8 @@ DESIGN_ROWS = [
     (SYSTOLIC, "capacity_kib = 64", "capacity_kib = 1e-9", "buffers.ub.capacity_kib", "one byte"),
     (SYSTOLIC, "word_bits = 8", "word_bits = 100000", "buffers.ub.word_bits", "[1, 8192] bits"),
     (SYSTOLIC, "banks = 2", "banks = 1099511627776", "buffers.ub.banks", "[1, 65536] banks"),
+    (SYSTOLIC, "banks = 2", "banks = 0", "buffers.ub.banks", "[1, 65536] banks"),  # omit it to derive
+    (SYSTOLIC, "banks = 2", "banks = 2.5", "buffers.ub.banks", "an integer in [1, 65536] banks"),
     (SYSTOLIC, "read_energy_pj = 1", "read_energy_pj = inf", "buffers.ub.read_energy_pj",
      "[1e-06, 1000000] pJ per word"),
     (SYSTOLIC, "write_energy_pj = 1", "write_energy_pj = nan", "buffers.ub.write_energy_pj",
