@@ -17,7 +17,6 @@ else ``compute``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from asicsim.hw.operations import (
 from asicsim.hw.physical import ZERO_CODES, BufferLayout, gemm_counts
 from asicsim.hw.pricing import energy, traffic
 from asicsim.hw.scalesim_files import CONV_FIELDS, Topology
+from asicsim.hw.vector_unit import vector_counts, vector_note
 from asicsim.numerics import FormatError, get_format
 
 ROLES = ("act", "weight", "acc", "out")
@@ -106,10 +106,12 @@ class CostResult:
     energy_pj: dict[str, float]  # mult, add, vector, buffer.<name>, dram, static
     sources: dict[str, str] = field(repr=False, default_factory=dict)
     bound_override: str | None = None  # a model that classifies the bound itself (GPU baseline)
+    cycles_sync: float = 0.0  # the design's per-operation synchronisation (array.sync_cycles)
+    notes: tuple[str, ...] = ()  # what the price leaves out and why (e.g. no vector unit)
 
     @property
     def cycles(self) -> float:
-        return self.cycles_compute + self.cycles_fill_drain + self.cycles_stall
+        return self.cycles_compute + self.cycles_fill_drain + self.cycles_stall + self.cycles_sync
 
     @property
     def time_s(self) -> float:
@@ -151,7 +153,7 @@ class CostResult:
              **{f"format_{k}": v for k, v in self.formats.items()},
              "cycles": self.cycles, "cycles_compute": self.cycles_compute,
              "cycles_fill_drain": self.cycles_fill_drain, "cycles_stall": self.cycles_stall,
-             "time_s": self.time_s, "time_us": self.time_s * 1e6,
+             "cycles_sync": self.cycles_sync, "time_s": self.time_s, "time_us": self.time_s * 1e6,
              "tops": 2 * self.macs / self.time_s / 1e12 if self.time_s else 0.0,  # achieved, dense count
              "macs": self.macs, "macs_performed": self.macs_performed,
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
@@ -217,9 +219,13 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
                 t[k] = np.bincount(owner_arr, weights=v, minlength=n)
     for i, (_, vec) in enumerate(lowered):
         if vec is not None:
-            for k, v in _vector_counts(vec, d, bits).items():
+            for k, v in vector_counts(vec, d, bits).items():
                 if not k.startswith("bytes."):
                     t.setdefault(k, np.zeros(n))[i] += v
+    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None])) for _, vec in lowered]
+    # every operation that runs here waits for the design's per-operation synchronisation
+    t["cycles_sync"] = np.asarray([d.array.sync_cycles if (ls or d.vector is not None) else 0.0
+                                   for ls, _ in lowered], dtype=np.float64)
     t.setdefault("bytes.filter", np.full(n, bits["weight"] / 8))
     tr = traffic(t, bits)
     e, sources = energy(t, tr, d, fmts, zero)
@@ -242,7 +248,8 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         cycles_fill_drain=float(g("cycles_fill_drain")[i]), cycles_stall=float(g("cycles_stall")[i]),
         macs=float(macs[i]), macs_performed=float(performed[i]),
         mapping_efficiency=float(mapping[i]), vector_ops=float(g("vector_ops")[i]),
-        traffic=traffic_of[i], energy_pj=energy_of[i], sources=sources)
+        traffic=traffic_of[i], energy_pj=energy_of[i], sources=sources,
+        cycles_sync=float(g("cycles_sync")[i]), notes=notes[i])
         for i, op in enumerate(ops)]
 
 
@@ -267,27 +274,6 @@ def _gemm_arrays(lows: list[GemmLowering], ops: list, d: SystolicDesign, bits: d
         ifmap_elems=col([low.ifmap_elems or low.M * low.K for low in lows]),
         reps=col([low.reps for low in lows]), shared_weights=np.asarray([low.shared_weights for low in lows]),
         density=1.0 - col(sparsity), zero_weights=zero)
-
-
-def _vector_counts(op: Elementwise, d: SystolicDesign, bits: dict) -> dict[str, float]:
-    """Elementwise work on the vector unit: lanes ops per vector cycle, streamed from the buffers;
-    DRAM transfers overlap the stream (stall only for what the stream cannot hide)."""
-    if d.vector is None:
-        raise OperationError(f"design {d.name!r} has no [vector] unit; elementwise work (and RNN gates) "
-                             "needs one: add a [vector] table with lanes")
-    ops = op.elements * op.ops_per_element
-    ratio = d.clock_mhz / (d.vector.clock_mhz or d.clock_mhz)
-    cycles = math.ceil(ops / d.vector.lanes) * ratio
-    reads, writes = op.elements * op.inputs, op.elements
-    holds = set() if op.on_chip else set(d.dram.holds)
-    dram_in = reads * bits["act"] / 8 if "ifmap" in holds else 0.0
-    dram_out = writes * bits["out"] / 8 if "ofmap" in holds else 0.0
-    transfer = (dram_in + dram_out) / d.dram_bytes_per_cycle
-    return {"cycles_compute": cycles, "vector_ops": float(ops), "transfer_cycles": transfer,
-            "cycles_stall": max(transfer - cycles, 0.0),
-            "sram.ifmap.reads": float(reads), "sram.ofmap.writes": float(writes),
-            "dram.ifmap.reads_bytes": dram_in, "dram.ofmap.writes_bytes": dram_out,
-            "bytes.ifmap": bits["act"] / 8, "bytes.ofmap": bits["out"] / 8}
 
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,

@@ -15,11 +15,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import _NOT_ADDITIVE, _gemm_arrays, _lower, _vector_counts, resolve_formats
+from asicsim.hw.cost import _NOT_ADDITIVE, _gemm_arrays, _lower, resolve_formats
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.operations import Operation
 from asicsim.hw.physical import ZERO_CODES, gemm_counts
 from asicsim.hw.pricing import energy, traffic
+from asicsim.hw.vector_unit import vector_counts
 
 #: The fields a family's members may differ in (``buffers.<name>.capacity_kib`` for any buffer).
 VECTOR_FIELDS = ("array.rows", "array.cols", "array.dataflow", "buffers.*.capacity_kib")
@@ -85,10 +86,12 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
                 t[k] = v @ onehot
     for i, (_, vec) in enumerate(lowered):
         if vec is not None:  # the vector unit's work does not depend on the varied fields
-            for k, v in _vector_counts(vec, d0, bits).items():
+            for k, v in vector_counts(vec, d0, bits).items():
                 if not k.startswith("bytes."):
                     t.setdefault(k, np.zeros((N, n)))[:, i] += v
     t.setdefault("bytes.filter", np.full((N, n), bits["weight"] / 8))
+    t["cycles_sync"] = np.broadcast_to(np.asarray(  # as cost_many: every operation that runs here
+        [d0.array.sync_cycles if (ls or d0.vector is not None) else 0.0 for ls, _ in lowered]), (N, n))
     tr = traffic(t, bits)
     kib = [cap / 1024 for cap in caps]
     e, _ = energy(t, tr, d0, fmts, zero, pes=rows * cols, buffer_kib=kib)
@@ -97,7 +100,7 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
     macs = g("macs")
     performed = g("macs_nonzero") if zero == ZERO_CODES["skip"] else macs
     busy = g("cycles_compute") + g("cycles_fill_drain")
-    cycles = busy + g("cycles_stall")
+    cycles = busy + g("cycles_stall") + g("cycles_sync")
     pes = rows * cols
     transfer = g("transfer_cycles")
     ideal = performed / pes

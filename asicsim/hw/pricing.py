@@ -138,7 +138,8 @@ def energy(t: dict, tr: dict, design: SystolicDesign, fmts: dict, zero: int, *, 
         per_bit = dram_energy_pj_per_bit(design.dram.kind)
     e["dram"] = tr["dram_bytes"] * 8 * per_bit.pj
     src["dram"] = per_bit.source
-    cycles = g("cycles_compute", 0.0) + g("cycles_fill_drain", 0.0) + g("cycles_stall", 0.0)
+    cycles = (g("cycles_compute", 0.0) + g("cycles_fill_drain", 0.0) + g("cycles_stall", 0.0)
+              + g("cycles_sync", 0.0))
     static = static_power_w(design, mult.pj + add.pj, pes)
     e["static"] = static.pj * cycles / design.clock_hz * 1e12
     src["static"] = static.source
