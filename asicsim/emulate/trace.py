@@ -1,5 +1,6 @@
 """The op trace: every GEMM/convolution an emulated function runs, with its GEMM shape, operand
-roles, formats and count per call — what :mod:`asicsim.hw` prices.
+roles, formats and count per call — what :mod:`asicsim.hw` prices — and, when asked, the
+elementwise work around them (see :func:`record_elementwise`).
 
 Recording happens while :func:`asicsim.emulate` traces a function (shapes only, nothing runs);
 ``lax.scan`` bodies count ``length`` times. With ``training=True`` each forward GEMM adds its two
@@ -15,18 +16,36 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from asicsim.emulate.elementwise_trace import ELEMENTWISE_COLUMNS, elementwise_entries
+
 _ACTIVE: list[list[dict]] = []
+_ELEMENTWISE: list[bool] = []  # per active recording: collect elementwise work too
 
 
 @contextlib.contextmanager
-def recording() -> Iterator[list[dict]]:
-    """Collect the entries :func:`record` sees while the block runs."""
+def recording(elementwise: bool = False) -> Iterator[list[dict]]:
+    """Collect the entries :func:`record` (and, with ``elementwise``, :func:`record_elementwise`)
+    sees while the block runs."""
     buf: list[dict] = []
     _ACTIVE.append(buf)
+    _ELEMENTWISE.append(elementwise)
     try:
         yield buf
     finally:
         _ACTIVE.pop()
+        _ELEMENTWISE.pop()
+
+
+def record_elementwise(eqn, count: int, policy) -> None:
+    """Record the elementwise work of one equation of the user's program (the interpreter calls
+    this for every equation it does not emulate itself; see :mod:`.elementwise_trace`)."""
+    if not (_ACTIVE and _ELEMENTWISE[-1]):
+        return
+    fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32") for r in ("act", "acc", "out")}
+    for e in elementwise_entries(eqn, count):
+        _ACTIVE[-1].append({**e, "N": 1, "batch": 1, "lhs_role": "act", "rhs_role": "", "lhs_shape": (),
+                            "rhs_shape": (), "format_lhs": fmt["act"], "format_rhs": "",
+                            "format_acc": fmt["acc"], "format_out": fmt["out"], "recipe": policy.name})
 
 
 def record(*, kind, shapes, out_shape, roles, params, count, policy) -> None:
@@ -63,8 +82,15 @@ def gemm_dims(kind: str, shapes, out_shape, params) -> tuple[int, int, int, int]
 
 
 def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
+    """One row per GEMM and role; elementwise entries (``kind`` "elementwise") are summed over
+    equal shapes into one row each, and with ``training`` mirrored by a ``grad-input`` row of
+    the same work — an estimate: the VJP of an elementwise op is about as much elementwise work
+    as the op (relu's is a compare and select, tanh's ``g (1 - y^2)``, a max-pool's a
+    select-and-scatter over the same windows); JAX's own backward jaxpr is not interpreted."""
     rows = []
     for e in entries:
+        if e["kind"] == "elementwise":
+            continue
         rows.append({**e, "role": "forward"})
         if training:
             # dX = dY (M x N) times W^T (N x K); dW = X^T (K x M) times dY (M x N)
@@ -75,4 +101,11 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
             "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe"]
     df = pd.DataFrame(rows, columns=cols)
     df["macs"] = df.M * df.N * df.K * df.batch * df["count"]
-    return df
+    ew = [e for e in entries if e["kind"] == "elementwise"]
+    if not ew:
+        return df
+    keys = [c for c in (*cols, *ELEMENTWISE_COLUMNS) if c not in ("role", "count", "lhs_shape", "rhs_shape")]
+    ew = pd.DataFrame(ew).groupby(keys, sort=False, as_index=False)["count"].sum()
+    ew = ew.assign(role="forward", macs=0, lhs_shape=[()] * len(ew), rhs_shape=[()] * len(ew))
+    parts = [df, ew] + ([ew.assign(role="grad-input")] if training else [])
+    return pd.concat([p for p in parts if len(p)], ignore_index=True)[[*cols, "macs", *ELEMENTWISE_COLUMNS]]

@@ -11,10 +11,14 @@ from asicsim.emulate.trace import recording, trace_frame
 from asicsim.emulate.transform import emulate, split_arrays
 
 
-def op_trace(fn, policy, *args, training: bool = False, weights: int | None = 0, **kwargs) -> pd.DataFrame:
+def op_trace(fn, policy, *args, training: bool = False, weights: int | None = 0, elementwise: bool = False,
+             **kwargs) -> pd.DataFrame:
     """Trace ``fn(*args, **kwargs)`` under ``policy`` (shapes only, nothing is computed) and return
     one row per GEMM/convolution and role (forward; with ``training`` also grad-input and
     grad-weight), with M, N, K, batch, count per call, operand roles and formats, and MACs.
+    With ``elementwise``, also rows of kind ``elementwise`` (activations, pooling, reductions,
+    bias adds: :mod:`.elementwise_trace`) with ``work``, ``primitive``, ``elements_out``,
+    ``inputs``, ``elements_in``, ``ops`` (per output) and ``count``; M = elements_out, K = ops.
     Needs no key under stochastic rounding: nothing is computed, so no random bits are drawn."""
     pol = load_recipe(policy)
     emulated = emulate(fn, pol, weights=weights)
@@ -27,6 +31,6 @@ def op_trace(fn, policy, *args, training: bool = False, weights: int | None = 0,
         a, k = rebuild(xs)
         return emulated(*a, **{**sr, **k})
 
-    with recording() as entries:
+    with recording(elementwise) as entries:
         jax.make_jaxpr(run)(*arrays)
     return trace_frame(entries, training)

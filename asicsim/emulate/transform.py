@@ -52,7 +52,7 @@ from asicsim._jax_compat import bind_args, scan_operand_counts
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
-from asicsim.emulate.trace import record
+from asicsim.emulate.trace import record, record_elementwise
 from asicsim.numerics import quantize
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive, key_words
@@ -490,6 +490,7 @@ class _Interpreter:
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
             return self.run(closed.jaxpr, closed.consts, invals, flags)
+        record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
         subfuns, bind_params = bind_args(eqn.primitive, p)  # as jax.core.eval_jaxpr does
         with eqn.ctx.manager:
             out = eqn.primitive.bind(*subfuns, *invals, **bind_params)

@@ -97,7 +97,8 @@ class CostResult:
     schedule: dict = field(default_factory=dict)  # family, tiles (Mt, Nt, Kt), trips, double_buffered
     dram_bound_bytes: float = 0.0  # no schedule moves fewer DRAM bytes (asicsim.hw.bounds)
     dram_bound: str = ""  # which lower bound binds: compulsory | pebble
-    cycles_sync: float = 0.0  # per-operation synchronisation the design declares
+    cycles_sync: float = 0.0  # the design's per-operation synchronisation (array.sync_cycles)
+    notes: tuple[str, ...] = ()  # what the price leaves out and why (e.g. no vector unit)
 
     @property
     def cycles(self) -> float:
@@ -130,7 +131,7 @@ class CostResult:
              **{f"format_{k}": v for k, v in self.formats.items()},
              "cycles": self.cycles, "cycles_compute": self.cycles_compute,
              "cycles_fill_drain": self.cycles_fill_drain, "cycles_stall": self.cycles_stall,
-             "time_s": self.time_s, "time_us": self.time_s * 1e6,
+             "cycles_sync": self.cycles_sync, "time_s": self.time_s, "time_us": self.time_s * 1e6,
              "tops": 2 * self.macs / self.time_s / 1e12 if self.time_s else 0.0,  # achieved, dense count
              "macs": self.macs, "macs_performed": self.macs_performed,
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
@@ -191,7 +192,8 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         mapping_efficiency=float(mapping[i]), vector_ops=float(t["vector_ops"][i]),
         traffic=traffic_of[i], energy_pj=energy_of[i], sources=pr.sources,
         mapping=_mapping_text(t, i, d), schedule=_schedule(t, i), bound=BOUNDS[int(pr.bound[i])],
-        dram_bound_bytes=float(bounds[i].bound), dram_bound=str(bounds[i].binding))
+        dram_bound_bytes=float(bounds[i].bound), dram_bound=str(bounds[i].binding),
+        notes=pr.notes[i])
         for i, op in enumerate(ops)]
 
 

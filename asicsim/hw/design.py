@@ -35,12 +35,16 @@ class ArraySpec:
     cols: int
     dataflow: str  # "os" output-, "ws" weight-, "is" input-stationary (SCALE-Sim's names)
     zero_weights: str = "compute"  # see ZERO_WEIGHTS
+    # Cycles every operation (layer) waits for synchronisation its array does not overlap (a host
+    # issuing the next layer's instructions, a barrier); 0: none, or none published.
+    sync_cycles: float = 0
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
         out: list[Problem] = []
         in_range(out, v, "rows", lim.ARRAY_SIDE)
         in_range(out, v, "cols", lim.ARRAY_SIDE)
+        in_range(out, v, "sync_cycles", lim.SYNC_CYCLES)
         choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
         choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out

@@ -179,7 +179,8 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool =
             return [recurrent]
         return [dict(owner=i, M=b * t, N=gh, K=x), recurrent]  # input projection for all steps
     if isinstance(op, Elementwise):
-        return [dict(owner=i, stream_bytes=float(op.elements * (op.inputs + 1)),
+        # distinct operands in, results out (a pooling window's re-reads hit the caches)
+        return [dict(owner=i, stream_bytes=float(op.distinct_reads + op.elements),
                      launches=0 if op.on_chip else 1)]
     if isinstance(op, AllReduce):
         raise OperationError(f"{op.label}: all-reduce is not priced by the single-GPU model; allowed: "
@@ -397,8 +398,8 @@ def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float,
     """Fractions of an operation's DRAM bytes that are ifmap/filter reads and ofmap writes."""
     a, b, c = (fmts[r].bits / 8 for r in ("act", "weight", "out"))
     if isinstance(op, Elementwise):
-        tot = op.inputs + 1
-        return {"ifmap": (op.inputs / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, 1 / tot)}
+        tot = op.distinct_reads + op.elements
+        return {"ifmap": (op.distinct_reads / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, op.elements / tot)}
     ia = sum(r.get("a_elems", r["M"] * r["K"]) * r.get("batch", 1) for r in kinds) * a
     fb = sum(r.get("b_elems", r["K"] * r["N"]) * r.get("batch", 1) * r.get("density", 1.0) for r in kinds) * b
     oc = sum(r.get("c_elems", r["M"] * r["N"]) * r.get("batch", 1) for r in kinds) * c

@@ -53,6 +53,8 @@ ARRAY_SIDE = Limit(1, 65536, "PEs", "1..65536 per side; TPU v1's 256 x 256 is th
                    "shipped systolic array", integer=True)
 VECTOR_LANES = Limit(1, 65536, "lanes", "1..65536 like an array side; TPU v1's activation unit "
                      "is 256 wide", integer=True)
+SYNC_CYCLES = Limit(0, 1e9, "cycles per operation", "0 (none) up to 1e9 cycles, about a second at "
+                    "1 GHz: a host round trip over PCIe takes microseconds, thousands of cycles")
 MAC_ENERGY_PJ = Limit(1e-6, 10_000, "pJ", "an int8 MAC is about 0.23 pJ and an fp32 MAC 4.6 pJ at "
                       "45 nm (Horowitz, ISSCC 2014): 1e-6 pJ is 1e5 below, 10 nJ 2000x above")
 SRAM_KIB = Limit(1 / 1024, 64 * 2**20, "KiB", "one byte up to 64 GiB; the largest on-chip SRAM "

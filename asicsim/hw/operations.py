@@ -215,21 +215,34 @@ class Rnn:
 
     def elementwise(self) -> Elementwise:
         return Elementwise(self.batch * self.hidden * self.steps, RNN_ELEMENTWISE_OPS[self.cell],
-                           inputs=RNN_CELLS[self.cell], on_chip=True)
+                           inputs=RNN_CELLS[self.cell], on_chip=True, work="rnn_gates")
 
     @property
     def label(self) -> str:
         return self.name or f"{self.cell} h{self.hidden} b{self.batch} t{self.steps}"
 
 
+#: What elementwise work is for (reported, and how the op trace groups it); the pricing is the same.
+ELEMENTWISE_WORK = ("elementwise", "activation", "pooling", "normalisation", "reduction", "loss",
+                    "optimizer", "rnn_gates")
+
+
 @dataclass(frozen=True)
 class Elementwise:
-    """``elements`` outputs, each ``ops_per_element`` vector operations on ``inputs`` operands."""
+    """``elements`` outputs, each ``ops_per_element`` vector operations on ``inputs`` operands.
+
+    A reduction reads more than it writes: a max-pool output reads its ``inputs`` = window
+    elements, a mean over ``D`` values reads ``D``. ``input_elements`` is how many *distinct*
+    elements are read (what comes from DRAM: overlapping pooling windows read one pixel several
+    times from the buffer, once from DRAM); None: ``elements * inputs`` (no reuse).
+    """
 
     elements: int
     ops_per_element: int = 1
     inputs: int = 1
     on_chip: bool = False  # operands already on chip (e.g. an RNN's gates)
+    work: str = "elementwise"  # see ELEMENTWISE_WORK
+    input_elements: int | None = None
     name: str = ""
     kind: str = field(default="elementwise", init=False)
 
@@ -237,13 +250,30 @@ class Elementwise:
         _check_int("elementwise", "elements", self.elements, lim.OP_ELEMENTS)
         _check_int("elementwise", "ops_per_element", self.ops_per_element)
         _check_int("elementwise", "inputs", self.inputs)
+        if self.work not in ELEMENTWISE_WORK:
+            raise OperationError(f"elementwise: work = {self.work!r}; allowed: {' | '.join(ELEMENTWISE_WORK)}")
+        if self.input_elements is not None:
+            _check_int("elementwise", "input_elements", self.input_elements, lim.OP_ELEMENTS)
+            if self.input_elements > self.elements * self.inputs:
+                raise OperationError(f"elementwise: input_elements = {self.input_elements}; allowed: at most "
+                                     f"elements x inputs = {self.elements * self.inputs} (the reads)")
+
+    @property
+    def reads(self) -> int:
+        """Operand elements read from the buffers (a window or reduction re-reads)."""
+        return self.elements * self.inputs
+
+    @property
+    def distinct_reads(self) -> int:
+        """Distinct operand elements (what DRAM supplies when the operands live there)."""
+        return self.reads if self.input_elements is None else self.input_elements
 
     def lower(self) -> list[GemmLowering]:
         return []
 
     @property
     def label(self) -> str:
-        return self.name or f"elementwise {self.elements}x{self.ops_per_element}"
+        return self.name or f"{self.work} {self.elements}x{self.ops_per_element}"
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,14 @@ from asicsim.hw.operations import (
     weight_store_bits,
 )
 from asicsim.hw.pricing import classify_bound, energy, energy_rates, schedule_energy, traffic
+from asicsim.hw.vector_unit import vector_counts, vector_note
 
 _DATAFLOW = {"os": 0, "ws": 1, "is": 2}
+#: :func:`asicsim.hw.vector_unit.vector_counts` keys -> count names
+_VECTOR_KEYS = {"cycles_compute": "cycles_compute", "vector_ops": "vector_ops", "transfer_cycles": "transfer_cycles",
+                "cycles_stall": "cycles_stall", "sram.ifmap.reads": "sram_ifmap_reads",
+                "sram.ofmap.writes": "sram_ofmap_writes", "dram.ifmap.reads_bytes": "dram_ifmap_bytes",
+                "dram.ofmap.writes_bytes": "dram_ofmap_bytes"}
 
 
 def lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
@@ -73,6 +79,7 @@ class Priced:
     bound: np.ndarray
     pes: np.ndarray
     sources: dict
+    notes: list  # per operation: what the price leaves out and why
 
     @property
     def cycles(self) -> np.ndarray:
@@ -124,36 +131,23 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     for name in (*GemmCounts.names(), "vector_ops", "cycles_sync"):
         t.setdefault(name, zeros.copy())
     t.setdefault("filter_bytes", np.full((*shape, n), bpe["filter"]))
+    role_bits = {r: bpe[o] * 8 for r, o in (("act", "ifmap"), ("weight", "filter"), ("acc", "psum"),
+                                            ("out", "ofmap"))}
     for i, (_, vec) in enumerate(lowered):
         if vec is not None:  # the vector unit's work does not depend on the varied fields
-            for k, v in _vector_counts(vec, d, bpe).items():
-                t[k] = np.array(t[k])
-                t[k][..., i] += v
+            for k, v in vector_counts(vec, d, role_bits).items():
+                if k in _VECTOR_KEYS:
+                    name = _VECTOR_KEYS[k]
+                    t[name] = np.array(t[name])
+                    t[name][..., i] += v
+    # every operation that runs here waits for the design's per-operation synchronisation
+    runs_here = np.asarray([bool(ls) or d.vector is not None for ls, _ in lowered])
+    t["cycles_sync"] = t["cycles_sync"] + np.where(runs_here, float(d.array.sync_cycles), 0.0)
+    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None])) for _, vec in lowered]
     tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
     e = energy(t, tr, rates, zero)
     performed = t["macs_nonzero"] if zero == 2 else t["macs"]
     busy = t["cycles_compute"] + t["cycles_fill_drain"]
     bound = classify_bound(t["transfer_cycles"], busy, performed, pes[..., None], t["macs"])
-    return Priced(t, tr, e, bound, pes, rates.sources)
+    return Priced(t, tr, e, bound, pes, rates.sources, notes)
 
-
-def _vector_counts(op: Elementwise, d: SystolicDesign, bpe: dict) -> dict[str, float]:
-    """Elementwise work on the vector unit: lanes ops per vector cycle, streamed from the buffers;
-    DRAM transfers overlap the stream (stall only for what the stream cannot hide)."""
-    import math
-
-    if d.vector is None:
-        raise OperationError(f"design {d.name!r} has no [vector] unit; elementwise work (and RNN gates) "
-                             "needs one: add a [vector] table with lanes")
-    ops = op.elements * op.ops_per_element
-    ratio = d.clock_mhz / (d.vector.clock_mhz or d.clock_mhz)
-    cycles = math.ceil(ops / d.vector.lanes) * ratio
-    reads, writes = op.elements * op.inputs, op.elements
-    holds = set() if op.on_chip else set(d.dram.holds)
-    dram_in = reads * bpe["ifmap"] if "ifmap" in holds else 0.0
-    dram_out = writes * bpe["ofmap"] if "ofmap" in holds else 0.0
-    transfer = (dram_in + dram_out) / d.dram_bytes_per_cycle
-    return {"cycles_compute": cycles, "vector_ops": float(ops), "transfer_cycles": transfer,
-            "cycles_stall": max(transfer - cycles, 0.0),
-            "sram_ifmap_reads": float(reads), "sram_ofmap_writes": float(writes),
-            "dram_ifmap_bytes": dram_in, "dram_ofmap_bytes": dram_out}

@@ -14,10 +14,14 @@ grad-weight  ``act`` (X^T)    ``grad`` (dY)    ``wgrad``
 ============ ================ ================ ============
 
 Each row counts ``batch * count`` independent GEMMs (batched dimensions and scan steps), priced as
-GEMMs (a convolution by its im2col shape). A training trace ends with one ``optimizer`` row: the
-update's elementwise work on every parameter (:data:`OPTIMIZER_OPS` per parameter), priced on the
-vector unit (a GPU's SIMT cores) in the master/weight format. Other elementwise work (activations,
-losses) is not priced.
+GEMMs (a convolution by its im2col shape). Rows of kind ``elementwise`` are the model's other
+work (activations, pooling, normalisation, bias adds, the loss: :mod:`asicsim.emulate.elementwise_trace`),
+``count`` times each, priced as :class:`~asicsim.hw.operations.Elementwise` on the design's vector
+unit (a GPU's SIMT cores) in the role's act/out formats; training mirrors them as ``grad-input``
+rows (an estimate, see :func:`asicsim.emulate.trace.trace_frame`). A training trace ends with one
+``optimizer`` row: the update's elementwise work on every parameter (:data:`OPTIMIZER_OPS` per
+parameter) in the master/weight format. A design with no vector unit prices all of this at zero
+and says so in the row's ``note``.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
-from asicsim.hw.operations import Elementwise, Gemm, OperationError
+from asicsim.hw.operations import Elementwise, Gemm
 from asicsim.workloads.training import _batch_fn, _loss_fn, build
 from asicsim.workloads.workload import load_workload
 
@@ -52,13 +56,13 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
     arrays = (data.x_train,) if data.task == "lm" else (data.x_train, data.y_train)
     sample = _batch_fn(data.task, w.context)(tuple(jax.numpy.asarray(a) for a in arrays), idx)
     if training:
-        trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True)
+        trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True, elementwise=True)
         opt = "sgd_momentum" if w.optimizer == "sgd" and w.momentum else w.optimizer
         update = {"role": "optimizer", "kind": "elementwise", "M": model.num_params(params), "N": 1,
                   "K": OPTIMIZER_OPS[opt], "batch": 1, "count": 1, "macs": 0, "recipe": policy.name}
         return pd.concat([trace, pd.DataFrame([update])], ignore_index=True)
     x = sample if data.task == "lm" else sample[0]
-    return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x)
+    return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x, elementwise=True)
 
 
 def _formats(policy, role: str) -> dict[str, str]:
@@ -99,29 +103,53 @@ def _update_formats(policy) -> dict[str, str]:
     return {"act": fmt, "weight": fmt, "acc": state.spec.name if state else "float32", "out": fmt}
 
 
-def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
-    """One row per trace row on one design: the GEMM (or the optimizer update) priced in its role's
-    formats, times its repetitions (``reps`` = batch x count): ``time_s``, ``energy_j`` and its
-    split (``energy_mac_j``, ``energy_vector_j``, ``energy_buffers_j``, ``energy_dram_j``,
-    ``energy_static_j``, ``energy_other_j``), ``dram_bytes``, ``sram_bytes`` (between buffers and
-    array), ``bound``, ``utilization`` and the formats."""
-    policy = load_recipe(recipe)
-    rows = []
+def _elementwise_ops(part: pd.DataFrame) -> list[Elementwise]:
+    """A trace's elementwise rows as the vector-unit operations they are (one call's worth)."""
+    return [Elementwise(int(r.elements_out), int(r.ops), inputs=int(r.inputs), work=r.work,
+                        input_elements=int(r.elements_in), name=f"{r.work} {r.primitive}")
+            for r in part.itertuples()]
+
+
+def _groups(trace: pd.DataFrame):
+    """(role, kind, rows, formats, operations, repetitions) per priced group of the trace."""
+    kind = trace["kind"] if "kind" in trace else pd.Series("gemm", index=trace.index)
+    ew = kind == "elementwise"
     for role, part in trace.groupby("role", sort=False):
         if role == "optimizer":
-            rows.append(_price_update(part.iloc[0], design, policy))
+            r = part.iloc[0]
+            yield role, "elementwise", part, _update_formats, [Elementwise(int(r.M), int(r.K), inputs=3,
+                                                                           work="optimizer")], np.ones(1)
             continue
-        fmts = _formats(policy, role)
-        res = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()], design, fmts)
-        for r, c in zip(part.itertuples(), res, strict=True):
-            reps = float(r.batch * r.count)
-            energy = {k: reps * v for k, v in _energy_columns(c.energy_pj).items()}
-            rows.append({"design": c.design, "role": role, "kind": "gemm", "M": int(r.M), "N": int(r.N),
-                         "K": int(r.K), "reps": reps, "macs": float(r.macs), "time_s": reps * c.time_s,
-                         "energy_j": reps * c.energy_total_pj * 1e-12, **energy,
-                         "dram_bytes": reps * c.dram_bytes, "sram_bytes": reps * c.sram_array_bytes,
+        for is_ew, rows in ((False, part[~ew[part.index]]), (True, part[ew[part.index]])):
+            if not len(rows):
+                continue
+            ops = _elementwise_ops(rows) if is_ew else [Gemm(int(r.M), int(r.N), int(r.K)) for r in rows.itertuples()]
+            reps = (rows["batch"] * rows["count"]).to_numpy(dtype=np.float64)
+            yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
+
+
+def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
+    """One row per trace row on one design: the GEMM (or the elementwise work, or the optimizer
+    update) priced in its role's formats, times its repetitions (``reps`` = batch x count):
+    ``time_s``, ``energy_j`` and its split (``energy_mac_j``, ``energy_vector_j``,
+    ``energy_buffers_j``, ``energy_dram_j``, ``energy_static_j``, ``energy_other_j``),
+    ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, the
+    formats, ``work`` (elementwise rows) and a ``note`` (e.g. no vector unit: priced at zero)."""
+    policy = load_recipe(recipe)
+    rows = []
+    for role, kind, part, formats_of, ops, reps in _groups(trace):
+        fmts = formats_of(policy) if role == "optimizer" else formats_of(policy, role)
+        res = cost_many(ops, design, fmts)
+        for r, op, c, n in zip(part.itertuples(), ops, res, reps, strict=True):
+            energy = {k: n * v for k, v in _energy_columns(c.energy_pj).items()}
+            shape = ({"M": int(r.M), "N": int(r.N), "K": int(r.K), "work": ""} if kind == "gemm"
+                     else {"M": op.elements, "N": 1, "K": op.ops_per_element, "work": op.work})
+            rows.append({"design": c.design, "role": role, "kind": kind, **shape, "reps": float(n),
+                         "macs": float(r.macs), "time_s": n * c.time_s,
+                         "energy_j": n * c.energy_total_pj * 1e-12, **energy,
+                         "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
                          "bound": c.bound, "utilization": c.utilization,
-                         **{f"format_{k}": v for k, v in fmts.items()}, "note": ""})
+                         **{f"format_{k}": v for k, v in fmts.items()}, "note": "; ".join(c.notes)})
     return pd.DataFrame(rows)
 
 
@@ -135,23 +163,11 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
     n = len(designs)
     keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, "dram_bytes", "sram_bytes", "macs")
     out = {k: np.zeros(n) for k in keys}
-    for role, part in trace.groupby("role", sort=False):
-        if role == "optimizer":
-            fmts = _update_formats(policy)
-            row = part.iloc[0]
-            ops, reps = [Elementwise(int(row.M), int(row.K), inputs=3)], np.ones(1)
-        else:
-            fmts = _formats(policy, role)
-            ops = [Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()]
-            reps = (part["batch"] * part["count"]).to_numpy(dtype=np.float64)
+    for role, kind, part, formats_of, ops, reps in _groups(trace):
+        fmts = formats_of(policy) if role == "optimizer" else formats_of(policy, role)
+        if kind == "gemm":
             out["macs"] += float(part["macs"].sum())
-        try:
-            c = cost_family(ops, designs, fmts)
-        except OperationError:  # a design without a vector unit: the update is not priced
-            for k in keys:
-                if k != "macs":
-                    out[k] += np.nan
-            continue
+        c = cost_family(ops, designs, fmts)
         out["time_s"] += c["time_s"] @ reps
         out["energy_j"] += c["energy_pj"] @ reps * 1e-12
         out["dram_bytes"] += c["dram_bytes"] @ reps
@@ -162,7 +178,8 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
 
 
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
-    """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs, summed."""
+    """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs and
+    elementwise work, summed (``gemms`` counts the GEMMs)."""
     designs = [designs] if isinstance(designs, str) else list(designs)
     rows = []
     for design in designs:
@@ -170,7 +187,7 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
         for role, part in ops.groupby("role", sort=False):
             fmts = part.iloc[0]
             rows.append({"design": fmts["design"], "role": role,
-                         "gemms": int(part["reps"].sum()) if role != "optimizer" else 0,
+                         "gemms": int(part.loc[part["kind"] != "elementwise", "reps"].sum()),
                          "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum()),
                          "energy_j": float(part["energy_j"].sum()), "dram_bytes": float(part["dram_bytes"].sum()),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
@@ -179,20 +196,3 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
     total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
-
-
-def _price_update(row, design, policy) -> dict:
-    """The optimizer's elementwise update of every parameter (reads weight, gradient and state)."""
-    fmts = _update_formats(policy)
-    out = {"role": "optimizer", "kind": "elementwise", "M": int(row.M), "N": 1, "K": int(row.K), "reps": 1.0,
-           "macs": 0.0, **{f"format_{k}": v for k, v in fmts.items()}, "note": ""}
-    try:
-        (r,) = cost_many([Elementwise(int(row.M), int(row.K), inputs=3)], design, fmts)
-    except OperationError as err:  # e.g. a design without a vector unit: said, not hidden
-        nan = float("nan")
-        return {**out, "design": getattr(design, "name", str(design)), "time_s": nan, "energy_j": nan,
-                "dram_bytes": nan, "sram_bytes": nan, "bound": "", "utilization": nan,
-                "note": f"update not priced: {err}"}
-    return {**out, "design": r.design, "time_s": r.time_s, "energy_j": r.energy_total_pj * 1e-12,
-            **_energy_columns(r.energy_pj), "dram_bytes": r.dram_bytes, "sram_bytes": r.sram_array_bytes,
-            "bound": r.bound, "utilization": r.utilization}

@@ -9,14 +9,14 @@ import sys
 import pytest
 
 from asicsim.emulate import load_recipe
-from asicsim.hw import Gemm, cost_many
+from asicsim.hw import Elementwise, Gemm, cost_many
 from asicsim.workloads.pricing import price_trace, workload_trace
 
 
 def test_digits_mlp_trace_by_hand():
     # MLP 64-64-10, batch 32: forward GEMMs (32x64)(64x64) and (32x64)(64x10); training adds dX and dW
     t = workload_trace("digits_mlp", "bf16")
-    fwd = t[t.role == "forward"]
+    fwd = t[(t.role == "forward") & (t.kind == "gemm")]
     assert [(r.M, r.N, r.K) for r in fwd.itertuples()] == [(32, 64, 64), (32, 10, 64)]
     assert set(t.role) == {"forward", "grad-input", "grad-weight", "optimizer"}
     update = t[t.role == "optimizer"].iloc[0]  # SGD: w -= lr g on 64*64+64 + 64*10+10 parameters
@@ -24,7 +24,7 @@ def test_digits_mlp_trace_by_hand():
     for role in ("grad-input", "grad-weight"):
         assert t[t.role == role].macs.sum() == fwd.macs.sum() == 32 * (64 * 64 + 64 * 10)
     inf = workload_trace("digits_mlp", "bf16", training=False, batch=8)
-    assert set(inf.role) == {"forward"} and list(inf.M) == [8, 8]
+    assert set(inf.role) == {"forward"} and list(inf[inf.kind == "gemm"].M) == [8, 8]
 
 
 def test_grad_input_gemms_write_dx_in_grad_out():
@@ -40,12 +40,20 @@ def test_price_trace_sums_cost_many_per_role():
     t = workload_trace("digits_mlp", "fp16_mixed")
     table = price_trace(t, ["tpu_v1", "gpu_v100"], "fp16_mixed")
     assert list(table[table.role == "total"].design) == ["tpu_v1", "gpu_v100"]
-    fwd = t[t.role == "forward"]
+    fwd = t[(t.role == "forward") & (t.kind == "gemm")]
     want = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in fwd.itertuples()], "tpu_v1",
                      {"act": "float16", "weight": "float16", "acc": "float32", "out": "float16"})
+    ew = t[(t.role == "forward") & (t.kind == "elementwise")]  # bias adds, relu, the loss
+    want_ew = cost_many([Elementwise(int(r.elements_out), int(r.ops), inputs=int(r.inputs),
+                                     input_elements=int(r.elements_in)) for r in ew.itertuples()], "tpu_v1",
+                        {"act": "float16", "weight": "float16", "acc": "float32", "out": "float16"})
     row = table[(table.design == "tpu_v1") & (table.role == "forward")].iloc[0]
-    assert row.time_s == pytest.approx(sum(r.time_s for r in want))
-    assert row.energy_j == pytest.approx(sum(r.energy_total_pj for r in want) * 1e-12)
+    assert row.gemms == 2 and len(ew) > 0
+    assert row.time_s == pytest.approx(sum(r.time_s for r in want)
+                                       + sum(n * r.time_s for n, r in zip(ew["count"], want_ew, strict=True)))
+    assert row.energy_j == pytest.approx((sum(r.energy_total_pj for r in want)
+                                          + sum(n * r.energy_total_pj for n, r in zip(ew["count"], want_ew, strict=True)))
+                                         * 1e-12)
     # grad-weight GEMMs take the gradient format on the B side
     gw = table[(table.design == "gpu_v100") & (table.role == "grad-weight")].iloc[0]
     assert "weight=float16" in gw.formats and "out=float16" in gw.formats
@@ -68,7 +76,8 @@ def test_trace_command_prices_on_a_systolic_design_and_a_gpu():
     totals = [r for r in doc["cost"] if r["role"] == "total"]
     assert [r["design"] for r in totals] == ["tpu_v1", "gpu_v100"]
     assert all(r["time_s"] > 0 and r["energy_j"] > 0 for r in totals)
-    assert len(doc["trace"]) == 7  # 2 GEMMs x (forward, grad-input, grad-weight) + the update
+    # 2 GEMMs x (forward, grad-input, grad-weight) + the update, besides the elementwise rows
+    assert sum(r["kind"] != "elementwise" or r["role"] == "optimizer" for r in doc["trace"]) == 7
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -85,4 +94,5 @@ def test_trace_command_under_stochastic_rounding():
     out = subprocess.run([sys.executable, "-m", "asicsim.cli", "trace", "digits_mlp", "--recipe", "fixed16_sr",
                           "--design", "tpu_v1", "--json"], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert len(json.loads(out.stdout)["trace"]) == 7
+    trace = json.loads(out.stdout)["trace"]
+    assert sum(r["kind"] != "elementwise" or r["role"] == "optimizer" for r in trace) == 7
