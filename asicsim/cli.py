@@ -137,7 +137,7 @@ def cmd_cost(args) -> int:
         if args.scalesim_config:
             raise ValueError("cost: give either --design (physical model) or --scalesim-config "
                              "(SCALE-Sim compatibility mode), not both")
-        report = cost_table(_operations(args), args.design, args.formats)
+        report = cost_table(_operations(args), args.design, args.formats, objective=args.objective)
     elif args.scalesim_config and args.topology:
         if args.gemm_shapes or args.conv or args.rnn or args.formats:
             raise ValueError("cost --scalesim-config: SCALE-Sim mode takes its topology file only "
@@ -158,7 +158,12 @@ def cmd_cost(args) -> int:
         summary.insert(3, "time_us", report["time_s"] * 1e6)
         summary["energy_uj"] = report["energy_pj"] / 1e6
         summary["dram_mb"] = report["dram_bytes"] / 1e6
+        if "dram_bound_bytes" in report:  # systolic designs: the lower bound beside the figure
+            summary["dram_bound_mb"] = report["dram_bound_bytes"] / 1e6
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        for row in report.to_dict(orient="records"):
+            if isinstance(row.get("mapping"), str) and row["mapping"]:
+                print(f"{row['design']} {row['operation']}: {row['mapping']}")
     else:
         print(report.to_string(index=False))
     return 0
@@ -267,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="RNN time steps; CELL vanilla|gru|lstm")
     p.add_argument("--formats", metavar="ROLE=FMT,...",
                    help="override the design's formats: roles act, weight, acc, out")
+    p.add_argument("--objective", choices=("energy", "dram", "latency"), default="energy",
+                   help="what the mapper minimises per operation (default: energy)")
     p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode)")
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

@@ -214,12 +214,17 @@ def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:
 
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
-               formats: str | Mapping | None = None) -> pd.DataFrame:
+               formats: str | Mapping | None = None, *, objective: str = "energy") -> pd.DataFrame:
     """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame."""
     if isinstance(designs, (str, SystolicDesign, GpuDesign)):
         designs = [designs]
     ops = list(ops)
-    return pd.DataFrame([r.row() for d in designs for r in cost_many(ops, d, formats)])
+    rows = []
+    for d in designs:
+        d = load_design(d)
+        many = d.cost_many(ops, formats) if isinstance(d, GpuDesign) else cost_many(ops, d, formats, objective=objective)
+        rows += [r.row() for r in many]
+    return pd.DataFrame(rows)
 
 
 

@@ -166,6 +166,12 @@ class GemmCounts:
         return GemmCounts(**{n: fn(n, getattr(self, n)) for n in self.names()})
 
 
+def spatial_folds(dim, tile, side):
+    """Folds of a ``side``-wide array over ``dim`` cut into tiles of ``tile`` (the last partial)."""
+    full = np.floor(dim / tile)
+    return full * ceil_div(tile, side) + ceil_div(dim - full * tile, side)
+
+
 def tile_bytes(p: GemmProblem, s: Schedule) -> dict[str, np.ndarray]:
     """Bytes of one tile of each operand (A as its raw share, psum in the accumulator format)."""
     raw = p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300)  # <= 1 for a conv
@@ -199,25 +205,26 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     dram_c = reps * moved("ofmap", S_C)
 
     # --- the array: folds per tile step, streamed cycles, reloads --------------------------------
-    os_, ws_ = df == OS, df == WS
-    Sr = np.where(os_, Mt, Kt)
-    Sc = np.where(df == IS, Mt, Nt)
+    os_, ws_, is_ = df == OS, df == WS, df == IS
+    # folds along each spatial dimension, counted over its tiles (the last tile may be partial)
+    row_dim, row_tile = np.where(os_, M, K), np.where(os_, Mt, Kt)
+    col_dim, col_tile = np.where(is_, M, N), np.where(is_, Mt, Nt)
+    rows_f, cols_f = spatial_folds(row_dim, row_tile, R), spatial_folds(col_dim, col_tile, C)
     streamed_total = np.where(os_, K, np.where(ws_, M, N))
     stream_trips = np.where(os_, Tk, np.where(ws_, Tm, Tn))
-    stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
-    rf, cf = ceil_div(Sr, R), ceil_div(Sc, C)
     steps = Tm * Tn * Tk
-    folds = steps * rf * cf
-    compute = folds / stream_trips * streamed_total  # every fold streams its tile's share
+    folds = rows_f * cols_f * stream_trips
+    compute = rows_f * cols_f * streamed_total  # every fold streams its tile's share
     if hw.zero_weights == ZERO_CODES["skip"]:
         compute = np.ceil(compute * p.density)
+    stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
     reload = (folds - 1) * np.maximum(R - stream, 0)  # a whole R-row tile per fold, even a partial one
     fill_drain = 2 * R + C - 2 + reload
 
     # --- SRAM <-> array accesses (elements) -----------------------------------------------------
-    a_reads = np.where(df == IS, M * K * Tn, M * K * cf * Tn)
-    b_reads = np.where(os_, N * K * rf * Tm, np.where(ws_, N * K * Tm, N * K * cf * Tm))
-    contributions = np.where(os_, Tk, rf * Tk)  # partial sums per output added outside the PEs
+    a_reads = np.where(is_, M * K * Tn, M * K * cols_f)
+    b_reads = np.where(os_, N * K * rows_f, np.where(ws_, N * K * Tm, N * K * cols_f))
+    contributions = np.where(os_, Tk, rows_f)  # partial sums per output added outside the PEs
     psum_rw = np.where(contributions > 1, M * N * contributions, 0.0)
     pes_used = np.where(os_, M * N, np.where(ws_, K * N, K * M))
 

@@ -129,7 +129,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         t["filter_bytes"] = np.broadcast_to(p.b_bytes, (len(lows),))[lead] * np.ones((*shape, 1))
     zeros = np.zeros((*shape, n))
     for name in (*GemmCounts.names(), "vector_ops", "cycles_sync"):
-        t.setdefault(name, zeros.copy())
+        t.setdefault(name, zeros + (np.nan if name in GemmCounts.MAPPING else 0.0))
     t.setdefault("filter_bytes", np.full((*shape, n), bpe["filter"]))
     role_bits = {r: bpe[o] * 8 for r, o in (("act", "ifmap"), ("weight", "filter"), ("acc", "psum"),
                                             ("out", "ofmap"))}

@@ -99,39 +99,61 @@ def test_hand_reload_when_stream_is_shorter_than_the_array():
     assert r.bound == "occupancy"
 
 
-def test_hand_psum_chunks_and_weight_reloads():
-    # ws, M=20, N=2, K=5 on 2x2: rf=3, cf=1; 64 B of int32 partial sums hold 8 rows of 2 columns,
-    # so M is cut into chunks 8, 8, 4 and the weights are read from SRAM once per chunk
-    r = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=64))
+def test_hand_partial_sums_fill_their_buffer():
+    # ws, M=20, N=2, K=5 on 2x2, operand buffers 1 MiB, 64 B of int32 partial sums (16). DRAM
+    # objective, by hand over the families (A 100 B, B 10 B, C 40 B, int8):
+    #   outputs resident: Nt*=clip(sqrt(100*2*16/(10*20)),..,2)=2 -> Mt=8, T_m=3: 100+3*10+40=170
+    #   weights resident: K x 2 block, A in 8-row slivers (8 x 2 psums): 100+10+40=150 (compulsory)
+    #   activations resident: 16 x K block, B in 1-column slivers, T_m=2: 100+2*10+40=160
+    r = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=64), objective="dram")
+    assert r.dram_bytes == 150 == r.dram_bound_bytes
+    assert r.schedule == {"family": "weights", "Mt": 8, "Nt": 2, "Kt": 5, "tiles_m": 3, "tiles_n": 1,
+                          "tiles_k": 1, "double_buffered": False}
+    # the weights are loaded into the array once per 8-row sliver: 3 x 10 reads; rf=3 row folds
     assert r.traffic["sram.filter.reads"] == 3 * 2 * 5
     assert r.cycles_compute == 3 * 20
-    # double buffering halves what stays resident: 4 rows, 5 chunks
-    r2 = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=64, double=True))
-    assert r2.traffic["sram.filter.reads"] == 5 * 2 * 5
-    # not even one row of partial sums fits: they spill to DRAM ((rf - 1) M N int32, each way)
-    r3 = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=4))
-    assert r3.traffic["dram.psum.writes_bytes"] == r3.traffic["dram.psum.reads_bytes"] == 2 * 40 * 4
+    # one int32 partial sum of room: 1-row slivers against a K x 1 weight block, T_n=2 (A twice);
+    # partial sums never spill to DRAM
+    r = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=4), objective="dram")
+    assert r.dram_bytes == 2 * 100 + 10 + 40
+    assert r.traffic["dram.psum.writes_bytes"] == r.traffic["dram.psum.reads_bytes"] == 0
 
 
-def test_hand_reuse_traffic_with_a_small_buffer():
-    # os M=4, N=3, K=5 on 2x2: the ifmap (20 B) is read in cf=2 passes; 10 B stay pinned, so the
-    # second pass re-fetches the other 10: 20 * (1 + (2 - 1) * (1 - 10/20)) = 30
-    r = cost(Gemm(4, 3, 5), design(dataflow="os", ifmap=10))
-    assert r.traffic["dram.ifmap.reads_bytes"] == 30
-    # the filter's inner-loop working set is one column block (K x C = 10 B), read rf=2 times;
-    # a 4-byte buffer re-fetches 6 of 10 per block: 15 * (1 + 0.6) = 24
-    r = cost(Gemm(4, 3, 5), design(dataflow="os", filter=4))
-    assert r.traffic["dram.filter.reads_bytes"] == pytest.approx(24)
+def test_hand_small_buffers_trade_reuse():
+    # os M=4, N=3, K=5 on 2x2, int8 A (20 B) and B (15 B), int32 C: a 10 B ifmap buffer alone
+    # still reaches the compulsory 47 B (B resident, A streamed in 2-row slivers)
+    r = cost(Gemm(4, 3, 5), design(dataflow="os", ifmap=10), objective="dram")
+    assert r.dram_bytes == 47 == r.dram_bound_bytes
+    # every buffer small (ifmap 10, filter 10, ofmap 16 B = 4 partial sums), by hand:
+    #   weights resident K x 2 (10 B), A 2-row slivers, T_n=2: 2*20+15+12=67
+    #   activations resident 2 x K (10 B), B 2-column slivers (4 psums), T_m=2: 20+2*15+12=62
+    #   outputs resident 2 x 2, T_m=T_n=2: 2*20+2*15+12=82
+    r = cost(Gemm(4, 3, 5), design(dataflow="os", ifmap=10, filter=10, ofmap=16), objective="dram")
+    assert r.dram_bytes == 62 and r.schedule["family"] == "activations"
+    assert r.dram_bytes >= r.dram_bound_bytes == 47
 
 
-def test_hand_stalls_per_fold():
-    # os, 4 folds, busy 24 cycles, 47 bytes over 1 B/cycle. Double-buffered: the first fold's share
-    # (47/4) is exposed and the rest overlaps what compute cannot hide: 11.75 + (47 - 24)
-    r = cost(Gemm(4, 3, 5), design(dataflow="os", double=True, bw_bytes_per_cycle=1))
-    assert r.cycles_stall == pytest.approx(47 / 4 + 23)
-    assert r.bound == "bandwidth"
-    r = cost(Gemm(4, 3, 5), design(dataflow="os", double=False, bw_bytes_per_cycle=1))
-    assert r.cycles_stall == pytest.approx(47)
+def test_hand_stalls_per_tile_step():
+    # schedule_counts directly: os M=4, N=3, K=5 on 2x2, outputs resident 2 x 3, T_m=2 (2 steps):
+    # DRAM A + 2 B + C = 20+30+12 = 62 B over 1 B/cycle; busy: rows folds ceil(2/2)*2=2, column
+    # folds 2, compute 2*2*5=20, fill/drain 2*2+2-2=4 (no reload: the stream of 5 >= 2 rows)
+    from asicsim.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
+    from asicsim.hw.pipeline import _problem, layout
+    d = design(dataflow="os", bw_bytes_per_cycle=1)
+    op = Gemm(4, 3, 5)
+    p = _problem(op.lower(), [op], d, {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0})
+    hw = ArrayHardware(rows=np.float64(2), cols=np.float64(2), dataflow=np.int64(0),
+                       capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
+                       dram_bytes_per_cycle=np.float64(1))
+    for db, stall in ((False, 62), (True, 62 / 2 + (62 - 24) / 2)):
+        c = schedule_counts(p, hw, Schedule(np.float64(OUTPUTS), np.float64(2), np.float64(3), np.float64(5),
+                                            np.asarray(db)))
+        assert (float(c.dram_bytes[0]), float(c.cycles_compute[0]), float(c.cycles_fill_drain[0])) == (62, 20, 4)
+        assert float(c.cycles_stall[0]) == pytest.approx(stall)
+    # through the mapper: whole tiles in one step (24 + 47 cycles, nothing overlaps) or smaller
+    # double-buffered steps, whichever is faster
+    r = cost(op, d, objective="latency")
+    assert r.cycles <= 24 + 47 and r.bound == "bandwidth"
 
 
 def test_hand_energy_of_buffers_and_dram():
@@ -233,8 +255,8 @@ def _golden_rows() -> pd.DataFrame:
 
 def test_sram_reads_match_scalesim_goldens():
     """Physical and SCALE-Sim modes map folds the same way, so the SRAM reads the array makes agree
-    with SCALE-Sim's own reports (rows without overhanging windows), except where the physical
-    model reloads weights per partial-sum chunk (it then reads them that many times)."""
+    with SCALE-Sim's own reports (rows without overhanging windows) wherever the mapper keeps whole
+    operands in one tile step (a tiled GEMM reads per tile)."""
     g = _golden_rows()
     assert len(g) > 300
     checked = 0
@@ -249,18 +271,17 @@ def test_sram_reads_match_scalesim_goldens():
             dram=DramSpec(kind="DDR4", bandwidth_gbps=10))
         op = Conv(row["ifmap_h"], row["ifmap_w"], row["channels"], row["num_filter"], row["filter_h"],
                   row["filter_w"], stride=row["stride"])
-        r = cost(op, d)
+        r = cost(op, d, objective="dram")
         (low,) = op.lower()
         Sr = low.M if df == "os" else low.K
         Sc = low.M if df == "is" else low.N
         rf, cf = -(-Sr // R), -(-Sc // C)
         t = r.traffic
-        # partial-sum chunks: the stationary operand is read once per chunk (1 when all fit)
-        chunks = {"os": 1, "ws": t["sram.filter.reads"] / (low.N * low.K),
-                  "is": t["sram.ifmap.reads"] / (low.M * low.K)}[df]
-        assert chunks == int(chunks) >= 1
-        assert t["sram.ifmap.reads"] == row["SRAM IFMAP Reads"] * (chunks if df == "is" else 1)
-        assert t["sram.filter.reads"] == row["SRAM Filter Reads"] * (chunks if df == "ws" else 1)
+        sc = r.schedule
+        if (sc["tiles_m"], sc["tiles_n"], sc["tiles_k"]) != (1, 1, 1):
+            continue  # the mapper tiled the GEMM: the array then reads per tile, not as SCALE-Sim
+        assert t["sram.ifmap.reads"] == row["SRAM IFMAP Reads"]
+        assert t["sram.filter.reads"] == row["SRAM Filter Reads"]
         # SCALE-Sim's OFMAP writes: os M N + F (R + C); ws/is every row fold's partial sums
         if df == "os":
             assert row["SRAM OFMAP Writes"] == t["sram.ofmap.writes"] + rf * cf * (R + C)
@@ -270,10 +291,9 @@ def test_sram_reads_match_scalesim_goldens():
             assert row["SRAM OFMAP Writes"] == t["sram.ofmap.writes"]
         # pipelined folds never take longer than SCALE-Sim's fold-by-fold schedule (same folds;
         # os: plus the R cycles of shifting the outputs out, which SCALE-Sim does not count)
-        if chunks == 1:
-            assert r.cycles_compute + r.cycles_fill_drain <= row["Total Cycles"] + 1 + (R if df == "os" else 0)
-        checked += chunks == 1
-    assert checked > 0.9 * len(g)
+        assert r.cycles_compute + r.cycles_fill_drain <= row["Total Cycles"] + 1 + (R if df == "os" else 0)
+        checked += 1
+    assert checked > 0.5 * len(g)
 
 
 # --- invariants ----------------------------------------------------------------------------------
@@ -282,7 +302,7 @@ dims = st.integers(1, 300)
 
 @settings(max_examples=150, deadline=None)
 @given(R=st.integers(1, 48), C=st.integers(1, 48), df=st.sampled_from(["os", "ws", "is"]),
-       M=dims, N=dims, K=dims, cap=st.integers(1, 1 << 16), psum=st.one_of(st.none(), st.integers(4, 1 << 16)),
+       M=dims, N=dims, K=dims, cap=st.integers(16, 1 << 16), psum=st.one_of(st.none(), st.integers(4, 1 << 16)),
        double=st.booleans(), bw=st.floats(0.01, 100), zero=st.sampled_from(["compute", "gate", "skip"]),
        sparsity=st.sampled_from([0.0, 0.5, 0.9]))
 def test_invariants(R, C, df, M, N, K, cap, psum, double, bw, zero, sparsity):
@@ -303,16 +323,20 @@ def test_invariants(R, C, df, M, N, K, cap, psum, double, bw, zero, sparsity):
     # more buffer never means more DRAM traffic (cycles may trade against it: the model picks
     # the partial-sum plan that moves fewer bytes)
     kw2 = dict(kw, ifmap=2 * cap, filter=2 * cap, ofmap=2 * cap, psum=None if psum is None else 2 * psum)
-    r2 = cost(op, design(R, C, df, **kw2))
-    assert r2.dram_bytes <= r.dram_bytes + 1e-6
+    r1 = cost(op, design(R, C, df, **kw), objective="dram")
+    r2 = cost(op, design(R, C, df, **kw2), objective="dram")
+    assert r.dram_bound_bytes - 1e-6 <= r1.dram_bytes <= r.dram_bytes + 1e-6
+    assert r2.dram_bytes <= r1.dram_bytes + 1e-6
     # wider formats: twice the bits, twice the bytes (with twice the operand buffers and bandwidth,
-    # and room for every int32 partial sum, so the plan stays the same), same counts
+    # and room for every int32 partial sum, so the schedule stays the same), same counts
+    if sparsity:
+        return  # sparse storage adds metadata bits that do not double with the format
     own_psum = 1 << 30
-    r = cost(op, design(R, C, df, **{**kw, "psum": own_psum}))
+    r = cost(op, design(R, C, df, **{**kw, "psum": own_psum}), objective="dram")
     t = r.traffic
     d16 = design(R, C, df, **{**kw2, "psum": own_psum, "bw_bytes_per_cycle": 2 * bw},
                  fmts=("int16", "int16", "int32"))
-    w = cost(op, d16, "out=int16")
+    w = cost(op, d16, "out=int16", objective="dram")
     for k in ("dram.ifmap.reads_bytes", "dram.ofmap.writes_bytes", "sram.ifmap.reads_bytes"):
         assert w.traffic[k] == pytest.approx(2 * t[k]), k
     assert w.traffic["sram.ifmap.reads"] == t["sram.ifmap.reads"]

@@ -136,7 +136,7 @@ def test_tpu_v1_busy_power_near_published():
     """
     conv = Conv(19, 19, 256, 256, 3, 3, 1, 1, 8)
     r = cost(conv, "tpu_v1")
-    assert r.utilization > 0.9  # a busy layer: the array is nearly always computing
+    assert r.utilization > 0.85  # a busy layer: the array is nearly always computing
     total_w = r.energy_total_pj * 1e-12 / r.time_s
     die_w = (r.energy_total_pj - r.energy_pj["dram"]) * 1e-12 / r.time_s
     assert total_w < 0.8 * 75
