@@ -1,0 +1,279 @@
+"""An outside anchor for asicsim's data movement: ZigZag's LOMA search on ResNet-18 (issue 17, item 3).
+
+ZigZag (zigzag-dse 3.9.1, KU Leuven; LOMA temporal-mapping search) prices each ResNet-18 layer of its
+shipped ``resnet18.onnx`` on its shipped ``tpu_like`` accelerator, searching spatial and temporal
+mappings for the lowest energy. asicsim prices the same layers (``asicsim.hw.Conv``/``Gemm``, built
+from ZigZag's own parsed loop sizes, strides and paddings) on ``benchmarks/zigzag/tpu_like.toml``,
+a design written to match the yaml (every field says which ZigZag key it comes from). Printed per
+layer: energy, latency, DRAM bytes, and the wall time of each tool; then the energy per memory level
+beside asicsim's components, which is where the gaps are explained.
+
+ZigZag is never an asicsim dependency: it runs once in a side environment
+(``python3 -m venv /work/zz-venv && /work/zz-venv/bin/pip install zigzag-dse six``) through
+``benchmarks/zigzag/run_zigzag.py``, whose CSVs (energy-optimal and latency-optimal searches) are
+stored in ``benchmarks/zigzag/`` with the version, command and date in their header. This script
+reads them; ``--run-zigzag /work/zz-venv/bin/python`` re-runs ZigZag first, in a subprocess.
+
+    python benchmarks/zigzag_anchor.py [--run-zigzag PYTHON] [--repeat 20]
+
+A diagnostic line adds ZigZag's per-MAC register energy to asicsim (difference 1) to show what
+is left for the mapper once that term is modelled.
+
+Modelling differences (why the two need not agree today; each is visible in the breakdown table):
+
+1. **Per-MAC register files.** ZigZag's ``rf_128B`` (W) and ``rf_2B`` (O) are memory levels: every
+   MAC reads its weight register (0.095 pJ) and reads and writes its output register (2 x 0.021
+   pJ), 0.137 pJ per MAC on top of the 0.04 pJ MAC, 20-25 % of ZigZag's energy on 3x3 layers.
+   asicsim's array has no per-MAC register accesses (a PE's registers are inside ``mac_energy_pj``);
+   its ``weight_rf`` and ``out_rf`` buffers are charged per weight loaded into the array and per
+   partial sum carried across row folds. Kept as ZigZag's raw figures (not folded into the MAC) so
+   the gap stays visible; folding them in would be ``mac_energy_pj = 0.177``.
+2. **Loop order.** asicsim (before the mapper) uses one fixed ws order per GEMM: K x N weight tiles
+   of 32 x 32 stationary, all ``M`` output pixels streamed, im2col between SRAM and the array (each
+   ifmap element read from SRAM once per kernel tap and per column fold); ZigZag searches every
+   temporal order and blocking per memory level. Expect asicsim's SRAM reads (and, on late layers
+   whose weights exceed the 128 KiB of weight registers, DRAM bytes) above ZigZag's.
+3. **SRAM access granularity.** ZigZag counts ``sram_2MB`` accesses in 2048-bit words with a 64-bit
+   minimum (``ceil(bits / 64) * 64 / 2048`` accesses per transfer), asicsim in bits x per-bit cost.
+   Equal for wide transfers; ZigZag is higher for narrow ones.
+4. **DRAM write energy.** ZigZag: read 700 pJ, write 750 pJ per 64-bit access (10.94 and 11.72
+   pJ/bit); asicsim has one ``energy_pj_per_bit`` (the read figure), so it prices the ofmap writes
+   7 % low.
+5. **Output precision.** ZigZag's partial sums are 16 bits (``O``), final outputs 8 bits
+   (``O_final``); asicsim accumulates in ``acc_format = int16`` and writes int8 ofmaps: the same.
+6. **Partial sums in SRAM.** ZigZag's O hierarchy is rf_2B -> sram_2MB -> dram, so partial sums
+   may spill to the SRAM; asicsim keeps them in the buffer holding ``psum`` (``out_rf``, 2 KiB =
+   one 16-bit word per PE) and, when it is full, chunks the stream (reloading weights) or spills
+   to DRAM, never to the unified SRAM.
+7. **Latency.** ZigZag: ideal cycles (MACs over the unrolled PEs, spatial under-use included) plus
+   on/off-loading and stalls per memory port, with a memory's refill overlapped when the data fits
+   in half of it ("double-buffer effect", ``cost_model.py calc_latency``). asicsim: stream cycles
+   plus one fill/drain and reloads, plus DRAM stalls; with ``double_buffered = false`` (the yaml
+   capacities kept whole) nothing overlaps, so asicsim adds every DRAM transfer to the latency.
+   ZigZag's latency is reported from its latency-optimal search (its energy-optimal mapping's
+   latency is in the CSV too).
+8. **Static energy** is zero on both (``static_power_w = 0``: ZigZag has no leakage term); no
+   vector work (ZigZag prices no ReLU, add or pooling on ``tpu_like`` Conv/Gemm layers).
+9. **Spatial under-use.** conv1 has C = 3 on the 32-row C dimension: ZigZag reduces the unrolling
+   to C:3 (3/32 of the rows); asicsim's im2col folds ``K = 3 x 7 x 7 = 147`` reduction rows onto
+   the 32 rows (5 folds), a different use of the array.
+10. **Strided input footprint.** ZigZag's input tensor is the pixels the loops touch: a 1x1
+    stride-2 downsample reads 1/4 of its ifmap from DRAM (``28 x 28 x 64`` of ``56 x 56 x 64``).
+    asicsim's buffers hold the raw ifmap (physical.py item 3), so it moves the whole tensor: the
+    downsample layers' DRAM gap (a strided DMA of whole NHWC pixels could skip the rest).
+11. **Timing.** ZigZag's time per layer is its spatial + temporal mapping search and cost model
+    (``run_zigzag.py`` times it inside the pipeline; CPU time, as the machine is shared); asicsim's
+    is one ``cost_many([op], design)`` call, dominated by fixed per-call overhead (~0.5 ms), so
+    the whole network in one call is ~25 us per layer.
+
+Target after the mapper lands (issue 17): asicsim within 10 % of ZigZag's best energy on every
+layer, at least 1000x faster per layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from asicsim.hw import Conv, Gemm, cost_many, load_design
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "zigzag"
+DESIGN = DATA / "tpu_like.toml"
+ENERGY_CSV = DATA / "zigzag_resnet18.csv"
+LATENCY_CSV = DATA / "zigzag_resnet18_latency.csv"
+# ZigZag level -> asicsim energy component (benchmarks/zigzag/tpu_like.toml says which is which)
+LEVELS = (("W@rf_128B", "buffer.weight_rf"), ("O@rf_2B", "buffer.out_rf"),
+          (("I@sram_2MB", "O@sram_2MB"), "buffer.sram"), (("W@dram", "I@dram", "O@dram"), "dram"))
+DRAM_ACCESS_BITS = 64  # tpu_like.yaml dram rw_port_1 bandwidth_max: one access moves 64 bits
+# ZigZag's per-MAC register accesses (difference 1): one rf_128B read (r_cost 0.095 pJ) and one rf_2B
+# read plus one write (r_cost = w_cost = 0.021 pJ) per MAC, from tpu_like.yaml; a diagnostic only
+REGISTER_PJ_PER_MAC = 0.095 + 2 * 0.021
+
+
+def read_zigzag_csv(path: Path) -> list[dict]:
+    """Rows of a ``run_zigzag.py`` CSV (``#`` lines are its provenance header), numbers converted."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    if not rows:
+        raise ValueError(f"{path}: no layer rows")
+    for r in rows:
+        for k in ("B", "K", "C", "OY", "OX", "FY", "FX", "G", "IY", "IX", "macs"):
+            r[k] = int(r[k])
+        for k in ("energy_total_pj", "mac_energy_pj", "mem_energy_pj", "latency_total2_cycles",
+                  "ideal_cycle", "wall_s"):
+            r[k] = float(r[k])
+        r["cpu_s"] = float(r.get("cpu_s") or "nan")
+        r["padding"] = ast.literal_eval(r["padding"])
+        r["mem_levels"] = ast.literal_eval(r["mem_levels"])
+    return rows
+
+
+def header(path: Path) -> list[str]:
+    with open(path) as f:
+        return [line[1:].strip() for line in f if line.startswith("#")]
+
+
+def stride_of(relations: str, dim: str) -> int:
+    """Stride from ZigZag's dimension relation, e.g. ``IX = 2*OX + 1*FX`` -> 2 (dilation must be 1)."""
+    m = re.search(rf"I{dim} = (\d+)\*O{dim} \+ (\d+)\*F{dim}", relations)
+    if m is None:
+        raise ValueError(f"no relation for I{dim} in {relations!r}")
+    if int(m.group(2)) != 1:
+        raise ValueError(f"dilation {m.group(2)} in {relations!r}; only 1 is handled")
+    return int(m.group(1))
+
+
+def to_operation(r: dict):
+    """The asicsim operation of one ZigZag layer, checked to have ZigZag's output size and MACs."""
+    if r["type"] == "Gemm":
+        op = Gemm(r["B"] * r["OY"] * r["OX"], r["K"], r["C"], name=r["name"])
+        macs = op.M * op.N * op.K
+    elif r["type"] == "Conv":
+        pad_y, pad_x = r["padding"].get("IY", (0, 0)), r["padding"].get("IX", (0, 0))
+        if pad_y[0] != pad_y[1] or pad_x[0] != pad_x[1]:
+            raise ValueError(f"{r['name']}: asymmetric padding {r['padding']}")
+        if r["G"] != 1:
+            raise ValueError(f"{r['name']}: G = {r['G']}; grouped convs are not in ResNet-18")
+        op = Conv(r["IY"], r["IX"], r["C"], r["K"], r["FY"], r["FX"],
+                  stride=stride_of(r["relations"], "Y"), padding=pad_y[0], batch=r["B"],
+                  stride_w=stride_of(r["relations"], "X"), padding_w=pad_x[0], name=r["name"])
+        if (op.out_h, op.out_w) != (r["OY"], r["OX"]):
+            raise ValueError(f"{r['name']}: asicsim output {op.out_h}x{op.out_w}, ZigZag {r['OY']}x{r['OX']}")
+        macs = r["B"] * op.out_h * op.out_w * r["K"] * r["C"] * r["FY"] * r["FX"]
+    else:
+        raise ValueError(f"{r['name']}: layer type {r['type']!r}; allowed: Conv, Gemm")
+    if macs != r["macs"]:
+        raise ValueError(f"{r['name']}: asicsim {macs} MACs, ZigZag {r['macs']}")
+    return op
+
+
+def zigzag_level_energy(r: dict, levels) -> float:
+    levels = (levels,) if isinstance(levels, str) else levels
+    return sum(r["mem_levels"].get(lv, {}).get("energy_pj", 0.0) for lv in levels)
+
+
+def zigzag_dram_bytes(r: dict) -> float:
+    acc = sum(v["rd_out_to_low"] + v["wr_in_by_low"] + v["rd_out_to_high"] + v["wr_in_by_high"]
+              for k, v in r["mem_levels"].items() if k.endswith("@dram"))
+    return acc * DRAM_ACCESS_BITS / 8
+
+
+def time_asicsim(ops, design, repeat: int) -> tuple[tuple, list[tuple]]:
+    """Median (wall, CPU) seconds of pricing the whole network in one call, and of each layer alone."""
+    def median_of(fn):
+        fn()  # warm-up
+        wall, cpu = [], []
+        for _ in range(repeat):
+            t, c = time.perf_counter(), time.process_time()
+            fn()
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        return statistics.median(wall), statistics.median(cpu)
+    whole = median_of(lambda: cost_many(ops, design))
+    per = [median_of(lambda op=op: cost_many([op], design)) for op in ops]
+    return whole, per
+
+
+def compare(energy_rows, latency_rows, design, repeat: int) -> dict:
+    ops = [to_operation(r) for r in energy_rows]
+    results = cost_many(ops, design)
+    whole, per_s = time_asicsim(ops, design, repeat)
+    lat = {r["name"]: r["latency_total2_cycles"] for r in latency_rows} if latency_rows else {}
+    layers = []
+    for r, res, t in zip(energy_rows, results, per_s, strict=True):
+        layers.append({
+            "name": r["name"], "zz_energy_pj": r["energy_total_pj"], "as_energy_pj": res.energy_total_pj,
+            "zz_latency": lat.get(r["name"], r["latency_total2_cycles"]),
+            "zz_latency_energy_opt": r["latency_total2_cycles"], "as_latency": res.cycles,
+            "zz_dram_bytes": zigzag_dram_bytes(r), "as_dram_bytes": res.dram_bytes,
+            "as_rf_energy_pj": res.energy_total_pj + res.macs * REGISTER_PJ_PER_MAC
+            - res.energy_pj["buffer.weight_rf"] - res.energy_pj["buffer.out_rf"],
+            "zz_s": r["wall_s"], "as_s": t[0], "zz_cpu_s": r["cpu_s"], "as_cpu_s": t[1],
+            "zz": r, "as": res,
+        })
+    return {"layers": layers, "as_whole": whole}
+
+
+def short(name: str) -> str:
+    """``/layer2/layer2.0/downsample/downsample.0/Conv`` -> ``2.0/downsample``."""
+    parts = [p for p in name.strip("/").split("/")[:-1] if not p.startswith("layer") or "." in p]
+    parts = [p.removeprefix("layer") for p in parts if not p.endswith(".0") or "layer" in p]
+    return "/".join(parts) or name
+
+
+def report(out: dict) -> None:
+    L = out["layers"]
+    print("per layer: energy (uJ), latency (cycles), DRAM (kB); time: ZigZag's search (s) and asicsim's "
+          "cost_many([op]) (ms), CPU seconds, median of --repeat; speed-up = ZigZag / asicsim CPU time")
+    print(f"{'layer':<16}{'ZZ uJ':>9}{'as uJ':>9}{'as/ZZ':>7}{'ZZ cyc':>10}{'as cyc':>10}{'as/ZZ':>7}"
+          f"{'ZZ DRAM kB':>11}{'as DRAM kB':>11}{'ZZ s':>7}{'as ms':>8}{'speed-up':>10}")
+
+    def line(label, x):
+        print(f"{label:<16}{x['zz_energy_pj'] / 1e6:9.2f}{x['as_energy_pj'] / 1e6:9.2f}"
+              f"{x['as_energy_pj'] / x['zz_energy_pj']:7.2f}{x['zz_latency']:10.0f}{x['as_latency']:10.0f}"
+              f"{x['as_latency'] / x['zz_latency']:7.2f}{x['zz_dram_bytes'] / 1e3:11.1f}"
+              f"{x['as_dram_bytes'] / 1e3:11.1f}{x['zz_cpu_s']:7.2f}{x['as_cpu_s'] * 1e3:8.3f}"
+              f"{x['zz_cpu_s'] / x['as_cpu_s']:10.0f}")
+
+    for x in L:
+        line(short(x["name"]), x)
+    keys = ("zz_energy_pj", "as_energy_pj", "zz_latency", "as_latency", "zz_dram_bytes", "as_dram_bytes",
+            "zz_s", "as_s", "zz_cpu_s", "as_cpu_s")
+    tot = {k: sum(x[k] for x in L) for k in keys}
+    line("total", tot)
+    ratios = [x["as_energy_pj"] / x["zz_energy_pj"] for x in L]
+    within = sum(abs(r - 1) <= 0.10 for r in ratios)
+    rf = [x["as_rf_energy_pj"] / x["zz_energy_pj"] for x in L]
+    speed = [x["zz_cpu_s"] / x["as_cpu_s"] for x in L]
+    print(f"\nenergy as/ZZ: min {min(ratios):.2f}, max {max(ratios):.2f}; within 10 %: {within}/{len(L)} "
+          "layers (target: all)")
+    print(f"diagnostic, asicsim with ZigZag's per-MAC register energy ({REGISTER_PJ_PER_MAC:.3f} pJ/MAC) in "
+          f"place of its weight_rf/out_rf terms: as/ZZ min {min(rf):.2f}, max {max(rf):.2f}; within 10 %: "
+          f"{sum(abs(r - 1) <= 0.10 for r in rf)}/{len(L)}; per layer: "
+          + " ".join(f"{r:.2f}" for r in rf))
+    print(f"speed-up per layer (CPU time): min {min(speed):.0f}x, max {max(speed):.0f}x; >= 1000x: "
+          f"{sum(v >= 1000 for v in speed)}/{len(L)} layers (target: all)")
+    print(f"wall time: ZigZag {tot['zz_s']:.1f} s for the network (CPU {tot['zz_cpu_s']:.1f} s); asicsim "
+          f"{tot['as_s'] * 1e3:.2f} ms one layer per call, {out['as_whole'][0] * 1e3:.2f} ms the whole "
+          f"network in one cost_many call (CPU {out['as_whole'][1] * 1e3:.2f} ms: "
+          f"{tot['zz_cpu_s'] / out['as_whole'][1]:.0f}x)")
+    print("\nenergy per level, uJ (ZigZag | asicsim)")
+    cols = [("MAC", None, None)] + [(a if isinstance(z, str) else b.split(".")[-1], z, b) for z, b in LEVELS
+                                    for a in [z]]
+    print(f"{'layer':<16}" + "".join(f"{c[0]:>22}" for c in cols))
+    for x in L:
+        zz, e = x["zz"], x["as"].energy_pj
+        cells = [(zz["mac_energy_pj"], e["mult"] + e["add"])]
+        cells += [(zigzag_level_energy(zz, z), e.get(b, 0.0)) for z, b in LEVELS]
+        print(f"{short(x['name']):<16}" + "".join(f"{a / 1e6:11.2f}|{b / 1e6:<10.2f}" for a, b in cells))
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--run-zigzag", metavar="PYTHON",
+                    help="re-run ZigZag with this interpreter (one that has zigzag-dse) and overwrite the CSVs")
+    ap.add_argument("--repeat", type=int, default=20, help="asicsim timing repeats (median)")
+    args = ap.parse_args(argv)
+    if args.run_zigzag:
+        runner = str(DATA / "run_zigzag.py")
+        for opt, path in (("energy", ENERGY_CSV), ("latency", LATENCY_CSV)):
+            subprocess.run([args.run_zigzag, runner, "--opt", opt, "--out", str(path)], check=True)
+    energy_rows = read_zigzag_csv(ENERGY_CSV)
+    latency_rows = read_zigzag_csv(LATENCY_CSV) if LATENCY_CSV.exists() else None
+    print("\n".join(header(ENERGY_CSV)))
+    design = load_design(DESIGN)
+    out = compare(energy_rows, latency_rows, design, args.repeat)
+    report(out)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)

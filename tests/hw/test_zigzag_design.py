@@ -1,0 +1,76 @@
+"""The ZigZag anchor's inputs (benchmarks/zigzag_anchor.py): the asicsim copy of ZigZag's ``tpu_like``
+example and the stored ZigZag results. No ZigZag needed: the CSVs were written by
+benchmarks/zigzag/run_zigzag.py under zigzag-dse 3.9.1 (their header says how and when)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from asicsim.hw import cost_many, load_design
+from asicsim.hw.energy import design_energy_table
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "benchmarks" / "zigzag"
+
+
+def _anchor():
+    spec = importlib.util.spec_from_file_location("zigzag_anchor", ROOT / "benchmarks" / "zigzag_anchor.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["zigzag_anchor"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_design_matches_zigzag_yaml():
+    """Figures from zigzag-dse 3.9.1 inputs/hardware/tpu_like.yaml: 32x32 MACs at 0.04 pJ; rf_128B
+    (1024 bits per PE, 0.095 pJ per 8-bit access); sram_2MB (16777216 bits, r 416.16 / w 378.4 pJ
+    per 2048-bit access); rf_2B (16 bits per PE, 0.021 pJ per 16-bit access); dram 700 pJ per
+    64-bit read at 64 bits per cycle."""
+    d = load_design(DATA / "tpu_like.toml")
+    assert (d.array.rows, d.array.cols, d.array.dataflow) == (32, 32, "ws")
+    assert d.pe.mac_energy_pj == 0.04
+    caps = {b.name: b.capacity_bytes for b in d.buffers}
+    assert caps == {"weight_rf": 1024 // 8 * 1024, "sram": 16777216 // 8, "out_rf": 16 // 8 * 1024}
+    e = design_energy_table(d)
+    per_bit = {k: v.pj / d.word_bits(k.split(".")[0]) for k, v in e.items() if "_pj_per_word" in k}
+    assert per_bit["weight_rf.read_pj_per_word"] == pytest.approx(0.095 / 8, rel=1e-12)
+    assert per_bit["sram.read_pj_per_word"] == pytest.approx(416.16 / 2048, rel=1e-12)
+    assert per_bit["sram.write_pj_per_word"] == pytest.approx(378.4 / 2048, rel=1e-12)
+    assert per_bit["out_rf.write_pj_per_word"] == pytest.approx(0.021 / 16, rel=1e-12)
+    assert e["dram_pj_per_bit"].pj == pytest.approx(700 / 64, rel=1e-12)
+    assert d.dram_bytes_per_cycle == pytest.approx(64 / 8)
+    assert d.static_power_w == 0 and d.vector is None
+
+
+def test_stored_zigzag_csv_has_resnet18():
+    """ResNet-18 (He et al. 2016, Table 1) has 20 convolutions (17 in the trunk, 3 1x1 downsamples)
+    and one 512 -> 1000 FC layer, 1.814 G MACs at 224x224; ZigZag prices the Conv and Gemm nodes."""
+    mod = _anchor()
+    for path in (mod.ENERGY_CSV, mod.LATENCY_CSV):
+        rows = mod.read_zigzag_csv(path)
+        assert any("zigzag-dse 3.9.1" in h for h in mod.header(path))
+        assert [r["type"] for r in rows].count("Conv") == 20
+        assert [r["type"] for r in rows].count("Gemm") == 1
+        assert sum(r["macs"] for r in rows) == pytest.approx(1.814e9, rel=2e-3)
+        fc = next(r for r in rows if r["type"] == "Gemm")
+        assert (fc["K"], fc["C"]) == (1000, 512)
+        assert all(r["energy_total_pj"] > r["mac_energy_pj"] > 0 and r["latency_total2_cycles"] >= r["ideal_cycle"]
+                   for r in rows)
+
+
+def test_operations_match_zigzag_layers():
+    """Every layer becomes an asicsim op with ZigZag's output size and MAC count (to_operation raises
+    otherwise); conv1 is 7x7 stride 2 padding 3 on 224x224 (ResNet-18, He et al. 2016, Table 1)."""
+    mod = _anchor()
+    rows = mod.read_zigzag_csv(mod.ENERGY_CSV)
+    ops = [mod.to_operation(r) for r in rows]
+    conv1 = ops[0]
+    assert (conv1.in_h, conv1.kernel_h, conv1.stride, conv1.padding, conv1.out_h) == (224, 7, 2, 3, 112)
+    res = cost_many(ops, load_design(DATA / "tpu_like.toml"))
+    assert [r.macs for r in res] == [r["macs"] for r in rows]
+    bad = dict(rows[1], OY=rows[1]["OY"] + 1)
+    with pytest.raises(ValueError, match="output"):
+        mod.to_operation(bad)
+    assert mod.stride_of("IX = 2*OX + 1*FX; IY = 2*OY + 1*FY", "Y") == 2
