@@ -199,9 +199,10 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     mult_b = np.where(fam == WEIGHTS, 1.0, Tm)
     dram_a = reps * moved("ifmap", S_A) * mult_a
     one_b = moved("filter", S_B) * mult_b
-    # shared weights (RNN steps): a whole resident weight block stays for the later repetitions
-    resident_all = (fam == WEIGHTS) & (Tn == 1)
-    dram_b = np.where(p.shared_weights & resident_all, one_b, reps * one_b)
+    # shared weights (RNN steps): the last weight tile loaded is still there when the next
+    # repetition starts (it runs the tile loops in reverse), the whole matrix if it is one tile
+    again_b = np.maximum(one_b - np.minimum(Kt * Nt * p.b_bytes, S_B), 0.0)
+    dram_b = np.where(p.shared_weights, one_b + (reps - 1) * again_b, reps * one_b)
     dram_c = reps * moved("ofmap", S_C)
 
     # --- the array: folds per tile step, streamed cycles, reloads --------------------------------

@@ -66,7 +66,7 @@ def _live(p: GemmProblem, hw: ArrayHardware) -> list[str]:
 
 def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, resident_share: float):
     """Bytes each live tile may use: its buffer less the tensors kept whole there between
-    operations; in a buffer several live tiles share, ``resident_share`` for the resident tile and
+    operations (at most half of it); in a buffer several live tiles share, ``resident_share`` for the resident tile and
     the rest split evenly; halved when double-buffered. Operands kept on chip need none (inf)."""
     lay = hw.layout
     foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
@@ -79,11 +79,11 @@ def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, residen
             out[op] = np.inf
             continue
         i = homes[op]
-        free = np.asarray(hw.capacity[i], dtype=np.float64)
-        for kept in ("ifmap", "filter", "ofmap"):  # tensors that live in this buffer between ops
-            if lay.home(kept) == i and kept != op:
-                free = free - np.where(np.asarray(p.off_chip[kept]), 0.0, foot[kept])
-        free = np.maximum(free, 0.0)
+        cap = np.asarray(hw.capacity[i], dtype=np.float64)
+        kept = sum(np.where(np.asarray(p.off_chip[k]), 0.0, foot[k])  # tensors living here between ops
+                   for k in ("ifmap", "filter", "ofmap") if lay.home(k) == i and k != op)
+        # they keep at most half of it: what does not fit spills (counts.py charges the overflow)
+        free = cap - np.minimum(kept, cap / 2)
         sharing = [o for o in live if homes[o] == i]
         if len(sharing) > 1:
             if resident in sharing:
@@ -167,6 +167,23 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     return Schedule(s.family, Mt, Nt, Kt, s.double_buffered)
 
 
+#: Candidates evaluated together while candidates x elements stay below this (memory), so a
+#: single design point costs one pass of array operations, not one per candidate.
+STACK_ELEMENTS = 1 << 21
+_FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered")
+
+
+def _score(p: GemmProblem, hw: ArrayHardware, s: Schedule, objective: str, score_energy):
+    c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered > 0))
+    if objective == "dram":
+        score = c.dram_bytes
+    elif objective == "latency":
+        score = c.busy_cycles + c.cycles_stall
+    else:
+        score = score_energy(c)
+    return np.where(s.family >= 0, score, np.inf)
+
+
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
     """The counts of the best candidate per element. ``score_energy(counts) -> pJ`` prices a
     candidate for the ``energy`` objective (the pricing pipeline's own rates)."""
@@ -174,33 +191,31 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         raise ValueError(f"objective {objective!r}; allowed: {' | '.join(OBJECTIVES)}")
     with np.errstate(divide="ignore", invalid="ignore"):  # empty shares: infeasible candidates
         cands = candidates(p, hw)
+    shape = np.broadcast_shapes(*(np.shape(getattr(s, f)) for s in cands for f in _FIELDS),
+                                np.shape(hw.rows), np.shape(hw.cols), np.shape(hw.dataflow),
+                                *(np.shape(c) for c in hw.capacity), np.shape(p.M))
+    fields = []
+    for f in _FIELDS:
+        arr = np.empty((len(cands), *shape))
+        for i, s in enumerate(cands):
+            arr[i] = getattr(s, f)
+        fields.append(arr)
+    stacked = Schedule(*fields)
     if objective != "dram":  # array-aligned variants: their bytes depend on the array shape
-        cands += [aligned(s, hw) for s in cands]
-    scores = []
-    for i, s in enumerate(cands):
-        fam = np.asarray(s.family)
-        s = cands[i] = Schedule(np.maximum(fam, 0), s.Mt, s.Nt, s.Kt, s.double_buffered)
-        c = schedule_counts(p, hw, s)
-        if objective == "dram":
-            score = c.dram_bytes
-        elif objective == "latency":
-            score = c.busy_cycles + c.cycles_stall
-        else:
-            score = score_energy(c)
-        scores.append(np.where(fam >= 0, score, np.inf))
-    scores = np.stack(np.broadcast_arrays(*scores))
+        al = aligned(stacked, hw)
+        stacked = Schedule(*(np.concatenate([getattr(stacked, f), np.broadcast_to(getattr(al, f), shape=getattr(stacked, f).shape)])
+                             for f in _FIELDS))
+    n = len(stacked.Mt)
+    group = max(1, STACK_ELEMENTS // max(int(np.prod(shape)), 1))
+    scores = np.concatenate([
+        _score(p, hw, Schedule(*(getattr(stacked, f)[i:i + group] for f in _FIELDS)), objective, score_energy)
+        for i in range(0, n, group)])
     if not np.all(np.isfinite(scores.min(axis=0))):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
     pick = np.argmin(scores, axis=0)[None]
-
-    def choose(field):
-        stack = np.stack([np.broadcast_to(np.asarray(getattr(s, field), dtype=np.float64), pick.shape[1:])
-                          for s in cands])
-        return np.take_along_axis(stack, pick, 0)[0]
-
-    best = Schedule(*(choose(f) for f in ("family", "Mt", "Nt", "Kt", "double_buffered")))
-    return schedule_counts(p, hw, Schedule(best.family, best.Mt, best.Nt, best.Kt, best.double_buffered > 0))
+    best = [np.take_along_axis(getattr(stacked, f), pick, 0)[0] for f in _FIELDS]
+    return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0))
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from asicsim.hw import cost_many, load_design
+from asicsim.hw import Rnn, cost, cost_many, load_design
 from asicsim.system.batching import (
     INFERENCE_MODELS,
     BatchingError,
@@ -141,8 +141,9 @@ def test_hundred_thousand_requests_in_about_a_second():
 def test_persistent_rnn_changes_the_small_batch_regime():
     """tpu_v1's 256 KiB weight FIFO cannot hold a GRU-1024 layer's 3 MiB of int8 recurrent weights,
     so every time step streams them over 34 GB/s DDR3; with a 16 MiB weight buffer they stay on
-    chip (Baidu's persistent RNN). Batch 1 gets ~4.6x faster and cheaper; at batch 256 the gap
-    closes because the refetch is amortised over the batch."""
+    chip (Baidu's persistent RNN). Batch 1 gets ~4.6x faster and cheaper; by batch 256 the gap
+    halves because the refetch is amortised over the batch (it closes only past TPU v1's ridge,
+    ~1350 MACs per weight byte, Jouppi et al. 2017 Fig. 5)."""
     base = load_design("tpu_v1")
     res = weight_residency("gru_speech", base)
     assert res["recurrent_weights_mib"] == pytest.approx(3.0) and not res["fits"]
@@ -151,15 +152,20 @@ def test_persistent_rnn_changes_the_small_batch_regime():
     a, b = service_table("gru_speech", base, max_batch=256), service_table("gru_speech", big, max_batch=256)
     assert a.service_s(1) / b.service_s(1) > 4
     assert a.energy_j[0] / b.energy_j[0] > 4
-    assert a.service_s(256) / b.service_s(256) < 2
-    # on dc_bf16_128x128 (weights fit) shrinking the weight buffer costs energy, not time: HBM
-    # refetches each step's weights faster than the weight-stationary array reloads them
+    assert a.service_s(256) / b.service_s(256) < 0.5 * a.service_s(1) / b.service_s(1)
+    # on dc_bf16_128x128 (weights fit) shrinking the weight buffer costs energy, hardly time: HBM
+    # refetches each step's weights about as fast as the weight-stationary array reloads them at
+    # batch 1 (the energy-optimal schedule gives up a little time to move fewer bytes; the
+    # latency-optimal one loses none)
     dc = load_design("dc_bf16_128x128")
     small = with_weight_buffer(dc, 3072)
     assert weight_residency("gru_speech", dc)["fits"] and not weight_residency("gru_speech", small)["fits"]
     c, d = service_table("gru_speech", dc, max_batch=4), service_table("gru_speech", small, max_batch=4)
-    assert d.service_s(1) == pytest.approx(c.service_s(1), rel=1e-3)
+    assert d.service_s(1) < 1.3 * c.service_s(1)
     assert d.energy_j[0] / c.energy_j[0] > 3
+    step = Rnn("gru", 1024, 1, 100)
+    fast = [cost(step, x, objective="latency").time_s for x in (dc, small)]
+    assert fast[1] == pytest.approx(fast[0], rel=0.01)
     rows = residency_comparison("gru_speech", "tpu_v1", batches=(1, 64))
     assert [(r["weights_resident"], r["batch"]) for r in rows] == [(False, 1), (False, 64), (True, 1), (True, 64)]
     assert residency_comparison("mlp", "tpu_v1") == []
