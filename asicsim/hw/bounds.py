@@ -61,6 +61,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from asicsim.hw.conv_windows import conv_ifmap_read_elems as conv_ifmap_read_elems
+
 OPERANDS = ("ifmap", "filter", "ofmap")
 
 
@@ -182,31 +184,6 @@ def dram_bounds(M, N, K, *, a_bytes, b_bytes, out_bytes, acc_bytes, off_chip: di
                                          ifmap_elems=ifmap_elems, **common),
         pebble=pebble_dram_bytes(M, N, K, a_bytes=a_bytes, b_bytes=b_bytes, out_bytes=out_bytes,
                                  acc_bytes=acc_bytes, classical=classical, **common))
-
-
-def _window_cover(size: int, kernel: int, stride: int, pad: int, out: int) -> int:
-    """Input positions in ``[0, size)`` that some window reads (windows start at ``o s - pad``)."""
-    covered, end = 0, 0  # `end`: first position not yet counted
-    for o in range(out):
-        lo, hi = max(o * stride - pad, end, 0), min(o * stride - pad + kernel, size)
-        covered += max(hi - lo, 0)
-        end = max(end, hi)
-    return covered
-
-
-def conv_ifmap_read_elems(conv) -> int:
-    """Distinct ifmap elements a :class:`~asicsim.hw.operations.Conv` reads, per group (its
-    windows' union; the raw tensor unless a stride exceeds the kernel or windows stop short)."""
-    def cover(size, kernel, stride, padding, out):
-        if padding != "same":
-            return _window_cover(size, kernel, stride, 0 if padding == "valid" else padding, out)
-        total = max((out - 1) * stride + kernel - size, 0)  # "same" does not say how it splits
-        return min(_window_cover(size, kernel, stride, p, out) for p in (total // 2, total - total // 2))
-    sw = conv.stride if conv.stride_w is None else conv.stride_w
-    pw = conv.padding if conv.padding_w is None else conv.padding_w
-    h = cover(conv.in_h, conv.kernel_h, conv.stride, conv.padding, conv.out_h)
-    w = cover(conv.in_w, conv.kernel_w, sw, pw, conv.out_w)
-    return conv.batch * h * w * (conv.in_channels // conv.groups)
 
 
 def operation_bounds(op, design, formats=None) -> DramBounds:

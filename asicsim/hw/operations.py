@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from asicsim.hw import limits as lim
+from asicsim.hw.conv_windows import conv_ifmap_read_elems
 from asicsim.hw.limits import Limit
 
 SPARSE_FORMATS = ("dense", "bitmask", "csr")
@@ -58,7 +59,7 @@ class GemmLowering:
     K: int
     reps: int = 1
     shared_weights: bool = False  # the repetitions reuse one weight matrix (RNN steps)
-    ifmap_elems: int | None = None  # raw ifmap elements per repetition (conv); None: M * K
+    ifmap_elems: int | None = None  # ifmap elements its windows read per repetition (conv); None: M * K
     activations_on_chip: bool = False  # the ifmap/ofmap never leave the chip (RNN hidden state)
 
 
@@ -167,7 +168,7 @@ class Conv:
         return [GemmLowering(
             M=self.batch * self.out_h * self.out_w, N=self.out_channels // g,
             K=self.kernel_h * self.kernel_w * self.in_channels // g, reps=g,
-            ifmap_elems=self.batch * self.in_h * self.in_w * self.in_channels // g)]
+            ifmap_elems=conv_ifmap_read_elems(self))]
 
     @property
     def label(self) -> str:
