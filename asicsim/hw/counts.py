@@ -46,7 +46,9 @@ OUTPUTS, WEIGHTS, ACTIVATIONS = 0, 1, 2
 
 
 def ceil_div(a, b):
-    return -(-np.asarray(a) // np.asarray(b))
+    """ceil(a / b) of whole numbers below 2**26 held as floats: exact (a / b is correctly rounded,
+    so it is a whole number only when b divides a)."""
+    return np.ceil(np.divide(a, b))
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ class GemmCounts:
 def spatial_folds(dim, tile, side):
     """Folds of a ``side``-wide array over ``dim`` cut into tiles of ``tile`` (the last partial)."""
     full = np.floor(dim / tile)
-    return full * ceil_div(tile, side) + ceil_div(dim - full * tile, side)
+    return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
 
 
 def tile_bytes(p: GemmProblem, s: Schedule) -> dict[str, np.ndarray]:

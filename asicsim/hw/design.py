@@ -69,6 +69,9 @@ class PESpec:
     b_format: Format
     acc_format: Format
     mac_energy_pj: float | None = None  # None: derived from the formats and node by the cost model
+    # per MAC: the PE's own operand and partial-sum register accesses (ZigZag and Eyeriss count them
+    # apart from the arithmetic); None: not priced, which design_energy_table and every result say
+    register_energy_pj: float | None = None
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -80,6 +83,7 @@ class PESpec:
                 except FormatError as err:
                     out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
         in_range(out, v, "mac_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
+        in_range(out, v, "register_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         return out
 
     def __post_init__(self) -> None:

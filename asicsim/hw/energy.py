@@ -220,6 +220,10 @@ def design_energy_table(design) -> dict[str, Energy]:
     mult = multiplier_energy_pj(pe.a_format, pe.b_format, node)
     add = adder_energy_pj(pe.acc_format, node)
     out = {"mac_mult_pj": mult, "mac_add_pj": add}
+    out["register_pj_per_mac"] = (
+        Energy(pe.register_energy_pj, f"design {name!r} pe.register_energy_pj")
+        if pe.register_energy_pj is not None else
+        Energy(0.0, "not priced: the design gives no pe.register_energy_pj (PE register accesses)"))
     if pe.mac_energy_pj is not None:
         out["mac_pj"] = Energy(pe.mac_energy_pj, f"design {name!r} pe.mac_energy_pj")
     else:

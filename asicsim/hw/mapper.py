@@ -15,9 +15,10 @@ The search is pruned to a few candidates per family, and nothing pruned can win 
   buffer holds is optimal: it is taken, and so is the variant that gives the partial-sum buffer to
   a longer stream instead (fewer weight reloads, same DRAM bytes when the block is whole);
 * for the ``outputs`` family, bytes ``w_A T_n + w_B T_m`` with ``Mt Nt <= P`` (the partial-sum
-  buffer) are minimised over the reals by ``Nt* = sqrt(w_A N P / (w_B M))``; the objective is
-  convex in ``T_n`` along the capacity boundary, so the best integer trip count is one of the two
-  around ``N / Nt*`` (both are evaluated);
+  buffer): for each block width the tallest block that fits is best, and every distinct width
+  (``ceil(N / T)``, at most ``2 sqrt(N)`` of them) is tried (:func:`_outputs_block_exact`); the
+  two blocks around the real optimum ``Nt* = sqrt(w_A N P / (w_B M))`` are kept beside it for the
+  other objectives;
 * with double buffering every tile halves: bytes can only grow, time can only shrink, so both
   are evaluated and the objective decides.
 
@@ -107,6 +108,22 @@ def _shares(p: GemmProblem, hw: ArrayHardware, family: int) -> tuple[float, ...]
     return (0.5,)
 
 
+def _outputs_block_exact(M, N, P, mt_cap, nt_cap, w_a, w_b):
+    """The ``Mt x Nt`` output block of least DRAM bytes ``w_a T_n + w_b T_m`` with ``Mt Nt <= P``:
+    for each block width the tallest block is best (bytes never grow with ``Mt``), and the
+    distinct widths ``ceil(N / T)`` are ``ceil(N / T)`` for ``T <= sqrt(N)`` and every width up
+    to ``sqrt(N)``: all of them are tried, so no width is pruned."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (M, N, P, mt_cap, nt_cap, w_a, w_b)))
+    q = int(np.ceil(np.sqrt(np.max(N)))) if np.size(N) else 1
+    t = np.arange(1, q + 1, dtype=np.float64).reshape((q,) + (1,) * len(shape))
+    widths = np.concatenate([np.broadcast_to(np.ceil(N / t), (q, *shape)), np.broadcast_to(t, (q, *shape))])
+    Nt = np.maximum(np.minimum(np.minimum(np.minimum(widths, N), nt_cap), P), 1.0)
+    Mt = np.maximum(np.minimum(np.minimum(M, _floor(P / Nt)), mt_cap), 1.0)
+    cost = w_a * np.ceil(N / Nt) + w_b * np.ceil(M / Mt)
+    pick = np.argmin(cost, axis=0)[None]
+    return np.take_along_axis(Mt, pick, 0)[0], np.take_along_axis(Nt, pick, 0)[0]
+
+
 def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     """The pruned schedule space (module docstring)."""
     a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
@@ -123,9 +140,11 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
             mt_cap, nt_cap = _floor(av["ifmap"] / a_eff), _floor(av["filter"] / b)
             n_star = np.clip(np.sqrt(w_a * N * P / (w_b * M)), np.minimum(P / M, N), N)
-            for tn in (np.ceil(N / n_star), np.maximum(np.floor(N / n_star), 1.0)):
+            blocks = [_outputs_block_exact(M, N, P, mt_cap, nt_cap, w_a, w_b)]
+            for tn in (np.ceil(N / n_star), np.maximum(np.floor(N / n_star), 1.0)):  # near the optimum
                 Nt = np.maximum(np.minimum(np.minimum(np.ceil(N / tn), nt_cap), P), 1.0)
-                Mt = np.maximum(np.minimum(np.minimum(M, _floor(P / Nt)), mt_cap), 1.0)
+                blocks.append((np.maximum(np.minimum(np.minimum(M, _floor(P / Nt)), mt_cap), 1.0), Nt))
+            for Mt, Nt in blocks:
                 Kt = np.minimum(K, np.minimum(_floor(av["ifmap"] / (a_eff * Mt)), _floor(av["filter"] / (b * Nt))))
                 ok = (P >= 1) & (Kt >= 1)
                 out.append(Schedule(np.where(ok, OUTPUTS, -1), Mt, Nt, np.maximum(Kt, 1.0), dbs))
@@ -167,9 +186,10 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     return Schedule(s.family, Mt, Nt, Kt, s.double_buffered)
 
 
-#: Candidates evaluated together while candidates x elements stay below this (memory), so a
-#: single design point costs one pass of array operations, not one per candidate.
-STACK_ELEMENTS = 1 << 21
+#: Candidates are evaluated together (one pass of array operations for all) while candidates x
+#: elements stay below this; larger sweeps take them one at a time, keeping a running best, so
+#: memory stays that of one candidate.
+STACK_ELEMENTS = 1 << 16
 _FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered")
 
 
@@ -184,37 +204,46 @@ def _score(p: GemmProblem, hw: ArrayHardware, s: Schedule, objective: str, score
     return np.where(s.family >= 0, score, np.inf)
 
 
+def _select(p: GemmProblem, hw: ArrayHardware, cands: list, objective: str, score_energy):
+    """(best score, best schedule fields) per element over ``cands``."""
+    shape = np.broadcast_shapes(*(np.shape(getattr(s, f)) for s in cands for f in _FIELDS),
+                                np.shape(hw.rows), np.shape(hw.cols), np.shape(hw.dataflow),
+                                *(np.shape(c) for c in hw.capacity), np.shape(p.M))
+    if len(cands) * int(np.prod(shape)) <= STACK_ELEMENTS:
+        fields = []
+        for f in _FIELDS:
+            arr = np.empty((len(cands), *shape))
+            for i, s in enumerate(cands):
+                arr[i] = getattr(s, f)
+            fields.append(arr)
+        scores = _score(p, hw, Schedule(*fields), objective, score_energy)
+        pick = np.argmin(scores, axis=0)[None]
+        return np.take_along_axis(scores, pick, 0)[0], [np.take_along_axis(f, pick, 0)[0] for f in fields]
+    best_score, best = np.full(shape, np.inf), [np.zeros(shape) for _ in _FIELDS]
+    for s in cands:
+        score = _score(p, hw, s, objective, score_energy)
+        better = score < best_score
+        best_score = np.where(better, score, best_score)
+        best = [np.where(better, getattr(s, f), b) for f, b in zip(_FIELDS, best, strict=True)]
+    return best_score, best
+
+
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
     """The counts of the best candidate per element. ``score_energy(counts) -> pJ`` prices a
-    candidate for the ``energy`` objective (the pricing pipeline's own rates)."""
+    candidate for the ``energy`` objective (the pricing pipeline's own rates). Beyond the pruned
+    space, the winner's array-aligned twin is tried (not for ``dram``: it depends on the array)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective {objective!r}; allowed: {' | '.join(OBJECTIVES)}")
     with np.errstate(divide="ignore", invalid="ignore"):  # empty shares: infeasible candidates
         cands = candidates(p, hw)
-    shape = np.broadcast_shapes(*(np.shape(getattr(s, f)) for s in cands for f in _FIELDS),
-                                np.shape(hw.rows), np.shape(hw.cols), np.shape(hw.dataflow),
-                                *(np.shape(c) for c in hw.capacity), np.shape(p.M))
-    fields = []
-    for f in _FIELDS:
-        arr = np.empty((len(cands), *shape))
-        for i, s in enumerate(cands):
-            arr[i] = getattr(s, f)
-        fields.append(arr)
-    stacked = Schedule(*fields)
-    if objective != "dram":  # array-aligned variants: their bytes depend on the array shape
-        al = aligned(stacked, hw)
-        stacked = Schedule(*(np.concatenate([getattr(stacked, f), np.broadcast_to(getattr(al, f), shape=getattr(stacked, f).shape)])
-                             for f in _FIELDS))
-    n = len(stacked.Mt)
-    group = max(1, STACK_ELEMENTS // max(int(np.prod(shape)), 1))
-    scores = np.concatenate([
-        _score(p, hw, Schedule(*(getattr(stacked, f)[i:i + group] for f in _FIELDS)), objective, score_energy)
-        for i in range(0, n, group)])
-    if not np.all(np.isfinite(scores.min(axis=0))):
+    best_score, best = _select(p, hw, cands, objective, score_energy)
+    if not np.all(np.isfinite(best_score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
-    pick = np.argmin(scores, axis=0)[None]
-    best = [np.take_along_axis(getattr(stacked, f), pick, 0)[0] for f in _FIELDS]
+    if objective != "dram":
+        twin = aligned(Schedule(*best), hw)
+        better = _score(p, hw, twin, objective, score_energy) < best_score
+        best = [np.where(better, getattr(twin, f), b) for f, b in zip(_FIELDS, best, strict=True)]
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0))
 
 

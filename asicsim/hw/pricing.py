@@ -77,6 +77,7 @@ class EnergyRates:
 
     mult: float  # per MAC that switches
     add: float  # per accumulate (MACs and partial-sum adds)
+    registers: float  # per MAC that switches: the PE's register accesses
     vector: float  # per vector-unit op
     sram_read: dict  # operand -> pJ per byte read from its buffer
     sram_write: dict  # operand -> pJ per byte written
@@ -99,7 +100,10 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
                       f"design pe.mac_energy_pj x multiplier share {share:.2f} of the default model")
         add = Energy(design.pe.mac_energy_pj * (1 - share), "design pe.mac_energy_pj x adder share")
     vec = adder_energy_pj(fmts["act"], node)
-    src = {"mult": mult.source, "add": add.source,
+    reg = design.pe.register_energy_pj
+    src = {"registers": (f"design {design.name!r} pe.register_energy_pj per MAC" if reg is not None else
+                         "not priced: the design gives no pe.register_energy_pj (PE register accesses)"),
+           "mult": mult.source, "add": add.source,
            "vector": f"one {fmts['act'].name} add per vector op (approximation): {vec.source}"}
     has_psum_buffer = any("psum" in b.holds for b in design.buffers)
     rd_b, wr_b, owner = {}, {}, {}
@@ -122,7 +126,7 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
     src["dram"] = per_bit.source
     static = static_power_w(design, mult.pj + add.pj, pes)
     src["static"] = static.source
-    return EnergyRates(mult.pj, add.pj, vec.pj, rd_b, wr_b, owner, per_bit.pj * 8,
+    return EnergyRates(mult.pj, add.pj, reg or 0.0, vec.pj, rd_b, wr_b, owner, per_bit.pj * 8,
                        np.asarray(static.pj) / design.clock_hz * 1e12, src)
 
 
@@ -132,6 +136,7 @@ def energy(t: dict, tr: dict, rates: EnergyRates, zero: int) -> dict:
     g = lambda k: t.get(k, z)  # noqa: E731
     switched = g("macs") if zero == ZERO_CODES["compute"] else g("macs_nonzero")
     e = {"mult": switched * rates.mult, "add": (switched + g("psum_adds")) * rates.add,
+         "registers": switched * rates.registers,
          "vector": g("vector_ops") * rates.vector}
     for o, name in rates.buffer_of.items():
         e.setdefault(f"buffer.{name}", z)

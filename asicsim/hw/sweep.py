@@ -42,8 +42,10 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
              np.asarray(d.array.cols if cols is None else cols),
              dataflow_codes(d.array.dataflow if dataflow is None else dataflow),
              np.asarray(buffer_scale, dtype=np.float64)]
-    shape = np.broadcast_shapes(*(k.shape for k in knobs))
-    R, C, df, scale = (np.broadcast_to(k, shape) for k in knobs)
+    # each knob keeps its own shape (padded to the grid's rank): what depends only on the buffers
+    # (the mapper's tile search) is then computed once per buffer size, not per array shape
+    ndim = len(np.broadcast_shapes(*(k.shape for k in knobs)))
+    R, C, df, scale = (k.reshape((1,) * (ndim - k.ndim) + k.shape) for k in knobs)
     zero = ZERO_CODES[d.array.zero_weights]
     pr = price(ops, d, fmts, bytes_per_element(fmts), rows=R, cols=C, dataflow=df,
                capacity_bytes=[b.capacity_bytes * scale for b in d.buffers], objective=objective, zero=zero)

@@ -337,9 +337,11 @@ def test_invariants(R, C, df, M, N, K, cap, psum, double, bw, zero, sparsity):
     d16 = design(R, C, df, **{**kw2, "psum": own_psum, "bw_bytes_per_cycle": 2 * bw},
                  fmts=("int16", "int16", "int32"))
     w = cost(op, d16, "out=int16", objective="dram")
-    for k in ("dram.ifmap.reads_bytes", "dram.ofmap.writes_bytes", "sram.ifmap.reads_bytes"):
-        assert w.traffic[k] == pytest.approx(2 * t[k]), k
-    assert w.traffic["sram.ifmap.reads"] == t["sram.ifmap.reads"]
+    assert w.dram_bytes == pytest.approx(2 * r.dram_bytes)
+    if w.schedule == r.schedule:  # equal DRAM bytes may come from another schedule (a tie)
+        for k in ("dram.ifmap.reads_bytes", "dram.ofmap.writes_bytes", "sram.ifmap.reads_bytes"):
+            assert w.traffic[k] == pytest.approx(2 * t[k]), k
+        assert w.traffic["sram.ifmap.reads"] == t["sram.ifmap.reads"]
 
 
 # --- published anchors: TPU v1 -------------------------------------------------------------------

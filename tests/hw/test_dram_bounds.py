@@ -6,7 +6,6 @@ to the bounds: DRAM bytes never below them; at fixed buffers a wider or taller a
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import math
 
@@ -18,7 +17,6 @@ from hypothesis import strategies as st
 import asicsim
 from asicsim.hw import Conv, Elementwise, Gemm, Rnn, load_design
 from asicsim.hw.bounds import (
-    DramBounds,
     compulsory_dram_bytes,
     conv_ifmap_read_elems,
     dram_bounds,
@@ -28,13 +26,9 @@ from asicsim.hw.bounds import (
     pebble_words,
 )
 
-cost_many = getattr(asicsim, "cost_many", None) or asicsim.hw.cost_many
+cost_many = asicsim.hw.cost_many
 ALL_OFF = {"ifmap": True, "filter": True, "ofmap": True}
 ONE_BYTE = dict(a_bytes=1, b_bytes=1, out_bytes=1)
-HAS_OBJECTIVE = "objective" in inspect.signature(cost_many).parameters
-NEEDS_OBJECTIVE = pytest.mark.skipif(not HAS_OBJECTIVE,
-                                     reason="needs the mapper's objective keyword (issue 17 item 1)")
-
 
 # --- 1. the bound functions, by hand ---------------------------------------------------------------
 def test_compulsory_by_hand():
@@ -237,8 +231,8 @@ ops = st.one_of(gemms, convs, st.builds(lambda h, b, t: Rnn("lstm", h, b, t), st
 def test_cost_model_never_beats_the_bound(name, op, rows, cols, scale):
     d = with_shape(load_design(name), rows, cols, scale)
     b = operation_bounds(op, d)
-    # the default schedule, and the mapper's DRAM-optimal one once it exists (issue 17 item 1)
-    results = [cost_many([op], d)[0]] + ([cost_many([op], d, objective="dram")[0]] if HAS_OBJECTIVE else [])
+    # the default (energy) schedule and the mapper's DRAM-optimal one
+    results = [cost_many([op], d)[0], cost_many([op], d, objective="dram")[0]]
     for r in results:
         assert r.dram_bytes >= float(b.bound) * (1 - 1e-12), (op, rows, cols, scale, float(b.compulsory),
                                                                float(b.pebble))
@@ -289,7 +283,6 @@ def test_pebble_bound_binds_in_the_cost_model():
 EDGE_CONV = Conv(28, 28, 128, 128, 3, 3, stride=1, padding=1, batch=8)
 
 
-@NEEDS_OBJECTIVE
 def test_regression_edge_conv_narrow_array_moves_no_more_dram():
     # issue 17: edge buffers (256+128+32 KiB, LPDDR4), conv 3x3 128->128 28x28 batch 8: the fixed
     # loop order moved 23.5 MiB on 32x4 PEs, 3.8 MiB on 32x32 and 9.3 MiB on 32x128
@@ -300,7 +293,6 @@ def test_regression_edge_conv_narrow_array_moves_no_more_dram():
     assert dram[4] >= float(operation_bounds(EDGE_CONV, with_shape(d, cols=4)).bound)
 
 
-@NEEDS_OBJECTIVE
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(DESIGNS), st.one_of(gemms, convs), st.lists(sides, min_size=3, max_size=3, unique=True),
        st.lists(sides, min_size=3, max_size=3, unique=True), scales)
@@ -313,14 +305,3 @@ def test_bigger_array_never_moves_more_dram(name, op, rows, cols, scale):
                       for c in cols] for r in rows])
     assert np.all(np.diff(dram, axis=0) <= dram[1:] * 1e-12), (rows, cols, dram)
     assert np.all(np.diff(dram, axis=1) <= dram[:, 1:] * 1e-12), (rows, cols, dram)
-
-
-def test_objective_skip_is_honest():
-    # the two mapper tests above run once cost_many takes `objective`; today's fixed order fails
-    # them (issue 17: 23.5 MiB on 32x4 vs 3.8 MiB on 32x32), which this test records
-    if HAS_OBJECTIVE:
-        pytest.skip("the mapper is in: the tests above hold it")
-    d = load_design("edge_int8_32x32")
-    narrow, stock = (cost_many([EDGE_CONV], with_shape(d, cols=c))[0].dram_bytes for c in (4, 32))
-    assert narrow / 2**20 == pytest.approx(23.47, abs=0.05) and stock / 2**20 == pytest.approx(3.78, abs=0.05)
-    assert isinstance(operation_bounds(EDGE_CONV, d), DramBounds)
