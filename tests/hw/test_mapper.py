@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 import asicsim as sim
 from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign, load_design
-from asicsim.hw.counts import ACTIVATIONS, OUTPUTS, WEIGHTS, ArrayHardware, Schedule, schedule_counts
+from asicsim.hw.counts import (
+    ACTIVATIONS,
+    OUTPUTS,
+    WEIGHTS,
+    ArrayHardware,
+    Schedule,
+    schedule_counts,
+)
 from asicsim.hw.mapper import _available, _shares
 from asicsim.hw.pipeline import _problem, layout
 
