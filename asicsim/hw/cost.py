@@ -28,6 +28,7 @@ from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.gpu_model import gpu_cost_many
+from asicsim.hw.native import ExecutionMode, execution_mode, parse_emulate, storage_bits
 from asicsim.hw.operations import (
     Conv,
     Elementwise,
@@ -48,7 +49,8 @@ OPERAND_OF_ROLE = {"act": "ifmap", "weight": "filter", "acc": "psum", "out": "of
 
 
 def parse_formats(formats: str | Mapping | None) -> dict[str, str]:
-    """``"act=int8,weight=int8,acc=int32"`` or a mapping -> {role: format name}; checked."""
+    """``"act=int8,weight=int8,acc=int32"`` or a mapping -> {role: format name}; checked.
+    An ``emulate`` key (``auto`` or a slowdown) asks for software emulation (asicsim.hw.native)."""
     if formats is None:
         return {}
     if isinstance(formats, str):
@@ -60,10 +62,13 @@ def parse_formats(formats: str | Mapping | None) -> dict[str, str]:
                                      f"roles {list(ROLES)}")
             pairs[role.strip()] = name.strip()
         formats = pairs
-    bad = sorted(set(formats) - set(ROLES))
+    bad = sorted(set(formats) - set(ROLES) - {"emulate"})
     if bad:
-        raise OperationError(f"formats: unknown role(s) {bad}; allowed: {list(ROLES)}")
+        raise OperationError(f"formats: unknown role(s) {bad}; allowed: {list(ROLES)} and 'emulate'")
+    parse_emulate(formats.get("emulate"))
     for role, name in formats.items():
+        if role == "emulate":
+            continue
         try:
             get_format(name)
         except FormatError as err:
@@ -78,6 +83,13 @@ def resolve_formats(design: SystolicDesign, formats=None) -> dict:
     f = {r: get_format(given[r]) if r in given else v for r, v in f.items()}
     f["out"] = get_format(given["out"]) if "out" in given else f["act"]
     return f
+
+
+def mac_execution(design: SystolicDesign, fmts: dict, formats=None) -> ExecutionMode:
+    """How the array runs MACs in ``fmts`` (rate of the peak, emulated or not; the ``emulate`` key of
+    ``formats``): :func:`asicsim.hw.native.execution_mode`, which raises for formats the design
+    does not execute. Only GEMM work needs it: the vector unit takes any format."""
+    return execution_mode(design, fmts, parse_formats(formats).get("emulate"))
 
 
 def buffer_layout(design: SystolicDesign) -> BufferLayout:
@@ -106,6 +118,7 @@ class CostResult:
     energy_pj: dict[str, float]  # mult, add, vector, buffer.<name>, dram, static
     sources: dict[str, str] = field(repr=False, default_factory=dict)
     bound_override: str | None = None  # a model that classifies the bound itself (GPU baseline)
+    execution: ExecutionMode | None = None  # systolic: MAC rate of the peak and whether emulated
 
     @property
     def cycles(self) -> float:
@@ -158,6 +171,9 @@ class CostResult:
              "bound": self.bound, "energy_pj": self.energy_total_pj,
              "energy_j": self.energy_total_pj * 1e-12,
              "dram_bytes": self.dram_bytes, "sram_array_bytes": self.sram_array_bytes}
+        if self.execution is not None:
+            r |= {"mac_rate": self.execution.rate, "emulated": self.execution.emulated,
+                  "slowdown": self.execution.slowdown}
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: v for k, v in self.traffic.items() if k.count(".") == 2}
         return r
@@ -193,7 +209,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
         return gpu_cost_many(ops, d, formats)
     fmts = resolve_formats(d, formats)
-    bits = {r: float(f.bits) for r, f in fmts.items()}
+    bits = {r: storage_bits(f) for r, f in fmts.items()}  # memory words (tf32: 32)
     zero = ZERO_CODES[d.array.zero_weights]
     lowered = [_lower(op) for op in ops]
     n = len(ops)
@@ -202,8 +218,9 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     for i, (ls, _) in enumerate(lowered):
         owner += [i] * len(ls)
         lows += ls
+    mode = mac_execution(d, fmts, formats) if lows else None  # raises for formats d does not run
     if lows:
-        c = gemm_counts(**_gemm_arrays(lows, [ops[i] for i in owner], d, bits, zero))
+        c = gemm_counts(**_gemm_arrays(lows, [ops[i] for i in owner], d, bits, zero), mac_rate=mode.rate)
         owner_arr = np.asarray(owner)
         first = np.unique(owner_arr, return_index=True)[1]  # an op's first lowering
         for k, v in c.items():
@@ -242,7 +259,8 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         cycles_fill_drain=float(g("cycles_fill_drain")[i]), cycles_stall=float(g("cycles_stall")[i]),
         macs=float(macs[i]), macs_performed=float(performed[i]),
         mapping_efficiency=float(mapping[i]), vector_ops=float(g("vector_ops")[i]),
-        traffic=traffic_of[i], energy_pj=energy_of[i], sources=sources)
+        traffic=traffic_of[i], energy_pj=energy_of[i], sources=sources,
+        execution=mode if lowered[i][0] else None)
         for i, op in enumerate(ops)]
 
 

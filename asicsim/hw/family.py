@@ -15,7 +15,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import _NOT_ADDITIVE, _gemm_arrays, _lower, _vector_counts, resolve_formats
+from asicsim.hw.cost import (
+    _NOT_ADDITIVE,
+    _gemm_arrays,
+    _lower,
+    _vector_counts,
+    mac_execution,
+    resolve_formats,
+)
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.operations import Operation
 from asicsim.hw.physical import ZERO_CODES, gemm_counts
@@ -52,7 +59,7 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
         raise ValueError(f"cost_family: designs {bad[:3]} differ from {d0.name!r} in more than "
                          f"{list(VECTOR_FIELDS)}; price them separately")
     fmts = resolve_formats(d0, formats)
-    bits = {r: float(f.bits) for r, f in fmts.items()}
+    bits = {r: float(f.storage_bits) for r, f in fmts.items()}  # memory words (tf32: 32)
     zero = ZERO_CODES[d0.array.zero_weights]
     N, n = len(designs), len(ops)
     rows = np.array([d.array.rows for d in designs], dtype=np.float64)[:, None]
@@ -68,7 +75,8 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
     t: dict[str, np.ndarray] = {}
     if lows:
         args = _gemm_arrays(lows, [ops[i] for i in owner], d0, bits, zero)
-        args.update(rows=rows, cols=cols, dataflow=flow, capacity_bytes=caps)
+        args.update(rows=rows, cols=cols, dataflow=flow, capacity_bytes=caps,
+                    mac_rate=mac_execution(d0, fmts, formats).rate)  # asicsim.hw.native
         c = gemm_counts(**args)
         L = len(lows)
         onehot = np.zeros((L, n))

@@ -102,7 +102,7 @@ def _reuse_traffic(footprint, passes, working_set, cap, held_off_chip):
 def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits, out_bits,
                 layout: BufferLayout, capacity_bytes: list, dram_holds: frozenset | dict,
                 dram_bytes_per_cycle, ifmap_elems=None, reps=1, shared_weights=False,
-                density=1.0, zero_weights=0) -> dict[str, np.ndarray]:
+                density=1.0, zero_weights=0, mac_rate=1.0) -> dict[str, np.ndarray]:
     """Cycles and traffic of ``reps`` sequential GEMMs (module docstring for the model).
 
     ``b_store_bits``: stored bits per dense weight position (sparse formats: nonzeros and metadata
@@ -111,6 +111,8 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
     it fits); otherwise each has its own operands (groups of a depthwise conv).
     ``capacity_bytes``: one array per buffer of ``layout``. ``dram_holds``: the operands that live
     off chip, or a mapping operand -> boolean array. ``zero_weights``: 0 compute, 1 gate, 2 skip.
+    ``mac_rate``: the fraction of the peak MAC rate the formats run at (asicsim.hw.native); it
+    divides the streaming cycles (a 16-bit pass on TPU v1 streams 4x as long).
     """
     f = np.float64
     M, N, K, R, C = (np.asarray(x, dtype=f) for x in (M, N, K, rows, cols))
@@ -179,7 +181,7 @@ def gemm_counts(*, M, N, K, rows, cols, dataflow, a_bits, b_store_bits, acc_bits
     # every fold but a repetition's first reloads R rows while the previous fold streams
     reload = (rf * cf * ((chunks - 1) * np.maximum(R - chunk, 0) + np.maximum(R - last, 0))
               - np.maximum(R - chunk, 0))
-    compute = reps * stream
+    compute = reps * stream / np.asarray(mac_rate, dtype=f)
     fill_drain = reps * (2 * R + C - 2 + reload)
 
     # --- accesses between SRAM and the array (elements) ------------------------------------------

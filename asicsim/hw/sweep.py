@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import buffer_layout, resolve_formats
+from asicsim.hw.cost import buffer_layout, mac_execution, resolve_formats
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.operations import Conv, Gemm, OperationError, weight_store_bits
@@ -50,7 +50,7 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
     :data:`BOUNDS`. Unset knobs keep the design's values."""
     d = load_design(design)
     fmts = resolve_formats(d, formats)
-    bits = {r: float(f.bits) for r, f in fmts.items()}
+    bits = {r: float(f.storage_bits) for r, f in fmts.items()}  # memory words (tf32: 32)
     L = _layers(ops, bits["weight"])
     knobs = [np.asarray(d.array.rows if rows is None else rows),
              np.asarray(d.array.cols if cols is None else cols),
@@ -65,7 +65,8 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
                     b_store_bits=L["store"], acc_bits=bits["acc"], out_bits=bits["out"],
                     layout=layout, capacity_bytes=caps, dram_holds=frozenset(d.dram.holds),
                     dram_bytes_per_cycle=d.dram_bytes_per_cycle, ifmap_elems=L["ifmap"],
-                    reps=L["reps"], density=L["density"], zero_weights=zero)
+                    reps=L["reps"], density=L["density"], zero_weights=zero,
+                    mac_rate=mac_execution(d, fmts, formats).rate)  # asicsim.hw.native
     t["bytes.filter"] = L["store"] / 8
     tr = traffic(t, bits)
     pes = R * C

@@ -479,7 +479,7 @@ def weight_residency(model: str | InferenceModel, design) -> dict | None:
     bufs = [b for b in getattr(d, "buffers", ()) if "filter" in b.holds]
     if not elems or not bufs:
         return None
-    wbits = d.pe.b_format.bits
+    wbits = d.pe.b_format.storage_bits  # memory words: tf32 is 32 bits
     need = elems * wbits / 8
     have = sum(b.capacity_kib * 1024 / (2 if b.double_buffered else 1) for b in bufs)
     return {"design": d.name, "recurrent_weights_mib": need / 2**20, "resident_capacity_mib": have / 2**20,

@@ -112,7 +112,11 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
             rows.append(_price_update(part.iloc[0], design, policy))
             continue
         fmts = _formats(policy, role)
-        res = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()], design, fmts)
+        try:
+            res = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in part.itertuples()], design, fmts)
+        except OperationError as err:  # formats the design does not execute: said, not priced
+            rows += [_not_priced(r, role, design, fmts, err) for r in part.itertuples()]
+            continue
         for r, c in zip(part.itertuples(), res, strict=True):
             reps = float(r.batch * r.count)
             energy = {k: reps * v for k, v in _energy_columns(c.energy_pj).items()}
@@ -169,16 +173,31 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
         ops = trace_costs(trace, design, recipe)
         for role, part in ops.groupby("role", sort=False):
             fmts = part.iloc[0]
+            skip = role == "optimizer"  # an update not priced (no vector unit) is said, not summed
             rows.append({"design": fmts["design"], "role": role,
                          "gemms": int(part["reps"].sum()) if role != "optimizer" else 0,
-                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum()),
-                         "energy_j": float(part["energy_j"].sum()), "dram_bytes": float(part["dram_bytes"].sum()),
+                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum(skipna=skip)),
+                         "energy_j": float(part["energy_j"].sum(skipna=skip)),
+                         "dram_bytes": float(part["dram_bytes"].sum(skipna=skip)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
                          "note": "; ".join(filter(None, part["note"].unique()))})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
+    # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown
+    unpriced = df[(df["role"] != "optimizer") & df["time_s"].isna()]["design"].unique()
+    total.loc[total.index.isin(unpriced), ["time_s", "energy_j", "dram_bytes"]] = float("nan")
     total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
+
+
+def _not_priced(r, role: str, design, fmts: dict, err: Exception) -> dict:
+    """A GEMM row the design cannot run in its role's formats (asicsim.hw.native): NaN, with why."""
+    nan = float("nan")
+    return {"design": getattr(design, "name", str(design)), "role": role, "kind": "gemm", "M": int(r.M),
+            "N": int(r.N), "K": int(r.K), "reps": float(r.batch * r.count), "macs": float(r.macs),
+            "time_s": nan, "energy_j": nan, **dict.fromkeys(_ENERGY_COLUMNS, nan), "dram_bytes": nan,
+            "sram_bytes": nan, "bound": "", "utilization": nan,
+            **{f"format_{k}": v for k, v in fmts.items()}, "note": f"not priced: {err}"}
 
 
 def _price_update(row, design, policy) -> dict:
