@@ -16,7 +16,7 @@ import pytest
 
 import asicsim as sim
 from asicsim.hw import list_designs, load_design
-from asicsim.hw.operations import RNN_CELLS, AllReduce, Conv, Gemm, Rnn
+from asicsim.hw.operations import RNN_CELLS, AllReduce, Conv, Gemm, OperationError, Rnn
 from asicsim.workloads import (
     PRECISIONS,
     WorkloadError,
@@ -155,10 +155,13 @@ def test_designs_side_by_side_and_precisions():
     own = suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128")
     pd.testing.assert_frame_equal(a.iloc[13:].reset_index(drop=True), own)
     assert (own["format_act"] == "bfloat16").all() and own["precision"].isna().all()
-    fp = suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128", precision="fp16_mixed")
+    # fp16 is not a bf16 value set: on the bf16 array it runs only emulated (asicsim.hw.native)
+    with pytest.raises(OperationError, match="does not execute act=float16"):
+        suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128", precision="fp16_mixed")
+    fp = suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128", "emulate=2", precision="fp16_mixed")
     assert fp[["format_act", "format_weight", "format_acc", "format_out"]].drop_duplicates().values.tolist() \
         == [["float16", "float16", "float32", "float16"]]
-    mixed = suite_costs("deepbench_gemm_inference_device", "tpu_v1", "acc=fp32", precision="int8")
+    mixed = suite_costs("deepbench_gemm_inference_device", "tpu_v1", "acc=fp32,emulate=2", precision="int8")
     assert (mixed["format_acc"] == "float32").all() and (mixed["format_weight"] == "int8").all()
     with pytest.raises(WorkloadError, match=re.escape("precision = 'fp64'; allowed: fp32 | fp16_fp32math")):
         suite_costs("deepbench_gemm_train", "tpu_v1", precision="fp64")
@@ -290,7 +293,7 @@ def test_cli_workloads_and_two_designs_and_errors(tmp_path):
     path = tmp_path / "g.csv"
     path.write_text("M,N,K,a_transposed,b_transposed\n128,128,128,0,0\n")
     out = run_cli("cost", "--workload", str(path), "--design", "tpu_v1", "--design", "fp8_128x128",
-                  "--precision", "fp16_mixed")
+                  "--precision", "fp16_mixed", "--formats", "emulate=4")  # fp16 runs on neither natively
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert len(lines) == 3 and "tpu_v1" in lines[1] and "fp8_128x128" in lines[2]
@@ -324,7 +327,8 @@ def test_every_suite_prices_on_gpu_designs_in_deepbenchs_precisions(design):
 def test_asic_and_gpu_side_by_side_and_the_issues_command():
     out = run_cli("cost", "--workload", "deepbench_gemm_train", "--design", "gpu_v100",
                   "--formats", "act=fp16,weight=fp16,acc=fp32", "--json")
-    df = suite_costs("deepbench_gemm_train", ["dc_bf16_128x128", "gpu_v100"], "act=fp16,weight=fp16,acc=fp32")
+    # fp16 on the bf16 array: emulated at a stated slowdown; on the GPU emulate is moot
+    df = suite_costs("deepbench_gemm_train", ["dc_bf16_128x128", "gpu_v100"], "act=fp16,weight=fp16,acc=fp32,emulate=2")
     assert df["design"].value_counts().to_dict() == {"dc_bf16_128x128": 160, "gpu_v100": 160}
     assert (df["format_act"] == "float16").all()
     assert out.returncode == 0, out.stderr
@@ -345,7 +349,8 @@ def test_every_suite_prices_on_every_catalog_design_in_every_precision():
             continue
         for design in designs:
             for precision in suite.precisions or [None]:
-                df = suite_costs(suite, design, precision=precision)
+                # a precision a systolic design does not execute runs emulated at a stated slowdown
+                df = suite_costs(suite, design, "emulate=8", precision=precision)
                 assert len(df) == len(suite.table), (name, design, precision)
                 assert (df.time_us > 0).all() and (df.energy_j > 0).all(), (name, design, precision)
                 assert df.bound.isin(["compute", "bandwidth", "occupancy"]).all()

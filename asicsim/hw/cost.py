@@ -29,6 +29,7 @@ from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.mapper import describe
+from asicsim.hw.native import ExecutionMode, execution_mode, parse_emulate, storage_bits
 from asicsim.hw.operations import Conv, Gemm, Operation, OperationError
 from asicsim.hw.pipeline import price
 from asicsim.hw.pricing import BOUNDS, TRAFFIC_KEYS
@@ -40,7 +41,8 @@ OPERAND_OF_ROLE = {"act": "ifmap", "weight": "filter", "acc": "psum", "out": "of
 
 
 def parse_formats(formats: str | Mapping | None) -> dict[str, str]:
-    """``"act=int8,weight=int8,acc=int32"`` or a mapping -> {role: format name}; checked."""
+    """``"act=int8,weight=int8,acc=int32"`` or a mapping -> {role: format name}; checked.
+    An ``emulate`` key (``auto`` or a slowdown) asks for software emulation (asicsim.hw.native)."""
     if formats is None:
         return {}
     if isinstance(formats, str):
@@ -52,10 +54,13 @@ def parse_formats(formats: str | Mapping | None) -> dict[str, str]:
                                      f"roles {list(ROLES)}")
             pairs[role.strip()] = name.strip()
         formats = pairs
-    bad = sorted(set(formats) - set(ROLES))
+    bad = sorted(set(formats) - set(ROLES) - {"emulate"})
     if bad:
-        raise OperationError(f"formats: unknown role(s) {bad}; allowed: {list(ROLES)}")
+        raise OperationError(f"formats: unknown role(s) {bad}; allowed: {list(ROLES)} and 'emulate'")
+    parse_emulate(formats.get("emulate"))
     for role, name in formats.items():
+        if role == "emulate":
+            continue
         try:
             get_format(name)
         except FormatError as err:
@@ -70,6 +75,13 @@ def resolve_formats(design: SystolicDesign, formats=None) -> dict:
     f = {r: get_format(given[r]) if r in given else v for r, v in f.items()}
     f["out"] = get_format(given["out"]) if "out" in given else f["act"]
     return f
+
+
+def mac_execution(design: SystolicDesign, fmts: dict, formats=None) -> ExecutionMode:
+    """How the array runs MACs in ``fmts`` (rate of the peak, emulated or not; the ``emulate`` key of
+    ``formats``): :func:`asicsim.hw.native.execution_mode`, which raises for formats the design
+    does not execute. Only GEMM work needs it: the vector unit takes any format."""
+    return execution_mode(design, fmts, parse_formats(formats).get("emulate"))
 
 
 @dataclass(frozen=True)
@@ -99,6 +111,7 @@ class CostResult:
     dram_bound: str = ""  # which lower bound binds: compulsory | pebble
     cycles_sync: float = 0.0  # the design's per-operation synchronisation (array.sync_cycles)
     notes: tuple[str, ...] = ()  # what the price leaves out and why (e.g. no vector unit)
+    execution: ExecutionMode | None = None  # systolic: MAC rate of the peak and whether emulated
 
     @property
     def cycles(self) -> float:
@@ -140,6 +153,9 @@ class CostResult:
              "dram_bytes": self.dram_bytes, "dram_bound_bytes": self.dram_bound_bytes,
              "dram_bound": self.dram_bound, "mapping": self.mapping,
              "sram_array_bytes": self.sram_array_bytes}
+        if self.execution is not None:
+            r |= {"mac_rate": self.execution.rate, "emulated": self.execution.emulated,
+                  "slowdown": self.execution.slowdown}
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: self.traffic[k] for k in TRAFFIC_KEYS if k in self.traffic}
         return r
@@ -152,8 +168,9 @@ def cost(op: Operation, design: str | SystolicDesign | GpuDesign, formats: str |
 
 
 def bytes_per_element(fmts: dict) -> dict[str, float]:
-    """Stored bytes per element of each operand (block formats count their shared scales)."""
-    return {OPERAND_OF_ROLE[r]: float(f.bits) / 8 for r, f in fmts.items()}
+    """Stored bytes per element of each operand, in memory words (tf32: 4 bytes; block formats
+    count their shared scales): :func:`asicsim.hw.native.storage_bits`."""
+    return {OPERAND_OF_ROLE[r]: storage_bits(f) / 8 for r, f in fmts.items()}
 
 
 def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign,
@@ -169,7 +186,10 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         return d.cost_many(ops, formats)
     fmts = resolve_formats(d, formats)
     zero = ZERO_CODES[d.array.zero_weights]
-    pr = price(ops, d, fmts, bytes_per_element(fmts), objective=objective, zero=zero)
+    has_gemm = [op.kind in ("gemm", "conv", "rnn") for op in ops]
+    mode = mac_execution(d, fmts, formats) if any(has_gemm) else None  # raises for formats d does not run
+    pr = price(ops, d, fmts, bytes_per_element(fmts), objective=objective, zero=zero,
+               rate=mode.rate if mode else 1.0)
     n = len(ops)
     t = pr.counts
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
@@ -193,7 +213,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         traffic=traffic_of[i], energy_pj=energy_of[i], sources=pr.sources,
         mapping=_mapping_text(t, i, d), schedule=_schedule(t, i), bound=BOUNDS[int(pr.bound[i])],
         dram_bound_bytes=float(bounds[i].bound), dram_bound=str(bounds[i].binding),
-        notes=pr.notes[i])
+        notes=pr.notes[i], execution=mode if has_gemm[i] else None)
         for i, op in enumerate(ops)]
 
 

@@ -100,6 +100,7 @@ class ArrayHardware:
     layout: BufferLayout
     dram_bytes_per_cycle: np.ndarray
     zero_weights: int = 0  # ZERO_CODES
+    mac_rate: float = 1.0  # MACs per PE per cycle in the formats' native mode (asicsim.hw.native)
 
 
 @dataclass(frozen=True)
@@ -217,7 +218,7 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     stream_trips = np.where(os_, Tk, np.where(ws_, Tm, Tn))
     steps = Tm * Tn * Tk
     folds = rows_f * cols_f * stream_trips
-    compute = rows_f * cols_f * streamed_total  # every fold streams its tile's share
+    compute = rows_f * cols_f * streamed_total / hw.mac_rate  # every fold streams its tile's share
     if hw.zero_weights == ZERO_CODES["skip"]:
         compute = np.ceil(compute * p.density)
     stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
+from asicsim.hw.native import MacMode, mode_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
 
@@ -63,6 +64,9 @@ class PESpec:
 
     Format names go through :func:`asicsim.numerics.get_format` (names, aliases, grammar, .toml
     paths); the resolved frozen specs are stored, so ``"bf16"`` and ``"bfloat16"`` give equal PEs.
+    ``modes`` lists the MAC formats the PE executes natively and at what fraction of the peak
+    (:mod:`asicsim.hw.native`; tables with ``a``, ``b``, ``acc``, ``rate``, ``source``); the PE's own
+    formats are the full-rate mode and are added first when not listed.
     """
 
     a_format: Format
@@ -72,6 +76,7 @@ class PESpec:
     # per MAC: the PE's own operand and partial-sum register accesses (ZigZag and Eyeriss count them
     # apart from the arithmetic); None: not priced, which design_energy_table and every result say
     register_energy_pj: float | None = None
+    modes: tuple[MacMode, ...] = ()
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -84,12 +89,46 @@ class PESpec:
                     out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
         in_range(out, v, "mac_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         in_range(out, v, "register_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
+        out.extend(PESpec._mode_problems(v))
+        return out
+
+    @staticmethod
+    def _mode_problems(v: dict) -> list[Problem]:
+        modes = v.get("modes", ())
+        if not isinstance(modes, (list, tuple)):
+            return [("modes", modes, "a list of tables with fields a, b, acc, rate (and source)")]
+        out: list[Problem] = []
+        seen: dict[tuple, int] = {}
+        try:
+            own = tuple(get_format(v[k]) for k in ("a_format", "b_format", "acc_format"))
+        except (KeyError, FormatError, TypeError):
+            own = None
+        for i, m in enumerate(modes):
+            entry = vars(m) if isinstance(m, MacMode) else m
+            probs = mode_problems(entry, f"modes[{i}]")
+            out.extend(probs)
+            if probs:
+                continue
+            key = tuple(get_format(entry[k]) for k in ("a", "b", "acc"))
+            if key in seen:
+                out.append((f"modes[{i}]", f"{key[0].name} x {key[1].name} -> {key[2].name}",
+                            f"distinct (a, b, acc) modes (the same as modes[{seen[key]}])"))
+            seen.setdefault(key, i)
+            if key == own and entry["rate"] != 1:
+                out.append((f"modes[{i}].rate", entry["rate"],
+                            "1: the PE's own a/b/acc formats are its full-rate mode (they define the peak)"))
         return out
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
         for key in ("a_format", "b_format", "acc_format"):  # frozen: bypass to store the spec
             object.__setattr__(self, key, get_format(getattr(self, key)))
+        modes = tuple(m if isinstance(m, MacMode) else MacMode(**m) for m in self.modes)
+        own = (self.a_format, self.b_format, self.acc_format)
+        if not any((m.a, m.b, m.acc) == own for m in modes):
+            modes = (MacMode(a=own[0], b=own[1], acc=own[2], rate=1.0,
+                             source="the design's [pe] formats (its peak)"), *modes)
+        object.__setattr__(self, "modes", modes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -279,7 +318,7 @@ class SystolicDesign:
             raise ValueError(f"operand {operand!r}; allowed: {list(OPERANDS)}")
         # ofmap and psum leave the array in the accumulator's format unless a buffer says otherwise
         fmt = {"ifmap": self.pe.a_format, "filter": self.pe.b_format}.get(operand, self.pe.acc_format)
-        return fmt.bits
+        return fmt.storage_bits  # memory words: tf32 is stored in 32 bits
 
     def buffer(self, name: str) -> BufferSpec:
         for b in self.buffers:
@@ -340,7 +379,7 @@ class SystolicDesign:
         return WeightBuffer(capacity_kib=sum(b.capacity_kib for b in bufs),
                             resident_kib=sum(b.capacity_kib / (2 if b.double_buffered else 1) for b in bufs),
                             double_buffered=any(b.double_buffered for b in bufs),
-                            weight_bits=self.pe.b_format.bits)
+                            weight_bits=self.pe.b_format.storage_bits)
 
     def with_weight_buffer(self, capacity_kib: float) -> SystolicDesign:
         """This design with every weight-holding buffer resized to ``capacity_kib`` (name suffixed)."""

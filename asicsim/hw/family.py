@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import bytes_per_element, resolve_formats
+from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.operations import Operation
@@ -59,8 +59,10 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
     caps = [np.array([d.buffers[j].capacity_bytes for d in designs], dtype=np.float64)
             for j in range(len(d0.buffers))]
     zero = ZERO_CODES[d0.array.zero_weights]
+    gemms = any(op.kind in ("gemm", "conv", "rnn") for op in ops)
     pr = price(ops, d0, fmts, bytes_per_element(fmts), rows=rows, cols=cols, dataflow=flow,
-               capacity_bytes=caps, objective=objective, zero=zero)
+               capacity_bytes=caps, objective=objective, zero=zero,
+               rate=mac_execution(d0, fmts, formats).rate if gemms else 1.0)  # asicsim.hw.native
     shape = (len(designs), len(ops))
     t = pr.counts
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]

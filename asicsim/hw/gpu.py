@@ -27,7 +27,9 @@ int8_dp4a      8-bit integer operands, ``int8_path = "dp4a"``     4 x ``fp32_tfl
 int8_fp32math  8-bit integers on a chip with neither (M40, P100) ``fp32_tflops``
 ============== ================================================ ============================
 
-An 8-bit float on a chip without FP8 falls back to the 16-bit rules (stored as 8 bits).
+An 8-bit float on a chip without FP8 falls back to the 16-bit rules (stored as 8 bits). Integer
+operands wider than 8 bits (int16, fixed point q7.8) have no path and raise; any float format up to
+fp32 has one (the fp32 SIMT path at worst), so a GPU needs no ``emulate`` option.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
+from asicsim.hw.operations import OperationError
 from asicsim.numerics import get_format
 from asicsim.numerics.mac import PRESETS
 
@@ -233,6 +236,11 @@ def default_formats() -> dict:
 def precision_path(design: GpuDesign, formats: dict) -> PrecisionPath:
     """The path ``formats`` (role -> Format) runs on ``design`` (see the module docstring)."""
     a, w, acc = formats["act"], formats["weight"], formats["acc"]
+    wide = [f"{r}={f.name}" for r, f in (("act", a), ("weight", w)) if f.kind == "int" and f.bits > 8]
+    if wide:  # no GPU path multiplies them: fp16 would round them, int8 clamp them
+        raise OperationError(f"formats: {', '.join(wide)} on GPU {design.name!r}; allowed: integer "
+                             "operands of at most 8 bits (cuBLAS's integer GEMM, cublasGemmEx, takes "
+                             "8-bit inputs) or float formats, each priced on its precision path")
     bits = max(a.bits, w.bits)
     is_int = a.kind == "int" and w.kind == "int"
     tf = 1e12

@@ -295,7 +295,7 @@ def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
     from asicsim.hw.cost import parse_formats
     from asicsim.numerics import get_format
 
-    given = parse_formats(formats)
+    given = parse_formats(formats)  # an ``emulate`` key is moot: every format has a precision path
     f = default_formats()
     f = {r: get_format(given[r]) if r in given else v for r, v in f.items() if r != "out"}
     f["out"] = get_format(given["out"]) if "out" in given else f["act"]
@@ -320,7 +320,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     n = len(ops)
     if not rows:
         return []
-    by = {r: fmts[r].bits / 8 for r in ("act", "weight", "out")}
+    by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
     kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
     t = kernel_times(kern, design, path, fit)
     sums = {key: np.bincount(kern.owner, weights=np.asarray(v, dtype=np.float64), minlength=n)
@@ -396,7 +396,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
 
 def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float, float]]:
     """Fractions of an operation's DRAM bytes that are ifmap/filter reads and ofmap writes."""
-    a, b, c = (fmts[r].bits / 8 for r in ("act", "weight", "out"))
+    a, b, c = (fmts[r].storage_bits / 8 for r in ("act", "weight", "out"))
     if isinstance(op, Elementwise):
         tot = op.distinct_reads + op.elements
         return {"ifmap": (op.distinct_reads / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, op.elements / tot)}

@@ -108,10 +108,10 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         p = _problem(lows, [ops[i] for i in owner], d, bpe)
         hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
-                           dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero)
+                           dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
+                           mac_rate=rate)
         bpe_gemm = dict(bpe, filter=p.b_bytes)
         c = best_counts(p, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates))
-        c = c.replace_all(lambda name, v: v / rate if name == "cycles_compute" else v)
         onehot = np.zeros((len(lows), n))
         onehot[np.arange(len(lows)), owner] = 1.0
         # an operation's mapping is that of its largest GEMM

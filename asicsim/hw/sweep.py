@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import bytes_per_element, resolve_formats
+from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
@@ -48,7 +48,8 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
     R, C, df, scale = (k.reshape((1,) * (ndim - k.ndim) + k.shape) for k in knobs)
     zero = ZERO_CODES[d.array.zero_weights]
     pr = price(ops, d, fmts, bytes_per_element(fmts), rows=R, cols=C, dataflow=df,
-               capacity_bytes=[b.capacity_bytes * scale for b in d.buffers], objective=objective, zero=zero)
+               capacity_bytes=[b.capacity_bytes * scale for b in d.buffers], objective=objective, zero=zero,
+               rate=mac_execution(d, fmts, formats).rate if ops else 1.0)  # asicsim.hw.native
     t = pr.counts
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
     cycles = pr.cycles

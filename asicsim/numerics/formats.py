@@ -122,6 +122,11 @@ class FloatFormat:
         return int(self.signed) + self.exp_bits + self.man_bits
 
     @property
+    def storage_bits(self) -> int:
+        """Bits one element takes in memory (:func:`word_storage_bits`): tf32 is 32."""
+        return word_storage_bits(self.bits)
+
+    @property
     def nexp(self) -> int:
         return self.exp_bits
 
@@ -246,6 +251,11 @@ class IntFormat:
 
     kind = "int"
 
+    @property
+    def storage_bits(self) -> int:
+        """Bits one element takes in memory (:func:`word_storage_bits`)."""
+        return word_storage_bits(self.bits)
+
     def __post_init__(self) -> None:
         check_field_types(f"integer format {self.name!r}", vars(self), {
             "name": str, "bits": int, "signed": bool, "frac_bits": int, "symmetric": bool,
@@ -343,6 +353,13 @@ class BlockFormat:
         return self.element.bits + per_block
 
     @property
+    def storage_bits(self) -> float:
+        """Bits per element in memory: the element's storage plus the amortised scale (as ``bits``
+        for every OCP MX format, whose elements are at most 8 bits and packed)."""
+        per_block = self.scale.storage_bits / self.block_size if self.block_size else 0.0
+        return self.element.storage_bits + per_block
+
+    @property
     def max(self) -> float:
         return self.element.max * self.scale.max
 
@@ -353,6 +370,21 @@ Format = FloatFormat | IntFormat | BlockFormat
 def _spec_name(spec) -> str:
     name = getattr(spec, "name", None)
     return f"{getattr(spec, 'kind', '?')} format {name!r}" if isinstance(name, str) else repr(spec)
+
+
+def word_storage_bits(bits: int) -> int:
+    """Bits an element of ``bits`` significant bits occupies in byte-addressed memory.
+
+    Elements of up to 8 bits are packed (the OCP MX v1.0 formats count fp4/fp6 elements at their
+    width, and int4 weights ship two per byte), so they keep their width; wider ones take the next
+    power-of-two number of bytes, the widths loads and stores move (9-16 bits -> 16, 17-32 -> 32).
+    NVIDIA's rule for TF32 is the case in point: "The storage size of this type is 32 bits in total
+    and it requires a 4-byte alignment" (CUDA Math API, ``__nv_tf32``); its 19 value bits are an
+    fp32 word whose low 13 mantissa bits the tensor cores ignore.
+    """
+    if bits <= 8:
+        return bits
+    return 8 * (1 << (math.ceil(bits / 8) - 1).bit_length())
 
 
 def default_bias(exp_bits: int, nan: NanPolicy) -> int:

@@ -167,7 +167,7 @@ def _grad_bits(grad_format: str | int) -> int:
         bits = grad_format
     else:
         try:
-            bits = get_format(grad_format).bits
+            bits = get_format(grad_format).storage_bits  # memory words: tf32 is 32 bits
         except (FormatError, TypeError) as err:
             raise TopologyError(f"grad_format = {grad_format!r}; allowed: a format name or a bit count ({err})") from None
     if not (bits >= 1 and float(bits).is_integer()):

@@ -32,7 +32,7 @@ import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
-from asicsim.hw.operations import Elementwise, Gemm
+from asicsim.hw.operations import Elementwise, Gemm, OperationError
 from asicsim.workloads.training import _batch_fn, _loss_fn, build
 from asicsim.workloads.workload import load_workload
 
@@ -139,7 +139,12 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
     rows = []
     for role, kind, part, formats_of, ops, reps in _groups(trace):
         fmts = formats_of(policy) if role == "optimizer" else formats_of(policy, role)
-        res = cost_many(ops, design, fmts)
+        try:
+            res = cost_many(ops, design, fmts)
+        except OperationError as err:  # formats the design does not execute: said, not priced
+            rows += [_not_priced(r, role, kind, design, fmts, err, n) for r, n in zip(part.itertuples(), reps,
+                                                                                      strict=True)]
+            continue
         for r, op, c, n in zip(part.itertuples(), ops, res, reps, strict=True):
             energy = {k: n * v for k, v in _energy_columns(c.energy_pj).items()}
             shape = ({"M": int(r.M), "N": int(r.N), "K": int(r.K), "work": ""} if kind == "gemm"
@@ -188,11 +193,25 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
             fmts = part.iloc[0]
             rows.append({"design": fmts["design"], "role": role,
                          "gemms": int(part.loc[part["kind"] != "elementwise", "reps"].sum()),
-                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum()),
-                         "energy_j": float(part["energy_j"].sum()), "dram_bytes": float(part["dram_bytes"].sum()),
+                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum(skipna=False)),
+                         "energy_j": float(part["energy_j"].sum(skipna=False)),
+                         "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
                          "note": "; ".join(filter(None, part["note"].unique()))})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
+    # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown
+    unpriced = df[(df["role"] != "optimizer") & df["time_s"].isna()]["design"].unique()
+    total.loc[total.index.isin(unpriced), ["time_s", "energy_j", "dram_bytes"]] = float("nan")
     total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
+
+
+def _not_priced(r, role: str, kind: str, design, fmts: dict, err: Exception, reps: float) -> dict:
+    """A row the design cannot run in its role's formats (asicsim.hw.native): NaN, with why."""
+    nan = float("nan")
+    return {"design": getattr(design, "name", str(design)), "role": role, "kind": kind, "M": int(r.M),
+            "N": int(r.N), "K": int(r.K), "work": getattr(r, "work", "") if kind != "gemm" else "",
+            "reps": float(reps), "macs": float(r.macs), "time_s": nan, "energy_j": nan,
+            **dict.fromkeys(_ENERGY_COLUMNS, nan), "dram_bytes": nan, "sram_bytes": nan, "bound": "",
+            "utilization": nan, **{f"format_{k}": v for k, v in fmts.items()}, "note": f"not priced: {err}"}

@@ -11,14 +11,18 @@ import pytest
 import asicsim as sim
 from asicsim.hw.cost import cost_many
 from asicsim.hw.family import cost_family, family_key
+from asicsim.hw.native import MacMode
 
 OPS = [sim.Gemm(100, 64, 800), sim.Gemm(32, 10, 64), sim.Conv(28, 28, 16, 32, 3, 3, padding=1, batch=4),
        sim.Gemm(512, 512, 512, weight_sparsity=0.9), sim.Rnn("gru", 256, 16, 10),
        sim.Elementwise(4810, 12, inputs=3)]
 
 
-def _variants(base: str) -> list:
+def _variants(base: str, *, fp32_rate: float | None = None) -> list:
     d = sim.load_design(base)
+    if fp32_rate is not None:  # a copy that also runs fp32 MACs (and what embeds in fp32: fp16, bf16)
+        fp32 = MacMode(a="fp32", b="fp32", acc="fp32", rate=fp32_rate, source="test: a stated rate")
+        d = dataclasses.replace(d, pe=dataclasses.replace(d.pe, modes=(*d.pe.modes, fp32)))
     out = []
     for rows, cols, flow, scale in itertools.product([8, 32, 128], [16, 256], ["os", "ws", "is"], [0.25, 1, 4]):
         bufs = tuple(dataclasses.replace(b, capacity_kib=b.capacity_kib * (scale if i % 2 == 0 else 1 / scale))
@@ -29,6 +33,8 @@ def _variants(base: str) -> list:
 
 
 @pytest.mark.parametrize("base, formats", [("edge_int8_32x32", None), ("tpu_v1", None),
+                                           ("tpu_v1", "act=int16,weight=int16"),  # quarter rate (native.py)
+                                           ("edge_int8_32x32", "act=int16,emulate=auto"),
                                            ("dc_bf16_128x128", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32")])
 def test_family_equals_cost_many_on_every_member(base, formats):
     designs = _variants(base)
@@ -60,7 +66,7 @@ def test_family_key_separates_what_cannot_be_vectorised():
 def test_trace_totals_family_equal_trace_costs_per_design():
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
-    designs = _variants("edge_int8_32x32")[::5]
+    designs = _variants("edge_int8_32x32", fp32_rate=0.25)[::5]  # int8 only: give it fp32 MACs
     for recipe in ("fp32", "fp16_mixed"):
         trace = workload_trace("digits_mlp", recipe)
         fam = trace_totals_family(trace, designs, recipe)

@@ -103,6 +103,18 @@ DESIGN_ROWS = [
     (SYSTOLIC, 'holds = ["ifmap", "filter", "ofmap"]', "holds = {ifmap = 1}", "buffers.ub.holds",
      "a non-empty list"),
     (SYSTOLIC, "rows = 8", "rows = true", "array.rows", "an integer"),
+    # [[pe.modes]] (asicsim.hw.native): native MAC modes, each checked with its path
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = 2.0}]', "pe.modes[0].rate", "a number in (0, 1]"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = 0}]', "pe.modes[0].rate", "a number in (0, 1]"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = true}]', "pe.modes[0].rate", "a number in (0, 1]"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32"}]', "pe.modes[0].rate", "a number in (0, 1]"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int99", b = "int8", acc = "int32", rate = 1}]', "pe.modes[0].a", "a format name"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{b = "int8", acc = "int32", rate = 1}]', "pe.modes[0].a", "a format name (required)"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = 1, speed = 2}]', "pe.modes[0].speed", "no such field"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = "int8"', "pe.modes", "a list of tables"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [1]', "pe.modes[0]", "a table with fields"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int4", b = "int4", acc = "int32", rate = 1}, {a = "int4", b = "int4", acc = "int32", rate = 0.5}]', "pe.modes[1]", "distinct (a, b, acc) modes"),
+    (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int8", b = "int8", acc = "int32", rate = 0.5}]', "pe.modes[0].rate", "1: the PE's own"),
     # GPU designs: a list where a string goes was a TypeError; the ranges were missing
     (GPU, 'mem_type = "HBM3"', 'mem_type = ["HBM3"]', "mem_type", "GDDR5 | GDDR5X"),
     (GPU, "boost_clock_mhz = 1980", "boost_clock_mhz = 1e30", "boost_clock_mhz", "[1, 10000] MHz"),

@@ -35,6 +35,14 @@ precision = "int8"
 base = "{design}"
 """
 
+FP32_MODE = '''[[pe.modes]]  # test fixture: this copy also runs fp32 MACs (and fp16/bf16, which embed) at a stated rate
+a = "fp32"
+b = "fp32"
+acc = "fp32"
+rate = 0.25
+
+'''
+
 _cache: dict[str, dict] = {}
 
 
@@ -48,6 +56,8 @@ def real_report(tmp_path_factory) -> dict:
         text = (designs_dir() / "edge_int8_32x32.toml").read_text()
         text = text.replace('name = "edge_int8_32x32"', f'name = "{EVIL}"')
         text = re.sub(r"^tdp_w = .*\n", "", text, flags=re.M)
+        # the int8 design also runs the recipes' fp32/bf16 MACs (asicsim.hw.native), at a stated rate
+        text = text.replace("[buffers.activations]", FP32_MODE + "[buffers.activations]")
         (root / "evil.toml").write_text(text)
         spec = root / "spec.toml"
         spec.write_text(SPEC.format(name=SPEC_NAME, gpu=GPU, design=root / "evil.toml"))

@@ -25,13 +25,25 @@ def _copy(src: Path, dst: Path, name: str, *edits: tuple[str, str]) -> Path:
     return dst
 
 
+FP32_MODE = '''[[pe.modes]]  # test fixture: this copy also runs fp32 MACs (and fp16/bf16, which embed) at a stated rate
+a = "fp32"
+b = "fp32"
+acc = "fp32"
+rate = 0.25
+
+'''
+
+
 def _spec(tmp_path: Path, spaces: bool = True) -> Path:
     big = _copy(workloads_dir() / "digits_mlp.toml", tmp_path / "big_mlp.toml", "digits_mlp",
                 ("hidden = [64]", "hidden = [512]"))
     r1 = _copy(recipes_dir() / "bf16.toml", tmp_path / "r1.toml", "mine")
     r2 = _copy(recipes_dir() / "fp32.toml", tmp_path / "r2.toml", "mine")
-    d1 = _copy(designs_dir() / "tpu_v1.toml", tmp_path / "d1.toml", "npu")
-    d2 = _copy(designs_dir() / "edge_int8_32x32.toml", tmp_path / "d2.toml", "npu")
+    # int8 designs that also run the recipes' fp32/bf16 MACs (asicsim.hw.native), at a stated rate
+    d1 = _copy(designs_dir() / "tpu_v1.toml", tmp_path / "d1.toml", "npu",
+               ("[buffers.unified]", FP32_MODE + "[buffers.unified]"))
+    d2 = _copy(designs_dir() / "edge_int8_32x32.toml", tmp_path / "d2.toml", "npu",
+               ("[buffers.activations]", FP32_MODE + "[buffers.activations]"))
     spec = tmp_path / "spec.toml"
     spec.write_text(f'''
 recipes = ["{r1}", "{r2}"]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import asicsim as sim
+from asicsim.hw.design_files import designs_dir
 from asicsim.sweep import SweepError, expand, load_results, load_spec
 from asicsim.sweep.store import Store
 
@@ -221,10 +222,23 @@ def test_killed_worker_fails_its_point_and_the_sweep_finishes(tmp_path):
     assert "worker process died (signal SIGKILL)" in summary["failures"][0]["reason"]
 
 
+FP32_MODE = """[[pe.modes]]  # this copy also runs fp32 MACs (and fp16/bf16, which embed) at a stated rate
+a = "fp32"
+b = "fp32"
+acc = "fp32"
+rate = 0.25
+
+"""
+
+
 def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
     from asicsim.workloads.deepbench import suite_costs
     from asicsim.workloads.pricing import trace_costs, workload_trace
 
+    # the int8 edge design, given fp32 MACs (fp16 embeds in fp32) so the fp16 recipe runs on it
+    base = tmp_path / "edge_fp32.toml"
+    base.write_text((designs_dir() / "edge_int8_32x32.toml").read_text().replace(
+        "[buffers.activations]", FP32_MODE + "[buffers.activations]"))
     spec = tmp_path / "space.toml"
     spec.write_text(textwrap.dedent("""
         recipes = ["fp16_mixed"]
@@ -235,9 +249,9 @@ def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
         suite = "deepbench_conv_inference_server"
         precision = "int8"
         [[design_space]]
-        base = "edge_int8_32x32"
+        base = "BASE"
         vary = { "array.rows" = [8, 64], "array.dataflow" = ["os", "is"], "buffers.weights.capacity_kib" = [16, 1024] }
-        """))
+        """).replace("BASE", str(base)))
     out = tmp_path / "out"
     s = sim.sweep(spec, out, workers=1, progress=None)
     assert s["points"] == 16 and s["done"] == 16
@@ -269,13 +283,14 @@ def test_kernel_formats_override_the_precision(tmp_path):
         precision = "int8"
         [[kernels]]
         suite = "deepbench_gemm_inference_device"
-        formats = "act=fp8_e4m3, weight=fp8_e4m3, acc=fp32"
+        formats = "act=fp8_e4m3, weight=fp8_e4m3, acc=fp32, emulate=4"
         """))
     res = load_results(sim.sweep(spec, tmp_path / "out", workers=1, progress=None)["out"])
     assert len(res) == 4 and (res["status"] == "done").all()
     fp8 = res[res["formats"].notna()].set_index("design")
     for d in ("tpu_v1", "gpu_h100"):
-        ref = suite_costs("deepbench_gemm_inference_device", d, "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32")
+        # fp8 on int8-only tpu_v1: emulated at a stated slowdown (asicsim.hw.native); moot on a GPU
+        ref = suite_costs("deepbench_gemm_inference_device", d, "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,emulate=4")
         assert fp8.loc[d, "energy_j"] == pytest.approx(ref["energy_j"].sum(), rel=1e-12)
     assert fp8.loc["gpu_h100", "peak_ops_per_s"] == pytest.approx(sim.load_design("gpu_h100").fp8_tflops * 1e12)
     with pytest.raises(SweepError, match=r"kernels\[0\].formats = 'act=int99'"):

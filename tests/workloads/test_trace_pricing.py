@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import subprocess
 import sys
 
 import pytest
 
 from asicsim.emulate import load_recipe
-from asicsim.hw import Elementwise, Gemm, cost_many
+from asicsim.hw import Elementwise, Gemm, cost_many, load_design
+from asicsim.hw.native import MacMode
 from asicsim.workloads.pricing import price_trace, workload_trace
 
 
@@ -36,16 +39,33 @@ def test_grad_input_gemms_write_dx_in_grad_out():
     assert _formats(load_recipe("fp8_wang2018"), "grad-input")["out"] == "float8_e5m2"
 
 
+def _tpu_v1_with_fp32() -> object:
+    """tpu_v1 given an fp32 MAC mode (fp16 embeds in it) at a stated rate: int8 alone runs no
+    fp16 recipe (asicsim.hw.native)."""
+    d = load_design("tpu_v1")
+    fp32 = MacMode(a="fp32", b="fp32", acc="fp32", rate=0.25, source="test: a stated rate")
+    return dataclasses.replace(d, pe=dataclasses.replace(d.pe, modes=(*d.pe.modes, fp32)))
+
+
+def test_formats_a_design_does_not_execute_are_not_priced_and_said():
+    t = workload_trace("digits_mlp", "fp16_mixed")
+    table = price_trace(t, ["tpu_v1"], "fp16_mixed")
+    fwd = table[table.role == "forward"].iloc[0]
+    assert math.isnan(fwd.time_s) and "does not execute act=float16" in fwd.note
+    assert math.isnan(table[table.role == "total"].iloc[0].time_s)  # not a sum that skips them
+
+
 def test_price_trace_sums_cost_many_per_role():
     t = workload_trace("digits_mlp", "fp16_mixed")
-    table = price_trace(t, ["tpu_v1", "gpu_v100"], "fp16_mixed")
+    tpu = _tpu_v1_with_fp32()
+    table = price_trace(t, [tpu, "gpu_v100"], "fp16_mixed")
     assert list(table[table.role == "total"].design) == ["tpu_v1", "gpu_v100"]
     fwd = t[(t.role == "forward") & (t.kind == "gemm")]
-    want = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in fwd.itertuples()], "tpu_v1",
+    want = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in fwd.itertuples()], tpu,
                      {"act": "float16", "weight": "float16", "acc": "float32", "out": "float16"})
     ew = t[(t.role == "forward") & (t.kind == "elementwise")]  # bias adds, relu, the loss
     want_ew = cost_many([Elementwise(int(r.elements_out), int(r.ops), inputs=int(r.inputs),
-                                     input_elements=int(r.elements_in)) for r in ew.itertuples()], "tpu_v1",
+                                     input_elements=int(r.elements_in)) for r in ew.itertuples()], tpu,
                         {"act": "float16", "weight": "float16", "acc": "float32", "out": "float16"})
     row = table[(table.design == "tpu_v1") & (table.role == "forward")].iloc[0]
     assert row.gemms == 2 and len(ew) > 0
@@ -69,12 +89,12 @@ def test_price_trace_sums_cost_many_per_role():
 
 def test_trace_command_prices_on_a_systolic_design_and_a_gpu():
     out = subprocess.run([sys.executable, "-m", "asicsim.cli", "trace", "digits_mlp", "--recipe", "bf16",
-                          "--design", "tpu_v1", "--design", "gpu_v100", "--json"],
+                          "--design", "dc_bf16_128x128", "--design", "gpu_v100", "--json"],
                          capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     totals = [r for r in doc["cost"] if r["role"] == "total"]
-    assert [r["design"] for r in totals] == ["tpu_v1", "gpu_v100"]
+    assert [r["design"] for r in totals] == ["dc_bf16_128x128", "gpu_v100"]
     assert all(r["time_s"] > 0 and r["energy_j"] > 0 for r in totals)
     # 2 GEMMs x (forward, grad-input, grad-weight) + the update, besides the elementwise rows
     assert sum(r["kind"] != "elementwise" or r["role"] == "optimizer" for r in doc["trace"]) == 7
@@ -86,7 +106,7 @@ def test_a_stochastic_rounding_recipe_is_priced_without_a_key(training):
     t = workload_trace("digits_mlp", "fixed16_sr", training=training)
     ref = workload_trace("digits_mlp", "fixed16_rn", training=training)
     assert t[["role", "M", "N", "K", "macs"]].equals(ref[["role", "M", "N", "K", "macs"]])
-    table = price_trace(t, ["tpu_v1"], "fixed16_sr")
+    table = price_trace(t, [_tpu_v1_with_fp32()], "fixed16_sr")  # q7.8 and fp32 embed in fp32
     assert table[table.role == "total"].iloc[0].time_s > 0
 
 

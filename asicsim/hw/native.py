@@ -1,0 +1,200 @@
+"""Which MAC formats a systolic design executes, at what rate, and how many bits a tensor stores.
+
+A design lists its native MAC modes (``[[pe.modes]]``: ``a`` ifmap, ``b`` filter, ``acc``
+accumulator, ``rate`` as a fraction of the design's peak MAC rate); its own ``[pe]`` formats are
+the full-rate mode when not listed. :func:`execution_mode` decides how a requested
+(act, weight, acc) triple runs:
+
+1. **Natively** when some mode *embeds* it: the requested act, weight and acc formats each embed in
+   the mode's a, b and acc (every value of the request is a value of the mode's format,
+   :func:`asicsim.numerics.embed.embeds`; int4 on an int8 MAC, bf16 on an fp32 one). The MAC then
+   computes with the mode's formats: operands enter unchanged and its accumulator holds every
+   value the requested one does. The fastest matching mode wins.
+2. Else **emulated in software** only if the caller asks (``emulate``):
+
+   * ``emulate=S`` (a number ``S >= 1``): the caller's stated slowdown; the MACs run at ``1/S`` of
+     the peak.
+   * ``emulate="auto"``: derived where it is exact, integer (or fixed-point) operands on the
+     design's integer modes. Each operand is split into radix-``2**d`` digits, the low ones
+     unsigned ``d``-bit and the top one carrying the sign (a ``w``-bit integer -> ``n`` digits);
+     every digit pair is one pass of the array on the fastest mode that embeds it, with the
+     requested accumulator, and the shifted partial products add exactly in the integer
+     accumulators. Slowdown = sum over digit pairs of ``1/rate``, minimised over ``d``. On a
+     multiplier that takes signed and unsigned 8-bit operands this is ``ceil(w/8)**2`` passes:
+     16 x 16 bits in 4, TPU v1's quarter rate (Jouppi et al., ISCA 2017, Sec. 2). Combining
+     the passes' shifted results is assumed free (it happens in the accumulators).
+
+   Anything else raises :class:`~asicsim.hw.operations.OperationError` naming the design's modes.
+
+Rates divide the array's streaming (compute) cycles; fill and drain are paid once per GEMM, as
+the passes pipeline like folds. Energy still prices the requested formats' MACs.
+
+Storage: :func:`storage_bits` is what every byte count in memory uses (tf32 -> 32 bits; see
+:func:`asicsim.numerics.formats.word_storage_bits`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from asicsim.hw.operations import OperationError
+from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.embed import embeds
+from asicsim.numerics.formats import Format, IntFormat
+
+MODE_FIELDS = ("a", "b", "acc", "rate", "source")
+EMULATE_AUTO = "auto"
+MAX_SLOWDOWN = 1e6  # a stated slowdown above this is a typo, not an emulation
+
+
+@dataclass(frozen=True, kw_only=True)
+class MacMode:
+    """One native MAC mode: multiplier operands ``a`` (ifmap) and ``b`` (filter), accumulator
+    ``acc``, and ``rate``, the fraction of the design's peak MAC rate it runs at."""
+
+    a: Format
+    b: Format
+    acc: Format
+    rate: float = 1.0
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        probs = mode_problems({"a": self.a, "b": self.b, "acc": self.acc, "rate": self.rate,
+                               "source": self.source}, "mode")
+        if probs:
+            raise OperationError("; ".join(f"{k} = {v!r}; allowed: {a}" for k, v, a in probs))
+        for key in ("a", "b", "acc"):  # frozen: bypass to store the resolved spec
+            object.__setattr__(self, key, get_format(getattr(self, key)))
+
+    @property
+    def label(self) -> str:
+        return f"{self.a.name} x {self.b.name} -> {self.acc.name} at {self.rate:g}"
+
+
+def mode_problems(entry, where: str) -> list[tuple[str, object, str]]:
+    """Problems of one ``[[pe.modes]]`` entry (a table), as (field path, value, allowed)."""
+    if not isinstance(entry, dict):
+        return [(where, entry, f"a table with fields {list(MODE_FIELDS)}")]
+    out = [(f"{where}.{k}", v, f"no such field; fields are {list(MODE_FIELDS)}")
+           for k, v in entry.items() if k not in MODE_FIELDS]
+    for key in ("a", "b", "acc"):
+        if key not in entry:
+            out.append((f"{where}.{key}", "<missing>", "a format name (required)"))
+            continue
+        try:
+            get_format(entry[key])
+        except (FormatError, TypeError) as err:
+            out.append((f"{where}.{key}", entry[key], f"a format name, alias or .toml path ({err})"))
+    rate = entry.get("rate", "<missing>")
+    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate <= 1):
+        out.append((f"{where}.rate", rate, "a number in (0, 1]: the fraction of the design's peak "
+                                           "MAC rate (1 full, 0.5 half)"))
+    if not isinstance(entry.get("source", ""), str):
+        out.append((f"{where}.source", entry["source"], "a string"))
+    return out
+
+
+@dataclass(frozen=True)
+class ExecutionMode:
+    """How an operation's MACs run: at ``rate`` of the design's peak MAC rate, ``slowdown = 1/rate``
+    (native 16-bit on TPU v1: rate 0.25, slowdown 4, not emulated)."""
+
+    rate: float
+    emulated: bool
+    slowdown: float  # 1 / rate: how much longer the MACs take than at the peak
+    source: str  # one line: which mode, or how the emulation was derived
+
+
+def storage_bits(fmt: Format) -> float:
+    """Bits one element of ``fmt`` takes in memory (DRAM, SRAM, links): ``fmt.storage_bits``."""
+    return float(fmt.storage_bits)
+
+
+def parse_emulate(value) -> str | float | None:
+    """``None``, ``"auto"`` or a slowdown ``S >= 1`` (a number or its text); anything else errors."""
+    if value is None or value == EMULATE_AUTO:
+        return value
+    try:
+        s = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        s = math.nan
+    if not 1 <= s <= MAX_SLOWDOWN:
+        raise OperationError(f"formats: emulate = {value!r}; allowed: 'auto' (exact integer digit "
+                             f"passes) or a slowdown S, 1 <= S <= {MAX_SLOWDOWN:g}, vs the design's peak")
+    return s
+
+
+def execution_mode(design, formats: dict[str, Format], emulate=None) -> ExecutionMode:
+    """How ``formats`` (roles ``act``, ``weight``, ``acc``) run on a systolic ``design``
+    (module docstring); raises OperationError naming the design's modes when they do not."""
+    emulate = parse_emulate(emulate)
+    modes = design.pe.modes
+    a, b, acc = formats["act"], formats["weight"], formats["acc"]
+    best = _best_mode(modes, a, b, acc)
+    if best is not None:
+        return ExecutionMode(best.rate, False, 1.0 / best.rate, f"native: {best.label}"
+                             + (f" ({best.source})" if best.source else ""))
+    want = f"act={a.name} x weight={b.name} -> acc={acc.name}"
+    if isinstance(emulate, float):
+        return ExecutionMode(1.0 / emulate, True, emulate,
+                             f"emulated {want} at a stated slowdown of {emulate:g} vs the peak")
+    if emulate == EMULATE_AUTO:
+        found = _digit_emulation(modes, a, b, acc)
+        if found is not None:
+            slowdown, how = found
+            return ExecutionMode(1.0 / slowdown, True, slowdown, f"emulated {want}: {how}")
+        why = ("emulate=auto derives a slowdown only for integer formats on integer modes (exact "
+               "digit passes); state one instead, e.g. emulate=16")
+    else:
+        why = ("or ask for software emulation: emulate=auto (integer formats, exact digit passes) "
+               "or emulate=S (your slowdown S >= 1 vs the peak)")
+    raise OperationError(
+        f"design {design.name!r} does not execute {want}; its MAC modes: "
+        + "; ".join(m.label for m in modes)
+        + ". Formats whose every value is a value of a mode's formats also run (int4 on int8); "
+        + why)
+
+
+def _best_mode(modes, a: Format, b: Format, acc: Format) -> MacMode | None:
+    fits = [m for m in modes if embeds(a, m.a) and embeds(b, m.b) and embeds(acc, m.acc)]
+    return max(fits, key=lambda m: m.rate) if fits else None
+
+
+def _digits(x: IntFormat, d: int) -> list[list[IntFormat]]:
+    """Ways to write ``x``'s integers (its fixed-point scale set aside) as radix-``2**d`` digits:
+    ``n - 1`` unsigned ``d``-bit digits below a top digit of ``x``'s signedness."""
+    out = []
+    low = IntFormat(name=f"uint{d}", bits=d, signed=False)
+    for n in range(2, x.bits + 1):
+        r = x.bits - d * (n - 1)
+        if r < 1 + int(x.signed):
+            break
+        out.append([IntFormat(name=f"{'' if x.signed else 'u'}int{r}", bits=r, signed=x.signed)]
+                   + [low] * (n - 1))
+    return out
+
+
+def _digit_emulation(modes, a: Format, b: Format, acc: Format) -> tuple[float, str] | None:
+    """(slowdown, how) of the cheapest exact digit decomposition on integer modes, or None."""
+    ints = [m for m in modes if all(isinstance(f, IntFormat) for f in (m.a, m.b, m.acc))]
+    if not ints or not (isinstance(a, IntFormat) and isinstance(b, IntFormat)):
+        return None
+
+    def options(x: IntFormat, pos: str) -> list[list[IntFormat]]:
+        widths = {getattr(m, pos).bits - s for m in ints for s in (0, int(getattr(m, pos).signed))}
+        return [[x]] + [ds for d in sorted(w for w in widths if w > 0) for ds in _digits(x, d)]
+
+    best = None
+    for da in options(a, "a"):
+        for db in options(b, "b"):
+            rates = [_best_mode(ints, p, q, acc) for p in da for q in db]
+            if any(m is None for m in rates):
+                continue
+            slowdown = sum(1.0 / m.rate for m in rates)
+            if best is None or slowdown < best[0]:
+                how = (f"{len(da)} x {len(db)} digit passes (act digits "
+                       f"{'+'.join(f.name for f in da)}, weight digits {'+'.join(f.name for f in db)}) "
+                       f"on {', '.join(sorted({m.label for m in rates}))}: slowdown {slowdown:g}")
+                best = (slowdown, how)
+    return best
