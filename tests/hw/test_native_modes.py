@@ -22,7 +22,8 @@ from asicsim.hw.operations import OperationError
 from asicsim.numerics import catalog, decode, get_format
 from asicsim.numerics.embed import embeds
 
-G = sim.Gemm(1024, 1024, 1024)
+# one 256 x 256 weight tile whatever its width, so the schedule is the same in every mode
+G = sim.Gemm(1024, 256, 256)
 
 
 def _f(**roles) -> dict:
@@ -33,7 +34,8 @@ def test_tpu_v1_16_bit_runs_at_half_and_quarter_rate_of_its_paper():
     int8 = cost(G, "tpu_v1")
     half = cost(G, "tpu_v1", "act=int16")  # 16-bit activations, 8-bit weights: half speed
     quarter = cost(G, "tpu_v1", "act=int16,weight=int16")  # both 16-bit: quarter speed
-    assert int8.cycles_compute == 16384  # 1024^3 MACs / 65536 PEs
+    assert int8.cycles_compute == 1024  # 1024 x 256 x 256 MACs / 65536 PEs
+    assert int8.schedule == half.schedule == quarter.schedule
     assert half.cycles_compute == 2 * int8.cycles_compute
     assert quarter.cycles_compute == 4 * int8.cycles_compute
     assert quarter.cycles_fill_drain == int8.cycles_fill_drain  # paid once per GEMM
@@ -63,7 +65,7 @@ def test_the_cli_reports_the_error(capsys):
 
 def test_formats_that_embed_run_natively():
     # int4 and uint4 values are int8 values: the int8 MAC runs them at full rate
-    assert cost(G, "tpu_v1", "act=int4,weight=int4").cycles_compute == 16384
+    assert cost(G, "tpu_v1", "act=int4,weight=int4").cycles_compute == 1024
     assert execution_mode(load_design("edge_int8_32x32"), _f(act="uint4", weight="int2", acc="int32")).rate == 1
     # fp8 E4M3 and E5M2 values are bf16 values (8-bit exponent, 7-bit mantissa)
     dc = load_design("dc_bf16_128x128")
@@ -77,7 +79,7 @@ def test_formats_that_embed_run_natively():
 
 def test_stated_emulation_is_priced_and_reported():
     r = cost(G, "tpu_v1", "act=fp32,weight=fp32,acc=fp32,emulate=16")
-    assert r.cycles_compute == 16 * 16384
+    assert r.cycles_compute == 16 * 1024
     assert r.execution.emulated and r.execution.slowdown == 16 and r.execution.rate == 1 / 16
     assert r.row()["emulated"] is True and r.row()["slowdown"] == 16
     assert "stated slowdown of 16" in r.execution.source
@@ -134,7 +136,7 @@ def test_tf32_is_stored_in_32_bits():
     # DRAM bytes of a tf32 GEMM equal fp32's (both 4-byte words), on a systolic design and a GPU
     fp32 = cost(G, "dc_bf16_128x128", "act=fp32,weight=fp32,emulate=3")
     tf = cost(G, "dc_bf16_128x128", "act=tf32,weight=tf32,out=tf32,emulate=3")
-    assert tf.dram_bytes == fp32.dram_bytes and tf.traffic["dram.ifmap.reads_bytes"] == 1024 * 1024 * 4
+    assert tf.dram_bytes == fp32.dram_bytes and tf.traffic["dram.ifmap.reads_bytes"] == 1024 * 256 * 4
     gpu = cost(sim.Gemm(8192, 8192, 8192), "gpu_m40", "act=tf32,weight=tf32,out=tf32")
     ref = cost(sim.Gemm(8192, 8192, 8192), "gpu_m40")
     assert gpu.dram_bytes == ref.dram_bytes

@@ -9,6 +9,8 @@ the 4 channels of 32 pixels.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +18,8 @@ import pytest
 from jax import lax
 
 from asicsim.emulate import op_trace
-from asicsim.hw import Elementwise, cost_many
+from asicsim.hw import Elementwise, cost_many, load_design
+from asicsim.hw.native import MacMode
 from asicsim.workloads.pricing import price_trace, trace_costs, workload_trace
 
 
@@ -99,14 +102,23 @@ def test_elementwise_rows_are_priced_on_the_vector_unit():
     assert (trace_costs(t, "gpu_v100", "fp32").query("kind == 'elementwise'").time_s > 0).all()
 
 
+def _with_fp32(name: str):
+    """A catalog int8 design given an fp32 MAC mode at a stated rate (asicsim.hw.native): the fp32
+    recipe's GEMMs then run on it, and only the vector unit is in question here."""
+    d = load_design(name)
+    fp32 = MacMode(a="fp32", b="fp32", acc="fp32", rate=0.25, source="test: a stated rate")
+    return dataclasses.replace(d, pe=dataclasses.replace(d.pe, modes=(*d.pe.modes, fp32)))
+
+
 def test_a_design_without_a_vector_unit_prices_them_at_zero_and_says_so():
     t = workload_trace("digits_mlp", "fp32")
     assert {"activation", "elementwise", "reduction"} <= set(t.work.dropna())
-    costs = trace_costs(t, "scalesim_google", "fp32")
+    google, tpu = _with_fp32("scalesim_google"), _with_fp32("tpu_v1")
+    costs = trace_costs(t, google, "fp32")
     ew = costs[costs.kind == "elementwise"]
     assert (ew.time_s == 0).all() and (ew.energy_j == 0).all()
     assert ew.note.str.contains("no \\[vector\\] unit").all()
-    table = price_trace(t, ["scalesim_google", "tpu_v1"], "fp32")
+    table = price_trace(t, [google, tpu], "fp32")
     fwd = table[table.role == "forward"].set_index("design")
     assert "no [vector] unit" in fwd.loc["scalesim_google", "note"] and fwd.loc["tpu_v1", "note"] == ""
     gemm_time = costs[(costs.role == "forward") & (costs.kind == "gemm")].time_s.sum()
