@@ -16,23 +16,17 @@ reads them; ``--run-zigzag /work/zz-venv/bin/python`` re-runs ZigZag first, in a
 
     python benchmarks/zigzag_anchor.py [--run-zigzag PYTHON] [--repeat 20]
 
-A diagnostic line adds ZigZag's per-MAC register energy to asicsim (difference 1) to show what
-is left for the mapper once that term is modelled.
-
-Modelling differences (why the two need not agree today; each is visible in the breakdown table):
+Modelling differences (why the two need not agree; each is visible in the breakdown table):
 
 1. **Per-MAC register files.** ZigZag's ``rf_128B`` (W) and ``rf_2B`` (O) are memory levels: every
    MAC reads its weight register (0.095 pJ) and reads and writes its output register (2 x 0.021
-   pJ), 0.137 pJ per MAC on top of the 0.04 pJ MAC, 20-25 % of ZigZag's energy on 3x3 layers.
-   asicsim's array has no per-MAC register accesses (a PE's registers are inside ``mac_energy_pj``);
-   its ``weight_rf`` and ``out_rf`` buffers are charged per weight loaded into the array and per
-   partial sum carried across row folds. Kept as ZigZag's raw figures (not folded into the MAC) so
-   the gap stays visible; folding them in would be ``mac_energy_pj = 0.177``.
-2. **Loop order.** asicsim (before the mapper) uses one fixed ws order per GEMM: K x N weight tiles
-   of 32 x 32 stationary, all ``M`` output pixels streamed, im2col between SRAM and the array (each
-   ifmap element read from SRAM once per kernel tap and per column fold); ZigZag searches every
-   temporal order and blocking per memory level. Expect asicsim's SRAM reads (and, on late layers
-   whose weights exceed the 128 KiB of weight registers, DRAM bytes) above ZigZag's.
+   pJ). asicsim prices them as the design's ``pe.register_energy_pj = 0.137`` per MAC (the
+   ``registers`` component); its ``weight_rf`` and ``out_rf`` buffers are the capacities (and
+   are charged per weight loaded into the array and per partial sum carried across folds).
+2. **Loop order.** asicsim's mapper searches three loop-order families with their tile sizes,
+   buffer splits and double buffering at the buffer level, the array's dataflow (32 x 32 ws)
+   fixed inside; ZigZag's LOMA searches every temporal order and blocking per memory level and
+   the spatial unrolling too.
 3. **SRAM access granularity.** ZigZag counts ``sram_2MB`` accesses in 2048-bit words with a 64-bit
    minimum (``ceil(bits / 64) * 64 / 2048`` accesses per transfer), asicsim in bits x per-bit cost.
    Equal for wide transfers; ZigZag is higher for narrow ones.
@@ -42,32 +36,30 @@ Modelling differences (why the two need not agree today; each is visible in the 
 5. **Output precision.** ZigZag's partial sums are 16 bits (``O``), final outputs 8 bits
    (``O_final``); asicsim accumulates in ``acc_format = int16`` and writes int8 ofmaps: the same.
 6. **Partial sums in SRAM.** ZigZag's O hierarchy is rf_2B -> sram_2MB -> dram, so partial sums
-   may spill to the SRAM; asicsim keeps them in the buffer holding ``psum`` (``out_rf``, 2 KiB =
-   one 16-bit word per PE) and, when it is full, chunks the stream (reloading weights) or spills
-   to DRAM, never to the unified SRAM.
+   may spill to the 2 MB SRAM; asicsim keeps them in the buffer holding ``psum`` (``out_rf``, 2 KiB
+   = one 16-bit word per PE). With 147 kB of weights in 128 KiB of weight registers (layer2-3
+   3x3 convs), ZigZag keeps a tall activation block with its partial sums in SRAM and reaches the
+   compulsory DRAM bytes; asicsim's best schedule with 1024 partial sums re-reads the activations
+   once more: those layers' DRAM and energy gap.
 7. **Latency.** ZigZag: ideal cycles (MACs over the unrolled PEs, spatial under-use included) plus
    on/off-loading and stalls per memory port, with a memory's refill overlapped when the data fits
-   in half of it ("double-buffer effect", ``cost_model.py calc_latency``). asicsim: stream cycles
-   plus one fill/drain and reloads, plus DRAM stalls; with ``double_buffered = false`` (the yaml
-   capacities kept whole) nothing overlaps, so asicsim adds every DRAM transfer to the latency.
-   ZigZag's latency is reported from its latency-optimal search (its energy-optimal mapping's
-   latency is in the CSV too).
+   in half of it. asicsim: stream cycles plus fill/drain and reloads, plus the DRAM stall the
+   chosen schedule leaves (double buffering is the mapper's choice). ZigZag's latency is reported
+   from its latency-optimal search; asicsim's from its energy-optimal schedule.
 8. **Static energy** is zero on both (``static_power_w = 0``: ZigZag has no leakage term); no
    vector work (ZigZag prices no ReLU, add or pooling on ``tpu_like`` Conv/Gemm layers).
 9. **Spatial under-use.** conv1 has C = 3 on the 32-row C dimension: ZigZag reduces the unrolling
    to C:3 (3/32 of the rows); asicsim's im2col folds ``K = 3 x 7 x 7 = 147`` reduction rows onto
    the 32 rows (5 folds), a different use of the array.
-10. **Strided input footprint.** ZigZag's input tensor is the pixels the loops touch: a 1x1
-    stride-2 downsample reads 1/4 of its ifmap from DRAM (``28 x 28 x 64`` of ``56 x 56 x 64``).
-    asicsim's buffers hold the raw ifmap (physical.py item 3), so it moves the whole tensor: the
-    downsample layers' DRAM gap (a strided DMA of whole NHWC pixels could skip the rest).
+10. **Strided input footprint.** Both count only the input pixels some window reads (a 1x1
+    stride-2 downsample reads a quarter of its ifmap; asicsim: ``asicsim/hw/conv_windows.py``).
 11. **Timing.** ZigZag's time per layer is its spatial + temporal mapping search and cost model
     (``run_zigzag.py`` times it inside the pipeline; CPU time, as the machine is shared); asicsim's
-    is one ``cost_many([op], design)`` call, dominated by fixed per-call overhead (~0.5 ms), so
-    the whole network in one call is ~25 us per layer.
+    is one ``cost_many([op], design)`` call, dominated by fixed per-call overhead, so the whole
+    network in one call is far cheaper per layer.
 
-Target after the mapper lands (issue 17): asicsim within 10 % of ZigZag's best energy on every
-layer, at least 1000x faster per layer.
+Target (issue 17): asicsim within 10 % of ZigZag's best energy on every layer, at least 1000x
+faster per layer.
 """
 
 from __future__ import annotations
@@ -89,14 +81,10 @@ DATA = HERE / "zigzag"
 DESIGN = DATA / "tpu_like.toml"
 ENERGY_CSV = DATA / "zigzag_resnet18.csv"
 LATENCY_CSV = DATA / "zigzag_resnet18_latency.csv"
-# ZigZag level -> asicsim energy component (benchmarks/zigzag/tpu_like.toml says which is which)
-LEVELS = (("W@rf_128B", "buffer.weight_rf"), ("O@rf_2B", "buffer.out_rf"),
-          (("I@sram_2MB", "O@sram_2MB"), "buffer.sram"), (("W@dram", "I@dram", "O@dram"), "dram"))
+# ZigZag level -> asicsim energy components (benchmarks/zigzag/tpu_like.toml says which is which)
+LEVELS = ((("W@rf_128B", "O@rf_2B"), ("registers", "buffer.weight_rf", "buffer.out_rf")),
+          (("I@sram_2MB", "O@sram_2MB"), ("buffer.sram",)), (("W@dram", "I@dram", "O@dram"), ("dram",)))
 DRAM_ACCESS_BITS = 64  # tpu_like.yaml dram rw_port_1 bandwidth_max: one access moves 64 bits
-# ZigZag's per-MAC register accesses (difference 1): one rf_128B read (r_cost 0.095 pJ) and one rf_2B
-# read plus one write (r_cost = w_cost = 0.021 pJ) per MAC, from tpu_like.yaml; a diagnostic only
-REGISTER_PJ_PER_MAC = 0.095 + 2 * 0.021
-
 
 def read_zigzag_csv(path: Path) -> list[dict]:
     """Rows of a ``run_zigzag.py`` CSV (``#`` lines are its provenance header), numbers converted."""
@@ -194,8 +182,6 @@ def compare(energy_rows, latency_rows, design, repeat: int) -> dict:
             "zz_latency": lat.get(r["name"], r["latency_total2_cycles"]),
             "zz_latency_energy_opt": r["latency_total2_cycles"], "as_latency": res.cycles,
             "zz_dram_bytes": zigzag_dram_bytes(r), "as_dram_bytes": res.dram_bytes,
-            "as_rf_energy_pj": res.energy_total_pj + res.macs * REGISTER_PJ_PER_MAC
-            - res.energy_pj["buffer.weight_rf"] - res.energy_pj["buffer.out_rf"],
             "zz_s": r["wall_s"], "as_s": t[0], "zz_cpu_s": r["cpu_s"], "as_cpu_s": t[1],
             "zz": r, "as": res,
         })
@@ -231,14 +217,9 @@ def report(out: dict) -> None:
     line("total", tot)
     ratios = [x["as_energy_pj"] / x["zz_energy_pj"] for x in L]
     within = sum(abs(r - 1) <= 0.10 for r in ratios)
-    rf = [x["as_rf_energy_pj"] / x["zz_energy_pj"] for x in L]
     speed = [x["zz_cpu_s"] / x["as_cpu_s"] for x in L]
     print(f"\nenergy as/ZZ: min {min(ratios):.2f}, max {max(ratios):.2f}; within 10 %: {within}/{len(L)} "
           "layers (target: all)")
-    print(f"diagnostic, asicsim with ZigZag's per-MAC register energy ({REGISTER_PJ_PER_MAC:.3f} pJ/MAC) in "
-          f"place of its weight_rf/out_rf terms: as/ZZ min {min(rf):.2f}, max {max(rf):.2f}; within 10 %: "
-          f"{sum(abs(r - 1) <= 0.10 for r in rf)}/{len(L)}; per layer: "
-          + " ".join(f"{r:.2f}" for r in rf))
     print(f"speed-up per layer (CPU time): min {min(speed):.0f}x, max {max(speed):.0f}x; >= 1000x: "
           f"{sum(v >= 1000 for v in speed)}/{len(L)} layers (target: all)")
     print(f"wall time: ZigZag {tot['zz_s']:.1f} s for the network (CPU {tot['zz_cpu_s']:.1f} s); asicsim "
@@ -246,13 +227,12 @@ def report(out: dict) -> None:
           f"network in one cost_many call (CPU {out['as_whole'][1] * 1e3:.2f} ms: "
           f"{tot['zz_cpu_s'] / out['as_whole'][1]:.0f}x)")
     print("\nenergy per level, uJ (ZigZag | asicsim)")
-    cols = [("MAC", None, None)] + [(a if isinstance(z, str) else b.split(".")[-1], z, b) for z, b in LEVELS
-                                    for a in [z]]
-    print(f"{'layer':<16}" + "".join(f"{c[0]:>22}" for c in cols))
+    names = ["MAC", "registers (W, O rf)", "sram", "dram"]
+    print(f"{'layer':<16}" + "".join(f"{c:>22}" for c in names))
     for x in L:
         zz, e = x["zz"], x["as"].energy_pj
         cells = [(zz["mac_energy_pj"], e["mult"] + e["add"])]
-        cells += [(zigzag_level_energy(zz, z), e.get(b, 0.0)) for z, b in LEVELS]
+        cells += [(zigzag_level_energy(zz, z), sum(e.get(k, 0.0) for k in b)) for z, b in LEVELS]
         print(f"{short(x['name']):<16}" + "".join(f"{a / 1e6:11.2f}|{b / 1e6:<10.2f}" for a, b in cells))
 
 
