@@ -4,7 +4,8 @@
    ``tests/hw/golden/inputs/Resnet18.csv``) on a catalog design (default ``dc_bf16_128x128``):
    array rows x cols (multiples of ``--step`` from ``--step`` to 256: powers of two and the sizes
    in between) x dataflow {os, ws, is} x buffer_scale (2^-4 .. 2^3, every buffer's capacity scaled)
-   x formats (one ``gemm_sweep`` call per format and chunk of rows). A design point is one
+   x PE formats (the design with those formats as its native mode; one ``gemm_sweep`` call per
+   format and chunk of rows). A design point is one
    (rows, cols, dataflow, buffer_scale, formats) combination priced on every layer. Prints design
    points per minute and microseconds per design point (wall and CPU), and the best design point
    by total energy and by total cycles over the network (so the output is used).
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import platform
 import resource
@@ -27,16 +29,26 @@ from pathlib import Path
 import numpy as np
 
 from asicsim import cost_table
-from asicsim.hw import gemm_sweep, read_scalesim_topology, topology_operations
+from asicsim.hw import gemm_sweep, load_design, read_scalesim_topology, topology_operations
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
+# each a variant of the design with these PE formats (its native full-rate mode)
 FORMATS = {
-    "int8": "act=int8,weight=int8,acc=int32",
-    "fp8_e4m3": "act=float8_e4m3fn,weight=float8_e4m3fn,acc=fp32",
-    "bf16": "act=bf16,weight=bf16,acc=fp32",
-    "mxfp8_e4m3": "act=mxfp8_e4m3,weight=mxfp8_e4m3,acc=fp32",
-    "mxint8": "act=mxint8,weight=mxint8,acc=fp32",
+    "int8": ("int8", "int8", "int32"),
+    "fp8_e4m3": ("float8_e4m3fn", "float8_e4m3fn", "fp32"),
+    "bf16": ("bf16", "bf16", "fp32"),
+    "mxfp8_e4m3": ("mxfp8_e4m3", "mxfp8_e4m3", "fp32"),
+    "mxint8": ("mxint8", "mxint8", "fp32"),
 }
+
+
+@functools.cache
+def with_pe(design: str, fname: str):
+    """``design`` with PE formats ``FORMATS[fname]``: the design point the format names."""
+    d = load_design(design)
+    a, b, acc = FORMATS[fname]
+    return dataclasses.replace(d, name=f"{d.name}_{fname}",
+                               pe=dataclasses.replace(d.pe, a_format=a, b_format=b, acc_format=acc, modes=()))
 DATAFLOWS = ("os", "ws", "is")
 BUFFER_SCALES = 2.0 ** np.arange(-4, 4)  # 1/16 .. 8
 
@@ -50,11 +62,10 @@ def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
     points = int(np.prod(grid)) * len(FORMATS)
     best = {"energy_pj": (np.inf, None), "cycles": (np.inf, None)}
     t0, c0 = time.perf_counter(), time.process_time()
-    for fname, spec in FORMATS.items():
+    for fname in FORMATS:
         for start in range(0, side.size, rows_per_chunk):
             rows = side[start:start + rows_per_chunk, None, None, None]
-            r = gemm_sweep(ops, design, rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales,
-                           formats=spec)
+            r = gemm_sweep(ops, with_pe(design, fname), rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales)
             for key in best:
                 total = r[key].sum(axis=-1)
                 i = np.unravel_index(int(total.argmin()), total.shape)
@@ -89,9 +100,9 @@ def bench_scalar(ops, design: str, repeat: int) -> None:
     print(f"one design point ({design} as catalogued), ms per network (mean of {repeat}): the scalar path "
           "cost_table(ops, design, formats), and gemm_sweep with no grid for comparison")
     print(f"{'formats':12s} {'cost_table CPU ms':>17s} {'wall ms':>8s} {'gemm_sweep CPU ms':>17s} {'wall ms':>8s}")
-    for fname, spec in FORMATS.items():
-        table = _mean_s(functools.partial(cost_table, ops, design, formats=spec), repeat)
-        sweep = _mean_s(functools.partial(gemm_sweep, ops, design, formats=spec), repeat)
+    for fname in FORMATS:
+        table = _mean_s(functools.partial(cost_table, ops, with_pe(design, fname)), repeat)
+        sweep = _mean_s(functools.partial(gemm_sweep, ops, with_pe(design, fname)), repeat)
         print(f"{fname:12s} {table[0] * 1e3:17.2f} {table[1] * 1e3:8.2f} {sweep[0] * 1e3:17.2f} "
               f"{sweep[1] * 1e3:8.2f}")
 

@@ -36,11 +36,9 @@ Modelling differences (why the two need not agree; each is visible in the breakd
 5. **Output precision.** ZigZag's partial sums are 16 bits (``O``), final outputs 8 bits
    (``O_final``); asicsim accumulates in ``acc_format = int16`` and writes int8 ofmaps: the same.
 6. **Partial sums in SRAM.** ZigZag's O hierarchy is rf_2B -> sram_2MB -> dram, so partial sums
-   may spill to the 2 MB SRAM; asicsim keeps them in the buffer holding ``psum`` (``out_rf``, 2 KiB
-   = one 16-bit word per PE). With 147 kB of weights in 128 KiB of weight registers (layer2-3
-   3x3 convs), ZigZag keeps a tall activation block with its partial sums in SRAM and reaches the
-   compulsory DRAM bytes; asicsim's best schedule with 1024 partial sums re-reads the activations
-   once more: those layers' DRAM and energy gap.
+   may be kept in the 2 MB SRAM; the asicsim design says the same (``psum_spill = true`` on its
+   SRAM), and its mapper then keeps them in ``out_rf`` (2 KiB, one 16-bit word per PE) or in the
+   SRAM, whichever its objective prefers.
 7. **Latency.** ZigZag: ideal cycles (MACs over the unrolled PEs, spatial under-use included) plus
    on/off-loading and stalls per memory port, with a memory's refill overlapped when the data fits
    in half of it. asicsim: stream cycles plus fill/drain and reloads, plus the DRAM stall the

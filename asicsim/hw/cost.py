@@ -222,15 +222,17 @@ def _schedule(t: dict, i: int) -> dict:
         return {}
     return {"family": FAMILIES[int(t["family"][i])], "Mt": int(t["Mt"][i]), "Nt": int(t["Nt"][i]),
             "Kt": int(t["Kt"][i]), "tiles_m": int(t["tiles_m"][i]), "tiles_n": int(t["tiles_n"][i]),
-            "tiles_k": int(t["tiles_k"][i]), "double_buffered": bool(t["double_buffered"][i])}
+            "tiles_k": int(t["tiles_k"][i]), "double_buffered": bool(t["double_buffered"][i]),
+            "psum_spill": bool(t["psum_spill"][i])}
 
 
 def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:
     if not np.isfinite(t["family"][i]):
         return "vector unit"
     off = {o: o in d.dram.holds for o in ("ifmap", "filter")}
+    spill = next((b.name for b in d.buffers if b.psum_spill), "") if t["psum_spill"][i] else ""
     return describe(t["family"][i], t["Mt"][i], t["Nt"][i], t["Kt"][i], t["tiles_m"][i], t["tiles_n"][i],
-                    bool(t["double_buffered"][i]), off)
+                    bool(t["double_buffered"][i]), off, spill)
 
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,

@@ -20,7 +20,8 @@ family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
 =============== ======================= ===================== =============
 
 (``T_x = ceil(X / Xt)`` trips.) Partial sums never leave the chip: the ``outputs`` family keeps the
-``Mt x Nt`` block in the partial-sum buffer across all of K; the other two take ``Kt = K``. A
+``Mt x Nt`` block in the partial-sum buffer across all of K (or in the buffer the design marks
+``psum_spill``, at that buffer's access energy); the other two take ``Kt = K``. A
 conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array), taken as the
 im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
 
@@ -58,6 +59,7 @@ class BufferLayout:
 
     names: tuple[str, ...]
     holds: tuple[tuple[str, ...], ...]
+    psum_spill: int | None = None  # the buffer partial sums may also be kept in, if any
 
     def home(self, operand: str) -> int:
         """Index of the buffer holding ``operand`` (psum falls back to the ofmap buffer)."""
@@ -112,6 +114,7 @@ class Schedule:
     Nt: np.ndarray
     Kt: np.ndarray
     double_buffered: np.ndarray
+    psum_spill: np.ndarray = np.False_  # partial sums kept in the layout's psum_spill buffer
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,7 @@ class GemmCounts:
     sram_filter_reads: np.ndarray
     sram_psum_reads: np.ndarray
     sram_psum_writes: np.ndarray
+    sram_psum_spilled: np.ndarray  # partial-sum reads (= writes) in the psum_spill buffer
     sram_ofmap_writes: np.ndarray
     dram_ifmap_bytes: np.ndarray
     dram_filter_bytes: np.ndarray
@@ -148,9 +152,10 @@ class GemmCounts:
     Nt: np.ndarray
     Kt: np.ndarray
     double_buffered: np.ndarray
+    psum_spill: np.ndarray
 
     #: fields that describe the mapping rather than add up over GEMMs
-    MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered")
+    MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill")
 
     @property
     def dram_bytes(self) -> np.ndarray:
@@ -243,14 +248,16 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     stall = np.where(dram > 0, stall, 0.0)
 
     macs = reps * M * N * K
+    spill = np.asarray(s.psum_spill, dtype=bool)
     return GemmCounts(
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
         cycles_stall=stall, transfer_cycles=transfer,
         mapping_slots=reps * folds * R * C, mapped_pes=reps * pes_used * np.where(os_, Tk, np.where(ws_, Tm, Tn)),
         sram_ifmap_reads=reps * a_reads, sram_filter_reads=reps * b_reads,
-        sram_psum_reads=reps * psum_rw, sram_psum_writes=reps * psum_rw, sram_ofmap_writes=reps * M * N,
+        sram_psum_reads=reps * psum_rw * ~spill, sram_psum_writes=reps * psum_rw * ~spill,
+        sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
         dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c,
         footprint_ifmap_bytes=reps * S_A, footprint_filter_bytes=np.where(p.shared_weights, S_B, reps * S_B),
         footprint_ofmap_bytes=reps * S_C, tiles_m=Tm, tiles_n=Tn, tiles_k=Tk,
-        family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db)
+        family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill)

@@ -146,6 +146,8 @@ class BufferSpec:
     word_bits: int | None = None
     banks: int | None = None  # None: derived from the capacity (asicsim.hw.sram_banks)
     double_buffered: bool = False
+    # partial sums that outgrow the buffer holding "psum" may be kept (read-modify-written) here
+    psum_spill: bool = False
     read_energy_pj: float | None = None  # per word read
     write_energy_pj: float | None = None  # per word written
 
@@ -163,6 +165,7 @@ class BufferSpec:
         in_range(out, v, "word_bits", lim.WORD_BITS, optional=True)
         in_range(out, v, "banks", lim.BANKS, optional=True)
         flag(out, v, "double_buffered")
+        flag(out, v, "psum_spill")
         in_range(out, v, "read_energy_pj", lim.WORD_ENERGY_PJ, optional=True)
         in_range(out, v, "write_energy_pj", lim.WORD_ENERGY_PJ, optional=True)
         return out
@@ -274,6 +277,11 @@ class SystolicDesign:
                             f"exactly one buffer holding {op!r}" + (" (or none: psums then "
                                                                     "accumulate in the ofmap buffer)"
                                                                     if op == "psum" else "")))
+        spill = [b.name for b in buffers if b.psum_spill]
+        if len(spill) > 1 or any("psum" in b.holds for b in buffers if b.psum_spill):
+            out.append(("buffers.*.psum_spill", spill,
+                        "at most one buffer, not the one holding 'psum' (where partial sums that "
+                        "outgrow it may be kept)"))
         return out
 
     def __post_init__(self) -> None:

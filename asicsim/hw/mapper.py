@@ -31,6 +31,8 @@ ties go to the first candidate.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from asicsim.hw.counts import (
@@ -55,25 +57,32 @@ def _floor(x):
     return np.floor(np.where(np.isfinite(x), x, 1e18))
 
 
-def _live(p: GemmProblem, hw: ArrayHardware) -> list[str]:
+def _homes(hw: ArrayHardware, spill: bool) -> dict[str, int]:
+    """Buffer of each operand's tile; partial sums in the ``psum_spill`` buffer when ``spill``."""
+    lay = hw.layout
+    homes = {op: lay.home(op) for op in ("ifmap", "filter", "ofmap", "psum")}
+    if spill:
+        homes["psum"] = lay.psum_spill
+    return homes
+
+
+def _live(p: GemmProblem, hw: ArrayHardware, spill: bool = False) -> list[str]:
     """Operands that need tile space: all but those kept whole on chip; output staging only when
     the outputs leave through a buffer other than the partial sums' (else the block converts in place)."""
-    lay = hw.layout
+    homes = _homes(hw, spill)
     live = [op for op in ("ifmap", "filter") if np.any(p.off_chip[op])] + ["psum"]
-    if np.any(p.off_chip["ofmap"]) and lay.home("ofmap") != lay.home("psum"):
+    if np.any(p.off_chip["ofmap"]) and homes["ofmap"] != homes["psum"]:
         live.append("ofmap")
     return live
 
 
-def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, resident_share: float):
-    """Bytes each live tile may use: its buffer less the tensors kept whole there between
-    operations (at most half of it); in a buffer several live tiles share, ``resident_share`` for the resident tile and
-    the rest split evenly; halved when double-buffered. Operands kept on chip need none (inf)."""
+def _free(p: GemmProblem, hw: ArrayHardware, spill: bool) -> dict[str, np.ndarray]:
+    """Bytes of each live tile's buffer that tiles may use: its capacity less the tensors kept
+    whole there between operations (at most half of it: what does not fit spills, and counts.py
+    charges the overflow). Operands kept on chip need no tile space (inf)."""
     lay = hw.layout
     foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
-    live = _live(p, hw)
-    homes = {op: lay.home(op) for op in live}
-    resident = _RESIDENT[family]
+    live, homes = _live(p, hw, spill), _homes(hw, spill)
     out = {}
     for op in ("ifmap", "filter", "psum", "ofmap"):
         if op not in live:
@@ -81,29 +90,44 @@ def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, residen
             continue
         i = homes[op]
         cap = np.asarray(hw.capacity[i], dtype=np.float64)
-        kept = sum(np.where(np.asarray(p.off_chip[k]), 0.0, foot[k])  # tensors living here between ops
+        kept = sum(np.where(np.asarray(p.off_chip[k]), 0.0, foot[k])
                    for k in ("ifmap", "filter", "ofmap") if lay.home(k) == i and k != op)
-        # they keep at most half of it: what does not fit spills (counts.py charges the overflow)
         free = cap - np.minimum(kept, cap / 2)
-        sharing = [o for o in live if homes[o] == i]
-        if len(sharing) > 1:
-            if resident in sharing:
-                share = resident_share if op == resident else (1 - resident_share) / (len(sharing) - 1)
-            else:
-                share = 1.0 / len(sharing)
-            free = free * share
-        avail = free / (2.0 if db else 1.0)
         if op in ("ifmap", "filter"):
-            avail = np.where(np.asarray(p.off_chip[op]), avail, np.inf)
-        out[op] = avail
+            free = np.where(np.asarray(p.off_chip[op]), free, np.inf)
+        out[op] = free
     return out
 
 
-def _shares(p: GemmProblem, hw: ArrayHardware, family: int) -> tuple[float, ...]:
+def _available(p: GemmProblem, hw: ArrayHardware, family: int, db: bool, resident_share: float,
+               spill: bool = False, free: dict | None = None, live: list | None = None):
+    """Bytes each live tile may use (:func:`_free`, passed in when already computed): in a buffer
+    several live tiles share, ``resident_share`` for the resident tile and the rest split evenly;
+    halved when double-buffered. ``spill``: partial sums in the design's ``psum_spill`` buffer."""
+    free = _free(p, hw, spill) if free is None else free
+    live = _live(p, hw, spill) if live is None else live
+    homes = _homes(hw, spill)
+    resident = _RESIDENT[family]
+    out = {}
+    for op, f in free.items():
+        if op in live:
+            sharing = [o for o in live if homes[o] == homes[op]]
+            if len(sharing) > 1:
+                if resident in sharing:
+                    f = f * (resident_share if op == resident else (1 - resident_share) / (len(sharing) - 1))
+                else:
+                    f = f / len(sharing)
+            f = f / (2.0 if db else 1.0)
+        out[op] = f
+    return out
+
+
+def _shares(p: GemmProblem, hw: ArrayHardware, family: int, spill: bool = False,
+            live: list | None = None) -> tuple[float, ...]:
     """Resident shares searched: 1/2 and 7/8 where the resident tile shares its buffer."""
-    live = _live(p, hw)
+    live, homes = _live(p, hw, spill) if live is None else live, _homes(hw, spill)
     res = _RESIDENT[family]
-    if res in live and sum(hw.layout.home(o) == hw.layout.home(res) for o in live) > 1:
+    if res in live and sum(homes[o] == homes[res] for o in live) > 1:
         return (0.5, 0.875)
     return (0.5,)
 
@@ -132,11 +156,14 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     w_a = np.where(p.off_chip["ifmap"], p.a_footprint, 0.0) + 1e-9
     w_b = np.where(p.off_chip["filter"], N * K * b, 0.0) + 1e-9
     out = []
-    for db in (False, True):
-        dbs = np.asarray(db)
+    spills = (False, True) if hw.layout.psum_spill is not None else (False,)
+    frees = {spill: _free(p, hw, spill) for spill in spills}
+    lives = {spill: _live(p, hw, spill) for spill in spills}
+    for db, spill in itertools.product((False, True), spills):
+        dbs, sp, free, live = np.asarray(db), np.asarray(spill), frees[spill], lives[spill]
         # outputs resident: an Mt x Nt block in the partial-sum buffer, K streamed in Kt slivers
-        for share in _shares(p, hw, OUTPUTS):
-            av = _available(p, hw, OUTPUTS, db, share)
+        for share in _shares(p, hw, OUTPUTS, spill, live):
+            av = _available(p, hw, OUTPUTS, db, share, spill, free, live)
             P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
             mt_cap, nt_cap = _floor(av["ifmap"] / a_eff), _floor(av["filter"] / b)
             n_star = np.clip(np.sqrt(w_a * N * P / (w_b * M)), np.minimum(P / M, N), N)
@@ -147,27 +174,27 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             for Mt, Nt in blocks:
                 Kt = np.minimum(K, np.minimum(_floor(av["ifmap"] / (a_eff * Mt)), _floor(av["filter"] / (b * Nt))))
                 ok = (P >= 1) & (Kt >= 1)
-                out.append(Schedule(np.where(ok, OUTPUTS, -1), Mt, Nt, np.maximum(Kt, 1.0), dbs))
+                out.append(Schedule(np.where(ok, OUTPUTS, -1), Mt, Nt, np.maximum(Kt, 1.0), dbs, sp))
         # weights resident: a K x Nt block; A streamed in Mt-row slivers, Mt x Nt partial sums
-        for share in _shares(p, hw, WEIGHTS):
-            av = _available(p, hw, WEIGHTS, db, share)
+        for share in _shares(p, hw, WEIGHTS, spill, live):
+            av = _available(p, hw, WEIGHTS, db, share, spill, free, live)
             P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
             nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
             mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
             for Nt, Mt in ((nt_max, np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1)))),
                            (np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1))), mt_max)):
                 ok = (Nt >= 1) & (Mt >= 1)
-                out.append(Schedule(np.where(ok, WEIGHTS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs))
+                out.append(Schedule(np.where(ok, WEIGHTS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs, sp))
         # activations resident: an Mt x K block; B streamed in Nt-column slivers
-        for share in _shares(p, hw, ACTIVATIONS):
-            av = _available(p, hw, ACTIVATIONS, db, share)
+        for share in _shares(p, hw, ACTIVATIONS, spill, live):
+            av = _available(p, hw, ACTIVATIONS, db, share, spill, free, live)
             P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
             mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
             nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
             for Mt, Nt in ((mt_max, np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1)))),
                            (np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1))), nt_max)):
                 ok = (Nt >= 1) & (Mt >= 1)
-                out.append(Schedule(np.where(ok, ACTIVATIONS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs))
+                out.append(Schedule(np.where(ok, ACTIVATIONS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs, sp))
     return out
 
 
@@ -183,18 +210,19 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     Mt = np.where(df == OS, cut(s.Mt, hw.rows), np.where(df == IS, cut(s.Mt, hw.cols), s.Mt))
     Kt = np.where(df == OS, s.Kt, cut(s.Kt, hw.rows))
     Nt = np.where(df == IS, s.Nt, cut(s.Nt, hw.cols))
-    return Schedule(s.family, Mt, Nt, Kt, s.double_buffered)
+    return Schedule(s.family, Mt, Nt, Kt, s.double_buffered, s.psum_spill)
 
 
 #: Candidates are evaluated together (one pass of array operations for all) while candidates x
 #: elements stay below this; larger sweeps take them one at a time, keeping a running best, so
 #: memory stays that of one candidate.
 STACK_ELEMENTS = 1 << 16
-_FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered")
+_FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill")
 
 
 def _score(p: GemmProblem, hw: ArrayHardware, s: Schedule, objective: str, score_energy):
-    c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered > 0))
+    c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered > 0,
+                                        np.asarray(s.psum_spill) > 0))
     if objective == "dram":
         score = c.dram_bytes
     elif objective == "latency":
@@ -244,13 +272,14 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         twin = aligned(Schedule(*best), hw)
         better = _score(p, hw, twin, objective, score_energy) < best_score
         best = [np.where(better, getattr(twin, f), b) for f, b in zip(_FIELDS, best, strict=True)]
-    return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0))
+    return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0))
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
-             double_buffered: bool, off_chip: dict[str, bool]) -> str:
+             double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "") -> str:
     """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
-    streamed 4x; tile 512x1024x4096; double-buffered'."""
+    streamed 4x; tile 512x1024x4096; double-buffered'. ``psum_spill``: the buffer partial sums
+    are kept in, when not the design's partial-sum buffer."""
     fam = FAMILIES[int(family)]
     parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
              "weights": f"weights resident in SRAM (K x {Nt:.0f} block)",
@@ -261,5 +290,7 @@ def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles
     if fam != "weights":
         words.append(f"weights {'streamed' if off_chip['filter'] else 'read on chip'} {tiles_m:.0f}x")
     words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")
+    if psum_spill:
+        words.append(f"partial sums in {psum_spill}")
     words.append("double-buffered" if double_buffered else "single-buffered")
     return "; ".join(words)

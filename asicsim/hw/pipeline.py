@@ -44,7 +44,9 @@ def lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
 
 
 def layout(design: SystolicDesign) -> BufferLayout:
-    return BufferLayout(tuple(b.name for b in design.buffers), tuple(b.holds for b in design.buffers))
+    spill = [i for i, b in enumerate(design.buffers) if b.psum_spill]
+    return BufferLayout(tuple(b.name for b in design.buffers), tuple(b.holds for b in design.buffers),
+                        spill[0] if spill else None)
 
 
 def _problem(lows: list[GemmLowering], ops: list, d: SystolicDesign, bpe: dict) -> GemmProblem:
@@ -145,7 +147,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     t["cycles_sync"] = t["cycles_sync"] + np.where(runs_here, float(d.array.sync_cycles), 0.0)
     notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None])) for _, vec in lowered]
     tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
-    e = energy(t, tr, rates, zero)
+    e = energy(t, tr, rates, zero, bpe["psum"])
     performed = t["macs_nonzero"] if zero == 2 else t["macs"]
     busy = t["cycles_compute"] + t["cycles_fill_drain"]
     bound = classify_bound(t["transfer_cycles"], busy, performed, pes[..., None], t["macs"])

@@ -50,6 +50,9 @@ def traffic(t: dict, bpe: dict) -> dict:
     sram = {("ifmap", "reads"): g("sram_ifmap_reads"), ("filter", "reads"): g("sram_filter_reads"),
             ("ofmap", "writes"): g("sram_ofmap_writes"), ("psum", "reads"): g("sram_psum_reads"),
             ("psum", "writes"): g("sram_psum_writes")}
+    spilled = g("sram_psum_spilled")  # partial sums kept in the design's psum_spill buffer
+    sram[("psum", "reads")] = sram[("psum", "reads")] + spilled
+    sram[("psum", "writes")] = sram[("psum", "writes")] + spilled
     dram = {("ifmap", "reads"): g("dram_ifmap_bytes"), ("filter", "reads"): g("dram_filter_bytes"),
             ("ofmap", "writes"): g("dram_ofmap_bytes")}
     tr = {"array_bytes": sum(v * bpe[o] for (o, _), v in sram.items()),
@@ -115,6 +118,8 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
         home = [o for o in OPERANDS if o in b.holds]
         if not has_psum_buffer and "ofmap" in b.holds:
             home.append("psum")  # partial sums accumulate in the ofmap buffer
+        if b.psum_spill:
+            home.append("psum_spill")
         for o in home:
             rd_b[o], wr_b[o], owner[o] = np.asarray(rd) * 8 / word, np.asarray(wr) * 8 / word, b.name
         src[f"buffer.{b.name}"] = f"per {word:g}-bit word: read {rd_src}; write {wr_src}"
@@ -130,7 +135,7 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
                        np.asarray(static.pj) / design.clock_hz * 1e12, src)
 
 
-def energy(t: dict, tr: dict, rates: EnergyRates, zero: int) -> dict:
+def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float) -> dict:
     """Energy in pJ per component: mult, add, vector, buffer.<name>, dram, static."""
     z = 0.0
     g = lambda k: t.get(k, z)  # noqa: E731
@@ -138,10 +143,16 @@ def energy(t: dict, tr: dict, rates: EnergyRates, zero: int) -> dict:
     e = {"mult": switched * rates.mult, "add": (switched + g("psum_adds")) * rates.add,
          "registers": switched * rates.registers,
          "vector": g("vector_ops") * rates.vector}
+    spilled = g("sram_psum_spilled") * psum_bytes  # bytes each way, kept in the psum_spill buffer
     for o, name in rates.buffer_of.items():
         e.setdefault(f"buffer.{name}", z)
-        e[f"buffer.{name}"] = (e[f"buffer.{name}"] + tr[f"sram.{o}.reads_bytes"] * rates.sram_read[o]
-                               + tr[f"sram.{o}.writes_bytes"] * rates.sram_write[o])
+        if o == "psum_spill":
+            e[f"buffer.{name}"] = e[f"buffer.{name}"] + spilled * (rates.sram_read[o] + rates.sram_write[o])
+            continue
+        rd, wr = tr[f"sram.{o}.reads_bytes"], tr[f"sram.{o}.writes_bytes"]
+        if o == "psum":
+            rd, wr = rd - spilled, wr - spilled
+        e[f"buffer.{name}"] = e[f"buffer.{name}"] + rd * rates.sram_read[o] + wr * rates.sram_write[o]
     e["dram"] = tr["dram_bytes"] * rates.dram
     e["static"] = (g("cycles_compute") + g("cycles_fill_drain") + g("cycles_stall") + g("cycles_sync")) * rates.static
     return e
@@ -155,6 +166,8 @@ def schedule_energy(c, bpe: dict, rates: EnergyRates):
     e = e + c.sram_ifmap_reads * (bpe["ifmap"] * rd["ifmap"]) + c.dram_ifmap_bytes * wr["ifmap"]
     e = e + c.sram_filter_reads * bpe["filter"] * rd["filter"] + c.dram_filter_bytes * wr["filter"]
     e = e + c.sram_psum_reads * (bpe["psum"] * (rd["psum"] + wr["psum"]))
+    if "psum_spill" in rd:
+        e = e + c.sram_psum_spilled * (bpe["psum"] * (rd["psum_spill"] + wr["psum_spill"]))
     e = e + c.sram_ofmap_writes * (bpe["ofmap"] * wr["ofmap"]) + c.dram_ofmap_bytes * rd["ofmap"]
     return e + (c.cycles_compute + c.cycles_fill_drain + c.cycles_stall) * rates.static
 
