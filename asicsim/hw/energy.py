@@ -64,7 +64,7 @@ def reference_rows() -> tuple[dict[str, str], ...]:
     return tuple(csv.DictReader(text.splitlines()))
 
 
-def _ref(category: str, item: str, bits: str = "") -> tuple[float, str]:
+def reference_value(category: str, item: str, bits: str = "") -> tuple[float, str]:
     """(value, source) of one CSV row; ranges 'a-b' give their midpoint, '~a-b' too."""
     for r in reference_rows():
         if r["category"] == category and r["item"] == item and (not bits or r["bits"] == bits):
@@ -104,8 +104,8 @@ def multiplier_energy_pj(a_fmt, b_fmt, node_nm: float = BASE_NODE_NM) -> Energy:
     """Energy of one a x b multiply (see the module docstring for the rules)."""
     a, b = _element(a_fmt), _element(b_fmt)
     if isinstance(a, IntFormat) and isinstance(b, IntFormat):
-        e8, s8 = _ref("arith_energy", "int mult", "8")
-        e32, _ = _ref("arith_energy", "int mult", "32")
+        e8, s8 = reference_value("arith_energy", "int mult", "8")
+        e32, _ = reference_value("arith_energy", "int mult", "32")
         p = math.log(e32 / e8) / math.log(4.0)
         w = math.sqrt(a.bits * b.bits)
         src = (f"int mult {e8:g} pJ*(w/8)^{p:.3f} through Horowitz int8 {e8:g} / int32 {e32:g} pJ, "
@@ -125,8 +125,8 @@ def adder_energy_pj(acc_fmt, node_nm: float = BASE_NODE_NM) -> Energy:
     f = _element(acc_fmt)
     kind = "int" if isinstance(f, IntFormat) else "fp"
     lo_bits, hi_bits = (8, 32) if kind == "int" else (16, 32)
-    lo, src = _ref("arith_energy", f"{kind} add", str(lo_bits))
-    hi, _ = _ref("arith_energy", f"{kind} add", str(hi_bits))
+    lo, src = reference_value("arith_energy", f"{kind} add", str(lo_bits))
+    hi, _ = reference_value("arith_energy", f"{kind} add", str(hi_bits))
     slope = (hi - lo) / (hi_bits - lo_bits)
     if kind == "fp" and f.bits < lo_bits:
         pj, rule = lo * f.bits / lo_bits, f"{lo:g} pJ*bits/{lo_bits} below {lo_bits} bits"
@@ -152,7 +152,7 @@ def sram_energy_pj_per_bit(capacity_kib: float, node_nm: float = BASE_NODE_NM) -
         raise ValueError(f"SRAM capacity {capacity_kib!r} KiB; allowed: a finite number > 0")
     pts = []
     for kib, item in _SRAM_ITEMS:
-        v, s = _ref("memory_energy", item, "64")
+        v, s = reference_value("memory_energy", item, "64")
         pts.append((math.log(kib), math.log(v / 64), s))
     i = 0 if capacity_kib <= _SRAM_ITEMS[1][0] else 1
     (x0, y0, _), (x1, y1, _) = pts[i], pts[i + 1]
@@ -194,10 +194,10 @@ def dram_energy_pj_per_bit(kind: str) -> Energy:
     """Off-chip energy per bit moved for a DRAM ``kind`` (not node-scaled)."""
     k = kind.upper() if isinstance(kind, str) else kind
     if k == "DDR3":
-        v, s = _ref("memory_energy", "DRAM access (DDR3-era)", "64")
+        v, s = reference_value("memory_energy", "DRAM access (DDR3-era)", "64")
         return Energy(v / 64, f"DDR3: midpoint of 1300-2600 pJ per 64-bit access = 20-40 pJ/bit, {s}")
     if k in _DRAM_FROM_CSV:
-        v, s = _ref("dram_energy", _DRAM_FROM_CSV[k])
+        v, s = reference_value("dram_energy", _DRAM_FROM_CSV[k])
         extra = {"HBM3": "placeholder assumption (midpoint of ~3-5 pJ/bit): ",
                  "LPDDR4": "midpoint of 13-14 pJ/bit: "}.get(k, "")
         return Energy(v, f"{k}: {extra}{s}")

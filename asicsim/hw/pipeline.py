@@ -49,7 +49,9 @@ def layout(design: SystolicDesign) -> BufferLayout:
                         spill[0] if spill else None)
 
 
-def _problem(lows: list[GemmLowering], ops: list, d: SystolicDesign, bpe: dict) -> GemmProblem:
+def gemm_problem(lows: list[GemmLowering], ops: list, d: SystolicDesign, bpe: dict) -> GemmProblem:
+    """The lowered GEMMs as one :class:`GemmProblem` (``ops[i]`` is ``lows[i]``'s operation; ``bpe``
+    stored bytes per element per operand): what lives off chip, sparse storage, conv footprints."""
     def col(values):
         return np.asarray(values, dtype=np.float64)
 
@@ -107,7 +109,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     lows = [low for ls, _ in lowered for low in ls]
     t: dict[str, np.ndarray] = {}
     if lows:
-        p = _problem(lows, [ops[i] for i in owner], d, bpe)
+        p = gemm_problem(lows, [ops[i] for i in owner], d, bpe)
         hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from asicsim.hw.energy import _ref, node_scale
+from asicsim.hw.energy import node_scale, reference_value
 from asicsim.hw.node_scaling import area_factor
 
 MAX_BANK_KIB = 1024.0
@@ -56,7 +56,7 @@ def array_pj_per_bit_45nm(capacity_kib):
     """Horowitz's per-bit read energy of one array at 45 nm (vectorised); beyond the points the
     nearest segment's exponent, clamped to [0, 0.5] (wire length ~ sqrt(area))."""
     c = np.asarray(capacity_kib, dtype=np.float64)
-    pts = [(math.log(k), math.log(_ref("memory_energy", item, "64")[0] / 64)) for k, item in _POINTS]
+    pts = [(math.log(k), math.log(reference_value("memory_energy", item, "64")[0] / 64)) for k, item in _POINTS]
     (x0, y0), (x1, y1), (x2, y2) = pts
     k01, k12 = (y1 - y0) / (x1 - x0), (y2 - y1) / (x2 - x1)
     x = np.log(c)

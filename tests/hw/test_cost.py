@@ -138,10 +138,10 @@ def test_hand_stalls_per_tile_step():
     # DRAM A + 2 B + C = 20+30+12 = 62 B over 1 B/cycle; busy: rows folds ceil(2/2)*2=2, column
     # folds 2, compute 2*2*5=20, fill/drain 2*2+2-2=4 (no reload: the stream of 5 >= 2 rows)
     from asicsim.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
-    from asicsim.hw.pipeline import _problem, layout
+    from asicsim.hw.pipeline import gemm_problem, layout
     d = design(dataflow="os", bw_bytes_per_cycle=1)
     op = Gemm(4, 3, 5)
-    p = _problem(op.lower(), [op], d, {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0})
+    p = gemm_problem(op.lower(), [op], d, {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0})
     hw = ArrayHardware(rows=np.float64(2), cols=np.float64(2), dataflow=np.int64(0),
                        capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
                        dram_bytes_per_cycle=np.float64(1))

@@ -23,7 +23,7 @@ from asicsim.hw.counts import (
     schedule_counts,
 )
 from asicsim.hw.mapper import _available, _shares
-from asicsim.hw.pipeline import _problem, layout
+from asicsim.hw.pipeline import gemm_problem, layout
 
 MIB = 2**20
 
@@ -45,7 +45,7 @@ def brute_force_min_dram(op, d) -> float:
     """Every tiling of every family, double-buffered or not, at every searched share, that fits the
     tile space the mapper gives each operand: the least DRAM bytes any of them moves."""
     bpe = {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0}
-    p = _problem(op.lower(), [op], d, bpe)
+    p = gemm_problem(op.lower(), [op], d, bpe)
     hw = ArrayHardware(rows=np.float64(d.array.rows), cols=np.float64(d.array.cols),
                        dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
                        capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
