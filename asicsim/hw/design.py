@@ -135,9 +135,10 @@ class PESpec:
 class BufferSpec:
     """One on-chip SRAM buffer. A unified buffer lists several operands in ``holds``.
 
-    ``capacity_kib`` is the total (both halves when ``double_buffered``: one half fills while the
-    array uses the other). ``word_bits`` None means the width of the format of what it holds;
-    per-word energies None mean a size- and node-derived default chosen by the cost model.
+    ``capacity_kib`` is the total. ``double_buffered`` is SCALE-Sim's schedule (the compatibility
+    mode halves the buffer); the physical model's mapper chooses double buffering per operation.
+    ``word_bits`` None means the width of the format of what it holds; ``banks`` None a bank count
+    from the size; per-word energies None a size- and node-derived default chosen by the cost model.
     """
 
     name: str
@@ -351,9 +352,20 @@ class SystolicDesign:
         return "systolic"
 
     def peak_ops_per_s(self, formats=None) -> float:
-        """Dense peak, 2 ops (multiply and add) per MAC as vendors count TOPS: PEs x clock x 2.
-        ``formats`` do not change it: every PE does one MAC per cycle in the design's formats."""
-        return 2 * self.peak_macs_per_s
+        """Dense peak, 2 ops (multiply and add) per MAC as vendors count TOPS: PEs x clock x 2, times
+        the rate of the native mode ``formats`` run in (asicsim.hw.native: TPU v1 at 16 x 16 bits
+        is a quarter of its int8 peak); NaN for formats the design does not execute (pricing them
+        is the error that names its modes)."""
+        if formats is None:
+            return 2 * self.peak_macs_per_s
+        from asicsim.hw.cost import mac_execution, resolve_formats  # cost.py imports this module
+        from asicsim.hw.operations import OperationError
+
+        try:
+            rate = mac_execution(self, resolve_formats(self, formats), formats).rate
+        except OperationError:
+            return float("nan")
+        return 2 * self.peak_macs_per_s * rate
 
     @property
     def dram_bytes_per_s(self) -> float:
@@ -385,7 +397,7 @@ class SystolicDesign:
 
         bufs = self.buffers_holding("filter")
         return WeightBuffer(capacity_kib=sum(b.capacity_kib for b in bufs),
-                            resident_kib=sum(b.capacity_kib / (2 if b.double_buffered else 1) for b in bufs),
+                            resident_kib=sum(b.capacity_kib for b in bufs),  # the mapper may use it whole
                             double_buffered=any(b.double_buffered for b in bufs),
                             weight_bits=self.pe.b_format.storage_bits)
 

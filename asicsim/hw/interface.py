@@ -37,9 +37,10 @@ DESIGN_KINDS = ("systolic", "gpu")
 
 @dataclass(frozen=True)
 class WeightBuffer:
-    """The buffer(s) holding weights (``filter``): total capacity, the part that keeps weights
-    resident (half of a double-buffered buffer: one half fills while the array reads the other)
-    and the bits of one weight element in the design's own weight format."""
+    """The buffer(s) holding weights (``filter``): total capacity, the part that can keep weights
+    resident (all of it: the mapper double-buffers per operation, and a resident weight block
+    needs no second half), whether the design file calls it double-buffered (SCALE-Sim's
+    schedule), and the bits of one stored weight in the design's own weight format."""
 
     capacity_kib: float
     resident_kib: float

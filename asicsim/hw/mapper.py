@@ -3,9 +3,10 @@
 The space (:mod:`asicsim.hw.counts` prices any point of it): the three loop-order families (which
 operand stays resident in SRAM while the innermost tile loop runs: the ``Mt x Nt`` output block,
 a ``K x Nt`` weight block or an ``Mt x K`` activation block), tile sizes at the buffer level, how a
-buffer shared by several live tiles is split, and double buffering (every tile in two halves, so
-loads overlap compute, at half the capacity) or not. The array's dataflow fixes the spatial
-unrolling inside a tile.
+buffer shared by several live tiles is split (the resident tile takes 1/2 or 7/8, the streamed
+ones share the rest), where partial sums live (their buffer, or the one the design marks
+``psum_spill``), and double buffering (every tile in two halves, so loads overlap compute, at half
+the capacity) or not. The array's dataflow fixes the spatial unrolling inside a tile.
 
 The search is pruned to a few candidates per family, and nothing pruned can win on DRAM bytes:
 
@@ -22,11 +23,12 @@ The search is pruned to a few candidates per family, and nothing pruned can win 
 * with double buffering every tile halves: bytes can only grow, time can only shrink, so both
   are evaluated and the objective decides.
 
-A shared buffer gives half to the resident tile and splits the rest among the streamed tiles it
-holds (the split is not searched further). The objective is ``energy`` (default: DRAM, SRAM and
+Beyond that space, the winner's array-aligned twin (tiles cut to whole array folds) is tried for
+the ``energy`` and ``latency`` objectives. The objective is ``energy`` (default: DRAM, SRAM and
 static energy; MAC energy does not depend on the schedule), ``dram`` (bytes; the array shape then
-never changes the answer, since the candidates do not depend on it) or ``latency`` (cycles);
-ties go to the first candidate.
+never changes the answer, since the candidates do not depend on it) or ``latency`` (cycles); ties
+go to the first candidate. ``tests/hw/test_mapper.py`` enumerates the space tile by tile and
+checks that the DRAM objective's choice is its minimum.
 """
 
 from __future__ import annotations

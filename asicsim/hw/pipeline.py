@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asicsim.hw.counts import ArrayHardware, BufferLayout, GemmCounts, GemmProblem
+from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.mapper import best_counts
 from asicsim.hw.operations import (
@@ -103,7 +103,10 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
                  for i, b in enumerate(d.buffers))
     shape = np.broadcast_shapes(R.shape, C.shape, df.shape, *(c.shape for c in caps))
     pes = R * C
-    rates = energy_rates(d, fmts, pes=pes[..., None], buffer_kib=[c[..., None] / 1024 for c in caps])
+    if shape == ():  # one design point: scalar rates (their per-capacity energies are cached)
+        rates = energy_rates(d, fmts, pes=float(pes), buffer_kib=[float(c) / 1024 for c in caps])
+    else:
+        rates = energy_rates(d, fmts, pes=pes[..., None], buffer_kib=[c[..., None] / 1024 for c in caps])
     lowered = [lower(op) for op in ops]
     owner = np.asarray([i for i, (ls, _) in enumerate(lowered) for _ in ls], dtype=np.int64)
     lows = [low for ls, _ in lowered for low in ls]
@@ -150,7 +153,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None])) for _, vec in lowered]
     tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
     e = energy(t, tr, rates, zero, bpe["psum"])
-    performed = t["macs_nonzero"] if zero == 2 else t["macs"]
+    performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
     busy = t["cycles_compute"] + t["cycles_fill_drain"]
     bound = classify_bound(t["transfer_cycles"], busy, performed, pes[..., None], t["macs"])
     return Priced(t, tr, e, bound, pes, rates.sources, notes)

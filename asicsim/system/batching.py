@@ -487,14 +487,14 @@ def residency_variant(model: str | InferenceModel, design):
     """The same design with the other answer to "do the recurrent weights stay on chip?".
 
     When one layer's recurrent weights fit, the weight buffer shrinks to a quarter of them; when
-    they do not, it grows to twice what they need (resident half of a double buffer), rounded up
+    they do not, it grows to twice what they need (room for the step's other tiles), rounded up
     to a power of two KiB. ``None`` when the model has no recurrent layer or the design no buffer.
     """
     res = weight_residency(model, design)
     if res is None:
         return None
     d = load_design(design)
-    need_kib = res["recurrent_weights_mib"] * 1024 * (2 if d.weight_buffer().double_buffered else 1)
+    need_kib = res["recurrent_weights_mib"] * 1024
     kib = need_kib / 4 if res["fits"] else 2 ** math.ceil(math.log2(2 * need_kib))
     return with_weight_buffer(d, kib)
 
