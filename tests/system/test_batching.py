@@ -140,7 +140,7 @@ def test_hundred_thousand_requests_in_about_a_second():
 
 def test_persistent_rnn_changes_the_small_batch_regime():
     """tpu_v1's 256 KiB weight FIFO cannot hold a GRU-1024 layer's 3 MiB of int8 recurrent weights,
-    so every time step streams them over 34 GB/s DDR3; with a 16 MiB weight buffer they stay on
+    so every time step streams them over 34 GB/s DDR3; with an 8 MiB weight buffer they stay on
     chip (Baidu's persistent RNN). Batch 1 gets ~4.6x faster and cheaper; by batch 256 the gap
     halves because the refetch is amortised over the batch (it closes only past TPU v1's ridge,
     ~1350 MACs per weight byte, Jouppi et al. 2017 Fig. 5)."""
