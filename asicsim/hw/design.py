@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
-from asicsim.hw.native import MacMode, mode_problems
+from asicsim.hw.native import MacMode, modes_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
 
@@ -89,34 +89,7 @@ class PESpec:
                     out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
         in_range(out, v, "mac_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         in_range(out, v, "register_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
-        out.extend(PESpec._mode_problems(v))
-        return out
-
-    @staticmethod
-    def _mode_problems(v: dict) -> list[Problem]:
-        modes = v.get("modes", ())
-        if not isinstance(modes, (list, tuple)):
-            return [("modes", modes, "a list of tables with fields a, b, acc, rate (and source)")]
-        out: list[Problem] = []
-        seen: dict[tuple, int] = {}
-        try:
-            own = tuple(get_format(v[k]) for k in ("a_format", "b_format", "acc_format"))
-        except (KeyError, FormatError, TypeError):
-            own = None
-        for i, m in enumerate(modes):
-            entry = vars(m) if isinstance(m, MacMode) else m
-            probs = mode_problems(entry, f"modes[{i}]")
-            out.extend(probs)
-            if probs:
-                continue
-            key = tuple(get_format(entry[k]) for k in ("a", "b", "acc"))
-            if key in seen:
-                out.append((f"modes[{i}]", f"{key[0].name} x {key[1].name} -> {key[2].name}",
-                            f"distinct (a, b, acc) modes (the same as modes[{seen[key]}])"))
-            seen.setdefault(key, i)
-            if key == own and entry["rate"] != 1:
-                out.append((f"modes[{i}].rate", entry["rate"],
-                            "1: the PE's own a/b/acc formats are its full-rate mode (they define the peak)"))
+        out.extend(modes_problems(v))
         return out
 
     def __post_init__(self) -> None:

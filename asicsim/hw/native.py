@@ -72,6 +72,35 @@ class MacMode:
         return f"{self.a.name} x {self.b.name} -> {self.acc.name} at {self.rate:g}"
 
 
+def modes_problems(v: dict) -> list[tuple[str, object, str]]:
+    """Problems of a PE table's ``modes`` list (each entry, and duplicates; the PE's own formats
+    must be full rate), as (field path, value, allowed)."""
+    modes = v.get("modes", ())
+    if not isinstance(modes, (list, tuple)):
+        return [("modes", modes, "a list of tables with fields a, b, acc, rate (and source)")]
+    out: list[tuple[str, object, str]] = []
+    seen: dict[tuple, int] = {}
+    try:
+        own = tuple(get_format(v[k]) for k in ("a_format", "b_format", "acc_format"))
+    except (KeyError, FormatError, TypeError):
+        own = None
+    for i, m in enumerate(modes):
+        entry = vars(m) if isinstance(m, MacMode) else m
+        probs = mode_problems(entry, f"modes[{i}]")
+        out.extend(probs)
+        if probs:
+            continue
+        key = tuple(get_format(entry[k]) for k in ("a", "b", "acc"))
+        if key in seen:
+            out.append((f"modes[{i}]", f"{key[0].name} x {key[1].name} -> {key[2].name}",
+                        f"distinct (a, b, acc) modes (the same as modes[{seen[key]}])"))
+        seen.setdefault(key, i)
+        if key == own and entry["rate"] != 1:
+            out.append((f"modes[{i}].rate", entry["rate"],
+                        "1: the PE's own a/b/acc formats are its full-rate mode (they define the peak)"))
+    return out
+
+
 def mode_problems(entry, where: str) -> list[tuple[str, object, str]]:
     """Problems of one ``[[pe.modes]]`` entry (a table), as (field path, value, allowed)."""
     if not isinstance(entry, dict):

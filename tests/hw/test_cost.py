@@ -91,6 +91,15 @@ def test_hand_gemm_every_dataflow(df):
     assert r.energy_pj["add"] == pytest.approx((60 + adds) * sim.hw.adder_energy_pj("int32").pj)
 
 
+def test_a_partial_fold_still_loads_a_whole_tile():
+    # issue 17 item 4: a 256x256 ws array loads 256-row weight tiles even for a 600x600 matrix.
+    # Here ws, M=1 on 4x4, K=6: folds of 4 and 2 weight rows; loading the second still takes R=4
+    # cycles, 3 more than the 1-cycle stream: fill/drain (2*4 + 4 - 2) + 3, as for K=8
+    six, eight = (cost(Gemm(1, 4, k), design(4, 4, "ws")) for k in (6, 8))
+    assert six.cycles_fill_drain == eight.cycles_fill_drain == 10 + 3
+    assert six.cycles_compute == eight.cycles_compute == 2
+
+
 def test_hand_reload_when_stream_is_shorter_than_the_array():
     # ws, M=1 on a 4x4 array, K=8, N=4: rf=2, cf=1, T=1; the second fold's weight reload (R=4
     # rows) outlasts the first fold's 1-cycle stream by 3 cycles: fill/drain = (2*4 + 4 - 2) + 3
