@@ -3,16 +3,16 @@
 >>> import asicsim as sim
 >>> r = sim.cost(sim.Gemm(1024, 1024, 1024), "tpu_v1")
 >>> r.bound, r.cycles_compute
-('compute', 16384.0)
+('bandwidth', 16384.0)
 
-Counts come from :mod:`asicsim.hw.physical` (the model and where it departs from SCALE-Sim);
-this module picks the formats, prices the counts with :mod:`asicsim.hw.energy` and names them.
-Each operand's bytes are its own format's (``formats``: ``act`` = ifmap, ``weight`` = filter,
-``acc`` = partial sums, ``out`` = ofmap; MX formats count their shared scales), so int8 moves half
-the bytes of fp16. The bound follows DeepBench's three regimes: ``bandwidth`` when moving the data
-over the DRAM link takes longer than the array's work, else ``occupancy`` when fill/drain, reloads
-and unmapped PEs cost more than the ideal compute time (utilization of the busy array < 50 %),
-else ``compute``.
+This module picks the formats (and checks the design executes them: :mod:`asicsim.hw.native`),
+has :func:`asicsim.hw.pipeline.price` map and price every operation (the mapper's schedule,
+:mod:`asicsim.hw.counts` for the model, :mod:`asicsim.hw.pricing` for traffic, energy and the
+bound) and names the results, with the DRAM lower bound (:mod:`asicsim.hw.bounds`) beside each.
+Each operand's bytes are its own format's in memory words (``formats``: ``act`` = ifmap,
+``weight`` = filter, ``acc`` = partial sums, ``out`` = ofmap; MX formats count their shared scales;
+tf32 is a 32-bit word), so int8 moves half the bytes of fp16. The bound follows DeepBench's three
+regimes (:func:`asicsim.hw.pricing.classify_bound`).
 """
 
 from __future__ import annotations
