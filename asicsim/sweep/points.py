@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from asicsim.hw.operations import OperationError
 from asicsim.sweep.spec import ID_SCHEME, Point
 
 
@@ -179,6 +180,9 @@ def _cost(job: Job) -> list[dict]:
         designs = [job.designs[p.inputs["design"]] for p in fam]
         try:
             tot = trace_totals_family(trace, designs, recipe)
+        except OperationError as err:  # formats the family does not execute: said, not priced
+            out += [_not_executed(p, d, err, {"batch": batch}) for p, d in zip(fam, designs, strict=True)]
+            continue
         except Exception as err:  # the family fails together, the sweep goes on
             out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
             continue
@@ -195,14 +199,28 @@ def _cost(job: Job) -> list[dict]:
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue
-        totals = {c: float(np.nansum(ops[c])) for c in ops.columns
+        # rows the design cannot run (formats it does not execute) leave the totals unknown: NaN
+        totals = {c: float(ops[c].sum(skipna=False)) for c in ops.columns
                   if c.startswith(("energy_", "sram_", "dram_")) or c in ("time_s", "macs")}
+        unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
+        reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
                   "batch": batch}
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
-        out.append(record(p, "done", "", result | _rates(result), {"ops": ops.to_dict("records")},
+        out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},
                           time.perf_counter() - t1 + share))
     return out
+
+
+def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
+    """A point whose formats the design does not execute (asicsim.hw.native): done, every figure
+    NaN, the reason saying why (pricing it anyway would be a wrong number; failing it would ask
+    for a retry that cannot help)."""
+    from asicsim.hw.interface import roof
+
+    nan = float("nan")
+    result = dict.fromkeys(("time_s", "energy_j", "dram_bytes", "flops", "flops_per_s", "flops_per_j"), nan)
+    return record(p, "done", f"not executed: {err}", result | extra | roof(design))
 
 
 def _first_formats(ops) -> dict | None:
@@ -249,6 +267,10 @@ def _kernels(job: Job) -> list[dict]:
             suite = load_suite(p0.inputs["suite"])
             fmts = kernel_formats(p0.inputs)
             c = cost_family(suite.operations(vector_gates=designs[0].has_vector_unit), designs, fmts)
+        except OperationError as err:  # formats the family does not execute: said, not priced
+            out += [_not_executed(p, d, err, {"kernels": len(suite.flops())})
+                    for p, d in zip(fam, designs, strict=True)]
+            continue
         except Exception as err:  # the family fails together, the sweep goes on
             out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
             continue
@@ -263,6 +285,9 @@ def _kernels(job: Job) -> list[dict]:
             design = job.designs[p.inputs["design"]]
             table = suite_costs(p.inputs["suite"], design, p.inputs.get("formats"), precision=p.inputs["precision"])
             flops = load_suite(p.inputs["suite"]).flops()
+        except OperationError as err:  # formats the design does not execute: said, not priced
+            out.append(_not_executed(p, design, err, {"kernels": len(load_suite(p.inputs["suite"]).flops())}))
+            continue
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue
