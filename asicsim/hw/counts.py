@@ -169,22 +169,12 @@ class GemmCounts:
     def names(cls) -> tuple[str, ...]:
         return tuple(f.name for f in fields(cls))
 
-    def replace_all(self, fn) -> GemmCounts:
-        """A record with ``fn(name, array)`` applied to every field."""
-        return GemmCounts(**{n: fn(n, getattr(self, n)) for n in self.names()})
 
 
 def spatial_folds(dim, tile, side):
     """Folds of a ``side``-wide array over ``dim`` cut into tiles of ``tile`` (the last partial)."""
     full = np.floor(dim / tile)
     return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
-
-
-def tile_bytes(p: GemmProblem, s: Schedule) -> dict[str, np.ndarray]:
-    """Bytes of one tile of each operand (A as its raw share, psum in the accumulator format)."""
-    raw = p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300)  # <= 1 for a conv
-    return {"ifmap": s.Mt * s.Kt * p.a_bytes * np.minimum(raw, 1.0), "filter": s.Kt * s.Nt * p.b_bytes,
-            "psum": s.Mt * s.Nt * p.acc_bytes}
 
 
 def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCounts:

@@ -177,26 +177,20 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 Kt = np.minimum(K, np.minimum(_floor(av["ifmap"] / (a_eff * Mt)), _floor(av["filter"] / (b * Nt))))
                 ok = (P >= 1) & (Kt >= 1)
                 out.append(Schedule(np.where(ok, OUTPUTS, -1), Mt, Nt, np.maximum(Kt, 1.0), dbs, sp))
-        # weights resident: a K x Nt block; A streamed in Mt-row slivers, Mt x Nt partial sums
-        for share in _shares(p, hw, WEIGHTS, spill, live):
-            av = _available(p, hw, WEIGHTS, db, share, spill, free, live)
-            P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
-            nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
-            mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
-            for Nt, Mt in ((nt_max, np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1)))),
-                           (np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1))), mt_max)):
-                ok = (Nt >= 1) & (Mt >= 1)
-                out.append(Schedule(np.where(ok, WEIGHTS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs, sp))
-        # activations resident: an Mt x K block; B streamed in Nt-column slivers
-        for share in _shares(p, hw, ACTIVATIONS, spill, live):
-            av = _available(p, hw, ACTIVATIONS, db, share, spill, free, live)
-            P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
-            mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
-            nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
-            for Mt, Nt in ((mt_max, np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1)))),
-                           (np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1))), nt_max)):
-                ok = (Nt >= 1) & (Mt >= 1)
-                out.append(Schedule(np.where(ok, ACTIVATIONS, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs, sp))
+        # weights resident (a K x Nt block, A streamed in Mt-row slivers) or activations resident
+        # (an Mt x K block, B streamed in Nt-column slivers); Mt x Nt partial sums either way: the
+        # block as wide (tall) as its buffer allows, or the partial sums given to the other side
+        for fam in (WEIGHTS, ACTIVATIONS):
+            for share in _shares(p, hw, fam, spill, live):
+                av = _available(p, hw, fam, db, share, spill, free, live)
+                P = _floor(np.minimum(av["psum"] / acc, av["ofmap"] / o))
+                nt_max = np.minimum(np.minimum(N, _floor(av["filter"] / (b * K))), P)
+                mt_max = np.minimum(np.minimum(M, _floor(av["ifmap"] / (a_eff * K))), P)
+                wide = (np.minimum(mt_max, _floor(P / np.maximum(nt_max, 1))), nt_max)
+                tall = (mt_max, np.minimum(nt_max, _floor(P / np.maximum(mt_max, 1))))
+                for Mt, Nt in ((wide, tall) if fam == WEIGHTS else (tall, wide)):
+                    ok = (Nt >= 1) & (Mt >= 1)
+                    out.append(Schedule(np.where(ok, fam, -1), np.maximum(Mt, 1.0), np.maximum(Nt, 1.0), K, dbs, sp))
     return out
 
 

@@ -143,10 +143,9 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     for i, (_, vec) in enumerate(lowered):
         if vec is not None:  # the vector unit's work does not depend on the varied fields
             for k, v in vector_counts(vec, d, role_bits).items():
-                if k in _VECTOR_KEYS:
-                    name = _VECTOR_KEYS[k]
-                    t[name] = np.array(t[name])
-                    t[name][..., i] += v
+                name = _VECTOR_KEYS[k]
+                t[name] = np.array(t[name])
+                t[name][..., i] += v
     # every operation that runs here waits for the design's per-operation synchronisation
     runs_here = np.asarray([bool(ls) or d.vector is not None for ls, _ in lowered])
     t["cycles_sync"] = t["cycles_sync"] + np.where(runs_here, float(d.array.sync_cycles), 0.0)

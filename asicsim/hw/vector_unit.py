@@ -31,16 +31,15 @@ def vector_note(op: Elementwise, design: SystolicDesign) -> str | None:
 
 
 def vector_counts(op: Elementwise, design: SystolicDesign, bits: Mapping[str, float]) -> dict[str, float]:
-    """Counts of ``op`` on ``design``'s vector unit, in the keys :func:`asicsim.hw.pricing.traffic`
-    and :func:`~asicsim.hw.pricing.energy` take: ``cycles_compute``, ``cycles_stall``,
-    ``transfer_cycles``, ``vector_ops``, ``sram.ifmap.reads``, ``sram.ofmap.writes``,
-    ``dram.*_bytes`` and ``bytes.*``. ``bits``: element bits of ``act`` (operands) and ``out``.
+    """Counts of ``op`` on ``design``'s vector unit: ``cycles_compute``, ``cycles_stall``,
+    ``transfer_cycles``, ``vector_ops``, ``sram.ifmap.reads``, ``sram.ofmap.writes`` (elements) and
+    ``dram.ifmap.reads_bytes``, ``dram.ofmap.writes_bytes`` (the pricing pipeline adds them to an
+    operation's counts). ``bits``: element bits of ``act`` (operands) and ``out``.
     All counts are zero on a design without a vector unit (see :func:`vector_note`)."""
-    widths = {"bytes.ifmap": bits["act"] / 8, "bytes.ofmap": bits["out"] / 8}
     if design.vector is None:
         return dict.fromkeys(("cycles_compute", "vector_ops", "transfer_cycles", "cycles_stall",
                               "sram.ifmap.reads", "sram.ofmap.writes", "dram.ifmap.reads_bytes",
-                              "dram.ofmap.writes_bytes"), 0.0) | widths
+                              "dram.ofmap.writes_bytes"), 0.0)
     ops = op.elements * op.ops_per_element
     ratio = design.clock_mhz / (design.vector.clock_mhz or design.clock_mhz)
     cycles = math.ceil(ops / design.vector.lanes) * ratio
@@ -51,4 +50,4 @@ def vector_counts(op: Elementwise, design: SystolicDesign, bits: Mapping[str, fl
     return {"cycles_compute": cycles, "vector_ops": float(ops), "transfer_cycles": transfer,
             "cycles_stall": max(transfer - cycles, 0.0),
             "sram.ifmap.reads": float(op.reads), "sram.ofmap.writes": float(op.elements),
-            "dram.ifmap.reads_bytes": dram_in, "dram.ofmap.writes_bytes": dram_out, **widths}
+            "dram.ifmap.reads_bytes": dram_in, "dram.ofmap.writes_bytes": dram_out}
