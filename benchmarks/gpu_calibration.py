@@ -56,7 +56,7 @@ from asicsim.hw.gpu_model import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "deepbench" / "measured"
+DATA = ROOT / "data" / "deepbench" / "measured"
 DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
            "P100": "gpu_p100", "T4": "gpu_t4"}
 FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",

@@ -10,7 +10,7 @@ environment that has ``scalesim==3.0.0`` installed, from the repository root::
     /tmp/scalesim-venv/bin/python scripts/make_scalesim_golden.py --finalize
 
 (``SCALESIM_DATA`` points at SCALE-Sim's configs/ and topologies/, default
-/work/shared/data/scalesim.) A full run takes about 20 CPU minutes (ResNet-18 on the 32x32 config
+data/scalesim (a copy of the shared reference data).) A full run takes about 20 CPU minutes (ResNet-18 on the 32x32 config
 alone 450 CPU s); ``--only`` reruns some runs and merges them into the existing goldens;
 ``--finalize`` marks network layers missing from the CSV (a run stopped early) as unfinished.
 
@@ -51,7 +51,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN_DIR = REPO / "tests" / "hw" / "golden"
-SHIPPED_DIR = Path(os.environ.get("SCALESIM_DATA", "/work/shared/data/scalesim"))
+SHIPPED_DIR = Path(os.environ.get("SCALESIM_DATA", Path(__file__).resolve().parents[1] / "data" / "scalesim"))
 NETWORKS = {"alexnet": "conv", "Resnet18": "conv", "vit_s": "gemm", "NCF": "gemm"}
 SHIPPED_CONFIGS = ("shipped_scale", "shipped_google")
 

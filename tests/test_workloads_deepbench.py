@@ -28,8 +28,8 @@ from asicsim.workloads import (
 from asicsim.workloads.deepbench import SHAPE_COLUMNS, RecurrentRnn
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT.parent / "shared" / "data" / "deepbench"
-# kernel counts per suite, from ../shared/data/deepbench/README.md (checked there against DeepBench's code)
+SOURCE = ROOT / "data" / "deepbench"
+# kernel counts per suite, from data/deepbench/README.md (checked there against DeepBench's code)
 COUNTS = {
     "deepbench_gemm_train": 160, "deepbench_gemm_inference_server": 75,
     "deepbench_gemm_inference_device": 13, "deepbench_conv_train": 94,
@@ -57,7 +57,6 @@ def test_every_suite_is_shipped_and_loads_with_deepbench_counts():
             assert s.table["idx"].tolist() == list(range(n))
 
 
-@pytest.mark.skipif(not SOURCE.is_dir(), reason="../shared/data/deepbench not present")
 def test_shipped_files_are_the_source_rows_unchanged():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_deepbench_workloads.py"),
                           "--check"], capture_output=True, text=True, timeout=60)

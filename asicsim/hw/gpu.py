@@ -5,7 +5,7 @@ A :class:`GpuDesign` holds the datasheet: per-precision dense peaks, memory band
 L2 size, SM count, boost clock, TDP and process node, plus the library path the DeepBench-era
 libraries took for int8 and optional per-design efficiency overrides. Every figure in the shipped
 files names its source (NVIDIA datasheets and architecture whitepapers, as in
-``../shared/data/gpus.csv``). The cost model is :mod:`asicsim.hw.gpu_model`; its fitted constants
+``data/gpus.csv``). The cost model is :mod:`asicsim.hw.gpu_model`; its fitted constants
 are ``asicsim/hw/data/gpu_fit.toml``.
 
 Formats (roles ``act``/``weight``/``acc``/``out``, default fp32 everywhere) pick a *precision path*

@@ -50,7 +50,7 @@ from asicsim.hw.operations import Elementwise, Gemm, Rnn
 ARRIVALS = ("poisson", "deterministic")
 
 # DeepBench (github.com/baidu-research/DeepBench, commit da81ba78, code/kernels/gemm_problems.h,
-# inference_server_set; tidy copy ../shared/data/deepbench/gemm.csv): (M, K, rows) of the
+# inference_server_set; tidy copy data/deepbench/gemm.csv): (M, K, rows) of the
 # DeepSpeech GEMMs listed with N = 1, 2, 4. DeepBench's C(M x N) = A(M x K) B(K x N) has the weights
 # as A and the batch as N; asicsim's Gemm(M, N, K) has the activations first, so each becomes
 # Gemm(M=batch, N=M_deepbench, K=K_deepbench).

@@ -6,7 +6,7 @@
 ('gemm', 160, Gemm(M=1760, N=16, K=1760, weight_sparsity=0.0, sparse_format='dense', a_transposed=False, b_transposed=False, name='', kind='gemm'))
 
 The suites are ``workloads/deepbench_<kind>_<set>.csv`` (``scripts/make_deepbench_workloads.py``
-writes them from the tidy copies in ``../shared/data/deepbench/``, whose README documents every
+writes them from the tidy copies in ``data/deepbench/``, whose README documents every
 column). A user's CSV written the same way works wherever a suite name does; its kind is told by
 its columns. How each DeepBench row becomes an asicsim operation:
 

@@ -22,8 +22,8 @@ from asicsim.hw.gpu_model import gpu_cost_many, load_fit, resolve_gpu_formats
 from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 
 ROOT = Path(__file__).resolve().parents[2]
-GPUS_CSV = ROOT.parent / "shared" / "data" / "gpus.csv"
-MEASURED = ROOT.parent / "shared" / "data" / "deepbench" / "measured"
+GPUS_CSV = ROOT / "data" / "gpus.csv"
+MEASURED = ROOT / "data" / "deepbench" / "measured"
 GPU_NAMES = list_designs("gpu")
 
 #: A fit with no second-order effects, for hand calculations: 90 % of peak, no tile or CTA
@@ -64,7 +64,6 @@ def test_gpu_design_loads_and_names_its_sources(name):
     assert hash(d) == hash(load_design(designs_dir() / f"{name}.toml"))
 
 
-@pytest.mark.skipif(not GPUS_CSV.is_file(), reason="../shared/data/gpus.csv not present")
 def test_gpu_designs_match_the_csv():
     with GPUS_CSV.open() as f:
         rows = list(csv.DictReader(f))
@@ -250,7 +249,6 @@ def test_sparse_gemm_uses_the_sparse_kernel():
 
 
 # --- calibration ----------------------------------------------------------------------------
-@pytest.mark.skipif(not MEASURED.is_dir(), reason="../shared/data/deepbench/measured not present")
 def test_calibration_error_on_the_measured_sheets():
     """The shipped constants on DeepBench's 4 156 GEMM-based rows (see benchmarks/RESULTS.md): per
     device the median |ln(pred/meas)| <= 0.25 and p90 <= 0.85, overall median <= 0.22, and better
