@@ -30,81 +30,31 @@ weighted so that every device x precision x kind group counts equally.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-import asicsim as sim
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_measured, beside this file
+
+from gpu_measured import DESIGNS, FORMATS, all_rows, design_for
+
 from asicsim.hw.gpu import precision_path
+from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
+from asicsim.hw.gpu_kernels import Kernels, op_kernels, stored_bytes
 from asicsim.hw.gpu_model import (
     FIT_FILE,
-    Kernels,
     fit_table,
-    gpu_cost_many,
+    generation_constants,
     kernel_times,
     load_fit,
-    op_kernels,
-    resolve_gpu_formats,
-    stored_bytes,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data" / "deepbench" / "measured"
-DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
-           "P100": "gpu_p100", "T4": "gpu_t4"}
-FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
-           "fp16_fp32math": "act=fp16,weight=fp16,acc=fp32,out=fp16",
-           "fp16_mixed": "act=fp16,weight=fp16,acc=fp32,out=fp16",
-           "int8": "act=int8,weight=int8,acc=int32,out=int32"}
-GEMM_CONV_ALGOS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "LICIT_PRECOMP_GEMM", "GEMM"}
-
-
-def design_for(device: str, precision: str):
-    d = sim.load_design(DESIGNS[device])
-    if device == "T4" and precision == "int8":  # DeepBench's T4 int8 rows did not use tensor cores
-        d = dataclasses.replace(d, int8_path="dp4a")
-    return d
-
-
-def load_rows(data: Path) -> list[dict]:
-    """One dict per measured row: device, precision, kind, ops (summed), passes, time_us, flops."""
-    rows = []
-    g = pd.read_csv(data / "gemm_results.csv")
-    for r in g.itertuples():
-        op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_transposed),
-                      b_transposed=bool(r.b_transposed))
-        rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
-                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K))
-    c = pd.read_csv(data / "conv_results.csv")
-    for r in c.itertuples():
-        ps = r[c.columns.get_loc("pass") + 1]  # "pass" is a keyword: no attribute access
-        if ps == "fwd" and isinstance(r.fwd_algo, str) and r.fwd_algo not in GEMM_CONV_ALGOS:
-            continue  # Winograd / FFT: fewer flops than the direct count
-        op = sim.Conv(int(r.H), int(r.W), int(r.C), int(r.K), int(r.R), int(r.S), stride=int(r.stride_h),
-                      stride_w=int(r.stride_w), padding=int(r.pad_h), padding_w=int(r.pad_w), batch=int(r.N))
-        rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[op], passes=[ps],
-                         time_us=r.time_us, flops=float(r.flops)))
-    n = pd.read_csv(data / "rnn_results.csv")
-    for r in n.itertuples():
-        ps = r[n.columns.get_loc("pass") + 1]
-        op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
-        passes = ["bwd_data", "bwd_weights"] if ps == "bwd" else [ps]
-        rows.append(dict(device=r.device, precision=r.precision, kind=f"rnn_{ps}", ops=[op] * len(passes),
-                         passes=passes, time_us=r.time_us, flops=float(r.flops)))
-    s = pd.read_csv(data / "sparse_gemm_results.csv")
-    for r in s.itertuples():  # DeepBench: A (M x K) sparse; ours: weights B, so the transposed problem
-        op = sim.Gemm(int(r.N), int(r.M), int(r.K), weight_sparsity=float(r.sparsity), sparse_format="csr")
-        rows.append(dict(device=r.device, precision=r.precision, kind="sparse_gemm", ops=[op], passes=["fwd"],
-                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K))
-    dropped = {id(r) for r in above_peak(rows)}
-    return [r for r in rows if id(r) not in dropped]
 
 
 class Group:
@@ -115,52 +65,43 @@ class Group:
         self.design = design_for(device, precision)
         self.formats = resolve_gpu_formats(self.design, FORMATS[precision])
         self.path = precision_path(self.design, self.formats)
+        self.skip = rows[0]["skip_input"]
         ops = [op for r in rows for op in r["ops"]]
         self.passes = [p for r in rows for p in r["passes"]]
         self.ops = ops
         self.op_row = np.repeat(np.arange(len(rows)), [len(r["ops"]) for r in rows])
-        krows = [k for i, (op, p) in enumerate(zip(ops, self.passes, strict=True)) for k in op_kernels(op, i, p, rnn_skip_input=True)]
-        by = {r: self.formats[r].bits / 8 for r in ("act", "weight", "out")}
+        krows = [k for i, (op, p) in enumerate(zip(ops, self.passes, strict=True))
+                 for k in op_kernels(op, i, p, rnn_skip_input=self.skip)]
+        by = {r: self.formats[r].storage_bits / 8 for r in ("act", "weight", "out")}
         self.kernels = Kernels.build(krows, by["act"], by["weight"], by["out"])
         self.measured = np.array([r["time_us"] for r in rows]) * 1e-6
         self.kinds = np.array([r["kind"] for r in rows])
 
     def predict(self, fit: dict) -> np.ndarray:
-        t = kernel_times(self.kernels, self.design, self.path, fit)["time"]
+        c, _ = generation_constants(fit, self.design.architecture)
+        t = kernel_times(self.kernels, self.design, self.path, c, operands="warm")["time"]
         per_op = np.bincount(self.kernels.owner, weights=t, minlength=len(self.ops))
         return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
 
     def predict_public(self, fit: dict) -> np.ndarray:
         """The same through gpu_cost_many (what asicsim.cost returns)."""
         res = gpu_cost_many(self.ops, self.design, FORMATS[self.precision], fit=fit, passes=self.passes,
-                            rnn_skip_input=True)
+                            rnn_skip_input=self.skip, operands="warm")
         per_op = np.array([r.time_s for r in res])
         return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
 
     def naive(self) -> np.ndarray:
+        """The datasheet roofline: flops at the precision's peak, each operand once at the bandwidth."""
         d, p = self.design, self.precision
         peak = {"fp32": d.fp32_tflops, "fp16_fp32math": d.fp16_nontensor_tflops or d.fp32_tflops,
-                "fp16_mixed": d.fp16_tensor_tflops, "int8": d.int8_tops or 4 * d.fp32_tflops}[p] * 1e12
+                "fp16_mixed": d.fp16_tensor_tflops, "fp16": d.fp16_tensor_tflops, "fp8": d.fp8_tflops,
+                "int8": d.int8_tops or 4 * d.fp32_tflops}[p] * 1e12
         k = self.kernels
-        by = stored_bytes(k) * k.batch
-        by = by + k.stream_bytes * k.a_bytes
+        by = stored_bytes(k) * k.batch + k.stream_bytes * k.a_bytes
         per_op = np.bincount(k.owner, weights=by, minlength=len(self.ops))
         nbytes = np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
         flops = np.array([r["flops"] for r in self.rows])
         return np.maximum(flops / peak, nbytes / (d.bandwidth_bytes_per_s))
-
-
-def above_peak(rows: list[dict]) -> list[dict]:
-    """Conv rows faster than the datasheet peak of the path they are priced on (direct flop count):
-    not a GEMM-based algorithm (Winograd/FFT; for T4 int8, tensor cores), whatever the sheet says."""
-    out = []
-    for r in rows:
-        if r["kind"].startswith("conv"):
-            d = design_for(r["device"], r["precision"])
-            peak = precision_path(d, resolve_gpu_formats(d, FORMATS[r["precision"]])).peak_ops_per_s
-            if r["flops"] / (r["time_us"] * 1e-6) > peak:
-                out.append(r)
-    return out
 
 
 def groups_of(rows: list[dict]) -> list[Group]:
@@ -168,11 +109,26 @@ def groups_of(rows: list[dict]) -> list[Group]:
     return [Group(dv, pr, [r for r in rows if (r["device"], r["precision"]) == (dv, pr)]) for dv, pr in keys]
 
 
+def free_keys(groups: list[Group], table: dict) -> list[str]:
+    """Constants the rows of ``groups`` inform: shared ones with lower < upper, and a generation's
+    own (``name@Gen``) only when a device of that generation is among the rows."""
+    gens = {g.design.architecture for g in groups}
+    return [k for k, v in table.items() if v["lower"] < v["upper"] and ("@" not in k or k.split("@")[1] in gens)]
+
+
+def restrict(fit: dict, groups: list[Group]) -> dict:
+    """``fit`` without the generation constants of generations absent from ``groups`` (a held-out
+    device's generation then borrows the nearest fitted one, as a GPU without measurements does)."""
+    gens = {g.design.architecture for g in groups}
+    return {k: v for k, v in fit.items() if "@" not in k or k.split("@")[1] in gens}
+
+
 def refit(groups: list[Group], start: dict, table: dict) -> dict:
     """Least squares on ln(pred/meas) over ``groups``; constants with lower == upper stay fixed."""
     from scipy.optimize import least_squares
 
-    free = [k for k, v in table.items() if v["lower"] < v["upper"]]
+    free = free_keys(groups, table)
+    start = restrict(start, groups)
     lo = np.array([table[k]["lower"] for k in free])
     hi = np.array([table[k]["upper"] for k in free])
     x0 = np.clip(np.array([start[k] for k in free]), lo, hi)
@@ -216,24 +172,38 @@ def summary(df: pd.DataFrame, cols: list[str], by: list[str]) -> pd.DataFrame:
 
 def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
     lines = [
-        "# Constants of the GPU cost model (asicsim/hw/gpu_model.py).",
-        "# \"fitted\": least squares on ln(predicted / measured) over ../shared/data/deepbench/measured/",
-        "# (P100 PCIe, TitanX Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN, sparse GEMM),",
-        "# all devices at once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
+        "# Constants of the GPU cost model (asicsim/hw/gpu_model.py); `name@Generation` is a constant",
+        "# of that GPU generation (a generation without its own takes the nearest generation's).",
+        "# \"fitted\": least squares on ln(predicted / measured) over data/deepbench/measured/ (P100 PCIe,",
+        "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM) and",
+        "# data/measured/h100/ (GEMM fp32/fp16, conv fp32 three passes, RNN fp32 layers), all devices at",
+        "# once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
         "# \"assumption\": not identifiable from the measured set (lower == upper: never fitted).",
         "# prior: the start of every fit (also of the leave-one-device-out fits).",
         f"# {note}",
     ]
     for k, v in table.items():
-        lines += ["", f"[constants.{k}]", f"value = {fit[k]:.6g}", f"prior = {v['prior']:g}",
+        head = f'[constants."{k}"]' if "@" in k else f"[constants.{k}]"
+        lines += ["", head, f"value = {fit.get(k, v['value']):.6g}", f"prior = {v['prior']:g}",
                   f"lower = {v['lower']:g}", f"upper = {v['upper']:g}", f"how = {json.dumps(v['how'])}"]
     path.write_text("\n".join(lines) + "\n")
 
 
+def loo_predictions(groups: list[Group], priors: dict, table: dict) -> list[np.ndarray]:
+    """Each device held out in turn: the constants refit on the others, then the device predicted."""
+    out: list = [None] * len(groups)
+    for dev in DESIGNS:
+        train = [g for g in groups if g.device != dev]
+        f = restrict(refit(train, priors, table), train)
+        for gi, g in enumerate(groups):
+            if g.device == dev:
+                out[gi] = g.predict(f)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", type=Path, default=DATA)
-    ap.add_argument("--refit", action="store_true", help="refit the shared constants on all devices")
+    ap.add_argument("--refit", action="store_true", help="refit the constants on all devices")
     ap.add_argument("--write", action="store_true", help="store the refit in gpu_fit.toml")
     ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-device-out fits")
     ap.add_argument("--check-public", action="store_true",
@@ -242,10 +212,9 @@ def main() -> None:
     t0 = time.perf_counter()
     table = fit_table()
     priors = {k: v["prior"] for k, v in table.items()}
-    shipped = load_fit()
-    rows = load_rows(args.data)
+    rows = all_rows()
     groups = groups_of(rows)
-    fit = refit(groups, priors, table) if args.refit else shipped
+    fit = refit(groups, priors, table) if args.refit else load_fit()
     if args.write:
         write_fit(fit, table, FIT_FILE, f"fitted {datetime.date.today()} on {len(rows)} rows")
     preds = {"naive": [g.naive() for g in groups], "fit": [g.predict(fit) for g in groups]}
@@ -254,26 +223,24 @@ def main() -> None:
             assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9), g.device
     cols = ["naive", "fit"]
     if not args.no_loo:
-        loo = [None] * len(groups)
-        for dev in DESIGNS:
-            train = [g for g in groups if g.device != dev]
-            f = refit(train, priors, table)
-            for gi, g in enumerate(groups):
-                if g.device == dev:
-                    loo[gi] = g.predict(f)
-        preds["loo"] = loo
+        preds["loo"] = loo_predictions(groups, priors, table)
         cols.append("loo")
     df = error_frame(groups, preds)
     pd.set_option("display.width", 200)
-    print(f"# GPU baseline vs DeepBench measured ({len(rows)} rows; {platform.machine()}, "
+    print(f"# GPU model vs measured kernel times ({len(rows)} rows; {platform.machine()}, "
           f"{os.cpu_count()} cpus, Python {platform.python_version()})")
-    print("# |ln(predicted / measured)|: median and 90th percentile; naive = datasheet roofline")
+    print("# |ln(predicted / measured)|: median and 90th percentile; naive = datasheet roofline;")
+    print("# fit = shipped constants; loo = the device held out of the fit")
     print(summary(df, cols, ["device", "precision", "kind"]).round(3).to_string())
     print()
     print(summary(df, cols, ["device", "precision"]).round(3).to_string())
     print()
     print(summary(df, cols, ["device"]).round(3).to_string())
-    print("all rows:", "  ".join(f"{c} median {df[c].median():.3f} p90 {df[c].quantile(0.9):.3f}" for c in cols))
+    print()
+    print("# DeepBench devices (loo: held out) by kind")
+    print(summary(df[df.device != "H100"], cols, ["kind"]).round(3).to_string())
+    for c in cols:
+        print(f"all rows {c}: median {df[c].median():.3f} p90 {df[c].quantile(0.9):.3f}")
     print()
     print("constants:", {k: round(v, 4) for k, v in fit.items()})
     print(f"# {time.perf_counter() - t0:.1f} s")

@@ -3,7 +3,7 @@ elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and i
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
 GPU baseline (``designs/gpu_*.toml``, ``kind = "gpu"``): :class:`GpuDesign`, priced by the same
-:func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_model`).
+:func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_cost`, :mod:`asicsim.hw.gpu_model`).
 """
 
 from asicsim.hw.cost import (
@@ -36,7 +36,7 @@ from asicsim.hw.energy import (
     sram_energy_pj_per_bit,
 )
 from asicsim.hw.gpu import GpuDesign, PrecisionPath, precision_path
-from asicsim.hw.gpu_model import gpu_cost_many
+from asicsim.hw.gpu_cost import gpu_cost_many
 from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 from asicsim.hw.scalesim_compat import (
     REPORT_COLUMNS,

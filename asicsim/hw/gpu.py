@@ -57,6 +57,11 @@ PATH_CLASS = {"fp32": "simt", "fp16_half2": "simt", "fp16_fp32math": "simt",
 #: 8, the cuBLAS alignment rule of the DeepBench era, "K multiple of 8"); DP4A takes 4 int8 per
 #: instruction; SIMT kernels take any K.
 K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
+#: Elements the library needs every checked dimension to be a multiple of for its tensor-core
+#: kernels (cuBLAS: 16-byte aligned leading dimensions, i.e. 8 fp16/bf16, 4 tf32; measured on an
+#: H100, data/measured/h100/README.md: fp16/bf16 off multiples of 8 ran up to 6x slower than
+#: padded, fp8 needs 16, int8 8 through cuBLASLt). Other paths take any size.
+PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "int8_tensor": 8}
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,7 @@ class GpuDesign:
     int8_path: str | None = None  # "dp4a" | "tensor"; None: no int8 dot product
     mem_type: str
     bandwidth_gbps: float
+    copy_bandwidth_gbps: float | None = None  # published device-to-device copy rate (achievable)
     capacity_gib: float
     l2_mib: float
     mac_preset: str = ""  # asicsim MacSpec preset of the tensor cores ("v100", "a100", "h100")
@@ -122,6 +128,11 @@ class GpuDesign:
                          ("bandwidth_gbps", lim.DRAM_GBPS), ("capacity_gib", lim.DRAM_GIB),
                          ("l2_mib", lim.L2_MIB)):
             in_range(out, v, k, limit)
+        in_range(out, v, "copy_bandwidth_gbps", lim.DRAM_GBPS, optional=True)
+        copy, peak = v.get("copy_bandwidth_gbps"), v.get("bandwidth_gbps")
+        if isinstance(copy, int | float) and isinstance(peak, int | float) and copy > peak:
+            out.append(("copy_bandwidth_gbps", copy, f"at most bandwidth_gbps ({peak:g}): a measured "
+                                                     "copy rate cannot beat the datasheet"))
         for k in ("tf32_tflops", "fp16_tensor_tflops", "fp16_nontensor_tflops", "fp8_tflops",
                   "int8_tops"):
             in_range(out, v, k, lim.TERA_OPS, optional=True)
@@ -173,7 +184,7 @@ class GpuDesign:
     # --- the design interface (asicsim.hw.interface.Design) ---------------------------------
     def peak_ops_per_s(self, formats=None) -> float:
         """The datasheet dense peak of the precision path ``formats`` take (fp32 when none)."""
-        from asicsim.hw.gpu_model import resolve_gpu_formats
+        from asicsim.hw.gpu_cost import resolve_gpu_formats
 
         return precision_path(self, resolve_gpu_formats(self, formats)).peak_ops_per_s
 
@@ -192,11 +203,11 @@ class GpuDesign:
         return True
 
     def cost_many(self, ops, formats=None) -> list:
-        """:func:`asicsim.hw.gpu_model.gpu_cost_many`. An RNN whose lowering has no input
+        """:func:`asicsim.hw.gpu_cost.gpu_cost_many`. An RNN whose lowering has no input
         projection (every GEMM shares the recurrent weights: DeepBench's kernels, which call cuDNN
         with ``CUDNN_SKIP_INPUT``) is priced with ``rnn_skip_input``, as the systolic model prices
         only what the lowering lists."""
-        from asicsim.hw.gpu_model import gpu_cost_many
+        from asicsim.hw.gpu_cost import gpu_cost_many
         from asicsim.hw.operations import Rnn
 
         ops = list(ops)

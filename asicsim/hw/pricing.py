@@ -31,7 +31,7 @@ STATIC_FRACTION_OF_PEAK_MAC_POWER = 0.1
 
 
 
-BOUNDS = ("compute", "bandwidth", "occupancy")
+BOUNDS = ("compute", "bandwidth", "occupancy", "power")  # power: a GPU whose TDP sets the clock
 #: The traffic keys a result carries: ``level.operand.reads|writes`` in elements and ``..._bytes``.
 TRAFFIC_KEYS = tuple(f"{lvl}.{o}.{k}{u}" for lvl in ("sram", "dram") for o in OPERANDS
                      for k in ("reads", "writes") for u in ("", "_bytes"))

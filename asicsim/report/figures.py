@@ -26,7 +26,7 @@ STYLE = {"svg.hashsalt": "asicsim-report", "svg.fonttype": "none",
 COLORS = plt.get_cmap("tab10").colors
 #: Bars drawn at most in one energy figure (a large design space: the lowest-energy ones and every GPU).
 MAX_BARS = 48
-BOUND_MARKERS = {"compute": "o", "bandwidth": "s", "occupancy": "^"}
+BOUND_MARKERS = {"compute": "o", "bandwidth": "s", "occupancy": "^", "power": "D"}
 
 
 def to_svg(fig) -> str:

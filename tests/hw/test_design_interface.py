@@ -13,7 +13,7 @@ import asicsim.hw as hw
 from asicsim.hw.cost import CostResult
 from asicsim.hw.design_checks import DesignError
 from asicsim.hw.design_files import design_from_any_table
-from asicsim.hw.gpu_model import gpu_cost_many
+from asicsim.hw.gpu_cost import gpu_cost_many
 from asicsim.hw.interface import DESIGN_KINDS, Design, WeightBuffer, roof
 from asicsim.hw.operations import Gemm, Rnn
 from asicsim.workloads.deepbench import RecurrentRnn
@@ -194,7 +194,7 @@ def test_the_scanner_finds_the_old_dispatches():
     workloads/deepbench.py before it) are caught, so the test below can fail."""
     old = '''
 from asicsim.hw.gpu import GpuDesign
-from asicsim.hw.gpu_model import gpu_cost_many
+from asicsim.hw.gpu_cost import gpu_cost_many
 if isinstance(design, GpuDesign): pass
 if kind == "rnn" and isinstance(spec, (SystolicDesign, int)): pass
 gates = getattr(spec, "vector", True) is not None

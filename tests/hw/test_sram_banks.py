@@ -16,7 +16,8 @@ from asicsim.hw import (
 )
 from asicsim.hw.energy import node_scale
 from asicsim.hw.gpu import precision_path
-from asicsim.hw.gpu_model import _energy_per_op_pj, load_fit, resolve_gpu_formats
+from asicsim.hw.gpu_cost import resolve_gpu_formats
+from asicsim.hw.gpu_model import energy_per_op_pj, generation_constants, load_fit
 from asicsim.hw.node_scaling import area_factor, energy_factor, table
 from asicsim.hw.sram_banks import MAX_BANK_KIB, buffer_access_energy_pj, default_banks
 
@@ -73,7 +74,7 @@ def test_gpu_and_systolic_models_share_the_node_curve():
     ratio = []
     for d in (v100, m40):
         path = precision_path(d, resolve_gpu_formats(d, None))
-        ratio.append(_energy_per_op_pj(d, path, fit))
+        ratio.append(energy_per_op_pj(d, path, generation_constants(fit, d.architecture)[0]))
     assert ratio[0] == pytest.approx(fit["e_simt_pj_12nm"])
     assert ratio[1] / ratio[0] == pytest.approx(node_scale(28).pj / node_scale(12).pj, rel=1e-12)
     assert "e_node_exponent" not in fit

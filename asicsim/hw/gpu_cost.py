@@ -1,0 +1,166 @@
+"""A GPU's price for a list of operations: :func:`gpu_cost_many` turns the kernel times of
+:mod:`asicsim.hw.gpu_model` into one :class:`asicsim.hw.cost.CostResult` per operation.
+
+Result: ``pes`` x ``clock_hz`` is the path's datasheet peak MAC rate, so ``utilization`` is achieved /
+datasheet; ``cycles_compute`` = the useful work at the achievable rate plus what the power cap adds
+(the clock drops so that power stays within the TDP), ``cycles_fill_drain`` = launch and call
+overheads plus tile, wave and alignment losses, ``cycles_stall`` = memory time beyond the quantized
+compute; ``bound`` is ``bandwidth`` when memory time exceeds the quantized compute and the
+overheads, ``power`` when the power cap sets the time, else ``occupancy`` when the time is over twice
+the ideal, else ``compute``. Traffic: ``dram_bytes`` and ``l2_bytes`` per the residency rule in
+:mod:`asicsim.hw.gpu_model`. Energy: ``compute``, ``dram``, ``l2`` (dynamic) and ``static``
+(``static_fraction`` x TDP x time). ``dram_bound_bytes`` is the compulsory traffic of the residency
+rule (each input read once, each output written once; 0 under ``operands="warm"``).
+``formats["path"]`` names the precision path and
+``sources["compute"]`` why; ``notes`` say which constants a generation without its own
+measurements borrowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from asicsim.hw.gpu import GpuDesign, default_formats, precision_path
+from asicsim.hw.gpu_kernels import Kernels, op_kernels
+from asicsim.hw.gpu_model import (
+    efficiency,
+    energy_per_op_pj,
+    generation_constants,
+    kernel_times,
+    level_energies_pj_per_byte,
+    load_fit,
+)
+from asicsim.hw.node_scaling import energy_factor
+from asicsim.hw.operations import Elementwise
+
+
+def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
+    """Format specs per role for a GPU: fp32 unless given; ``out`` defaults to ``act``."""
+    from asicsim.hw.cost import parse_formats
+    from asicsim.numerics import get_format
+
+    given = parse_formats(formats)  # an ``emulate`` key is moot: every format has a precision path
+    f = default_formats()
+    f = {r: get_format(given[r]) if r in given else v for r, v in f.items() if r != "out"}
+    f["out"] = get_format(given["out"]) if "out" in given else f["act"]
+    return f
+
+
+def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
+                  passes: Sequence[str] | None = None, rnn_skip_input: bool = False,
+                  operands: str = "cold") -> list:
+    """Price operations on a GPU design; one :class:`asicsim.hw.cost.CostResult` per operation.
+
+    ``passes`` (one per op, default ``"fwd"``) selects a conv pass (``fwd``, ``bwd_data``,
+    ``bwd_filter``) or an RNN pass (``fwd``, ``bwd_data``, ``bwd_weights``) for the calibration
+    against measured training kernels; ``rnn_skip_input`` drops RNN input projections (DeepBench);
+    ``operands="warm"`` prices back-to-back calls on the same operands (the measurement protocol)
+    instead of the residency rule.
+    """
+    from asicsim.hw.cost import CostResult
+
+    fit = dict(load_fit() if fit is None else fit)
+    c, borrowed = generation_constants(fit, design.architecture)
+    fmts = resolve_gpu_formats(design, formats)
+    path = precision_path(design, fmts)
+    passes = list(passes) if passes is not None else ["fwd"] * len(ops)
+    rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
+            for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input)]
+    n = len(ops)
+    if not rows:
+        return []
+    by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
+    kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
+    t = kernel_times(kern, design, path, c, operands=operands)
+    sums = {key: np.bincount(kern.owner, weights=np.asarray(v, dtype=np.float64), minlength=n)
+            for key, v in t.items()}
+    aligned_all = np.bincount(kern.owner, weights=1.0 - t["aligned"], minlength=n) == 0
+    pes_exact = path.peak_ops_per_s / 2 / design.clock_hz  # peak MACs per cycle of the path
+    pes = max(round(pes_exact), 1)
+    clock = design.clock_hz * pes_exact / pes  # so that pes x clock_hz is the path's peak exactly
+    e_op = energy_per_op_pj(design, path, c)
+    per_byte = level_energies_pj_per_byte(design)
+    static_w = c["static_fraction"] * design.tdp_w
+    eff = efficiency(design, path, c)
+    names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
+    base_src = {
+        "compute": (f"path {path.name}: {path.why}; achievable x{eff:.3f}; {e_op:.3g} pJ/op = "
+                    f"e_simt_pj_12nm (gpu_fit.toml) x {path.eff_class} ratio x node "
+                    f"{energy_factor(design.process_nm, 12.0)[1]}"),
+        "dram": per_byte["dram"][1] + (f"; streams at the published copy rate {design.copy_bandwidth_gbps:g} GB/s"
+                                       if design.copy_bandwidth_gbps else
+                                       f"; streams at bw_eff {c['bw_eff']:.3f} x datasheet"),
+        "l2": per_byte["l2"][1],
+        "static": f"static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)",
+    }
+    notes = ()
+    if borrowed:
+        by_gen: dict[str, list[str]] = {}
+        for key, gen in borrowed.items():
+            by_gen.setdefault(gen, []).append(key)
+        notes = (f"no {design.architecture or 'unnamed'}-generation measurements: "
+                 + "; ".join(f"{', '.join(keys)} of {gen}" for gen, keys in by_gen.items()),)
+    out = []
+    for i, op in enumerate(ops):
+        time_s, full = float(sums["time"][i]), float(sums["full_clock_time"][i])
+        ideal, quant = sums["compute"][i], sums["quantized"][i]
+        body, overhead = sums["body"][i], sums["overhead"][i]
+        stall = max(body - quant, 0.0)
+        fill = max(full - ideal - stall, 0.0)
+        capped = time_s - full  # what the lower, power-capped clock adds to the compute
+        mem = sums["memory"][i]
+        if capped > 0.05 * time_s:
+            bound = "power"
+        elif mem > quant and mem >= overhead:
+            bound = "bandwidth"  # moving the bytes takes longer than the (quantized) math
+        elif time_s > 2 * ideal:
+            bound = "occupancy"  # launch floor, tile/wave losses: under half the achievable peak
+        else:
+            bound = "compute"
+        dram_b, l2_b = float(sums["dram_bytes"][i]), float(sums["l2_bytes"][i])
+        e = {"compute": float(sums["e_compute"][i]), "dram": float(sums["e_dram"][i]),
+             "l2": float(sums["e_l2"][i]), "static": static_w * time_s * 1e12}
+        src = dict(base_src)
+        if capped > 0:
+            src["compute"] += (f"; power cap: dynamic power at full clock over TDP - static, clock "
+                               f"x{full / time_s:.3f}")
+        op_notes = notes
+        if not aligned_all[i] and path.name in ("tf32_tensor", "fp16_tensor", "fp8_tensor", "int8_tensor"):
+            op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
+                                f"unaligned fallback at x{c['unaligned_eff']:.3f}")
+        kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
+        traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": 0.0,
+                   "dram_transfer_cycles": float(mem * clock)}
+        for operand, (rd, wr) in _operand_shares(op, fmts, kinds).items():
+            bytes_el = by["act"] if operand == "ifmap" else by["weight"] if operand == "filter" else by["out"]
+            for level, total in (("dram", dram_b), ("l2", l2_b)):
+                traffic[f"{level}.{operand}.reads_bytes"] = total * rd
+                traffic[f"{level}.{operand}.writes_bytes"] = total * wr
+                traffic[f"{level}.{operand}.reads"] = total * rd / bytes_el
+                traffic[f"{level}.{operand}.writes"] = total * wr / bytes_el
+        out.append(CostResult(
+            operation=op.label, kind=op.kind, design=design.name, formats=names, pes=pes, clock_hz=clock,
+            cycles_compute=float((ideal + capped) * clock), cycles_fill_drain=float(fill * clock),
+            cycles_stall=float(stall * clock), macs=float(sums["dense_ops"][i] / 2),
+            macs_performed=float(sums["ops"][i] / 2),
+            mapping_efficiency=float(ideal / quant) if quant > 0 else math.nan,
+            vector_ops=float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)),
+            traffic=traffic, energy_pj=e, sources=src, bound=bound, notes=op_notes,
+            dram_bound_bytes=float(sums["compulsory_bytes"][i]), dram_bound="compulsory"))
+    return out
+
+
+def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float, float]]:
+    """Fractions of an operation's bytes that are ifmap/filter reads and ofmap writes."""
+    a, b, c = (fmts[r].storage_bits / 8 for r in ("act", "weight", "out"))
+    if isinstance(op, Elementwise):
+        tot = op.distinct_reads + op.elements
+        return {"ifmap": (op.distinct_reads / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, op.elements / tot)}
+    ia = sum(r.get("a_elems", r["M"] * r["K"]) * r.get("batch", 1) for r in kinds) * a
+    fb = sum(r.get("b_elems", r["K"] * r["N"]) * r.get("batch", 1) * r.get("density", 1.0) for r in kinds) * b
+    oc = sum(r.get("c_elems", r["M"] * r["N"]) * r.get("batch", 1) for r in kinds) * c
+    tot = ia + fb + oc or 1.0
+    return {"ifmap": (ia / tot, 0.0), "filter": (fb / tot, 0.0), "ofmap": (0.0, oc / tot)}

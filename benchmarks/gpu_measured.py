@@ -1,0 +1,124 @@
+"""Measured GPU kernel times as rows the GPU model can predict: DeepBench's published sheets and the
+H100 set (``data/deepbench/measured/``, ``data/measured/h100/``; each README gives the protocol).
+
+A row is a dict: ``device``, ``precision``, ``kind`` (``gemm``, ``conv_<pass>``, ``rnn_<pass>``,
+``sparse_gemm``), ``ops`` and ``passes`` (what the model prices; their times add up), ``time_us``,
+``flops`` (the sheet's count) and ``skip_input`` (RNN input projections left out, as DeepBench's
+``rnn_bench.cu`` does with ``CUDNN_SKIP_INPUT``; the H100 set's torch layers include them).
+
+DeepBench rows: conv rows that cannot be GEMM-based are dropped (forward rows cuDNN ran as Winograd
+or FFT, and any conv row whose direct-count throughput exceeds the datasheet peak of the path it is
+priced on: backward and int8 rows name no algorithm). The H100 convolutions ran with
+``cudnn.benchmark`` on, so the same peak rule drops Winograd/FFT choices there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+
+import asicsim as sim
+from asicsim.hw.gpu import precision_path
+from asicsim.hw.gpu_cost import resolve_gpu_formats
+
+ROOT = Path(__file__).resolve().parents[1]
+DEEPBENCH = ROOT / "data" / "deepbench" / "measured"
+H100 = ROOT / "data" / "measured" / "h100"
+DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
+           "P100": "gpu_p100", "T4": "gpu_t4", "H100": "gpu_h100"}
+FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
+           "fp16_fp32math": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "fp16_mixed": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "fp16": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "fp8": "act=e4m3,weight=e4m3,acc=fp32,out=bfloat16",
+           "int8": "act=int8,weight=int8,acc=int32,out=int32"}
+GEMM_CONV_ALGOS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "LICIT_PRECOMP_GEMM", "GEMM"}
+
+
+def design_for(device: str, precision: str):
+    d = sim.load_design(DESIGNS[device])
+    if device == "T4" and precision == "int8":  # DeepBench's T4 int8 rows did not use tensor cores
+        d = dataclasses.replace(d, int8_path="dp4a")
+    return d
+
+
+def _conv(r, n_col: str = "N") -> sim.Conv:
+    return sim.Conv(int(r.H), int(r.W), int(r.C), int(getattr(r, "K_conv", getattr(r, "K", 0))), int(r.R),
+                    int(r.S), stride=int(r.stride_h), stride_w=int(r.stride_w), padding=int(r.pad_h),
+                    padding_w=int(r.pad_w), batch=int(getattr(r, n_col)))
+
+
+def deepbench_rows(data: Path = DEEPBENCH) -> list[dict]:
+    rows = []
+    g = pd.read_csv(data / "gemm_results.csv")
+    for r in g.itertuples():
+        op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_transposed),
+                      b_transposed=bool(r.b_transposed))
+        rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True))
+    c = pd.read_csv(data / "conv_results.csv")
+    for r in c.itertuples():
+        ps = r[c.columns.get_loc("pass") + 1]  # "pass" is a keyword: no attribute access
+        if ps == "fwd" and isinstance(r.fwd_algo, str) and r.fwd_algo not in GEMM_CONV_ALGOS:
+            continue  # Winograd / FFT: fewer flops than the direct count
+        rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r)],
+                         passes=[ps], time_us=r.time_us, flops=float(r.flops), skip_input=True))
+    n = pd.read_csv(data / "rnn_results.csv")
+    for r in n.itertuples():
+        ps = r[n.columns.get_loc("pass") + 1]
+        op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
+        passes = ["bwd_data", "bwd_weights"] if ps == "bwd" else [ps]
+        rows.append(dict(device=r.device, precision=r.precision, kind=f"rnn_{ps}", ops=[op] * len(passes),
+                         passes=passes, time_us=r.time_us, flops=float(r.flops), skip_input=True))
+    s = pd.read_csv(data / "sparse_gemm_results.csv")
+    for r in s.itertuples():  # DeepBench: A (M x K) sparse; ours: weights B, so the transposed problem
+        op = sim.Gemm(int(r.N), int(r.M), int(r.K), weight_sparsity=float(r.sparsity), sparse_format="csr")
+        rows.append(dict(device=r.device, precision=r.precision, kind="sparse_gemm", ops=[op], passes=["fwd"],
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True))
+    return _gemm_based(rows)
+
+
+def h100_rows(data: Path = H100) -> list[dict]:
+    rows = []
+    g = pd.read_csv(data / "gemm.csv")
+    for r in g.itertuples():
+        op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_t), b_transposed=bool(r.b_t))
+        rows.append(dict(device="H100", precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+    c = pd.read_csv(data / "conv.csv")
+    for r in c.itertuples():
+        ps = r[c.columns.get_loc("pass") + 1]
+        rows.append(dict(device="H100", precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r, "N_conv")],
+                         passes=[ps], time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+    n = pd.read_csv(data / "rnn.csv")
+    for r in n.itertuples():
+        op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
+        rows.append(dict(device="H100", precision=r.precision, kind="rnn_fwd", ops=[op], passes=["fwd"],
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+    p = pd.read_csv(data / "power_cap.csv")  # sustained rates under the 700 W cap (source column)
+    for r in p.itertuples():
+        flops = 2.0 * r.M * r.N * r.K
+        rows.append(dict(device="H100", precision=r.precision, kind="gemm_power_cap",
+                         ops=[sim.Gemm(int(r.M), int(r.N), int(r.K))], passes=["fwd"],
+                         time_us=flops / (r.meas_tflops * 1e6), flops=flops, skip_input=False))
+    return _gemm_based(rows)
+
+
+def all_rows() -> list[dict]:
+    return deepbench_rows() + h100_rows()
+
+
+def _gemm_based(rows: list[dict]) -> list[dict]:
+    """Drop conv rows faster than the datasheet peak of their path on the direct flop count: not a
+    GEMM-based algorithm (Winograd/FFT; for T4 int8, tensor cores), whatever the sheet says."""
+    out = []
+    for r in rows:
+        if r["kind"].startswith("conv"):
+            d = design_for(r["device"], r["precision"])
+            peak = precision_path(d, resolve_gpu_formats(d, FORMATS[r["precision"]])).peak_ops_per_s
+            if r["flops"] / (r["time_us"] * 1e-6) > peak:
+                continue
+        out.append(r)
+    return out
