@@ -157,6 +157,8 @@ def cmd_cost(args) -> int:
                           "mapping_efficiency", "bound"]].copy()
         summary.insert(3, "time_us", report["time_s"] * 1e6)
         summary["energy_uj"] = report["energy_pj"] / 1e6
+        for part in ("dynamic", "static"):  # on short GPU ops static power is most of the total
+            summary[f"energy_{part}_uj"] = report[f"energy_{part}_j"] * 1e6
         summary["dram_mb"] = report["dram_bytes"] / 1e6
         if "dram_bound_bytes" in report:  # systolic designs: the lower bound beside the figure
             summary["dram_bound_mb"] = report["dram_bound_bytes"] / 1e6
@@ -189,9 +191,10 @@ def _cost_workload(args) -> int:
     shown = report.drop(columns=[c for c in ("suite", "application", "note", "format_out")
                                  if c in report]).copy()
     if "energy_j" in shown:  # chip designs (the all-reduce suite prices link topologies)
-        shown["energy_j"] = shown["energy_j"] * 1e6
+        joules = ("energy_j", "energy_dynamic_j", "energy_static_j")
+        shown[list(joules)] = shown[list(joules)] * 1e6
         shown["dram_bytes"] = shown["dram_bytes"] / 1e6
-        shown = shown.rename(columns={"energy_j": "energy_uj", "dram_bytes": "dram_mb"})
+        shown = shown.rename(columns={**{j: j[:-1] + "uj" for j in joules}, "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 

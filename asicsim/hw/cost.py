@@ -131,6 +131,17 @@ class CostResult:
         return sum(self.energy_pj.values())
 
     @property
+    def energy_static_pj(self) -> float:
+        """Static (leakage, idle) power over the busy time: every producer keys it ``static``."""
+        return self.energy_pj.get("static", 0.0)
+
+    @property
+    def energy_dynamic_pj(self) -> float:
+        """The energy the work itself switches (MACs, vector, buffers, DRAM): total less static.
+        On short steps a GPU's total is mostly static, so comparisons of the work use this."""
+        return self.energy_total_pj - self.energy_static_pj
+
+    @property
     def dram_bytes(self) -> float:
         return self.traffic["dram_bytes"]
 
@@ -149,7 +160,8 @@ class CostResult:
              "macs": self.macs, "macs_performed": self.macs_performed,
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
              "bound": self.bound, "energy_pj": self.energy_total_pj,
-             "energy_j": self.energy_total_pj * 1e-12,
+             "energy_j": self.energy_total_pj * 1e-12, "energy_dynamic_j": self.energy_dynamic_pj * 1e-12,
+             "energy_static_j": self.energy_static_pj * 1e-12,
              "dram_bytes": self.dram_bytes, "dram_bound_bytes": self.dram_bound_bytes,
              "dram_bound": self.dram_bound, "mapping": self.mapping,
              "sram_array_bytes": self.sram_array_bytes}

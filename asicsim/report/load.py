@@ -20,7 +20,7 @@ from asicsim.sweep.store import Store, frames_from_records
 COLUMNS = {
     "results": ("id", "kind", "status", "reason", "workload", "recipe", "seed", "phase", "design",
                 "suite", "precision", "metric", "value", "fp32_value", "drop", "diverged",
-                "diverged_step", "diverged_cause", "time_s", "energy_j", "energy_mac_j",
+                "diverged_step", "diverged_cause", "time_s", "energy_j", "energy_dynamic_j", "energy_mac_j",
                 "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
                 "energy_other_j", "dram_bytes", "sram_bytes", "design_kind", "peak_ops_per_s",
                 "dram_bytes_per_s", "power_w", "flops", "flops_per_s", "flops_per_j", "kernels",
@@ -80,6 +80,15 @@ def _complete(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return df
 
 
+def _energy_dynamic(df: pd.DataFrame) -> pd.DataFrame:
+    """``energy_dynamic_j`` where a record lacks it (written before the split was recorded): the
+    total less static where both are known, else NaN."""
+    derived = pd.to_numeric(df["energy_j"], errors="coerce") - pd.to_numeric(df["energy_static_j"], errors="coerce")
+    df = df.copy()
+    df["energy_dynamic_j"] = pd.to_numeric(df["energy_dynamic_j"], errors="coerce").fillna(derived)
+    return df
+
+
 def text(s: pd.Series, missing: str = "") -> pd.Series:
     """A label column as strings, ``missing`` for NaN/None (pandas 3's ``astype(str)`` keeps NaN,
     and a NaN among strings breaks sorting and string concatenation)."""
@@ -116,7 +125,7 @@ def load(root: str | Path) -> Results:
         spec = {}
     for t in ("results", "kernels"):
         frames[t] = _with_formats(frames[t])
-    r = frames["results"]
+    r = frames["results"] = _energy_dynamic(frames["results"])
     if len(r):  # a stable order, whatever order the records were read in
         frames["results"] = r.sort_values(["kind", "id"], kind="stable").reset_index(drop=True)
     return Results(root=root, spec_text=spec_text, spec=spec, skipped=tuple(store.skipped), **frames)

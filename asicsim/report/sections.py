@@ -13,7 +13,7 @@ import pandas as pd
 from asicsim.report import figures
 from asicsim.report.document import Code, Figure, Section, Table, Text
 from asicsim.report.load import Results
-from asicsim.report.tables import BAIDU_FLOPS_PER_W
+from asicsim.report.tables import BAIDU_FLOPS_PER_W, static_shares
 
 #: The roofline figures drawn at most (a large design space has its roofs in the CSV).
 MAX_ROOFLINES = 12
@@ -32,6 +32,26 @@ def _workloads(df: pd.DataFrame) -> list[str]:
     return sorted(set(df["workload"].dropna().astype(str))) if "workload" in df else []
 
 
+#: What the vs-GPU energy columns divide, said once for the summary and the DeepBench section.
+ENERGY_RATIOS = ("energy_ratio_vs_G: this design's total energy (dynamic + static) over G's; "
+                 "dynamic_energy_ratio_vs_G: the same for dynamic energy only (MACs, vector unit, buffers, DRAM; "
+                 "no static power), which compares the work itself")
+
+
+def static_note(df: pd.DataFrame, gpus: list[str], keys: list[str], what: str) -> str:
+    """One sentence per GPU whose energy is over half static on a row others are compared with
+    (there the total-energy ratio mostly measures the GPU's static power over its busy time),
+    "" when none is."""
+    out = []
+    for g, share in static_shares(df, gpus, keys).items():
+        if share.max() <= 0.5:
+            continue
+        lo, hi = f"{100 * share.min():.0f}", f"{100 * share.max():.0f}"
+        out.append(f"{g}'s energy on {what} is {lo if lo == hi else f'{lo}-{hi}'} % static power "
+                   "(TDP share x busy time); the dynamic ratio compares the work itself.")
+    return " ".join(out)
+
+
 def summary(res: Results, t: dict) -> Section:
     s = Section("summary", "Summary: quality, time, energy and perf/W per recipe and design")
     df = t["summary"]
@@ -41,11 +61,16 @@ def summary(res: Results, t: dict) -> Section:
     s.add(Text("One row per workload, recipe, phase and design. value: the workload's metric (seed mean); "
                "delta_vs_fp32: value minus the fp32 reference (the fp32 training recipe for phase train, the "
                "fp32 model before quantization for phase infer); time_s and energy_j: one training step "
-               "(phase train) or one inference batch (phase infer); dram_bytes: bytes moved to and from DRAM; "
-               "gflops_per_w: GFLOP/s per watt (= GFLOP per joule)."
-               + (f" speedup_vs_G: G's time over this design's time; energy_ratio_vs_G: this design's energy "
-                  f"over G's, for each GPU G in the sweep ({', '.join(gpus)}), same recipe and phase."
+               "(phase train) or one inference batch (phase infer), energy_j split into energy_dynamic_j (the "
+               "work: MACs, vector unit, buffers, DRAM) and energy_static_j (static power over the busy time); "
+               "dram_bytes: bytes moved to and from DRAM; gflops_per_w: GFLOP/s per watt (= GFLOP per joule), "
+               "from the total energy."
+               + (f" speedup_vs_G: G's time over this design's time; {ENERGY_RATIOS}; for each GPU G in the sweep "
+                  f"({', '.join(gpus)}), same recipe and phase."
                   if gpus else " The sweep has no GPU design, so there are no vs-GPU ratios.")))
+    note = static_note(df, gpus, ["workload", "recipe", "phase"], "these steps")
+    if note:
+        s.add(Text(note))
     return s.add(Table(df, csv="summary"))
 
 
@@ -143,9 +168,14 @@ def deepbench(res: Results, t: dict) -> Section:
     df = t["deepbench"]
     if not len(df):
         return s.add(Text("No DeepBench kernel suite was priced in this sweep."))
+    gpus = res.gpus()
     s.add(Text("Per suite and design: total time of the suite's kernels (each run once), the geometric mean of "
-               "their TFLOP/s, total energy and GFLOP/s per watt; speedup_vs_G: G's total time over this "
-               "design's, energy_ratio_vs_G: this design's energy over G's, for each GPU G in the sweep."))
+               "their TFLOP/s, total energy with its dynamic and static parts (energy_dynamic_j, energy_static_j) "
+               "and GFLOP/s per watt (from the total); speedup_vs_G: G's total time over this design's, "
+               f"{ENERGY_RATIOS}; for each GPU G in the sweep."))
+    note = static_note(df, gpus, ["suite", "precision"], "these kernels")
+    if note:
+        s.add(Text(note))
     s.add(Figure("fig-deepbench", figures.deepbench(df), "DeepBench: geomean TFLOP/s per design"))
     return s.add(Table(df, csv="deepbench"))
 

@@ -54,27 +54,49 @@ def quality(res: Results) -> pd.DataFrame:
 
 
 def _gpu_ratios(df: pd.DataFrame, gpus: list[str], keys: list[str]) -> pd.DataFrame:
-    """Add speedup_vs_G (G's time / this time) and energy_ratio_vs_G (this energy / G's energy)
-    for each GPU design G, matched on ``keys`` (same workload, recipe, phase or suite)."""
+    """Add speedup_vs_G (G's time / this time), energy_ratio_vs_G (this total energy / G's) and
+    dynamic_energy_ratio_vs_G (the same without static power) for each GPU design G, matched on
+    ``keys`` (same workload, recipe, phase or suite)."""
     df = df.copy()
     for g in gpus:
-        ref = df[df["design"] == g][[*keys, "time_s", "energy_j"]].rename(
-            columns={"time_s": "_t", "energy_j": "_e"}).drop_duplicates(keys)
+        ref = df[df["design"] == g][[*keys, "time_s", "energy_j", "energy_dynamic_j"]].rename(
+            columns={"time_s": "_t", "energy_j": "_e", "energy_dynamic_j": "_d"}).drop_duplicates(keys)
         m = df[keys].merge(ref, on=keys, how="left")
         df[f"speedup_vs_{g}"] = m["_t"].to_numpy() / df["time_s"].to_numpy()
         df[f"energy_ratio_vs_{g}"] = df["energy_j"].to_numpy() / m["_e"].to_numpy()
+        df[f"dynamic_energy_ratio_vs_{g}"] = _float(df["energy_dynamic_j"]) / _float(m["_d"])
     return df
+
+
+def _float(s: pd.Series) -> np.ndarray:
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+
+
+def static_shares(df: pd.DataFrame, gpus: list[str], keys: list[str]) -> dict[str, np.ndarray]:
+    """Per GPU design G, the static share of G's energy (energy_static_j / energy_j) on each of
+    its rows that another design is compared against (same ``keys``): what energy_ratio_vs_G
+    divides by. GPUs without such a row are left out."""
+    out = {}
+    for g in gpus:
+        mine = df[df["design"] == g].drop_duplicates(keys)
+        others = df[(df["design"] != g) & np.isfinite(_float(df["energy_j"]))][keys].drop_duplicates()
+        compared = mine.merge(others, on=keys, how="inner")
+        share = _float(compared["energy_static_j"]) / _float(compared["energy_j"])
+        share = share[np.isfinite(share)]
+        if len(share):
+            out[g] = share
+    return out
 
 
 def summary(res: Results) -> pd.DataFrame:
     """One row per (workload, recipe, phase, design): quality and delta vs fp32, time and energy
-    per training step (phase train) or inference batch (phase infer), DRAM bytes, GFLOP/s/W and
-    the ratios against every GPU design of the sweep under the same recipe. Workloads trained or
-    evaluated but not priced get one row without a design."""
+    (total, dynamic, static) per training step (phase train) or inference batch (phase infer),
+    DRAM bytes, GFLOP/s/W and the ratios against every GPU design of the sweep under the same
+    recipe. Workloads trained or evaluated but not priced get one row without a design."""
     q = quality(res)
     c = res.done("cost")
-    cost = c[["workload", "recipe", "phase", "design", "design_kind", "time_s", "energy_j", "dram_bytes",
-              "flops_per_j"]].copy()
+    cost = c[["workload", "recipe", "phase", "design", "design_kind", "time_s", "energy_j", "energy_dynamic_j",
+              "energy_static_j", "dram_bytes", "flops_per_j"]].copy()
     cost["gflops_per_w"] = pd.to_numeric(cost.pop("flops_per_j"), errors="coerce") / 1e9
     cost = _gpu_ratios(cost, res.gpus(), ["workload", "recipe", "phase"])
     out = q.merge(cost, on=["workload", "recipe", "phase"], how="outer")
@@ -181,10 +203,11 @@ def roofs(res: Results) -> pd.DataFrame:
 
 def deepbench(res: Results) -> pd.DataFrame:
     """DeepBench suite totals per (suite, precision, design): total time, geomean TFLOP/s,
-    energy, GFLOP/s/W, and the ratios against every GPU design on the same suite and precision."""
+    energy (total, dynamic, static), GFLOP/s/W, and the ratios against every GPU design on the same
+    suite and precision."""
     k = res.done("kernels").copy()
     cols = ["suite", "precision", "design", "design_kind", "kernels", "time_s", "geomean_tflops", "energy_j",
-            "gflops_per_w"]
+            "energy_dynamic_j", "energy_static_j", "gflops_per_w"]
     if not len(k):
         return pd.DataFrame(columns=cols)
     k["gflops_per_w"] = pd.to_numeric(k["flops_per_j"], errors="coerce") / 1e9

@@ -219,7 +219,8 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     from asicsim.hw.interface import roof
 
     nan = float("nan")
-    result = dict.fromkeys(("time_s", "energy_j", "dram_bytes", "flops", "flops_per_s", "flops_per_j"), nan)
+    result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
+                            "flops_per_s", "flops_per_j"), nan)
     return record(p, "done", f"not executed: {err}", result | extra | roof(design))
 
 
@@ -241,11 +242,13 @@ def kernel_formats(inputs: dict) -> dict | None:
     return fmts or None
 
 
-def _suite_totals(time_s, energy_j, dram_bytes, flops) -> dict:
-    """A suite's totals on one design (arrays over its kernels) and the geometric mean of the
-    kernels' TFLOP/s (DeepBench's flop counts)."""
+def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops) -> dict:
+    """A suite's totals on one design (arrays over its kernels; energy split into dynamic and
+    static) and the geometric mean of the kernels' TFLOP/s (DeepBench's flop counts)."""
     tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
-    return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": float(energy_j.sum()),
+    total, static = float(energy_j.sum()), float(energy_static_j.sum())
+    return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": total,
+            "energy_dynamic_j": total - static, "energy_static_j": static,
             "dram_bytes": float(dram_bytes.sum()), "flops": float(flops.sum()),
             "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
 
@@ -277,7 +280,8 @@ def _kernels(job: Job) -> list[dict]:
         flops = suite.flops()
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["dram_bytes"][i], flops) | roof(d)
+            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["energy.static_pj"][i] * 1e-12,
+                                   c["dram_bytes"][i], flops) | roof(d)
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
@@ -293,8 +297,9 @@ def _kernels(job: Job) -> list[dict]:
             continue
         table = table.assign(design=p.labels["design"])
         fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
-        result = _suite_totals(table["time_us"].to_numpy(dtype=float) * 1e-6, table["energy_j"].to_numpy(dtype=float),
-                               table["dram_bytes"].to_numpy(dtype=float), flops) | roof(design, fmts)
+        v = {c: table[c].to_numpy(dtype=float) for c in ("time_us", "energy_j", "energy_static_j", "dram_bytes")}
+        result = _suite_totals(v["time_us"] * 1e-6, v["energy_j"], v["energy_static_j"], v["dram_bytes"],
+                               flops) | roof(design, fmts)
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

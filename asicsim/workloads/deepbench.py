@@ -282,8 +282,9 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
 
     Columns: the suite's shape columns as in its file, ``time_us``, ``tflops`` (DeepBench's flop
     count / time, the throughput DeepBench reports), ``tops`` (the model's dense 2 x MACs / time),
-    ``energy_j``, ``dram_bytes``, ``bound``, ``design``, ``precision`` and ``format_act``,
-    ``format_weight``, ``format_acc``, ``format_out``, then ``suite``, ``idx``, ``application``,
+    ``energy_j`` and its split ``energy_dynamic_j`` + ``energy_static_j``, ``dram_bytes``,
+    ``bound``, ``design``, ``precision`` and ``format_act``, ``format_weight``, ``format_acc``,
+    ``format_out``, then ``suite``, ``idx``, ``application``,
     ``note``. The all-reduce suite is priced on link topologies instead of designs (names from
     ``asicsim.hw.links``: ``TOPOLOGIES`` such as ``deepbench_titanx_pascal``, or ``LINKS`` such
     as ``nvlink``) by the ring model: ``time_us``, ``bytes``, algorithm and bus bandwidth and the
@@ -317,7 +318,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
                                   out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
         out["tops"] = f["tops"]
-        for c in ("energy_j", "dram_bytes", "bound", "design"):
+        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", "design"):
             out[c] = f[c]
         out["precision"] = precision
         for c in f.columns:

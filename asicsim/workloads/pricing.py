@@ -132,8 +132,8 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
     """One row per trace row on one design: the GEMM (or the elementwise work, or the optimizer
     update) priced in its role's formats, times its repetitions (``reps`` = batch x count):
     ``time_s``, ``energy_j`` and its split (``energy_mac_j``, ``energy_vector_j``,
-    ``energy_buffers_j``, ``energy_dram_j``, ``energy_static_j``, ``energy_other_j``),
-    ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, the
+    ``energy_buffers_j``, ``energy_dram_j``, ``energy_static_j``, ``energy_other_j``), the
+    dynamic energy ``energy_dynamic_j`` (``energy_j`` less static, not another part), ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, the
     formats, ``work`` (elementwise rows) and a ``note`` (e.g. no vector unit: priced at zero)."""
     policy = load_recipe(recipe)
     rows = []
@@ -152,6 +152,7 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
             rows.append({"design": c.design, "role": role, "kind": kind, **shape, "reps": float(n),
                          "macs": float(r.macs), "time_s": n * c.time_s,
                          "energy_j": n * c.energy_total_pj * 1e-12, **energy,
+                         "energy_dynamic_j": n * c.energy_dynamic_pj * 1e-12,
                          "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
                          "bound": c.bound, "utilization": c.utilization,
                          **{f"format_{k}": v for k, v in fmts.items()}, "note": "; ".join(c.notes)})
@@ -160,8 +161,9 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
 
 def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str, np.ndarray]:
     """The trace's totals on every design of one family (:mod:`asicsim.hw.family`) in one
-    vectorised pass: arrays over the designs of ``time_s``, ``energy_j`` and the ``energy_*_j``
-    split, ``dram_bytes``, ``sram_bytes``, ``macs`` — the sums :func:`trace_costs` gives per design."""
+    vectorised pass: arrays over the designs of ``time_s``, ``energy_j``, the ``energy_*_j``
+    split and ``energy_dynamic_j``, ``dram_bytes``, ``sram_bytes``, ``macs`` — the sums
+    :func:`trace_costs` gives per design."""
     from asicsim.hw.family import cost_family
 
     policy = load_recipe(recipe)
@@ -179,12 +181,17 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
         out["sram_bytes"] += c["sram_array_bytes"] @ reps
         for k in [k for k in c if k.startswith("energy.")]:
             out[_energy_column(k[len("energy."):-len("_pj")])] += c[k] @ reps * 1e-12
+    out["energy_dynamic_j"] = out["energy_j"] - out["energy_static_j"]
     return out
 
 
+#: The energies :func:`price_trace` sums: the total and its dynamic and static shares.
+_TOTALLED_ENERGY = ("energy_j", "energy_dynamic_j", "energy_static_j")
+
+
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
-    """One row per (design, role): time, energy and DRAM bytes of the trace's GEMMs and
-    elementwise work, summed (``gemms`` counts the GEMMs)."""
+    """One row per (design, role): time, energy (total, dynamic, static) and DRAM bytes of the
+    trace's GEMMs and elementwise work, summed (``gemms`` counts the GEMMs)."""
     designs = [designs] if isinstance(designs, str) else list(designs)
     rows = []
     for design in designs:
@@ -194,15 +201,15 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
             rows.append({"design": fmts["design"], "role": role,
                          "gemms": int(part.loc[part["kind"] != "elementwise", "reps"].sum()),
                          "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum(skipna=False)),
-                         "energy_j": float(part["energy_j"].sum(skipna=False)),
+                         **{k: float(part[k].sum(skipna=False)) for k in _TOTALLED_ENERGY},
                          "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
                          "note": "; ".join(filter(None, part["note"].unique()))})
     df = pd.DataFrame(rows)
-    total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", "energy_j", "dram_bytes"]].sum()
+    total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", *_TOTALLED_ENERGY, "dram_bytes"]].sum()
     # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown
     unpriced = df[(df["role"] != "optimizer") & df["time_s"].isna()]["design"].unique()
-    total.loc[total.index.isin(unpriced), ["time_s", "energy_j", "dram_bytes"]] = float("nan")
+    total.loc[total.index.isin(unpriced), ["time_s", *_TOTALLED_ENERGY, "dram_bytes"]] = float("nan")
     total = total.reset_index().assign(role="total", formats="", note="")
     return pd.concat([df, total], ignore_index=True)
 
@@ -213,5 +220,5 @@ def _not_priced(r, role: str, kind: str, design, fmts: dict, err: Exception, rep
     return {"design": getattr(design, "name", str(design)), "role": role, "kind": kind, "M": int(r.M),
             "N": int(r.N), "K": int(r.K), "work": getattr(r, "work", "") if kind != "gemm" else "",
             "reps": float(reps), "macs": float(r.macs), "time_s": nan, "energy_j": nan,
-            **dict.fromkeys(_ENERGY_COLUMNS, nan), "dram_bytes": nan, "sram_bytes": nan, "bound": "",
+            **dict.fromkeys(_ENERGY_COLUMNS, nan), "energy_dynamic_j": nan, "dram_bytes": nan, "sram_bytes": nan, "bound": "",
             "utilization": nan, **{f"format_{k}": v for k, v in fmts.items()}, "note": f"not priced: {err}"}

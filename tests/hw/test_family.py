@@ -72,6 +72,6 @@ def test_trace_totals_family_equal_trace_costs_per_design():
         fam = trace_totals_family(trace, designs, recipe)
         for i, d in enumerate(designs):
             ops = trace_costs(trace, d, recipe)
-            for k in ("time_s", "energy_j", "energy_mac_j", "energy_buffers_j", "energy_dram_j",
+            for k in ("time_s", "energy_j", "energy_dynamic_j", "energy_mac_j", "energy_buffers_j", "energy_dram_j",
                       "energy_static_j", "energy_vector_j", "dram_bytes", "sram_bytes", "macs"):
                 assert fam[k][i] == pytest.approx(float(np.nansum(ops[k])), rel=1e-12, abs=1e-18), (recipe, k)

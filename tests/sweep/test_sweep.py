@@ -17,6 +17,7 @@ import pytest
 
 import asicsim as sim
 from asicsim.hw.design_files import designs_dir
+from asicsim.report.load import ENERGY_PARTS
 from asicsim.sweep import SweepError, expand, load_results, load_spec
 from asicsim.sweep.store import Store
 
@@ -135,8 +136,9 @@ def test_values_match_the_library_run_directly(swept):
     ops = trace_costs(workload_trace("digits_mlp", "fp32"), "gpu_v100", "fp32")
     assert c["time_s"] == pytest.approx(ops["time_s"].sum(), rel=1e-12)
     assert c["energy_j"] == pytest.approx(ops["energy_j"].sum(), rel=1e-12)
-    parts = c[[k for k in res.columns if k.startswith("energy_") and k.endswith("_j") and k != "energy_j"]]
+    parts = c[[f"energy_{p}_j" for p in ENERGY_PARTS]]
     assert float(np.nansum(parts.to_numpy(float))) == pytest.approx(c["energy_j"], rel=1e-9)
+    assert c["energy_dynamic_j"] + c["energy_static_j"] == pytest.approx(c["energy_j"], rel=1e-12)
     k = res[(res["kind"] == "kernels") & (res["design"] == "gpu_v100")].iloc[0]
     kern = load_results(out, "kernels")
     assert kern[kern["id"] == k["id"]]["time_us"].sum() * 1e-6 == pytest.approx(k["time_s"])
@@ -267,11 +269,14 @@ def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
         d = designs[r.design]
         if r.kind == "cost":
             ops = trace_costs(trace, d, "fp16_mixed")
-            for k in ("time_s", "energy_j", "energy_static_j", "dram_bytes", "sram_bytes", "macs"):
+            for k in ("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "sram_bytes",
+                      "macs"):
                 assert getattr(r, k) == pytest.approx(float(np.nansum(ops[k])), rel=1e-12), k
         else:
             k = suite_costs("deepbench_conv_inference_server", d, precision="int8")
             assert r.energy_j == pytest.approx(k["energy_j"].sum(), rel=1e-12)
+            assert r.energy_static_j == pytest.approx(k["energy_static_j"].sum(), rel=1e-12)
+            assert r.energy_dynamic_j == pytest.approx(k["energy_dynamic_j"].sum(), rel=1e-9)
             assert r.time_s == pytest.approx(k["time_us"].sum() * 1e-6, rel=1e-12)
     assert len(load_results(out, "ops")) == 0  # a family keeps totals only
 
