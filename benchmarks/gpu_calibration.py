@@ -1,30 +1,29 @@
-"""The GPU baseline against DeepBench's published measurements: fit, error tables, leave-one-out.
+"""The GPU model against measured kernel times: fit, error tables, leave-one-device-out.
 
-Rows: ``../shared/data/deepbench/measured/`` (P100 PCIe, TitanX Pascal, M40, GTX 1080 Ti, T4): GEMM,
-conv (GEMM-based algorithms only: forward rows that cuDNN ran as Winograd or FFT are excluded, they
-do fewer flops than the direct count; backward and int8 rows name no algorithm, so any conv row whose
-direct-count throughput exceeds the datasheet peak of the path it is priced on is excluded too:
-it cannot have been a GEMM), RNN
-(vanilla/LSTM/GRU; forward, data and weight gradients; P100's fp16 ``bwd`` = both gradients;
-without input projections: DeepBench's rnn_bench.cu sets ``CUDNN_SKIP_INPUT``) and
-sparse GEMM (cuSPARSE-like kernel on the nonzeros). All-reduce rows are the multi-chip model's.
+Rows (:mod:`gpu_measured`, beside this file): DeepBench's published sheets (P100 PCIe, TitanX
+Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM)
+and the H100 set (fp32 and fp16 GEMMs, fp32 convolutions in three passes, fp32 RNN layers with
+their input projections, and the two sustained tensor-core rates under the 700 W cap). Every row is
+priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands.
 
-For each row the model (:func:`asicsim.hw.gpu_model.gpu_cost_many`, the path ``asicsim.cost``
-takes) predicts the time; the error is ``|ln(predicted / measured)|``, reported per device x
-precision x kind as median and 90th percentile for
+For each row the model (the same kernels and times :func:`asicsim.hw.gpu_cost.gpu_cost_many`
+returns; ``--check-public`` asserts it) predicts the time; the error is ``|ln(predicted /
+measured)|``, reported per device x precision x kind as median and 90th percentile for
 
-* ``naive``: the roofline ``max(DeepBench flops / datasheet peak, ideal bytes / datasheet bandwidth)``
-  at the precision's datasheet peak (P100 fp16 at its half2 rate, T4 int8 at its tensor rate);
+* ``naive``: the datasheet roofline ``max(flops / peak of the precision, ideal bytes / datasheet
+  bandwidth)`` (P100 fp16 at its half2 rate, T4 int8 at its tensor rate): the floor to beat;
 * ``fit``: the shipped constants (``asicsim/hw/data/gpu_fit.toml``; ``--refit`` refits them on all
   devices first, ``--write`` stores the refit);
-* ``loo``: leave one device out: the shared constants refit on the other four devices, starting from
-  the priors, then the held-out device predicted. No constant is fitted per device. A constant no
-  training row informs keeps its prior: ``eff_tensor`` when T4 (the only tensor-core sheet) is out.
+* ``loo``: each device held out in turn: the constants refit from their priors on the other
+  devices, then the held-out device predicted. Nothing is fitted per device; constants of a
+  generation (``name@Gen``) are fitted only when a device of that generation is in the training
+  rows, so holding out the only device of a generation (M40: Maxwell, T4: Turing, H100: Hopper)
+  predicts it with the nearest generation's constants, as a GPU without measurements is priced.
 
 The fit is ``scipy.optimize.least_squares`` on ``ln(predicted / measured)``, soft-L1 loss, rows
 weighted so that every device x precision x kind group counts equally.
 
-    python benchmarks/gpu_calibration.py [--refit] [--write] [--no-loo] [--data DIR]
+    python benchmarks/gpu_calibration.py [--refit] [--write] [--no-loo] [--check-public]
 """
 
 from __future__ import annotations
@@ -157,6 +156,7 @@ def error_frame(groups: list[Group], preds: dict[str, list[np.ndarray]]) -> pd.D
             rec = {"device": g.device, "precision": g.precision, "kind": r["kind"], "path": g.path.name}
             for name, p in preds.items():
                 rec[name] = abs(np.log(p[gi][i] / g.measured[i]))
+            rec["fit_signed"] = np.log(preds["fit"][gi][i] / g.measured[i])
             recs.append(rec)
     return pd.DataFrame(recs)
 
@@ -166,8 +166,8 @@ def summary(df: pd.DataFrame, cols: list[str], by: list[str]) -> pd.DataFrame:
     for c in cols:
         agg[f"{c}_med"] = (c, "median")
         agg[f"{c}_p90"] = (c, lambda s: float(np.quantile(s, 0.9)))
-    out = df.groupby(by).agg(n=(cols[0], "size"), **agg)
-    return out
+    agg["fit_bias"] = ("fit_signed", lambda s: float(np.exp(np.median(s))))  # pred/meas at the median
+    return df.groupby(by).agg(n=(cols[0], "size"), **agg)
 
 
 def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
