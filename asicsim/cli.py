@@ -160,12 +160,15 @@ def cmd_cost(args) -> int:
         for part in ("dynamic", "static"):  # on short GPU ops static power is most of the total
             summary[f"energy_{part}_uj"] = report[f"energy_{part}_j"] * 1e6
         summary["dram_mb"] = report["dram_bytes"] / 1e6
-        if "dram_bound_bytes" in report:  # systolic designs: the lower bound beside the figure
+        if "dram_bound_bytes" in report:  # the lower bound beside the figure (a GPU's: compulsory)
             summary["dram_bound_mb"] = report["dram_bound_bytes"] / 1e6
+        if "sram_array_bytes" in report:  # buffers <-> array on a systolic design, L2 <-> SMs on a GPU
+            summary["onchip_mb"] = report["sram_array_bytes"] / 1e6
         print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
         for row in report.to_dict(orient="records"):
-            if isinstance(row.get("mapping"), str) and row["mapping"]:
-                print(f"{row['design']} {row['operation']}: {row['mapping']}")
+            for key in ("mapping", "note"):
+                if isinstance(row.get(key), str) and row[key]:
+                    print(f"{row['design']} {row['operation']}: {row[key]}")
     else:
         print(report.to_string(index=False))
     return 0

@@ -163,7 +163,7 @@ class CostResult:
              "energy_j": self.energy_total_pj * 1e-12, "energy_dynamic_j": self.energy_dynamic_pj * 1e-12,
              "energy_static_j": self.energy_static_pj * 1e-12,
              "dram_bytes": self.dram_bytes, "dram_bound_bytes": self.dram_bound_bytes,
-             "dram_bound": self.dram_bound, "mapping": self.mapping,
+             "dram_bound": self.dram_bound, "mapping": self.mapping, "note": "; ".join(self.notes),
              "sram_array_bytes": self.sram_array_bytes}
         if self.execution is not None:
             r |= {"mac_rate": self.execution.rate, "emulated": self.execution.emulated,

@@ -8,7 +8,8 @@ overheads plus tile, wave and alignment losses, ``cycles_stall`` = memory time b
 compute; ``bound`` is ``bandwidth`` when memory time exceeds the quantized compute and the
 overheads, ``power`` when the power cap sets the time, else ``occupancy`` when the time is over twice
 the ideal, else ``compute``. Traffic: ``dram_bytes`` and ``l2_bytes`` per the residency rule in
-:mod:`asicsim.hw.gpu_model`. Energy: ``compute``, ``dram``, ``l2`` (dynamic) and ``static``
+:mod:`asicsim.hw.gpu_model`; ``array_bytes`` (``sram_array_bytes``, the on-chip level the report
+draws) is the L2 traffic. Energy: ``compute``, ``dram``, ``l2`` (dynamic) and ``static``
 (``static_fraction`` x TDP x time). ``dram_bound_bytes`` is the compulsory traffic of the residency
 rule (each input read once, each output written once; 0 under ``operands="warm"``).
 ``formats["path"]`` names the precision path and
@@ -132,7 +133,8 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
                                 f"unaligned fallback at x{c['unaligned_eff']:.3f}")
         kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
-        traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": 0.0,
+        # the SMs' operand traffic with L2 is a GPU's on-chip level, as a systolic array's with its buffers
+        traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": l2_b,
                    "dram_transfer_cycles": float(mem * clock)}
         for operand, (rd, wr) in _operand_shares(op, fmts, kinds).items():
             bytes_el = by["act"] if operand == "ifmap" else by["weight"] if operand == "filter" else by["out"]
