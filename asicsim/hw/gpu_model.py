@@ -246,7 +246,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     t_memory = np.where(gemm, d_mem, np.where(k.sparse, sp_mem, st_mem))
     t_body = np.where(gemm, d_tot, np.where(k.sparse, sp_tot, st_mem))
     ops = np.where(k.sparse, sp_ops, ops_useful)
-    ideal = np.where(is_stream, 0.0, ops / rate)
+    ideal = np.where(is_stream, 0.0, ops / (path.peak_ops_per_s * eff))  # alignment losses are not work
     ideal = np.where(t_compute > 0, np.minimum(ideal, t_compute), ideal)  # pass factors may be < 1
     overhead = k.launches * c["launch_us"] * 1e-6 + (
         k.steps * c["rnn_step_us"] + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
