@@ -121,7 +121,7 @@ def workload_rows() -> list[dict]:
     from .workloads import list_workloads, load_workload
     from .workloads.deepbench import suites_table
 
-    rows = [{"name": n, "kind": "training", "kernels": "", "precisions": "",
+    rows = [{"name": n, "kind": "training", "kernels": None, "precisions": None,
              "description": load_workload(n).description} for n in list_workloads()]
     for s in suites_table().to_dict(orient="records"):
         subset = s["name"].removeprefix("deepbench_").removeprefix(s["kind"]).strip("_").replace("_", " ")

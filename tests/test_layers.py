@@ -68,6 +68,7 @@ def test_layers_import_one_way():
     ("from asicsim.report import write_report\n", "imports asicsim.report (report)"),
     ("from ..system import links\n", "imports asicsim.system (system)"),
     ("import asicsim.emulate.policy\n", "imports asicsim.emulate.policy (emulate)"),
+    ("def f():\n    from asicsim.sweep import sweep\n", "imports asicsim.sweep (sweep)"),  # a lazy import
 ])
 def test_the_check_catches_an_upward_import(tmp_path, monkeypatch, source, expected):
     # A module of the hw layer that imports upward or sideways must be reported.
