@@ -4,82 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import warnings
-
-
-def _format_rows(names: list[str] | None) -> list[dict]:
-    from .numerics.catalog import aliases, catalog, get_format
-
-    if names:
-        specs = [get_format(n) for n in names]
-    else:  # floats, then integers, then block formats; widest first within a kind
-        order = {"float": 0, "int": 1, "block": 2}
-        specs = sorted(catalog().values(), key=lambda s: (order[s.kind], -s.bits, s.name))
-    by_canonical: dict[str, list[str]] = {}
-    for alias, canonical in aliases().items():
-        if alias != canonical.lower():
-            by_canonical.setdefault(canonical, []).append(alias)
-    rows = []
-    for spec in specs:
-        row = {
-            "name": spec.name,
-            "kind": spec.kind,
-            "bits": spec.bits,
-            "max": spec.max,
-            "aliases": sorted(by_canonical.get(spec.name, [])),
-            "description": spec.description,
-            "source": spec.source,
-        }
-        if spec.kind == "float":
-            row |= {
-                "grammar": spec.grammar_name,
-                "bias": spec.bias,
-                "smallest_normal": spec.smallest_normal,
-                "smallest_subnormal": spec.smallest_subnormal,
-                "eps": spec.eps,
-                "inf": spec.has_inf,
-                "nan": spec.nan,
-            }
-        elif spec.kind == "int":
-            row |= {"min": spec.min, "eps": spec.eps, "frac_bits": spec.frac_bits}
-        else:
-            row |= {
-                "element": spec.element.name,
-                "scale": spec.scale.name,
-                "block_size": spec.block_size or "tensor",
-            }
-        rows.append(row)
-    return rows
-
-
-def _fmt_num(v) -> str:
-    if isinstance(v, float):
-        if v == 0 or (1e-3 <= abs(v) < 1e6 and v == float(f"{v:.6g}")):
-            return f"{v:g}"
-        if math.log2(abs(v)).is_integer():
-            return f"2^{math.log2(abs(v)):.0f}"
-        short = f"{v:.4g}"  # exact digits where a plain number would look exact (q7.8: not 128)
-        return short if "e" in short else repr(v)
-    return str(v)
-
-
-def cmd_formats(args) -> int:
-    rows = _format_rows(args.names)
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    header = f"{'name':<20} {'kind':<5} {'bits':>5} {'max':>10} {'min subnormal':>13}  aliases / description"
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        tiny = _fmt_num(r["smallest_subnormal"]) if "smallest_subnormal" in r else "-"
-        bits = f"{r['bits']:g}"
-        alias = ", ".join(r["aliases"])
-        desc = f"[{alias}] {r['description']}" if alias else r["description"]
-        print(f"{r['name']:<20} {r['kind']:<5} {bits:>5} {_fmt_num(r['max']):>10} {tiny:>13}  {desc}")
-    return 0
 
 
 def _ints(flag: str, text: str, count: tuple[int, int], names: tuple[str, ...] = ()) -> list[int]:
@@ -193,24 +119,14 @@ def _cost_workload(args) -> int:
         return 0
     shown = report.drop(columns=[c for c in ("suite", "application", "note", "format_out")
                                  if c in report]).copy()
+    if "precision" in shown and shown["precision"].isna().all():  # no --precision: the format_* columns say
+        shown = shown.drop(columns="precision")
     if "energy_j" in shown:  # chip designs (the all-reduce suite prices link topologies)
         joules = ("energy_j", "energy_dynamic_j", "energy_static_j")
         shown[list(joules)] = shown[list(joules)] * 1e6
         shown["dram_bytes"] = shown["dram_bytes"] / 1e6
         shown = shown.rename(columns={**{j: j[:-1] + "uj" for j in joules}, "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    return 0
-
-
-def cmd_workloads(args) -> int:
-    """List the shipped kernel suites with their kernel counts."""
-    from .workloads import suites_table
-
-    table = suites_table()
-    if args.json:
-        print(json.dumps(table.to_dict(orient="records"), indent=2, default=_json_default))
-    else:
-        print(table.to_string(index=False))
     return 0
 
 
@@ -230,8 +146,23 @@ def cmd_trace(args) -> int:
         what = "one inference batch" if args.inference else "one training step"
         gemms = int((trace.kind != "elementwise").sum())
         print(f"{args.workload} under {args.recipe}: {what}, {gemms} GEMMs in the trace")
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+        _print_with_notes(table, key="design")
     return 0
+
+
+def _print_with_notes(table, key: str) -> None:
+    """A table with its notes as lines under it (one per note and ``key``, e.g. design), and its
+    empty cells written n/a with the reason said once."""
+    shown = table.drop(columns=["note"], errors="ignore")
+    print(shown.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4g}"))
+    if shown.isna().any(axis=None):
+        print("n/a: not priced on that design (the note below says why)")
+    notes: dict = {}
+    for row in table.to_dict(orient="records"):
+        if isinstance(row.get("note"), str) and row["note"]:
+            notes.setdefault((row[key], row["note"]), []).append(str(row.get("role", "")))
+    for (who, note), roles in notes.items():
+        print(f"{who} ({', '.join(r for r in roles if r)}): {note}")
 
 
 def _json_default(v):
@@ -243,16 +174,16 @@ def _json_default(v):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .cli_catalog import add_cli as add_catalog_cli
     from .cli_types import Parser, number
 
     parser = Parser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("formats", help="list number formats (catalog, or the names given)")
-    p.add_argument("names", nargs="*", help="format names, grammar names or .toml paths")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_formats)
+    add_catalog_cli(sub)
     p = sub.add_parser(
         "cost",
         help="price operations on a design (physical model), or reproduce SCALE-Sim from its files",
@@ -263,30 +194,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--design", metavar="NAME", action="append",
                    help="a designs/ catalog name or a design .toml/.cfg path (repeatable: side by "
-                        "side); for --workload deepbench_allreduce a link topology (nvlink, pcie3, ...)")
+                        "side); for --workload deepbench_allreduce a link topology (nvlink, pcie3, ...); no default: "
+                        "the physical model needs one")
     p.add_argument("--workload", metavar="SUITE|CSV",
                    help="a kernel suite (asicsim workloads, e.g. deepbench_gemm_train) or a CSV "
-                        "written the same way: one row per kernel")
+                        "written the same way: one row per kernel (default: none)")
     p.add_argument("--precision", metavar="P",
                    help="with --workload: a DeepBench precision setting the formats: fp32, "
-                        "fp16_fp32math, fp16_mixed or int8 (--formats overrides single roles)")
+                        "fp16_fp32math, fp16_mixed or int8 (--formats overrides single roles; default: the design's "
+                        "formats)")
     p.add_argument("--gemm", nargs="?", const=True, action="append", metavar="M,N,K",
-                   help="a GEMM to price (repeatable); alone, with --topology: read it as M,N,K rows")
+                   help="a GEMM to price (repeatable); alone, with --topology: read it as M,N,K rows "
+                        "(default: none)")
     p.add_argument("--conv", action="append", metavar="H,W,C,N,FH,FW[,S,PAD,BATCH,GROUPS]",
-                   help="a convolution (ifmap HxWxC, N filters FHxFW, stride, padding, batch, groups)")
+                   help="a convolution (ifmap HxWxC, N filters FHxFW, stride, padding, batch, groups; default: none)")
     p.add_argument("--rnn", action="append", metavar="CELL,HIDDEN,BATCH,STEPS[,INPUT]",
-                   help="RNN time steps; CELL vanilla|gru|lstm")
+                   help="RNN time steps; CELL vanilla|gru|lstm (default: none)")
     p.add_argument("--formats", metavar="ROLE=FMT,...",
-                   help="override the design's formats: roles act, weight, acc, out")
+                   help="override the design's formats: roles act, weight, acc, out "
+                        "(default: the design's formats)")
     p.add_argument("--objective", choices=("energy", "dram", "latency"), default="energy",
                    help="what the mapper minimises per operation (default: energy)")
-    p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode)")
-    p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K)")
+    p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode; "
+                   "default: none, the physical model)")
+    p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K; default: none)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cost)
-    p = sub.add_parser("workloads", help="list the kernel suites (DeepBench) with kernel counts")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_workloads)
     p = sub.add_parser("trace", help="price a workload's op trace (one training step) under a recipe on designs",
                        description="Trace one training step (or, with --inference, one inference batch) of "
                                    "a training workload under a recipe and price every GEMM on each "

@@ -13,10 +13,26 @@ import re
 NEGATIVE = re.compile(r"^-\.?\d[\w.,+-]*$")
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that states every option's default: ``(default: X)`` is appended where the help text
+    does not already say it; an option without a value (None) must say in words what happens
+    when it is left out (tests/test_cli_habits.py holds this)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default is not None and action.default is not False and action.default != argparse.SUPPRESS
+                and "default" not in text
+                and (action.option_strings or action.nargs in ("?", "*"))):
+            text += " (default: %(default)s)"
+        return text
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse's parser, reading ``-5,10,10`` as a value (subparsers are made of this class too)."""
+    """argparse's parser, reading ``-5,10,10`` as a value, with every option's default in its help
+    (subparsers are made of this class too)."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = NEGATIVE
 

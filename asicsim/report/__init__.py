@@ -5,6 +5,8 @@ fetched from anywhere), the same as Markdown, and every table as CSV.
 >>> info = write_report("out/", "out/report.html")   # doctest: +SKIP
 >>> print(summary_text("out/"))                      # doctest: +SKIP
 
+(Skipped by the doctests: they need a sweep's results in ``out/``; tests/report builds some.)
+
 Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.report.tables`
 (pandas tables), :mod:`~asicsim.report.figures` (matplotlib to inline SVG),
 :mod:`~asicsim.report.sections` (what the report says), :mod:`~asicsim.report.html` and
@@ -36,14 +38,20 @@ def _title(res: Results) -> tuple[str, str]:
     return f"asicsim report: {name}", lead
 
 
-def write_report(results_dir: str | Path, html_path: str | Path | None = None) -> dict:
+def write_report(results_dir: str | Path, html_path: str | Path | None = None, *, progress=None) -> dict:
     """Write the report of the sweep in ``results_dir``: ``html_path`` (default
     ``results_dir/report.html``), the Markdown beside it (same name, ``.md``) and every table as CSV
     in a folder beside it (``<name>_tables/``). Returns what was written: paths, section ids,
-    figure ids, point counts."""
+    figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
     from asicsim.report import html, markdown, sections, tables
 
+    def stage(done: int) -> None:
+        if progress is not None:
+            progress(done, 5)
+
+    stage(0)
     res = load(results_dir)
+    stage(1)
     html_path = Path(html_path) if html_path is not None else res.root / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
     md_path = html_path.with_suffix(".md")
@@ -52,10 +60,13 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
     if folder.is_dir():
         remove_stale_temporaries(folder)
     t = tables.all_tables(res)
-    secs = sections.build(res, t)
+    stage(2)
+    secs = sections.build(res, t)  # the figures: most of the time
+    stage(3)
     title, lead = _title(res)
     write_text_atomic(html_path, html.page(title, lead, secs))
     write_text_atomic(md_path, markdown.document(title, lead, secs))
+    stage(4)
     folder.mkdir(exist_ok=True)
     csvs = {}
     for name, df in {**t, "versions": None}.items():
@@ -68,6 +79,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None) -
         with atomic_path(path) as tmp:
             df.to_csv(tmp, index=False)
         csvs[name] = str(path)
+    stage(5)
     r = res.results
     return {"html": str(html_path), "markdown": str(md_path), "tables": csvs,
             "sections": [s.id for s in secs], "figures": [f.id for s in secs for f in s.figures],

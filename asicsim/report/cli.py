@@ -40,9 +40,14 @@ def add_cli(subparsers) -> None:
 
 
 def run_report(args) -> int:
+    from asicsim.cli_progress import StepProgress
     from asicsim.report import summary_text, write_report
 
-    info = write_report(args.results, args.output)
+    bar = StepProgress(f"report {args.results}", "stages (load, tables, figures, pages, CSV)")
+    try:
+        info = write_report(args.results, args.output, progress=bar.update)
+    finally:
+        bar.close()
     if args.json:
         json.dump(info, sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -5,6 +5,8 @@ results store that survives interruption.
 >>> summary = sim.sweep("demo", "out/")          # doctest: +SKIP
 >>> table = sim.load_results("out/")             # doctest: +SKIP
 
+(Skipped by the doctests: the demo sweep takes minutes; tests/sweep runs small sweeps.)
+
 See :mod:`asicsim.sweep.spec` for the spec file, :mod:`asicsim.sweep.store` for the store.
 """
 

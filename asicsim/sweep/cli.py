@@ -21,7 +21,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--workers", type=number(int), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run on a Ray cluster: its address, 'auto' (the one running here, else a new local one) "
-                        "or 'local' (a new local instance)")
+                        "or 'local' (a new local instance); default: none, local worker processes")
     p.add_argument("--retry-failed", action="store_true", help="rerun the points that failed before")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
     p.set_defaults(func=run_sweep)

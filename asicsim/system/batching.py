@@ -549,17 +549,19 @@ def add_cli(subparsers) -> None:
     p.add_argument("--model", default="gru_speech", choices=list(INFERENCE_MODELS), help="inference model")
     p.add_argument("--design", action="append", metavar="NAME",
                    help="a design name or .toml path (repeatable; default dc_bf16_128x128)")
-    p.add_argument("--formats", metavar="ROLE=FMT,...", help="override the design's formats")
+    p.add_argument("--formats", metavar="ROLE=FMT,...",
+                   help="override the design's formats (default: the design's formats)")
     p.add_argument("--rate", action="append", metavar="R",
                    help="arrival rate: requests/s, START:STOP:N, or a multiple of the saturated rate "
                         "such as 0.5x (repeatable, comma lists; default 0.1x..0.9x and 1.2x)")
     p.add_argument("--max-batch", type=int, default=16, help="largest batch (default 16)")
     p.add_argument("--max-wait-ms", type=float, default=2.0, help="longest wait of the oldest request (default 2)")
-    p.add_argument("--arrivals", default="poisson", choices=list(ARRIVALS))
+    p.add_argument("--arrivals", default="poisson", choices=list(ARRIVALS), help="request arrival process")
     p.add_argument("--requests", type=int, default=100_000, help="requests per run (default 100000)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the arrivals")
     p.add_argument("--p99-budget-ms", type=float, metavar="MS",
-                   help="also report the largest throughput whose p99 latency meets this budget")
+                   help="also report the largest throughput whose p99 latency meets this budget "
+                        "(default: none, no budget)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_cli)
 

@@ -28,11 +28,11 @@ def add_cli(subparsers) -> None:
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
     p.add_argument("--seeds", type=number(int), default=2, help="number of seeds 0..N-1 (default 2)")
-    p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="override the workload's optimizer")
-    p.add_argument("--lr", type=number(float, 0, above=True), help="override the learning rate")
-    p.add_argument("--steps", type=number(int), help="override the number of optimizer steps")
-    p.add_argument("--batch", type=number(int), help="override the batch size")
-    p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence (steps)")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="override the workload's optimizer (default: the workload's)")
+    p.add_argument("--lr", type=number(float, 0, above=True), help="override the learning rate (default: the workload's)")
+    p.add_argument("--steps", type=number(int), help="override the number of optimizer steps (default: the workload's)")
+    p.add_argument("--batch", type=number(int), help="override the batch size (default: the workload's)")
+    p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence in steps (default: the workload's)")
     p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
     p.set_defaults(func=run_train)
 
@@ -45,7 +45,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", required=True, help="inference recipe")
     p.add_argument("--seeds", type=number(int), default=1, help="number of seeds 0..N-1 (default 1)")
-    p.add_argument("--steps", type=number(int), help="override the fp32 training's steps")
+    p.add_argument("--steps", type=number(int), help="override the fp32 training's steps (default: the workload's)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_infer)
 
@@ -59,14 +59,14 @@ def _default(v):
 
 
 def _fmt(v) -> str:
-    return "-" if v is None else f"{v:.4f}"
+    return "n/a" if v is None else f"{v:.4f}"
 
 
 def _numerics_lines(numerics: dict) -> list[str]:
     lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s}  exponents"]
     for name, s in numerics.items():
         hist = s.get("exp_hist") or {}
-        span = f"2^{min(hist)}..2^{max(hist)}" if hist else "-"
+        span = f"2^{min(hist)}..2^{max(hist)}" if hist else "none (no nonzero finite value)"
         fmt_span = ("" if s.get("fmt_min_exp") is None
                     else f" (format 2^{s['fmt_min_exp']:.0f}..2^{s['fmt_max_exp']:.1f})")
         lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
@@ -80,15 +80,19 @@ def _error(command: str, err: Exception) -> int:
 
 
 def run_train(args) -> int:
+    from asicsim.cli_progress import StepProgress
     from asicsim.workloads.datasets import DatasetUnavailable
     from asicsim.workloads.training import train
 
+    bar = StepProgress(f"train {args.workload} under {args.recipe}", "steps (all seeds)")
     try:
         r = train(args.workload, args.recipe, seeds=tuple(range(args.seeds)), optimizer=args.optimizer,
                   lr=args.lr, steps=args.steps, batch=args.batch,
-                  eval_every=getattr(args, "eval_every", None))
+                  eval_every=getattr(args, "eval_every", None), progress=bar.update)
     except DatasetUnavailable as err:
         return _error("train", err)
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps(r.to_dict(), default=_default, indent=1))
         return 0
@@ -108,6 +112,8 @@ def run_train(args) -> int:
         for i, step in enumerate(c["step"]):
             print(f"  {step:6d} {_fmt(c['train_loss'][i]):>10s} {_fmt(c['test_loss'][i]):>10s} "
                   f"{_fmt(c['test_accuracy'][i]):>9s}")
+        if None in c["test_accuracy"] or None in c["test_loss"]:
+            print("  n/a: not measured (a language model has no test accuracy)")
         if run.numerics:
             print(f"  numerics at step {c['step'][-1]} (one training batch; gradients before rounding, "
                   "times the loss scale):")
@@ -116,13 +122,18 @@ def run_train(args) -> int:
 
 
 def run_infer(args) -> int:
+    from asicsim.cli_progress import StepProgress
     from asicsim.workloads.datasets import DatasetUnavailable
     from asicsim.workloads.training import infer
 
+    bar = StepProgress(f"infer {args.workload}: fp32 training", "steps (all seeds)")
     try:
-        r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps)
+        r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps,
+                  progress=bar.update)
     except DatasetUnavailable as err:
         return _error("infer", err)
+    finally:
+        bar.close()
     if args.json:
         print(json.dumps(r.to_dict(), default=_default, indent=1))
         return 0

@@ -4,9 +4,9 @@ A training workload is a TOML file ``workloads/<name>.toml`` (dataset, model and
 learning rate, batch, steps, evaluation cadence); :func:`list_workloads` names the shipped ones.
 
 >>> from asicsim.workloads import train, infer
->>> r = train("digits_mlp", "bf16", seeds=(0, 1), steps=300)       # doctest: +SKIP
->>> r.metric, r.mean, r.per_seed, r.diverged                         # doctest: +SKIP
-('test_accuracy', 0.95, [0.95, 0.95], False)
+>>> r = train("digits_mlp", "bf16", seeds=(0, 1), steps=300)
+>>> r.metric, r.diverged, len(r.per_seed), r.mean > 0.9
+('test_accuracy', False, 2, True)
 
 :func:`train` runs ``steps`` optimizer steps per seed in ``lax.scan`` chunks of ``eval_every``
 steps (one compiled chunk shared by all seeds), each step from
@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,7 +287,8 @@ def _capture(model: Model, params, x) -> dict:
 def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1), *,
           optimizer: str | None = None, lr: float | None = None, steps: int | None = None,
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
-          stats: bool = True, keep_params: bool = False) -> TrainResult:
+          stats: bool = True, keep_params: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
@@ -295,19 +297,27 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
     last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group at
     every evaluation). An inference-only recipe (static scaling) is a ``RecipeError``.
+    ``progress(steps_done, steps_total)`` is called after every evaluation (all seeds together).
     """
     w = load_workload(workload).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
     runner = _Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)
-    runs = [_train_seed(runner, w, policy, int(s), keep_params) for s in seeds]
+    total = len(seeds) * w.steps
+    runs = []
+    for i, s in enumerate(seeds):
+        tick = None if progress is None else (lambda done, i=i: progress(i * w.steps + done, total))
+        runs.append(_train_seed(runner, w, policy, int(s), keep_params, tick))
+        if progress is not None:  # a diverged run stops early: its remaining steps count as done
+            progress((i + 1) * w.steps, total)
     settings = {k: getattr(w, k) for k in ("dataset", "model", "sizes", "optimizer", "lr", "momentum",
                                            "batch", "steps", "eval_every")}
     return TrainResult(w.name, policy.name, settings, runs)
 
 
-def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: bool) -> RunResult:
+def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: bool,
+                tick: Callable[[int], None] | None = None) -> RunResult:
     t0 = time.perf_counter()
     key = jax.random.key(seed)
     params = runner.model.init(jax.random.fold_in(key, 0))
@@ -340,6 +350,8 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
             numerics_curve.append({"step": done, **summarize(num)})
             if last:
                 numerics = num
+        if tick is not None:
+            tick(done)
     lm = runner.task == "lm"
     return RunResult(seed=seed, metric="val_loss" if lm else "test_accuracy",
                      final=curves["test_loss"][-1] if lm else curves["test_accuracy"][-1],
@@ -387,15 +399,20 @@ class InferResult:
                 "calibration": self.calibration, "numerics": self.numerics}
 
 
-def fp32_params(workload: str | Workload, seeds=(0,), **overrides) -> list:
-    """The fp32-trained weights of each seed (trained once per process, then reused)."""
+def fp32_params(workload: str | Workload, seeds=(0,), *,
+                progress: Callable[[int, int], None] | None = None, **overrides) -> list:
+    """The fp32-trained weights of each seed (trained once per process, then reused);
+    ``progress(steps_done, steps_total)`` as :func:`train`'s."""
     w = load_workload(workload).replace(**overrides)
-    out = []
-    for s in seeds:
+    out, total = [], len(seeds) * w.steps
+    for i, s in enumerate(seeds):
         k = (repr(w), int(s))
         if k not in _FP32_CACHE:
-            r = train(w, "fp32", seeds=(s,), stats=False, keep_params=True)
+            tick = None if progress is None else (lambda d, _, i=i: progress(i * w.steps + d, total))
+            r = train(w, "fp32", seeds=(s,), stats=False, keep_params=True, progress=tick)
             _FP32_CACHE[k] = r.runs[0].params
+        if progress is not None:
+            progress((i + 1) * w.steps, total)
         out.append(_FP32_CACHE[k])
     return out
 
@@ -413,13 +430,15 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
 
 
 def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=None,
-          stats: bool = True, **overrides) -> InferResult:
+          stats: bool = True, progress: Callable[[int, int], None] | None = None,
+          **overrides) -> InferResult:
     """Post-training quantization: train ``workload`` in fp32 (or take ``params``, one per seed),
-    then evaluate its forward pass under ``recipe`` (an inference recipe such as int8_ptq_tensor)."""
+    then evaluate its forward pass under ``recipe`` (an inference recipe such as int8_ptq_tensor).
+    ``progress(steps_done, steps_total)`` reports the fp32 training."""
     w = load_workload(workload).replace(**overrides)
     policy = load_recipe(recipe)
     data, model = build(w)
-    params = params if params is not None else fp32_params(w, seeds)
+    params = params if params is not None else fp32_params(w, seeds, progress=progress)
     ref = _Runner(w, load_recipe("fp32"), data, model, None, stats=False)
     fp32, quant, numerics, how = [], [], {}, ""
     for s, p in zip(seeds, params, strict=True):
