@@ -17,6 +17,7 @@ import pytest
 import asicsim as sim
 from asicsim.hw import list_designs, load_design
 from asicsim.hw.operations import RNN_CELLS, AllReduce, Conv, Gemm, OperationError, Rnn
+from asicsim.hw.pricing import BOUNDS
 from asicsim.workloads import (
     PRECISIONS,
     WorkloadError,
@@ -140,7 +141,7 @@ def test_every_suite_prices_on_every_systolic_design(design):
         assert list(df.columns[:len(s.shapes.columns)]) == list(s.shapes.columns)
         assert df[list(s.shapes.columns)].equals(s.shapes)
         assert (df["time_us"] > 0).all() and np.isfinite(df[["time_us", "energy_j", "dram_bytes"]]).all().all()
-        assert set(df["bound"]) <= {"compute", "bandwidth", "occupancy"}
+        assert set(df["bound"]) <= set(BOUNDS)
         np.testing.assert_allclose(df["tflops"], s.flops() / (df["time_us"] * 1e6), rtol=1e-12)
         if s.kind in ("gemm", "conv", "rnn"):  # DeepBench's count is the model's dense count
             np.testing.assert_allclose(df["tflops"], df["tops"], rtol=1e-12)
@@ -353,6 +354,6 @@ def test_every_suite_prices_on_every_catalog_design_in_every_precision():
                 df = suite_costs(suite, design, "emulate=8", precision=precision)
                 assert len(df) == len(suite.table), (name, design, precision)
                 assert (df.time_us > 0).all() and (df.energy_j > 0).all(), (name, design, precision)
-                assert df.bound.isin(["compute", "bandwidth", "occupancy"]).all()
+                assert df.bound.isin(BOUNDS).all()
                 rows += len(df)
     assert rows > 20_000
