@@ -26,6 +26,8 @@ def limit_text(opts: dict) -> str:
 def accuracy_text(row, short: bool = False) -> str:
     """What a pick costs in accuracy: "-0.14 accuracy points vs fp32 (-0.28 to 0.00 over 2 seeds)"."""
     status = row["status"]
+    if row["recipe"] == "fp32" and row["phase"] == "train" and status == "ok":
+        return "the fp32 reference" if short else "the fp32 reference itself"
     if status == "unmeasured":
         return "accuracy not measured (the recipe was priced, not run)"
     if status == "no_fp32":
@@ -110,6 +112,11 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
         text += "".join(_more_gpus(v) for v in vs[1:])
     else:
         text = f"{head} has the least {WORDS[opts['objective']]}, at {accuracy_text(best)}."
+    cheapest = cand.iloc[0]  # sorted by objective: what the limit excluded, if it did
+    if cheapest["objective"] < best["objective"] and cheapest["status"] in ("over", "diverged"):
+        saving = compare(best["objective"] / cheapest["objective"], "less " + WORDS[opts["objective"]], "")
+        text += (f" The accuracy limit excludes {cheapest['recipe']} on {cheapest['design']} "
+                 f"({_than(saving, 'the pick')}; {accuracy_text(cheapest)}).")
     if runner is None:
         return text + " No other (recipe, design) qualifies."
     trade = compare(runner["objective"] / best["objective"], "more " + WORDS[opts["objective"]],
@@ -149,6 +156,36 @@ def picks(res: Results, opts: dict) -> list[dict]:
     return out
 
 
+def kernel_sentences(res: Results, opts: dict) -> list[str]:
+    """Per DeepBench suite and precision, the design with the least objective on the whole suite,
+    against each GPU (said where no workload was priced, so the answer still names a design)."""
+    from asicsim.report.tables import deepbench
+
+    k = deepbench(res)
+    if not len(k):
+        return []
+    k = k.assign(edp_js=pd.to_numeric(k["energy_j"], errors="coerce") * pd.to_numeric(k["time_s"], errors="coerce"))
+    col = {"energy": "energy_j", "time": "time_s", "edp": "edp_js"}[opts["objective"]]
+    k = k.assign(objective=pd.to_numeric(k[col], errors="coerce"))
+    out = []
+    for (suite, prec), g in k.groupby(["suite", "precision"], sort=True):
+        g = g[g["objective"].notna()].sort_values(["objective", "design"], kind="stable")
+        if not len(g):
+            continue
+        b = g.iloc[0]
+        text = (f"DeepBench {suite} ({prec}): the least {WORDS[opts['objective']]} on {b['design']} "
+                f"({eng(b['energy_j'], 'J')}, {eng(b['time_s'], 's')} for the suite)")
+        for gpu in res.gpus():
+            ref = g[g["design"] == gpu]
+            if gpu == b["design"] or not len(ref):
+                continue
+            r = ref.iloc[0]
+            text += (f"; against {gpu}: {compare(r['energy_j'] / b['energy_j'], 'less energy', 'more energy')}, "
+                     f"{compare(r['time_s'] / b['time_s'], 'faster', 'slower')}")
+        out.append(text + ".")
+    return out
+
+
 def _row(pick: str, r) -> dict:
     return {"workload": r["workload"], "per": PER[r["phase"]], "pick": pick, "recipe": r["recipe"],
             "design": r["design"], "accuracy vs fp32": accuracy_text(r, short=True),
@@ -166,7 +203,10 @@ def section(res: Results, opts: dict) -> Section:
     if not ps:
         r = res.results
         why = ("no workload was priced (a workload's run needs \"cost\")" if len(r) else "no point has finished")
-        return s.add(Text(f"Nothing to pick: {why}, so no (recipe, design) has an energy or time to compare."))
+        if len(res.done("cost")):
+            why = "no priced design could run the recipes' formats (every cost point is without a number)"
+        s.add(Text(f"Nothing to pick: {why}, so no (recipe, design) has an energy or time to compare."))
+        return s.add(*[Text(x) for x in kernel_sentences(res, opts)])
     gpus = res.gpus()
     rows, vs_rows = [], []
     for p in ps:

@@ -82,7 +82,9 @@ def compare(r, better: str, worse: str) -> str:
     if not math.isfinite(r) or r <= 0:
         return "–"
     if abs(r - 1) <= SAME:
-        return _ABOUT.get(better, f"about the same ({better})")
+        first, _, rest = better.partition(" ")
+        return _ABOUT.get(better) or (f"about the same {rest}" if first in ("less", "more") and rest
+                                      else "about the same")
     return f"{times(r)} {better}" if r > 1 else f"{times(1 / r)} {worse}"
 
 

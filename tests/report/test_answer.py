@@ -77,7 +77,9 @@ def test_default_objective_least_energy_within_half_a_point(tmp_path):
     assert said[1] == ("w (training): bf16 on acc (1.00 J, 2.00 s per step) uses 41x less energy than g1 "
                        "(3.8x less counting dynamic energy only) and is 12x faster, at -0.30 accuracy points vs "
                        "fp32 (-0.50 to -0.10 over 2 seeds). Against g2: 100x less energy (15x less counting "
-                       "dynamic energy only), 5.0x faster. Runner-up: bf16 on big, 1.5x more energy, same recipe.")
+                       "dynamic energy only), 5.0x faster. The accuracy limit excludes fp16 on acc (10x less energy "
+                       "than the pick; diverged in 1 of 2 seeds). Runner-up: bf16 on big, 1.5x more energy, same "
+                       "recipe.")
     picks, vs = _tables(s)
     assert picks.df[["pick", "recipe", "design", "energy", "time", "DRAM"]].values.tolist() == [
         ["best", "bf16", "acc", "1.00 J", "2.00 s", "100 B"], ["runner-up", "bf16", "big", "1.50 J", "500 ms", "100 B"]]
@@ -98,6 +100,8 @@ def test_other_objectives_and_limits(tmp_path):
     assert "at -2.00 accuracy points vs fp32 (-2.00 to -2.00 over 2 seeds)" in loose
     strict = _said(answer.section(res, objective.options(res, {"max_accuracy_drop": 0.05})))[1]
     assert strict.startswith("w (training): fp32 on acc (2.00 J")  # bf16's 0.3 points are too many
+    assert "at the fp32 reference itself." in strict
+    assert "The accuracy limit excludes fp16 on acc (20x less energy than the pick; diverged" in strict
     edp = _said(answer.section(res, objective.options(res, {"objective": "edp"})))[1]
     assert edp.startswith("w (training): bf16 on big")  # 0.75 J s, against bf16 on acc's 2
 
@@ -136,7 +140,8 @@ def test_no_gpu_one_seed_and_a_loss_metric(tmp_path):
     res = _store(tmp_path, cost=cost, train=train, metric="val_loss")
     said = _said(answer.section(res, objective.options(res)))[1]
     assert said == ("w (training): bf16 on acc (1.00 J, 2.00 s per step) has the least energy, at +0.005 val_loss "
-                    "vs fp32 (1 seed). Runner-up: bf16 on big, 1.5x more energy, same recipe.")
+                    "vs fp32 (1 seed). The accuracy limit excludes fp8 on acc (2.0x less energy than the pick; +0.05 "
+                    "val_loss vs fp32 (1 seed)). Runner-up: bf16 on big, 1.5x more energy, same recipe.")
 
 
 def test_no_cost_points_and_no_points(tmp_path):
@@ -189,3 +194,30 @@ def test_the_command_line_overrides_the_objective(tmp_path, capsys):
     assert "objective = &quot;time&quot;" in page and "within 3 accuracy points" in page
     with pytest.raises(SystemExit):
         parser.parse_args(["report", str(tmp_path / "r"), "--objective", "speed"])
+
+
+def test_kernels_only_names_the_best_design_per_suite(tmp_path):
+    recs = [_rec(i, "kernels", {"suite": "s", "precision": "int8", "design": d},
+                 {"time_s": t, "energy_j": e, "design_kind": k, "geomean_tflops": 1.0})
+            for i, (d, k, t, e) in enumerate([("acc", "systolic", 2.0, 0.5), ("g", "gpu", 1.0, 20.0)])]
+    store = Store(tmp_path)
+    store.points.mkdir(parents=True)
+    store.write(recs)
+    res = load(tmp_path)
+    said = _said(answer.section(res, objective.options(res)))
+    assert said[1].startswith("Nothing to pick: no workload was priced")
+    assert said[2] == ("DeepBench s (int8): the least energy on acc (500 mJ, 2.00 s for the suite); against g: "
+                       "40x less energy, 2.0x slower.")
+    said = _said(answer.section(res, objective.options(res, {"objective": "time"})))
+    assert said[2] == "DeepBench s (int8): the least time on g (20.0 J, 1.00 s for the suite)."
+
+
+def test_priced_but_no_design_runs_the_formats(tmp_path):
+    nan = float("nan")
+    res = _store(tmp_path, cost=[("fp32", "int8_only", "systolic", nan, nan, nan, nan)], train={"fp32": (0.9,)})
+    said = _said(answer.section(res, objective.options(res)))
+    assert said[1].startswith("Nothing to pick: no priced design could run the recipes' formats")
+    opts = objective.options(res)
+    blocks = pivots.blocks(objective.candidates(res, opts, finite=False), opts)
+    assert [b.text for b in blocks] == ["w (training step): no design has a number for any recipe (none can run "
+                                        "these recipes' formats)."]
