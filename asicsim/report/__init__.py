@@ -38,12 +38,14 @@ def _title(res: Results) -> tuple[str, str]:
     return f"asicsim report: {name}", lead
 
 
-def write_report(results_dir: str | Path, html_path: str | Path | None = None, *, progress=None) -> dict:
+def write_report(results_dir: str | Path, html_path: str | Path | None = None, options: dict | None = None,
+                 *, progress=None) -> dict:
     """Write the report of the sweep in ``results_dir``: ``html_path`` (default
     ``results_dir/report.html``), the Markdown beside it (same name, ``.md``) and every table as CSV
-    in a folder beside it (``<name>_tables/``). Returns what was written: paths, section ids,
-    figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
-    from asicsim.report import html, markdown, sections, tables
+    in a folder beside it (``<name>_tables/``). ``options`` override the spec's ``[report]`` table
+    (objective, max_accuracy_drop, max_loss_increase). Returns what was written: paths, section
+    ids, figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
+    from asicsim.report import html, markdown, objective, sections, tables
 
     def stage(done: int) -> None:
         if progress is not None:
@@ -51,6 +53,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, *
 
     stage(0)
     res = load(results_dir)
+    opts = objective.options(res, options)
     stage(1)
     html_path = Path(html_path) if html_path is not None else res.root / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,7 +64,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, *
         remove_stale_temporaries(folder)
     t = tables.all_tables(res)
     stage(2)
-    secs = sections.build(res, t)  # the figures: most of the time
+    secs = sections.build(res, t, opts)  # the figures: most of the time
     stage(3)
     title, lead = _title(res)
     write_text_atomic(html_path, html.page(title, lead, secs))
@@ -87,10 +90,11 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, *
             "failed": int((r["status"] == "failed").sum()) if len(r) else 0}
 
 
-def summary_text(results_dir: str | Path) -> str:
-    """A short plain-text summary of a sweep (what ``asicsim demo`` prints): quality per recipe,
-    the best perf/W per design, DeepBench speed vs GPU, the distance to Baidu's mark, failures."""
-    from asicsim.report import tables
+def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
+    """A short plain-text summary of a sweep (what ``asicsim demo`` prints): the answer (best
+    recipe and design per workload), quality per recipe, the best perf/W per design, DeepBench
+    speed vs GPU, the distance to Baidu's mark, failures. ``options``: as for :func:`write_report`."""
+    from asicsim.report import answer, objective, tables
     from asicsim.report.document import fmt
 
     res = load(results_dir)
@@ -98,6 +102,10 @@ def summary_text(results_dir: str | Path) -> str:
     title, lead = _title(res)
     lines = [title, lead.split(" Self-contained")[0]]
     lines += [f"Skipped (not a record file): {s}" for s in res.skipped]
+    said = [b.text for b in answer.section(res, objective.options(res, options)).blocks[1:] if hasattr(b, "text")]
+    if said and len(r):
+        lines.append("Answer:")
+        lines += [f"  {x}" for x in said]
     q = tables.quality(res)
     if len(q):
         lines.append("Quality (seed mean; delta vs fp32):")

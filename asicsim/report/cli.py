@@ -13,6 +13,7 @@ import time
 def add_cli(subparsers) -> None:
     """Register ``report`` and ``demo`` on an argparse subparsers object."""
     from asicsim.cli_types import number
+    from asicsim.sweep.spec import OBJECTIVES
 
     p = subparsers.add_parser(
         "report", help="turn a sweep's results directory into a self-contained HTML report (+ Markdown, CSV)",
@@ -23,6 +24,11 @@ def add_cli(subparsers) -> None:
                     "folder beside it. Prints a short summary (everything written with --json).")
     p.add_argument("results", metavar="DIR", help="a sweep's results directory")
     p.add_argument("-o", "--output", metavar="HTML", help="the HTML file to write (default: DIR/report.html)")
+    p.add_argument("--objective", choices=OBJECTIVES, help="what the answer minimises per step: energy, time or "
+                   "edp (energy x time) (default: the spec's [report] objective, else energy)")
+    p.add_argument("--max-accuracy-drop", type=float, metavar="POINTS",
+                   help="accuracy points below fp32 a recipe may lose to be picked (default: the spec's [report] "
+                        "max_accuracy_drop, else 0.5)")
     p.add_argument("--json", action="store_true", help="machine-readable output (paths, sections, figures)")
     p.set_defaults(func=run_report)
 
@@ -43,16 +49,17 @@ def run_report(args) -> int:
     from asicsim.cli_progress import StepProgress
     from asicsim.report import summary_text, write_report
 
+    options = {"objective": args.objective, "max_accuracy_drop": args.max_accuracy_drop}
     bar = StepProgress(f"report {args.results}", "stages (load, tables, figures, pages, CSV)")
     try:
-        info = write_report(args.results, args.output, progress=bar.update)
+        info = write_report(args.results, args.output, options=options, progress=bar.update)
     finally:
         bar.close()
     if args.json:
         json.dump(info, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(summary_text(args.results))
+        print(summary_text(args.results, options))
         print(f"\nwrote {info['html']}, {info['markdown']} and {len(info['tables'])} CSV tables in "
               f"{info['tables'] and next(iter(info['tables'].values())).rsplit('/', 1)[0]}")
     return 0

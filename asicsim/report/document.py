@@ -31,6 +31,7 @@ class Table:
     df: pd.DataFrame
     caption: str = ""
     csv: str = ""  # the CSV file (name without .csv) that holds all of it
+    narrow: bool = False  # a table for reading: headers wrap, no scroll box, it fits the page
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ figcaption { color: var(--muted); font-size: 12px; }
 pre { background: var(--head); border: 1px solid var(--line); padding: .6rem; overflow: auto; max-height: 30rem;
       font-size: 12px; }
 .note { color: var(--muted); font-size: 12px; }
+.fit { margin: .6rem 0; }
+.fit th { white-space: normal; overflow-wrap: anywhere; vertical-align: bottom; position: static; }
+.fit td.t { white-space: normal; overflow-wrap: anywhere; }
+#answer p { font-size: 15px; max-width: 70rem; }
 """
 
 
@@ -47,13 +51,16 @@ def scope_ids(svg: str, prefix: str) -> str:
 
 
 def _numeric(text: str) -> bool:
-    return bool(re.fullmatch(r"[-+]?[0-9.,e+\-∞–]+", text))
+    """A number, alone or with a unit or ratio after it ("3.14 µs", "41x less", "-0.14 (over)")."""
+    return bool(re.fullmatch(r"[-+]?[0-9.,e+\-∞–]+", text)
+                or re.fullmatch(r"[-+]?[0-9][0-9.,]*(e[-+]?[0-9]+)?x?( [A-Za-zµ/·()]+)*", text)
+                or text.startswith("about "))
 
 
 def table(t: Table) -> str:
     head, rows = cells(t.df)
     kinds = ["" if all(_numeric(r[i]) for r in rows) else "t" for i in range(len(head))]
-    out = ['<div class="scroll"><table>']
+    out = [f'<div class="{"fit" if t.narrow else "scroll"}"><table>']
     if t.caption:
         out.append(f"<caption>{escape(t.caption)}</caption>")
     out.append("<thead><tr>" + "".join(f'<th class="{k}">{escape(h)}</th>' for h, k in zip(head, kinds,

@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pandas as pd
 
-from asicsim.report import figures
+from asicsim.report import answer, figures, objective, pivots
 from asicsim.report.document import Code, Figure, Section, Table, Text
 from asicsim.report.load import Results
 from asicsim.report.tables import BAIDU_FLOPS_PER_W, static_shares
@@ -19,7 +19,7 @@ from asicsim.report.tables import BAIDU_FLOPS_PER_W, static_shares
 MAX_ROOFLINES = 12
 
 #: Section ids in report order (``failed`` only appears when a point failed).
-SECTION_IDS = ("summary", "pareto", "curves", "numerics", "energy", "roofline", "deepbench", "baidu",
+SECTION_IDS = ("answer", "summary", "pareto", "curves", "numerics", "energy", "roofline", "deepbench", "baidu",
                "failed", "inputs")
 
 
@@ -52,26 +52,35 @@ def static_note(df: pd.DataFrame, gpus: list[str], keys: list[str], what: str) -
     return " ".join(out)
 
 
-def summary(res: Results, t: dict) -> Section:
-    s = Section("summary", "Summary: quality, time, energy and perf/W per recipe and design")
+def summary(res: Results, t: dict, opts: dict | None = None) -> Section:
+    s = Section("summary", "Per workload: recipes x designs")
+    opts = opts or objective.options(res)
     df = t["summary"]
     if not len(df):
         return s.add(Text("No workload was trained, evaluated or priced in this sweep."))
     gpus = res.gpus()
-    s.add(Text("One row per workload, recipe, phase and design. value: the workload's metric (seed mean); "
-               "delta_vs_fp32: value minus the fp32 reference (the fp32 training recipe for phase train, the "
-               "fp32 model before quantization for phase infer); time_s and energy_j: one training step "
-               "(phase train) or one inference batch (phase infer), energy_j split into energy_dynamic_j (the "
-               "work: MACs, vector unit, buffers, DRAM) and energy_static_j (static power over the busy time); "
-               "dram_bytes: bytes moved to and from DRAM; gflops_per_w: GFLOP/s per watt (= GFLOP per joule), "
-               "from the total energy."
+    cand = objective.candidates(res, opts, finite=False)
+    if len(cand):
+        s.add(Text(f"Per workload, the {objective.WORDS[opts['objective']]} of one training step (one inference "
+                   "batch for inference) of each recipe (rows) on each design (columns), least first both ways; "
+                   "vs fp32: the recipe's accuracy difference to fp32 (seed mean; '(over)': beyond the limit). "
+                   "'–': not priced (the design cannot run the recipe's formats)."))
+        s.add(*pivots.blocks(cand, opts))
+    else:
+        s.add(Text("No workload was priced (cost) in this sweep, so there is no recipes x designs table."))
+    s.add(Text("summary.csv (in the tables folder beside this report) holds one row per workload, recipe, phase "
+               "and design: value (the metric, seed mean); delta_vs_fp32: value minus the fp32 reference (the fp32 "
+               "training recipe for phase train, the fp32 model before quantization for phase infer); time_s and "
+               "energy_j per step or batch, energy_j split into energy_dynamic_j (MACs, vector unit, buffers, "
+               "DRAM) and energy_static_j (static power over the busy time); dram_bytes; gflops_per_w (from the "
+               "total energy)."
                + (f" speedup_vs_G: G's time over this design's time; {ENERGY_RATIOS}; for each GPU G in the sweep "
                   f"({', '.join(gpus)}), same recipe and phase."
                   if gpus else " The sweep has no GPU design, so there are no vs-GPU ratios.")))
     note = static_note(df, gpus, ["workload", "recipe", "phase"], "these steps")
     if note:
         s.add(Text(note))
-    return s.add(Table(df, csv="summary"))
+    return s
 
 
 def pareto(res: Results, t: dict) -> Section:
@@ -242,24 +251,22 @@ def inputs(res: Results, t: dict) -> Section:
     s.add(Code(res.spec_text or "(no spec.toml in the results directory)", "The sweep spec (spec.toml)"))
     spec = res.spec
     if spec:
-        brief = {k: v for k, v in spec.items() if k != "design_objects"}
+        recorded = ("design_objects", "workload_objects", "recipe_objects")
+        brief = {k: v for k, v in spec.items() if k not in recorded}
         s.add(Code(json.dumps(brief, indent=1, sort_keys=True, default=str),
-                   "Resolved workloads, recipes, designs and kernels (spec.json)"))
-        objs = spec.get("design_objects") or {}
-        if objs:
-            s.add(Code(json.dumps(objs, indent=1, sort_keys=True, default=str),
-                       f"The {len(objs)} designs as loaded", collapsed=True))
+                   "Workloads, recipes, designs and kernels the sweep resolved (spec.json)"))
+        for key, what in (("workload_objects", "workloads (after the spec's overrides)"),
+                          ("recipe_objects", "recipes"), ("design_objects", "designs")):
+            objs = spec.get(key) or {}
+            if objs:
+                s.add(Code(json.dumps(objs, indent=1, sort_keys=True, default=str),
+                           f"The {len(objs)} {what} as the sweep loaded them (a point's id hashes these, so a "
+                           "file changed since makes new points on a rerun)", collapsed=True))
     else:
         s.add(Text("The results directory has no spec.json (resolved inputs)."))
     settings = _train_settings(res)
     if len(settings):
         s.add(Table(settings, "Training settings the runs recorded"))
-    resolved = _resolve_now(spec)
-    if resolved:
-        s.add(Code(json.dumps(resolved, indent=1, sort_keys=True, default=str),
-                   "Recipes and workloads (after the spec's overrides) as their files read now; a point's id "
-                   "hashes them, so a file changed since the sweep makes new points on a rerun",
-                   collapsed=True))
     return s
 
 
@@ -272,41 +279,15 @@ def _train_settings(res: Results) -> pd.DataFrame:
     return r[cols].drop_duplicates().sort_values(["workload", "recipe"], kind="stable").reset_index(drop=True)
 
 
-def _resolve_now(spec: dict) -> dict:
-    """The spec's recipes and workloads resolved from the files as they are now ({} without a spec)."""
-    import dataclasses
-
-    out: dict = {}
-    recipes = [*spec.get("recipes", []), *spec.get("infer_recipes", [])]
-    if recipes:
-        from asicsim.emulate import load_recipe
-
-        out["recipes"] = {}
-        for name in recipes:
-            try:
-                out["recipes"][name] = dataclasses.asdict(load_recipe(name))
-            except Exception as err:  # a recipe gone since the sweep is reported, not fatal
-                out["recipes"][name] = f"cannot load now: {type(err).__name__}: {err}"
-    if spec.get("workloads"):
-        from asicsim.workloads.workload import load_workload
-
-        out["workloads"] = []
-        for w in spec["workloads"]:
-            over = {k: v for k, v in w.items() if k not in ("name", "run")}
-            try:
-                out["workloads"].append({"run": w.get("run"),
-                                         **dataclasses.asdict(load_workload(w["name"]).replace(**over))})
-            except Exception as err:  # likewise a workload
-                out["workloads"].append({"name": w.get("name"), "error": f"{type(err).__name__}: {err}"})
-    return out
+BUILDERS = (pareto, curves, numerics, energy, roofline, deepbench, baidu, failed, inputs)
 
 
-BUILDERS = (summary, pareto, curves, numerics, energy, roofline, deepbench, baidu, failed, inputs)
-
-
-def build(res: Results, t: dict) -> list[Section]:
-    """Every section of the report, in order (``failed`` only when a point failed)."""
-    out = [s for s in (b(res, t) for b in BUILDERS) if s is not None]
+def build(res: Results, t: dict, opts: dict | None = None) -> list[Section]:
+    """Every section of the report, in order (``failed`` only when a point failed); ``opts``: the
+    [report] settings (:func:`asicsim.report.objective.options`, read from the sweep by default)."""
+    opts = opts or objective.options(res)
+    out = [answer.section(res, opts), summary(res, t, opts)]
+    out += [s for s in (b(res, t) for b in BUILDERS) if s is not None]
     seen: set[str] = set()
     for s in out:  # figure ids unique in the page (two names can share a slug)
         for i, b in enumerate(s.blocks):

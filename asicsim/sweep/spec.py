@@ -24,6 +24,11 @@ A spec (see ``sweeps/demo.toml``)::
     base = "edge_int8_32x32"
     vary = { "array.rows" = [16, 32], "array.dataflow" = ["os", "ws"] }
 
+    [report]                               # what the report's answer picks (optional)
+    objective = "energy"                   # energy | time | edp, per training step / inference batch
+    max_accuracy_drop = 0.5                # accuracy points (percent) below fp32 a recipe may lose
+    max_loss_increase = 0.01               # for loss metrics (val_loss): metric units above fp32
+
 Expansion: ``train`` gives one point per (workload, recipe, seed); ``infer`` one per
 (workload, infer recipe, seed); ``cost`` one per (workload, recipe, design) for the training step
 of each training recipe and the inference batch of each infer recipe; each kernel suite one per
@@ -52,12 +57,41 @@ from asicsim._catalogs import shipped_dir
 RUN_KINDS = ("train", "infer", "cost")
 POINT_KINDS = ("train", "infer", "cost", "kernels")
 _TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
-        "design_space", "point_timeout_s"}
+        "design_space", "point_timeout_s", "report"}
 _WORKLOAD_KEYS = {"name", "run", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
 
 
 class SweepError(ValueError):
     """A bad sweep spec, or a sweep that cannot run (the message says which field and why)."""
+
+
+#: What the report's answer minimises, per training step (inference batch for inference): total
+#: energy, time, or their product (energy-delay product).
+OBJECTIVES = ("energy", "time", "edp")
+
+#: The ``[report]`` table's defaults: accuracy in points (percent: 0.5 = 0.005 of a fraction metric),
+#: loss metrics in their own units (nats).
+REPORT_DEFAULTS = {"objective": "energy", "max_accuracy_drop": 0.5, "max_loss_increase": 0.01}
+
+
+def report_options(t, where: str = "report") -> tuple[dict, list[str]]:
+    """The ``[report]`` table with defaults filled in, and its problems (each naming the field, the
+    value and what is allowed); ``t`` None gives the defaults."""
+    if t is None:
+        return dict(REPORT_DEFAULTS), []
+    if not isinstance(t, dict):
+        return dict(REPORT_DEFAULTS), [f"{where} = {t!r}: allowed: a table [report] with {sorted(REPORT_DEFAULTS)}"]
+    problems = [f"{where}.{k}: no such field; fields are {sorted(REPORT_DEFAULTS)}" for k in sorted(set(t) - set(REPORT_DEFAULTS))]
+    out = {**REPORT_DEFAULTS, **{k: v for k, v in t.items() if k in REPORT_DEFAULTS}}
+    if out["objective"] not in OBJECTIVES:
+        problems.append(f"{where}.objective = {out['objective']!r}: allowed: {list(OBJECTIVES)}")
+    for k in ("max_accuracy_drop", "max_loss_increase"):
+        v = out[k]
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v == float("inf"):
+            problems.append(f"{where}.{k} = {v!r}: allowed: a finite number >= 0")
+        else:
+            out[k] = float(v)
+    return out, problems
 
 
 @dataclass(frozen=True)
@@ -85,6 +119,7 @@ class SweepSpec:
     point_timeout_s: float | None = None
     description: str = ""
     spaces: tuple[dict, ...] = ()  # the [[design_space]] entries as written
+    report: dict = field(default_factory=lambda: dict(REPORT_DEFAULTS))  # the [report] table, filled in
     text: str = field(default="", repr=False)  # the spec file as written
 
 
@@ -280,6 +315,8 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
                                 or timeout <= 0):
         problems.append(f"point_timeout_s = {timeout!r}: allowed: a positive number of seconds")
+    report, bad = report_options(t.get("report"))
+    problems.extend(bad)
     if not workloads and not kernels:
         problems.append("workloads/kernels: none given; a sweep needs at least one [[workloads]] or [[kernels]]")
     needs_designs = kernels or any("cost" in w["run"] for w in workloads)
@@ -294,7 +331,7 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                      recipes=recipes, infer_recipes=infer_recipes, designs=designs,
                      spaces=tuple(t.get("design_space", [])),
                      workloads=workloads, kernels=kernels, point_timeout_s=timeout,
-                     description=str(t.get("description", "")), text=text)
+                     description=str(t.get("description", "")), text=text, report=report)
 
 
 def _canon(obj) -> str:
@@ -375,7 +412,7 @@ def spec_dict(spec: SweepSpec) -> dict:
             "recipes": list(spec.recipes), "infer_recipes": list(spec.infer_recipes),
             "designs": [label for label, _ in spec.designs],
             "workloads": [{"name": w["name"], "run": list(w["run"]), **w["overrides"]} for w in spec.workloads],
-            "kernels": list(spec.kernels), "point_timeout_s": spec.point_timeout_s,
+            "kernels": list(spec.kernels), "point_timeout_s": spec.point_timeout_s, "report": dict(spec.report),
             # the named designs as loaded; a design space as its base design and the grid over it
             "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs if label in named},
             "design_spaces": [{"base": str(e["base"]), "vary": e.get("vary", {}),

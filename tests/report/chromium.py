@@ -84,6 +84,7 @@ class Rendered:
     console_errors: list[str]
     screenshot: Path  # PNG of the full page, ``width`` CSS pixels wide at scale 1
     page_height: int  # CSS pixels, the screenshot's height: the document's, at least the viewport's (900)
+    probe: object = None  # what the caller's ``probe`` expression returned (JSON values), None without one
 
 
 def find_chromium() -> str | None:
@@ -171,8 +172,9 @@ class _Pipe:
 
 
 def render(html: Path, screenshot: Path, *, width: int = 1400, timeout: float = 60,
-           binary: str | None = None) -> Rendered:
-    """Load ``html`` from disk, wait for its load event, collect what it shows and did.
+           binary: str | None = None, probe: str | None = None) -> Rendered:
+    """Load ``html`` from disk, wait for its load event, collect what it shows and did, and
+    evaluate ``probe`` (a JavaScript expression, e.g. layout measurements) in the page.
 
     Raises BrowserError if no browser is found, it dies, the file cannot be opened, or the whole
     run takes longer than ``timeout`` seconds. The browser and its profile are gone on return.
@@ -214,12 +216,12 @@ def render(html: Path, screenshot: Path, *, width: int = 1400, timeout: float = 
         os.close(browser_writes)
         try:
             pipe = _Pipe(we_write, we_read, deadline, stderr_tail)
-            return _drive(pipe, url, Path(screenshot), width)
+            return _drive(pipe, url, Path(screenshot), width, probe)
         finally:
             _stop(proc, pipe_fds=(we_write, we_read))
 
 
-def _drive(pipe: _Pipe, url: str, screenshot: Path, width: int) -> Rendered:
+def _drive(pipe: _Pipe, url: str, screenshot: Path, width: int, probe: str | None = None) -> Rendered:
     target = pipe.send("Target.createTarget", url="about:blank")["targetId"]
     session = pipe.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
     for domain in ("Network", "Page", "Runtime", "Log"):
@@ -252,6 +254,12 @@ def _drive(pipe: _Pipe, url: str, screenshot: Path, width: int) -> Rendered:
 
     page = pipe.send("Runtime.evaluate", session, expression=_COLLECT_JS,
                      returnByValue=True)["result"]["value"]
+    probed = None
+    if probe:  # before the screenshot, which may resize the viewport to the whole page
+        reply = pipe.send("Runtime.evaluate", session, expression=probe, returnByValue=True)
+        if "exceptionDetails" in reply:
+            raise BrowserError(f"probe failed: {reply['exceptionDetails'].get('text')}")
+        probed = reply["result"].get("value")
     size = pipe.send("Page.getLayoutMetrics", session)["cssContentSize"]
     height = math.ceil(size["height"])
     shot = pipe.send("Page.captureScreenshot", session, format="png", captureBeyondViewport=True,
@@ -274,7 +282,7 @@ def _drive(pipe: _Pipe, url: str, screenshot: Path, width: int) -> Rendered:
                  for f in page["figures"]],
         requests=requests, failed_requests=failed,
         console_errors=_console_errors(p for p in pipe.events if ours(p)),
-        screenshot=screenshot, page_height=height)
+        screenshot=screenshot, page_height=height, probe=probed)
 
 
 def _console_errors(events) -> list[str]:

@@ -17,9 +17,9 @@ from sweep_data import EVIL, GPU, SPEC_NAME, html_text, real_report
 
 from asicsim.report import cli as report_cli
 from asicsim.report import summary_text, write_report
-from asicsim.report.document import fmt
 from asicsim.report.sections import SECTION_IDS
 from asicsim.report.tables import BAIDU_FLOPS_PER_W
+from asicsim.report.units import eng
 from asicsim.sweep import load_results
 from asicsim.sweep.store import Store
 
@@ -120,7 +120,7 @@ def test_summary_numbers_match_the_results(real, page):
         assert row["gflops_per_w"] == pytest.approx(mine["flops_per_j"] / 1e9)
         assert row[f"speedup_vs_{GPU}"] == pytest.approx(gpu["time_s"] / mine["time_s"])
         assert row[f"energy_ratio_vs_{GPU}"] == pytest.approx(mine["energy_j"] / gpu["energy_j"])
-        assert fmt(mine["energy_j"]) in _section(page, "summary")
+        assert eng(mine["energy_j"], "J") in _section(page, "summary")  # the recipes x designs table
     inf = r[r["kind"] == "infer"].iloc[0]
     row = s[(s["phase"] == "infer") & (s["design"] == GPU)].iloc[0]
     assert row["delta_vs_fp32"] == pytest.approx(inf["value"] - inf["fp32_value"], abs=1e-12)
