@@ -16,6 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
 
 STYLE = {"svg.hashsalt": "asicsim-report", "svg.fonttype": "none",
@@ -68,10 +69,23 @@ def legend_outside(ax, title: str | None = None, **kw):
                      borderaxespad=0.0, **kw)
 
 
+class FewLogTicks(LogLocator):
+    """Decades as the major ticks (at most about five labelled), and 3x between them where the
+    axis spans few decades (else one label would be left)."""
+
+    def __init__(self):
+        super().__init__(base=10, numticks=5)
+
+    def tick_values(self, vmin, vmax):
+        lo, hi = sorted((abs(vmin) or 1e-300, abs(vmax) or 1e-300))
+        self.set_params(subs=(1.0, 3.0) if np.log10(hi / lo) <= 2.5 else (1.0,))
+        return super().tick_values(vmin, vmax)
+
+
 def log_axis(axis, unit: str = "") -> None:
     """A log axis with a labelled tick only every few decades and engineering labels (100k,
     300k, 1M): long spans do not crowd their labels into each other."""
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0), numticks=5))
+    axis.set_major_locator(FewLogTicks())
     axis.set_major_formatter(EngFormatter(unit=unit, places=0, sep=""))
     axis.set_minor_formatter(NullFormatter())
 
