@@ -4,8 +4,8 @@ terminal, redrawn in place) or a line every few seconds (a log), always ending o
 
 The ETA is the work left priced at the measured cost of the work done, spread over the workers:
 each point left costs the mean seconds (its record's ``seconds``) of the finished points of its
-group (same kind, workload and recipe: another seed of it), else its examples times the seconds
-per example of its recipe on another workload, else of every finished training point; a priced
+group (same kind, workload and recipe: another seed of it), else its steps times the seconds
+per step of its recipe on another workload, else of every finished training point; a priced
 point (next to free) the mean of those finished. The line shows it smoothed and counted down between finishes, never below a
 tenth of the last estimate, so one slow or fast point does not make it jump.
 """
@@ -26,7 +26,7 @@ def _clock(s: float) -> str:
 
 class Progress:
     """Progress of ``total`` points, ``skipped`` of them finished before; silent when ``stream``
-    is None. ``weights``: id -> examples trained (0 for a priced point); ``workers``: how many run
+    is None. ``weights``: id -> its work, optimizer steps (0 for a priced point); ``workers``: how many run
     at once."""
 
     def __init__(self, total: int, skipped: int, stream=sys.stderr, weights: dict | None = None,
@@ -38,10 +38,10 @@ class Progress:
         self.groups = dict(groups or {})
         self.left = set(self.weights) | set(self.groups)
         self.group_s: dict = {}  # group -> [seconds, points]
-        self.recipe_s: dict = {}  # recipe -> [seconds, examples] of its finished training points
-        self.examples_left = float(sum(self.weights.values()))
+        self.recipe_s: dict = {}  # recipe -> [seconds, work] of its finished training points
+        self.work_left = float(sum(self.weights.values()))
         self.priced_left = sum(1 for w in self.weights.values() if not w)
-        self.examples_done = self.train_s = 0.0  # examples of finished training points, their seconds
+        self.work_done = self.train_s = 0.0  # work of finished training points, their seconds
         self.priced_done, self.priced_s = 0, 0.0
         self.done = self.failed = 0
         self.t0 = time.monotonic()
@@ -68,13 +68,13 @@ class Progress:
                 acc = self.group_s.setdefault(self.groups[r["id"]], [0.0, 0])
                 acc[0] += secs
                 acc[1] += 1
-                if w:  # seconds per example of this recipe, on any workload
+                if w:  # seconds per step of this recipe, on any workload
                     rate = self.recipe_s.setdefault(self.groups[r["id"]][2], [0.0, 0.0])
                     rate[0] += secs
                     rate[1] += w
             if w:
-                self.examples_left -= w
-                self.examples_done += w
+                self.work_left -= w
+                self.work_done += w
                 self.train_s += secs
             elif r["id"] in self.weights:
                 self.priced_left -= 1
@@ -111,14 +111,14 @@ class Progress:
 
     def _estimate(self) -> None:
         """A new ETA from the work left, blended with the previous one counted down."""
-        if self.examples_left > 0 and not self.examples_done:
+        if self.work_left > 0 and not self.work_done:
             return  # training left and none finished: no basis yet
         now = time.monotonic()
         # records without their own seconds (older workers): the wall clock of all the workers
         spent = (now - self.t0) * self.workers
-        per_example = (self.train_s or spent) / self.examples_done if self.examples_done else 0.0
+        per_work = (self.train_s or spent) / self.work_done if self.work_done else 0.0
         per_priced = (self.priced_s or spent) / self.priced_done if self.priced_done else 0.0
-        if self.examples_done and self.priced_done and not (self.train_s or self.priced_s):
+        if self.work_done and self.priced_done and not (self.train_s or self.priced_s):
             per_priced = 0.0  # the wall clock cannot be split between them: the training dominates
         if self.group_s:
             left = 0.0
@@ -130,11 +130,11 @@ class Progress:
                 if acc:
                     left += acc[0] / acc[1]
                 elif w:
-                    left += w * (rate[0] / rate[1] if rate else per_example)
+                    left += w * (rate[0] / rate[1] if rate else per_work)
                 else:
                     left += per_priced
         else:
-            left = max(self.examples_left, 0.0) * per_example + max(self.priced_left, 0) * per_priced
+            left = max(self.work_left, 0.0) * per_work + max(self.priced_left, 0) * per_priced
         new = left / self.workers
         if self._eta is not None:
             before = max(self._eta[0] - (now - self._eta[1]), 0.0)

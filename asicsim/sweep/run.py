@@ -72,8 +72,10 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         store.write_spec(spec.text, spec_dict(spec))
         status = store.status()
         todo = [p for p in points if p.id not in status or (retry_failed and status[p.id] == "failed")]
-        workload = workload_of(spec)  # expected work for the ETA: examples trained; pricing is nearly free
-        work = {p.id: float(_examples(workload(p))) if p.kind in ("train", "infer") else 0.0 for p in todo}
+        workload = workload_of(spec)  # expected work for the ETA: optimizer steps; pricing is nearly free
+        # steps, not examples: the small models' steps cost about the same whatever their batch
+        work = {p.id: float(workload(p).steps) if p.kind in ("train", "infer") and workload(p) is not None else 0.0
+                for p in todo}
         jobs = jobs_for(spec, todo)
         n_workers = min(workers, max(len(jobs), 1))
         groups = {p.id: (p.kind, p.inputs.get("workload"), p.inputs.get("recipe")) for p in todo}
