@@ -11,6 +11,7 @@ from pathlib import Path
 
 from asicsim.sweep.execute import run_local, run_ray
 from asicsim.sweep.points import Job
+from asicsim.sweep.progress import Progress, banner_text
 from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
 from asicsim.sweep.store import Store
 
@@ -51,65 +52,6 @@ def _examples(w) -> int:
     return int(w.steps * w.batch) if w is not None else 0
 
 
-class Progress:
-    """Points done / failed / remaining and an ETA, on one line (a terminal) or a line every few
-    seconds (a log); silent when ``stream`` is None. The ETA weighs each point by its expected work
-    (``weights``: id -> examples trained; a priced point is next to free), not by its count."""
-
-    def __init__(self, total: int, skipped: int, stream=sys.stderr, weights: dict | None = None):
-        self.total, self.skipped, self.stream = total, skipped, stream
-        weights = weights or {}
-        # a sweep of priced points only: every point counts the same
-        self.weights = weights if any(weights.values()) else dict.fromkeys(weights, 1.0)
-        self.work_left = float(sum(self.weights.values()))
-        self.work_done = 0.0
-        self.done = self.failed = 0
-        self.t0 = time.monotonic()
-        self._last = 0.0
-        self._shown: tuple = ()
-        self._tty = bool(stream) and getattr(stream, "isatty", lambda: False)()
-
-    def update(self, records: list[dict], final: bool = False) -> None:
-        for r in records:
-            w = self.weights.get(r["id"], 0.0)
-            self.work_done, self.work_left = self.work_done + w, self.work_left - w
-            if r["status"] == "done":
-                self.done += 1
-            else:
-                self.failed += 1
-        if self.stream is None:
-            return
-        now = time.monotonic()
-        state = (self.done, self.failed)
-        if (final and state == self._shown) or not (final or self._tty or now - self._last >= 5):
-            return
-        self._last, self._shown = now, state
-        line = self.line()
-        self.stream.write(("\r" if self._tty else "") + line + ("\n" if final or not self._tty else ""))
-        self.stream.flush()
-
-    def line(self) -> str:
-        ran = self.done + self.failed
-        left = self.total - self.skipped - ran
-        elapsed = time.monotonic() - self.t0
-        if not left:
-            eta = "finished"
-        elif self.work_done > 0:
-            eta = f"ETA {_clock(elapsed * max(self.work_left, 0.0) / self.work_done)}"
-        else:
-            eta = "ETA ?"
-        width = 24
-        filled = int(width * (self.skipped + ran) / max(self.total, 1))
-        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.skipped + self.done}/{self.total} done"
-                f" ({self.skipped} from before), {self.failed} failed, {left} left, {_clock(elapsed)} "
-                f"elapsed, {eta}")
-
-
-def _clock(s: float) -> str:
-    s = round(s)
-    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
-
-
 def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int | None = None,
           ray: str | None = None, retry_failed: bool = False, progress=sys.stderr,
           on_record: Callable[[dict], None] | None = None) -> dict:
@@ -130,9 +72,19 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         store.write_spec(spec.text, spec_dict(spec))
         status = store.status()
         todo = [p for p in points if p.id not in status or (retry_failed and status[p.id] == "failed")]
-        workload = workload_of(spec)  # expected work for the ETA: examples trained; pricing is nearly free
-        work = {p.id: float(_examples(workload(p))) if p.kind in ("train", "infer") else 0.0 for p in todo}
-        bar = Progress(len(points), len(points) - len(todo), progress, work)
+        workload = workload_of(spec)  # expected work for the ETA: optimizer steps; pricing is nearly free
+        # steps, not examples: the small models' steps cost about the same whatever their batch
+        work = {p.id: float(workload(p).steps) if p.kind in ("train", "infer") and workload(p) is not None else 0.0
+                for p in todo}
+        jobs = jobs_for(spec, todo)
+        n_workers = min(workers, max(len(jobs), 1))
+        groups = {p.id: (p.kind, p.inputs.get("workload"), p.inputs.get("recipe")) for p in todo}
+        bar = Progress(len(points), len(points) - len(todo), progress, work, n_workers, groups)
+        kinds: dict[str, int] = {}
+        for p in points:
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
+        bar.banner(banner_text(spec.name or str(spec.source), kinds, len(points), len(points) - len(todo),
+                               len(jobs), n_workers))
 
         def on_records(records: list[dict]) -> None:
             store.write(records)  # the commit point: written before anything else happens
@@ -141,11 +93,10 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
                     on_record(r)
             bar.update(records)
 
-        jobs = jobs_for(spec, todo)
         if ray:
             run_ray(jobs, on_records, ray, workers, spec.point_timeout_s)
         else:
-            run_local(jobs, on_records, min(workers, max(len(jobs), 1)), spec.point_timeout_s)
+            run_local(jobs, on_records, n_workers, spec.point_timeout_s)
         bar.update([], final=True)
         frames = store.consolidate()
     res = frames["results"]

@@ -23,6 +23,9 @@ def test_demo_runs_every_point_and_writes_the_report(tmp_path):
     res = load_results(out)
     assert sorted(res["id"]) == sorted(p.id for p in points)
     assert {"train", "infer", "cost", "kernels"} == set(res["kind"])
+    # the report's error bars and loss bands need seeds, its curves a shape
+    assert res[res["kind"] == "train"].groupby(["workload", "recipe"]).size().min() >= 2
+    assert load_results(out, "curves").groupby("id").size().min() >= 50
     html = (out / "report.html").read_text()
     for section in ("summary", "pareto", "curves", "numerics", "energy", "roofline", "deepbench", "baidu", "inputs"):
         assert f'<section id="{section}"' in html, section
