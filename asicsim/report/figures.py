@@ -43,6 +43,12 @@ def _empty(d: pd.DataFrame, col: str) -> bool:
     return not (np.isfinite(v) & (v != 0)).any()
 
 
+def numerics_has_data(df: pd.DataFrame, workload: str) -> bool:
+    """Whether any numerics panel of ``workload`` has a nonzero value (else only the sentence)."""
+    d = df[df["workload"] == workload]
+    return not all(_empty(d, c) for c in ("underflow", "overflow"))
+
+
 def numerics_note(df: pd.DataFrame, workload: str) -> str:
     """The sentence that stands for the numerics panels without data ("" when both have some)."""
     d = df[df["workload"] == workload]

@@ -11,6 +11,7 @@ from importlib import metadata
 import pandas as pd
 
 from asicsim.report import answer, figures, objective, pivots
+from asicsim.report.aggregate import top_designs
 from asicsim.report.document import Code, Figure, Section, Table, Text
 from asicsim.report.load import Results
 from asicsim.report.tables import BAIDU_FLOPS_PER_W, static_shares
@@ -93,7 +94,7 @@ def pareto(res: Results, t: dict) -> Section:
                "one training step on the design. Circled: the Pareto front, points no other point beats on "
                "both energy and quality."))
     for w in _workloads(df):
-        s.add(Figure(slug("fig-pareto", w), figures.pareto(df, w), f"{w}: quality vs energy per training step"))
+        s.add(Figure(slug("fig-pareto", w), figures.pareto(df, w, res.results), f"{w}: quality vs energy per training step"))
     return s.add(Table(df[df["pareto"]].drop(columns=["pareto"]), "The Pareto points", csv="pareto"))
 
 
@@ -125,7 +126,13 @@ def numerics(res: Results, t: dict) -> Section:
                "rounding into the recipe's formats, per tensor role (weight, act, grad, wgrad), averaged over "
                "tensors and seeds weighted by tensor size; max_*: the worst tensor."))
     for w in _workloads(df):
+        note = figures.numerics_note(df, w)
+        if not figures.numerics_has_data(df, w):  # both panels empty: the sentence, no figure
+            s.add(Text(note))
+            continue
         s.add(Figure(slug("fig-numerics", w), figures.numerics(df, w), f"{w}: underflow and overflow"))
+        if note:
+            s.add(Text(note))
     return s.add(Table(df, csv="numerics"))
 
 
@@ -156,11 +163,15 @@ def roofline(res: Results, t: dict) -> Section:
                "its DRAM bytes and its time) and every DeepBench kernel, a marker per bound (circle compute, "
                "square bandwidth, triangle occupancy). Ops without DRAM traffic or MACs are not placed."))
     designs = sorted(set(roofs["design"]))
+    cost = t["energy"]
+    if len(designs) > MAX_ROOFLINES and len(cost) and "energy_j" in cost:  # the lowest-energy designs first
+        best = [d for d in top_designs(cost, "energy_j", MAX_ROOFLINES) if d in set(designs)]
+        designs = best + [d for d in designs if d not in set(best)]
     for d in designs[:MAX_ROOFLINES]:
-        s.add(Figure(slug("fig-roofline", d), figures.roofline(pts, roofs, d), f"roofline: {d}"))
+        s.add(Figure(slug("fig-roofline", d), figures.roofline(pts, roofs, d, res.results), f"roofline: {d}"))
     if len(designs) > MAX_ROOFLINES:
-        s.add(Text(f"Rooflines drawn for the first {MAX_ROOFLINES} of {len(designs)} designs; every point is "
-                   "in roofline_points.csv."))
+        s.add(Text(f"Rooflines drawn for {MAX_ROOFLINES} of {len(designs)} designs (the lowest-energy ones and "
+                   "every GPU); every point is in roofline_points.csv."))
     o = res.ops
     o = o[pd.to_numeric(o["macs"], errors="coerce").fillna(0) > 0]
     unplaced = o[~(pd.to_numeric(o["dram_bytes"], errors="coerce").fillna(0) > 0)]
