@@ -143,4 +143,7 @@ def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
             lines.append(f"  ... and {len(f) - 5} more (see the report)")
     if not len(r):
         lines.append("No point has finished yet.")
+    if any("–" in x for x in lines[2:]):  # the placeholder fmt() writes for a missing figure
+        lines.append("–: no figure: a design without a TDP has no perf/W, and a design that cannot run "
+                     "a suite's precision has no time.")
     return "\n".join(lines)

@@ -103,8 +103,8 @@ def curves(res: Results, t: dict) -> Section:
     c = res.curves
     if not len(c):
         return s.add(Text("No training run in this sweep recorded curves."))
-    s.add(Text("Training and test loss against the optimizer step, a colour per recipe and a line per seed; "
-               "an x marks where a run diverged (its last finite value)."))
+    s.add(Text("Training and test loss against the optimizer step, a colour per recipe: the mean over seeds "
+               "with a band from the lowest to the highest seed; an x marks where a run diverged (its last finite value)."))
     for w in _workloads(c):
         s.add(Figure(slug("fig-curves", w), figures.curves(c, res.results, w), f"{w}: loss curves"))
     r = res.results
