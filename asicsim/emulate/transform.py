@@ -551,7 +551,8 @@ class _Interpreter:
 
         def body(c):  # note: stochastic-rounding streams repeat across while iterations
             self.site = site0 + ncond
-            return self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)])
+            # a tuple, as the carry went in: while_loop checks the two have one pytree structure
+            return tuple(self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)]))
 
         out = list(lax.while_loop(cond, body, tuple(init)))
         self.site = site0 + ncond + count_sites(bj.jaxpr)
