@@ -464,7 +464,7 @@ class _Interpreter:
 
     def eqn(self, eqn, invals, flags):
         name, p = eqn.primitive.name, eqn.params
-        if name == "dot_general":
+        if name == "dot_general" and not _integer_gemm(eqn):
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site()
@@ -572,13 +572,20 @@ class _Interpreter:
         return out
 
 
+def _integer_gemm(eqn) -> bool:
+    """A GEMM on integers only (index arithmetic, exact counts): the user's exact op, not a MAC
+    unit's float GEMM of the recipe, so it is neither rounded nor numbered as a site."""
+    return all(jnp.issubdtype(v.aval.dtype, jnp.integer) or v.aval.dtype == jnp.bool_
+               for v in (*eqn.invars, *eqn.outvars))
+
+
 def count_sites(jaxpr) -> int:
     """GEMM sites (dot_general/conv) in ``jaxpr`` as the interpreter numbers them: a scan or while
     body counted once, every cond branch, nested calls."""
     n = 0
     for eqn in jaxpr.eqns:
         name, p = eqn.primitive.name, eqn.params
-        if name in ("dot_general", "conv_general_dilated"):
+        if name in ("dot_general", "conv_general_dilated") and not _integer_gemm(eqn):
             n += 1
         elif name == "scan":
             n += count_sites(p["jaxpr"].jaxpr)
