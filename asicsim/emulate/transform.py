@@ -78,10 +78,14 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     ``amax``: for ``delayed``/``static`` scaling, the amax estimate to scale by (a traced scalar;
     <= 0 or None: the current amax of ``x``). ``axis``: the axis of block scaling and of block
     formats (default the last), or several axes: blocks then run along them flattened in the
-    order given (a GEMM passes its contraction axes, as OCP MX blocks along K).
+    order given (a GEMM passes its contraction axes, as OCP MX blocks along K). With ``channel``
+    scaling the same ``axis`` names the contraction: one scale per index of the other axes (a
+    weight's output channel whether it is stored (in, out) or (out, in)); without it, the last axis.
     """
     if spec is None or spec.is_identity:
         return x
+    if spec.scaling == "channel" and axis is not None:
+        return _round_per_channel(x, spec, axis, key=key, amax=amax, words=words)
     if axis is not None and not isinstance(axis, (int, np.integer)):
         return _round_flat(x, spec, tuple(int(a) % x.ndim for a in axis), key=key, amax=amax, words=words)
     words = _sr_words(spec, key, words)
@@ -99,6 +103,21 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
         kw["axis"] = axis
     y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)
     return y.astype(x.dtype)
+
+
+def _round_per_channel(x, spec: RoleSpec, axis, **kw) -> jax.Array:
+    """``channel`` scaling of a GEMM operand: the contraction ``axis`` (or axes) first, the rest
+    flattened last, one scale per column of that view; a fully contracted operand has one scale."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(int(a) % x.ndim for a in axes)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = [*axes, *keep]
+    moved = jnp.transpose(x, perm)
+    flat = moved.reshape(int(np.prod([x.shape[i] for i in axes], dtype=np.int64)), -1)
+    if not keep:  # no free axis: the whole operand is one channel
+        flat = flat.reshape(-1, 1)
+    y = round_role(flat, spec, **kw)  # channel scaling along the last axis of the view
+    return jnp.transpose(y.reshape(moved.shape), np.argsort(perm))
 
 
 def _round_flat(x, spec: RoleSpec, axes: tuple[int, ...], **kw) -> jax.Array:
