@@ -154,6 +154,7 @@ def dram_rate(design: GpuDesign, c: Mapping) -> float:
     return design.bandwidth_bytes_per_s * c["bw_eff"]
 
 
+@functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
 def level_energies_pj_per_byte(design: GpuDesign) -> dict[str, tuple[float, str]]:
     """pJ per byte moved at each memory level, with the source of each figure."""
     e_dram = dram_energy_pj_per_bit(GPU_MEM_TYPES[design.mem_type])

@@ -38,13 +38,19 @@ def _digits(x: float, digits: int) -> str:
     return f"{x:.{max(0, digits - 1 - math.floor(math.log10(x)))}f}"
 
 
-def eng(v, unit: str, digits: int = DIGITS) -> str:
-    """``v`` in ``unit`` with an SI prefix that puts 1 to 999 before it (bytes: KB, MB, GB, decimal)."""
+def _number(v) -> float | None:
+    """``v`` as a float; None when it is no number or NaN (shown as "–")."""
     try:
         v = float(v)
     except (TypeError, ValueError):
-        return "–"
-    if math.isnan(v):
+        return None
+    return None if math.isnan(v) else v
+
+
+def eng(v, unit: str, digits: int = DIGITS) -> str:
+    """``v`` in ``unit`` with an SI prefix that puts 1 to 999 before it (bytes: KB, MB, GB, decimal)."""
+    v = _number(v)
+    if v is None:
         return "–"
     if math.isinf(v):
         return "∞" if v > 0 else "-∞"
@@ -61,9 +67,8 @@ def eng(v, unit: str, digits: int = DIGITS) -> str:
 
 def times(r, digits: int = 2) -> str:
     """A ratio as "0.50x", "3.2x", "41x", "1,950x" (two significant digits, three from 100 up)."""
-    try:
-        r = float(r)
-    except (TypeError, ValueError):
+    r = _number(r)
+    if r is None:
         return "–"
     if not math.isfinite(r) or r <= 0:
         return "–"
@@ -75,9 +80,8 @@ def times(r, digits: int = 2) -> str:
 def compare(r, better: str, worse: str) -> str:
     """``r`` = the other's cost over this one's: "41x less energy" (r > 1), "2.0x more energy"
     (r < 1), "about the same energy" within :data:`SAME` of 1; "–" when unknown."""
-    try:
-        r = float(r)
-    except (TypeError, ValueError):
+    r = _number(r)
+    if r is None:
         return "–"
     if not math.isfinite(r) or r <= 0:
         return "–"
@@ -90,11 +94,8 @@ def compare(r, better: str, worse: str) -> str:
 
 def points(v, digits: int = 2) -> str:
     """An accuracy difference in points with a sign: "+0.14", "-1.20", "0.00"."""
-    try:
-        v = float(v)
-    except (TypeError, ValueError):
-        return "–"
-    if math.isnan(v):
+    v = _number(v)
+    if v is None:
         return "–"
     text = f"{v:+.{digits}f}"
     return text.lstrip("+-") if float(text) == 0 else text
