@@ -142,7 +142,7 @@ def test_amax_is_the_largest_magnitude(shape):
     2**-120 to 2**100 of both signs, inf where one is. A NaN gives NaN on the integer path (small
     tensors), NaN or the largest other magnitude on the float path. The integer path also keeps
     a subnormal amax (XLA:CPU's float max may read it as 0)."""
-    from asicsim.emulate.transform import INT_AMAX_BELOW, _amax
+    from asicsim.emulate.role_rounding import INT_AMAX_BELOW, _amax
 
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-120, 100, shape)).astype(np.float32)

@@ -1,0 +1,194 @@
+"""One emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): operands rounded per role, the product
+accumulated in float32 or by a bit-exact MAC order, the two gradient GEMMs on operands rounded
+for them (block-scaled ones again along the gradient GEMM's contraction axes)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend import core as jcore
+
+from asicsim._jax_compat import bind_args
+from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_role
+from asicsim.numerics.fusion import computed_once
+from asicsim.numerics.random import derive
+
+_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad")  # the roles an emulated GEMM rounds
+
+
+def _grad_role(role: str) -> str:
+    return "wgrad" if role == "weight" else "grad_out"
+
+
+def _role_words(words, n: int):
+    """Seed words of ``n`` independent streams from one site's words (None: no stochastic rounding)."""
+    if words is None:
+        return [None] * n
+    return [derive(words, i) for i in range(n)]
+
+
+def _free_axes(dn, side: int, ndim: int) -> list[int]:
+    """Operand ``side``'s axes that are neither contracted nor batch (its M or N axes)."""
+    (lc, rc), (lb, rb) = dn
+    contract, batch = (lc, lb) if side == 0 else (rc, rb)
+    return [i for i in range(ndim) if i not in contract and i not in batch]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _emulated_dot(a, b, meta, words, cfg, policy):
+    return _dot_fwd(a, b, meta, words, cfg, policy)[0]
+
+
+def _dot_fwd(a, b, meta, words, cfg, policy):
+    dn, roles, out_dtype, ongrid = cfg
+    ka, kb, kacc, kout, _, _, _ = _role_words(words, 7)
+    tap, est = (None, None) if meta is None else meta
+    ma, mb = (None, None) if est is None else (est[0], est[1])
+    # An operand already on its role's grid (weights pre-rounded by the training step) is left
+    # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
+    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
+                                        axis=tuple(dn[0][0]))
+    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
+                                        axis=tuple(dn[0][1]))
+    y = _contract(qa, qb, dn, policy)
+    out = policy.role("out")
+    y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
+    if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
+        y = _materialize(y, out)
+    seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
+    # A block-scaled operand is rounded again for the gradient GEMM, along that GEMM's
+    # contraction axis: keep it unrounded for that.
+    keep = tuple(x if _blocked(policy.role(r)) else q for x, q, r in zip((a, b), (qa, qb), roles, strict=True))
+    return y.astype(out_dtype), (*keep, seen, est, words)
+
+
+def _dot_bwd(cfg, policy, res, g):
+    """dA = g . B and dB = A . g (the two gradient GEMMs), each on operands rounded for it."""
+    dn, roles, _, _ = cfg
+    xa, xb, seen, est, words = res
+    ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
+    g32, gspec = g.astype(jnp.float32), policy.role("grad")
+    sa, sb = policy.role(roles[0]), policy.role(roles[1])
+    if _blocked(gspec):
+        # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
+        nb, na = len(dn[1][0]), len(_free_axes(dn, 0, xa.ndim))
+        gb = round_role(g32, gspec, words=_again(kg), axis=range(nb, nb + na))
+        ga = round_role(g32, gspec, words=kg, axis=range(nb + na, g.ndim))
+    else:
+        ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
+    if _blocked(sa):  # kept unrounded by _dot_fwd
+        xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
+    if _blocked(sb):
+        xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
+    xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
+    da = _contract_grad(xa32, xb32, ga, dn, policy, 0)
+    db = _contract_grad(xa32, xb32, gb, dn, policy, 1)
+    ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
+    da = _materialize(round_role(_accumulate(da, policy, words=_again(kda)), ra, words=kda), ra)
+    db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
+    dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
+    return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
+
+
+def _again(words):
+    """A second stream from a role's seed words (None stays None)."""
+    return None if words is None else derive(words, 1)
+
+
+_emulated_dot.defvjp(_dot_fwd, _dot_bwd)
+
+
+def _materialize(x: jax.Array, spec: RoleSpec | None) -> jax.Array:
+    """``x`` unchanged, computed once (:func:`asicsim.numerics.fusion.computed_once`) where its
+    rounding is scaled (per block, tensor, channel) or stochastic (random bits hashed per element).
+
+    Fused, the transposed im2col of a convolution's dX summed 3-5 taps of it, so the block
+    rounding of dX (exponent, scale, element grid) ran once per tap, in a gather-like loop XLA
+    does not vectorise (30 % of an MX CNN step); stochastic rounding of dX fused into those taps
+    cost 2.3 of 3.9 ms of a fixed16_sr CNN step.
+    """
+    plain = spec is None or spec.is_identity or (spec.scaling == "none" and spec.spec.kind != "block")
+    return x if plain and not _stochastic(spec) else computed_once(x)
+
+
+def _accumulate(y: jax.Array, policy: Policy, words=None) -> jax.Array:
+    """Round an fp32 accumulation result to the accumulator format (a GEMM under a bit-exact MAC
+    order has already accumulated in it)."""
+    if policy.mac_spec() is not None:
+        return y
+    return round_role(y, policy.role("acc"), words=words)
+
+
+def _contract(a, b, dn, policy: Policy):
+    """The GEMM itself on rounded operands, accumulated in float32 (or by a MAC order)."""
+    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
+    mac = policy.mac_spec()
+    if mac is not None:
+        return _mac_dot_general(a, b, dn, mac)
+    return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
+
+
+def _contract_grad(a, b, g, dn, policy: Policy, wrt: int):
+    """The gradient of the contraction with respect to operand ``wrt`` (0: dA, 1: dB) at
+    cotangent ``g``: a gradient GEMM, accumulated as the forward one is (a bit-exact MAC order
+    runs on the transposed product JAX's own rule forms)."""
+    def grad(x, w, ct, contract):
+        if wrt == 0:
+            return jax.vjp(lambda v: contract(v, w), x)[1](ct)[0]
+        return jax.vjp(lambda v: contract(x, v), w)[1](ct)[0]
+
+    mac = policy.mac_spec()
+    if mac is None:
+        return grad(a, b, g, lambda x, w: _contract(x, w, dn, policy))
+
+    def fast(x, w, ct):
+        return grad(x, w, ct, lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32))
+
+    closed = jax.make_jaxpr(fast)(a, b, g)
+    env: dict = {}
+
+    def read(v):
+        return v.val if isinstance(v, jcore.Literal) else env[v]
+
+    for v, c in zip(closed.jaxpr.constvars, closed.consts, strict=True):
+        env[v] = c
+    for v, x in zip(closed.jaxpr.invars, (a, b, g), strict=True):
+        env[v] = x
+    used = {v for e in closed.jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
+    used |= {v for v in closed.jaxpr.outvars if not isinstance(v, jcore.Literal)}
+    for eqn in closed.jaxpr.eqns:
+        if not any(v in used for v in eqn.outvars):
+            continue  # the forward product jax.vjp traces too: not needed, and costly by a MAC order
+        invals = [read(v) for v in eqn.invars]
+        if eqn.primitive.name == "dot_general":
+            outs = [_mac_dot_general(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
+                                     eqn.params["dimension_numbers"], mac)]
+        else:
+            subfuns, params = bind_args(eqn.primitive, eqn.params)
+            out = eqn.primitive.bind(*subfuns, *invals, **params)
+            outs = out if eqn.primitive.multiple_results else [out]
+        for v, o in zip(eqn.outvars, outs, strict=True):
+            env[v] = o
+    return read(closed.jaxpr.outvars[0])
+
+
+def _mac_dot_general(a, b, dn, mac):
+    """``dot_general`` by a bit-exact MAC order: operands transposed and reshaped to batched
+    (B, M, K) x (B, K, N) products for :func:`asicsim.numerics.matmul`, the result laid out as
+    ``dot_general`` lays it out (batch, lhs free, rhs free)."""
+    from asicsim.numerics import matmul
+
+    (lc, rc), (lb, rb) = dn
+    lf = [i for i in range(a.ndim) if i not in lc and i not in lb]
+    rf = [i for i in range(b.ndim) if i not in rc and i not in rb]
+    size = lambda x, dims: int(np.prod([x.shape[i] for i in dims], dtype=np.int64))  # noqa: E731
+    at = jnp.transpose(a, (*lb, *lf, *lc)).reshape(size(a, lb), size(a, lf), size(a, lc))
+    bt = jnp.transpose(b, (*rb, *rc, *rf)).reshape(size(b, rb), size(b, rc), size(b, rf))
+    out = matmul(at, bt, mac)
+    shape = (*[a.shape[i] for i in lb], *[a.shape[i] for i in lf], *[b.shape[i] for i in rf])
+    return out.astype(jnp.float32).reshape(shape)

@@ -1,0 +1,153 @@
+"""Rounding a tensor as a recipe role says: scaling per tensor, channel or block, delayed and
+static estimates, stochastic rounding's seed words (:func:`round_role`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from asicsim.emulate.policy import RoleSpec
+from asicsim.numerics import quantize
+from asicsim.numerics.random import key_words
+from asicsim.numerics.scaling import amax_bits
+
+
+def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
+               axis: int | Sequence[int] | None = None, words=None) -> jax.Array:
+    """Round ``x`` as role ``spec`` says (None or fp32/rne: unchanged), keeping its dtype.
+
+    ``key`` (a ``jax.random`` key) or ``words`` (seed words already drawn from one, see
+    ``random.derive``) feeds stochastic rounding.
+    ``amax``: for ``delayed``/``static`` scaling, the amax estimate to scale by (a traced scalar;
+    <= 0 or None: the current amax of ``x``). ``axis``: the axis of block scaling and of block
+    formats (default the last), or several axes: blocks then run along them flattened in the
+    order given (a GEMM passes its contraction axes, as OCP MX blocks along K). With ``channel``
+    scaling the same ``axis`` names the contraction: one scale per index of the other axes (a
+    weight's output channel whether it is stored (in, out) or (out, in)); without it, the last axis.
+    """
+    if spec is None or spec.is_identity:
+        return x
+    if spec.scaling == "channel" and axis is not None:
+        return _round_per_channel(x, spec, axis, key=key, amax=amax, words=words)
+    if axis is not None and not isinstance(axis, (int, np.integer)):
+        return _round_flat(x, spec, tuple(int(a) % x.ndim for a in axis), key=key, amax=amax, words=words)
+    words = _sr_words(spec, key, words)
+    kw = {}
+    if spec.scaling in ("delayed", "static") and (amax is not None or spec.margin):
+        return _round_scaled(x, spec, jnp.float32(0) if amax is None else amax, words)
+    if spec.scaling in ("tensor", "delayed", "static"):  # no estimate given: the current amax
+        kw["scaling"] = "tensor"
+    elif spec.scaling == "channel":
+        kw["scaling"] = "channel"
+    elif spec.scaling == "block":
+        kw["block_size"] = spec.block_size
+        kw["axis"] = -1 if axis is None else axis
+    elif spec.spec.kind == "block" and axis is not None:
+        kw["axis"] = axis
+    y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)
+    return y.astype(x.dtype)
+
+
+def _round_per_channel(x, spec: RoleSpec, axis, **kw) -> jax.Array:
+    """``channel`` scaling of a GEMM operand: the contraction ``axis`` (or axes) first, the rest
+    flattened last, one scale per column of that view; a fully contracted operand has one scale."""
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(int(a) % x.ndim for a in axes)
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = [*axes, *keep]
+    moved = jnp.transpose(x, perm)
+    flat = moved.reshape(int(np.prod([x.shape[i] for i in axes], dtype=np.int64)), -1)
+    if not keep:  # no free axis: the whole operand is one channel
+        flat = flat.reshape(-1, 1)
+    y = round_role(flat, spec, **kw)  # channel scaling along the last axis of the view
+    return jnp.transpose(y.reshape(moved.shape), np.argsort(perm))
+
+
+def _round_flat(x, spec: RoleSpec, axes: tuple[int, ...], **kw) -> jax.Array:
+    """``round_role`` with blocks along ``axes`` flattened: a reshape where they are adjacent and
+    in order (a GEMM's M of (batch, length)), otherwise moved last first."""
+    if len(axes) <= 1 or not _blocked(spec):
+        return round_role(x, spec, axis=axes[0] if axes else None, **kw)
+    lo, n = axes[0], len(axes)
+    if axes == tuple(range(lo, lo + n)):
+        flat = x.reshape(*x.shape[:lo], -1, *x.shape[lo + n:])
+        return round_role(flat, spec, axis=lo, **kw).reshape(x.shape)
+    perm = [i for i in range(x.ndim) if i not in axes] + list(axes)
+    moved = jnp.transpose(x, perm)
+    flat = moved.reshape(*moved.shape[:-n], -1)
+    y = round_role(flat, spec, axis=-1, **kw).reshape(moved.shape)
+    return jnp.transpose(y, np.argsort(perm))
+
+
+def _sr_words(spec: RoleSpec, key, words):
+    """The seed words stochastic rounding by ``spec`` uses (None when it rounds otherwise)."""
+    if not spec.stochastic:
+        return None
+    if words is not None:
+        return words
+    if key is None:
+        raise ValueError(f"role format {spec.format!r} uses stochastic rounding {spec.rounding!r}: "
+                         "pass a key (emulate(...)(..., asicsim_key=jax.random.key(seed)))")
+    return key_words(key)
+
+
+def _round_scaled(x, spec: RoleSpec, amax, words):
+    """Per-tensor scaling by a given amax estimate (delayed or static scaling): values beyond it
+    saturate, as fp8/int8 casts with a stale scale do; a margin leaves headroom above the estimate.
+
+    Delayed scaling computes as Transformer Engine's DelayedScaling does: the scaling factor
+    ``sf = (format max / amax) / 2**margin`` in float32, the cast of ``x * sf``, dequantized by
+    ``scale_inv = 1 / sf`` (TE keeps the previous scale where amax is 0 or not finite, and caps
+    an infinite ``sf`` at the float32 max; with no previous scale, ``sf = 1`` there). Static
+    scaling (int8 calibration, TensorRT's convention) divides by ``scale = amax * 2**margin /
+    format max`` and multiplies back by it."""
+    xf = x.astype(jnp.float32)
+    est = jnp.where(amax > 0, amax, _amax(xf))
+    sat = True if spec.saturate is None else spec.saturate
+    fmax = jnp.float32(spec.spec.max)
+    if spec.scaling == "delayed":
+        sf = fmax / est / jnp.float32(2.0**spec.margin)
+        sf = jnp.where((est > 0) & jnp.isfinite(est), sf, jnp.float32(1.0))
+        sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
+        y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
+        return (y * (jnp.float32(1.0) / sf)).astype(x.dtype)
+    scale = est / fmax * jnp.float32(2.0**spec.margin)
+    scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
+    y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)
+    return (y * scale).astype(x.dtype)
+
+
+# tensors below this many elements take the integer amax (see ``_amax``)
+INT_AMAX_BELOW = 4096
+
+
+def _amax(x) -> jax.Array:
+    """max |x| as float32.
+
+    Below ``INT_AMAX_BELOW`` elements, ``numerics.scaling.amax_bits`` (an integer max of the
+    magnitude bits): XLA:CPU runs it as one kernel, where ``max(abs(x))`` ran as three (abs, a
+    reduce-window, a reduce), which cost more than the reduction in a GRU's scan ((100, 18):
+    1.0-1.2 against 2.4 us). Larger tensors keep the float max, which XLA:CPU vectorises
+    ((1000, 75): 21-22 against 31-32 us). A NaN element gives NaN on the integer path; XLA:CPU's
+    vectorised float max keeps or drops it by its position (Transformer Engine's ``fmaxf`` amax
+    drops it), and a NaN select there cost the CNN's fp8_hybrid step 3-5 %. Delayed scaling
+    copes with either: it scales by the finite amax, or by sf = 1 for a NaN estimate."""
+    if not x.size:
+        return jnp.float32(0)
+    x = x.astype(jnp.float32)
+    if x.size >= INT_AMAX_BELOW:
+        return jnp.max(jnp.abs(x))
+    return lax.bitcast_convert_type(amax_bits(x, tuple(range(x.ndim)), keepdims=False), jnp.float32)
+
+
+def _blocked(spec: RoleSpec | None) -> bool:
+    """Whether rounding by ``spec`` depends on the axis (block scaling, an MX block format)."""
+    return spec is not None and not spec.is_identity and (spec.scaling == "block" or spec.spec.kind == "block")
+
+
+def _stochastic(spec: RoleSpec | None) -> bool:
+    return spec is not None and spec.stochastic
