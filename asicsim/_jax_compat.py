@@ -34,6 +34,14 @@ def bind_args(primitive, params: dict) -> tuple[tuple, dict]:
     return bound if isinstance(bound, tuple) else ((), bound)
 
 
+def subfuns(primitive, params: dict) -> tuple:
+    """The functions a call primitive binds with (a custom_vjp_call's (fun, fwd, bwd), a
+    custom_jvp_call's (fun, jvp)): beside the params up to jax 0.9.1, inside them as
+    ``subfuns`` from 0.9.2."""
+    funs, bound = bind_args(primitive, params)
+    return funs or bound["subfuns"]
+
+
 def scan_operand_counts(params: dict) -> tuple[int, int]:
     """(consts, carry) operand counts of a ``scan`` equation.
 

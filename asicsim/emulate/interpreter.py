@@ -15,7 +15,9 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args, scan_operand_counts
+from asicsim.emulate import custom_rules
 from asicsim.emulate.conv import conv_as_gemm
+from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _stochastic
@@ -28,11 +30,15 @@ _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim
 # of those, the ones that keep every value unchanged (a value on a format's grid stays on it)
 _VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
                      "dynamic_slice", "copy", "copy_p", "rev", "concatenate"}
-_CALLS = {"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"}
+_CALLS = {"pjit", "jit", "closed_call", "core_call", "custom_lin"}
+_REMAT = {"remat", "checkpoint", "remat2"}  # jax.checkpoint: emulated inside a checkpoint of its own
+_CUSTOM = {"custom_vjp_call", "custom_vjp_call_jaxpr", "custom_jvp_call"}  # a user's differentiation rule
 
 
-def _dot_roles(weightish: Sequence[bool]) -> tuple[str, str]:
-    lhs_w, rhs_w = weightish
+def _dot_roles(flags: Sequence[int]) -> tuple[str, str]:
+    if GRAD in flags[:2]:  # a gradient GEMM in a user's backward: the cotangent is role ``grad``
+        return tuple("grad" if f == GRAD else ("weight" if f else "act") for f in flags[:2])
+    lhs_w, rhs_w = flags[:2]
     if rhs_w and not lhs_w:
         return "act", "weight"
     if lhs_w and not rhs_w:
@@ -126,11 +132,15 @@ class _Interpreter:
             invals = [read(v) for v in eqn.invars]
             flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in eqn.invars]
             outs = self.eqn(eqn, invals, flags)
-            if eqn.primitive.name in _STRUCTURAL and any(flags):
+            if GRAD in flags:  # anything computed from a cotangent is a gradient
+                weights.update((v, GRAD) for v in eqn.outvars)
+            elif eqn.primitive.name in _STRUCTURAL and any(flags):
                 level = _grid_level(eqn, flags)
                 weights.update((v, level) for v in eqn.outvars)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
+        # the outputs' provenance flags, for a caller that needs them (a custom_vjp's residuals)
+        self.out_flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in jaxpr.outvars]
         return [read(v) for v in jaxpr.outvars]
 
     def eqn(self, eqn, invals, flags):
@@ -139,16 +149,22 @@ class _Interpreter:
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site()
+            pol = self._gemm_policy(pol, roles)
             self._record("gemm", eqn, roles, pol)
+            if _plain_float32(pol):
+                return self._bind(eqn, invals)
             return [_emulated_dot(invals[0], invals[1], meta, kd,
                                   (p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol)), pol)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
-            patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
             meta, kd, pol = self._site()
+            pol = self._gemm_policy(pol, roles)
             self._record("conv", eqn, roles, pol)  # priced as the convolution it is
+            if _plain_float32(pol):
+                return self._bind(eqn, invals)
+            patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
             cfg = (dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
             return [finish(_emulated_dot(patches, kernel, meta, kd, cfg, pol))]
         if name == "scan":
@@ -161,11 +177,29 @@ class _Interpreter:
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
             return self.run(closed.jaxpr, closed.consts, invals, flags)
+        if name in _REMAT and "jaxpr" in p:
+            return custom_rules.checkpoint(self, eqn, invals, flags)
+        if name in _CUSTOM and count_sites(eqn.params["call_jaxpr"].jaxpr):
+            rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
+            return rule(self, eqn, invals, flags)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
-        subfuns, bind_params = bind_args(eqn.primitive, p)  # as jax.core.eval_jaxpr does
+        return self._bind(eqn, invals)
+
+    @staticmethod
+    def _bind(eqn, invals):
+        """The equation's own primitive on ``invals``, as ``jax.core.eval_jaxpr`` binds it."""
+        subfuns, bind_params = bind_args(eqn.primitive, eqn.params)
         with eqn.ctx.manager:
             out = eqn.primitive.bind(*subfuns, *invals, **bind_params)
         return out if eqn.primitive.multiple_results else [out]
+
+    def _gemm_policy(self, pol: Policy, roles) -> Policy:
+        """``pol``, or for a gradient GEMM in a user's backward (an operand with role ``grad``)
+        ``pol`` with its output rounded as the gradient it is: ``wgrad`` where no operand is a
+        weight (dW = X^T dY), else ``grad_out`` (dX = dY W^T)."""
+        if "grad" not in roles:
+            return pol
+        return custom_rules.backward_policy(pol, "grad_out" if "weight" in roles else "wgrad")
 
     def _ongrid(self, flags, roles, policy: Policy) -> tuple[bool, bool]:
         """Per operand: a pre-rounded weight whose GEMM role rounds onto that same grid."""
@@ -243,6 +277,13 @@ class _Interpreter:
         return out
 
 
+def _plain_float32(pol: Policy) -> bool:
+    """Every role a GEMM rounds is float32 round-to-nearest and the MAC order is ``fast``: the
+    emulated GEMM would be the user's own, so the user's op runs (its precision, its layout;
+    a convolution is not rewritten as im2col)."""
+    return pol.mac_spec() is None and all(pol.role(r) is None or pol.role(r).is_identity for r in _GEMM_ROLES)
+
+
 def _integer_gemm(eqn) -> bool:
     """A GEMM on integers only (index arithmetic, exact counts): the user's exact op, not a MAC
     unit's float GEMM of the recipe, so it is neither rounded nor numbered as a site."""
@@ -264,9 +305,11 @@ def count_sites(jaxpr) -> int:
             n += count_sites(p["cond_jaxpr"].jaxpr) + count_sites(p["body_jaxpr"].jaxpr)
         elif name == "cond":
             n += sum(count_sites(br.jaxpr) for br in p["branches"])
-        elif name in _CALLS and "jaxpr" in p:
+        elif name in (_CALLS | _REMAT) and "jaxpr" in p:
             inner = p["jaxpr"]
             n += count_sites(inner.jaxpr if hasattr(inner, "consts") else inner)
+        elif name in _CUSTOM:
+            n += count_sites(p["call_jaxpr"].jaxpr)
     return n
 
 

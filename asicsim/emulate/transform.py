@@ -3,7 +3,10 @@ formats a precision policy names, gradients included.
 
 How: ``fn`` is traced to a jaxpr and re-evaluated by a small interpreter (the pattern of JAX's
 "custom jaxpr interpreters" guide) that replaces every ``dot_general`` and ``conv_general_dilated``
-with an emulated one and recurses into ``scan``, ``while``, ``cond`` and nested ``jit`` calls.
+with an emulated one and recurses into ``scan``, ``while``, ``cond`` and nested ``jit`` calls;
+a user's ``jax.custom_vjp`` is emulated forward and backward, ``jax.checkpoint`` stays a
+checkpoint (:mod:`asicsim.emulate.custom_rules`). Where every role a GEMM rounds is float32 and
+the MAC order ``fast`` (the fp32 recipe), the user's own GEMM or convolution runs unchanged.
 Everything it emits is ordinary JAX, so the result composes with ``jit``, ``grad``, ``vmap`` and
 ``lax.scan``, and works on plain JAX, Flax and Equinox models alike (they all lower to the same
 primitives). Which operand of a GEMM is the weight is found by provenance: leaves of the argument
