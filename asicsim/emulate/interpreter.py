@@ -124,6 +124,8 @@ class _Interpreter:
 
         for v, c in zip(jaxpr.constvars, consts, strict=True):
             env[v] = c
+            if jnp.issubdtype(v.aval.dtype, jnp.floating):  # an array the function closes over:
+                weights[v] = 1  # a model's parameters, not an activation
         for v, a, w in zip(jaxpr.invars, args, weight_flags, strict=True):
             env[v] = a
             if w:

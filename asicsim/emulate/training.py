@@ -29,8 +29,11 @@ What one step does, in the recipe's formats:
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
    random bits are ever reused.
 
-``state.params`` are the weights the model uses; ``metrics`` holds scalars ``loss`` (unscaled),
-``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the unscaled gradients).
+``state.params`` are the weights the model uses, each leaf in the dtype it was given (bf16
+parameters stay bf16; the master copy, when the recipe has one, is float32); ``metrics`` holds
+scalars ``loss`` (unscaled), ``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the
+unscaled gradients), and with ``has_aux=True`` the ``aux`` output of ``loss_fn(params, batch) ->
+(loss, aux)`` (BatchNorm statistics, metrics), as ``jax.value_and_grad(has_aux=True)`` has it.
 ``params`` must be a pytree of float arrays (every leaf is trained).
 
 Delayed scaling, what is exact and what is approximated: each GEMM site (numbered as
@@ -125,8 +128,9 @@ def check_trainable(pol: Policy) -> Policy:
 
 
 def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation, *,
-                    weights: int = 0, max_sites: int = MAX_SITES) -> tuple[Callable, Callable]:
-    """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` under ``policy`` with optimizer ``tx``.
+                    weights: int = 0, max_sites: int = MAX_SITES, has_aux: bool = False) -> tuple[Callable, Callable]:
+    """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` (``has_aux``: ``-> (scalar, aux)``,
+    aux returned as ``metrics["aux"]``) under ``policy`` with optimizer ``tx``.
 
     ``init(params, key) -> TrainState``; ``step(state, batch) -> (state, metrics)``. An
     inference-only recipe (static scaling: post-training quantization) is a :class:`RecipeError`.
@@ -137,16 +141,18 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     # ``stored_format``); the GEMMs need not round them again when their weight role has that grid.
     pre = _plain(pol.role("weight")) if pol.has_master else stored_format(pol)
     emulated = _emulate(loss_fn, pol, weights=weights, prerounded=pre)
+    # parameters kept in another dtype (bf16) are cast after rounding: maybe off the role's grid
+    emulated_cast = _emulate(loss_fn, pol, weights=weights)
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
     hist_len, algo = pol.history_settings  # checked here too: a Policy built in code skips the loader
 
     def init(params, key) -> TrainState:
         key = jax.random.key(key) if isinstance(key, int) else key
-        params = jax.tree_util.tree_map(lambda x: jnp.asarray(x, jnp.float32) if _is_float(x) else x, params)
+        params = jax.tree_util.tree_map(jnp.asarray, params)  # each leaf keeps its dtype
         k_init = jax.random.fold_in(key, -1 & 0x7FFFFFFF)
         if pol.has_master:
-            master = round_tree(params, pol.role("master"), k_init)
-            work = working_weights(master, pol, k_init)
+            master = round_tree(_as_float32(params), pol.role("master"), k_init)
+            work = _like(working_weights(master, pol, k_init), params)
             opt_state = tx.init(master)
         else:
             master = None
@@ -168,10 +174,12 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             extra = dict(kw)
             if amax is not None:
                 extra["asicsim_amax"] = amax
-            loss = emulated(params, batch, **extra)
-            return (loss if unscaled else loss * scale).astype(jnp.float32), loss
+            all_f32 = all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params) if _is_float(x))
+            out = (emulated if all_f32 else emulated_cast)(params, batch, **extra)
+            loss, aux = out if has_aux else (out, None)
+            return (loss if unscaled else loss * scale).astype(jnp.float32), (loss, aux)
 
-        (_, loss), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
+        (_, (loss, aux)), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
         grads = jax.tree_util.tree_map(
             lambda g: (g.astype(jnp.float32) if unscaled else g.astype(jnp.float32) / scale) if _is_float(g) else g,
             sgrads)
@@ -184,7 +192,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         if pol.has_master:
             master = round_tree(optax.apply_updates(target, updates), pol.role("master"),
                                 words=derive(w_upd, 0))
-            params = working_weights(master, pol, words=derive(w_upd, 1))
+            params = _like(working_weights(master, pol, words=derive(w_upd, 1)), state.params)
         else:
             master = None
             params = round_tree(_add(target, updates), stored_format(pol), words=w_upd)
@@ -201,6 +209,8 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             amax_history = jnp.where(skip | ~finite, amax_history, rolled)
         metrics = {"loss": jnp.asarray(loss, jnp.float32), "loss_scale": scale,
                    "overflow": ~finite, "skipped": skip, "grad_norm": optax.tree.norm(grads)}
+        if has_aux:
+            metrics["aux"] = aux
         new = TrainState(step=state.step + 1, params=params, master=master, opt_state=opt_state,
                          loss_scale=new_scale, key=state.key, amax_history=amax_history)
         return new, metrics
@@ -213,6 +223,15 @@ def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:
     first): the largest over the history (``max``) or the newest (``most_recent``), as Transformer
     Engine's ``amax_compute_algo``. 0 (an empty history) means: use the current amax."""
     return history[:, 0] if algo == "most_recent" else jnp.max(history, axis=1)
+
+
+def _as_float32(tree):
+    return jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if _is_float(x) else x, tree)
+
+
+def _like(tree, ref):
+    """``tree``'s float leaves cast to the dtypes of ``ref``'s (the user's parameter dtypes)."""
+    return jax.tree_util.tree_map(lambda x, r: x.astype(r.dtype) if _is_float(x) else x, tree, ref)
 
 
 def _add(params, updates):

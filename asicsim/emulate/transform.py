@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from asicsim.emulate import nnx_state
 from asicsim.emulate.interpreter import _Interpreter, count_sites
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
@@ -78,6 +79,8 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
 
     ``weights``: the positional argument holding the model's weights (its leaves get the
     ``weight`` role; None: every GEMM operand is an activation unless derived from a weight).
+    Float arrays the function closes over (``lambda x: model.apply(params, x)``) are weights
+    too: with such a closure pass ``weights=None``, or its input gets the weight role.
     """
     return _emulate(fn, load_recipe(policy), weights=weights)
 
@@ -93,6 +96,7 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         key, amax = asicsim_key, asicsim_amax
         if key is not None and not jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)  # a raw uint32 key
+        args, graph = nnx_state.lift(args)  # NNX modules: traced as their state
         counts = [len(jax.tree_util.tree_leaves(a)) for a in args]
         start = sum(counts[:weights]) if weights is not None and weights < len(args) else 0
         stop = start + (counts[weights] if weights is not None and weights < len(args) else 0)
@@ -102,7 +106,10 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
 
         def flat_fn(*xs):
             a, k = rebuild(xs)
-            return fn(*a, **k)
+            if graph is None:
+                return fn(*a, **k)
+            a = graph.merge(a)
+            return fn(*a, **k), graph.states(a)
 
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*arrays)
         words = asicsim_words
@@ -116,6 +123,10 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
                              f"observe_amax(..., max_sites={sites}))")
         interp = _Interpreter(pol, words, amax, n_sites=sites if pol.first_last else 0, prerounded=prerounded)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
+        result = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
+        if graph is None:
+            return result
+        graph.update(result[1])  # the modules' in-place updates, as without emulation
+        return result[0]
 
     return wrapped
