@@ -6,6 +6,14 @@ A run has diverged at the first step where one of these holds (per step, in this
                             whose gradients overflow (its loss may be non-finite): not applied, it
                             is not by itself a divergence, but see the next two.
 ``loss explosion``          the loss above ``explode_factor`` times the first finite step's.
+``loss regression``         the mean loss of the last ``window`` applied steps (``window`` = 5 or
+                            a 20th of the run, whichever is more) has given back more than
+                            :data:`MAX_GIVEBACK` of the progress the run had made, from the first
+                            step's loss down to its best windowed mean, once that progress was at
+                            least :data:`MIN_PROGRESS` of the first loss. A run whose loss climbs
+                            back up (mxfp4 on the character transformer: to 8.1 nats/char, above
+                            where it started) is not one whose accuracy can be compared; noise
+                            around a plateau gives back a small part of the progress, not most.
 ``loss scale collapsed``    a step skipped at the dynamic loss scale's floor
                             (:data:`asicsim.emulate.loss_scaling.MIN_SCALE`, 2**-24): its gradients
                             overflow even scaled down 2**24 times, so every later step is skipped too.
@@ -26,7 +34,7 @@ and after each chunk of steps and its evaluation:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -36,6 +44,10 @@ from asicsim.emulate.loss_scaling import MIN_SCALE
 
 #: a run that skips more than this fraction of its steps has diverged
 MAX_SKIPPED_FRACTION = 0.5
+#: ``loss regression``: the windowed loss gave back more than this fraction of the progress made
+MAX_GIVEBACK = 0.75
+#: ``loss regression`` is judged once the best windowed loss is this fraction below the first loss
+MIN_PROGRESS = 0.1
 
 
 @dataclass
@@ -48,6 +60,12 @@ class DivergenceWatch:
     skipped: int = 0
     overflow: int = 0
     found: dict | None = None
+    recent: list = field(default_factory=list)  # losses of the last ``window`` applied steps
+    best: float | None = None  # the lowest windowed mean so far
+
+    @property
+    def window(self) -> int:
+        return max(5, self.steps // 20)
 
     def chunk(self, first_step: int, metrics: dict) -> None:
         """Steps ``first_step + 1 ..`` of one chunk: ``metrics`` of make_train_step, stacked."""
@@ -73,8 +91,23 @@ class DivergenceWatch:
             elif self.ref is not None and loss > self.explode_factor * self.ref:
                 self._diverged(step, f"loss explosion: {loss:.4g} > {self.explode_factor:g} x the first "
                                      f"step's {self.ref:.4g}")
+            elif not skipped[i]:
+                self._regression(step, float(loss))
         self.skipped += int(skipped.sum())
         self.overflow += int(np.asarray(metrics.get("overflow", skipped), bool).sum())
+
+    def _regression(self, step: int, loss: float) -> None:
+        """The ``loss regression`` rule (module docstring) after an applied step's ``loss``."""
+        self.recent = [*self.recent, loss][-self.window:]
+        if len(self.recent) < self.window or self.ref is None or self.ref <= 0:
+            return
+        mean = float(np.mean(self.recent))
+        self.best = mean if self.best is None else min(self.best, mean)
+        progress = self.ref - self.best
+        if progress >= MIN_PROGRESS * self.ref and mean - self.best > MAX_GIVEBACK * progress:
+            self._diverged(step, f"loss regression: the mean loss of the last {self.window} steps, {mean:.4g}, "
+                                 f"gave back {(mean - self.best) / progress:.0%} of the progress from the first "
+                                 f"step's {self.ref:.4g} to the best {self.best:.4g}")
 
     def weights(self, step: int, params) -> None:
         if not all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree_util.tree_leaves(params)):

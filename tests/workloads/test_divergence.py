@@ -95,3 +95,31 @@ def test_a_collapsed_loss_scale_fails_the_sweep_point_and_shows_in_train(recipe,
     assert out["diverged"] is True and out["runs"][0]["divergence"] == {
         "step": 32, "cause": "most steps skipped: 31 of the first 32 steps skipped by dynamic loss scaling, "
                              "more than half of the run's 60"}
+
+
+def _trajectory(points, steps, noise, seed=0):
+    """Piecewise-linear loss through (step, loss) ``points`` with multiplicative noise."""
+    xs, ys = zip(*points, strict=True)
+    rng = np.random.default_rng(seed)
+    return np.interp(np.arange(1, steps + 1), xs, ys) * (1 + noise * rng.standard_normal(steps))
+
+
+def test_a_loss_that_climbs_back_up_is_a_divergence():
+    # the issue's mxfp4 run of charlm_transformer: from ln(65) = 4.17 down to about 2.6, then up
+    # to 8.1 nats/char (under 10x the first loss, so "loss explosion" never fired)
+    losses = _trajectory([(1, 4.17), (100, 2.6), (300, 8.1)], 300, 0.02)
+    watch = DivergenceWatch(300, explode_factor=10.0)
+    watch.chunk(0, metrics(list(losses[:150])))
+    watch.chunk(150, metrics(list(losses[150:])))
+    assert watch.found is not None and "loss regression" in watch.found["cause"], watch.found
+    # said while climbing: when the windowed mean passed 2.6 + 0.75 * (4.17 - 2.6) = 3.78
+    assert 120 < watch.found["step"] < 200
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.1])
+def test_noise_around_a_plateau_or_a_slow_rise_is_not_a_divergence(noise):
+    # converged runs with noisy minibatch losses, and one that overfits a little at the end
+    for points in ([(1, 2.3), (50, 0.05), (400, 0.04)], [(1, 4.17), (200, 1.3), (400, 1.45)]):
+        watch = DivergenceWatch(400, explode_factor=10.0)
+        watch.chunk(0, metrics(list(_trajectory(points, 400, noise))))
+        assert watch.found is None, (points, watch.found)
