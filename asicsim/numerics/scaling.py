@@ -212,7 +212,7 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     """(values, per-group scale) -- the scale is an exponent (int32) or an fp32 factor."""
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
-    if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule == "floor" and x.ndim >= 1:
+    if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule in ("floor", "up") and x.ndim >= 1:
         fast = _floor_blocks_magic(x, element, plan, rnd, saturate)
         if fast is None:
             fast = _floor_blocks_float(x, element, plan, rnd, saturate)
@@ -339,7 +339,7 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
     padded = jnp.pad(x, pad) if pad[axis][1] else x
     blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
     mag = jax.lax.bitcast_convert_type(blocked, jnp.int32) & np.int32(0x7FFFFFFF)
-    if axis == x.ndim - 1 and x.size >= MAGIC_MIN_SIZE:
+    if axis == x.ndim - 1 and x.size >= MAGIC_MIN_SIZE and plan.rule == "floor":  # "up" reads the mantissa
         coarse = jnp.where(mag >= np.int32(1 << 24), mag & np.int32(0x7FFFFF00), mag).astype(jnp.float32)
         amax_f = jnp.max(coarse, axis=axis + 1, keepdims=True)
         amax = amax_f.astype(jnp.int32)
@@ -351,14 +351,24 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
 
 
 def _floor_shift(amax, element, plan: Scaling, sub_exp=None) -> jax.Array:
-    """OCP MX ``floor`` scale exponents from int32 amax bits, clamped to the scale format's
-    range (an all-zero block: its lowest). ``sub_exp``: floor(log2) of a subnormal amax where the
-    caller has it already (default: from the leading bit of ``amax``)."""
-    if sub_exp is None:
-        sub_exp = 31 - jax.lax.clz(amax) - 149
-    log2 = jnp.where(amax >= np.int32(1 << 23), (amax >> 23) - 127, sub_exp)
+    """Block scale exponents from int32 amax bits by the plan's ``floor`` (OCP MX) or ``up`` rule
+    (as :func:`pow2_scale_exponent`: one more where the amax's normalised mantissa exceeds the
+    element max's), clamped to the scale format's range (an all-zero block: its lowest).
+    ``sub_exp``: floor(log2) of a subnormal amax where the caller has it already (default: from
+    the leading bit of ``amax``; the ``up`` rule always takes it from there)."""
+    lead = 31 - jax.lax.clz(amax)
+    if sub_exp is None or plan.rule == "up":
+        sub_exp = lead - 149
+    normal = amax >= np.int32(1 << 23)
+    log2 = jnp.where(normal, (amax >> 23) - 127, sub_exp)
+    e = log2 - emax_of(element)
+    if plan.rule == "up":
+        man = jnp.where(normal, amax, amax << jnp.clip(23 - lead, 0, 31)) & np.int32(0x7FFFFF)
+        emax = emax_of(element)
+        elem_man = int(np.array(math.ldexp(element.max, -emax), np.float32).view(np.int32)) & 0x7FFFFF
+        e = e + (man > np.int32(elem_man)).astype(jnp.int32)
     lo, hi = plan.exponent_range
-    return jnp.clip(jnp.where(amax == 0, lo, log2 - emax_of(element)), lo, hi)
+    return jnp.clip(jnp.where(amax == 0, lo, e), lo, hi)
 
 
 def _floor_blocks_magic(x, element, plan: Scaling, rnd: Rounding, saturate: bool):

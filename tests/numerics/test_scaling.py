@@ -303,7 +303,7 @@ def _edge_tensor(rng, shape, axis):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((64, 32), -1), ((45, 37), 0), ((16, 6), -1), ((3, 70, 5), 1), ((7, 100), -1)]),
-       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"]))
+       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]))
 def test_float_block_path_matches_integer_path(seed, case, name):
     """``_floor_blocks_float`` (float ops, XLA:CPU's subnormal flushing worked around) gives the
     same bits and scales as the integer path on any input: exact, not approximately."""
@@ -334,7 +334,7 @@ def _magic_range_tensor(rng, shape, axis):
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((128, 96), -1), ((340, 37), 0), ((3, 170, 25), 1), ((130, 100), -1)]),
-       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"]),
+       name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]),
        magic_range=st.booleans())
 def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
     """``_floor_blocks_magic`` (no scaling multiplies: ``reduce_precision`` and a magic-number
@@ -422,3 +422,33 @@ def test_unpadded_small_block_path_matches_integer_path(seed, case, name):
     exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
     assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(exact[1]))
+
+
+@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4"])
+@pytest.mark.parametrize("size", [(4, 64), (128, 128)])  # the float path, and the magic path
+def test_up_rule_fast_paths_at_the_mantissa_boundary(name, size):
+    """The ``up`` rule's fast paths bump a block's exponent exactly where its amax's mantissa
+    exceeds the element max's (``max * 2**k`` stays, the next float32 up and a subnormal amax past
+    the boundary move up), as the integer path and ``pow2_scale_exponent`` decide it."""
+    from asicsim.numerics.rounding import parse_rounding
+    from asicsim.numerics.scaling import _scaled_exact, _scaled_jit, resolve_scaling
+
+    spec = _up_rule(name)
+    element, plan = resolve_scaling(spec, axis=-1)
+    x = np.random.default_rng(2).standard_normal(size).astype(np.float32)
+    m = np.float32(element.max)
+    for row, k in enumerate([0, 7, -20, -135]):
+        edge = np.float32(np.ldexp(m, k))
+        if edge == 0:
+            continue
+        x[row, :4] = [edge, -edge / 3, 1e-45, edge / 2]
+        x[row, 32:36] = [-np.nextafter(edge, np.float32(np.inf)), edge / 2, 0, 0]
+    x[3, 64 % size[1]:] = x[3, 64 % size[1]:] * 0  # a row of subnormal-only blocks beside
+    x = jnp.asarray(x)
+    rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    got = jax.jit(lambda v: _scaled_jit(v, words, element, plan, rne, True))(x)
+    exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
+    assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), name)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(exact[1]))
+    scales = np.asarray(got[1]).reshape(size[0], -1)
+    assert scales[1, 0] == 7 and scales[1, 1] == 8  # max * 2**7 keeps scale 2**7; the next float32 up moves
