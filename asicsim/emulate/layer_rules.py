@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import functools
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -101,10 +102,11 @@ def collecting():
 
 
 class LayerReport(NamedTuple):
-    """``gemms``: per GEMM as traced (a layer scan's middle iterations share one entry, ``rows``
-    says how many), its ``row`` (None inside a layer scan's middle), ``kind``, weight ``path``,
-    ``rule`` (pattern or None), ``edge`` (first/last layer), ``formats`` per operand role;
-    ``unused``: the patterns that matched no GEMM."""
+    """``gemms``: one dict per GEMM as traced (the middle iterations of a scan over layers share
+    one), with its ``row`` (None inside such a scan's middle iterations), weight ``path``,
+    ``rule`` (the pattern, or None), ``edge`` (the first or last row: ``[first_last]`` applied),
+    ``formats`` (role -> format name of the roles a GEMM rounds) and ``policy``; ``unused``: the
+    patterns that matched no GEMM."""
 
     gemms: list[dict[str, Any]]
     unused: tuple[str, ...]
@@ -114,14 +116,26 @@ def layer_report(fn, policy, *args, weights: int | None = 0, **kwargs) -> LayerR
     """Which rule and formats every GEMM of ``fn(*args, **kwargs)`` gets under ``policy`` (traced
     only, nothing runs)."""
     from asicsim.emulate.recipes import load_recipe
-    from asicsim.emulate.transform import emulate
+    from asicsim.emulate.transform import emulate, split_arrays
 
     pol = load_recipe(policy)
-    with collecting() as log:
-        jax.eval_shape(functools.partial(emulate(fn, pol, weights=weights), **kwargs), *args)
+    emulated = emulate(fn, pol, weights=weights)
+    arrays, _, rebuild = split_arrays((args, kwargs))  # an Equinox module's functions stay static
+
+    def call(*xs):
+        a, k = rebuild(xs)
+        return emulated(*a, **k)
+
+    with collecting() as log, warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedLayerRule)  # reported in ``unused`` instead
+        jax.eval_shape(call, *arrays)
+    roles = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad")
+    for e in log:
+        e["formats"] = {r: e["policy"].role(r).format for r in roles if e["policy"].role(r) is not None}
     return LayerReport(log, unused_rules(pol, log))
 
 
 def unused_rules(policy, log) -> tuple[str, ...]:
+    """The patterns of ``policy.layers`` no entry of ``log`` matched."""
     used = {e["rule"] for e in log}
     return tuple(p for p, _ in policy.layers if p not in used)

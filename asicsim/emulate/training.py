@@ -53,6 +53,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from asicsim.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
 from asicsim.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim.emulate.recipes import load_recipe
@@ -105,8 +106,18 @@ def _plain(spec: RoleSpec | None) -> RoleSpec | None:
 
 
 def working_weights(master, policy: Policy, key=None, *, words=None):
-    """The weights the model uses from a master copy: rounded to ``weight`` where it is plain."""
-    return round_tree(master, _plain(policy.role("weight")), key, words=words)
+    """The weights the model uses from a master copy: rounded to ``weight`` where it is plain
+    (per leaf, the ``weight`` of the layer rule its path matches: :mod:`.layer_rules`)."""
+    if not any(r == "weight" for _, roles in policy.layers for r, _ in roles):
+        return round_tree(master, _plain(policy.role("weight")), key, words=words)
+    leaves, treedef = jax.tree_util.tree_flatten(master)
+    if words is None and policy.stochastic and key is not None:
+        words = key_words(key)
+    out = []
+    for i, (x, path) in enumerate(zip(leaves, leaf_paths(master), strict=True)):
+        spec = _plain(gemm_policy(policy, match_rule(policy.layers, path), False).role("weight"))
+        out.append(round_tree(x, spec, words=None if words is None else derive(words, i)))
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def stored_format(policy: Policy) -> RoleSpec | None:
