@@ -224,3 +224,28 @@ def test_master_weights_are_rounded_to_their_rules_weight_format():
     assert float(state.params["w1"][0, 0]) == float(np.float16(1 / 3))
     assert float(state.params["w2"][0, 0]) == float(ml_dtypes.bfloat16(1 / 3))
     assert float(state.master["w1"][0, 0]) == float(np.float32(1 / 3))
+
+
+def test_a_flax_nn_scan_stack_keeps_its_path_and_peels_the_first_layer():
+    L = 4
+
+    class Layer(nn.Module):
+        @nn.compact
+        def __call__(self, h, _):
+            return jnp.tanh(nn.Dense(8, name="dense")(h)), None
+
+    class ScannedNet(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            stack = nn.scan(Layer, variable_axes={"params": 0}, split_rngs={"params": True}, length=L)
+            return nn.Dense(2, name="head")(stack(name="layers")(x, None)[0])
+
+    x = jax.random.normal(jax.random.key(1), (4, 8))
+    v = ScannedNet().init(jax.random.key(0), x)
+    pol = load_recipe({"roles": GOOD, "first_last": {"weight": "fp16"},
+                       "layers": [{"match": "params/layers/*", "roles": {"weight": "fp8_e5m2"}}]})
+    rep = layer_report(lambda v, x: ScannedNet().apply(v, x), pol, v, x)
+    assert [(e["row"], e["path"], e["edge"], e["formats"]["weight"]) for e in rep.gemms] == [
+        (0, "params/layers/dense/kernel", True, "fp16"),  # layer 0, run outside the scan
+        (None, "params/layers/dense/kernel", False, "fp8_e5m2"),  # layers 1..3, the scan
+        (L, "params/head/kernel", True, "fp16")]  # the last row
