@@ -54,7 +54,7 @@ def _name(eqn) -> str:
     return "a custom_vjp/custom_jvp function"
 
 
-def custom_vjp(interp, eqn, invals, flags):
+def custom_vjp(interp, eqn, invals, flags, paths=None):
     """A ``custom_vjp_call`` with GEMMs inside, emulated forward and backward (module docstring)."""
     p = eqn.params
     _, fwd, bwd = subfuns(eqn.primitive, p)
@@ -64,7 +64,7 @@ def custom_vjp(interp, eqn, invals, flags):
 
     def run_at_site0(jaxpr, consts, args, fl):
         interp.site, interp.words = site0, words0
-        return interp.run(jaxpr, consts, list(args), fl)
+        return interp.run(jaxpr, consts, list(args), fl, paths)
 
     @jax.custom_vjp
     def fun(*args):
@@ -106,7 +106,7 @@ def custom_vjp(interp, eqn, invals, flags):
 
     fun.defvjp(fun_fwd, fun_bwd)
     out = list(fun(*invals))
-    interp.site = site0 + _sites(call.jaxpr)
+    interp.site = site0 + _sites(call.jaxpr, flags)
     return out
 
 
@@ -119,7 +119,7 @@ def _instantiate(ct):
     return jnp.zeros(aval.shape, dtype)
 
 
-def custom_jvp(interp, eqn, invals, flags):
+def custom_jvp(interp, eqn, invals, flags, paths=None):
     """A ``custom_jvp_call`` with GEMMs inside: the primal emulated, its derivative refused."""
     call, site0 = eqn.params["call_jaxpr"], interp.site
     name = _name(eqn)
@@ -127,7 +127,7 @@ def custom_jvp(interp, eqn, invals, flags):
     @jax.custom_jvp
     def fun(*args):
         interp.site = site0
-        return tuple(interp.run(call.jaxpr, call.consts, list(args), flags))
+        return tuple(interp.run(call.jaxpr, call.consts, list(args), flags, paths))
 
     @fun.defjvp
     def fun_jvp(primals, tangents):
@@ -138,11 +138,11 @@ def custom_jvp(interp, eqn, invals, flags):
             "rounding the backward GEMMs as gradient GEMMs.")
 
     out = list(fun(*invals))
-    interp.site = site0 + _sites(call.jaxpr)
+    interp.site = site0 + _sites(call.jaxpr, flags)
     return out
 
 
-def checkpoint(interp, eqn, invals, flags):
+def checkpoint(interp, eqn, invals, flags, paths=None):
     """``jax.checkpoint`` (remat) kept around the emulated body, with the user's policy."""
     p, site0 = eqn.params, interp.site
     inner = p["jaxpr"]
@@ -150,14 +150,14 @@ def checkpoint(interp, eqn, invals, flags):
 
     def body(*args):
         interp.site = site0  # retraced when jax recomputes: the same site numbers
-        return interp.run(closed.jaxpr, closed.consts, list(args), flags)
+        return interp.run(closed.jaxpr, closed.consts, list(args), flags, paths)
 
     out = jax.checkpoint(body, prevent_cse=p.get("prevent_cse", True), policy=p.get("policy"))(*invals)
-    interp.site = site0 + _sites(closed.jaxpr)
+    interp.site = site0 + _sites(closed.jaxpr, flags)
     return list(out)
 
 
-def _sites(jaxpr) -> int:
-    from asicsim.emulate.interpreter import count_sites
+def _sites(jaxpr, flags) -> int:
+    from asicsim.emulate.site_rows import count_rows
 
-    return count_sites(jaxpr)
+    return count_rows(jaxpr, [bool(f) for f in flags])

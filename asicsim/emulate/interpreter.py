@@ -4,7 +4,6 @@ recursing into scans, while loops, conds and nested calls; weights are found by 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Sequence
 
@@ -19,20 +18,20 @@ from asicsim.emulate import custom_rules
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
+from asicsim.emulate.layer_rules import ACT_PATH, CONST_PATH, gemm_policy, match_rule, note
+from asicsim.emulate.layer_scan import layer_scan
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _stochastic
+from asicsim.emulate.site_rows import CALLS, CUSTOM, STRUCTURAL, count_rows, is_gemm, is_layer_scan
 from asicsim.emulate.trace import record, record_elementwise
 from asicsim.numerics.random import derive
 
-_STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
-               "expand_dims", "slice", "dynamic_slice", "copy", "copy_p", "rev", "gather",
-               "reduce_precision", "concatenate", "pad", "select_n"}
+_STRUCTURAL = STRUCTURAL
 # of those, the ones that keep every value unchanged (a value on a format's grid stays on it)
 _VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
                      "dynamic_slice", "copy", "copy_p", "rev", "concatenate"}
-_CALLS = {"pjit", "jit", "closed_call", "core_call", "custom_lin"}
 _REMAT = {"remat", "checkpoint", "remat2"}  # jax.checkpoint: emulated inside a checkpoint of its own
-_CUSTOM = {"custom_vjp_call", "custom_vjp_call_jaxpr", "custom_jvp_call"}  # a user's differentiation rule
+_CALLS = CALLS - _REMAT  # inlined
 
 
 def _dot_roles(flags: Sequence[int]) -> tuple[str, str]:
@@ -75,38 +74,53 @@ def _grid_level(eqn, flags) -> int:
 class _Interpreter:
     """``flags`` (one per jaxpr variable): 0 activation, 1 weight, 2 weight already on the grid
     of ``prerounded`` (a training step rounds its working weights once; rounding them again in
-    every GEMM, and in every scan iteration, returned the same bits and cost time)."""
+    every GEMM, and in every scan iteration, returned the same bits and cost time); ``paths``: the
+    weight leaf's pytree path per weight variable (for ``Policy.layers``).
 
-    def __init__(self, policy: Policy, words=None, amax=None, n_sites: int = 0,
+    GEMMs are numbered by rows (:mod:`.site_rows`): ``site`` indexes this scope's rows of
+    ``amax``/``est``/``words`` (a layer scan's body gets its iteration's rows as a slice, from 0);
+    ``row_base + site`` is the row in the whole function (None inside a layer scan's middle
+    iterations, where it is traced; never the first or last row, those iterations are peeled)."""
+
+    def __init__(self, policy: Policy, words=None, amax=None, n_rows: int = 0,
                  prerounded: RoleSpec | None = None):
         self.policy = policy
         self.prerounded = prerounded
-        self.n_sites = n_sites  # GEMM sites in the whole function (the last one is n_sites - 1)
-        self.edge_policy = policy
-        if policy.first_last:  # the first and last GEMM sites: roles overridden
-            merged = {**dict(policy.roles), **dict(policy.first_last)}
-            self.edge_policy = dataclasses.replace(policy, roles=tuple(merged.items()), first_last=())
+        self.n_rows = n_rows  # rows in the whole function (the last one is n_rows - 1)
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
         self.words = words  # uint32[2] or None: this scope's stochastic-rounding seed words
-        self.amax = amax  # (S, 3) amax estimates per GEMM site, or None; its gradient: the amax seen
-        # The estimates' values, not differentiated: the same in every scan iteration, so a weight
-        # rounded by them (a scan constant) is loop-invariant and JAX/XLA round it once, before
-        # the loop, instead of in every iteration (the recurrent weight of a GRU).
+        self.amax = amax  # (S, 3) amax estimates per row, or None; its gradient: the amax seen
+        # The estimates' values, not differentiated: the same in every iteration of a time scan,
+        # so a weight rounded by them (a scan constant) is loop-invariant and JAX/XLA round it
+        # once, before the loop, instead of in every iteration (the recurrent weight of a GRU).
         self.est = None if amax is None else lax.stop_gradient(amax)
-        self.site = 0  # GEMM sites met so far (scan bodies counted once)
-        self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
+        if amax is None and ("delayed" in policy.scalings or "static" in policy.scalings):
+            static = np.zeros((max(n_rows, len(policy.static_scales)), 3), np.float32)
+            for i, v in policy.static_scales:  # calibrated amax per row; 0: use the current amax
+                static[i] = v
+            self.est = jnp.asarray(static)
+        self.site = 0  # rows of this scope met so far
+        self.row_base = 0  # row (whole function) of this scope's site 0; None: traced
+        self.used: set[int] = set()  # layer rules some GEMM matched
 
-    def _site(self):
-        """(meta, words, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
-        (the tap, differentiated, carries the observed amax back as its gradient)."""
+    def _site(self, path=None):
+        """(meta, words, policy) of the next GEMM; meta: (tap, estimate) rows of the amax (the
+        tap, differentiated, carries the observed amax back as its gradient)."""
         i = self.site
         self.site += 1
-        pol = self.edge_policy if i in (0, self.n_sites - 1) else self.policy
+        row = None if self.row_base is None else self.row_base + i
+        edge = bool(self.policy.first_last) and row in (0, self.n_rows - 1)
+        rule = match_rule(self.policy.layers, path) if self.policy.layers else None
+        if rule is not None:
+            self.used.add(rule)
+        pol = gemm_policy(self.policy, rule, edge)
+        note({"row": row, "path": path, "rule": None if rule is None else self.policy.layers[rule][0],
+              "edge": edge, "policy": pol})
         meta = None
-        if self.amax is not None:  # a row per site (checked by ``_emulate``)
+        if self.amax is not None:  # a row each (checked by ``_emulate``)
             meta = (self.amax[i], self.est[i])
-        elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
-            meta = (None, jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32)))
+        elif self.est is not None:
+            meta = (None, self.est[i])
         words = None
         if self.words is not None:
             words = derive(self.words, i)
@@ -115,9 +129,10 @@ class _Interpreter:
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
         return meta, words, pol
 
-    def run(self, jaxpr, consts, args, weight_flags):
+    def run(self, jaxpr, consts, args, weight_flags, weight_paths=None):
         env: dict = {}
         weights: dict = {}  # var -> weight level (1 or 2, see the class docstring)
+        paths: dict = {}  # var -> the weight leaf's path
 
         def read(v):
             return v.val if isinstance(v, jcore.Literal) else env[v]
@@ -126,31 +141,36 @@ class _Interpreter:
             env[v] = c
             if jnp.issubdtype(v.aval.dtype, jnp.floating):  # an array the function closes over:
                 weights[v] = 1  # a model's parameters, not an activation
-        for v, a, w in zip(jaxpr.invars, args, weight_flags, strict=True):
+        for v, a, w, path in zip(jaxpr.invars, args, weight_flags, weight_paths or [None] * len(args), strict=True):
             env[v] = a
             if w:
                 weights[v] = int(w)
+                paths[v] = path
         for eqn in jaxpr.eqns:
             invals = [read(v) for v in eqn.invars]
             flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in eqn.invars]
-            outs = self.eqn(eqn, invals, flags)
+            vpaths = [None if isinstance(v, jcore.Literal) else paths.get(v) for v in eqn.invars]
+            outs = self.eqn(eqn, invals, flags, vpaths)
             if GRAD in flags:  # anything computed from a cotangent is a gradient
                 weights.update((v, GRAD) for v in eqn.outvars)
             elif eqn.primitive.name in _STRUCTURAL and any(flags):
                 level = _grid_level(eqn, flags)
                 weights.update((v, level) for v in eqn.outvars)
+                path = next((q for q in vpaths if q is not None), None)  # concatenate: the first
+                paths.update((v, path) for v in eqn.outvars)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
         # the outputs' provenance flags, for a caller that needs them (a custom_vjp's residuals)
         self.out_flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in jaxpr.outvars]
         return [read(v) for v in jaxpr.outvars]
 
-    def eqn(self, eqn, invals, flags):
+    def eqn(self, eqn, invals, flags, paths=None):
         name, p = eqn.primitive.name, eqn.params
+        paths = paths or [None] * len(invals)
         if name == "dot_general" and not _integer_gemm(eqn):
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
-            meta, kd, pol = self._site()
+            meta, kd, pol = self._site(_gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
             self._record("gemm", eqn, roles, pol)
             if _plain_float32(pol):
@@ -161,7 +181,7 @@ class _Interpreter:
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
-            meta, kd, pol = self._site()
+            meta, kd, pol = self._site(_gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
             self._record("conv", eqn, roles, pol)  # priced as the convolution it is
             if _plain_float32(pol):
@@ -170,20 +190,22 @@ class _Interpreter:
             cfg = (dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
             return [finish(_emulated_dot(patches, kernel, meta, kd, cfg, pol))]
         if name == "scan":
-            return self._scan(p, invals, flags)
+            if is_layer_scan(p, flags):
+                return layer_scan(self, p, invals, flags, paths)
+            return self._scan(p, invals, flags, paths)
         if name == "while":
-            return self._while(p, invals, flags)
+            return self._while(p, invals, flags, paths)
         if name == "cond":
-            return self._cond(p, invals, flags)
+            return self._cond(p, invals, flags, paths)
         if name in _CALLS and "jaxpr" in p:
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
-            return self.run(closed.jaxpr, closed.consts, invals, flags)
+            return self.run(closed.jaxpr, closed.consts, invals, flags, paths)
         if name in _REMAT and "jaxpr" in p:
-            return custom_rules.checkpoint(self, eqn, invals, flags)
-        if name in _CUSTOM and count_sites(eqn.params["call_jaxpr"].jaxpr):
+            return custom_rules.checkpoint(self, eqn, invals, flags, paths)
+        if name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags):
             rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
-            return rule(self, eqn, invals, flags)
+            return rule(self, eqn, invals, flags, paths)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
         return self._bind(eqn, invals)
 
@@ -213,10 +235,13 @@ class _Interpreter:
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
                params=eqn.params, count=self.multiplier, policy=policy)
 
-    def _scan(self, p, invals, flags):
+    def _scan(self, p, invals, flags, paths):
+        """A time scan (no weight among its xs: an RNN cell, one module): one row per body GEMM
+        for all iterations, its observed amax the largest over them."""
         (nc, ncarry), closed = scan_operand_counts(p), p["jaxpr"]
         consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
         cflags, xflags = flags[:nc], flags[nc + ncarry:]
+        bpaths = [*paths[:nc], *([None] * ncarry), *paths[nc + ncarry:]]
 
         length, site0 = p["length"], self.site
         outer_words, outer_amax = self.words, self.amax
@@ -231,7 +256,7 @@ class _Interpreter:
             self.site = site0  # a retraced body numbers its sites the same way
             self.words, self.amax = ex.get("words"), ex.get("amax")
             outs = self.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
-                            [*cflags, *([False] * ncarry), *xflags])
+                            [*cflags, *([False] * ncarry), *xflags], bpaths)
             return outs[:ncarry], outs[ncarry:]
 
         outer, self.multiplier = self.multiplier, self.multiplier * length
@@ -241,37 +266,40 @@ class _Interpreter:
         finally:
             self.multiplier = outer
             self.words, self.amax = outer_words, outer_amax
-        self.site = site0 + count_sites(closed.jaxpr)
+        self.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags])
         return [*carry, *ys]
 
-    def _while(self, p, invals, flags):
+    def _while(self, p, invals, flags, paths):
         cn, bn = p["cond_nconsts"], p["body_nconsts"]
         cc, bc, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
         cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
         n = len(init)
 
-        site0, ncond = self.site, count_sites(cj.jaxpr)
+        cflags, bflags = [*flags[:cn], *([False] * n)], [*flags[cn:cn + bn], *([False] * n)]
+        cpaths, bpaths = [*paths[:cn], *([None] * n)], [*paths[cn:cn + bn], *([None] * n)]
+        site0, ncond = self.site, count_rows(cj.jaxpr, cflags)
 
+        # One row per body GEMM for every iteration: the trip count is not static.
         def cond(c):
             self.site = site0
-            return self.run(cj.jaxpr, cj.consts, [*cc, *c], [*flags[:cn], *([False] * n)])[0]
+            return self.run(cj.jaxpr, cj.consts, [*cc, *c], cflags, cpaths)[0]
 
         def body(c):  # note: stochastic-rounding streams repeat across while iterations
             self.site = site0 + ncond
             # a tuple, as the carry went in: while_loop checks the two have one pytree structure
-            return tuple(self.run(bj.jaxpr, bj.consts, [*bc, *c], [*flags[cn:cn + bn], *([False] * n)]))
+            return tuple(self.run(bj.jaxpr, bj.consts, [*bc, *c], bflags, bpaths))
 
         out = list(lax.while_loop(cond, body, tuple(init)))
-        self.site = site0 + ncond + count_sites(bj.jaxpr)
+        self.site = site0 + ncond + count_rows(bj.jaxpr, bflags)
         return out
 
-    def _cond(self, p, invals, flags):
+    def _cond(self, p, invals, flags, paths):
         index, ops = invals[0], invals[1:]
-        starts = np.cumsum([self.site] + [count_sites(br.jaxpr) for br in p["branches"]])
+        starts = np.cumsum([self.site] + [count_rows(br.jaxpr, flags[1:]) for br in p["branches"]])
 
         def branch(i, br, *a):
-            self.site = int(starts[i])  # each branch numbers its own sites
-            return self.run(br.jaxpr, br.consts, list(a), flags[1:])
+            self.site = int(starts[i])  # each branch numbers its own rows
+            return self.run(br.jaxpr, br.consts, list(a), flags[1:], paths[1:])
 
         branches = [functools.partial(branch, i, br) for i, br in enumerate(p["branches"])]
         out = list(lax.switch(index, branches, *ops))
@@ -289,30 +317,21 @@ def _plain_float32(pol: Policy) -> bool:
 def _integer_gemm(eqn) -> bool:
     """A GEMM on integers only (index arithmetic, exact counts): the user's exact op, not a MAC
     unit's float GEMM of the recipe, so it is neither rounded nor numbered as a site."""
-    return all(jnp.issubdtype(v.aval.dtype, jnp.integer) or v.aval.dtype == jnp.bool_
-               for v in (*eqn.invars, *eqn.outvars))
+    return not is_gemm(eqn)
 
 
-def count_sites(jaxpr) -> int:
-    """GEMM sites (dot_general/conv) in ``jaxpr`` as the interpreter numbers them: a scan or while
-    body counted once, every cond branch, nested calls."""
-    n = 0
-    for eqn in jaxpr.eqns:
-        name, p = eqn.primitive.name, eqn.params
-        if name in ("dot_general", "conv_general_dilated") and not _integer_gemm(eqn):
-            n += 1
-        elif name == "scan":
-            n += count_sites(p["jaxpr"].jaxpr)
-        elif name == "while":
-            n += count_sites(p["cond_jaxpr"].jaxpr) + count_sites(p["body_jaxpr"].jaxpr)
-        elif name == "cond":
-            n += sum(count_sites(br.jaxpr) for br in p["branches"])
-        elif name in (_CALLS | _REMAT) and "jaxpr" in p:
-            inner = p["jaxpr"]
-            n += count_sites(inner.jaxpr if hasattr(inner, "consts") else inner)
-        elif name in _CUSTOM:
-            n += count_sites(p["call_jaxpr"].jaxpr)
-    return n
+def _gemm_path(roles, paths) -> str:
+    """The path a layer rule matches for a GEMM: its weight operand's leaf path (``<const>``: a
+    weight closed over; ``<act>``: no weight operand)."""
+    weights = [q for r, q in zip(roles, paths[:2], strict=True) if r == "weight"]
+    if not weights:
+        return ACT_PATH
+    return next((q for q in weights if q is not None), CONST_PATH)
+
+
+def count_sites(jaxpr, flags=None) -> int:
+    """Rows of ``jaxpr`` as the interpreter numbers them (:func:`.site_rows.count_rows`)."""
+    return count_rows(jaxpr, flags)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1,))

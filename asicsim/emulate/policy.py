@@ -145,17 +145,23 @@ class Policy:
     mac_order: str = "fast"  # "fast" or any asicsim MacSpec order (sequential, chunk:C, tree, ...)
     description: str = ""
     source: str = ""
-    first_last: tuple[tuple[str, RoleSpec], ...] = ()  # roles overridden in the first and last layer
+    first_last: tuple[tuple[str, RoleSpec], ...] = ()  # roles overridden in the first and last GEMM row
     extra: tuple = field(default=(), repr=False)
     mac: str = ""  # a full MacSpec text (e.g. "v100"; overrides mac_order), see asicsim.numerics.mac
     calibration_batches: int = 8  # static scaling: calibration batches asicsim infer uses
-    # static scaling: per-GEMM-site amax of (lhs, rhs, grad) from calibration, ((site, (a, b, g)), ...)
+    # static scaling: per-GEMM-row amax of (lhs, rhs, grad) from calibration, ((row, (a, b, g)), ...);
+    # rows as asicsim.emulate.site_rows numbers them (a scan over stacked layers: a row per layer)
     static_scales: tuple = field(default=(), repr=False)
+    # per-layer rules ((glob over the weight's pytree path, roles), ...), first match wins; see
+    # asicsim.emulate.layer_rules (``[[layers]]`` in a recipe); first_last applies on top
+    layers: tuple = ()
 
     def __post_init__(self) -> None:
         fixed = {k: tuple(v.items()) if isinstance(v, dict) else tuple(v)
                  for k, v in (("roles", self.roles), ("first_last", self.first_last))
                  if isinstance(v, (dict, list, tuple))}
+        if isinstance(self.layers, (list, tuple)):
+            fixed["layers"] = tuple(_normal_rule(r) for r in self.layers)
         _settle(self, fixed, [], "")
         _settle(self, {}, _policy_problems(self), f"recipe {self.name!r}")
 
@@ -165,8 +171,14 @@ class Policy:
         return self.role("master") is not None
 
     @property
+    def all_roles(self) -> list[tuple[str, RoleSpec]]:
+        """(role, spec) of the recipe's roles, ``first_last`` and every layer rule."""
+        return [*self.roles, *self.first_last, *(rs for _, roles in self.layers for rs in roles)]
+
+    @property
     def scalings(self) -> set[str]:
-        return {spec.scaling for _, spec in self.roles}
+        """Scalings of any role (first/last layer and layer rules included)."""
+        return {spec.scaling for _, spec in self.all_roles}
 
     @property
     def delayed(self) -> bool:
@@ -177,7 +189,7 @@ class Policy:
     def history_settings(self) -> tuple[int, str]:
         """(amax_history, amax_compute) of the delayed roles, which share one history per GEMM
         site (checked at construction); (1, "max") without any."""
-        delayed = [s for _, s in self.roles + self.first_last if s.scaling == "delayed"]
+        delayed = [s for _, s in self.all_roles if s.scaling == "delayed"]
         return (delayed[0].amax_history, str(delayed[0].amax_compute)) if delayed else (1, "max")
 
     @property
@@ -195,7 +207,7 @@ class Policy:
     def stochastic(self) -> bool:
         """Some role (first and last layer included) rounds stochastically: the emulated
         function needs ``asicsim_key``."""
-        return any(spec.stochastic for _, spec in self.roles + self.first_last)
+        return any(spec.stochastic for _, spec in self.all_roles)
 
     def mac_spec(self):
         """The MacSpec of the bit-exact accumulation (None for ``mac_order = "fast"``)."""
@@ -256,6 +268,7 @@ def _policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
         have = {r for r, _ in roles}
         out += [(f"roles.{r}", "<missing>", "a format (required role)") for r in _REQUIRED if r not in have]
     edges = _role_table_problems("first_last", pol.first_last, out)
+    rules = _layer_problems(pol.layers, out)
     if not isinstance(pol.loss_scaling, LossScaling):
         out.append(("loss_scaling", pol.loss_scaling, "a LossScaling"))
     out += mac_problems(pol.mac_order, pol.mac)
@@ -263,7 +276,38 @@ def _policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
     if not (isinstance(b, int) and not isinstance(b, bool) and b >= 1):
         out.append(("calibration.batches", b, "an integer >= 1"))
     return out + _history_problems([(f"roles.{r}", s) for r, s in roles]
-                                   + [(f"first_last.{r}", s) for r, s in edges])
+                                   + [(f"first_last.{r}", s) for r, s in edges] + rules)
+
+
+def _normal_rule(rule):
+    """A layer rule with its roles as a tuple of pairs (a mapping accepted); others unchanged."""
+    if isinstance(rule, (list, tuple)) and len(rule) == 2 and isinstance(rule[1], (dict, list)):
+        roles = rule[1]
+        return (rule[0], tuple(roles.items()) if isinstance(roles, dict) else tuple(roles))
+    return tuple(rule) if isinstance(rule, list) else rule
+
+
+def _layer_problems(layers, out: list) -> list[tuple[str, RoleSpec]]:
+    """Problems of the layer rules ((pattern, roles), ...); (field path, spec) of their good roles."""
+    if not isinstance(layers, tuple):
+        out.append(("layers", layers, "a tuple of (pattern, roles) pairs"))
+        return []
+    good, seen = [], set()
+    for i, rule in enumerate(layers):
+        if not (isinstance(rule, tuple) and len(rule) == 2):
+            out.append((f"layers[{i}]", rule, "a (pattern, roles) pair"))
+            continue
+        pattern, roles = rule
+        if not (isinstance(pattern, str) and pattern):
+            out.append((f"layers[{i}].match", pattern, "a non-empty glob over weight paths, e.g. '*/attn/*'"))
+        elif pattern in seen:
+            out.append((f"layers[{i}].match", pattern, "each pattern once (the first match wins)"))
+        seen.add(pattern)
+        specs = _role_table_problems(f"layers[{i}].roles", roles, out)
+        if isinstance(roles, tuple) and not roles:
+            out.append((f"layers[{i}].roles", roles, f"at least one role from {list(ROLES)}"))
+        good += [(f"layers[{i}].roles.{r}", s) for r, s in specs]
+    return good
 
 
 def _history_problems(named: list[tuple[str, RoleSpec]]) -> list[tuple[str, Any, str]]:

@@ -4,9 +4,10 @@
     qparams = quantize_params(params, pol)                          # weights on their grid
     logits = emulate(apply_fn, pol)(qparams, x)
 
-Calibration runs the emulated model over the calibration batches and records, per GEMM site
-(numbered in the order :func:`asicsim.emulate` meets them), the largest magnitude each operand
-took (max over batches, and over scan iterations). The result is the same recipe with those
+Calibration runs the emulated model over the calibration batches and records, per GEMM row
+(numbered in the order :func:`asicsim.emulate` meets them; a scan over stacked layers has a row
+per layer, :mod:`.site_rows`), the largest magnitude each operand took (max over batches, and
+over the iterations of a time scan). The result is the same recipe with those
 amaxes in ``Policy.static_scales``; roles with ``scaling = "static"`` then scale by them (values
 beyond saturate), as a TensorRT-style max calibrator does. While calibrating, activations are
 quantized with their current amax, so each site sees its inputs as the quantized model makes them.
@@ -29,7 +30,7 @@ from asicsim.emulate.transform import emulate
 
 def observe_amax(fn: Callable, policy, *args, weights: int = 0, max_sites: int = MAX_SITES,
                  key=None) -> jax.Array:
-    """(max_sites, 3) amax of (lhs, rhs, grad-unused) per GEMM site in one call of ``fn(*args)``."""
+    """(max_sites, 3) amax of (lhs, rhs, grad-unused) per GEMM row in one call of ``fn(*args)``."""
     pol = load_recipe(policy)
     emulated = emulate(fn, pol, weights=weights)
     kw = {"asicsim_key": key} if key is not None else {}

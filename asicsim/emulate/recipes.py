@@ -14,7 +14,12 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
 ``[calibration]``   ``batches``: calibration batches for ``static`` scaling (post-training quantization)
-``[first_last]``    roles overridden in the first and last layer (a table like ``[roles]``)
+``[first_last]``    roles overridden in the first and last layer (a table like ``[roles]``): the
+                    first and last GEMM row, a scan over stacked layers counted per layer
+``[[layers]]``      per-layer rules, first match wins: ``match`` (a glob over the weight's pytree
+                    path, ``"*/attn/*"``) and ``roles`` (a table like ``[roles]``, overriding the
+                    recipe's for GEMMs whose weight matches); ``[first_last]`` applies on top
+                    (:mod:`asicsim.emulate.layer_rules`)
 """
 
 from __future__ import annotations
@@ -78,10 +83,32 @@ def _roles(t: Any, table: str, out: list) -> list[tuple[str, RoleSpec]]:
     return roles
 
 
+def _layers(t: Any, out: list) -> tuple:
+    """``[[layers]]``: a list of tables ``{match, roles}``; (pattern, roles) rules."""
+    if not isinstance(t, list):
+        out.append(("layers", t, '[[layers]] tables: match = "<glob over weight paths>", roles = {...}'))
+        return ()
+    rules = []
+    for i, rule in enumerate(t):
+        if not isinstance(rule, dict):
+            out.append((f"layers[{i}]", rule, "a table with match and roles"))
+            rules.append(rule)  # kept, so the rules after it keep their numbers
+            continue
+        out += [(f"layers[{i}].{k}", rule[k], "no such field; fields are ['match', 'roles']")
+                for k in sorted(set(rule) - {"match", "roles"})]
+        for k in ("match", "roles"):
+            if k not in rule:
+                out.append((f"layers[{i}].{k}", "<missing>", "a glob over weight paths, e.g. '*/attn/*'"
+                            if k == "match" else "a table of role = format"))
+        roles = _roles(rule.get("roles", {}), f"layers[{i}].roles", out)
+        rules.append((rule.get("match", ""), tuple(roles)))  # the Policy checks the pattern
+    return tuple(rules)
+
+
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
     out: list = []
-    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration"}
+    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration", "layers"}
     for k in sorted(set(table) - top):
         out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
     roles_t = table.get("roles", {})
@@ -89,6 +116,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
         out.append(("roles", roles_t, f"a table of roles from {list(ROLES)}"))
     roles = _roles(roles_t, "roles", out)
     first_last = _roles(table.get("first_last", {}), "first_last", out)
+    layers = _layers(table.get("layers", []), out)
     ls_t = table.get("loss_scaling", {})
     ls = None
     if isinstance(ls_t, dict):
@@ -104,6 +132,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
         out += [(f"{name}.{k}", t[k], f"no such field; fields are {list(keys)}") for k in sorted(set(t) - set(keys))]
         subtables[name] = t
     fields = dict(name=table.get("name", Path(source).stem), roles=tuple(roles), first_last=tuple(first_last),
+                  layers=layers,
                   loss_scaling=ls or LossScaling(), mac_order=subtables["mac"].get("order", "fast"),
                   mac=subtables["mac"].get("spec", ""), description=table.get("description", ""),
                   source=table.get("source", ""), calibration_batches=subtables["calibration"].get("batches", 8))

@@ -20,11 +20,12 @@ What one step does, in the recipe's formats:
    ``update`` role's format with its rounding (Gupta 2015, Wang 2018): with round-to-nearest an
    update below half an ulp of the weight is lost, with stochastic rounding it survives in
    expectation.
-5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM site an amax history of
+5. Delayed scaling (fp8 recipes, Transformer Engine): per GEMM row (a site; a scan over stacked
+   layers has a row per layer, :mod:`.site_rows`) an amax history of
    ``amax_history`` steps (one length for all delayed roles, as Transformer Engine's
    ``amax_history_len``) for (lhs, rhs, grad); each step scales by the largest amax in the
    history (``amax_compute = "most_recent"``: the newest) and records the amax it observed
-   (largest over scan iterations).
+   (largest over the iterations of a time scan or while loop, whose body is one module).
 6. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
    random bits are ever reused.
@@ -55,14 +56,15 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from asicsim.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
 from asicsim.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.transform import _emulate, round_role
 from asicsim.numerics.random import derive, key_words, seed_words
 
-#: GEMM sites whose delayed-scaling history a TrainState keeps (a model with more is an error
-#: that names the ``max_sites`` it needs)
+#: GEMM rows whose delayed-scaling history a TrainState keeps (a model with more is an error
+#: that names the ``max_sites`` it needs; a scan over L stacked layers of k GEMMs takes k * L)
 MAX_SITES = 64
 
 
@@ -107,8 +109,18 @@ def _plain(spec: RoleSpec | None) -> RoleSpec | None:
 
 
 def working_weights(master, policy: Policy, key=None, *, words=None):
-    """The weights the model uses from a master copy: rounded to ``weight`` where it is plain."""
-    return round_tree(master, _plain(policy.role("weight")), key, words=words)
+    """The weights the model uses from a master copy: rounded to ``weight`` where it is plain
+    (per leaf, the ``weight`` of the layer rule its path matches: :mod:`.layer_rules`)."""
+    if not any(r == "weight" for _, roles in policy.layers for r, _ in roles):
+        return round_tree(master, _plain(policy.role("weight")), key, words=words)
+    leaves, treedef = jax.tree_util.tree_flatten(master)
+    if words is None and policy.stochastic and key is not None:
+        words = key_words(key)
+    out = []
+    for i, (x, path) in enumerate(zip(leaves, leaf_paths(master), strict=True)):
+        spec = _plain(gemm_policy(policy, match_rule(policy.layers, path), False).role("weight"))
+        out.append(round_tree(x, spec, words=None if words is None else derive(words, i)))
+    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def stored_format(policy: Policy) -> RoleSpec | None:
@@ -119,8 +131,9 @@ def stored_format(policy: Policy) -> RoleSpec | None:
 def check_trainable(pol: Policy) -> Policy:
     """``pol``, or a :class:`RecipeError` where it is for inference only (static scaling)."""
     if pol.inference_only:
-        static = [(t, r) for t, roles in (("roles", pol.roles), ("first_last", pol.first_last))
-                  for r, s in roles if s.scaling == "static"]
+        tables = [("roles", pol.roles), ("first_last", pol.first_last),
+                  *((f"layers[{i}].roles", roles) for i, (_, roles) in enumerate(pol.layers))]
+        static = [(t, r) for t, roles in tables for r, s in roles if s.scaling == "static"]
         raise RecipeError([(f"{t}.{r}.scaling", "static", "a training recipe's scaling: static scales are "
                             "calibrated on a trained model for inference (asicsim infer)") for t, r in static],
                           f"recipe {pol.name!r} is for inference only, not training")

@@ -29,11 +29,14 @@ Two optional keyword arguments of the emulated function (not passed to ``fn``):
 ``asicsim_key``   a ``jax.random`` key for roles with stochastic rounding; each GEMM site, role and
                   scan iteration gets its own stream (never reused): seed words drawn once from
                   the key, then derived per use by integer hashing (``random.derive``).
-``asicsim_amax``  a float32 array (S, 3): per GEMM site (numbered in the order the interpreter meets
-                  them, scan bodies counted once), the amax estimates of (lhs, rhs, grad) that roles
+``asicsim_amax``  a float32 array (S, 3): per GEMM row (numbered in the order the interpreter meets
+                  them; a scan over stacked layers -- weights among its xs -- counted per layer as
+                  if unrolled, any other scan or while body once: :mod:`.site_rows`), the amax
+                  estimates of (lhs, rhs, grad) that roles
                   with ``scaling = "delayed"`` or ``"static"`` scale by (0: unknown, use the current
-                  amax). Its *gradient* is the amax each site observed in this call (forward
-                  operands, backward cotangent; the largest over scan iterations): what delayed
+                  amax). Its *gradient* is the amax each row observed in this call (forward
+                  operands, backward cotangent; the largest over the iterations of a scan that is
+                  not over layers, e.g. an RNN's time steps): what delayed
                   scaling's history records (:mod:`asicsim.emulate.training`) and calibration reads
                   (:mod:`asicsim.emulate.ptq`). Static scales may also live in the policy
                   (``Policy.static_scales``).
@@ -42,6 +45,7 @@ Two optional keyword arguments of the emulated function (not passed to ``fn``):
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import jax
@@ -50,9 +54,11 @@ import numpy as np
 
 from asicsim.emulate import nnx_state
 from asicsim.emulate.interpreter import _Interpreter, count_sites
+from asicsim.emulate.layer_rules import UnusedLayerRule, leaf_paths
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
+from asicsim.emulate.site_rows import count_rows
 from asicsim.numerics.random import key_words
 
 __all__ = ["count_sites", "emulate", "round_role", "split_arrays"]
@@ -103,6 +109,9 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         arrays, positions, rebuild = split_arrays((args, kwargs))
         level = 2 if prerounded is not None else 1
         flags = [level if start <= i < stop else 0 for i in positions]
+        # each weight leaf's path inside the ``weights`` argument, for the layer rules
+        wpaths = leaf_paths(args[weights]) if pol.layers and start < stop else []
+        paths = [wpaths[i - start] if wpaths and start <= i < stop else None for i in positions]
 
         def flat_fn(*xs):
             a, k = rebuild(xs)
@@ -115,14 +124,20 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         words = asicsim_words
         if words is None and key is not None and pol.stochastic:
             words = key_words(key)
-        sites = count_sites(closed.jaxpr) if amax is not None or pol.first_last else 0
-        if amax is not None and sites > amax.shape[0]:
-            raise ValueError(f"{getattr(fn, '__name__', 'the function')} has {sites} GEMM/convolution sites but "
+        rows = count_rows(closed.jaxpr, flags)
+        if amax is not None and rows > amax.shape[0]:
+            raise ValueError(f"{getattr(fn, '__name__', 'the function')} has {rows} GEMM/convolution sites "
+                             f"(rows: a scan over stacked layers has a row per layer) but "
                              f"asicsim_amax has rows for {amax.shape[0]}: delayed and static scaling need one "
-                             f"row per site (make_train_step(..., max_sites={sites}) or "
-                             f"observe_amax(..., max_sites={sites}))")
-        interp = _Interpreter(pol, words, amax, n_sites=sites if pol.first_last else 0, prerounded=prerounded)
-        outs = interp.run(closed.jaxpr, closed.consts, arrays, flags)
+                             f"row per site (make_train_step(..., max_sites={rows}) or "
+                             f"observe_amax(..., max_sites={rows}))")
+        interp = _Interpreter(pol, words, amax, n_rows=rows, prerounded=prerounded)
+        outs = interp.run(closed.jaxpr, closed.consts, arrays, flags, paths)
+        unused = [pat for i, (pat, _) in enumerate(pol.layers) if i not in interp.used]
+        if unused:
+            warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM of "
+                          f"{getattr(fn, '__name__', 'the function')} (see asicsim.emulate.layer_rules."
+                          "layer_report for every GEMM's weight path)", UnusedLayerRule, stacklevel=2)
         result = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
         if graph is None:
             return result

@@ -248,7 +248,7 @@ def test_blocks_run_along_several_contraction_axes_flattened():
     x = jax.random.normal(jax.random.key(3), (4, 8, 16)) * jnp.exp(2 * jax.random.normal(jax.random.key(4), (4, 8, 16)))
     w = jax.random.normal(jax.random.key(5), (8, 16, 5))
     dn = (((2, 1), (1, 0)), ((), ()))
-    got = emulate(lambda w, x: jax.lax.dot_general(x, w, dn), "mxfp8")(w, x)
+    got = emulate(lambda w, x: jax.lax.dot_general(x, w, dn), "mxfp8_ocp")(w, x)
     xk = _mx(jnp.transpose(x, (0, 2, 1)).reshape(4, 128), "mxfp8_e4m3", 1)
     wk = _mx(jnp.transpose(w, (1, 0, 2)).reshape(128, 5), "mxfp8_e4m3", 0)
     np.testing.assert_allclose(got, _bf16(xk @ wk), rtol=2**-7, atol=0)
