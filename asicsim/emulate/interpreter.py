@@ -20,6 +20,7 @@ from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _stochastic
 from asicsim.emulate.trace import record, record_elementwise
+from asicsim.emulate.vector_roles import vector_rounder
 from asicsim.numerics.random import derive
 
 _STRUCTURAL = {"reshape", "transpose", "convert_element_type", "broadcast_in_dim", "squeeze",
@@ -89,6 +90,7 @@ class _Interpreter:
         self.est = None if amax is None else lax.stop_gradient(amax)
         self.site = 0  # GEMM sites met so far (scan bodies counted once)
         self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
+        self.vector = vector_rounder(policy)  # None unless the recipe rounds non-GEMM ops
 
     def _site(self):
         """(meta, words, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
@@ -162,6 +164,8 @@ class _Interpreter:
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
             return self.run(closed.jaxpr, closed.consts, invals, flags)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
+        if self.vector is not None:  # roles vector/transcendental/reduction (vector_roles.py)
+            return self.vector.bind(eqn, invals, self.words)
         subfuns, bind_params = bind_args(eqn.primitive, p)  # as jax.core.eval_jaxpr does
         with eqn.ctx.manager:
             out = eqn.primitive.bind(*subfuns, *invals, **bind_params)
