@@ -12,6 +12,8 @@ to :meth:`VectorRounder.bind`, which, for the primitives below with a float resu
 - rounds each array operand once with the op's role where it is not already on that role's grid
   (a function argument, a constant, a GEMM result): a value read by several ops is rounded once,
   so that the gradients flowing back into it are summed before the one rounding of their sum;
+  an operand that data movement made from such a value (a bias broadcast, a slice) is that
+  value rounded, then moved;
 - binds the primitive in float32 arithmetic (as it was) and rounds its result.
 
 Each rounding is straight-through (:func:`_round_st`): forward ``round(y)``, backward
@@ -62,6 +64,9 @@ ARITHMETIC = frozenset({"add", "add_any", "sub", "mul", "div", "rem", "pow", "in
 _MOVES = frozenset({"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
                     "dynamic_slice", "dynamic_update_slice", "copy", "copy_p", "rev", "concatenate", "gather",
                     "select_n", "pad", "stop_gradient", "convert_element_type"})
+# moves of one array operand (the rest static or indices) that a fresh operand is rounded before
+_ONE_OPERAND = frozenset({"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
+                          "dynamic_slice", "copy", "copy_p", "rev", "convert_element_type"})
 _STREAM = 2_000_003  # stochastic rounding: vector streams apart from the GEMM sites' (derive(words, site))
 
 
@@ -113,6 +118,7 @@ class VectorRounder:
         self._on: dict[int, tuple[object, RoleSpec]] = {}  # id -> (value, the spec it is on the grid of)
         self._rounded: dict[tuple[int, RoleSpec], tuple[object, object]] = {}  # operand rounded once per spec
         self._n = 0  # roundings so far: each its own stochastic-rounding stream
+        self._moved: dict[int, tuple] = {}  # id -> (value, move eqn, its operands): a moved fresh value
 
     def _words(self, words):
         self._n += 1
@@ -131,7 +137,15 @@ class VectorRounder:
         hit = self._rounded.get((id(x), spec))
         if hit is not None and hit[0] is x:
             return hit[1]
-        y = _round_st(x, self._words(words), spec)
+        moved = self._moved.get(id(x))
+        if moved is not None and moved[0] is x:  # round the source, then move it again
+            _, eqn, invals = moved
+            src = self._operand(invals[0], spec, words)
+            subfuns, params = bind_args(eqn.primitive, eqn.params)
+            with eqn.ctx.manager:
+                y = eqn.primitive.bind(*subfuns, src, *invals[1:], **params)
+        else:
+            y = _round_st(x, self._words(words), spec)
         self._rounded[(id(x), spec)] = (x, y)
         self._mark(y, spec)
         return y
@@ -163,9 +177,17 @@ class VectorRounder:
 
     def _carry(self, eqn, invals, outs) -> None:
         """Data movement keeps a grid: its float results are on the grid all its float operands
-        share (a cast only to a float at least as wide as float32)."""
+        share (a cast only to a float at least as wide as float32). A fresh operand moved by a
+        one-operand move (a bias broadcast, a slice of the input) is remembered, so that a vector
+        op reading the result rounds the source once (its gradients summed before the rounding,
+        as microxcaling's broadcasting ops reduce the gradient, then quantize it)."""
         if eqn.primitive.name == "convert_element_type" and jnp.dtype(eqn.params["new_dtype"]).itemsize < 4:
             return
+        if eqn.primitive.name in _ONE_OPERAND and len(outs) == 1 and _is_float(eqn.outvars[0]):
+            v = eqn.invars[0]
+            if _is_float(v) and not isinstance(v, jcore.Literal) and self._grid(invals[0]) is None:
+                self._moved[id(outs[0])] = (outs[0], eqn, invals)
+                return
         specs = {self._grid(x) if not isinstance(v, jcore.Literal) else None
                  for v, x in zip(eqn.invars, invals, strict=True) if _is_float(v)}
         if len(specs) == 1 and None not in specs:
