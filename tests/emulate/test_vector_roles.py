@@ -182,3 +182,21 @@ def test_bad_vector_roles_say_what_is_allowed():
         load_recipe({"name": "x", "roles": FP32_GEMMS, "first_last": {"transcendental": "bf16"}})
     with pytest.raises(RecipeError, match=r"roles\.vectr.*a role from"):
         load_recipe({"name": "x", "roles": {**FP32_GEMMS, "vectr": "bf16"}})
+
+
+def test_scan_while_cond_and_jit_run_with_vector_roles():
+    def f(p, x):
+        def body(c, _):
+            return jnp.tanh(c @ p["w"] + 0.1), jnp.sum(c)
+
+        h, ys = lax.scan(body, x, None, length=3)
+        h = lax.fori_loop(0, x.shape[0], lambda i, c: c * 0.9 + 0.01, h)
+        h = lax.cond(jnp.sum(h) > 0, lambda h: jnp.exp(-h), lambda h: h * 2.0, h)
+        return jnp.sum(h * h) + jnp.sum(ys), h
+
+    p = {"w": jax.random.normal(jax.random.key(0), (8, 8)) * 0.3}
+    x = jax.random.normal(jax.random.key(1), (4, 8))
+    (v, h), g = jax.jit(jax.value_and_grad(emulate(f, VEC), has_aux=True))(p, x)
+    assert on_grid(h) and on_grid(v) and not on_grid(f(p, x)[1])
+    np.testing.assert_allclose(float(v), float(f(p, x)[0]), rtol=0.02)
+    assert np.all(np.isfinite(g["w"]))
