@@ -180,3 +180,21 @@ def mac_problems(mac_order, mac) -> Problems:
     elif mac:
         check_mac(mac, "mac.spec", mac, out)
     return out
+
+
+#: roles of the ops outside the GEMMs (:mod:`asicsim.emulate.vector_roles`)
+VECTOR_ROLES = ("vector", "transcendental", "reduction")
+
+
+def vector_role_problems(roles, first_last) -> Problems:
+    """Problems of the vector roles among ``roles`` and ``first_last`` ((role, RoleSpec) pairs):
+    no delayed or static scaling (a vector op has no amax history or calibration row), and not in
+    ``first_last`` (which overrides the roles of the first and last GEMM)."""
+    out: Problems = []
+    for r, spec in roles:
+        if r in VECTOR_ROLES and spec.scaling in (RoleScaling.DELAYED, RoleScaling.STATIC):
+            out.append((f"roles.{r}.scaling", str(spec.scaling), "none | tensor | channel | block (a vector op has "
+                                                                 "no amax history or calibration)"))
+    out += [(f"first_last.{r}", spec.format, "a GEMM role (first_last overrides the first and last GEMM's roles)")
+            for r, spec in first_last if r in VECTOR_ROLES]
+    return out

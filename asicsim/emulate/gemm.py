@@ -1,6 +1,24 @@
 """One emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): operands rounded per role, the product
 accumulated in float32 or by a bit-exact MAC order, the two gradient GEMMs on operands rounded
-for them (block-scaled ones again along the gradient GEMM's contraction axes)."""
+for them (block-scaled ones again along the gradient GEMM's contraction axes).
+
+The gradient GEMM of an operand with role ``weight`` is a dW GEMM, of any other operand a dX
+GEMM. Each reads the cotangent with role ``grad_dw``/``grad_dx`` and the other forward operand
+(role ``r``) with role ``r_dw``/``r_dx`` (:func:`_bwd_roles`): a dense layer's dX GEMM reads
+``grad_dx`` and ``weight_dx``, its dW GEMM ``act_dw`` and ``grad_dw``; attention's two gradient
+GEMMs are dX GEMMs (``act_dx``). These are AQT's ``DotGeneral(fwd, dlhs, drhs)``, each gradient
+GEMM with its own lhs/rhs quantizer (``aqt/jax/v2/aqt_dot_general.py``), named by role as
+microxcaling's backward formats are (``mx/specs.py``: ``w_elem_format_bp`` the weight of the dX
+GEMM, ``a_elem_format_bp`` the stashed activation of the dW GEMM, ``a_elem_format_bp_os`` and
+``a_elem_format_bp_ex`` the output gradient of the dX and of the dW GEMM; ``mx/linear.py``).
+Absent, a backward role is its forward role (``policy._FALLBACK``). Where a backward operand
+role equals the forward one the gradient GEMM reads the forward-rounded operand (AQT's
+``use_fwd_quant``); where it differs it rounds the *unrounded* forward operand (kept as the
+residual) with its own role, as microxcaling re-quantizes the stashed input for each gradient
+GEMM. Delayed and static scaling scale a tensor by its one amax row (lhs, rhs, grad) whichever
+role rounds it: the amax is the tensor's, the format's max comes from the role (Transformer
+Engine's ``scale = fp8_max / amax`` per format).
+"""
 
 from __future__ import annotations
 
@@ -18,11 +36,29 @@ from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_ro
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive
 
-_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad")  # the roles an emulated GEMM rounds
+# the roles an emulated GEMM rounds
+_GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad",
+               "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw")
 
 
 def _grad_role(role: str) -> str:
     return "wgrad" if role == "weight" else "grad_out"
+
+
+def _bwd_roles(roles) -> tuple[tuple[str, str], tuple[str, str]]:
+    """Per gradient GEMM (dA, dB) of a GEMM whose operands have forward ``roles``: (the role it
+    reads the cotangent with, the role it reads the other operand with)."""
+    out = []
+    for wrt in (0, 1):
+        kind = "dw" if roles[wrt] == "weight" else "dx"
+        out.append((f"grad_{kind}", f"{roles[1 - wrt]}_{kind}"))
+    return out[0], out[1]
+
+
+def _operand_bwd_specs(policy: Policy, roles) -> tuple[RoleSpec | None, RoleSpec | None]:
+    """How each operand is read by the gradient GEMM of the *other* operand (A by dB, B by dA)."""
+    (_, rb), (_, ra) = _bwd_roles(roles)
+    return policy.role(ra), policy.role(rb)
 
 
 def _role_words(words, n: int):
@@ -62,8 +98,11 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
         y = _materialize(y, out)
     seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
     # A block-scaled operand is rounded again for the gradient GEMM, along that GEMM's
-    # contraction axis: keep it unrounded for that.
-    keep = tuple(x if _blocked(policy.role(r)) else q for x, q, r in zip((a, b), (qa, qb), roles, strict=True))
+    # contraction axis, and one with a backward role of its own is rounded by that: keep it
+    # unrounded for that.
+    bwd = _operand_bwd_specs(policy, roles)
+    keep = tuple(x if _blocked(policy.role(r)) or s != policy.role(r) else q
+                 for x, q, r, s in zip((a, b), (qa, qb), roles, bwd, strict=True))
     return y.astype(out_dtype), (*keep, seen, est, words)
 
 
@@ -72,19 +111,13 @@ def _dot_bwd(cfg, policy, res, g):
     dn, roles, _, _ = cfg
     xa, xb, seen, est, words = res
     ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
-    g32, gspec = g.astype(jnp.float32), policy.role("grad")
-    sa, sb = policy.role(roles[0]), policy.role(roles[1])
-    if _blocked(gspec):
-        # g's axes: batch, then A's free axes (dB contracts over them), then B's (dA does)
-        nb, na = len(dn[1][0]), len(_free_axes(dn, 0, xa.ndim))
-        gb = round_role(g32, gspec, words=_again(kg), axis=range(nb, nb + na))
-        ga = round_role(g32, gspec, words=kg, axis=range(nb + na, g.ndim))
-    else:
-        ga = gb = round_role(g32, gspec, words=kg, amax=None if est is None else est[2])
-    if _blocked(sa):  # kept unrounded by _dot_fwd
-        xa = round_role(xa, sa, words=_again(ka), axis=_free_axes(dn, 0, xa.ndim))
-    if _blocked(sb):
-        xb = round_role(xb, sb, words=_again(kb), axis=_free_axes(dn, 1, xb.ndim))
+    g32 = g.astype(jnp.float32)
+    (rga, _), (rgb, _) = _bwd_roles(roles)
+    ga, gb = _round_cotangent(g32, policy.role(rga), policy.role(rgb), dn, xa.ndim, kg,
+                              None if est is None else est[2])
+    ba, bb = _operand_bwd_specs(policy, roles)
+    xa = _operand_for_grad(xa, policy.role(roles[0]), ba, _again(ka), None if est is None else est[0], dn, 0)
+    xb = _operand_for_grad(xb, policy.role(roles[1]), bb, _again(kb), None if est is None else est[1], dn, 1)
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
     da = _contract_grad(xa32, xb32, ga, dn, policy, 0)
     db = _contract_grad(xa32, xb32, gb, dn, policy, 1)
@@ -93,6 +126,35 @@ def _dot_bwd(cfg, policy, res, g):
     db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
+
+
+def _round_cotangent(g32, sa: RoleSpec | None, sb: RoleSpec | None, dn, a_ndim: int, kg, amax):
+    """The cotangent as dA's GEMM reads it (role spec ``sa``) and as dB's does (``sb``): rounded
+    once where both read it alike (same elementwise role), else once per GEMM, a block-scaled
+    one along that GEMM's contraction axes (g's axes: batch, A's free axes, which dB contracts,
+    then B's, which dA contracts)."""
+    if sa == sb and not _blocked(sa):
+        ga = round_role(g32, sa, words=kg, amax=amax)
+        return ga, ga
+    nb, na = len(dn[1][0]), len(_free_axes(dn, 0, a_ndim))
+
+    def one(spec, words, axes):
+        if _blocked(spec):
+            return round_role(g32, spec, words=words, axis=axes)
+        return round_role(g32, spec, words=words, amax=amax)
+
+    return one(sa, kg, range(nb + na, g32.ndim)), one(sb, _again(kg), range(nb, nb + na))
+
+
+def _operand_for_grad(x, fwd: RoleSpec | None, bwd: RoleSpec | None, words, amax, dn, side: int):
+    """Operand ``side`` as the other operand's gradient GEMM reads it: the forward-rounded value
+    kept by ``_dot_fwd``, or, where it was kept unrounded (a block-scaled forward role, or a
+    backward role of its own), rounded along that GEMM's contraction axes (its free axes)."""
+    if bwd != fwd:
+        return round_role(x, bwd, words=words, amax=amax, axis=_free_axes(dn, side, x.ndim))
+    if _blocked(fwd):
+        return round_role(x, fwd, words=words, axis=_free_axes(dn, side, x.ndim))
+    return x
 
 
 def _again(words):

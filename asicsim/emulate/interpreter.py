@@ -24,6 +24,7 @@ from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _stochastic
 from asicsim.emulate.site_rows import CALLS, CUSTOM, STRUCTURAL, count_rows, is_gemm, is_layer_scan
 from asicsim.emulate.trace import record, record_elementwise
+from asicsim.emulate.vector_roles import vector_rounder
 from asicsim.numerics.random import derive
 
 _STRUCTURAL = STRUCTURAL
@@ -102,6 +103,7 @@ class _Interpreter:
         self.site = 0  # rows of this scope met so far
         self.row_base = 0  # row (whole function) of this scope's site 0; None: traced
         self.used: set[int] = set()  # layer rules some GEMM matched
+        self.vector = vector_rounder(policy)  # None unless the recipe rounds non-GEMM ops
 
     def _site(self, path=None):
         """(meta, words, policy) of the next GEMM; meta: (tap, estimate) rows of the amax (the
@@ -207,6 +209,8 @@ class _Interpreter:
             rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
             return rule(self, eqn, invals, flags, paths)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
+        if self.vector is not None:  # roles vector/transcendental/reduction (vector_roles.py)
+            return self.vector.bind(eqn, invals, self.words)
         return self._bind(eqn, invals)
 
     @staticmethod

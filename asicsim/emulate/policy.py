@@ -11,6 +11,18 @@ One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op tr
 ``grad_out`` an activation gradient as the dX GEMM writes it (absent: ``grad``; fp8 and MX
             training keep it in bf16 and quantize it where the next GEMM reads it)
 ``wgrad``   weight gradients (dW)
+``grad_dx`` dY as a dX GEMM reads it (absent: ``grad``); ``grad_dw``: as a dW GEMM reads it
+``weight_dx`` the weight as the dX GEMM reads it (absent: the forward-rounded weight)
+``act_dw``  the activation as the dW GEMM reads it (absent: the forward-rounded activation)
+``act_dx``, ``weight_dw`` the other operand of a GEMM of two activations (attention: both
+            gradient GEMMs are dX GEMMs) or of two weights (AQT's dlhs/drhs, microxcaling's
+            ``*_bp`` formats: :mod:`asicsim.emulate.gemm`); ``[first_last]`` overrides only
+            the roles it names (a ``weight_dx`` in ``[roles]`` applies to the edge layers too)
+``vector``  the result of every float elementwise op, reduction and pooling outside the GEMMs
+            (and its gradient; absent: not rounded), as microxcaling's ``bfloat`` rounds its
+            vector ops (:mod:`asicsim.emulate.vector_roles` lists the primitives)
+``transcendental`` exp, log, tanh, logistic, erf... results (absent: ``vector``)
+``reduction`` sums, max/min reductions, cumulative sums, pooling (absent: ``vector``)
 ``master``  the master copy of the weights the optimizer updates (absent: no master copy)
 ``opt_state`` optimizer state (momenta)
 ``update``  the weight update as applied (its rounding: e.g. stochastic)
@@ -37,11 +49,17 @@ from asicsim.emulate.fields import (
     loss_scaling_fields,
     mac_problems,
     role_fields,
+    vector_role_problems,
 )
 from asicsim.numerics import get_format
 
-ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "opt_state", "update")
-_FALLBACK = {"grad_out": "grad"}  # a role a recipe may leave out, and the one it then follows
+ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "opt_state", "update",
+         "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw",
+         "vector", "transcendental", "reduction")
+# a role a recipe may leave out, and the one it then follows (a backward GEMM operand role equal
+# to its forward role reads the forward-rounded operand: see asicsim.emulate.gemm)
+_FALLBACK = {"grad_out": "grad", "grad_dx": "grad", "grad_dw": "grad", "act_dx": "act", "act_dw": "act",
+             "weight_dx": "weight", "weight_dw": "weight", "transcendental": "vector", "reduction": "vector"}
 _REQUIRED = ("weight", "act", "acc")
 SCALINGS = tuple(m.value for m in RoleScaling)
 LOSS_SCALING = tuple(m.value for m in LossScalingKind)
@@ -269,6 +287,7 @@ def _policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
         out += [(f"roles.{r}", "<missing>", "a format (required role)") for r in _REQUIRED if r not in have]
     edges = _role_table_problems("first_last", pol.first_last, out)
     rules = _layer_problems(pol.layers, out)
+    out += vector_role_problems(roles, edges)
     if not isinstance(pol.loss_scaling, LossScaling):
         out.append(("loss_scaling", pol.loss_scaling, "a LossScaling"))
     out += mac_problems(pol.mac_order, pol.mac)

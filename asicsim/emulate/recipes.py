@@ -9,7 +9,14 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
                     delayed only, the same for all delayed roles; ``margin``: delayed or static,
                     headroom of 2**margin above the amax: delayed casts x * (format max / amax)
                     / 2**margin as Transformer Engine does, static divides by amax * 2**margin /
-                    format max)
+                    format max). Optional roles (:data:`~asicsim.emulate.policy.ROLES`): the gradient
+                    GEMMs' own operand formats ``grad_dx``/``grad_dw`` (dY as the dX/dW GEMM reads
+                    it), ``weight_dx``, ``act_dw`` (and ``act_dx``, ``weight_dw`` for GEMMs of two
+                    activations or two weights), each absent = its forward role (AQT's dlhs/drhs,
+                    microxcaling's ``w_elem_format_bp``, ``a_elem_format_bp``, ``a_elem_format_bp_os``,
+                    ``a_elem_format_bp_ex``); the non-GEMM ops' ``vector``, ``transcendental`` and
+                    ``reduction`` (microxcaling's ``bfloat = 16``: e.g. ``vector = "bf16"``; no
+                    delayed/static scaling, not in ``[first_last]``)
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)

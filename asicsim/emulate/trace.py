@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from asicsim.emulate.elementwise_trace import ELEMENTWISE_COLUMNS, elementwise_entries
+from asicsim.emulate.vector_roles import role_of
 
 _ACTIVE: list[list[dict]] = []
 _ELEMENTWISE: list[bool] = []  # per active recording: collect elementwise work too
@@ -43,9 +44,13 @@ def record_elementwise(eqn, count: int, policy) -> None:
         return
     fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32") for r in ("act", "acc", "out")}
     for e in elementwise_entries(eqn, count):
+        # an op a vector role rounds reads and writes that role's format (vector_roles.py)
+        role = role_of(e["primitive"])
+        spec = policy.role(role) if role is not None else None
+        lhs, out = (spec.spec.name, spec.spec.name) if spec is not None else (fmt["act"], fmt["out"])
         _ACTIVE[-1].append({**e, "N": 1, "batch": 1, "lhs_role": "act", "rhs_role": "", "lhs_shape": (),
-                            "rhs_shape": (), "format_lhs": fmt["act"], "format_rhs": "",
-                            "format_acc": fmt["acc"], "format_out": fmt["out"], "recipe": policy.name})
+                            "rhs_shape": (), "format_lhs": lhs, "format_rhs": "",
+                            "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name})
 
 
 def record(*, kind, shapes, out_shape, roles, params, count, policy) -> None:
