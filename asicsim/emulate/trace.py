@@ -42,15 +42,19 @@ def record_elementwise(eqn, count: int, policy) -> None:
     this for every equation it does not emulate itself; see :mod:`.elementwise_trace`)."""
     if not (_ACTIVE and _ELEMENTWISE[-1]):
         return
-    fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32") for r in ("act", "acc", "out")}
+    fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32")
+           for r in ("act", "acc", "out", "grad", "grad_out")}
     for e in elementwise_entries(eqn, count):
-        # an op a vector role rounds reads and writes that role's format (vector_roles.py)
+        # an op a vector role rounds reads and writes that role's format (vector_roles.py), its
+        # backward too; otherwise the forward's act/out and the backward's grad/grad_out
         role = role_of(e["primitive"])
         spec = policy.role(role) if role is not None else None
         lhs, out = (spec.spec.name, spec.spec.name) if spec is not None else (fmt["act"], fmt["out"])
+        blhs, bout = (spec.spec.name, spec.spec.name) if spec is not None else (fmt["grad"], fmt["grad_out"])
         _ACTIVE[-1].append({**e, "N": 1, "batch": 1, "lhs_role": "act", "rhs_role": "", "lhs_shape": (),
                             "rhs_shape": (), "format_lhs": lhs, "format_rhs": "",
-                            "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name})
+                            "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name,
+                            "format_lhs_bwd": blhs, "format_out_bwd": bout})
 
 
 def record(*, kind, shapes, out_shape, roles, params, count, policy) -> None:
@@ -63,7 +67,23 @@ def record(*, kind, shapes, out_shape, roles, params, count, policy) -> None:
     _ACTIVE[-1].append({"kind": kind, "M": M, "N": N, "K": K, "batch": batch, "count": count,
                         "lhs_role": roles[0], "rhs_role": roles[1], "lhs_shape": shapes[0],
                         "rhs_shape": shapes[1], "format_lhs": fmt[roles[0]], "format_rhs": fmt[roles[1]],
-                        "format_acc": fmt["acc"], "format_out": fmt["out"], "recipe": policy.name})
+                        "format_acc": fmt["acc"], "format_out": fmt["out"], "recipe": policy.name,
+                        "grad_formats": gradient_formats(policy, roles)})
+
+
+def gradient_formats(policy, roles) -> dict[str, tuple[str, str, str, str]]:
+    """(lhs, rhs, acc, out) formats of a GEMM's two gradient GEMMs under the GEMM's own policy
+    (a layer rule's, the first/last layer's): ``grad-input`` dX = dY W^T reads the cotangent as
+    ``grad_dx`` and the other operand as ``<role>_dx`` and writes ``grad_out``; ``grad-weight``
+    dW = X^T dY reads ``<role>_dw`` and ``grad_dw`` and writes ``wgrad`` (each role falling back
+    as :class:`~asicsim.emulate.policy.Policy` says)."""
+    def name(role):
+        spec = policy.role(role)
+        return spec.spec.name if spec is not None else "float32"
+
+    other = roles[1] if roles[0] == "act" else roles[0]  # the operand beside the activation
+    return {"grad-input": (name("grad_dx"), name(f"{other}_dx"), name("acc"), name("grad_out")),
+            "grad-weight": (name(f"{roles[0]}_dw"), name("grad_dw"), name("acc"), name("wgrad"))}
 
 
 def gemm_dims(kind: str, shapes, out_shape, params) -> tuple[int, int, int, int]:
@@ -86,6 +106,14 @@ def gemm_dims(kind: str, shapes, out_shape, params) -> tuple[int, int, int, int]
     return M, out_ch // groups, K, groups
 
 
+def _grad_formats(entry: dict, role: str) -> dict[str, str]:
+    """The format columns of a GEMM's gradient GEMM ``role``, as :func:`record` stored them."""
+    grads = entry.get("grad_formats", {})
+    if role not in grads:
+        return {}
+    return dict(zip(("format_lhs", "format_rhs", "format_acc", "format_out"), grads[role], strict=True))
+
+
 def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
     """One row per GEMM and role; elementwise entries (``kind`` "elementwise") are summed over
     equal shapes into one row each, and with ``training`` mirrored by a ``grad-input`` row of
@@ -99,9 +127,11 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
         rows.append({**e, "role": "forward"})
         if training:
             # dX = dY (M x N) times W^T (N x K); dW = X^T (K x M) times dY (M x N)
-            rows.append({**e, "role": "grad-input", "M": e["M"], "N": e["K"], "K": e["N"]})
+            rows.append({**e, "role": "grad-input", "M": e["M"], "N": e["K"], "K": e["N"],
+                         **_grad_formats(e, "grad-input")})
             if "weight" in (e["lhs_role"], e["rhs_role"]):
-                rows.append({**e, "role": "grad-weight", "M": e["K"], "N": e["N"], "K": e["M"]})
+                rows.append({**e, "role": "grad-weight", "M": e["K"], "N": e["N"], "K": e["M"],
+                             **_grad_formats(e, "grad-weight")})
     cols = ["role", "kind", "M", "N", "K", "batch", "count", "lhs_role", "rhs_role", "format_lhs",
             "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe"]
     df = pd.DataFrame(rows, columns=cols)
@@ -109,8 +139,10 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
     ew = [e for e in entries if e["kind"] == "elementwise"]
     if not ew:
         return df
-    keys = [c for c in (*cols, *ELEMENTWISE_COLUMNS) if c not in ("role", "count", "lhs_shape", "rhs_shape")]
+    keys = [c for c in (*cols, *ELEMENTWISE_COLUMNS, "format_lhs_bwd", "format_out_bwd")
+            if c not in ("role", "count", "lhs_shape", "rhs_shape")]
     ew = pd.DataFrame(ew).groupby(keys, sort=False, as_index=False)["count"].sum()
     ew = ew.assign(role="forward", macs=0, lhs_shape=[()] * len(ew), rhs_shape=[()] * len(ew))
-    parts = [df, ew] + ([ew.assign(role="grad-input")] if training else [])
+    bwd = ew.assign(role="grad-input", format_lhs=ew["format_lhs_bwd"], format_out=ew["format_out_bwd"])
+    parts = [df, ew] + ([bwd] if training else [])
     return pd.concat([p for p in parts if len(p)], ignore_index=True)[[*cols, "macs", *ELEMENTWISE_COLUMNS]]

@@ -41,8 +41,7 @@ from asicsim.workloads.workload import load_workload
 #: bias corrections (2), sqrt, add eps, divide, scale and subtract (5) = 12.
 OPTIMIZER_OPS = {"sgd": 2, "sgd_momentum": 4, "adam": 12}
 
-_ROLE_FORMATS = {"forward": ("act", "weight", "out"), "grad-input": ("grad", "weight", "grad_out"),
-                 "grad-weight": ("act", "grad", "wgrad")}
+_FORMAT_COLUMNS = ("format_lhs", "format_rhs", "format_acc", "format_out")
 
 
 def workload_trace(workload, recipe="fp32", *, batch: int | None = None, training: bool = True) -> pd.DataFrame:
@@ -65,11 +64,12 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
     return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x, elementwise=True)
 
 
-def _formats(policy, role: str) -> dict[str, str]:
-    a, b, out = _ROLE_FORMATS[role]
-    spec = {r: policy.role(r) for r in (a, b, out, "acc")}
-    name = {r: (s.spec.name if s is not None else "float32") for r, s in spec.items()}
-    return {"act": name[a], "weight": name[b], "acc": name["acc"], "out": name[out]}
+def _formats(rows: pd.DataFrame) -> dict[str, str]:
+    """The formats a group of trace rows records (one GEMM's own: a layer rule's, the first or
+    last layer's, a gradient GEMM's), as the cost model's operand keys."""
+    r = rows.iloc[0]
+    lhs, rhs, acc, out = (str(r[c]) for c in _FORMAT_COLUMNS)
+    return {"act": lhs, "weight": rhs or lhs, "acc": acc, "out": out}
 
 
 _ENERGY_COLUMNS = ("energy_mac_j", "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
@@ -120,12 +120,15 @@ def _groups(trace: pd.DataFrame):
             yield role, "elementwise", part, _update_formats, [Elementwise(int(r.M), int(r.K), inputs=3,
                                                                            work="optimizer")], np.ones(1)
             continue
-        for is_ew, rows in ((False, part[~ew[part.index]]), (True, part[ew[part.index]])):
-            if not len(rows):
+        for is_ew, kind_rows in ((False, part[~ew[part.index]]), (True, part[ew[part.index]])):
+            if not len(kind_rows):
                 continue
-            ops = _elementwise_ops(rows) if is_ew else [Gemm(int(r.M), int(r.N), int(r.K)) for r in rows.itertuples()]
-            reps = (rows["batch"] * rows["count"]).to_numpy(dtype=np.float64)
-            yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
+            # rows priced in the formats they record, one cost call per set of formats
+            for _, rows in kind_rows.groupby(list(_FORMAT_COLUMNS), sort=False, dropna=False):
+                ops = (_elementwise_ops(rows) if is_ew
+                       else [Gemm(int(r.M), int(r.N), int(r.K)) for r in rows.itertuples()])
+                reps = (rows["batch"] * rows["count"]).to_numpy(dtype=np.float64)
+                yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
 
 
 def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
@@ -138,7 +141,7 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
     policy = load_recipe(recipe)
     rows = []
     for role, kind, part, formats_of, ops, reps in _groups(trace):
-        fmts = formats_of(policy) if role == "optimizer" else formats_of(policy, role)
+        fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
         try:
             res = cost_many(ops, design, fmts)
         except OperationError as err:  # formats the design does not execute: said, not priced
@@ -171,7 +174,7 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
     keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, "dram_bytes", "sram_bytes", "macs")
     out = {k: np.zeros(n) for k in keys}
     for role, kind, part, formats_of, ops, reps in _groups(trace):
-        fmts = formats_of(policy) if role == "optimizer" else formats_of(policy, role)
+        fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
         if kind == "gemm":
             out["macs"] += float(part["macs"].sum())
         c = cost_family(ops, designs, fmts)

@@ -31,12 +31,36 @@ def test_digits_mlp_trace_by_hand():
 
 
 def test_grad_input_gemms_write_dx_in_grad_out():
-    # fp8_hybrid writes dX in bf16 (grad_out); fp8_wang2018 has no grad_out, so dX is its grad, E5M2
-    from asicsim.workloads.pricing import _formats
+    # fp8_hybrid reads dY in E5M2 and W in E4M3, writes dX in bf16 (grad_out), and dW in bf16
+    t = workload_trace("digits_mlp", "fp8_hybrid")
+    dx = t[(t.role == "grad-input") & (t.kind == "gemm")].iloc[0]
+    assert (dx.format_lhs, dx.format_rhs, dx.format_acc, dx.format_out) == (
+        "float8_e5m2", "float8_e4m3fn", "float32", "bfloat16")
+    dw = t[(t.role == "grad-weight") & (t.kind == "gemm")].iloc[0]
+    assert (dw.format_lhs, dw.format_rhs, dw.format_out) == ("float8_e4m3fn", "float8_e5m2", "bfloat16")
+    # fp8_wang2018 keeps the first and last layer in fp16: the MLP's two GEMMs are both (the
+    # old pricing took the recipe's E5M2 for every dX)
+    t = workload_trace("digits_mlp", "fp8_wang2018")
+    assert set(t[(t.role == "grad-input") & (t.kind == "gemm")].format_out) == {"float16"}
 
-    assert _formats(load_recipe("fp8_hybrid"), "grad-input") == {
-        "act": "float8_e5m2", "weight": "float8_e4m3fn", "acc": "float32", "out": "bfloat16"}
-    assert _formats(load_recipe("fp8_wang2018"), "grad-input")["out"] == "float8_e5m2"
+
+def test_each_gemm_is_priced_in_its_own_formats():
+    # a layer rule and [first_last] give the two GEMMs of the MLP different formats: each row is
+    # priced in its own (the old pricing took the recipe's roles for every row of a role)
+    pol = dataclasses.replace(load_recipe("bf16"), name="bf16_first_fp32",
+                              first_last=(("weight", load_recipe("fp32")["weight"]),
+                                          ("act", load_recipe("fp32")["act"])))
+    t = workload_trace("digits_mlp", pol)
+    fwd = t[(t.role == "forward") & (t.kind == "gemm")]
+    assert set(fwd.format_lhs) == {"float32"}  # first and last layer: both GEMMs of a 2-layer MLP
+    tpu = _tpu_v1_with_fp32()
+    table = price_trace(t, [tpu], pol)
+    fwd_cost = table[table.role == "forward"].iloc[0]
+    want = cost_many([Gemm(int(r.M), int(r.N), int(r.K)) for r in fwd.itertuples()], tpu,
+                     {"act": "float32", "weight": "float32", "acc": "float32", "out": "bfloat16"})
+    reps = [r.batch * r.count for r in fwd.itertuples()]
+    gemm_time = sum(n * c.time_s for n, c in zip(reps, want, strict=True))
+    assert fwd_cost.time_s >= gemm_time  # the forward's GEMMs at fp32 (plus its elementwise work)
 
 
 def _tpu_v1_with_fp32() -> object:
