@@ -7,6 +7,7 @@ name), while ``asicsim.emulate.load_recipe`` and the other names below stay reac
 import sys
 import types
 
+from asicsim.emulate.layer_rules import layer_report
 from asicsim.emulate.policy import (
     ROLES,
     LossScaling,
@@ -21,7 +22,7 @@ from asicsim.emulate.training import TrainState, make_train_step
 from asicsim.emulate.transform import emulate, round_role
 
 __all__ = ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "TrainState", "emulate",
-           "list_recipes", "load_recipe", "make_train_step", "op_trace", "round_role"]
+           "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace", "round_role"]
 
 
 class _CallableModule(types.ModuleType):

@@ -4,17 +4,15 @@ recursing into scans, while loops, conds and nested calls; weights are found by 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend import core as jcore
 
-from asicsim._jax_compat import bind_args, scan_operand_counts
-from asicsim.emulate import custom_rules
+from asicsim._jax_compat import bind_args
+from asicsim.emulate import control_flow, custom_rules
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
@@ -194,11 +192,11 @@ class _Interpreter:
         if name == "scan":
             if is_layer_scan(p, flags):
                 return layer_scan(self, p, invals, flags, paths)
-            return self._scan(p, invals, flags, paths)
+            return control_flow.time_scan(self, p, invals, flags, paths)
         if name == "while":
-            return self._while(p, invals, flags, paths)
+            return control_flow.while_loop(self, p, invals, flags, paths)
         if name == "cond":
-            return self._cond(p, invals, flags, paths)
+            return control_flow.cond(self, p, invals, flags, paths)
         if name in _CALLS and "jaxpr" in p:
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
@@ -239,77 +237,6 @@ class _Interpreter:
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
                params=eqn.params, count=self.multiplier, policy=policy)
 
-    def _scan(self, p, invals, flags, paths):
-        """A time scan (no weight among its xs: an RNN cell, one module): one row per body GEMM
-        for all iterations, its observed amax the largest over them."""
-        (nc, ncarry), closed = scan_operand_counts(p), p["jaxpr"]
-        consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
-        cflags, xflags = flags[:nc], flags[nc + ncarry:]
-        bpaths = [*paths[:nc], *([None] * ncarry), *paths[nc + ncarry:]]
-
-        length, site0 = p["length"], self.site
-        outer_words, outer_amax = self.words, self.amax
-        extra = {}
-        if outer_words is not None:  # words per iteration: stochastic rounding never reuses bits
-            extra["words"] = derive(derive(outer_words, 1_000_003 + site0), jnp.arange(length))
-        if outer_amax is not None:  # the body's observed amax: the largest over iterations
-            extra["amax"] = _broadcast_max(outer_amax, length)
-
-        def body(carry, x):
-            x, ex = x
-            self.site = site0  # a retraced body numbers its sites the same way
-            self.words, self.amax = ex.get("words"), ex.get("amax")
-            outs = self.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
-                            [*cflags, *([False] * ncarry), *xflags], bpaths)
-            return outs[:ncarry], outs[ncarry:]
-
-        outer, self.multiplier = self.multiplier, self.multiplier * length
-        try:
-            carry, ys = lax.scan(body, init, (xs, extra), length=length, reverse=p["reverse"],
-                                 unroll=p["unroll"])
-        finally:
-            self.multiplier = outer
-            self.words, self.amax = outer_words, outer_amax
-        self.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags])
-        return [*carry, *ys]
-
-    def _while(self, p, invals, flags, paths):
-        cn, bn = p["cond_nconsts"], p["body_nconsts"]
-        cc, bc, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
-        cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
-        n = len(init)
-
-        cflags, bflags = [*flags[:cn], *([False] * n)], [*flags[cn:cn + bn], *([False] * n)]
-        cpaths, bpaths = [*paths[:cn], *([None] * n)], [*paths[cn:cn + bn], *([None] * n)]
-        site0, ncond = self.site, count_rows(cj.jaxpr, cflags)
-
-        # One row per body GEMM for every iteration: the trip count is not static.
-        def cond(c):
-            self.site = site0
-            return self.run(cj.jaxpr, cj.consts, [*cc, *c], cflags, cpaths)[0]
-
-        def body(c):  # note: stochastic-rounding streams repeat across while iterations
-            self.site = site0 + ncond
-            # a tuple, as the carry went in: while_loop checks the two have one pytree structure
-            return tuple(self.run(bj.jaxpr, bj.consts, [*bc, *c], bflags, bpaths))
-
-        out = list(lax.while_loop(cond, body, tuple(init)))
-        self.site = site0 + ncond + count_rows(bj.jaxpr, bflags)
-        return out
-
-    def _cond(self, p, invals, flags, paths):
-        index, ops = invals[0], invals[1:]
-        starts = np.cumsum([self.site] + [count_rows(br.jaxpr, flags[1:]) for br in p["branches"]])
-
-        def branch(i, br, *a):
-            self.site = int(starts[i])  # each branch numbers its own rows
-            return self.run(br.jaxpr, br.consts, list(a), flags[1:], paths[1:])
-
-        branches = [functools.partial(branch, i, br) for i, br in enumerate(p["branches"])]
-        out = list(lax.switch(index, branches, *ops))
-        self.site = int(starts[-1])
-        return out
-
 
 def _plain_float32(pol: Policy) -> bool:
     """Every role a GEMM rounds is float32 round-to-nearest and the MAC order is ``fast``: the
@@ -336,13 +263,3 @@ def _gemm_path(roles, paths) -> str:
 def count_sites(jaxpr, flags=None) -> int:
     """Rows of ``jaxpr`` as the interpreter numbers them (:func:`.site_rows.count_rows`)."""
     return count_rows(jaxpr, flags)
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
-def _broadcast_max(x, n: int):
-    """``x`` repeated ``n`` times along a new axis 0; its gradient is the *largest* cotangent over
-    that axis (not the sum), so an amax observed in every scan iteration comes back as the max."""
-    return jnp.broadcast_to(x, (n, *x.shape))
-
-
-_broadcast_max.defvjp(lambda x, n: (_broadcast_max(x, n), None), lambda n, _, g: (jnp.max(g, axis=0),))

@@ -63,9 +63,10 @@ from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.transform import _emulate, round_role
 from asicsim.numerics.random import derive, key_words, seed_words
 
-#: GEMM rows whose delayed-scaling history a TrainState keeps (a model with more is an error
-#: that names the ``max_sites`` it needs; a scan over L stacked layers of k GEMMs takes k * L)
-MAX_SITES = 64
+#: GEMM rows whose delayed-scaling history a TrainState keeps (a model with more is an error that
+#: names the ``max_sites`` it needs): a row per GEMM per stacked layer, so 256 holds a 40-layer
+#: scanned transformer of 6 GEMMs per layer; the history costs 256 x history x 3 floats.
+MAX_SITES = 256
 
 
 class TrainState(NamedTuple):

@@ -17,9 +17,12 @@ An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
 bit-exact MAC order runs :func:`asicsim.numerics.matmul`). A convolution is carried out as the
 im2col GEMM an accelerator runs (:mod:`asicsim.emulate.conv`) and treated as that GEMM. Backward: the
-incoming cotangent is rounded to ``grad``; the two gradient GEMMs accumulate like the forward one,
-then dX is rounded to ``grad_out`` (default ``grad``) and dW to ``wgrad``. Rounding itself is
-straight-through. Block scaling (OCP MX) runs along each GEMM's contraction axes (flattened), so
+incoming cotangent is rounded to ``grad`` (``grad_dx``/``grad_dw`` where a recipe gives each gradient
+GEMM its own; the other operand to ``weight_dx``/``act_dw`` likewise: :mod:`asicsim.emulate.gemm`);
+the two gradient GEMMs accumulate like the forward one, then dX is rounded to ``grad_out``
+(default ``grad``) and dW to ``wgrad``. Rounding itself is straight-through. Ops outside the GEMMs
+are rounded only where the recipe has a ``vector`` role (:mod:`asicsim.emulate.vector_roles`);
+per-layer rules and the first/last layer pick each GEMM's roles (:mod:`asicsim.emulate.layer_rules`). Block scaling (OCP MX) runs along each GEMM's contraction axes (flattened), so
 a block-scaled tensor that a gradient GEMM contracts along other axes (the cotangent for dX and
 for dW, the activation for dW, the weight for dX) is rounded again for it from its unrounded
 values, as Microsoft's microxcaling library and Transformer Engine's MXFP8 recipe quantize it.

@@ -15,6 +15,7 @@ import pytest
 
 from asicsim.emulate import LossScaling, list_recipes, load_recipe, make_train_step
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, update_scale
+from asicsim.emulate.training import MAX_SITES
 
 
 def linear_loss(p, x):
@@ -138,7 +139,7 @@ def test_fp8_hybrid_keeps_an_amax_history_per_site():
     p = {"w1": jax.random.normal(jax.random.key(1), (8, 6)), "w2": jax.random.normal(jax.random.key(2), (6, 3))}
     init, step = make_train_step(loss, "fp8_hybrid", optax.sgd(0.1))
     s = init(p, jax.random.key(0))
-    assert s.amax_history.shape == (64, 16, 3) and float(jnp.max(s.amax_history)) == 0
+    assert s.amax_history.shape == (MAX_SITES, 16, 3) and float(jnp.max(s.amax_history)) == 0
     s, m = jax.jit(step)(s, x)
     h = np.asarray(s.amax_history)
     np.testing.assert_allclose(h[0, 0, :2], [np.max(np.abs(x)), np.max(np.abs(p["w1"]))], rtol=1e-6)

@@ -1,0 +1,99 @@
+"""Control flow inside an emulated function: a time scan (one module applied at every step: one
+row per body GEMM, its amax the largest over the iterations), a ``while_loop`` and a ``cond``,
+each run through the interpreter (:mod:`.interpreter`); a scan over stacked layers is
+:mod:`.layer_scan`'s."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from asicsim._jax_compat import scan_operand_counts
+from asicsim.emulate.site_rows import count_rows
+from asicsim.numerics.random import derive
+
+
+def time_scan(interp, p, invals, flags, paths):
+    """A time scan (no weight among its xs: an RNN cell, one module): one row per body GEMM
+    for all iterations, its observed amax the largest over them."""
+    (nc, ncarry), closed = scan_operand_counts(p), p["jaxpr"]
+    consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
+    cflags, xflags = flags[:nc], flags[nc + ncarry:]
+    bpaths = [*paths[:nc], *([None] * ncarry), *paths[nc + ncarry:]]
+
+    length, site0 = p["length"], interp.site
+    outer_words, outer_amax = interp.words, interp.amax
+    extra = {}
+    if outer_words is not None:  # words per iteration: stochastic rounding never reuses bits
+        extra["words"] = derive(derive(outer_words, 1_000_003 + site0), jnp.arange(length))
+    if outer_amax is not None:  # the body's observed amax: the largest over iterations
+        extra["amax"] = _broadcast_max(outer_amax, length)
+
+    def body(carry, x):
+        x, ex = x
+        interp.site = site0  # a retraced body numbers its sites the same way
+        interp.words, interp.amax = ex.get("words"), ex.get("amax")
+        outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
+                        [*cflags, *([False] * ncarry), *xflags], bpaths)
+        return outs[:ncarry], outs[ncarry:]
+
+    outer, interp.multiplier = interp.multiplier, interp.multiplier * length
+    try:
+        carry, ys = lax.scan(body, init, (xs, extra), length=length, reverse=p["reverse"],
+                             unroll=p["unroll"])
+    finally:
+        interp.multiplier = outer
+        interp.words, interp.amax = outer_words, outer_amax
+    interp.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags])
+    return [*carry, *ys]
+
+def while_loop(interp, p, invals, flags, paths):
+    cn, bn = p["cond_nconsts"], p["body_nconsts"]
+    cc, bc, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
+    cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
+    n = len(init)
+
+    cflags, bflags = [*flags[:cn], *([False] * n)], [*flags[cn:cn + bn], *([False] * n)]
+    cpaths, bpaths = [*paths[:cn], *([None] * n)], [*paths[cn:cn + bn], *([None] * n)]
+    site0, ncond = interp.site, count_rows(cj.jaxpr, cflags)
+
+    # One row per body GEMM for every iteration: the trip count is not static.
+    def cond(c):
+        interp.site = site0
+        return interp.run(cj.jaxpr, cj.consts, [*cc, *c], cflags, cpaths)[0]
+
+    def body(c):  # note: stochastic-rounding streams repeat across while iterations
+        interp.site = site0 + ncond
+        # a tuple, as the carry went in: while_loop checks the two have one pytree structure
+        return tuple(interp.run(bj.jaxpr, bj.consts, [*bc, *c], bflags, bpaths))
+
+    out = list(lax.while_loop(cond, body, tuple(init)))
+    interp.site = site0 + ncond + count_rows(bj.jaxpr, bflags)
+    return out
+
+def cond(interp, p, invals, flags, paths):
+    index, ops = invals[0], invals[1:]
+    starts = np.cumsum([interp.site] + [count_rows(br.jaxpr, flags[1:]) for br in p["branches"]])
+
+    def branch(i, br, *a):
+        interp.site = int(starts[i])  # each branch numbers its own rows
+        return interp.run(br.jaxpr, br.consts, list(a), flags[1:], paths[1:])
+
+    branches = [functools.partial(branch, i, br) for i, br in enumerate(p["branches"])]
+    out = list(lax.switch(index, branches, *ops))
+    interp.site = int(starts[-1])
+    return out
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1,))
+def _broadcast_max(x, n: int):
+    """``x`` repeated ``n`` times along a new axis 0; its gradient is the *largest* cotangent over
+    that axis (not the sum), so an amax observed in every scan iteration comes back as the max."""
+    return jnp.broadcast_to(x, (n, *x.shape))
+
+
+_broadcast_max.defvjp(lambda x, n: (_broadcast_max(x, n), None), lambda n, _, g: (jnp.max(g, axis=0),))
