@@ -89,6 +89,8 @@ class _Interpreter:
         self.est = None if amax is None else lax.stop_gradient(amax)
         self.site = 0  # GEMM sites met so far (scan bodies counted once)
         self.static = np.asarray([v for _, v in policy.static_scales], np.float32).reshape(-1, 3)
+        # per-channel static amax of an operand (site, side) -> vector (asicsim.emulate.ptq)
+        self.channel = {(s, side): np.asarray(v, np.float32) for s, side, v in policy.channel_scales}
 
     def _site(self):
         """(meta, words, policy) of the next GEMM site; meta: (tap, estimate) rows of the amax
@@ -101,6 +103,9 @@ class _Interpreter:
             meta = (self.amax[i], self.est[i])
         elif "delayed" in self.policy.scalings or "static" in self.policy.scalings:
             meta = (None, jnp.asarray(self.static[i] if i < len(self.static) else np.zeros(3, np.float32)))
+            if (i, 0) in self.channel or (i, 1) in self.channel:  # a vector in place of a scalar
+                a, b = (jnp.asarray(self.channel.get((i, k), meta[1][k])) for k in (0, 1))
+                meta = (None, (a, b, meta[1][2]))
         words = None
         if self.words is not None:
             words = derive(self.words, i)
