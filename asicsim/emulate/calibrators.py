@@ -87,7 +87,10 @@ def amax_mse(hist: np.ndarray, amax: float, num_bits: int = 8, unsigned: bool = 
 
 
 def _kl(p: np.ndarray, q: np.ndarray) -> float:
-    """scipy.stats.entropy(p, q): both normalised; inf where q = 0 < p."""
+    """scipy.stats.entropy(p, q): both normalised; inf where q = 0 < p, and where either is
+    empty (scipy gives NaN there, which pytorch-quantization's argmin would then pick)."""
+    if p.sum() <= 0 or q.sum() <= 0:
+        return float("inf")
     p = p / p.sum()
     q = q / q.sum()
     nz = p > 0
