@@ -61,7 +61,13 @@ def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights:
               max_sites: int = MAX_SITES, key=None) -> Policy:
     """``policy`` with static scales from ``apply_fn(params, batch)`` over ``batches`` (at most
     ``policy.calibration_batches`` of them are used). A recipe with stochastic rounding draws its
-    bits from ``key`` (default ``jax.random.key(0)``: calibration is deterministic)."""
+    bits from ``key`` (default ``jax.random.key(0)``: calibration is deterministic).
+
+    ``policy.calibration_method`` max (the amax seen), percentile, mse or entropy (from a
+    histogram over [0, amax]: :mod:`asicsim.emulate.calibrators`); with
+    ``calibration_granularity = "channel"`` each activation operand contracted along one axis
+    also gets one amax per index of that axis (``Policy.channel_scales``), which its GEMM scales
+    by instead of the per-tensor one."""
     pol = load_recipe(policy)
     if key is None and pol.stochastic:
         key = jax.random.key(0)

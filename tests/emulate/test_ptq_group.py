@@ -160,3 +160,35 @@ def test_int4_g32_zero_point_mlp_on_digits_stays_close_to_fp32():
     back = dequantize_params(export_params(p, pol))
     assert np.array_equal(bits(back["w1"]), bits(quantize_params(p, pol)["w1"]))
     assert np.array_equal(bits(emulate(mlp, with_fp32_weights(pol))(back, x)), bits(got))
+
+
+def test_flax_linen_and_equinox_models_export_what_they_emulate():
+    """A Flax Linen MLP ((in, out) kernels: axis -2) and an Equinox one ((out, in): axis -1)
+    under int4_w_g128: the emulated outputs equal the fp32-weight model on the dequantized codes."""
+    import equinox as eqx
+    import flax.linen as nn
+
+    x = jax.random.normal(jax.random.key(7), (6, 256))
+    pol = load_recipe("int4_w_g128")
+
+    class Mlp(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            return nn.Dense(8)(nn.relu(nn.Dense(64)(x)))
+
+    model = Mlp()
+    params = model.init(jax.random.key(0), x)
+    y = emulate(model.apply, pol)(params, x)
+    back = dequantize_params(export_params(params, pol))
+    assert back["params"]["Dense_1"]["kernel"].shape == (256, 64)  # Dense(64), named second
+    assert np.array_equal(bits(emulate(model.apply, with_fp32_weights(pol))(back, x)), bits(y))
+
+    emlp = eqx.nn.MLP(256, 8, 64, 1, key=jax.random.key(1))
+    params_e, static = eqx.partition(emlp, eqx.is_array)
+
+    def apply_e(p, x):
+        return jax.vmap(eqx.combine(p, static))(x)
+
+    y = emulate(apply_e, pol)(params_e, x)
+    back = dequantize_params(export_params(params_e, pol, axis=-1))
+    assert np.array_equal(bits(emulate(apply_e, with_fp32_weights(pol))(back, x)), bits(y))
