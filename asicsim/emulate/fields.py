@@ -40,6 +40,7 @@ class RoleScaling(_Name):
     BLOCK = "block"
     DELAYED = "delayed"
     STATIC = "static"
+    GROUP = "group"  # integer codes per group of group_size along the contraction, see numerics.group_quant
 
 
 class LossScalingKind(_Name):
@@ -132,11 +133,67 @@ def role_fields(spec) -> tuple[dict, Problems]:
         out.append(("amax_compute", spec.amax_compute, "only with scaling = 'delayed'"))
     if spec.saturate is not None and not isinstance(spec.saturate, bool):
         out.append(("saturate", spec.saturate, "true or false (absent: the format's convention)"))
+    fixed.update(_group_fields(spec, scaling, fixed.get("rounding"), out))
     if not (_int(spec.margin) and 0 <= spec.margin <= MAX_MARGIN):
         out.append(("margin", spec.margin, f"an integer in 0 .. {MAX_MARGIN}"))
     elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
         out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
     return fixed, out
+
+
+def _group_fields(spec, scaling, rounding, out: Problems) -> dict:
+    """Checks of the group-quantization fields (``scaling = "group"``: LLM weight PTQ, GPTQ/AWQ
+    conventions, see :mod:`asicsim.numerics.group_quant`); the normalised scale format."""
+    from asicsim.numerics.group_quant import SCALE_FORMATS, code_range
+
+    gs, zp, sf = spec.group_size, spec.zero_point, spec.scale_format
+    if scaling != RoleScaling.GROUP:
+        for name, v, default in (("group_size", gs, None), ("zero_point", zp, False), ("scale_format", sf, None)):
+            if v != default or (name == "zero_point" and not isinstance(v, bool)):
+                out.append((name, v, "only with scaling = 'group'"))
+        return {}
+    if not (_int(gs) and gs >= 1):
+        out.append(("group_size", gs, "an integer >= 1 (required by scaling = 'group'; e.g. 32, 64, 128)"))
+    if not isinstance(zp, bool):
+        out.append(("zero_point", zp, "true (asymmetric, unsigned codes: uint4, uint8) or false (symmetric: int4, int8)"))
+    else:
+        try:
+            code_range(spec.format, zp)
+        except (ValueError, FormatError) as err:
+            out.append(("format", spec.format, f"with scaling = 'group': {err}"))
+    fixed = {"scale_format": "fp32" if sf is None else sf}
+    if isinstance(sf, str) and sf.strip().lower() in SCALE_FORMATS:
+        fixed["scale_format"] = sf.strip().lower()
+    elif sf is not None:
+        out.append(("scale_format", sf, " | ".join(SCALE_FORMATS)))
+    if rounding is not None and rounding != "rne":
+        out.append(("rounding", spec.rounding, "rne with scaling = 'group' (round half to even, as torch.round)"))
+    return fixed
+
+
+#: calibration methods of static scales (TensorRT / pytorch-quantization's calibrators)
+CALIBRATION_METHODS = ("max", "percentile", "mse", "entropy")
+CALIBRATION_GRANULARITY = ("tensor", "channel")
+
+
+def calibration_problems(method, percentile, granularity, bins) -> Problems:
+    """Problems of a recipe's ``[calibration]`` method, percentile, granularity and bins."""
+    out: Problems = []
+    if method not in CALIBRATION_METHODS:
+        out.append(("calibration.method", method, " | ".join(CALIBRATION_METHODS)))
+    if not (_number(percentile) and 0 < percentile <= 100):
+        out.append(("calibration.percentile", percentile, "a number in (0, 100], e.g. 99.99"))
+    elif percentile != 99.99 and method != "percentile":
+        out.append(("calibration.percentile", percentile, "only with method = 'percentile'"))
+    if granularity not in CALIBRATION_GRANULARITY:
+        out.append(("calibration.granularity", granularity, " | ".join(CALIBRATION_GRANULARITY)))
+    elif granularity == "channel" and method in ("mse", "entropy"):
+        out.append(("calibration.granularity", granularity, "'tensor' with method = 'mse' or 'entropy' "
+                    "(per-channel scales: method = 'max' or 'percentile'; pytorch-quantization's "
+                    "histogram calibrator is per tensor too)"))
+    if not (_int(bins) and bins >= 256):
+        out.append(("calibration.bins", bins, "an integer >= 256 (histogram bins; default 2048 as TensorRT)"))
+    return out
 
 
 def loss_scaling_fields(ls) -> tuple[dict, Problems]:

@@ -102,6 +102,8 @@ class _Interpreter:
         self.row_base = 0  # row (whole function) of this scope's site 0; None: traced
         self.used: set[int] = set()  # layer rules some GEMM matched
         self.vector = vector_rounder(policy)  # None unless the recipe rounds non-GEMM ops
+        # per-channel static amax of an operand (row, side) -> vector (asicsim.emulate.ptq)
+        self.channel = {(s, side): np.asarray(v, np.float32) for s, side, v in policy.channel_scales}
 
     def _site(self, path=None):
         """(meta, words, policy) of the next GEMM; meta: (tap, estimate) rows of the amax (the
@@ -121,6 +123,10 @@ class _Interpreter:
             meta = (self.amax[i], self.est[i])
         elif self.est is not None:
             meta = (None, self.est[i])
+            key = row if row is not None else i
+            if (key, 0) in self.channel or (key, 1) in self.channel:  # a vector in place of a scalar
+                a, b = (jnp.asarray(self.channel.get((key, k), meta[1][k])) for k in (0, 1))
+                meta = (None, (a, b, meta[1][2]))
         words = None
         if self.words is not None:
             words = derive(self.words, i)

@@ -46,6 +46,7 @@ from asicsim.emulate.fields import (
     LossScalingKind,
     RoleScaling,
     RoundingName,
+    calibration_problems,
     loss_scaling_fields,
     mac_problems,
     role_fields,
@@ -100,7 +101,9 @@ def _settle(obj, fixed: dict, problems: list, what: str) -> None:
 class RoleSpec:
     """How one role's tensors are rounded: onto ``format`` with ``rounding``, after ``scaling``
     (``tensor``: per-tensor current amax; ``channel``: per output channel (last axis);
-    ``block``: per ``block_size`` elements along the last axis; ``delayed``: per tensor from an amax
+    ``block``: per ``block_size`` elements along the last axis; ``group``: integer codes per
+    ``group_size`` elements along the GEMM's contraction with a ``scale_format`` scale and, with
+    ``zero_point``, a zero point (GPTQ/AWQ weights, :mod:`asicsim.numerics.group_quant`); ``delayed``: per tensor from an amax
     history, kept by the training loop (:mod:`asicsim.emulate.training`); ``static``: per tensor
     from calibration (:func:`asicsim.emulate.calibrate`); block formats such as MX bring their own).
 
@@ -116,6 +119,9 @@ class RoleSpec:
     saturate: bool | None = None  # None: the format's convention
     margin: int = 0  # delayed/static scaling: 2**margin of headroom above the amax (TE's margin)
     amax_compute: AmaxCompute | str = "max"  # delayed scaling: the history's max, or its most recent amax
+    group_size: int | None = None  # scaling = "group" only: elements per group along the contraction
+    zero_point: bool = False  # scaling = "group": asymmetric (uint codes, a zero point per group)
+    scale_format: str | None = None  # scaling = "group": fp32 (default) | fp16 | bf16 | e8m0
 
     def __post_init__(self) -> None:
         _settle(self, *role_fields(self), "RoleSpec")
@@ -154,8 +160,9 @@ class LossScaling:
 class Policy:
     """A whole recipe; frozen and hashable (usable as a static argument under ``jax.jit``).
     Checked at construction, as a recipe file is: roles from :data:`ROLES` with ``weight``,
-    ``act`` and ``acc`` present, the MAC order or spec, calibration batches, the delayed roles'
-    shared history settings (a :class:`RecipeError` lists every problem)."""
+    ``act`` and ``acc`` present, the MAC order or spec, calibration batches, method, percentile,
+    granularity and bins, the delayed roles' shared history settings (a :class:`RecipeError`
+    lists every problem)."""
 
     name: str
     roles: tuple[tuple[str, RoleSpec], ...]
@@ -173,6 +180,13 @@ class Policy:
     # per-layer rules ((glob over the weight's pytree path, roles), ...), first match wins; see
     # asicsim.emulate.layer_rules (``[[layers]]`` in a recipe); first_last applies on top
     layers: tuple = ()
+    # how calibrate() estimates static scales ([calibration] method, percentile, granularity, bins)
+    calibration_method: str = "max"
+    calibration_percentile: float = 99.99
+    calibration_granularity: str = "tensor"
+    calibration_bins: int = 2048
+    # static scaling per channel: ((site, operand 0 | 1, (amax per contraction index, ...)), ...)
+    channel_scales: tuple = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         fixed = {k: tuple(v.items()) if isinstance(v, dict) else tuple(v)
@@ -294,6 +308,8 @@ def _policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
     b = pol.calibration_batches
     if not (isinstance(b, int) and not isinstance(b, bool) and b >= 1):
         out.append(("calibration.batches", b, "an integer >= 1"))
+    out += calibration_problems(pol.calibration_method, pol.calibration_percentile, pol.calibration_granularity,
+                                pol.calibration_bins)
     return out + _history_problems([(f"roles.{r}", s) for r, s in roles]
                                    + [(f"first_last.{r}", s) for r, s in edges] + rules)
 

@@ -4,8 +4,10 @@
 Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 
 ``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
-                    saturate, margin, amax_compute}``; ``scaling`` is none | tensor | channel | block |
-                    delayed | static (``amax_history``, ``amax_compute`` = max | most_recent:
+                    saturate, margin, amax_compute, group_size, zero_point, scale_format}``; ``scaling``
+                    is none | tensor | channel | block | delayed | static | group (``group_size``,
+                    ``zero_point``, ``scale_format`` = fp32 | fp16 | bf16 | e8m0: group only, integer
+                    codes per group along the contraction, GPTQ/AWQ weights; ``amax_history``, ``amax_compute`` = max | most_recent:
                     delayed only, the same for all delayed roles; ``margin``: delayed or static,
                     headroom of 2**margin above the amax: delayed casts x * (format max / amax)
                     / 2**margin as Transformer Engine does, static divides by amax * 2**margin /
@@ -20,7 +22,10 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)
-``[calibration]``   ``batches``: calibration batches for ``static`` scaling (post-training quantization)
+``[calibration]``   for ``static`` scaling (post-training quantization): ``batches``; ``method`` = max |
+                    percentile | mse | entropy (TensorRT's calibrators, :mod:`.calibrators`);
+                    ``percentile`` (99.99); ``granularity`` = tensor | channel (one scale per
+                    contraction index of an activation: max or percentile); ``bins`` (2048)
 ``[first_last]``    roles overridden in the first and last layer (a table like ``[roles]``): the
                     first and last GEMM row, a scan over stacked layers counted per layer
 ``[[layers]]``      per-layer rules, first match wins: ``match`` (a glob over the weight's pytree
@@ -47,7 +52,11 @@ from asicsim.emulate.policy import (
     recipes_dir,
 )
 
-_ROLE_KEYS = ("format", "rounding", "scaling", "block_size", "amax_history", "amax_compute", "saturate", "margin")
+_ROLE_KEYS = ("format", "rounding", "scaling", "block_size", "amax_history", "amax_compute", "saturate", "margin",
+              "group_size", "zero_point", "scale_format")
+_CALIBRATION_KEYS = {"batches": "calibration_batches", "method": "calibration_method",
+                     "percentile": "calibration_percentile", "granularity": "calibration_granularity",
+                     "bins": "calibration_bins"}
 _LOSS_KEYS = ("kind", "init", "growth_interval", "factor")
 
 
@@ -131,7 +140,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     else:
         out.append(("loss_scaling", ls_t, "a table with kind, init, growth_interval, factor"))
     subtables = {}
-    for name, keys in (("mac", ("order", "spec")), ("calibration", ("batches",))):
+    for name, keys in (("mac", ("order", "spec")), ("calibration", tuple(_CALIBRATION_KEYS))):
         t = table.get(name, {})
         if not isinstance(t, dict):
             out.append((name, t, f"a table with {', '.join(keys)}"))
@@ -142,7 +151,8 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
                   layers=layers,
                   loss_scaling=ls or LossScaling(), mac_order=subtables["mac"].get("order", "fast"),
                   mac=subtables["mac"].get("spec", ""), description=table.get("description", ""),
-                  source=table.get("source", ""), calibration_batches=subtables["calibration"].get("batches", 8))
+                  source=table.get("source", ""),
+                  **{f: subtables["calibration"][k] for k, f in _CALIBRATION_KEYS.items() if k in subtables["calibration"]})
     try:
         policy = Policy(**fields)
     except RecipeError as err:  # a role reported above is not also "missing"

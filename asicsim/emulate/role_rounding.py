@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import quantize
 from asicsim.numerics.random import key_words
@@ -28,9 +29,12 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     order given (a GEMM passes its contraction axes, as OCP MX blocks along K). With ``channel``
     scaling the same ``axis`` names the contraction: one scale per index of the other axes (a
     weight's output channel whether it is stored (in, out) or (out, in)); without it, the last axis.
+    ``group`` scaling groups along ``axis`` too (the contraction; without it, the last axis).
     """
     if spec is None or spec.is_identity:
         return x
+    if spec.scaling == "group":  # integer codes per group along the contraction (GPTQ/AWQ weights)
+        return round_group(x, spec, axis)
     if spec.scaling == "channel" and axis is not None:
         return _round_per_channel(x, spec, axis, key=key, amax=amax, words=words)
     if axis is not None and not isinstance(axis, (int, np.integer)):
@@ -38,7 +42,7 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     words = _sr_words(spec, key, words)
     kw = {}
     if spec.scaling in ("delayed", "static") and (amax is not None or spec.margin):
-        return _round_scaled(x, spec, jnp.float32(0) if amax is None else amax, words)
+        return _round_scaled(x, spec, jnp.float32(0) if amax is None else _along(amax, x.ndim, axis), words)
     if spec.scaling in ("tensor", "delayed", "static"):  # no estimate given: the current amax
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
@@ -81,6 +85,17 @@ def _round_flat(x, spec: RoleSpec, axes: tuple[int, ...], **kw) -> jax.Array:
     flat = moved.reshape(*moved.shape[:-n], -1)
     y = round_role(flat, spec, axis=-1, **kw).reshape(moved.shape)
     return jnp.transpose(y, np.argsort(perm))
+
+
+def _along(amax, ndim: int, axis) -> jax.Array:
+    """A per-channel static amax (a vector, one per index of the contraction ``axis``, default
+    the last) shaped to broadcast against the operand; a scalar unchanged."""
+    amax = jnp.asarray(amax)
+    if amax.ndim != 1:
+        return amax
+    shape = [1] * ndim
+    shape[-1 if axis is None else int(axis)] = amax.shape[0]
+    return amax.reshape(shape)
 
 
 def _sr_words(spec: RoleSpec, key, words):

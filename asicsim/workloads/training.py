@@ -419,14 +419,18 @@ def fp32_params(workload: str | Workload, seeds=(0,), *,
 
 def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
     """Static scales from calibration batches where the recipe asks for them
-    (:func:`asicsim.emulate.ptq.calibrate`, max calibration); other recipes scale each tensor by
+    (:func:`asicsim.emulate.ptq.calibrate`, by the recipe's ``[calibration]`` method); other recipes scale each tensor by
     its own current amax, as their ``scaling`` says."""
     if not policy.needs_calibration:
         return policy, "none (no static scales: each tensor or block is scaled from itself, as the recipe says)"
     from asicsim.emulate.ptq import calibrate
 
     n = min(len(batches), policy.calibration_batches)
-    return calibrate(fn, params, batches[:n], policy), f"max calibration on {n} training batches"
+    method = policy.calibration_method
+    if method == "percentile":
+        method = f"{policy.calibration_percentile:g}th percentile"
+    per = " per channel" if policy.calibration_granularity == "channel" else ""
+    return calibrate(fn, params, batches[:n], policy), f"{method} calibration{per} on {n} training batches"
 
 
 def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=None,
