@@ -13,6 +13,7 @@ from jax import lax
 from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import quantize
+from asicsim.numerics.exact_div import divide
 from asicsim.numerics.random import key_words
 from asicsim.numerics.scaling import amax_bits
 
@@ -125,14 +126,14 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     sat = True if spec.saturate is None else spec.saturate
     fmax = jnp.float32(spec.spec.max)
     if spec.scaling == "delayed":
-        sf = fmax / est / jnp.float32(2.0**spec.margin)
+        sf = divide(fmax, est) / jnp.float32(2.0**spec.margin)  # by a power of two: exact
         sf = jnp.where((est > 0) & jnp.isfinite(est), sf, jnp.float32(1.0))
         sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
         y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
-        return (y * (jnp.float32(1.0) / sf)).astype(x.dtype)
-    scale = est / fmax * jnp.float32(2.0**spec.margin)
+        return (y * divide(jnp.float32(1.0), sf)).astype(x.dtype)
+    scale = divide(est, fmax) * jnp.float32(2.0**spec.margin)
     scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
-    y = quantize(xf / scale, spec.format, spec.rounding, saturate=sat, words=words)
+    y = quantize(divide(xf, scale), spec.format, spec.rounding, saturate=sat, words=words)
     return (y * scale).astype(x.dtype)
 
 

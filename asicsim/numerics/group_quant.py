@@ -108,7 +108,9 @@ def scale_of(rng: jax.Array, maxq: int, scale_format: str) -> jax.Array:
         top = top | inexact.astype(jnp.uint32)
     v = mul_pow2(top.astype(jnp.float32), sh.astype(jnp.int32) + e - 158)
     if scale_format in ("fp16", "bf16"):
-        v = quantize(v, scale_format, "rne", saturate=True)
+        # a scale beyond the format's max is inf (its group dequantizes to NaN), as a torch
+        # .half() of it is in GPTQ/AWQ storage: never a finite, silently clipped scale
+        v = quantize(v, scale_format, "rne", saturate=False)
     elif scale_format == "e8m0":  # up to a power of two
         vb = lax.bitcast_convert_type(v, jnp.uint32)
         up = jnp.where((vb & 0x7FFFFF) != 0, (vb & 0x7F800000) + 0x800000, vb & 0x7F800000)
