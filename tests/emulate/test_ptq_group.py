@@ -162,6 +162,7 @@ def test_int4_g32_zero_point_mlp_on_digits_stays_close_to_fp32():
     assert np.array_equal(bits(emulate(mlp, with_fp32_weights(pol))(back, x)), bits(got))
 
 
+@pytest.mark.slow  # ~11 s (two libraries' models); the plain-JAX export test stays in the default run
 def test_flax_linen_and_equinox_models_export_what_they_emulate():
     """A Flax Linen MLP ((in, out) kernels: axis -2) and an Equinox one ((out, in): axis -1)
     under int4_w_g128: the emulated outputs equal the fp32-weight model on the dequantized codes."""

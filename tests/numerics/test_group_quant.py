@@ -106,6 +106,7 @@ def test_every_int4_code_and_its_rounding_boundaries(fmt, zero_point, sfmt):
     check(x, fmt, zero_point, sfmt, group=16)  # and smaller, ragged groups
 
 
+@pytest.mark.slow  # ~20 s; the exhaustive int4 code tests stay in the default run
 @settings(max_examples=50, deadline=None)
 @given(vals=st.lists(st.floats(-2.0, 2.0, width=32), min_size=140, max_size=140),
        fmt=st.sampled_from(sorted(_FMTS)), sfmt=st.sampled_from(SCALE_FORMATS),
