@@ -47,11 +47,9 @@ def backward_policy(pol: Policy, out_role: str) -> Policy:
 
 
 def _name(eqn) -> str:
-    for key in ("call_jaxpr",):
-        info = getattr(getattr(eqn.params[key], "jaxpr", None), "debug_info", None)
-        if info is not None and getattr(info, "func_name", None):
-            return info.func_name
-    return "a custom_vjp/custom_jvp function"
+    """The user's function name, as jax recorded it (a fallback where it did not)."""
+    info = getattr(getattr(eqn.params["call_jaxpr"], "jaxpr", None), "debug_info", None)
+    return getattr(info, "func_name", None) or "a custom_vjp/custom_jvp function"
 
 
 def custom_vjp(interp, eqn, invals, flags, paths=None):
@@ -71,7 +69,7 @@ def custom_vjp(interp, eqn, invals, flags, paths=None):
         return tuple(run_at_site0(call.jaxpr, call.consts, args, flags))
 
     def fun_fwd(*args):
-        def user_fwd(*vals):  # jax's lift_fwd: (value, nonzero tangent?) pairs, consts last-free
+        def user_fwd(*vals):  # jax's lift_fwd takes (value, has a tangent) pairs; consts have none
             return fwd.call_wrapped(*[x for i, v in enumerate(vals) for x in (v, i >= nc)])
 
         closed = jax.make_jaxpr(user_fwd)(*args)
@@ -95,7 +93,7 @@ def custom_vjp(interp, eqn, invals, flags, paths=None):
         saved = interp.amax, interp.est, interp.words
         interp.amax = interp.est = None  # current-amax scaling in a backward pass
         interp.words = None if words0 is None else derive(words0, _BACKWARD_WORDS + site0)
-        interp.site = site0
+        interp.site = site0  # traced when jax differentiates, after the forward's interpretation
         try:
             grads = interp.run(closed.jaxpr, closed.consts, [*res, *cts],
                                [*found["res_flags"], *[GRAD] * len(cts)])

@@ -1,0 +1,103 @@
+"""The checks a :class:`~asicsim.emulate.policy.Policy` runs at construction: its role tables,
+``[first_last]``, per-layer rules, the delayed roles' shared history settings, MAC order,
+calibration and vector-role fields; every problem as (field, value, allowed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asicsim.emulate.fields import calibration_problems, mac_problems, vector_role_problems
+from asicsim.emulate.policy import _REQUIRED, ROLES, LossScaling, Policy, RoleSpec
+
+
+def _role_table_problems(table: str, entries, out: list) -> list[tuple[str, RoleSpec]]:
+    """Problems of ``roles``/``first_last`` entries (role name, RoleSpec); the good ones."""
+    good, seen = [], set()
+    if not isinstance(entries, tuple):
+        out.append((table, entries, "a tuple of (role, RoleSpec) pairs or a mapping"))
+        return good
+    for item in entries:
+        if not (isinstance(item, tuple) and len(item) == 2):
+            out.append((table, item, "a (role, RoleSpec) pair"))
+            continue
+        r, spec = item
+        if r not in ROLES:
+            out.append((f"{table}.{r}", spec, f"a role from {list(ROLES)}"))
+        elif r in seen:
+            out.append((f"{table}.{r}", spec, "once per role"))
+        elif not isinstance(spec, RoleSpec):
+            out.append((f"{table}.{r}", spec, "a RoleSpec"))
+        else:
+            good.append((r, spec))
+        seen.add(r)
+    return good
+
+
+def policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
+    out: list = []
+    if not (isinstance(pol.name, str) and pol.name):
+        out.append(("name", pol.name, "a non-empty string"))
+    for k in ("description", "source"):
+        if not isinstance(getattr(pol, k), str):
+            out.append((k, getattr(pol, k), "a string"))
+    roles = _role_table_problems("roles", pol.roles, out)
+    if isinstance(pol.roles, tuple):
+        have = {r for r, _ in roles}
+        out += [(f"roles.{r}", "<missing>", "a format (required role)") for r in _REQUIRED if r not in have]
+    edges = _role_table_problems("first_last", pol.first_last, out)
+    rules = _layer_problems(pol.layers, out)
+    out += vector_role_problems(roles, edges)
+    if not isinstance(pol.loss_scaling, LossScaling):
+        out.append(("loss_scaling", pol.loss_scaling, "a LossScaling"))
+    out += mac_problems(pol.mac_order, pol.mac)
+    b = pol.calibration_batches
+    if not (isinstance(b, int) and not isinstance(b, bool) and b >= 1):
+        out.append(("calibration.batches", b, "an integer >= 1"))
+    out += calibration_problems(pol.calibration_method, pol.calibration_percentile, pol.calibration_granularity,
+                                pol.calibration_bins)
+    return out + _history_problems([(f"roles.{r}", s) for r, s in roles]
+                                   + [(f"first_last.{r}", s) for r, s in edges] + rules)
+
+
+def normal_rule(rule):
+    """A layer rule with its roles as a tuple of pairs (a mapping accepted); others unchanged."""
+    if isinstance(rule, (list, tuple)) and len(rule) == 2 and isinstance(rule[1], (dict, list)):
+        roles = rule[1]
+        return (rule[0], tuple(roles.items()) if isinstance(roles, dict) else tuple(roles))
+    return tuple(rule) if isinstance(rule, list) else rule
+
+
+def _layer_problems(layers, out: list) -> list[tuple[str, RoleSpec]]:
+    """Problems of the layer rules ((pattern, roles), ...); (field path, spec) of their good roles."""
+    if not isinstance(layers, tuple):
+        out.append(("layers", layers, "a tuple of (pattern, roles) pairs"))
+        return []
+    good, seen = [], set()
+    for i, rule in enumerate(layers):
+        if not (isinstance(rule, tuple) and len(rule) == 2):
+            out.append((f"layers[{i}]", rule, "a (pattern, roles) pair"))
+            continue
+        pattern, roles = rule
+        if not (isinstance(pattern, str) and pattern):
+            out.append((f"layers[{i}].match", pattern, "a non-empty glob over weight paths, e.g. '*/attn/*'"))
+        elif pattern in seen:
+            out.append((f"layers[{i}].match", pattern, "each pattern once (the first match wins)"))
+        seen.add(pattern)
+        specs = _role_table_problems(f"layers[{i}].roles", roles, out)
+        if isinstance(roles, tuple) and not roles:
+            out.append((f"layers[{i}].roles", roles, f"at least one role from {list(ROLES)}"))
+        good += [(f"layers[{i}].roles.{r}", s) for r, s in specs]
+    return good
+
+
+def _history_problems(named: list[tuple[str, RoleSpec]]) -> list[tuple[str, Any, str]]:
+    """Problems where the delayed roles among ``named`` (field path, spec) disagree on their
+    history settings: one history per GEMM site serves them all, as Transformer Engine's
+    DelayedScaling has one amax_history_len and amax_compute_algo."""
+    delayed = [(path, s) for path, s in named if s.scaling == "delayed"]
+    out = []
+    for attr in ("amax_history", "amax_compute"):
+        if len({getattr(s, attr) for _, s in delayed}) > 1:
+            out += [(f"{path}.{attr}", getattr(s, attr), "the same for every delayed role (one history per GEMM site)")
+                    for path, s in delayed]
+    return out
