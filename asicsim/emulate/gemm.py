@@ -33,6 +33,7 @@ from jax.extend import core as jcore
 from asicsim._jax_compat import bind_args
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_role
+from asicsim.emulate.tensor_cores import fast_dot, narrow_dtype
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive
 
@@ -91,7 +92,7 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
                                         axis=tuple(dn[0][0]))
     qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
                                         axis=tuple(dn[0][1]))
-    y = _contract(qa, qb, dn, policy)
+    y = _contract(qa, qb, dn, policy, (policy.role(roles[0]), policy.role(roles[1])))
     out = policy.role("out")
     y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
     if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
@@ -119,8 +120,8 @@ def _dot_bwd(cfg, policy, res, g):
     xa = _operand_for_grad(xa, policy.role(roles[0]), ba, _again(ka), None if est is None else est[0], dn, 0)
     xb = _operand_for_grad(xb, policy.role(roles[1]), bb, _again(kb), None if est is None else est[1], dn, 1)
     xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
-    da = _contract_grad(xa32, xb32, ga, dn, policy, 0)
-    db = _contract_grad(xa32, xb32, gb, dn, policy, 1)
+    da = _contract_grad(xa32, xb32, ga, dn, policy, 0, (policy.role(rga), bb))
+    db = _contract_grad(xa32, xb32, gb, dn, policy, 1, (ba, policy.role(rgb)))
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
     da = _materialize(round_role(_accumulate(da, policy, words=_again(kda)), ra, words=kda), ra)
     db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
@@ -186,27 +187,35 @@ def _accumulate(y: jax.Array, policy: Policy, words=None) -> jax.Array:
     return round_role(y, policy.role("acc"), words=words)
 
 
-def _contract(a, b, dn, policy: Policy):
-    """The GEMM itself on rounded operands, accumulated in float32 (or by a MAC order)."""
+def _contract(a, b, dn, policy: Policy, specs=(None, None)):
+    """The GEMM itself on operands rounded by ``specs``, accumulated in float32 (on narrow inputs
+    where that is exact: :mod:`.tensor_cores`) or by a MAC order."""
     a, b = a.astype(jnp.float32), b.astype(jnp.float32)
     mac = policy.mac_spec()
     if mac is not None:
         return _mac_dot_general(a, b, dn, mac)
-    return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
+    return fast_dot(a, b, dn, specs)
 
 
-def _contract_grad(a, b, g, dn, policy: Policy, wrt: int):
+def _contract_grad(a, b, g, dn, policy: Policy, wrt: int, specs=(None, None)):
     """The gradient of the contraction with respect to operand ``wrt`` (0: dA, 1: dB) at
-    cotangent ``g``: a gradient GEMM, accumulated as the forward one is (a bit-exact MAC order
-    runs on the transposed product JAX's own rule forms)."""
+    cotangent ``g``: a gradient GEMM on the two operands rounded by ``specs``, accumulated as the
+    forward one is (a bit-exact MAC order, or narrow inputs, run on the transposed product JAX's
+    own rule forms: JAX's transpose of a narrow-input GEMM would round dA to the input dtype)."""
     def grad(x, w, ct, contract):
         if wrt == 0:
             return jax.vjp(lambda v: contract(v, w), x)[1](ct)[0]
         return jax.vjp(lambda v: contract(x, v), w)[1](ct)[0]
 
     mac = policy.mac_spec()
-    if mac is None:
+    if mac is None and narrow_dtype(specs) is None:
         return grad(a, b, g, lambda x, w: _contract(x, w, dn, policy))
+    if mac is None:
+        def dot(x, y, d):
+            return fast_dot(x, y, d, specs)
+    else:
+        def dot(x, y, d):
+            return _mac_dot_general(x, y, d, mac)
 
     def fast(x, w, ct):
         return grad(x, w, ct, lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32))
@@ -228,8 +237,8 @@ def _contract_grad(a, b, g, dn, policy: Policy, wrt: int):
             continue  # the forward product jax.vjp traces too: not needed, and costly by a MAC order
         invals = [read(v) for v in eqn.invars]
         if eqn.primitive.name == "dot_general":
-            outs = [_mac_dot_general(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
-                                     eqn.params["dimension_numbers"], mac)]
+            outs = [dot(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
+                        eqn.params["dimension_numbers"])]
         else:
             subfuns, params = bind_args(eqn.primitive, eqn.params)
             out = eqn.primitive.bind(*subfuns, *invals, **params)

@@ -197,7 +197,8 @@ def test_jaxpr_walk_every_convolution_is_emulated():
     assert _walk(jax.make_jaxpr(net)(w, x).jaxpr, prim="conv_general_dilated") == (1, 0)
     forward = jax.make_jaxpr(emulate(net, "bf16"))(w, x).jaxpr
     assert _walk(forward, prim="conv_general_dilated") == (0, 0)
-    assert _walk(forward) == (0, 1)
+    # one GEMM per platform branch (tensor_cores: float32 on the CPU, narrow inputs elsewhere)
+    assert _walk(forward) == (0, 2)
     backward = jax.make_jaxpr(jax.grad(emulate(net, "bf16")))(w, x).jaxpr
     assert _walk(backward, prim="conv_general_dilated") == (0, 0)
 
