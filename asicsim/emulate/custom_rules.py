@@ -30,6 +30,7 @@ from jax.extend import core as jcore
 
 from asicsim._jax_compat import subfuns
 from asicsim.emulate.policy import Policy
+from asicsim.emulate.site_rows import count_rows
 from asicsim.numerics.random import derive
 
 GRAD = 3  # interpreter flag of a value computed from a cotangent
@@ -156,6 +157,4 @@ def checkpoint(interp, eqn, invals, flags, paths=None):
 
 
 def _sites(jaxpr, flags) -> int:
-    from asicsim.emulate.site_rows import count_rows
-
     return count_rows(jaxpr, [bool(f) for f in flags])

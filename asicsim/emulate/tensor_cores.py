@@ -31,6 +31,7 @@ from asicsim.emulate.policy import RoleSpec
 # (dtype, significant bits, largest finite, smallest subnormal exponent)
 _NARROW = (("bfloat16", jnp.bfloat16, 8, float(jnp.finfo(jnp.bfloat16).max), -133),
            ("float16", jnp.float16, 11, 65504.0, -24))
+_DTYPE = {name: dtype for name, dtype, *_ in _NARROW}
 
 
 def grid_dtypes(spec: RoleSpec | None) -> tuple[tuple[str, bool], ...]:
@@ -73,7 +74,7 @@ def narrow_dot(a, b, dn, specs):
     if picked is None:
         return _float32(a, b, dn)
     name, exact = picked
-    dt = dict((n, d) for n, d, *_ in _NARROW)[name]
+    dt = _DTYPE[name]
 
     def narrow(a, b):
         return lax.dot_general(a.astype(dt), b.astype(dt), dn, preferred_element_type=jnp.float32)
