@@ -52,7 +52,11 @@ class Dataset:
     Classification (``task == "classify"``): ``x_train`` (N, *feature_shape) float32, ``y_train``
     (N,) int32, same for test. Language model (``task == "lm"``): ``x_train``/``x_test`` are 1-D
     int32 token streams (train: the first 90 %, test: the last 10 %), ``y_*`` empty, ``vocab`` the
-    characters.
+    characters. Speech recognition (``task == "ctc"``): ``x_*`` (N, T, features) float32 frames,
+    zero-padded after each utterance's ``x_len_*[i]`` frames; ``y_*`` (N, L) int32 character ids
+    padded with -1; ``vocab[0]`` is the CTC blank (never a label), ``num_classes == len(vocab)``;
+    ``speakers_*`` (N,) int32 index into ``speaker_names`` (the test split's speakers are not the
+    training split's).
     """
 
     name: str
@@ -64,6 +68,11 @@ class Dataset:
     num_classes: int
     vocab: str = ""
     description: str = ""
+    x_len_train: np.ndarray | None = None
+    x_len_test: np.ndarray | None = None
+    speakers_train: np.ndarray | None = None
+    speakers_test: np.ndarray | None = None
+    speaker_names: tuple[str, ...] = ()
 
     @property
     def feature_shape(self) -> tuple[int, ...]:
