@@ -546,7 +546,13 @@ def add_cli(subparsers) -> None:
                     "is free. Service time and energy per batch come from the cost model. Reports "
                     "throughput, p50/p99 latency, energy per request; with --p99-budget-ms the largest "
                     "arrival rate (and batching policy) whose p99 meets the budget.")
-    p.add_argument("--model", default="gru_speech", choices=list(INFERENCE_MODELS), help="inference model")
+    p.add_argument("--model", default="gru_speech", metavar="MODEL",
+                   help=f"inference model: a preset ({', '.join(INFERENCE_MODELS)}) or a training "
+                        "workload (asicsim train's names or a .toml path: the model it trains, priced from "
+                        "its inference op trace; default gru_speech)")
+    p.add_argument("--recipe", help="a workload model's precision recipe (its formats price every op; "
+                                    "default bf16); presets use the design's formats or --formats")
+    p.add_argument("--scale", help="a workload model's scale (default: small)")
     p.add_argument("--design", action="append", metavar="NAME",
                    help="a design name or .toml path (repeatable; default dc_bf16_128x128)")
     p.add_argument("--formats", metavar="ROLE=FMT,...",
@@ -572,19 +578,50 @@ def _json_default(v):
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
+def _cli_model(args) -> tuple:
+    """(a preset InferenceModel or a workload name, its description); a workload's options
+    (--recipe, --scale) with a preset, or --formats with a workload, are errors."""
+    from asicsim.system.workload_batching import is_workload, workload_description
+
+    if args.model in INFERENCE_MODELS:
+        for opt in ("recipe", "scale"):
+            if getattr(args, opt) is not None:
+                raise BatchingError(f"--{opt} = {getattr(args, opt)!r} with preset model {args.model!r}; allowed: "
+                                    f"--{opt} with a workload model only (presets take --formats)")
+        m = get_model(args.model)
+        return m, m.description
+    if not is_workload(args.model):
+        from asicsim.workloads import list_workloads
+
+        raise BatchingError(f"model = {args.model!r}; allowed: a preset ({' | '.join(INFERENCE_MODELS)}) or a "
+                            f"training workload ({' | '.join(list_workloads())}) or a workload .toml path")
+    if args.formats is not None:
+        raise BatchingError(f"--formats with workload model {args.model!r}; allowed: --recipe (a workload's ops "
+                            "are priced in the formats its recipe gives each one)")
+    return args.model, workload_description(args.model, scale=args.scale)
+
+
 def run_cli(args) -> int:
     import json
 
     import pandas as pd
 
-    model = get_model(args.model)
+    model, describe = _cli_model(args)
     policy = BatchingPolicy(_positive_int("max_batch", args.max_batch), _nonneg_float("max_wait_ms", args.max_wait_ms) / 1e3)
     requests = _positive_int("requests", args.requests)
     out = []
     for design in args.design or ["dc_bf16_128x128"]:
-        table = service_table(model, design, args.formats, max(policy.max_batch, 64))
+        if isinstance(model, InferenceModel):
+            table = service_table(model, design, args.formats, max(policy.max_batch, 64))
+            residency = residency_comparison(model, design, args.formats)
+        else:  # a workload: its own trace, every batch size traced and priced
+            from asicsim.system.workload_batching import DEFAULT_RECIPE, workload_service_table
+
+            table = workload_service_table(model, design, args.recipe or DEFAULT_RECIPE, max(policy.max_batch, 16),
+                                           scale=args.scale)
+            residency = []
         rec = {"design": table.design, "formats": table.formats, "service": table.rows(),
-               "residency": residency_comparison(model, design, args.formats), "runs": []}
+               "residency": residency, "runs": []}
         for rate in _rates(args.rate, table.capacity(policy.max_batch)):
             r = simulate(table, rate, policy, requests=requests, seed=args.seed, arrivals=args.arrivals)
             rec["runs"].append(r.row())
@@ -592,19 +629,19 @@ def run_cli(args) -> int:
             budget = _nonneg_float("p99_budget_ms", args.p99_budget_ms, positive=True) / 1e3
             bs = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= policy.max_batch} | {policy.max_batch})
             waits = sorted({0.0, budget / 4, budget / 2, policy.max_wait_s})
-            res = max_throughput_under_p99(model, design, budget, formats=args.formats, max_batches=bs,
+            res = max_throughput_under_p99(table, design, budget, formats=args.formats, max_batches=bs,
                                            max_waits_s=waits, requests=min(requests, 20_000), seed=args.seed,
                                            arrivals=args.arrivals)
             rec["p99_budget"] = res.row() | {"grid": res.grid}
         out.append(rec)
     if args.json:
-        print(json.dumps({"model": model.name, "description": model.description,
+        print(json.dumps({"model": table.model, "description": describe,
                           "policy": {"max_batch": policy.max_batch, "max_wait_ms": policy.max_wait_s * 1e3},
                           "arrivals": args.arrivals, "requests": requests, "seed": args.seed, "designs": out},
                          indent=2, default=_json_default))
         return 0
     fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
-    print(f"model {model.name}: {model.description}")
+    print(f"model {table.model}: {describe}")
     print(f"policy: max_batch {policy.max_batch}, max_wait {policy.max_wait_s * 1e3:g} ms; "
           f"{args.arrivals} arrivals, {requests} requests, seed {args.seed}; one chip, one batch at a time")
     for rec in out:

@@ -69,7 +69,25 @@ def _formats(rows: pd.DataFrame) -> dict[str, str]:
     last layer's, a gradient GEMM's), as the cost model's operand keys."""
     r = rows.iloc[0]
     lhs, rhs, acc, out = (str(r[c]) for c in _FORMAT_COLUMNS)
-    return {"act": lhs, "weight": rhs or lhs, "acc": acc, "out": out}
+    rhs = rhs or lhs
+    if acc == "float32" and _is_int8_or_narrower(lhs) and _is_int8_or_narrower(rhs):
+        # The emulator sums integer x integer products in float32 as an exact stand-in for the
+        # int32 accumulator integer hardware has (the int8 recipes say so: TensorRT, gemmlowp and
+        # TPU v1 accumulate int8 products in int32); priced as that hardware runs it.
+        acc = "int32"
+    return {"act": lhs, "weight": rhs, "acc": acc, "out": out}
+
+
+def _is_int8_or_narrower(name: str) -> bool:
+    """A plain integer format of at most 8 bits (int8, uint8, int4: not fixed point)."""
+    from asicsim.numerics.catalog import FormatError, get_format
+    from asicsim.numerics.formats import IntFormat
+
+    try:
+        f = get_format(name)
+        return isinstance(f, IntFormat) and f.frac_bits == 0 and f.bits <= 8
+    except FormatError:  # not a scalar format name (e.g. a block format): not integer
+        return False
 
 
 _ENERGY_COLUMNS = ("energy_mac_j", "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
