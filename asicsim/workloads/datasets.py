@@ -11,6 +11,10 @@
                     from the ``aeon`` package's shipped copy; optional extra ``asicsim[vowels]``
 ``fmnist``          Fashion-MNIST (28x28, 10 classes), read from Debian's
                     ``dataset-fashion-mnist`` package (or ``$ASICSIM_FASHION_MNIST``); optional
+``speech``          spoken digits, command words and short phrases synthesised offline by
+                    ``espeak-ng`` (96 speakers, 16 held out), 40 log-mel per 10 ms, for CTC
+                    (:mod:`asicsim.workloads.speech_corpus`); optional: needs ``espeak-ng``
+``speech_large``    the same at 10x the utterances and 240 speakers, for a GPU
 =================== ============================================================================
 
 :func:`load_dataset` returns a :class:`Dataset` of numpy arrays with a fixed, seeded split.
@@ -33,10 +37,12 @@ from asicsim._files import atomic_path
 
 #: Seed of every fixed split (train/test shuffles); the splits never change between runs.
 SPLIT_SEED = 0
-DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist")
+DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "speech", "speech_large")
 OPTIONAL = {"vowels": "pip install 'asicsim[vowels]' (the aeon package ships JapaneseVowels)",
             "fmnist": "apt-get install dataset-fashion-mnist (Debian), or set $ASICSIM_FASHION_MNIST "
-                      "to a folder holding the four *-ubyte.gz files"}
+                      "to a folder holding the four *-ubyte.gz files",
+            "speech": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)",
+            "speech_large": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)"}
 FMNIST_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist",
                "/usr/share/datasets/fashion-mnist")
 
@@ -236,8 +242,15 @@ def _fmnist() -> Dataset:
     raise DatasetUnavailable(f"dataset 'fmnist' (Fashion-MNIST) is not installed: {OPTIONAL['fmnist']}")
 
 
+def _speech(name: str) -> Dataset:
+    from asicsim.workloads.speech_corpus import load_speech  # (it imports this module)
+
+    return load_speech(name)
+
+
 _LOADERS = {"digits": _digits, "mnist1d": _mnist1d, "pydoc": _pydoc, "vowels": _vowels,
-            "fmnist": _fmnist}
+            "fmnist": _fmnist, "speech": functools.partial(_speech, "speech"),
+            "speech_large": functools.partial(_speech, "speech_large")}
 
 
 @functools.cache
