@@ -265,14 +265,3 @@ def load_dataset(name: str) -> Dataset:
         raise ValueError(f"unknown dataset {name!r}; datasets are {list(DATASETS)}")
     return _LOADERS[name]()
 
-
-def available_datasets() -> list[str]:
-    """The datasets that load here (the optional ones only when installed)."""
-    out = []
-    for name in DATASETS:
-        try:
-            load_dataset(name)
-        except DatasetUnavailable:
-            continue
-        out.append(name)
-    return out
