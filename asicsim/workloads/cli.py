@@ -11,6 +11,9 @@ import sys
 
 import numpy as np
 
+SCALE_HELP = ("the workload's scale: small (default: the base settings, for a CPU) or one of its "
+              "[scales.NAME] tables, e.g. gpu (asicsim workloads lists each workload's scales)")
+
 
 def add_cli(subparsers) -> None:
     """Register ``train`` and ``infer`` on an argparse subparsers object."""
@@ -33,6 +36,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--steps", type=number(int), help="override the number of optimizer steps (default: the workload's)")
     p.add_argument("--batch", type=number(int), help="override the batch size (default: the workload's)")
     p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence in steps (default: the workload's)")
+    p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
     p.set_defaults(func=run_train)
 
@@ -46,6 +50,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--recipe", required=True, help="inference recipe")
     p.add_argument("--seeds", type=number(int), default=1, help="number of seeds 0..N-1 (default 1)")
     p.add_argument("--steps", type=number(int), help="override the fp32 training's steps (default: the workload's)")
+    p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_infer)
 
@@ -88,7 +93,8 @@ def run_train(args) -> int:
     try:
         r = train(args.workload, args.recipe, seeds=tuple(range(args.seeds)), optimizer=args.optimizer,
                   lr=args.lr, steps=args.steps, batch=args.batch,
-                  eval_every=getattr(args, "eval_every", None), progress=bar.update)
+                  eval_every=getattr(args, "eval_every", None), progress=bar.update,
+                  scale=getattr(args, "scale", None))
     except DatasetUnavailable as err:
         return _error("train", err)
     finally:
@@ -97,7 +103,8 @@ def run_train(args) -> int:
         print(json.dumps(r.to_dict(), default=_default, indent=1))
         return 0
     s = r.settings
-    print(f"{r.workload} under {r.recipe}: {s['model']} on {s['dataset']}, {s['optimizer']} lr {s['lr']:g}, "
+    print(f"{r.workload} (scale {s['scale']}) under {r.recipe}: {s['model']} on {s['dataset']}, "
+          f"{s['optimizer']} lr {s['lr']:g}, "
           f"batch {s['batch']}, {s['steps']} steps")
     print(f"{r.metric}: {r.mean:.4f} (mean of {len(r.runs)} seeds: "
           f"{', '.join(f'{v:.4f}' for v in r.per_seed)})")
@@ -129,7 +136,7 @@ def run_infer(args) -> int:
     bar = StepProgress(f"infer {args.workload}: fp32 training", "steps (all seeds)")
     try:
         r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps,
-                  progress=bar.update)
+                  progress=bar.update, scale=getattr(args, "scale", None))
     except DatasetUnavailable as err:
         return _error("infer", err)
     finally:
