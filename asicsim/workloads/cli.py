@@ -27,7 +27,8 @@ def add_cli(subparsers) -> None:
                     "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
                     "model) as the mean over seeds and per seed, whether a run diverged (step, cause), "
                     "the curves and per-tensor numerics statistics (fraction underflowed to zero, "
-                    "overflowed; exponent histograms with --json).")
+                    "overflowed; amax, fraction with |x| >= 6 (LLM.int8()'s outliers), kurtosis; "
+                    "exponent histograms and every evaluation's amax/outliers with --json).")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
     p.add_argument("--seeds", type=number(int), default=2, help="number of seeds 0..N-1 (default 2)")
@@ -68,14 +69,17 @@ def _fmt(v) -> str:
 
 
 def _numerics_lines(numerics: dict) -> list[str]:
-    lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s}  exponents"]
+    lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s} "
+             f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents"]
     for name, s in numerics.items():
         hist = s.get("exp_hist") or {}
         span = f"2^{min(hist)}..2^{max(hist)}" if hist else "none (no nonzero finite value)"
         fmt_span = ("" if s.get("fmt_min_exp") is None
                     else f" (format 2^{s['fmt_min_exp']:.0f}..2^{s['fmt_max_exp']:.1f})")
         lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
-                     f"{s['zero']:7.1%}  {span}{fmt_span}")
+                     f"{s['zero']:7.1%} {s.get('amax', float('nan')):9.3g} "
+                     f"{s.get('outliers', float('nan')):8.2%} {s.get('kurtosis', float('nan')):6.1f}  "
+                     f"{span}{fmt_span}")
     return lines
 
 
