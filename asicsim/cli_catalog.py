@@ -121,12 +121,16 @@ def workload_rows() -> list[dict]:
     from .workloads import list_workloads, load_workload
     from .workloads.deepbench import suites_table
 
-    rows = [{"name": n, "kind": "training", "kernels": None, "precisions": None,
-             "description": load_workload(n).description} for n in list_workloads()]
+    rows = []
+    for n in list_workloads():
+        w = load_workload(n)
+        rows.append({"name": n, "kind": "training", "scales": ",".join(w.scales), "kernels": None,
+                     "precisions": None, "description": w.description})
     for s in suites_table().to_dict(orient="records"):
         subset = s["name"].removeprefix("deepbench_").removeprefix(s["kind"]).strip("_").replace("_", " ")
         precisions = s["precisions"].replace(";", ", ") or "none published"
-        rows.append({"name": s["name"], "kind": f"suite:{s['kind']}", "kernels": int(s["kernels"]),
+        rows.append({"name": s["name"], "kind": f"suite:{s['kind']}", "scales": "-",
+                     "kernels": int(s["kernels"]),
                      "precisions": s["precisions"],
                      "description": f"DeepBench {s['kind']} kernels{f', {subset} set' if subset else ''} "
                                     f"({s['kernels']} kernels; "
@@ -145,7 +149,7 @@ def cmd_recipes(args) -> int:
 
 
 def cmd_workloads(args) -> int:
-    _print_rows(workload_rows(), ("name", "kind"), args.json)
+    _print_rows(workload_rows(), ("name", "kind", "scales"), args.json)
     return 0
 
 

@@ -13,6 +13,7 @@ A spec (see ``sweeps/demo.toml``)::
     [[workloads]]                          # a training workload, what to run on it, overrides
     name = "digits_mlp"
     run = ["train", "cost"]                # train | infer | cost (its op trace priced per design)
+    scale = "small"                        # optional: one of the workload's scales (e.g. "gpu")
     steps = 500
 
     [[kernels]]                            # a DeepBench kernel suite priced on every design
@@ -58,7 +59,7 @@ RUN_KINDS = ("train", "infer", "cost")
 POINT_KINDS = ("train", "infer", "cost", "kernels")
 _TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
         "design_space", "point_timeout_s", "report"}
-_WORKLOAD_KEYS = {"name", "run", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
+_WORKLOAD_KEYS = {"name", "run", "scale", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
 
 
 class SweepError(ValueError):
@@ -200,7 +201,12 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
         except WorkloadError as err:
             problems.append(f"{where}.name: {err}")
             continue
-        overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run"} if k in e}
+        try:  # the named workload at the scale given: a sweep point's identity is that content
+            w = load_workload(e["name"], e.get("scale"))
+        except WorkloadError as err:
+            problems.append(f"{where}.scale: {err}")
+            continue
+        overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run", "scale"} if k in e}
         bad = workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w), **overrides}))
         if bad:  # the shipped file is valid, so these are the overrides'
             problems.extend(f"{where}.{b}" for b in bad)
@@ -220,7 +226,8 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
 def _labels(entries: list[dict]) -> list[str]:
     """What the results call each workload: its name; where entries of different content share a
     name, the name or path the spec gives; where those still clash (one workload listed with
-    different overrides), the overrides too. Two different workloads never share a label."""
+    different overrides or scales), the overrides (and a scale other than small) too. Two
+    different workloads never share a label."""
     def clashing(labels: list[str]) -> set:
         keys = collections.defaultdict(set)
         for label, e in zip(labels, entries, strict=True):
@@ -233,7 +240,9 @@ def _labels(entries: list[dict]) -> list[str]:
     again = clashing(labels)
     for i, e in enumerate(entries):
         if labels[i] in again:
-            labels[i] += "[" + ",".join(f"{k}={v}" for k, v in sorted(e["overrides"].items())) + "]"
+            scale = e["workload"].scale
+            given = {**e["overrides"], **({"scale": scale} if scale != "small" else {})}
+            labels[i] += "[" + ",".join(f"{k}={v}" for k, v in sorted(given.items())) + "]"
     return labels
 
 

@@ -11,6 +11,9 @@ import sys
 
 import numpy as np
 
+SCALE_HELP = ("the workload's scale: small (default: the base settings, for a CPU) or one of its "
+              "[scales.NAME] tables, e.g. gpu (asicsim workloads lists each workload's scales)")
+
 
 def add_cli(subparsers) -> None:
     """Register ``train`` and ``infer`` on an argparse subparsers object."""
@@ -24,7 +27,8 @@ def add_cli(subparsers) -> None:
                     "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
                     "model) as the mean over seeds and per seed, whether a run diverged (step, cause), "
                     "the curves and per-tensor numerics statistics (fraction underflowed to zero, "
-                    "overflowed; exponent histograms with --json).")
+                    "overflowed; amax, fraction with |x| >= 6 (LLM.int8()'s outliers), kurtosis; "
+                    "exponent histograms and every evaluation's amax/outliers with --json).")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
     p.add_argument("--seeds", type=number(int), default=2, help="number of seeds 0..N-1 (default 2)")
@@ -33,6 +37,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--steps", type=number(int), help="override the number of optimizer steps (default: the workload's)")
     p.add_argument("--batch", type=number(int), help="override the batch size (default: the workload's)")
     p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence in steps (default: the workload's)")
+    p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
     p.set_defaults(func=run_train)
 
@@ -46,6 +51,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--recipe", required=True, help="inference recipe")
     p.add_argument("--seeds", type=number(int), default=1, help="number of seeds 0..N-1 (default 1)")
     p.add_argument("--steps", type=number(int), help="override the fp32 training's steps (default: the workload's)")
+    p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_infer)
 
@@ -63,14 +69,17 @@ def _fmt(v) -> str:
 
 
 def _numerics_lines(numerics: dict) -> list[str]:
-    lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s}  exponents"]
+    lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s} "
+             f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents"]
     for name, s in numerics.items():
         hist = s.get("exp_hist") or {}
         span = f"2^{min(hist)}..2^{max(hist)}" if hist else "none (no nonzero finite value)"
         fmt_span = ("" if s.get("fmt_min_exp") is None
                     else f" (format 2^{s['fmt_min_exp']:.0f}..2^{s['fmt_max_exp']:.1f})")
         lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
-                     f"{s['zero']:7.1%}  {span}{fmt_span}")
+                     f"{s['zero']:7.1%} {s.get('amax', float('nan')):9.3g} "
+                     f"{s.get('outliers', float('nan')):8.2%} {s.get('kurtosis', float('nan')):6.1f}  "
+                     f"{span}{fmt_span}")
     return lines
 
 
@@ -88,7 +97,8 @@ def run_train(args) -> int:
     try:
         r = train(args.workload, args.recipe, seeds=tuple(range(args.seeds)), optimizer=args.optimizer,
                   lr=args.lr, steps=args.steps, batch=args.batch,
-                  eval_every=getattr(args, "eval_every", None), progress=bar.update)
+                  eval_every=getattr(args, "eval_every", None), progress=bar.update,
+                  scale=getattr(args, "scale", None))
     except DatasetUnavailable as err:
         return _error("train", err)
     finally:
@@ -97,7 +107,8 @@ def run_train(args) -> int:
         print(json.dumps(r.to_dict(), default=_default, indent=1))
         return 0
     s = r.settings
-    print(f"{r.workload} under {r.recipe}: {s['model']} on {s['dataset']}, {s['optimizer']} lr {s['lr']:g}, "
+    print(f"{r.workload} (scale {s['scale']}) under {r.recipe}: {s['model']} on {s['dataset']}, "
+          f"{s['optimizer']} lr {s['lr']:g}, "
           f"batch {s['batch']}, {s['steps']} steps")
     print(f"{r.metric}: {r.mean:.4f} (mean of {len(r.runs)} seeds: "
           f"{', '.join(f'{v:.4f}' for v in r.per_seed)})")
@@ -129,7 +140,7 @@ def run_infer(args) -> int:
     bar = StepProgress(f"infer {args.workload}: fp32 training", "steps (all seeds)")
     try:
         r = infer(args.workload, args.recipe, seeds=tuple(range(args.seeds)), steps=args.steps,
-                  progress=bar.update)
+                  progress=bar.update, scale=getattr(args, "scale", None))
     except DatasetUnavailable as err:
         return _error("infer", err)
     finally:

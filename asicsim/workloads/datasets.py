@@ -15,6 +15,9 @@
                     ``espeak-ng`` (96 speakers, 16 held out), 40 log-mel per 10 ms, for CTC
                     (:mod:`asicsim.workloads.speech_corpus`); optional: needs ``espeak-ng``
 ``speech_large``    the same at 10x the utterances and 240 speakers, for a GPU
+``gcide``           characters of GCIDE, the GNU Collaborative International Dictionary of
+                    English (Webster's 1913 and later additions: ~40 M characters of English
+                    prose), read from Debian's ``dict-gcide`` package; optional (see :func:`_gcide`)
 =================== ============================================================================
 
 :func:`load_dataset` returns a :class:`Dataset` of numpy arrays with a fixed, seeded split.
@@ -37,12 +40,15 @@ from asicsim._files import atomic_path
 
 #: Seed of every fixed split (train/test shuffles); the splits never change between runs.
 SPLIT_SEED = 0
-DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "speech", "speech_large")
+DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "gcide", "speech", "speech_large")
 OPTIONAL = {"vowels": "pip install 'asicsim[vowels]' (the aeon package ships JapaneseVowels)",
             "fmnist": "apt-get install dataset-fashion-mnist (Debian), or set $ASICSIM_FASHION_MNIST "
                       "to a folder holding the four *-ubyte.gz files",
+            "gcide": "apt-get install dict-gcide (Debian), or set $ASICSIM_GCIDE to a gcide.dict.dz",
             "speech": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)",
             "speech_large": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)"}
+GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
+ASCII_VOCAB = "".join(chr(c) for c in range(32, 127)) + "\n"  # printable ASCII + newline
 FMNIST_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist",
                "/usr/share/datasets/fashion-mnist")
 
@@ -154,21 +160,65 @@ def _mnist1d() -> Dataset:
                    description="MNIST-1D, make_dataset(get_dataset_args()) (seed 42), 4000/1000")
 
 
+def _ascii_tokens(raw: bytes) -> np.ndarray:
+    """Character ids (uint8) into :data:`ASCII_VOCAB`: any other byte (tab, non-ASCII) becomes "?"."""
+    table = np.full(256, ASCII_VOCAB.index("?"), np.uint8)
+    for i, ch in enumerate(ASCII_VOCAB):
+        table[ord(ch)] = i
+    return table[np.frombuffer(raw, np.uint8)]
+
+
+def _lm(name: str, tokens: np.ndarray, description: str) -> Dataset:
+    """A character LM dataset: the first 90 % of ``tokens`` train, the last 10 % validate."""
+    tokens = tokens.astype(np.int32)
+    cut = int(len(tokens) * 0.9)
+    empty = np.zeros(0, np.int32)
+    return Dataset(name, "lm", tokens[:cut], empty, tokens[cut:], empty, len(ASCII_VOCAB),
+                   vocab=ASCII_VOCAB, description=description)
+
+
 def _pydoc() -> Dataset:
     from pydoc_data.topics import topics
 
     text = "\n".join(topics[k] for k in sorted(topics))
-    vocab = "".join(chr(c) for c in range(32, 127)) + "\n"
-    table = np.full(128, vocab.index("?"), np.int32)  # non-ASCII bytes were replaced by "?"
-    for i, ch in enumerate(vocab):
-        table[ord(ch)] = i
-    codes = np.frombuffer(text.encode("ascii", "replace"), np.uint8)
-    tokens = table[np.minimum(codes, 127)]
-    cut = int(len(tokens) * 0.9)
-    empty = np.zeros(0, np.int32)
-    return Dataset("pydoc", "lm", tokens[:cut], empty, tokens[cut:], empty, len(vocab), vocab=vocab,
-                   description="pydoc_data.topics (sorted by topic), printable ASCII + newline, "
-                               "first 90 % train / last 10 % validation")
+    return _lm("pydoc", _ascii_tokens(text.encode("ascii", "replace")),
+               "pydoc_data.topics (sorted by topic), printable ASCII + newline, "
+               "first 90 % train / last 10 % validation")
+
+
+def _gcide() -> Dataset:
+    """GCIDE's text, character-level (printable ASCII + newline, the 96 ids of ``pydoc``).
+
+    Why this corpus: it is the largest plainly licensed natural-language text that installs
+    offline here. Debian's ``dict-gcide`` (0.48.5, GPL-2+; 14.8 MB download, installs in seconds)
+    holds the dictionary as one dictzip (gzip-compatible) file of 39,952,321 bytes: definitions
+    and dated quotations in English prose, all but 3 bytes ASCII. The alternatives were smaller:
+    ``bible-kjv-text`` (2.6 MB installed), ``dict-wn`` (12 MB installed, but terse WordNet
+    glosses and word lists),
+    ``fortunes`` (2.6 MB installed), ``pydoc_data`` (~0.47 MB, already the ``pydoc`` dataset); PyPI
+    text corpora (nltk's, Hugging Face's) download their data at run time, which we may not.
+
+    Tokens are characters, not BPE (GPT-2's merges would be a download). The dictionary's
+    layout indents every line; runs of spaces are collapsed to one, which takes it from 40.0 M
+    to 35,715,586 characters (dict-gcide 0.48.5). Entries stay in the file's
+    (alphabetical) order: the first 90 % train, the last 10 % (words from "tick" on)
+    validate. The token stream is cached (:func:`cache_dir`), keyed by the file's path, size
+    and modification time.
+    """
+    import re
+
+    path = Path(os.environ.get("ASICSIM_GCIDE") or GCIDE_FILE)
+    if not path.is_file():
+        raise DatasetUnavailable(f"dataset 'gcide' needs {path}: {OPTIONAL['gcide']}")
+    st = path.stat()
+
+    def make() -> dict[str, np.ndarray]:
+        raw = gzip.decompress(path.read_bytes())  # a dictzip file is a gzip file
+        return {"tokens": _ascii_tokens(re.sub(rb" +", b" ", raw))}
+
+    d = _generated("gcide", f"gcide v1 {path.resolve()} {st.st_size} {st.st_mtime_ns}", make)
+    return _lm("gcide", d["tokens"], f"GCIDE ({path}), spaces collapsed, printable ASCII + "
+                                     "newline, first 90 % train / last 10 % validation")
 
 
 def _read_ts(path: Path) -> tuple[list[np.ndarray], list[str]]:
@@ -249,7 +299,7 @@ def _speech(name: str) -> Dataset:
 
 
 _LOADERS = {"digits": _digits, "mnist1d": _mnist1d, "pydoc": _pydoc, "vowels": _vowels,
-            "fmnist": _fmnist, "speech": functools.partial(_speech, "speech"),
+            "fmnist": _fmnist, "gcide": _gcide, "speech": functools.partial(_speech, "speech"),
             "speech_large": functools.partial(_speech, "speech_large")}
 
 

@@ -13,6 +13,24 @@ For a float32 tensor ``x`` and a role (format, rounding, scaling) of a recipe:
                ``EXP_LO .. EXP_HI`` (values outside are counted in the end bins), beside the format's
                range: ``fmt_min_exp`` (log2 of its smallest positive value) and ``fmt_max_exp``
 
+and, of the tensor itself (before rounding; the format plays no part), the outlier measures:
+
+``amax``       the largest magnitude of a finite element (the "infinity norm" Bondarenko et al.
+               2023 track per layer, and what per-tensor fp8 scaling divides by)
+``outliers``   fraction of the finite elements with magnitude >= :data:`OUTLIER_THRESHOLD` (6):
+               LLM.int8()'s definition of an outlier (Dettmers et al. 2022, "LLM.int8(): 8-bit
+               Matrix Multiplication for Transformers at Scale", section 4: hidden-state features
+               "with a magnitude of at least 6"). It is a threshold on activations, whose
+               LayerNorm-ed scale is about 1; weights and gradients are at other scales, where it
+               mostly reads 0 (their amax and kurtosis still compare across recipes)
+``kurtosis``   Pearson kurtosis E[(x - mean)^4] / var^2 of the finite elements (3 for a Gaussian;
+               large when a few elements dominate), Bondarenko et al. 2023 ("Quantizable
+               Transformers: Removing Outliers by Helping Attention Heads Do Nothing", section 5)
+               report it beside the infinity norm; NaN for a constant tensor (undefined)
+
+:func:`extremes` keeps these three per tensor; training records them at every evaluation
+(``numerics_curve[i]["tensors"]``), one entry per tapped tensor, so per layer.
+
 Everything is a fixed-shape JAX computation (one ``jit`` for all tensors of a model).
 """
 
@@ -30,6 +48,8 @@ from asicsim.numerics import BlockFormat, FloatFormat, IntFormat, get_format
 
 EXP_LO, EXP_HI = -48, 24
 EXP_BINS = tuple(range(EXP_LO, EXP_HI + 1))
+OUTLIER_THRESHOLD = 6.0  # LLM.int8() (Dettmers et al. 2022, section 4): |x| >= 6
+EXTREMES = ("amax", "outliers", "kurtosis")
 
 
 def format_range(fmt: str) -> tuple[float | None, float | None]:
@@ -71,12 +91,31 @@ def tensor_stats(x: jax.Array, spec: RoleSpec | None, *, key=None) -> dict:
     e = jnp.floor(jnp.log2(jnp.where(nonzero, jnp.abs(x), 1.0)))
     idx = jnp.clip(e, EXP_LO, EXP_HI).astype(jnp.int32) - EXP_LO
     hist = jnp.zeros(len(EXP_BINS), jnp.int32).at[idx].add(nonzero.astype(jnp.int32))
-    return {"size": n,
+    return {"size": n, **_extremes(x, finite),
             "underflow": under / jnp.maximum(jnp.sum(nonzero), 1),
             "overflow": over / max(n, 1),
             "nonfinite": jnp.mean(~jnp.isfinite(q)),
             "zero": jnp.mean(x == 0),
             "exp_hist": hist}
+
+
+def _extremes(x: jax.Array, finite: jax.Array) -> dict:
+    """amax, outlier fraction and kurtosis of the finite elements of flat ``x``."""
+    count = jnp.maximum(jnp.sum(finite), 1).astype(jnp.float32)
+    mag = jnp.abs(jnp.where(finite, x, 0.0))
+    amax = jnp.max(mag, initial=0.0)
+    y = jnp.where(finite, x, 0.0) / jnp.where(amax > 0, amax, 1.0)  # kurtosis is scale-free: no overflow in y**4
+    dev = jnp.where(finite, y - jnp.sum(y) / count, 0.0)
+    var = jnp.sum(dev * dev) / count
+    m4 = jnp.sum((dev * dev) ** 2) / count
+    return {"amax": amax,
+            "outliers": jnp.sum(finite & (mag >= OUTLIER_THRESHOLD)).astype(jnp.float32) / count,
+            "kurtosis": jnp.where(var > 0, m4 / jnp.where(var > 0, var * var, 1.0), jnp.nan)}
+
+
+def extremes(stats: dict) -> dict:
+    """``{tensor: {amax, outliers, kurtosis}}`` of :func:`describe`'d (or raw) statistics."""
+    return {name: {k: float(s[k]) for k in EXTREMES} for name, s in stats.items()}
 
 
 def describe(stats: dict, spec: RoleSpec | None, *, histogram: bool = True) -> dict:
@@ -85,7 +124,7 @@ def describe(stats: dict, spec: RoleSpec | None, *, histogram: bool = True) -> d
     lo, hi = format_range(spec.format)
     out = {"format": spec.format, "rounding": spec.rounding, "scaling": spec.scaling,
            "size": int(stats["size"])}
-    for k in ("underflow", "overflow", "nonfinite", "zero"):
+    for k in ("underflow", "overflow", "nonfinite", "zero", *EXTREMES):
         out[k] = float(stats[k])
     if histogram:
         out["fmt_min_exp"], out["fmt_max_exp"] = lo, hi

@@ -46,7 +46,7 @@ from asicsim.emulate.training import check_trainable
 from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
-from asicsim.workloads.stats import describe, summarize, tensor_stats
+from asicsim.workloads.stats import describe, extremes, summarize, tensor_stats
 from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
 
 EVAL_CHUNK = 1000  # test examples per forward pass at evaluation
@@ -288,18 +288,20 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
           optimizer: str | None = None, lr: float | None = None, steps: int | None = None,
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
           stats: bool = True, keep_params: bool = False,
-          progress: Callable[[int, int], None] | None = None) -> TrainResult:
+          progress: Callable[[int, int], None] | None = None, scale: str | None = None) -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
     language model), ``mean``/``per_seed``, ``diverged``, and per run the curves (``step``,
     ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``), the divergence
     (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
-    last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group at
-    every evaluation). An inference-only recipe (static scaling) is a ``RecipeError``.
+    last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group and
+    per tensor (``tensors``) amax, outlier fraction and kurtosis (:mod:`.stats`) at every
+    evaluation). An inference-only recipe (static scaling) is a ``RecipeError``.
     ``progress(steps_done, steps_total)`` is called after every evaluation (all seeds together).
+    ``scale`` picks the workload's scale (``small`` by default; ``gpu``: its ``[scales.gpu]``).
     """
-    w = load_workload(workload).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
+    w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
@@ -311,8 +313,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
         runs.append(_train_seed(runner, w, policy, int(s), keep_params, tick))
         if progress is not None:  # a diverged run stops early: its remaining steps count as done
             progress((i + 1) * w.steps, total)
-    settings = {k: getattr(w, k) for k in ("dataset", "model", "sizes", "optimizer", "lr", "momentum",
-                                           "batch", "steps", "eval_every")}
+    settings = {k: getattr(w, k) for k in ("scale", "dataset", "model", "sizes", "optimizer", "lr",
+                                           "momentum", "batch", "steps", "eval_every")}
     return TrainResult(w.name, policy.name, settings, runs)
 
 
@@ -347,7 +349,7 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
             batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
             last = done >= w.steps or watch.found is not None
             num = runner.numerics(p, batch, _loss_scale(state), histogram=last)
-            numerics_curve.append({"step": done, **summarize(num)})
+            numerics_curve.append({"step": done, **summarize(num), "tensors": extremes(num)})
             if last:
                 numerics = num
         if tick is not None:
@@ -400,10 +402,11 @@ class InferResult:
 
 
 def fp32_params(workload: str | Workload, seeds=(0,), *,
-                progress: Callable[[int, int], None] | None = None, **overrides) -> list:
+                progress: Callable[[int, int], None] | None = None, scale: str | None = None,
+                **overrides) -> list:
     """The fp32-trained weights of each seed (trained once per process, then reused);
     ``progress(steps_done, steps_total)`` as :func:`train`'s."""
-    w = load_workload(workload).replace(**overrides)
+    w = load_workload(workload, scale).replace(**overrides)
     out, total = [], len(seeds) * w.steps
     for i, s in enumerate(seeds):
         k = (repr(w), int(s))
@@ -435,11 +438,11 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
 
 def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=None,
           stats: bool = True, progress: Callable[[int, int], None] | None = None,
-          **overrides) -> InferResult:
+          scale: str | None = None, **overrides) -> InferResult:
     """Post-training quantization: train ``workload`` in fp32 (or take ``params``, one per seed),
     then evaluate its forward pass under ``recipe`` (an inference recipe such as int8_ptq_tensor).
-    ``progress(steps_done, steps_total)`` reports the fp32 training."""
-    w = load_workload(workload).replace(**overrides)
+    ``progress(steps_done, steps_total)`` reports the fp32 training; ``scale`` as :func:`train`'s."""
+    w = load_workload(workload, scale).replace(**overrides)
     policy = load_recipe(recipe)
     data, model = build(w)
     params = params if params is not None else fp32_params(w, seeds, progress=progress)

@@ -2,7 +2,24 @@
 learning rate, batch, steps, evaluation cadence) as a :class:`Workload`, which checks its own
 settings when built, so one made in code or by ``replace`` is as checked as one loaded from a
 file; :func:`load_workload` reads one by name or path, :func:`list_workloads` names the shipped
-ones."""
+ones.
+
+Scales: the base tables are scale ``small`` (the default: trains on 2 CPU cores); a file may add
+``[scales.<name>]`` tables (``[scales.gpu]``: sized for one GPU), each with an optional
+``dataset = "..."`` and optional ``[scales.<name>.model]`` / ``[scales.<name>.train]`` subtables
+whose keys override ``[model]`` / ``[train]`` (``model.kind`` included)::
+
+    [scales.gpu]
+    dataset = "gcide"
+    [scales.gpu.model]
+    d_model = 768
+    [scales.gpu.train]
+    steps = 20000
+
+``load_workload(name, scale="gpu")`` resolves one; the :class:`Workload` holds the resolved
+settings, the scale's name and the names the file offers (``scales``), so a sweep point's identity
+(its resolved content) changes with the scale.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +34,7 @@ from asicsim._files import TextFileError, read_text_file
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
 
 OPTIMIZERS = ("sgd", "adam")
+DEFAULT_SCALE = "small"  # the base tables: a size that trains on 2 CPU cores
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,8 @@ class Workload:
     description: str = ""
     source: str = ""
     reference: dict = field(default_factory=dict)
+    scale: str = DEFAULT_SCALE  # which of ``scales`` these settings are
+    scales: tuple = (DEFAULT_SCALE,)  # the scales the workload's file offers
 
     def __post_init__(self) -> None:
         problems = workload_problems(self)
@@ -50,7 +70,14 @@ class Workload:
                 object.__setattr__(self, k, float(getattr(self, k)))
 
     def replace(self, **kw) -> Workload:
-        return dataclasses.replace(self, **{k: v for k, v in kw.items() if v is not None})
+        """A copy with the settings given (None: keep); not another scale, whose settings come
+        from the file (:func:`load_workload` with ``scale``)."""
+        kw = {k: v for k, v in kw.items() if v is not None}
+        if kw.get("scale", self.scale) != self.scale or kw.get("scales", self.scales) != self.scales:
+            raise WorkloadError(f"workload {self.name!r}: scale = {kw.get('scale')!r}: a scale's "
+                                "settings come from the workload's file; load_workload(name, "
+                                "scale=...) resolves them")
+        return dataclasses.replace(self, **kw)
 
 
 #: field -> (type, test, what is allowed) of a Workload's numeric settings.
@@ -83,6 +110,12 @@ def workload_problems(w: Workload) -> list[str]:
             out.append(f"{k} = {getattr(w, k)!r}: allowed: a non-empty string")
     if not isinstance(w.sizes, dict):
         out.append(f"sizes = {w.sizes!r}: allowed: a table of model sizes")
+    scales = w.scales
+    if (not isinstance(scales, tuple) or DEFAULT_SCALE not in scales
+            or not all(isinstance(n, str) and n for n in scales)):
+        out.append(f"scales = {scales!r}: allowed: a tuple of scale names including {DEFAULT_SCALE!r}")
+    elif w.scale not in scales:
+        out.append(f"scale = {w.scale!r}: allowed: {' | '.join(scales)}")
     return out
 
 
@@ -102,10 +135,52 @@ def list_workloads() -> list[str]:
     return out
 
 
-def load_workload(workload: str | Path | Workload) -> Workload:
-    """A workload by name, TOML path or :class:`Workload`; bad fields raise :class:`WorkloadError`."""
+def _resolve_scale(t: dict, scale: str, problems: list) -> tuple[dict, tuple]:
+    """The file's tables with scale ``scale``'s overrides applied, and the scale names it offers;
+    what is wrong goes to ``problems`` (``scales.<name>.<key>: ...``)."""
+    tables = t.get("scales", {})
+    if not isinstance(tables, dict) or not all(isinstance(v, dict) for v in tables.values()):
+        problems.append(f"scales = {tables!r}: allowed: [scales.<name>] tables")
+        return t, (DEFAULT_SCALE,)
+    names = (DEFAULT_SCALE, *sorted(n for n in tables if n != DEFAULT_SCALE))
+    if DEFAULT_SCALE in tables:
+        problems.append(f"scales.{DEFAULT_SCALE}: the base tables are scale {DEFAULT_SCALE!r}; "
+                        "edit [model] / [train] instead")
+    for name, table in tables.items():
+        for k in sorted(set(table) - {"dataset", "model", "train"}):
+            problems.append(f"scales.{name}.{k}: no such field; fields are ['dataset', 'model', 'train']")
+        if "dataset" in table and not isinstance(table["dataset"], str):
+            problems.append(f"scales.{name}.dataset = {table['dataset']!r}: allowed: a dataset name")
+        for sub in ("model", "train"):
+            if not isinstance(table.get(sub, {}), dict):
+                problems.append(f"scales.{name}.{sub} = {table[sub]!r}: allowed: a table")
+        bad = sorted(set(table.get("train", {}) if isinstance(table.get("train"), dict) else {})
+                     - _TRAIN_KEYS)
+        problems.extend(f"scales.{name}.train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}"
+                        for k in bad)
+    if scale not in names:
+        problems.append(f"scale = {scale!r}: no such scale; this workload's scales are {list(names)}")
+    if problems or scale == DEFAULT_SCALE:
+        return t, names
+    over = tables[scale]
+    out = dict(t)
+    if "dataset" in over:
+        out["dataset"] = over["dataset"]
+    for sub in ("model", "train"):
+        out[sub] = {**t.get(sub, {}), **over.get(sub, {})}
+    return out, names
+
+
+def load_workload(workload: str | Path | Workload, scale: str | None = None) -> Workload:
+    """A workload by name, TOML path or :class:`Workload`, at ``scale`` (default ``small``, the
+    base tables; a :class:`Workload` keeps its own unless ``scale`` names another, which is an
+    error: reload it by name); bad fields raise :class:`WorkloadError`."""
     if isinstance(workload, Workload):
+        if scale is not None and scale != workload.scale:
+            raise WorkloadError(f"workload {workload.name!r} is already resolved at scale "
+                                f"{workload.scale!r}; load it by name or path for scale {scale!r}")
         return workload
+    scale = DEFAULT_SCALE if scale is None else scale
     text = str(workload)
     path = Path(text) if text.endswith(".toml") else workloads_dir() / f"{text}.toml"
     if not path.is_file() or (not text.endswith(".toml") and text not in list_workloads()):
@@ -121,8 +196,9 @@ def load_workload(workload: str | Path | Workload) -> Workload:
         raise WorkloadError(f"{path}: not valid TOML ({err})") from None
     problems = []
     for k in sorted(set(t) - {"name", "description", "source", "dataset", "model", "train",
-                              "reference"}):
+                              "reference", "scales"}):
         problems.append(f"{k}: no such field")
+    t, names = _resolve_scale(t, scale, problems)
     model = dict(t.get("model", {}))
     kind = model.pop("kind", None)
     if kind is None:
@@ -135,6 +211,7 @@ def load_workload(workload: str | Path | Workload) -> Workload:
     try:
         return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
                         description=t.get("description", ""), source=t.get("source", ""),
-                        reference=t.get("reference", {}), **{k: tr[k] for k in tr})
+                        reference=t.get("reference", {}), scale=scale, scales=names,
+                        **{k: tr[k] for k in tr})
     except WorkloadError as err:  # it names the field, the value and what is allowed
         raise WorkloadError(f"{path}: {err}") from None

@@ -126,7 +126,8 @@ def test_benchmark_width_variants_differ_from_their_base_only_in_width():
         width = "channels" if w.model == "cnn1d" else "hidden"
         assert w.name == f.stem and w.sizes[width] != base.sizes[width]
         same = dataclasses.replace(w, name=base.name, description=base.description, reference=base.reference,
-                                   sizes={**w.sizes, width: base.sizes[width]})
+                                   sizes={**w.sizes, width: base.sizes[width]},
+                                   scales=base.scales)  # the variants have no gpu scale
         assert same == base
 
 
