@@ -132,12 +132,14 @@ def _cost_workload(args) -> int:
 
 def cmd_trace(args) -> int:
     """Price one training step (or inference batch) of a workload under a recipe on designs."""
+    from .workloads import load_workload
     from .workloads.pricing import price_trace, workload_trace
 
-    trace = workload_trace(args.workload, args.recipe, batch=args.batch, training=not args.inference)
+    workload = load_workload(args.workload, scale=args.scale)
+    trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
     table = price_trace(trace, args.design, args.recipe)
     if args.json:
-        out = {"workload": args.workload, "recipe": args.recipe,
+        out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",
                "trace": trace.drop(columns=["lhs_shape", "rhs_shape"]).to_dict(orient="records"),
                "cost": table.to_dict(orient="records")}
@@ -145,7 +147,7 @@ def cmd_trace(args) -> int:
     else:
         what = "one inference batch" if args.inference else "one training step"
         gemms = int((trace.kind != "elementwise").sum())
-        print(f"{args.workload} under {args.recipe}: {what}, {gemms} GEMMs in the trace")
+        print(f"{args.workload} ({workload.scale} scale) under {args.recipe}: {what}, {gemms} GEMMs in the trace")
         _print_with_notes(table, key="design")
     return 0
 
@@ -230,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a design to price on (repeatable), e.g. tpu_v1, gpu_v100")
     p.add_argument("--batch", type=number(int), help="batch size (default: the workload's)")
     p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
+    p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)
     # system questions register their own commands (options live beside their models)

@@ -71,3 +71,9 @@ def test_cli_serves_a_workload(capsys):
 def test_cli_bad_combinations(argv, message):
     with pytest.raises(BatchingError, match=message):
         run_cli(_cli(["batching", *argv, "--requests", "100"]))
+
+
+def test_workload_scale_changes_the_served_model():
+    small = workload_service_table("digits_mlp", "dc_bf16_128x128", "bf16", 2)
+    gpu = workload_service_table("digits_mlp", "dc_bf16_128x128", "bf16", 2, scale="gpu")  # 1024-1024 MLP
+    assert gpu.energy_j[0] > 10 * small.energy_j[0]

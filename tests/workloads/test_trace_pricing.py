@@ -140,3 +140,18 @@ def test_trace_command_under_stochastic_rounding():
     assert out.returncode == 0, out.stderr
     trace = json.loads(out.stdout)["trace"]
     assert sum(r["kind"] != "elementwise" or r["role"] == "optimizer" for r in trace) == 7
+
+
+def test_trace_command_takes_the_workload_scale():
+    # digits_mlp's gpu scale: hidden 1024-1024 at batch 128 (workloads/digits_mlp.toml); the small
+    # scale's first GEMM is (32 x 64) @ (64 x 64). --scale must change the traced shapes.
+    def first_gemm(*extra):
+        out = subprocess.run([sys.executable, "-m", "asicsim.cli", "trace", "digits_mlp", "--recipe", "bf16",
+                              "--design", "dc_bf16_128x128", "--json", *extra], capture_output=True, text=True,
+                             check=False)
+        assert out.returncode == 0, out.stderr
+        doc = json.loads(out.stdout)
+        r = next(r for r in doc["trace"] if r["kind"] == "gemm")
+        return doc["scale"], (r["M"], r["N"], r["K"])
+    assert first_gemm() == ("small", (32, 64, 64))
+    assert first_gemm("--scale", "gpu") == ("gpu", (128, 1024, 64))
