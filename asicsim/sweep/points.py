@@ -91,7 +91,9 @@ def _numerics_rows(numerics: dict) -> list[dict]:
     for tensor, s in numerics.items():
         rows.append({"tensor": tensor, "role": tensor.split(":")[0],
                      **{k: s.get(k) for k in ("format", "size", "underflow", "overflow", "nonfinite", "zero")
-                        if k in s}})
+                        if k in s},
+                     # the outlier measures (asicsim.workloads.stats); kurtosis is NaN for a constant tensor
+                     **{k: _finite(s[k]) for k in ("amax", "outliers", "kurtosis") if k in s}})
     return rows
 
 
