@@ -11,15 +11,12 @@ import pandas as pd
 
 from asicsim.report.load import ENERGY_PARTS, Results, text
 
-#: Metrics where lower is better (everything else: higher is better).
-LOWER_IS_BETTER = ("val_loss", "test_loss", "loss", "perplexity")
+# one list of lower-is-better metrics, the workloads' (test_cer, val_loss, ...)
+from asicsim.workloads.tasks import LOWER_IS_BETTER as LOWER_IS_BETTER
+from asicsim.workloads.tasks import lower_is_better
 
 #: Baidu's mark for a training accelerator: 10 PFLOP/s in 300 W (flop/s per watt = flop per joule).
 BAIDU_FLOPS_PER_W = 10e15 / 300
-
-
-def lower_is_better(metric) -> bool:
-    return str(metric) in LOWER_IS_BETTER
 
 
 def _nanmean(s: pd.Series) -> float:

@@ -25,7 +25,7 @@ def add_cli(subparsers) -> None:
         description="Train WORKLOAD (workloads/<name>.toml: digits_mlp, mnist1d_*, charlm_transformer, "
                     "...) with its GEMMs, gradients, weight update and optimizer state in the formats of "
                     "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
-                    "model) as the mean over seeds and per seed, whether a run diverged (step, cause), "
+                    "model, test_cer (character error rate, lower is better) for speech) as the mean over seeds and per seed, whether a run diverged (step, cause), "
                     "the curves and per-tensor numerics statistics (fraction underflowed to zero, "
                     "overflowed; amax, fraction with |x| >= 6 (LLM.int8()'s outliers), kurtosis; "
                     "exponent histograms and every evaluation's amax/outliers with --json).")
@@ -119,11 +119,14 @@ def run_train(args) -> int:
         print(f"\nseed {run.seed}: {run.metric} {run.final:.4f}; {div}; skipped steps {run.skipped_steps}, "
               f"overflow steps {run.overflow_steps}; {run.seconds:.1f} s")
         c = run.curves
-        print(f"  {'step':>6s} {'train_loss':>10s} {'test_loss':>10s} {'test_acc':>9s}")
+        # speech (CTC) has error rates (lower is better) where a classifier has an accuracy
+        last, names = (("test_cer", "test_wer"), ("test_cer", "test_wer")) if "test_cer" in c else (
+            ("test_accuracy",), ("test_acc",))
+        print(f"  {'step':>6s} {'train_loss':>10s} {'test_loss':>10s} " + " ".join(f"{n:>9s}" for n in names))
         for i, step in enumerate(c["step"]):
             print(f"  {step:6d} {_fmt(c['train_loss'][i]):>10s} {_fmt(c['test_loss'][i]):>10s} "
-                  f"{_fmt(c['test_accuracy'][i]):>9s}")
-        if None in c["test_accuracy"] or None in c["test_loss"]:
+                  + " ".join(f"{_fmt(c[k][i]):>9s}" for k in last))
+        if any(None in c[k] for k in (*last, "test_loss")):
             print("  n/a: not measured (a language model has no test accuracy)")
         if run.numerics:
             print(f"  numerics at step {c['step'][-1]} (one training batch; gradients before rounding, "

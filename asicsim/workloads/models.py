@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-MODELS = ("logreg", "mlp", "cnn1d", "cnn2d", "gru", "lstm", "transformer")
+MODELS = ("logreg", "mlp", "cnn1d", "cnn2d", "gru", "lstm", "transformer", "ds2")
 
 
 @dataclass(frozen=True)
@@ -308,6 +308,9 @@ def make_model(kind: str, input_shape, num_classes: int, **sizes) -> Model:
     """Build model ``kind`` (one of :data:`MODELS`) for inputs of ``input_shape`` (per example)."""
     if kind == "transformer":
         return transformer(num_classes, **sizes)
+    if kind == "ds2":  # speech: asicsim.workloads.speech_model (imports this module)
+        from asicsim.workloads.speech_model import ds2
+        return ds2(tuple(input_shape), num_classes, **sizes)
     builders = {"logreg": logreg, "mlp": mlp, "cnn1d": cnn1d, "cnn2d": cnn2d, "gru": gru,
                 "lstm": lstm}
     if kind not in builders:

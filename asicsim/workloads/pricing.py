@@ -26,13 +26,13 @@ and says so in the row's ``note``.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
 import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
+from asicsim.workloads import tasks
 from asicsim.workloads.training import _batch_fn, _loss_fn, build
 from asicsim.workloads.workload import load_workload
 
@@ -52,16 +52,14 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
     b = batch or w.batch
     params = model.init(0)
     idx = np.arange(b, dtype=np.int32)
-    arrays = (data.x_train,) if data.task == "lm" else (data.x_train, data.y_train)
-    sample = _batch_fn(data.task, w.context)(tuple(jax.numpy.asarray(a) for a in arrays), idx)
+    sample = _batch_fn(data.task, w.context)(tasks.train_arrays(data), idx)
     if training:
         trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True, elementwise=True)
         opt = "sgd_momentum" if w.optimizer == "sgd" and w.momentum else w.optimizer
         update = {"role": "optimizer", "kind": "elementwise", "M": model.num_params(params), "N": 1,
                   "K": OPTIMIZER_OPS[opt], "batch": 1, "count": 1, "macs": 0, "recipe": policy.name}
         return pd.concat([trace, pd.DataFrame([update])], ignore_index=True)
-    x = sample if data.task == "lm" else sample[0]
-    return op_trace(model.apply, policy, params, x[:, :-1] if data.task == "lm" else x, elementwise=True)
+    return op_trace(model.apply, policy, params, tasks.model_input(data.task, sample), elementwise=True)
 
 
 def _formats(rows: pd.DataFrame) -> dict[str, str]:

@@ -13,7 +13,8 @@ steps (one compiled chunk shared by all seeds), each step from
 :func:`asicsim.emulate.training.make_train_step` (the model's GEMMs in the recipe's formats, optax
 doing the optimizing), then evaluates the model's forward pass under the same recipe on the test
 set. Each run reports curves, the final metric (``test_accuracy``; ``val_loss`` in nats per
-character for the language model), divergence (the step and its cause, :mod:`.divergence`: a
+character for the language model; ``test_cer``, the character error rate of greedy decoding,
+for speech: :mod:`.tasks`), divergence (the step and its cause, :mod:`.divergence`: a
 non-finite loss on a step that was not skipped, a loss above ``explode_factor`` times the first
 step's, a collapsed loss scale, more than half the steps skipped, non-finite weights or a
 non-finite test loss), and per-tensor numerics statistics (:mod:`asicsim.workloads.stats`) of the weights,
@@ -43,13 +44,14 @@ from jax import lax
 from asicsim.emulate import emulate, load_recipe
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.training import check_trainable
+from asicsim.workloads import tasks
 from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.stats import describe, extremes, summarize, tensor_stats
 from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
 
-EVAL_CHUNK = 1000  # test examples per forward pass at evaluation
+EVAL_CHUNK = tasks.EVAL_CHUNK
 
 
 def build(workload: Workload, data: Dataset | None = None) -> tuple[Dataset, Model]:
@@ -83,30 +85,10 @@ def make_optimizer(name: str, lr: float, momentum: float = 0.0) -> optax.Gradien
     return optax.GradientTransformation(init, update)
 
 
-def _cross_entropy(logits, labels):
-    logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
-
-
-def _loss_fn(model: Model, task: str):
-    if task == "lm":
-        def loss(params, batch, taps=None):
-            return _cross_entropy(model.apply(params, batch[:, :-1], taps), batch[:, 1:])
-    else:
-        def loss(params, batch, taps=None):
-            x, y = batch
-            return _cross_entropy(model.apply(params, x, taps), y)
-    return loss
-
-
-def _batch_fn(task: str, context: int):
-    if task == "lm":
-        def make(data, idx):  # idx: window starts (B,)
-            return data[0][idx[:, None] + jnp.arange(context + 1)[None, :]]
-    else:
-        def make(data, idx):
-            return data[0][idx], data[1][idx]
-    return make
+# the per-task pieces live in .tasks; these names stay for pricing and the benchmarks
+_cross_entropy = tasks.cross_entropy
+_loss_fn = tasks.loss_fn
+_batch_fn = tasks.batch_fn
 
 
 def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed: int) -> np.ndarray:
@@ -198,8 +180,7 @@ class _Runner:
         self.task = data.task
         self.loss = _loss_fn(model, data.task)
         self.make_batch = _batch_fn(data.task, workload.context)
-        self.train_data = ((jnp.asarray(data.x_train),) if data.task == "lm"
-                           else (jnp.asarray(data.x_train), jnp.asarray(data.y_train)))
+        self.train_data = tasks.train_arrays(data)
         fwd = emulate(model.apply, policy)
         kw = _sr_key(policy)
         self.forward = jax.jit(lambda p, x: fwd(p, x, **kw))
@@ -228,7 +209,7 @@ class _Runner:
         kw = _sr_key(pol)
 
         def fn(params, batch, scale):
-            x = batch[:, :-1] if self.task == "lm" else batch[0]
+            x = tasks.model_input(self.task, batch)
             acts = act_fn(params, x, **kw)
             groups = [("weight", params, "weight"), ("act", acts, "act")]
             if grads:
@@ -255,22 +236,10 @@ class _Runner:
         return {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)
                 for k, v in raw.items()}
 
-    def evaluate(self, params) -> tuple[float, float | None]:
-        """(test loss, test accuracy or None for the LM) of the forward pass under the recipe."""
-        d = self.data
-        if self.task == "lm":
-            t, n = self.w.context, self.w.eval_windows
-            starts = np.linspace(0, len(d.x_test) - t - 2, n).astype(np.int64)
-            windows = d.x_test[starts[:, None] + np.arange(t + 1)]
-            logits = self.forward(params, jnp.asarray(windows[:, :-1]))
-            return float(_cross_entropy(logits, jnp.asarray(windows[:, 1:]))), None
-        losses, correct = 0.0, 0
-        for i in range(0, len(d.x_test), EVAL_CHUNK):
-            x, y = jnp.asarray(d.x_test[i:i + EVAL_CHUNK]), jnp.asarray(d.y_test[i:i + EVAL_CHUNK])
-            logits = self.forward(params, x)
-            losses += float(_cross_entropy(logits, y)) * len(y)
-            correct += int(jnp.sum(jnp.argmax(logits, -1) == y))
-        return losses / len(d.x_test), correct / len(d.x_test)
+    def evaluate(self, params) -> dict:
+        """The test split under the recipe's forward pass: :func:`.tasks.evaluate`'s values
+        (``test_loss``, ``test_accuracy`` (None for the LM and speech), speech's ``test_cer``, ``test_wer``)."""
+        return tasks.evaluate(self.task, lambda x: self.forward(params, x), self.data, self.w, self.model)
 
 
 def _sr_key(policy: Policy) -> dict:
@@ -292,8 +261,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
-    language model), ``mean``/``per_seed``, ``diverged``, and per run the curves (``step``,
-    ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``), the divergence
+    language model, ``test_cer`` for speech), ``mean``/``per_seed``, ``diverged``, and per run the curves (``step``,
+    ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``; for speech also ``test_cer``, ``test_wer``), the divergence
     (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
     last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group and
     per tensor (``tensors``) amax, outlier fraction and kurtosis (:mod:`.stats`) at every
@@ -325,7 +294,8 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
     params = runner.model.init(jax.random.fold_in(key, 0))
     state = runner.init(params, jax.random.fold_in(key, 1))
     order = _batch_order(runner.data, w, w.steps, w.batch, seed)
-    curves: dict = {"step": [], "train_loss": [], "test_loss": [], "test_accuracy": []}
+    keys = tasks.curve_keys(runner.task)
+    curves: dict = {"step": [], "train_loss": [], **{k: [] for k in keys}}
     numerics, numerics_curve = {}, []
     watch = DivergenceWatch(w.steps, w.explode_factor)
     done = 0
@@ -338,13 +308,13 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
         done += n
         p = state.params
         watch.weights(done, p)
-        test_loss, acc = runner.evaluate(p)
-        watch.evaluation(done, test_loss)
+        ev = runner.evaluate(p)
+        watch.evaluation(done, ev["test_loss"])
         finite = losses[np.isfinite(losses)]
         curves["step"].append(done)
         curves["train_loss"].append(float(finite.mean()) if finite.size else float("nan"))
-        curves["test_loss"].append(test_loss)
-        curves["test_accuracy"].append(acc)
+        for k in keys:
+            curves[k].append(ev[k])
         if runner.stats_fn is not None:
             batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
             last = done >= w.steps or watch.found is not None
@@ -354,9 +324,9 @@ def _train_seed(runner: _Runner, w: Workload, policy: Policy, seed: int, keep: b
                 numerics = num
         if tick is not None:
             tick(done)
-    lm = runner.task == "lm"
-    return RunResult(seed=seed, metric="val_loss" if lm else "test_accuracy",
-                     final=curves["test_loss"][-1] if lm else curves["test_accuracy"][-1],
+    metric = tasks.METRICS[runner.task]
+    return RunResult(seed=seed, metric=metric,
+                     final=curves["test_loss" if metric == "val_loss" else metric][-1],
                      test_accuracy=curves["test_accuracy"][-1], test_loss=curves["test_loss"][-1],
                      curves=curves, diverged=watch.found is not None, divergence=watch.found,
                      skipped_steps=watch.skipped, overflow_steps=watch.overflow, numerics=numerics,
@@ -387,8 +357,11 @@ class InferResult:
 
     @property
     def drop(self) -> float:
-        """fp32 minus quantized (accuracy points lost; for the LM: minus the val loss added)."""
-        return float(np.mean(self.fp32) - np.mean(self.quantized))
+        """How much worse the quantized model's metric is, positive when worse: fp32 minus
+        quantized for a higher-is-better metric (accuracy lost), quantized minus fp32 for a
+        lower-is-better one (:data:`.tasks.LOWER_IS_BETTER`: the LM's val loss, speech's CER added)."""
+        lost = float(np.mean(self.fp32) - np.mean(self.quantized))
+        return -lost if tasks.lower_is_better(self.metric) else lost
 
     @property
     def diverged(self) -> bool:
@@ -448,20 +421,19 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
     params = params if params is not None else fp32_params(w, seeds, progress=progress)
     ref = _Runner(w, load_recipe("fp32"), data, model, None, stats=False)
     fp32, quant, numerics, how = [], [], {}, ""
+    metric = tasks.METRICS[data.task]
+    value = "test_loss" if metric == "val_loss" else metric
     for s, p in zip(seeds, params, strict=True):
-        loss, acc = ref.evaluate(p)
-        fp32.append(loss if data.task == "lm" else acc)
+        fp32.append(ref.evaluate(p)[value])
         order = _batch_order(data, w, policy.calibration_batches, w.batch, int(s))
         mb = _batch_fn(data.task, w.context)
         batches = [mb(ref.train_data, jnp.asarray(i)) for i in order]
-        xs = [b[:, :-1] if data.task == "lm" else b[0] for b in batches]
+        xs = [tasks.model_input(data.task, b) for b in batches]
         pol, how = _calibrate(policy, model.apply, p, xs)
         run = _Runner(w, pol, data, model, None, stats=stats)
-        loss, acc = run.evaluate(p)
-        quant.append(loss if data.task == "lm" else acc)
+        quant.append(run.evaluate(p)[value])
         if stats and not numerics:
             numerics = run.numerics(p, batches[0], 1.0, histogram=True)
-    metric = "val_loss" if data.task == "lm" else "test_accuracy"
     return InferResult(w.name, policy.name, metric, fp32, quant, numerics, how)
 
 
