@@ -25,7 +25,8 @@ def add_cli(subparsers) -> None:
         description="Train WORKLOAD (workloads/<name>.toml: digits_mlp, mnist1d_*, charlm_transformer, "
                     "...) with its GEMMs, gradients, weight update and optimizer state in the formats of "
                     "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
-                    "model, test_cer (character error rate, lower is better) for speech) as the mean over seeds and per seed, whether a run diverged (step, cause), "
+                    "model, test_cer (character error rate, lower is better) for speech) as the mean "
+                    "over seeds and per seed, whether a run diverged (step, cause), "
                     "the curves and per-tensor numerics statistics (fraction underflowed to zero, "
                     "overflowed; amax, fraction with |x| >= 6 (LLM.int8()'s outliers), kurtosis; "
                     "exponent histograms and every evaluation's amax/outliers with --json).")

@@ -33,6 +33,9 @@ METRICS = {"classify": "test_accuracy", "lm": "val_loss", "ctc": "test_cer"}
 #: metrics where lower is better (everything else: higher is better)
 LOWER_IS_BETTER = ("val_loss", "test_loss", "loss", "perplexity", "test_cer", "test_wer")
 EVAL_CHUNK = 1000  # test examples per forward pass at evaluation
+#: utterances per forward pass at evaluation (a speech model's activations are ~T times a
+#: classifier's: 1000 utterances of 200 frames hold gigabytes of im2col patches)
+CTC_EVAL_CHUNK = 128
 
 
 def lower_is_better(metric) -> bool:
@@ -139,15 +142,23 @@ def _ctc_sum(logits, frames, labels):
 
 
 def _evaluate_ctc(forward, data, model) -> dict:
+    """Chunks of :data:`CTC_EVAL_CHUNK` utterances (the last one padded with empty utterances, so
+    one compiled forward pass serves all): the summed CTC loss and the greedy transcripts."""
+    n_test, c = len(data.x_test), CTC_EVAL_CHUNK
     losses, hyps = 0.0, []
-    for i in range(0, len(data.x_test), EVAL_CHUNK):
-        x, n = jnp.asarray(data.x_test[i:i + EVAL_CHUNK]), jnp.asarray(data.x_len_test[i:i + EVAL_CHUNK])
-        logits = forward((x, n))
-        frames = _out_frames(model, n)
-        losses += float(_ctc_sum(logits, frames, jnp.asarray(data.y_test[i:i + EVAL_CHUNK])))
-        hyps += greedy_decode(logits, frames)
+    for i in range(0, n_test, c):
+        x, n, y = data.x_test[i:i + c], data.x_len_test[i:i + c], data.y_test[i:i + c]
+        real, extra = len(x), c - len(x)
+        if extra:
+            x = np.concatenate([x, np.zeros((extra, *x.shape[1:]), x.dtype)])
+            n = np.concatenate([n, np.zeros(extra, n.dtype)])
+            y = np.concatenate([y, np.full((extra, y.shape[1]), -1, y.dtype)])
+        logits = forward((jnp.asarray(x), jnp.asarray(n)))
+        frames = _out_frames(model, jnp.asarray(n))
+        losses += float(_ctc_sum(logits[:real], frames[:real], jnp.asarray(y[:real])))
+        hyps += greedy_decode(logits[:real], frames[:real])
     refs = transcripts(data.y_test, data.vocab)
     hyp_text = transcripts(hyps, data.vocab)
-    return {"test_loss": losses / len(data.x_test), "test_accuracy": None,
+    return {"test_loss": losses / n_test, "test_accuracy": None,
             "test_cer": error_rate(refs, hyp_text),
             "test_wer": error_rate([r.split() for r in refs], [h.split() for h in hyp_text])}

@@ -238,7 +238,8 @@ class _Runner:
 
     def evaluate(self, params) -> dict:
         """The test split under the recipe's forward pass: :func:`.tasks.evaluate`'s values
-        (``test_loss``, ``test_accuracy`` (None for the LM and speech), speech's ``test_cer``, ``test_wer``)."""
+        (``test_loss``, ``test_accuracy`` (None for the LM and speech); speech's ``test_cer``,
+        ``test_wer``)."""
         return tasks.evaluate(self.task, lambda x: self.forward(params, x), self.data, self.w, self.model)
 
 
@@ -261,12 +262,13 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
-    language model, ``test_cer`` for speech), ``mean``/``per_seed``, ``diverged``, and per run the curves (``step``,
-    ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``; for speech also ``test_cer``, ``test_wer``), the divergence
-    (step, cause), skipped/overflow step counts and the numerics statistics (``numerics``: the
-    last evaluation, with exponent histograms; ``numerics_curve``: underflow/overflow per group and
-    per tensor (``tensors``) amax, outlier fraction and kurtosis (:mod:`.stats`) at every
-    evaluation). An inference-only recipe (static scaling) is a ``RecipeError``.
+    language model, ``test_cer`` for speech), ``mean``/``per_seed``, ``diverged``, and per run
+    the curves (``step``, ``train_loss`` (mean over the chunk), ``test_loss``, ``test_accuracy``;
+    for speech also ``test_cer`` and ``test_wer``), the divergence (step, cause), skipped/overflow
+    step counts and the numerics statistics (``numerics``: the last evaluation, with exponent
+    histograms; ``numerics_curve``: underflow/overflow per group and per tensor (``tensors``)
+    amax, outlier fraction and kurtosis (:mod:`.stats`) at every evaluation). An inference-only
+    recipe (static scaling) is a ``RecipeError``.
     ``progress(steps_done, steps_total)`` is called after every evaluation (all seeds together).
     ``scale`` picks the workload's scale (``small`` by default; ``gpu``: its ``[scales.gpu]``).
     """
