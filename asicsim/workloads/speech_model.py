@@ -5,11 +5,13 @@ Log-mel frames (B, T, F) pass through:
 1. 2-D convolutions over (time, frequency), each an im2col + one GEMM (as
    :mod:`asicsim.workloads.models`' ``cnn2d``: XLA:CPU convolutions are slow and the emulator sees
    every GEMM the same way), "same" zero padding (``kernel // 2``), with the clipped ReLU the paper
-   uses, ``min(max(x, 0), 20)`` (section 3.1, eq. 1). Strides per layer in (time, frequency); the
-   paper's English models stride 2 in time once (section 3.5: more hurts character outputs) and 2
-   in frequency in every layer (Table 4: 11x41 stride 2x2, then 11x21 stride 1x2). A kernel or
-   stride is an integer (both axes) or a [time, frequency] pair, since the paper's kernels are not
-   square (``models.im2col_2d`` takes square ones only; :func:`patches` generalises it).
+   uses, ``min(max(x, 0), 20)`` (section 3.1, eq. 1). Kernels and strides are given per layer as
+   [time, frequency]; the paper's Table 4 (written frequency x time) has 3-layer 2-D front ends of
+   32, 32, 96 channels, kernels 41x11, 21x11, 21x11 and strides 2x2, 2x1, 2x1: here kernels
+   [[11, 41], [11, 21], [11, 21]] and strides [[2, 2], [1, 2], [1, 2]], striding 2 in time once
+   (section 3.5: a larger time stride hurts character outputs). A kernel or stride is an integer
+   (both axes) or a [time, frequency] pair, since the paper's kernels are not square
+   (``models.im2col_2d`` takes square ones only; :func:`patches` generalises it).
 2. Bidirectional GRU layers (section 3.2; PyTorch's GRU cell as ``models.gru``): the input
    projection of both directions for every frame is one GEMM, the recurrent GEMM runs per step in
    ``lax.scan``; the two directions' states are summed (section 3.2: "the forward and backward
