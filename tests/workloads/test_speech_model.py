@@ -151,6 +151,10 @@ def test_shipped_workload_loads():
     assert (w.dataset, w.model) == ("speech", "ds2")
     model = make_model(w.model, (100, 40), 29, **w.sizes)
     assert model.out_frames(100) == 50
+    gpu = load_workload("speech_ds2", "gpu")
+    assert (gpu.dataset, gpu.sizes["hidden"], gpu.sizes["layers"], gpu.batch) == ("speech_large", 1760, 7, 32)
+    big = make_model(gpu.model, (198, 40), 29, **gpu.sizes)  # builds (no weights drawn)
+    assert big.out_frames(198) == 99 and big.sizes["time_stride"] == 2
 
 
 def test_lower_is_better_everywhere():
@@ -249,7 +253,7 @@ def test_cli_prints_error_rates(monkeypatch, capsys):
               "test_cer": [0.125], "test_wer": [0.5]}
     run = training.RunResult(seed=0, metric="test_cer", final=0.125, test_accuracy=None, test_loss=1.5,
                              curves=curves)
-    fake = training.TrainResult("speech_ds2", "fp32", {"model": "ds2", "dataset": "speech", "optimizer": "adam",
+    fake = training.TrainResult("speech_ds2", "fp32", {"scale": "small", "model": "ds2", "dataset": "speech", "optimizer": "adam",
                                                         "lr": 1e-3, "batch": 32, "steps": 10}, [run])
     monkeypatch.setattr(training, "train", lambda *a, **k: fake)
     args = argparse.Namespace(workload="speech_ds2", recipe="fp32", seeds=1, optimizer=None, lr=None, steps=None,
