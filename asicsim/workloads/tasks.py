@@ -67,6 +67,8 @@ def loss_fn(model, task: str):
         def loss(params, batch, taps=None):
             return cross_entropy(model.apply(params, batch[:, :-1], taps), batch[:, 1:])
     elif task == "ctc":
+        _out_frames(model, 1)  # fails here, naming the model, rather than inside a trace
+
         def loss(params, batch, taps=None):
             x, x_len, y = batch
             logits = model.apply(params, (x, x_len), taps)

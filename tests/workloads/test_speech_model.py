@@ -263,3 +263,11 @@ def test_cli_prints_error_rates(monkeypatch, capsys):
     assert "test_cer: 0.1250" in out
     header, row = (line.split() for line in out.splitlines() if line.strip().startswith(("step", "10 ")))
     assert header[-2:] == ["test_cer", "test_wer"] and row[-2:] == ["0.1250", "0.5000"]
+
+
+def test_ctc_needs_a_speech_model_and_a_known_task(data):
+    gru = make_model("gru", data.feature_shape, data.num_classes, hidden=4)
+    with pytest.raises(ValueError, match="model 'gru' gives no output frame count"):
+        tasks.loss_fn(gru, "ctc")
+    with pytest.raises(ValueError, match="unknown task 'seq2seq'"):
+        tasks.loss_fn(gru, "seq2seq")
