@@ -28,7 +28,7 @@ A spec (see ``sweeps/demo.toml``)::
     [report]                               # what the report's answer picks (optional)
     objective = "energy"                   # energy | time | edp, per training step / inference batch
     max_accuracy_drop = 0.5                # accuracy points (percent) below fp32 a recipe may lose
-    max_loss_increase = 0.01               # for loss metrics (val_loss): metric units above fp32
+    max_loss_increase = 0.01               # lower-is-better metrics (val_loss, test_cer): units above fp32
 
 Expansion: ``train`` gives one point per (workload, recipe, seed); ``infer`` one per
 (workload, infer recipe, seed); ``cost`` one per (workload, recipe, design) for the training step

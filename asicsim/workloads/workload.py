@@ -32,6 +32,7 @@ from pathlib import Path
 
 from asicsim._files import TextFileError, read_text_file
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
+from asicsim.workloads.models import MODELS
 
 OPTIMIZERS = ("sgd", "adam")
 DEFAULT_SCALE = "small"  # the base tables: a size that trains on 2 CPU cores
@@ -202,7 +203,7 @@ def load_workload(workload: str | Path | Workload, scale: str | None = None) -> 
     model = dict(t.get("model", {}))
     kind = model.pop("kind", None)
     if kind is None:
-        problems.append("model.kind: missing (logreg, mlp, cnn1d, cnn2d, gru, lstm, transformer)")
+        problems.append(f"model.kind: missing ({', '.join(MODELS)})")
     tr = t.get("train", {})
     for k in sorted(set(tr) - _TRAIN_KEYS):
         problems.append(f"train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}")
