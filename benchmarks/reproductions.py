@@ -1,4 +1,4 @@
-"""Three reduced-precision training papers reproduced on real workloads, with measured numbers.
+"""Reduced-precision training papers reproduced on real workloads, with measured numbers.
 
 1. Gupta et al. 2015 (16-bit fixed point q7.8, weights updated in place): round-to-nearest vs
    stochastic rounding vs fp32 on the digits MLP (SGD, 3000 steps) at learning rates 0.1 and 0.01;
@@ -9,11 +9,14 @@
    fraction of activation gradients underflowing, and their exponent histogram.
 3. Wang et al. 2018: relative error of K-long fp16 dot products (positive values) accumulated
    sequentially in fp16, in chunks of 64 in fp16, and sequentially in fp32, K = 2^8 .. 2^16.
+4. Micikevicius et al. 2018 on speech: the Deep Speech 2-shaped ``speech_ds2`` (CTC, espeak-ng
+   corpus) under fp32, fp16_mixed, fp16_nomaster and fp16_noscale (600 steps), then int8 PTQ of
+   the fp32 model; test CER (lower is better) on held-out speakers.
 
 Seeds 0 and 1 (mean; accuracies are final test accuracies). The tests holding these outcomes with
-margins are tests/repro/test_reproductions.py.
+margins are tests/repro/test_reproductions.py and tests/repro/test_speech_reproduction.py.
 
-    python benchmarks/reproductions.py [--only gupta|micikevicius|wang] [--seeds 2]
+    python benchmarks/reproductions.py [--only gupta|micikevicius|wang|speech] [--seeds 2]
 
 Results: benchmarks/RESULTS.md, section "Paper reproductions".
 """
@@ -166,9 +169,35 @@ def wang(rows: int = 8) -> None:
               f"{time.perf_counter() - t0:.1f} s |", flush=True)
 
 
+def speech(seeds, steps: int = 600) -> None:
+    """Micikevicius 2018 on the Deep Speech 2-shaped workload: test CER, WER, skipped steps and
+    the largest fraction of activation gradients that underflow; then int8 PTQ of the fp32 model."""
+    print(f"\n## speech_ds2 ({steps} steps, Adam 1e-3, batch 32): test CER on held-out speakers\n")
+    print("| recipe | CER (mean; per seed) | WER | skipped steps | grad underflow (max layer) | s |")
+    print("|---|---|---|---|---|---|")
+    fp32_params = None
+    for recipe in ("fp32", "fp16_mixed", "fp16_nomaster", "fp16_noscale"):
+        t0 = time.perf_counter()
+        r = train("speech_ds2", recipe, seeds=seeds, steps=steps, eval_every=steps // 2,
+                  keep_params=recipe == "fp32")
+        if recipe == "fp32":
+            fp32_params = [x.params for x in r.runs]
+        wer = np.mean([x.curves["test_wer"][-1] for x in r.runs])
+        skipped = sum(x.skipped_steps for x in r.runs)
+        under = max(v["underflow"] for x in r.runs for k, v in x.numerics.items() if k.startswith("grad:"))
+        print(f"| {recipe} | {_cell(r)} | {wer:.3f} | {skipped} | {under:.2e} | "
+              f"{time.perf_counter() - t0:.0f} |", flush=True)
+    from asicsim.workloads import infer
+
+    for recipe in ("int8_ptq_tensor", "int8_ptq_channel"):
+        q = infer("speech_ds2", recipe, seeds=seeds, params=fp32_params, stats=False)
+        print(f"| fp32 model under {recipe} | {q.mean:.3f} (fp32 {np.mean(q.fp32):.3f}; drop {q.drop:+.4f}) "
+              f"| | | | |", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=["gupta", "micikevicius", "wang"])
+    ap.add_argument("--only", choices=["gupta", "micikevicius", "wang", "speech"])
     ap.add_argument("--seeds", type=int, default=2)
     args = ap.parse_args(argv)
     seeds = tuple(range(args.seeds))
@@ -183,6 +212,8 @@ def main(argv=None) -> int:
         micikevicius(seeds)
     if args.only in (None, "wang"):
         wang()
+    if args.only in (None, "speech"):
+        speech(seeds)
     print(f"\n# total {time.perf_counter() - t0:.0f} s")
     return 0
 
