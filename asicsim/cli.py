@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     # system questions register their own commands (options live beside their models)
     from .report.cli import add_cli as add_report_cli
     from .sweep.cli import add_cli as add_sweep_cli
-    from .system.batching import add_cli as add_batching_cli
+    from .system.batching_cli import add_cli as add_batching_cli
     from .system.scaling import add_cli as add_scaling_cli
     from .workloads.cli import add_cli as add_workloads_cli
 

@@ -15,19 +15,18 @@ from asicsim.system.batching import (
     BatchingError,
     BatchingPolicy,
     ServiceTable,
-    add_cli,
     analytic,
     arrival_times,
     get_model,
     max_throughput_under_p99,
     residency_comparison,
     residency_variant,
-    run_cli,
     service_table,
     simulate,
     weight_residency,
     with_weight_buffer,
 )
+from asicsim.system.batching_cli import add_cli, run_cli
 
 MS = 1e-3
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from asicsim.hw import Elementwise, Gemm, load_design
-from asicsim.system.batching import BatchingError, add_cli, max_throughput_under_p99, run_cli
+from asicsim.system.batching import BatchingError, max_throughput_under_p99
+from asicsim.system.batching_cli import add_cli, run_cli
 from asicsim.system.workload_batching import workload_service_table
 
 
