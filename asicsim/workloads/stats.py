@@ -21,8 +21,10 @@ and, of the tensor itself (before rounding; the format plays no part), the outli
                LLM.int8()'s definition of an outlier (Dettmers et al. 2022, "LLM.int8(): 8-bit
                Matrix Multiplication for Transformers at Scale", section 4: hidden-state features
                "with a magnitude of at least 6"). It is a threshold on activations, whose
-               LayerNorm-ed scale is about 1; weights and gradients are at other scales, where it
-               mostly reads 0 (their amax and kurtosis still compare across recipes)
+               LayerNorm-ed scale is about 1; weights are at another scale, where it mostly reads
+               0, and training's gradient statistics are taken times the loss scale, where it
+               would count nearly everything, so training reports it as NaN for gradients (their
+               amax and kurtosis still compare across recipes)
 ``kurtosis``   Pearson kurtosis E[(x - mean)^4] / var^2 of the finite elements (3 for a Gaussian;
                large when a few elements dominate), Bondarenko et al. 2023 ("Quantizable
                Transformers: Removing Outliers by Helping Attention Heads Do Nothing", section 5)

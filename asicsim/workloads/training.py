@@ -233,8 +233,12 @@ class _Runner:
     def numerics(self, params, batch, scale: float, histogram: bool) -> dict:
         raw = self.stats_fn(params, batch, jnp.float32(scale))
         roles = {"weight": "weight", "act": "act", "grad": "grad", "wgrad": "wgrad"}
-        return {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)
-                for k, v in raw.items()}
+        out = {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)
+               for k, v in raw.items()}
+        for k, s in out.items():  # |x| >= 6 is a threshold on activations and weights; gradients
+            if k.split(":")[0] in ("grad", "wgrad"):  # are measured times the loss scale (2^16...)
+                s["outliers"] = float("nan")  # where it would count nearly everything
+        return out
 
     def evaluate(self, params) -> dict:
         """The test split under the recipe's forward pass: :func:`.tasks.evaluate`'s values

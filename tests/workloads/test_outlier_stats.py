@@ -70,3 +70,13 @@ def test_training_records_per_tensor_extremes_at_every_evaluation():
     # the input pixels are /16: amax 1, none >= 6; the last evaluation's entry is the run's numerics
     assert curve[-1]["tensors"]["act:input"] == {k: last["act:input"][k] for k in ("amax", "outliers", "kurtosis")}
     assert curve[0]["tensors"]["act:input"]["amax"] == 1.0 and curve[0]["tensors"]["act:input"]["outliers"] == 0.0
+
+
+def test_gradient_outlier_fraction_is_not_reported_under_a_loss_scale():
+    # fp16_mixed measures gradients times its loss scale (2^16): |x| >= 6 would count almost every
+    # element, so the fraction is NaN for grad/wgrad; activations and weights keep theirs.
+    r = train("digits_mlp", "fp16_mixed", seeds=(0,), steps=10, eval_every=10)
+    num = r.runs[0].numerics
+    assert all(math.isnan(s["outliers"]) for k, s in num.items() if k.split(":")[0] in ("grad", "wgrad"))
+    assert all(0 <= s["outliers"] <= 1 for k, s in num.items() if k.split(":")[0] in ("act", "weight"))
+    assert max(s["amax"] for k, s in num.items() if k.startswith("wgrad:")) > 6  # what it would have counted
