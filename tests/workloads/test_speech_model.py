@@ -168,6 +168,7 @@ def test_lower_is_better_everywhere():
     assert training.InferResult("w", "r", "test_accuracy", [0.9], [0.8], {}, "").drop == pytest.approx(0.1)
 
 
+@pytest.mark.slow  # ~10-20 s: the default run stays under 10 minutes on 2 cores
 def test_train_and_infer_on_synthetic_speech(synthetic, monkeypatch):
     r = training.train(synthetic, "fp32", seeds=(0,), keep_params=True)
     run = r.runs[0]
@@ -193,6 +194,7 @@ def _gemm_rows(trace):
     return trace[trace["kind"] != "elementwise"] if "kind" in trace else trace
 
 
+@pytest.mark.slow  # ~10-20 s: the default run stays under 10 minutes on 2 cores
 def test_fp16_mixed_step_and_no_gemm_in_the_loss(data):
     model = make_model("ds2", data.feature_shape, data.num_classes, **SIZES)
     params = model.init(0)

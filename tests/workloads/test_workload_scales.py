@@ -102,6 +102,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "asicsim", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # ~10-20 s: the default run stays under 10 minutes on 2 cores
 def test_cli_train_scale_and_workloads_listing(tmp_path):
     p = _file(tmp_path, '[scales.big.model]\nhidden = [16]\n[scales.big.train]\nsteps = 30\neval_every = 30\n')
     r = _cli("train", str(p), "--scale", "big", "--seeds", "1", "--json")
