@@ -248,6 +248,12 @@ def _table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> dict:
+    # user code runs under JAX's standard promotion (optax mixes Python floats with int32 counts)
+    with jax.numpy_dtype_promotion("standard"):
+        return _main(argv)
+
+
+def _main(argv) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes (a check of the script on a CPU)")
     p.add_argument("--skip-tests", action="store_true", help="do not run tests/numerics and tests/emulate")
