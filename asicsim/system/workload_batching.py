@@ -5,8 +5,8 @@ the same builder, sizes and input shape, e.g. the Deep Speech 2 model of ``speec
 of a hand-written preset. For every batch size ``b`` the workload's inference pass is traced under
 ``recipe`` at batch ``b`` (:func:`asicsim.workloads.pricing.workload_trace`: shapes only, every
 GEMM and elementwise op the model runs, with the formats the recipe gives each one) and priced on
-the design by :func:`asicsim.workloads.pricing.trace_costs`: the same pricing as ``asicsim cost``
-on the workload, summed over the trace. One request is one example of the workload's dataset as
+the design by :func:`asicsim.workloads.pricing.trace_costs`: the same pricing as ``asicsim trace``
+gives the workload, summed over the trace. One request is one example of the workload's dataset as
 the model sees it in training (for speech: one utterance at the dataset's padded frame count).
 
 The weights' values do not change the cost; the shapes, the formats and the work do, and those are
@@ -69,7 +69,6 @@ def workload_description(workload, *, scale: str | None = None) -> str:
     sizes = ", ".join(f"{k} {v}" for k, v in model.sizes.items())
     return (f"workload {w.name}: the {model.kind} model it trains ({sizes}); one request = one "
             f"{data.name} example of shape {tuple(shape)}")
-
 
 
 def _load(workload, scale: str | None):
