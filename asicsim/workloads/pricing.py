@@ -32,6 +32,8 @@ import pandas as pd
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
+from asicsim.numerics.catalog import FormatError, get_format
+from asicsim.numerics.formats import IntFormat
 from asicsim.workloads import tasks
 from asicsim.workloads.training import _batch_fn, _loss_fn, build
 from asicsim.workloads.workload import load_workload
@@ -78,9 +80,6 @@ def _formats(rows: pd.DataFrame) -> dict[str, str]:
 
 def _is_int8_or_narrower(name: str) -> bool:
     """A plain integer format of at most 8 bits (int8, uint8, int4: not fixed point)."""
-    from asicsim.numerics.catalog import FormatError, get_format
-    from asicsim.numerics.formats import IntFormat
-
     try:
         f = get_format(name)
         return isinstance(f, IntFormat) and f.frac_bits == 0 and f.bits <= 8
