@@ -16,9 +16,11 @@ table, for benchmarks/RESULTS.md with the device and date it prints:
    ``transformer``). Recipes bf16, fp8_hybrid, mxfp8, mxfp4 through
    :func:`asicsim.emulate.make_train_step`. Aim: <= 1.3x the anchor. Also the compile time
    (``lower`` + ``compile``) of the transformer's step under mxfp8 (aim <= 15 s).
-3. **Bit-exact MAC orders vs cuBLAS** (item 16): :func:`asicsim.dot` with sequential and chunked
-   bf16 accumulation at n^3 = 1024^3 and 2048^3 against ``jnp.dot`` on bf16 inputs with fp32
-   accumulation (cuBLAS). Aim: <= 10x.
+3. **Bit-exact MAC orders vs cuBLAS** (item 16): the Pallas kernel of the sequential and
+   chunked orders (:mod:`asicsim.numerics.mac_kernel`) and the XLA loops it replaces, for
+   bf16 and fp16 accumulators and bf16 -> fp32, at n^3 = 1024^3 and 2048^3, against
+   ``jnp.matmul`` on bf16 inputs with fp32 accumulation (cuBLAS). Aim: <= 10x. With the bits
+   that differ between the kernel and the loops, and from the CPU backend (aim 0).
 4. **Same bits on CPU and GPU** (item 15): every scaling (tensor, channel, block, delayed and
    static amax, MX blocks holding inf and NaN, stochastic rounding) applied to the same arrays on
    the GPU and on the CPU backend of the same process; the count of elements whose bits differ
@@ -166,20 +168,49 @@ def step_times(quick: bool, steps: int, repeat: int) -> list[dict]:
 
 # --- 3. bit-exact MAC orders vs cuBLAS -----------------------------------------------------------
 
-def exact_orders(quick: bool, repeat: int) -> list[dict]:
-    import asicsim as sim
+EXACT_MACS = {  # label -> MacSpec text: narrow accumulators (the native FMA) and bf16 -> fp32
+    "bf16 acc sequential": "a=bf16,b=bf16,acc=bf16,order=sequential",
+    "bf16 acc chunk:32": "a=bf16,b=bf16,acc=bf16,order=chunk:32",
+    "fp16 acc sequential": "a=fp16,b=fp16,acc=fp16,order=sequential",
+    "bf16 -> fp32 sequential": "a=bf16,b=bf16,acc=fp32,order=sequential",
+    "bf16 acc rtz sequential": "a=bf16,b=bf16,acc=bf16,order=sequential,acc_rounding=rtz",
+}
+CPU_ROWS = 64  # rows of the product recomputed on the CPU backend (rows are independent)
 
+
+def exact_orders(quick: bool, repeat: int) -> list[dict]:
+    """Each bit-exact MAC at n^3 on the default device: the Pallas kernel (``path``: native
+    packed FMA or portable float32) and the XLA loops it replaces, as multiples of cuBLAS bf16;
+    the elements whose bits differ between the two, and from the CPU backend on CPU_ROWS rows."""
+    from asicsim.numerics import MacSpec, mac_kernel
+    from asicsim.numerics.matmul import _matmul3d
+
+    cpu = jax.devices("cpu")[0]
     rows = []
     for n in ((64, 128) if quick else (1024, 2048)):
-        a = jax.random.normal(jax.random.key(1), (n, n), jnp.float32).astype(jnp.bfloat16)
-        b = jax.random.normal(jax.random.key(2), (n, n), jnp.float32).astype(jnp.bfloat16)
-        blas = jax.jit(functools.partial(jnp.dot, preferred_element_type=jnp.float32))
+        a = jax.random.normal(jax.random.key(1), (1, n, n), jnp.float32).astype(jnp.bfloat16)
+        b = jax.random.normal(jax.random.key(2), (1, n, n), jnp.float32).astype(jnp.bfloat16)
+        blas = jax.jit(functools.partial(jnp.matmul, preferred_element_type=jnp.float32))
         t_blas = _timed(blas, (a, b), repeat)
-        row = {"n": n, "cublas_bf16_ms": 1e3 * t_blas}
-        for order in ("sequential", "chunk:32"):
-            f = jax.jit(functools.partial(sim.dot, mac=f"a=bf16,b=bf16,acc=bf16,order={order}"))
-            row[f"{order}_x"] = _timed(f, (a, b), max(1, repeat // 2)) / t_blas
-        rows.append(row)
+        for label, text in EXACT_MACS.items():
+            mac = MacSpec.parse(text)
+            grid = jnp.float16 if mac.spec("a_fmt").name == "float16" else jnp.bfloat16
+            fa, fb = (x.astype(grid).astype(jnp.float32) for x in (a, b))
+            kern = jax.jit(functools.partial(_matmul3d, mac=mac))
+            loop = jax.jit(functools.partial(_matmul3d, mac=mac, kernel=False))
+            name = mac_kernel.native_format(mac)
+            native = name is not None and mac_kernel.native_proven(name, jax.default_backend())
+            k_out, l_out = kern(fa, fb), loop(fa, fb)
+            c_out = _matmul3d(jax.device_put(fa[:, :CPU_ROWS], cpu), jax.device_put(fb, cpu), mac)
+            bits = lambda x: np.asarray(x).view(np.uint32)  # noqa: E731
+            t_kern = _timed(kern, (fa, fb), repeat)
+            rows.append({
+                "n": n, "mac": label, "cublas_bf16_ms": 1e3 * t_blas, "kernel_ms": 1e3 * t_kern,
+                "kernel_x": t_kern / t_blas, "xla_loop_x": _timed(loop, (fa, fb), max(1, repeat // 2)) / t_blas,
+                "path": "native fma" if native else "portable",
+                "bits_differ_loop": int(np.sum(bits(k_out) != bits(l_out))),
+                "bits_differ_cpu": int(np.sum(bits(k_out)[:, :CPU_ROWS] != bits(c_out))),
+            })
     return rows
 
 

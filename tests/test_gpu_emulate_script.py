@@ -22,5 +22,6 @@ def test_gpu_benchmark_script_quick(tmp_path):
     for r in out["step_time"]:
         assert r["anchor_ms"] > 0 and all(r[f"{k}_x"] > 0 for k in mod.RECIPES)
     assert out["step_time"][1]["compile_mxfp8_s"] > 0
-    assert [r["n"] for r in out["exact_orders"]] == [64, 128]
+    assert [r["n"] for r in out["exact_orders"]] == [64] * 5 + [128] * 5
+    assert all(r["bits_differ_loop"] == 0 and r["bits_differ_cpu"] == 0 for r in out["exact_orders"])
     assert len(out["same_bits"]) == 10 and all(r["bits_differ"] == 0 for r in out["same_bits"])

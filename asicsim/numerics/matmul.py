@@ -5,6 +5,10 @@ Each order is written once against an arithmetic object (``zeros``, ``product``,
 only where provably exact), int64 or int32 for integer MACs. Everything runs under
 ``jax.enable_x64(True)`` inside the jitted function; callers keep their own x64 setting.
 Results are float32 (int32 for integer MACs, uint32 for unsigned accumulators).
+
+On an NVIDIA GPU the float32 path of the sequential and chunked orders runs as one Pallas kernel
+instead (:mod:`.mac_kernel`, same arithmetic, same bits); the XLA loops below serve every other
+backend, and the GPU for everything else.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
-from . import fast32
+from . import fast32, mac_kernel
 from .exact64 import Float64Arith, round64
 from .mac import MacSpec, as_mac
 from .quantize import quantize
@@ -158,9 +162,12 @@ def _tree_blocked(ar, at, bt):
     return out.transpose(1, 0, 2).reshape(m, blocks * nb)[:, :n]
 
 
-@functools.partial(jax.jit, static_argnames=("mac", "unroll"))
-def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.Array:
-    """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N)."""
+@functools.partial(jax.jit, static_argnames=("mac", "unroll", "kernel"))
+def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
+              kernel: bool = True) -> jax.Array:
+    """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N).
+
+    ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares)."""
     if mac.order_kind == "fast":
         if mac.integer:
             return jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
@@ -184,7 +191,14 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.
             return f64_to_f32(acc)
 
         def run32():
-            acc = batched(fast32.F32Arith(mac), lambda x: x)
+            def xla(a, b):
+                return batched(fast32.F32Arith(mac), lambda x: x)
+
+            if kernel and mac_kernel.kernel_orders(mac) and a.shape[2]:
+                run = functools.partial(_kernel_accumulate, mac=mac)
+                acc = jax.lax.platform_dependent(a, b, cuda=run, default=xla)
+            else:
+                acc = xla(a, b)
             if mac.spec("out") != mac.spec("acc"):
                 acc = fast32.round32(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return acc
@@ -192,6 +206,12 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1) -> jax.
         if fast32.eligible(mac):  # same bits, faster, where provably exact (see fast32.py)
             return jax.lax.cond(fast32.safe(a, b, mac), run32, run64)  # one check for the batch
         return run64()
+
+
+def _kernel_accumulate(a, b, mac: MacSpec):
+    name = mac_kernel.native_format(mac)
+    native = name is not None and mac_kernel.native_proven(name, jax.default_backend())
+    return mac_kernel.accumulate(a, b, mac, native=native)
 
 
 def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):

@@ -1,0 +1,238 @@
+"""The Pallas kernel of the sequential / folded / chunk orders (asicsim/numerics/mac_kernel.py).
+
+On this CPU the kernel runs through Pallas' interpreter (``interpret=True``): the same kernel
+body, the same arithmetic objects, checked bit for bit against the scalar Fraction reference
+(``mac_ref.dot_ref``) and against the XLA loops it replaces on a GPU. The GPU's packed FMA
+itself cannot run here: the interpreter substitutes the portable arithmetic (which checks the
+native kernel's structure: the +0 start, chunk partials, the short last chunk), and the kernel is
+lowered for CUDA to prove Pallas' Triton backend takes every operation, the PTX included.
+``test_gpu_kernel_matches_cpu`` runs on a GPU only (benchmarks/gpu_emulate.py runs this directory
+there).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_mac import assert_same_bits, datasets
+
+from asicsim.numerics import fast32, mac_kernel
+from asicsim.numerics.mac import MacSpec
+from asicsim.numerics.mac_ref import dot_ref
+from asicsim.numerics.matmul import _matmul3d
+from asicsim.numerics.quantize import quantize
+
+
+def _on_grid(a, b, mac):
+    qa = quantize(np.asarray(a, np.float32), mac.spec("a_fmt"), "rne")
+    qb = quantize(np.asarray(b, np.float32), mac.spec("b_fmt"), "rne")
+    return qa, qb
+
+
+def _bits(x):
+    return np.asarray(x, np.float32).view(np.uint32)
+
+
+@pytest.mark.parametrize("rounding", ["rne", "rtz", "rdn"])
+@pytest.mark.parametrize("acc", ["fp32", "bf16", "fp16", "e5m2"])
+@pytest.mark.parametrize("order", ["sequential", "chunk:5", "folded:13", "chunk:40"])
+def test_kernel_matches_scalar_reference(order, acc, rounding):
+    """K = 13: chunks of 5 leave a short last chunk, folded:13 is one fold, chunk:40 exceeds K."""
+    mac = MacSpec(a_fmt="bf16", acc=acc, order=order, acc_rounding=rounding)
+    assert mac_kernel.kernel_orders(mac)
+    cases = []
+    for name, (a, b) in datasets(acc).items():
+        qa, qb = _on_grid(a, b, mac)
+        if bool(fast32.safe(qa, qb, mac)):  # the kernel's domain (the rest runs in float64)
+            cases.append((name, a, b, qa, qb))
+    assert len(cases) >= 3, [c[0] for c in cases]
+    got = mac_kernel.accumulate(jnp.stack([c[3] for c in cases]), jnp.stack([c[4] for c in cases]),
+                                mac, interpret=True)
+    native = mac_kernel.native_format(mac) is not None
+    if native:
+        structure = mac_kernel.accumulate(jnp.stack([c[3] for c in cases]),
+                                          jnp.stack([c[4] for c in cases]), mac, native=True, interpret=True)
+    for i, (name, a, b, _, _) in enumerate(cases):
+        want = dot_ref(np.float32(a), np.float32(b), mac)
+        assert_same_bits(got[i], want, f"{mac} {name}")
+        if native:
+            assert_same_bits(structure[i], want, f"native structure {mac} {name}")
+
+
+def test_tiles_padding_and_batch_match_the_xla_loops():
+    """Several (64, 64) tiles, M and N not multiples of a tile, a batch of 2."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 70, 37)) * 2.0 ** rng.integers(-8, 4, (2, 70, 37))
+    b = rng.standard_normal((2, 37, 130))
+    for text in ("a=bf16,acc=bf16,order=chunk:8", "a=e4m3,acc=fp32,order=sequential,acc_rounding=rup"):
+        mac = MacSpec.parse(text)
+        qa, qb = _on_grid(a, b, mac)
+        assert bool(fast32.safe(qa, qb, mac))
+        want = _matmul3d(qa, qb, mac, kernel=False)
+        got = mac_kernel.accumulate(qa, qb, mac, interpret=True)
+        np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=text)
+
+
+_FORMATS = ["bf16", "fp16", "e4m3", "e5m2"]
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_hypothesis_kernel_matches_xla_loops(data):
+    acc = data.draw(st.sampled_from(["fp32", "bf16", "fp16", "e5m2", "tf32"]), "acc")
+    a_fmt = data.draw(st.sampled_from(_FORMATS), "a")
+    b_fmt = data.draw(st.sampled_from(_FORMATS), "b")
+    order = data.draw(st.sampled_from(["sequential", "chunk:3", "folded:7", "chunk:64"]), "order")
+    rounding = data.draw(st.sampled_from(["rne", "rtz", "rup", "rdn"]), "rounding")
+    fused = data.draw(st.booleans(), "fused")
+    mac = MacSpec(a_fmt=a_fmt, b_fmt=b_fmt, acc=acc, order=order, acc_rounding=rounding, fused=fused)
+    if not mac_kernel.kernel_orders(mac):
+        return
+    m, k, n = (data.draw(st.integers(1, 9), d) for d in "mkn")
+    seed = data.draw(st.integers(0, 2**32 - 1), "seed")
+    rng = np.random.default_rng(seed)
+    spread = data.draw(st.integers(0, 12), "spread")
+    a = rng.standard_normal((1, m, k)) * 2.0 ** rng.integers(-spread, spread + 1, (1, m, k))
+    b = rng.standard_normal((1, k, n)) * 2.0 ** rng.integers(-spread, spread + 1, (1, k, n))
+    qa, qb = _on_grid(a, b, mac)
+    if not bool(fast32.safe(qa, qb, mac)):
+        return
+    want = _matmul3d(qa, qb, mac, kernel=False)
+    got = mac_kernel.accumulate(qa, qb, mac, interpret=True)
+    if mac.spec("out") != mac.spec("acc"):
+        got = fast32.round32(got, mac.spec("out"), mac.final_rounding, mac.saturate)
+    same = (_bits(got) == _bits(want)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), mac
+    if mac_kernel.native_format(mac):
+        got = mac_kernel.accumulate(qa, qb, mac, native=True, interpret=True)
+        same = (_bits(got) == _bits(want)) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), f"native structure {mac}"
+
+
+@pytest.mark.parametrize(("text", "native"), [
+    ("a=bf16,acc=bf16,order=sequential", "bfloat16"),
+    ("a=e4m3,b=e5m2,acc=bf16,order=chunk:32", "bfloat16"),  # fp8 values are bf16 values
+    ("a=fp16,acc=fp16,order=folded:4", "float16"),
+    ("a=e5m2,acc=fp16,order=sequential", "float16"),
+    ("a=bf16,acc=fp16,order=sequential", None),  # bf16's range is not fp16's
+    ("a=fp16,acc=bf16,order=sequential", None),  # nor fp16's precision bf16's
+    ("a=bf16,acc=bf16,order=sequential,acc_rounding=rtz", None),  # the FMA rounds to nearest
+    ("a=bf16,acc=bf16,order=sequential,fused=false", None),  # the product rounded first
+    ("a=fp16,acc=fp16,order=sequential,saturate=true", None),  # the FMA overflows to inf
+    ("a=bf16,acc=fp32,order=sequential", None),  # portable kernel: fp32 adds are native already
+])
+def test_native_fma_only_where_it_is_the_model(text, native):
+    mac = MacSpec.parse(text)
+    assert mac_kernel.kernel_orders(mac)
+    assert mac_kernel.native_format(mac) == native
+
+
+def test_orders_the_kernel_leaves_to_xla():
+    for text in ("a=bf16,acc=bf16,order=tree", "a=fp16,acc=fp32,order=tensorcore:8",
+                 "a=fp32,acc=fp32,order=sequential", "a=int8,acc=int32,order=sequential",
+                 "a=bf16,acc=fp32,order=fast"):
+        assert not mac_kernel.kernel_orders(MacSpec.parse(text)), text
+
+
+def _cuda_text(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+def test_lowers_for_cuda_through_triton():
+    """Pallas' Triton backend takes every operation of both arithmetics (lowering runs on any
+    host); the CPU lowering of the same function keeps the XLA loops."""
+    a, b = jnp.ones((1, 70, 19), jnp.float32), jnp.ones((1, 19, 33), jnp.float32)
+    for text in ("a=bf16,acc=bf16,order=chunk:4", "a=e4m3,acc=fp16,order=sequential,acc_rounding=rdn",
+                 "a=bf16,acc=fp32,order=sequential"):
+        mac = MacSpec.parse(text)
+        cuda = _cuda_text(functools.partial(_matmul3d, mac=mac), a, b)
+        assert "__gpu$xla.gpu.triton" in cuda, text
+        assert "triton" not in _cuda_text(functools.partial(_matmul3d, mac=mac, kernel=False), a, b)
+        cpu = jax.jit(functools.partial(_matmul3d, mac=mac)).trace(a, b).lower().as_text()
+        assert "triton" not in cpu
+    for text, op in (("a=bf16,acc=bf16,order=sequential", "fma.rn.bf16x2"),
+                     ("a=fp16,acc=fp16,order=chunk:8", "fma.rn.f16x2")):
+        mac = MacSpec.parse(text)
+        cuda = _cuda_text(functools.partial(mac_kernel.accumulate, mac=mac, native=True), a, b)
+        assert op in cuda, text
+
+
+def test_native_fma_is_proven_on_the_device_before_use(monkeypatch):
+    assert mac_kernel.native_proven("bfloat16", "cpu") is False  # no GPU: never tried
+    mac_kernel.native_proven.cache_clear()
+    real = mac_kernel.accumulate
+
+    def interpreted(a, b, mac, native=False):  # the device stands in via the interpreter
+        return real(a, b, mac, native=native, interpret=True)
+
+    monkeypatch.setattr(mac_kernel, "accumulate", interpreted)
+    assert mac_kernel.native_proven("bfloat16", "gpu") is True
+    mac_kernel.native_proven.cache_clear()
+
+    def broken(a, b, mac, native=False):  # a device FMA that truncates instead of rounding
+        if native:
+            mac = MacSpec(a_fmt=mac.a_fmt, acc=mac.acc, order=mac.order, acc_rounding="rtz")
+        return real(a, b, mac, interpret=True)
+
+    monkeypatch.setattr(mac_kernel, "accumulate", broken)
+    with pytest.warns(RuntimeWarning, match="portable kernel is used instead"):
+        assert mac_kernel.native_proven("float16", "gpu") is False
+    mac_kernel.native_proven.cache_clear()
+
+
+def test_probe_runs_while_a_caller_is_traced(monkeypatch):
+    """``_matmul3d`` asks for the probe while it is being traced; the probe still runs eagerly
+    (its own thread) and the proven FMA reaches the lowered kernel."""
+    real, main = mac_kernel.accumulate, threading.current_thread()
+
+    def device(a, b, mac, native=False):  # the probe's thread stands in for the device
+        return real(a, b, mac, native=native, interpret=threading.current_thread() is not main)
+
+    monkeypatch.setattr(mac_kernel, "accumulate", device)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    mac_kernel.native_proven.cache_clear()
+    mac = MacSpec.parse("a=e5m2,acc=bf16,order=folded:6")  # a MAC no other test lowers
+    a, b = jnp.ones((1, 8, 9), jnp.float32), jnp.ones((1, 9, 8), jnp.float32)
+    try:
+        assert "fma.rn.bf16x2" in _cuda_text(functools.partial(_matmul3d, mac=mac), a, b)
+        assert mac_kernel.native_proven.cache_info().currsize == 1
+    finally:
+        mac_kernel.native_proven.cache_clear()
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_probe_inputs_are_safe_and_tell_roundings_apart(name):
+    """The probe is in the kernel's domain and its sums land on ties, so a device FMA rounding any
+    other way (toward zero, half away from zero) would show."""
+    a, b = mac_kernel.probe_operands(name)
+    mac = MacSpec(a_fmt=name, acc=name, order="chunk:3")
+    assert bool(fast32.safe(a, b, mac))
+    want = _matmul3d(a, b, mac, kernel=False)
+    for other in ("rtz", "rna"):
+        wrong = MacSpec(a_fmt=name, acc=name, order="chunk:3", acc_rounding=other)
+        assert np.sum(_bits(_matmul3d(a, b, wrong, kernel=False)) != _bits(want)) > 100, other
+    assert np.any(_bits(want) == 0)  # cancellation to +0
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU (run by benchmarks/gpu_emulate.py)")
+@pytest.mark.parametrize("text", ["a=bf16,acc=bf16,order=sequential", "a=bf16,acc=bf16,order=chunk:32",
+                                  "a=fp16,acc=fp16,order=sequential", "a=bf16,acc=fp32,order=sequential",
+                                  "a=e4m3,acc=bf16,order=sequential,acc_rounding=rtz"])
+def test_gpu_kernel_matches_cpu(text):
+    mac = MacSpec.parse(text)
+    rng = np.random.default_rng(5)
+    a, b = _on_grid(rng.standard_normal((2, 200, 300)), rng.standard_normal((2, 300, 150)), mac)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a native FMA that fails its probe is a failure here
+        got = _matmul3d(a, b, mac)
+    cpu = jax.devices("cpu")[0]
+    want = _matmul3d(jax.device_put(a, cpu), jax.device_put(b, cpu), mac)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
