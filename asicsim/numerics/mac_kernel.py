@@ -43,6 +43,7 @@ from .catalog import get_format
 from .mac import MacSpec
 
 BLOCK_M = BLOCK_N = 64
+MIN_BLOCK = 16  # small products are padded: every thread then holds whole packed pairs
 NUM_WARPS = 4
 UNROLL = 4  # k steps per loop pass: their loads issue together
 
@@ -163,7 +164,7 @@ def accumulate(a: jax.Array, b: jax.Array, mac: MacSpec, *, native: bool = False
     """
     batch, m, k = a.shape
     n = b.shape[2]
-    bm, bn = min(BLOCK_M, _pow2(m)), min(BLOCK_N, _pow2(n))
+    bm, bn = (min(block, max(MIN_BLOCK, _pow2(x))) for block, x in ((BLOCK_M, m), (BLOCK_N, n)))
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     at = jnp.pad(jnp.swapaxes(a, 1, 2), ((0, 0), (0, 0), (0, mp - m)))
     bt = jnp.pad(b, ((0, 0), (0, 0), (0, np_ - n)))

@@ -142,6 +142,7 @@ def _digits_mlp():
     return p, x, y
 
 
+@pytest.mark.slow  # default run's time budget
 def test_int4_g32_zero_point_mlp_on_digits_stays_close_to_fp32():
     """A digits MLP (64-128-10, trained by 300 steps of gradient descent) with uint4 g32 weights, fp16 scales and
     zero points, fp32 activations: logits within 6 % of the fp32 logits' range, the same

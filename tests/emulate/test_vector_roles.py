@@ -91,6 +91,7 @@ def test_every_result_and_the_input_gradient_are_bf16_and_match_the_hand_rounded
         assert on_grid(g[0][k])
 
 
+@pytest.mark.slow  # default run's time budget
 def test_jax_softmax_and_a_flax_model_run_on_the_grid():
     class Block(linen.Module):
         @linen.compact

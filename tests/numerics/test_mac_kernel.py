@@ -84,6 +84,7 @@ def test_tiles_padding_and_batch_match_the_xla_loops():
 _FORMATS = ["bf16", "fp16", "e4m3", "e5m2"]
 
 
+@pytest.mark.slow  # default run's time budget
 @settings(max_examples=20, deadline=None)
 @given(data=st.data())
 def test_hypothesis_kernel_matches_xla_loops(data):
