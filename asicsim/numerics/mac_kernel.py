@@ -1,8 +1,7 @@
 """The bit-exact ``sequential`` / ``folded:R`` / ``chunk:C`` orders as one Pallas (Triton) kernel.
 
 On the XLA path (``matmul.py``) every step of the k loop reads and writes the whole (M, N)
-accumulator in memory. Here each program owns a (BLOCK_M, BLOCK_N) tile of the accumulator in
-registers and walks k itself: per step it loads one row of ``a.T`` and one row of ``b`` and
+accumulator in memory. Here each program owns a tile of the accumulator in registers and walks k itself: per step it loads one row of ``a.T`` and one row of ``b`` and
 does the same rounded addition, so the loop costs arithmetic, not memory traffic.
 
 Two arithmetics run inside the kernel:
@@ -42,14 +41,18 @@ from . import fast32
 from .catalog import get_format
 from .mac import MacSpec
 
-BLOCK_M = BLOCK_N = 64
-MIN_BLOCK = 16  # small products are padded: every thread then holds whole packed pairs
+# A tile is TILE_ROWS x TILE_WORDS accumulator words (a word: one float32, or two packed 16-bit
+# values). Triton's default layout spreads a warp's 32 threads along the words and the warps along
+# the rows, so each thread owns 8 rows x 4 words: per k step it loads 8 values of a and 4 of b
+# for 32 words of MACs (cuobjdump of the sm_90 build: see benchmarks/RESULTS.md).
+TILE_ROWS, TILE_WORDS = 32, 128
+MIN_TILE = 16  # small products are padded up to it
 NUM_WARPS = 4
 UNROLL = 4  # k steps per loop pass: their loads issue together
 
-_NATIVE = {  # accumulator format -> (jnp dtype, PTX instruction on two packed values)
-    "bfloat16": (jnp.bfloat16, "fma.rn.bf16x2"),
-    "float16": (jnp.float16, "fma.rn.f16x2"),
+_NATIVE = {  # accumulator format -> (its dtype, the PTX instruction on two packed values)
+    "bfloat16": (ml_dtypes.bfloat16, "fma.rn.bf16x2"),
+    "float16": (np.float16, "fma.rn.f16x2"),
 }
 
 
@@ -80,36 +83,23 @@ def _fits(fmt, acc) -> bool:
 # --- the kernel ---------------------------------------------------------------------------------
 
 
-class _Native:
-    """``acc = rne(acc + a*b)`` as the GPU's packed FMA on 16-bit values."""
-
-    def __init__(self, name: str):
-        self.dtype, self.op = _NATIVE[name]
-
-    def fma(self, acc, a, b):
-        a, b = jnp.broadcast_to(a, acc.shape), jnp.broadcast_to(b, acc.shape)
-        (out,) = plt.elementwise_inline_asm(
-            f"{self.op} $0, $1, $2, $3;", args=[a, b, acc], constraints="=r,r,r,r", pack=2,
-            result_shape_dtypes=[jax.ShapeDtypeStruct(acc.shape, self.dtype)])
-        return out
-
-    def add(self, acc, part):  # part * 1 is exact: one rounding of the sum
-        return self.fma(acc, part, jnp.ones_like(part))
-
-    def first(self, part):  # +0 + part (a partial that underflowed to -0 becomes +0)
-        return self.add(jnp.zeros_like(part), part)
-
-
 class _Portable:
-    """The float32 arithmetic of ``fast32.F32Arith`` behind the same ``fma`` interface."""
+    """The float32 arithmetic of ``fast32.F32Arith`` on float32 tiles."""
 
     dtype = jnp.float32
+    pack = 1  # accumulator elements per tile element
 
     def __init__(self, mac: MacSpec):
         self.ar = fast32.F32Arith(mac)
 
+    def operands(self, at, bt):
+        return at, bt
+
+    def result(self, out):
+        return out
+
     def fma(self, acc, a, b):
-        p = self.ar.product(a.astype(jnp.float32), b.astype(jnp.float32))
+        p = self.ar.product(a, b)
         if acc is None:  # the first step from +0 (see F32Arith.start)
             return self.ar.start(p)
         return self.ar.add(acc, p)
@@ -121,8 +111,72 @@ class _Portable:
         return self.ar.start(part, on_grid=True)
 
 
-def _kernel(at_ref, bt_ref, o_ref, *, ar, k: int, size: int | None, native: bool):
-    """One (BLOCK_M, BLOCK_N) tile: ``at_ref`` (K, BLOCK_M), ``bt_ref`` (K, BLOCK_N)."""
+class _Native:
+    """``acc = rne(acc + a*b)`` as the GPU's packed FMA: every 32-bit word of a tile holds two
+    accumulators (columns 2j and 2j + 1, low half first), b's row comes as the matching pairs
+    and a's column as each value twice, so one instruction does two MACs with no repacking.
+    The words are int32: Triton's inline assembly takes signless integers only."""
+
+    dtype = jnp.int32
+    pack = 2
+
+    def __init__(self, name: str):
+        self.half, self.op = _NATIVE[name]
+        self.one = np.int32(int(np.array(1.0, self.half).view(np.uint16)) * 0x10001)
+
+    def _bits(self, x):  # float32 values of the half format -> their 16-bit codes, as int32
+        return jax.lax.bitcast_convert_type(x.astype(self.half), jnp.uint16).astype(jnp.int32)
+
+    def operands(self, at, bt):  # exact: the operands fit the format (``_fits``)
+        a = self._bits(at)
+        b = self._bits(bt)
+        return a | (a << 16), b[..., 0::2] | (b[..., 1::2] << 16)
+
+    def result(self, out):
+        halves = jnp.stack([out & 0xFFFF, (out >> 16) & 0xFFFF], axis=-1).astype(jnp.uint16)
+        values = jax.lax.bitcast_convert_type(halves, self.half).astype(jnp.float32)
+        return values.reshape(*out.shape[:-1], 2 * out.shape[-1])
+
+    def fma(self, acc, a, b):
+        a, b = jnp.broadcast_to(a, acc.shape), jnp.broadcast_to(b, acc.shape)
+        (out,) = plt.elementwise_inline_asm(
+            f"{self.op} $0, $1, $2, $3;", args=[a, b, acc], constraints="=r,r,r,r", pack=1,
+            result_shape_dtypes=[jax.ShapeDtypeStruct(acc.shape, jnp.int32)])
+        return out
+
+    def add(self, acc, part):  # part * 1 is exact: one rounding of the sum
+        return self.fma(acc, part, jnp.full(part.shape, self.one))
+
+    def first(self, part):  # +0 + part (a partial that underflowed to -0 becomes +0)
+        return self.add(jnp.zeros_like(part), part)
+
+
+class _NativeInterpreted(_Native):
+    """The packed kernel with the FMA done by the portable arithmetic on each half: what the
+    interpreter runs in place of the PTX (it checks the packing and the kernel's structure)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.ar = fast32.F32Arith(MacSpec(a_fmt=name, acc=name))
+
+    def fma(self, acc, a, b):
+        a, b = jnp.broadcast_to(a, acc.shape), jnp.broadcast_to(b, acc.shape)
+        halves = []
+        for shift in (0, 16):
+            x, y, z = (self._value((v >> shift) & 0xFFFF) for v in (acc, a, b))
+            p = self.ar.product(y, z)
+            # IEEE: +-0 + +-0 is -0 only if both are; XLA would fold a known +0 + p to p
+            zero = jnp.where(jnp.signbit(x) & jnp.signbit(p), np.float32(-0.0), np.float32(0.0))
+            r = jnp.where((x == 0) & (p == 0), zero, self.ar.add(x, p))
+            halves.append(self._bits(r) << shift)
+        return halves[0] | halves[1]
+
+    def _value(self, code):
+        return jax.lax.bitcast_convert_type(code.astype(jnp.uint16), self.half).astype(jnp.float32)
+
+
+def _kernel(at_ref, bt_ref, o_ref, *, ar, k: int, size: int | None):
+    """One output tile: ``at_ref`` (K, rows), ``bt_ref`` (K, words)."""
     shape = o_ref.shape
 
     def steps(acc, begin, count: int):  # ``count`` consecutive k's, loads first
@@ -134,7 +188,7 @@ def _kernel(at_ref, bt_ref, o_ref, *, ar, k: int, size: int | None, native: bool
     def run(acc, begin, length: int):
         """Sequential over k in [begin, begin + length); ``acc=None`` starts from +0."""
         if acc is None:
-            if native:
+            if ar.pack == 2:
                 acc = jnp.zeros(shape, ar.dtype)  # the packed FMA gets +0 + a*b right itself
             else:
                 acc, begin, length = steps(None, begin, 1), begin + 1, length - 1
@@ -152,7 +206,7 @@ def _kernel(at_ref, bt_ref, o_ref, *, ar, k: int, size: int | None, native: bool
         acc = jax.lax.fori_loop(1, full, lambda c, acc: ar.add(acc, run(None, c * size, size)), acc)
         if full and tail:  # a short last chunk: matmul.py pads it with zero products, a no-op
             acc = ar.add(acc, run(None, k - tail, tail))
-    o_ref[...] = acc.astype(jnp.float32)
+    o_ref[...] = acc
 
 
 def accumulate(a: jax.Array, b: jax.Array, mac: MacSpec, *, native: bool = False,
@@ -164,33 +218,30 @@ def accumulate(a: jax.Array, b: jax.Array, mac: MacSpec, *, native: bool = False
     """
     batch, m, k = a.shape
     n = b.shape[2]
-    bm, bn = (min(block, max(MIN_BLOCK, _pow2(x))) for block, x in ((BLOCK_M, m), (BLOCK_N, n)))
+    if not native:
+        ar = _Portable(mac)
+    else:  # the interpreter cannot run PTX
+        ar = (_NativeInterpreted if interpret else _Native)(native_format(mac))
+    bm = min(TILE_ROWS, max(MIN_TILE, _pow2(m)))
+    tn = min(TILE_WORDS, max(MIN_TILE, _pow2(-(-n // ar.pack))))  # tile words
+    bn = tn * ar.pack
     mp, np_ = -(-m // bm) * bm, -(-n // bn) * bn
     at = jnp.pad(jnp.swapaxes(a, 1, 2), ((0, 0), (0, 0), (0, mp - m)))
     bt = jnp.pad(b, ((0, 0), (0, 0), (0, np_ - n)))
     size = mac.order_size if mac.order_kind in ("folded", "chunk") else None
-    if native:
-        ar = _Native(native_format(mac))
-        at, bt = at.astype(ar.dtype), bt.astype(ar.dtype)  # exact: the operands fit (``_fits``)
-        if interpret:  # the interpreter cannot run PTX: the portable arithmetic stands in
-            ar = _Portable(mac)
-            at, bt = at.astype(jnp.float32), bt.astype(jnp.float32)
-            native = False
-    else:
-        ar = _Portable(mac)
-    body = functools.partial(_kernel, ar=ar, k=k, size=size, native=native)
+    at, bt = ar.operands(at, bt)
     with enable_x64(False):  # 32-bit indices and loop counters inside the kernel
         out = pl.pallas_call(
-            body,
-            out_shape=jax.ShapeDtypeStruct((batch, mp, np_), jnp.float32),
+            functools.partial(_kernel, ar=ar, k=k, size=size),
+            out_shape=jax.ShapeDtypeStruct((batch, mp, np_ // ar.pack), ar.dtype),
             grid=(batch, mp // bm, np_ // bn),
             in_specs=[pl.BlockSpec((None, k, bm), lambda z, i, j: (z, 0, i)),
-                      pl.BlockSpec((None, k, bn), lambda z, i, j: (z, 0, j))],
-            out_specs=pl.BlockSpec((None, bm, bn), lambda z, i, j: (z, i, j)),
+                      pl.BlockSpec((None, k, tn), lambda z, i, j: (z, 0, j))],
+            out_specs=pl.BlockSpec((None, bm, tn), lambda z, i, j: (z, i, j)),
             compiler_params=plt.CompilerParams(num_warps=NUM_WARPS, num_stages=1),
             interpret=interpret,
         )(at, bt)
-    return out[:, :m, :n]
+    return ar.result(out)[:, :m, :n]
 
 
 def _pow2(x: int) -> int:
@@ -236,6 +287,5 @@ def probe_operands(name: str, m: int = 64, k: int = 67, n: int = 64):
     a[0] = -0.0  # a row of signed-zero products
     a[1, :] = 1.0
     b[:, 1] = 2.0 ** -(fmt.man_bits + 1)  # acc + half an ulp: ties at every step
-    grid = getattr(ml_dtypes, name) if name == "bfloat16" else np.float16
-    a, b = (x.astype(np.float32).astype(grid).astype(np.float32) for x in (a, b))  # onto the grid
+    a, b = (x.astype(np.float32).astype(_NATIVE[name][0]).astype(np.float32) for x in (a, b))
     return a[None], b[None]
