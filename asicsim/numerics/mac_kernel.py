@@ -289,3 +289,4 @@ def probe_operands(name: str, m: int = 64, k: int = 67, n: int = 64):
     b[:, 1] = 2.0 ** -(fmt.man_bits + 1)  # acc + half an ulp: ties at every step
     a, b = (x.astype(np.float32).astype(_NATIVE[name][0]).astype(np.float32) for x in (a, b))
     return a[None], b[None]
+

@@ -29,6 +29,7 @@ from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
 from asicsim.numerics.matmul import _matmul3d
 from asicsim.numerics.quantize import quantize
+from asicsim.numerics.triton_ir import triton_kernels
 
 
 def _on_grid(a, b, mac):
@@ -147,49 +148,23 @@ def _cuda_text(fn, *args) -> str:
     return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
 
 
-def _triton_kernels(fn, *args) -> list[str]:
-    """Lower ``fn`` for CUDA and parse each Triton kernel it holds with the Triton dialect loaded:
-    MLIR verifies every op on parsing (an inline-assembly result of unsigned type, which Pallas
-    lowers without complaint and Triton's compiler refuses, fails here). The kernels' text."""
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib import triton
-    from jax._src.lib.mlir import ir
-
-    module = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).compiler_ir("stablehlo")
-    blobs = []
-
-    def walk(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for child in block.operations:
-                    if child.operation.name == "stablehlo.custom_call":
-                        blobs.append(child.attributes["mhlo.backend_config"]["ir"].value_bytes)
-                    walk(child.operation)
-
-    walk(module.operation)
-    ctx = jax_mlir.make_ir_context()
-    triton.dialect.register_dialect(ctx)
-    with ctx:
-        return [ir.Module.parse(blob).operation.get_asm(enable_debug_info=False) for blob in blobs]
-
-
 def test_lowers_for_cuda_to_valid_triton():
-    """Pallas' Triton backend takes every operation of both arithmetics and the result verifies
-    (lowering runs on any host; tests/numerics on a GPU compiles and runs it); the CPU lowering of
-    the same function keeps the XLA loops."""
+    """Pallas' Triton backend takes every operation of both arithmetics and the kernels verify
+    (an inline-assembly result of unsigned type lowers through Pallas without complaint but fails
+    Triton's verifier); the CPU lowering of the same function keeps the XLA loops."""
     a, b = jnp.ones((1, 70, 19), jnp.float32), jnp.ones((1, 19, 300), jnp.float32)
     for text in ("a=bf16,acc=bf16,order=chunk:4", "a=e4m3,acc=fp16,order=sequential,acc_rounding=rdn",
                  "a=bf16,acc=fp32,order=sequential"):
         mac = MacSpec.parse(text)
-        (kernel,) = _triton_kernels(functools.partial(_matmul3d, mac=mac), a, b)
+        (kernel,) = triton_kernels(functools.partial(_matmul3d, mac=mac), a, b)
         assert "scf.for" in kernel, text
-        assert not _triton_kernels(functools.partial(_matmul3d, mac=mac, kernel=False), a, b)
+        assert not triton_kernels(functools.partial(_matmul3d, mac=mac, kernel=False), a, b)
         cpu = jax.jit(functools.partial(_matmul3d, mac=mac)).trace(a, b).lower().as_text()
         assert "triton" not in cpu
     for text, op in (("a=bf16,acc=bf16,order=sequential", "fma.rn.bf16x2"),
                      ("a=fp16,acc=fp16,order=chunk:8", "fma.rn.f16x2")):
         mac = MacSpec.parse(text)
-        (kernel,) = _triton_kernels(functools.partial(mac_kernel.accumulate, mac=mac, native=True), a, b)
+        (kernel,) = triton_kernels(functools.partial(mac_kernel.accumulate, mac=mac, native=True), a, b)
         assert op in kernel and "tensor<32x128xi32>" in kernel, text
 
 
