@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import os
 import warnings
 
 import jax
@@ -54,6 +55,12 @@ _NATIVE = {  # accumulator format -> (its dtype, the PTX instruction on two pack
     "bfloat16": (ml_dtypes.bfloat16, "fma.rn.bf16x2"),
     "float16": (np.float16, "fma.rn.f16x2"),
 }
+
+
+def enabled() -> bool:
+    """False when the environment sets ``ASICSIM_MAC_KERNEL=0``: the XLA loops then run on a GPU
+    too (the same bits, slower), a way around a GPU stack whose Triton refuses the kernel."""
+    return os.environ.get("ASICSIM_MAC_KERNEL", "1") != "0"
 
 
 def kernel_orders(mac: MacSpec) -> bool:

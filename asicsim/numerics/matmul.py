@@ -249,7 +249,7 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     b2 = qb[:, None] if qb.ndim == 1 else qb
     if a2.shape[1] != b2.shape[0]:
         raise ValueError(f"dot: contracting dimensions differ: {qa.shape} and {qb.shape}")
-    out = _matmul3d(a2[None], b2[None], mac)[0]
+    out = _matmul3d(a2[None], b2[None], mac, kernel=mac_kernel.enabled())[0]
     if qa.ndim == 1:
         out = out[0]
     if qb.ndim == 1:
@@ -268,5 +268,5 @@ def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
     qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((-1, *qa.shape[-2:]))
     qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((-1, *qb.shape[-2:]))
-    out = _matmul3d(qa, qb, mac)
+    out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled())
     return out.reshape(batch + out.shape[-2:])

@@ -27,7 +27,7 @@ from test_mac import assert_same_bits, datasets
 from asicsim.numerics import fast32, mac_kernel
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
-from asicsim.numerics.matmul import _matmul3d
+from asicsim.numerics.matmul import _matmul3d, matmul
 from asicsim.numerics.quantize import quantize
 from asicsim.numerics.triton_ir import triton_kernels
 
@@ -166,6 +166,14 @@ def test_lowers_for_cuda_to_valid_triton():
         mac = MacSpec.parse(text)
         (kernel,) = triton_kernels(functools.partial(mac_kernel.accumulate, mac=mac, native=True), a, b)
         assert op in kernel and "tensor<32x128xi32>" in kernel, text
+
+
+def test_environment_can_turn_the_kernel_off(monkeypatch):
+    mac = MacSpec.parse("a=bf16,acc=bf16,order=chunk:8")
+    a, b = jnp.ones((16, 8), jnp.float32), jnp.ones((8, 16), jnp.float32)
+    assert triton_kernels(functools.partial(matmul, mac=mac), a, b)
+    monkeypatch.setenv("ASICSIM_MAC_KERNEL", "0")
+    assert not triton_kernels(functools.partial(matmul, mac=mac), a, b)
 
 
 def test_native_fma_is_proven_on_the_device_before_use(monkeypatch):
