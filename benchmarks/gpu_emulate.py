@@ -179,9 +179,10 @@ CPU_ROWS = 64  # rows of the product recomputed on the CPU backend (rows are ind
 
 
 def exact_orders(quick: bool, repeat: int) -> list[dict]:
-    """Each bit-exact MAC at n^3 on the default device: the Pallas kernel (``path``: native
-    packed FMA or portable float32) and the XLA loops it replaces, as multiples of cuBLAS bf16;
-    the elements whose bits differ between the two, and from the CPU backend on CPU_ROWS rows."""
+    """Each bit-exact MAC at n^3 on the default device: the path the GPU proved for it (``native``
+    packed FMA, ``portable`` float32 kernel, or ``xla`` loops) and the XLA loops, as multiples of
+    cuBLAS bf16; the elements whose bits differ between the two, and from the CPU backend on
+    CPU_ROWS rows."""
     from asicsim.numerics import MacSpec, mac_kernel
     from asicsim.numerics.matmul import _matmul3d
 
@@ -198,8 +199,7 @@ def exact_orders(quick: bool, repeat: int) -> list[dict]:
             fa, fb = (x.astype(grid).astype(jnp.float32) for x in (a, b))
             kern = jax.jit(functools.partial(_matmul3d, mac=mac))
             loop = jax.jit(functools.partial(_matmul3d, mac=mac, kernel=False))
-            name = mac_kernel.native_format(mac)
-            native = name is not None and mac_kernel.native_proven(name, jax.default_backend())
+            path = mac_kernel.proven_path(mac, jax.default_backend())
             k_out, l_out = kern(fa, fb), loop(fa, fb)
             c_out = _matmul3d(jax.device_put(fa[:, :CPU_ROWS], cpu), jax.device_put(fb, cpu), mac)
             bits = lambda x: np.asarray(x).view(np.uint32)  # noqa: E731
@@ -207,7 +207,7 @@ def exact_orders(quick: bool, repeat: int) -> list[dict]:
             rows.append({
                 "n": n, "mac": label, "cublas_bf16_ms": 1e3 * t_blas, "kernel_ms": 1e3 * t_kern,
                 "kernel_x": t_kern / t_blas, "xla_loop_x": _timed(loop, (fa, fb), max(1, repeat // 2)) / t_blas,
-                "path": "native fma" if native else "portable",
+                "path": path if jax.default_backend() == "gpu" else "xla (no GPU)",
                 "bits_differ_loop": int(np.sum(bits(k_out) != bits(l_out))),
                 "bits_differ_cpu": int(np.sum(bits(k_out)[:, :CPU_ROWS] != bits(c_out))),
             })

@@ -195,7 +195,7 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
                 return batched(fast32.F32Arith(mac), lambda x: x)
 
             if kernel and mac_kernel.kernel_orders(mac) and a.shape[2]:
-                run = functools.partial(_kernel_accumulate, mac=mac)
+                run = functools.partial(_kernel_accumulate, mac=mac, xla=xla)
                 acc = jax.lax.platform_dependent(a, b, cuda=run, default=xla)
             else:
                 acc = xla(a, b)
@@ -208,10 +208,11 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
         return run64()
 
 
-def _kernel_accumulate(a, b, mac: MacSpec):
-    name = mac_kernel.native_format(mac)
-    native = name is not None and mac_kernel.native_proven(name, jax.default_backend())
-    return mac_kernel.accumulate(a, b, mac, native=native)
+def _kernel_accumulate(a, b, mac: MacSpec, xla):
+    path = mac_kernel.proven_path(mac, jax.default_backend())
+    if path == "xla":
+        return xla(a, b)
+    return mac_kernel.accumulate(a, b, mac, native=path == "native")
 
 
 def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
