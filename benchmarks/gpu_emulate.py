@@ -183,7 +183,7 @@ def exact_orders(quick: bool, repeat: int) -> list[dict]:
     packed FMA, ``portable`` float32 kernel, or ``xla`` loops) and the XLA loops, as multiples of
     cuBLAS bf16; the elements whose bits differ between the two, and from the CPU backend on
     CPU_ROWS rows."""
-    from asicsim.numerics import MacSpec, mac_kernel
+    from asicsim.numerics import MacSpec, kernel_probe
     from asicsim.numerics.matmul import _matmul3d
 
     cpu = jax.devices("cpu")[0]
@@ -199,7 +199,7 @@ def exact_orders(quick: bool, repeat: int) -> list[dict]:
             fa, fb = (x.astype(grid).astype(jnp.float32) for x in (a, b))
             kern = jax.jit(functools.partial(_matmul3d, mac=mac))
             loop = jax.jit(functools.partial(_matmul3d, mac=mac, kernel=False))
-            path = mac_kernel.proven_path(mac, jax.default_backend())
+            path = kernel_probe.proven_path(mac, jax.default_backend())
             k_out, l_out = kern(fa, fb), loop(fa, fb)
             c_out = _matmul3d(jax.device_put(fa[:, :CPU_ROWS], cpu), jax.device_put(fb, cpu), mac)
             bits = lambda x: np.asarray(x).view(np.uint32)  # noqa: E731

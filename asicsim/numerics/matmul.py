@@ -7,8 +7,9 @@ only where provably exact), int64 or int32 for integer MACs. Everything runs und
 Results are float32 (int32 for integer MACs, uint32 for unsigned accumulators).
 
 On an NVIDIA GPU the float32 path of the sequential and chunked orders runs as one Pallas kernel
-instead (:mod:`.mac_kernel`, same arithmetic, same bits); the XLA loops below serve every other
-backend, and the GPU for everything else.
+instead (:mod:`.mac_kernel`: the same arithmetic, each kernel proven on the device against the
+CPU's bits before use); the XLA loops below serve every other backend, and the GPU for every
+other order.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
-from . import fast32, mac_kernel
+from . import fast32, kernel_probe, mac_kernel
 from .exact64 import Float64Arith, round64
 from .mac import MacSpec, as_mac
 from .quantize import quantize
@@ -209,7 +210,7 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
 
 
 def _kernel_accumulate(a, b, mac: MacSpec, xla):
-    path = mac_kernel.proven_path(mac, jax.default_backend())
+    path = kernel_probe.proven_path(mac, jax.default_backend())
     if path == "xla":
         return xla(a, b)
     return mac_kernel.accumulate(a, b, mac, native=path == "native")

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mac import assert_same_bits, datasets
 
-from asicsim.numerics import fast32, mac_kernel
+from asicsim.numerics import fast32, kernel_probe, mac_kernel
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
 from asicsim.numerics.matmul import _matmul3d, matmul
@@ -192,7 +192,7 @@ def _device(monkeypatch, broken=()):
         return real(a, b, mac, native=native, interpret=True)
 
     monkeypatch.setattr(mac_kernel, "accumulate", device)
-    mac_kernel.proven_path.cache_clear()
+    kernel_probe.proven_path.cache_clear()
 
 
 @pytest.mark.parametrize(("text", "broken", "path", "warned"), [
@@ -204,15 +204,15 @@ def _device(monkeypatch, broken=()):
 ])
 def test_each_kernel_is_proven_on_the_device_before_use(monkeypatch, text, broken, path, warned):
     mac = MacSpec.parse(text)
-    assert mac_kernel.proven_path(mac, "cpu") == "portable"  # no GPU: unproven, nothing run
+    assert kernel_probe.proven_path(mac, "cpu") == "portable"  # no GPU: unproven, nothing run
     _device(monkeypatch, broken)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            assert mac_kernel.proven_path(mac, "gpu") == path
+            assert kernel_probe.proven_path(mac, "gpu") == path
         assert sum("is not used" in str(w.message) for w in caught) == warned
     finally:
-        mac_kernel.proven_path.cache_clear()
+        kernel_probe.proven_path.cache_clear()
 
 
 def test_probe_runs_while_a_caller_is_traced(monkeypatch):
@@ -225,9 +225,9 @@ def test_probe_runs_while_a_caller_is_traced(monkeypatch):
     try:
         (kernel,) = triton_kernels(functools.partial(_matmul3d, mac=mac), a, b)
         assert "fma.rn.bf16x2" in kernel
-        assert mac_kernel.proven_path.cache_info().currsize == 1
+        assert kernel_probe.proven_path.cache_info().currsize == 1
     finally:
-        mac_kernel.proven_path.cache_clear()
+        kernel_probe.proven_path.cache_clear()
 
 
 @pytest.mark.parametrize("text", ["a=bf16,acc=bf16,order=chunk:3", "a=fp16,acc=fp16,order=sequential",
@@ -236,7 +236,7 @@ def test_probe_inputs_are_safe_and_tell_roundings_apart(text):
     """The probe is in the kernel's domain, no sum overflows, and its sums land on ties, so a
     device kernel rounding any other way (toward zero, half away from zero) would show."""
     mac = MacSpec.parse(text)
-    a, b = mac_kernel.probe_operands(mac)
+    a, b = kernel_probe.probe_operands(mac)
     assert bool(fast32.safe(a, b, mac))
     want = _matmul3d(a, b, mac, kernel=False)
     assert np.all(np.isfinite(want))
