@@ -3,11 +3,11 @@
 On this CPU the kernel runs through Pallas' interpreter (``interpret=True``): the same kernel
 body, the same arithmetic objects, checked bit for bit against the scalar Fraction reference
 (``mac_ref.dot_ref``) and against the XLA loops it replaces on a GPU. The GPU's packed FMA
-itself cannot run here: the interpreter substitutes the portable arithmetic (which checks the
-native kernel's structure: the +0 start, chunk partials, the short last chunk), and the kernel is
-lowered for CUDA to prove Pallas' Triton backend takes every operation, the PTX included.
-``test_gpu_kernel_matches_cpu`` runs on a GPU only (benchmarks/gpu_emulate.py runs this directory
-there).
+itself cannot run here: the interpreter runs the packed kernel with a software FMA on each half
+(which checks the packing and the kernel's structure: the +0 start, chunk partials, the short
+last chunk), and every kernel is lowered for CUDA and verified as Triton IR. The proof on the
+device (kernel_probe.py) runs against a stand-in device. ``test_gpu_kernel_matches_cpu`` runs on
+a GPU only (benchmarks/gpu_emulate.py runs this directory there).
 """
 
 from __future__ import annotations
