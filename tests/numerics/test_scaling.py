@@ -331,6 +331,7 @@ def _magic_range_tensor(rng, shape, axis):
     return x.astype(np.float32)
 
 
+@pytest.mark.slow  # ~7 s; the magic path at its exponent limit stays in the default run
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((128, 96), -1), ((340, 37), 0), ((3, 170, 25), 1), ((130, 100), -1)]),
@@ -401,6 +402,7 @@ def test_float_block_path_is_taken_where_it_applies():
         assert (_floor_blocks_float(x, element, plan, parse_rounding(mode), True) is not None) == taken, (name, mode)
 
 
+@pytest.mark.slow  # ~3 s; short last blocks stay in the default run (test_mx_axis_and_short_last_block)
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((45, 37), 0), ((100, 18), 0), ((7, 100), -1), ((3, 70, 5), 1), ((100, 48), 0),
