@@ -27,11 +27,11 @@ import numpy as np
 from jax import lax
 
 from asicsim.emulate.policy import RoleSpec
+from asicsim.numerics import get_format
+from asicsim.numerics.formats import values_fit
 
-# (dtype, significant bits, largest finite, smallest subnormal exponent)
-_NARROW = (("bfloat16", jnp.bfloat16, 8, float(jnp.finfo(jnp.bfloat16).max), -133),
-           ("float16", jnp.float16, 11, 65504.0, -24))
-_DTYPE = {name: dtype for name, dtype, *_ in _NARROW}
+_NARROW = (("bfloat16", jnp.bfloat16), ("float16", jnp.float16))  # best first
+_DTYPE = dict(_NARROW)
 
 
 def grid_dtypes(spec: RoleSpec | None) -> tuple[tuple[str, bool], ...]:
@@ -41,8 +41,7 @@ def grid_dtypes(spec: RoleSpec | None) -> tuple[tuple[str, bool], ...]:
         return ()
     fmt = spec.spec
     if fmt.kind == "float":
-        return tuple((name, True) for name, _, bits, top, low in _NARROW
-                     if fmt.man_bits + 1 <= bits and fmt.max <= top and fmt.smallest_subnormal_exp >= low)
+        return tuple((name, True) for name, _ in _NARROW if values_fit(fmt, get_format(name)))
     if fmt.kind == "block" and getattr(fmt.element, "kind", None) == "float" and fmt.element.man_bits + 1 <= 8:
         return (("bfloat16", False),)
     return ()
@@ -51,7 +50,7 @@ def grid_dtypes(spec: RoleSpec | None) -> tuple[tuple[str, bool], ...]:
 def narrow_dtype(specs) -> tuple[str, bool] | None:
     """(dtype name, exact without a check) for a GEMM whose operands are rounded by ``specs``."""
     fits = [dict(grid_dtypes(s)) for s in specs]
-    for name, *_ in _NARROW:
+    for name, _ in _NARROW:
         if all(name in f for f in fits):
             return name, all(f[name] for f in fits)
     return None

@@ -367,6 +367,16 @@ class BlockFormat:
 Format = FloatFormat | IntFormat | BlockFormat
 
 
+def values_fit(fmt, target) -> bool:
+    """Whether every finite value of float format ``fmt`` is a value of float format ``target``
+    (a cast from one to the other loses nothing): no more significand bits, no larger values, no
+    smaller subnormals, and a sign only where ``target`` has one."""
+    return (fmt.kind == "float" and target.kind == "float"
+            and fmt.man_bits <= target.man_bits and fmt.max <= target.max
+            and fmt.smallest_subnormal >= target.smallest_subnormal
+            and (target.signed or not fmt.signed))
+
+
 def _spec_name(spec) -> str:
     name = getattr(spec, "name", None)
     return f"{getattr(spec, 'kind', '?')} format {name!r}" if isinstance(name, str) else repr(spec)

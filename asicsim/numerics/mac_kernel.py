@@ -42,6 +42,7 @@ from jax.experimental.pallas import triton as plt
 from .._jax_compat import enable_x64
 from . import fast32
 from .catalog import get_format
+from .formats import values_fit
 from .mac import MacSpec
 
 # A tile is TILE_ROWS x TILE_WORDS accumulator words (a word: one float32, or two packed 16-bit
@@ -79,14 +80,8 @@ def native_format(mac: MacSpec) -> str | None:
         return None
     if get_format(acc.name) != acc:  # a user format that only borrows the name
         return None
-    fits = all(_fits(mac.spec(k), acc) for k in ("a_fmt", "b_fmt"))
+    fits = all(values_fit(mac.spec(k), acc) for k in ("a_fmt", "b_fmt"))
     return acc.name if fits else None
-
-
-def _fits(fmt, acc) -> bool:
-    """Every finite value of ``fmt`` is a value of ``acc`` (both binary floats)."""
-    return (fmt.kind == "float" and fmt.man_bits <= acc.man_bits and fmt.max <= acc.max
-            and fmt.smallest_subnormal >= acc.smallest_subnormal and acc.subnormals)
 
 
 # --- the kernel ---------------------------------------------------------------------------------
@@ -136,14 +131,16 @@ class _Native:
     def _bits(self, x):  # float32 values of the half format -> their 16-bit codes, as int32
         return jax.lax.bitcast_convert_type(x.astype(self.half), jnp.uint16).astype(jnp.int32)
 
-    def operands(self, at, bt):  # exact: the operands fit the format (``_fits``)
+    def operands(self, at, bt):  # exact: the operands fit the format (``values_fit``)
         a = self._bits(at)
         b = self._bits(bt)
         return a | (a << 16), b[..., 0::2] | (b[..., 1::2] << 16)
 
+    def _value(self, code):  # 16-bit codes (in an int32) -> their float32 values
+        return jax.lax.bitcast_convert_type(code.astype(jnp.uint16), self.half).astype(jnp.float32)
+
     def result(self, out):
-        halves = jnp.stack([out & 0xFFFF, (out >> 16) & 0xFFFF], axis=-1).astype(jnp.uint16)
-        values = jax.lax.bitcast_convert_type(halves, self.half).astype(jnp.float32)
+        values = jnp.stack([self._value(out & 0xFFFF), self._value((out >> 16) & 0xFFFF)], axis=-1)
         return values.reshape(*out.shape[:-1], 2 * out.shape[-1])
 
     def fma(self, acc, a, b):
@@ -179,9 +176,6 @@ class _NativeInterpreted(_Native):
             r = jnp.where((x == 0) & (p == 0), zero, self.ar.add(x, p))
             halves.append(self._bits(r) << shift)
         return halves[0] | halves[1]
-
-    def _value(self, code):
-        return jax.lax.bitcast_convert_type(code.astype(jnp.uint16), self.half).astype(jnp.float32)
 
 
 def _kernel(at_ref, bt_ref, o_ref, *, ar, k: int, size: int | None):
