@@ -32,7 +32,7 @@ FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
            "fp16_fp32math": "act=fp16,weight=fp16,acc=fp32,out=fp16",
            "fp16_mixed": "act=fp16,weight=fp16,acc=fp32,out=fp16",
            "fp16": "act=fp16,weight=fp16,acc=fp32,out=fp16",
-           "fp8": "act=e4m3,weight=e4m3,acc=fp32,out=bfloat16",
+           "fp8": "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,out=bfloat16",
            "int8": "act=int8,weight=int8,acc=int32,out=int32"}
 GEMM_CONV_ALGOS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "LICIT_PRECOMP_GEMM", "GEMM"}
 

@@ -8,28 +8,12 @@ files names its source (NVIDIA datasheets and architecture whitepapers, as in
 ``data/gpus.csv``). The cost model is :mod:`asicsim.hw.gpu_model`; its fitted constants
 are ``asicsim/hw/data/gpu_fit.toml``.
 
-Formats (roles ``act``/``weight``/``acc``/``out``, default fp32 everywhere) pick a *precision path*
-(:func:`precision_path`):
-
-============== ================================================ ============================
-path           when                                             peak used
-============== ================================================ ============================
-fp32           fp32 (or wider) operands                         ``fp32_tflops``
-tf32_tensor    tf32 operands on a chip with TF32 tensor cores   ``tf32_tflops``
-fp16_tensor    fp16 (bf16 where ``bf16_tensor``) on tensor cores ``fp16_tensor_tflops``
-fp16_half2     fp16 operands *and* fp16 accumulation, no tensor  ``fp16_nontensor_tflops``
-               cores, fast half2 (P100)
-<f>_fp32math   16-bit storage, fp32 math (DeepBench P100         ``fp32_tflops``
-               ``fp16_fp32math``; any chip without a faster path)
-fp8_tensor     8-bit float operands with FP8 tensor cores         ``fp8_tflops``
-int8_tensor    8-bit integer operands, ``int8_path = "tensor"``   ``int8_tops``
-int8_dp4a      8-bit integer operands, ``int8_path = "dp4a"``     4 x ``fp32_tflops``
-int8_fp32math  8-bit integers on a chip with neither (M40, P100) ``fp32_tflops``
-============== ================================================ ============================
-
-An 8-bit float on a chip without FP8 falls back to the 16-bit rules (stored as 8 bits). Integer
-operands wider than 8 bits (int16, fixed point q7.8) have no path and raise; any float format up to
-fp32 has one (the fp32 SIMT path at worst), so a GPU needs no ``emulate`` option.
+Formats (roles ``act``/``weight``/``acc``/``out``; default fp32, int32 accumulation for integer
+operands) pick a *precision path* (:mod:`asicsim.hw.gpu_paths`): a path exists when the datasheet
+gives its peak (fp32 SIMT, TF32/FP16/BF16/FP8/INT8 tensor cores, half2, DP4A, MX FP8 on Blackwell),
+plus cuBLAS's fp32-math path for fp16, bf16 and int8 storage on every chip. Formats no path reads
+(fp8 on a chip without FP8 tensor cores, integers wider than 8 bits, MX blocks before Blackwell)
+raise unless ``emulate=S`` states a slowdown, as on a systolic design.
 """
 
 from __future__ import annotations
@@ -39,7 +23,11 @@ from dataclasses import dataclass
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
-from asicsim.hw.operations import OperationError
+from asicsim.hw.gpu_paths import K_ALIGN as K_ALIGN
+from asicsim.hw.gpu_paths import PATH_ALIGN as PATH_ALIGN
+from asicsim.hw.gpu_paths import PATH_CLASS as PATH_CLASS
+from asicsim.hw.gpu_paths import PrecisionPath as PrecisionPath
+from asicsim.hw.gpu_paths import precision_path as precision_path
 from asicsim.numerics import get_format
 from asicsim.numerics.mac import PRESETS
 
@@ -47,37 +35,6 @@ INT8_PATHS = ("dp4a", "tensor")
 #: Memory kinds a GPU design may name, and the DRAM energy row (asicsim.hw.energy) each is priced at.
 GPU_MEM_TYPES = {"GDDR5": "GDDR5", "GDDR5X": "GDDR5", "GDDR6": "GDDR6", "GDDR6X": "GDDR6X",
                  "HBM2": "HBM2", "HBM2E": "HBM2E", "HBM3": "HBM3", "HBM3E": "HBM3E"}
-#: Efficiency classes: the fitted achievable fraction of the datasheet peak is per class.
-PATH_CLASS = {"fp32": "simt", "fp16_half2": "simt", "fp16_fp32math": "simt",
-              "bf16_fp32math": "simt", "int8_fp32math": "simt", "tf32_tensor": "tensor",
-              "fp16_tensor": "tensor", "fp8_tensor": "tensor", "int8_tensor": "tensor",
-              "int8_dp4a": "dp4a"}
-#: K (reduction) granularity of each path: tensor-core MMA fragments take K in steps of 8 fp16 /
-#: 16 int8 / 32 fp8 bytes-wise (CUDA WMMA shapes m16n16k16: K padded to 16 for 16-bit inputs; we use
-#: 8, the cuBLAS alignment rule of the DeepBench era, "K multiple of 8"); DP4A takes 4 int8 per
-#: instruction; SIMT kernels take any K.
-K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
-#: Elements the library needs every checked dimension to be a multiple of for its tensor-core
-#: kernels (cuBLAS: 16-byte aligned leading dimensions, i.e. 8 fp16/bf16, 4 tf32; measured on an
-#: H100, data/measured/h100/README.md: fp16/bf16 off multiples of 8 ran up to 6x slower than
-#: padded, fp8 needs 16, int8 8 through cuBLASLt). Other paths take any size.
-PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "int8_tensor": 8}
-
-
-@dataclass(frozen=True)
-class PrecisionPath:
-    """The path the model prices an operation on: name, its datasheet peak and efficiency class."""
-
-    name: str
-    peak_ops_per_s: float  # datasheet dense peak (ops = 2 x MACs), at the boost clock
-    eff_class: str  # "simt" | "dp4a" | "tensor"
-    why: str  # one line: which peak and why this path
-
-    @property
-    def k_align(self) -> int:
-        return K_ALIGN[self.eff_class]
-
-
 @dataclass(frozen=True, kw_only=True)
 class GpuDesign:
     """One GPU: datasheet numbers with units in the names; hashable and frozen like SystolicDesign."""
@@ -102,6 +59,7 @@ class GpuDesign:
     fp8_tflops: float | None = None
     int8_tops: float | None = None  # tensor-core (or marketed DP4A) int8 rate
     int8_path: str | None = None  # "dp4a" | "tensor"; None: no int8 dot product
+    mxfp8_tensor: bool = False  # OCP MX FP8 blocks on the tensor cores at the fp8 rate (Blackwell)
     mem_type: str
     bandwidth_gbps: float
     copy_bandwidth_gbps: float | None = None  # published device-to-device copy rate (achievable)
@@ -142,6 +100,9 @@ class GpuDesign:
         if "int8_path" in v and v["int8_path"] is not None and v["int8_path"] not in INT8_PATHS:
             out.append(("int8_path", v["int8_path"], " | ".join(repr(p) for p in INT8_PATHS)
                         + " (or omitted: no int8 dot product)"))
+        flag(out, v, "mxfp8_tensor")
+        if v.get("mxfp8_tensor") is True and v.get("fp8_tflops") is None:
+            out.append(("mxfp8_tensor", True, "false unless fp8_tflops is given (MX FP8 runs at the fp8 rate)"))
         if v.get("int8_path") == "tensor" and v.get("int8_tops") is None:
             out.append(("int8_path", "tensor", "'dp4a' or omitted unless int8_tops is given"))
         choice(out, v, "mem_type", GPU_MEM_TYPES, " | ".join(GPU_MEM_TYPES))
@@ -183,10 +144,17 @@ class GpuDesign:
 
     # --- the design interface (asicsim.hw.interface.Design) ---------------------------------
     def peak_ops_per_s(self, formats=None) -> float:
-        """The datasheet dense peak of the precision path ``formats`` take (fp32 when none)."""
+        """The datasheet dense peak of the precision path ``formats`` take (fp32 when none); NaN
+        for formats the chip does not execute (pricing them is the error that names its paths)."""
+        from asicsim.hw.cost import parse_formats
         from asicsim.hw.gpu_cost import resolve_gpu_formats
+        from asicsim.hw.operations import OperationError
 
-        return precision_path(self, resolve_gpu_formats(self, formats)).peak_ops_per_s
+        try:
+            return precision_path(self, resolve_gpu_formats(self, formats),
+                                  parse_formats(formats).get("emulate")).peak_ops_per_s
+        except OperationError:
+            return float("nan")
 
     @property
     def dram_bytes_per_s(self) -> float:
@@ -242,46 +210,6 @@ def default_formats() -> dict:
     """A GPU's formats when none are given: fp32 for every role (what DeepBench's fp32 rows ran)."""
     f = get_format("fp32")
     return {"act": f, "weight": f, "acc": f, "out": f}
-
-
-def precision_path(design: GpuDesign, formats: dict) -> PrecisionPath:
-    """The path ``formats`` (role -> Format) runs on ``design`` (see the module docstring)."""
-    a, w, acc = formats["act"], formats["weight"], formats["acc"]
-    wide = [f"{r}={f.name}" for r, f in (("act", a), ("weight", w)) if f.kind == "int" and f.bits > 8]
-    if wide:  # no GPU path multiplies them: fp16 would round them, int8 clamp them
-        raise OperationError(f"formats: {', '.join(wide)} on GPU {design.name!r}; allowed: integer "
-                             "operands of at most 8 bits (cuBLAS's integer GEMM, cublasGemmEx, takes "
-                             "8-bit inputs) or float formats, each priced on its precision path")
-    bits = max(a.bits, w.bits)
-    is_int = a.kind == "int" and w.kind == "int"
-    tf = 1e12
-    fp32 = PrecisionPath("fp32", design.fp32_tflops * tf, "simt", "fp32_tflops (SIMT FMA)")
-    if is_int and bits <= 8:
-        if design.int8_path == "tensor":
-            return PrecisionPath("int8_tensor", design.int8_tops * tf, "tensor", "int8_tops (tensor cores)")
-        if design.int8_path == "dp4a":
-            return PrecisionPath("int8_dp4a", 4 * fp32.peak_ops_per_s, "dp4a",
-                                 "4 x fp32_tflops (DP4A: 4 int8 MACs per lane per cycle)")
-        return PrecisionPath("int8_fp32math", fp32.peak_ops_per_s, "simt",
-                             "no int8 dot product on this chip: int8 storage, fp32 math at fp32_tflops")
-    names = {a.name, w.name}
-    if bits <= 8 and design.fp8_tflops:
-        return PrecisionPath("fp8_tensor", design.fp8_tflops * tf, "tensor", "fp8_tflops (tensor cores)")
-    if bits <= 16:
-        bf16 = "bfloat16" in names
-        short = "bf16" if bf16 else "fp16"
-        if design.fp16_tensor_tflops and (design.bf16_tensor or not bf16):
-            return PrecisionPath("fp16_tensor", design.fp16_tensor_tflops * tf, "tensor",
-                                 f"fp16_tensor_tflops ({short} inputs on tensor cores, {acc.name} accumulate)")
-        if design.fp16_nontensor_tflops and not bf16 and acc.bits <= 16:
-            return PrecisionPath("fp16_half2", design.fp16_nontensor_tflops * tf, "simt",
-                                 "fp16_nontensor_tflops (half2 SIMT, fp16 accumulate)")
-        return PrecisionPath(f"{short}_fp32math", fp32.peak_ops_per_s, "simt",
-                             f"{short} storage, fp32 math at fp32_tflops (no faster path for "
-                             f"acc={acc.name} on this chip; DeepBench's P100 'fp16_fp32math')")
-    if bits <= 19 and "tf32" in names and design.tf32_tflops:
-        return PrecisionPath("tf32_tensor", design.tf32_tflops * tf, "tensor", "tf32_tflops (tensor cores)")
-    return fp32
 
 
 def gpu_design_from_table(table: dict, source: str = "<table>") -> GpuDesign:

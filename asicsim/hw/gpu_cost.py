@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.gpu import GpuDesign, default_formats, precision_path
+from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, default_formats, precision_path
 from asicsim.hw.gpu_kernels import Kernels, op_kernels
 from asicsim.hw.gpu_model import (
     efficiency,
@@ -39,13 +39,17 @@ from asicsim.hw.operations import Elementwise
 
 
 def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
-    """Format specs per role for a GPU: fp32 unless given; ``out`` defaults to ``act``."""
+    """Format specs per role for a GPU: fp32 unless given (the accumulator of integer operands:
+    int32, as cuBLAS's integer GEMM); ``out`` defaults to ``act``."""
     from asicsim.hw.cost import parse_formats
     from asicsim.numerics import get_format
+    from asicsim.numerics.formats import IntFormat
 
-    given = parse_formats(formats)  # an ``emulate`` key is moot: every format has a precision path
+    given = parse_formats(formats)  # an ``emulate`` key is read by precision_path
     f = default_formats()
     f = {r: get_format(given[r]) if r in given else v for r, v in f.items() if r != "out"}
+    if "acc" not in given and all(isinstance(f[r], IntFormat) for r in ("act", "weight")):
+        f["acc"] = get_format("int32")
     f["out"] = get_format(given["out"]) if "out" in given else f["act"]
     return f
 
@@ -65,8 +69,17 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
 
     fit = dict(load_fit() if fit is None else fit)
     c, borrowed = generation_constants(fit, design.architecture)
+    from asicsim.hw.cost import parse_formats
+    from asicsim.hw.operations import OperationError
+
     fmts = resolve_gpu_formats(design, formats)
-    path = precision_path(design, fmts)
+    try:
+        path = precision_path(design, fmts, parse_formats(formats).get("emulate"))
+    except OperationError:
+        if not all(isinstance(op, Elementwise) for op in ops):
+            raise
+        # vector work runs on the SIMT cores in any format (conversions are elementwise too)
+        path = precision_path(design, default_formats())
     passes = list(passes) if passes is not None else ["fwd"] * len(ops)
     rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
             for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input)]
@@ -129,7 +142,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             src["compute"] += (f"; power cap: dynamic power at full clock over TDP - static, clock "
                                f"x{full / time_s:.3f}")
         op_notes = notes
-        if not aligned_all[i] and path.name in ("tf32_tensor", "fp16_tensor", "fp8_tensor", "int8_tensor"):
+        if not aligned_all[i] and path.name in PATH_ALIGN:
             op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
                                 f"unaligned fallback at x{c['unaligned_eff']:.3f}")
         kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)

@@ -16,6 +16,7 @@ import pytest
 import asicsim as sim
 from asicsim.cli import main
 from asicsim.hw import gpu_model as gm
+from asicsim.hw.cost import parse_formats
 from asicsim.hw.design_files import designs_dir, list_designs, load_design
 from asicsim.hw.gpu import DesignError, GpuDesign, precision_path
 from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
@@ -116,7 +117,11 @@ def test_bad_gpu_file_reports_every_field(tmp_path):
     ("gpu_p100", None, "fp32", 9.3),
     ("gpu_p100", "act=fp16,weight=fp16,acc=fp32", "fp16_fp32math", 9.3),  # DeepBench's P100 'fp16'
     ("gpu_p100", "act=fp16,weight=fp16,acc=fp16", "fp16_half2", 18.7),
-    ("gpu_m40", "act=int8,weight=int8,acc=int32", "int8_fp32math", 7.0),
+    ("gpu_m40", "act=int8,weight=int8,acc=fp32", "int8_fp32math", 7.0),  # cublasSgemmEx: int8 in, fp32 math
+    ("gpu_a100", "act=int8,weight=int8,acc=fp32", "int8_fp32math", 19.5),  # fp32 accumulation asked
+    ("gpu_a100", "act=int4,weight=int8", "int8_tensor", 624.0),  # int4 extends to int8; acc int32
+    ("gpu_b200", "act=mxfp8_e4m3,weight=mxfp8_e5m2,acc=fp32", "mxfp8_tensor", 4500.0),
+    ("gpu_b200", "act=mxfp8_e4m3_up,weight=mxfp8_e4m3,acc=fp32", "mxfp8_tensor", 4500.0),  # scale rule: software
     ("gpu_titanx_pascal", "act=int8,weight=int8,acc=int32", "int8_dp4a", 44.0),
     ("gpu_t4", "act=int8,weight=int8,acc=int32", "int8_tensor", 130.0),
     ("gpu_t4", "act=fp16,weight=fp16,acc=fp32", "fp16_tensor", 65.0),
@@ -124,11 +129,12 @@ def test_bad_gpu_file_reports_every_field(tmp_path):
     ("gpu_a100", "act=bf16,weight=bf16,acc=fp32", "fp16_tensor", 312.0),
     ("gpu_a100", "act=tf32,weight=tf32,acc=fp32", "tf32_tensor", 156.0),
     ("gpu_h100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", "fp8_tensor", 1978.9),
-    ("gpu_v100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", "fp16_tensor", 125.0),  # falls back
+    ("gpu_v100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,emulate=2", "emulated", 62.5),  # stated: 1/2 of fp16's
+    ("gpu_h100", "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,emulate=2", "fp8_tensor", 1978.9),  # native wins
 ])
 def test_precision_path(design, formats, path, peak_tflops):
     d = load_design(design)
-    p = precision_path(d, resolve_gpu_formats(d, formats))
+    p = precision_path(d, resolve_gpu_formats(d, formats), parse_formats(formats).get("emulate"))
     assert p.name == path and p.peak_ops_per_s == pytest.approx(peak_tflops * 1e12)
     r = sim.cost(Gemm(256, 256, 256), design, formats)
     assert r.formats["path"] == path and r.pes * r.clock_hz == pytest.approx(peak_tflops * 1e12 / 2)
@@ -197,7 +203,7 @@ def test_tensor_core_alignment_pads_k(monkeypatch):
 
 @pytest.mark.parametrize(("formats", "align"), [("act=fp16,weight=fp16,acc=fp32", 8),
                                                  ("act=bfloat16,weight=bfloat16,acc=fp32", 8),
-                                                 ("act=e4m3,weight=e4m3,acc=fp32", 16),
+                                                 ("act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", 16),
                                                  ("act=int8,weight=int8,acc=int32", 8),
                                                  ("act=tf32,weight=tf32,acc=fp32", 4)])
 def test_alignment_rule_per_path(formats, align):
@@ -250,7 +256,7 @@ def test_power_cap_slows_the_t4_not_the_p100():
 
 
 @pytest.mark.parametrize(("formats", "tflops"), [("act=fp16,weight=fp16,acc=fp32", 662),
-                                                 ("act=e4m3,weight=e4m3,acc=fp32", 1248)])
+                                                 ("act=fp8_e4m3,weight=fp8_e4m3,acc=fp32", 1248)])
 def test_h100_tensor_cores_hit_the_700w_cap_at_8192_cubed(formats, tflops):
     """Measured on an H100 SXM under sustained load (data/measured/h100/power_cap.csv): fp16 662 and
     fp8 1248 TFLOP/s at 8192^3, the SM clock lowered to stay at 700 W (the datasheet: 989 and 1979)."""
