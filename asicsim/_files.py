@@ -60,12 +60,24 @@ class TextFileError(ValueError):
 
 
 def read_text_file(path: str | Path) -> str:
-    """The UTF-8 text of ``path``; a file that is not UTF-8 is a :class:`TextFileError` naming
-    the file and the first offending byte (OSErrors, e.g. a missing file, pass through)."""
+    """The UTF-8 text of ``path``, without a leading byte-order mark (editors on Windows write
+    one; TOML and INI parsers reject it); a file that is not UTF-8 is a :class:`TextFileError`
+    naming the file and the first offending byte (OSErrors, e.g. a missing file, pass through).
+    Every input file asicsim reads (TOML, SCALE-Sim cfg and CSV) is read here."""
     path = Path(path)
     data = path.read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as err:
         raise TextFileError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
                             f"{err.start}); save it as UTF-8") from None
+
+
+def beside(value, folder: str | Path):
+    """``value`` resolved against ``folder`` when it is a relative path to a ``.toml`` file: a
+    file named inside another file (a design's formats, a block format's element) is relative to
+    that file's folder, not to the current one. Anything else (a catalog name, an absolute path,
+    a table) is returned unchanged."""
+    if isinstance(value, str) and value.endswith(".toml") and not Path(value).is_absolute():
+        return str(Path(folder) / value)
+    return value

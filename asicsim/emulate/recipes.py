@@ -41,7 +41,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from asicsim._files import read_text_file
+from asicsim._files import beside, read_text_file
 from asicsim.emulate.policy import (
     ROLES,
     LossScaling,
@@ -180,4 +180,20 @@ def load_recipe(recipe: str | Path | Policy | dict) -> Policy:
         table = tomllib.loads(read_text_file(path))
     except (tomllib.TOMLDecodeError, ValueError) as err:
         raise RecipeError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
-    return policy_from_table(table, str(path))
+    return policy_from_table(_formats_beside(table, path.parent), str(path))
+
+
+def _formats_beside(table: dict, folder: Path) -> dict:
+    """The recipe table with the format files its role tables name (``[roles]``,
+    ``[first_last]``, ``[[layers]]`` roles) resolved against the recipe file's folder."""
+    def roles(t):
+        if not isinstance(t, dict):
+            return t
+        return {r: ({**v, "format": beside(v.get("format"), folder)} if isinstance(v, dict) and "format" in v
+                    else beside(v, folder)) for r, v in t.items()}
+
+    out = {**table, **{k: roles(table[k]) for k in ("roles", "first_last") if k in table}}
+    if isinstance(table.get("layers"), list):
+        out["layers"] = [{**rule, "roles": roles(rule["roles"])} if isinstance(rule, dict) and "roles" in rule
+                         else rule for rule in table["layers"]]
+    return out

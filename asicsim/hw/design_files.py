@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
-from asicsim._files import TextFileError, read_text_file
+from asicsim._files import TextFileError, beside, read_text_file
 from asicsim.hw.design import (
     ArraySpec,
     BufferSpec,
@@ -154,7 +154,20 @@ def load_design_file(path: str | Path) -> SystolicDesign | GpuDesign:
         raise DesignError([("<file>", str(path), f"a UTF-8 text file ({err})")], str(path)) from None
     except tomllib.TOMLDecodeError as err:
         raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
-    return design_from_any_table(table, str(path))
+    return design_from_any_table(_formats_beside(table, path.parent), str(path))
+
+
+def _formats_beside(table: dict, folder: Path) -> dict:
+    """The table with the format files its ``[pe]`` and ``[[pe.modes]]`` name resolved against
+    the design file's folder (:func:`asicsim._files.beside`)."""
+    pe = table.get("pe")
+    if not isinstance(pe, dict):
+        return table
+    pe = {k: beside(v, folder) if k in ("a_format", "b_format", "acc_format") else v for k, v in pe.items()}
+    if isinstance(pe.get("modes"), list):
+        pe["modes"] = [{k: beside(v, folder) if k in ("a", "b", "acc") else v for k, v in m.items()}
+                       if isinstance(m, dict) else m for m in pe["modes"]]
+    return {**table, "pe": pe}
 
 
 def design_from_any_table(table: dict, source: str = "<table>") -> SystolicDesign | GpuDesign:

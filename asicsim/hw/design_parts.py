@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
-from asicsim.hw.native import MacMode, modes_problems
+from asicsim.hw.native import MacMode, accumulator_problem, modes_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
 
@@ -83,6 +83,10 @@ class PESpec:
                     get_format(v[key])
                 except FormatError as err:
                     out.append((key, v[key], f"a format name, alias or .toml path ({err})"))
+        if not out and all(k in v for k in ("a_format", "b_format", "acc_format")):
+            why = accumulator_problem(v["a_format"], v["b_format"], v["acc_format"])
+            if why:
+                out.append(("acc_format", v["acc_format"], why))
         in_range(out, v, "mac_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         in_range(out, v, "register_energy_pj", lim.MAC_ENERGY_PJ, optional=True)
         out.extend(modes_problems(v))

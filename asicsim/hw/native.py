@@ -101,6 +101,42 @@ def modes_problems(v: dict) -> list[tuple[str, object, str]]:
     return out
 
 
+def product_format(a: Format, b: Format) -> Format | None:
+    """A format holding every product of an ``a`` value and a ``b`` value exactly, for integer
+    (fixed-point) operands: ``a.bits + b.bits`` bits, signed when either is, the fractions added
+    (int8 x int8 -> int16); None for float operands (a float product is rounded anyway)."""
+    a, b = (f.element if f.kind == "block" else f for f in (a, b))
+    if not (isinstance(a, IntFormat) and isinstance(b, IntFormat)):
+        return None
+    signed = a.signed or b.signed
+    return IntFormat(name=f"{'' if signed else 'u'}int{a.bits + b.bits}", bits=a.bits + b.bits,
+                     signed=signed, frac_bits=a.frac_bits + b.frac_bits)
+
+
+def accumulator_problem(a, b, acc) -> str | None:
+    """Why ``acc`` cannot accumulate ``a`` x ``b`` products (None when it can): integer operands
+    need an accumulator holding every product exactly (:func:`product_format`: int8 x int8 needs
+    16 bits, so int4 is an error and int32 or fp32 hold it); float (or mixed) operands one whose
+    every value of each operand is a value of it (fp32 for bf16, not fp8 for fp32)."""
+    try:
+        a, b, acc = (get_format(f) for f in (a, b, acc))
+    except (FormatError, TypeError):
+        return None  # reported as a bad format name
+    if acc.kind == "block":
+        return "a scalar format (an accumulator holds one sum per output, not blocks)"
+    prod = product_format(a, b)
+    if prod is not None:
+        if not embeds(prod, acc):
+            return (f"a format holding every {a.name} x {b.name} product exactly ({prod.name} or wider, "
+                    "e.g. int32 or fp32)")
+        return None
+    narrow = [f.name for f in (a, b) if not embeds(f.element if f.kind == "block" else f, acc)]
+    if narrow:
+        return (f"a format holding every value of the operands ({', '.join(narrow)}): the same kind, "
+                "at least as wide (e.g. fp32)")
+    return None
+
+
 def mode_problems(entry, where: str) -> list[tuple[str, object, str]]:
     """Problems of one ``[[pe.modes]]`` entry (a table), as (field path, value, allowed)."""
     if not isinstance(entry, dict):
@@ -115,6 +151,10 @@ def mode_problems(entry, where: str) -> list[tuple[str, object, str]]:
             get_format(entry[key])
         except (FormatError, TypeError) as err:
             out.append((f"{where}.{key}", entry[key], f"a format name, alias or .toml path ({err})"))
+    if all(k in entry for k in ("a", "b", "acc")):
+        why = accumulator_problem(entry["a"], entry["b"], entry["acc"])
+        if why:
+            out.append((f"{where}.acc", entry["acc"], why))
     rate = entry.get("rate", "<missing>")
     if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and 0 < rate <= 1):
         out.append((f"{where}.rate", rate, "a number in (0, 1]: the fraction of the design's peak "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
-from asicsim.hw.design import SystolicDesign
+from asicsim.hw.design import SystolicDesign, buffer_tile_note
 from asicsim.hw.mapper import best_counts
 from asicsim.hw.operations import (
     Elementwise,
@@ -149,7 +149,9 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     # every operation that runs here waits for the design's per-operation synchronisation
     runs_here = np.asarray([bool(ls) or d.vector is not None for ls, _ in lowered])
     t["cycles_sync"] = t["cycles_sync"] + np.where(runs_here, float(d.array.sync_cycles), 0.0)
-    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None])) for _, vec in lowered]
+    tile = buffer_tile_note(d) if rows is None and cols is None and capacity_bytes is None else None
+    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None, tile if ls else None]))
+             for ls, vec in lowered]
     tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
     e = energy(t, tr, rates, zero, bpe["psum"])
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]

@@ -91,6 +91,22 @@ def _text(path, what: str) -> str:
         raise ScaleSimFileError(f"{path}: cannot read the {what} file: {exc.strerror}") from None
 
 
+def _ini_problem(exc: configparser.Error) -> str:
+    """What is wrong with an INI text, by line number: never the file's content (a file given by
+    mistake, a key or a password, is not echoed)."""
+    if isinstance(exc, configparser.MissingSectionHeaderError):
+        return (f"line {exc.lineno}: a line before any [section] header (a SCALE-Sim config is INI "
+                "text starting with [general] and [architecture_presets])")
+    if isinstance(exc, configparser.ParsingError):
+        lines = ", ".join(str(n) for n, _ in exc.errors)
+        return f"line(s) {lines}: neither a [section] header nor a 'key = value' setting"
+    if isinstance(exc, (configparser.DuplicateSectionError, configparser.DuplicateOptionError)):
+        what = (f"section [{exc.section}]" if isinstance(exc, configparser.DuplicateSectionError)
+                else f"key {exc.option!r} in [{exc.section}]")
+        return f"line {exc.lineno}: {what} given twice"
+    return type(exc).__name__
+
+
 def read_scalesim_config(path: str | Path) -> ScaleSimConfig:
     """Read a SCALE-Sim ``.cfg``; unsupported features (sparsity, custom layouts, Ramulator) raise."""
     path = Path(path)
@@ -99,7 +115,7 @@ def read_scalesim_config(path: str | Path) -> ScaleSimConfig:
     try:
         cp.read_string(_text(path, "config"), source=str(path))
     except configparser.Error as exc:
-        raise ScaleSimFileError(f"{path}: not an INI config: {exc}") from None
+        raise ScaleSimFileError(f"{path}: not a SCALE-Sim config: {_ini_problem(exc)}") from None
 
     def get(section: str, key: str, default: str | None = None) -> str:
         if cp.has_option(section, key):

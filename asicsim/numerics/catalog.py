@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
-from asicsim._files import TextFileError, read_text_file
+from asicsim._files import TextFileError, beside, read_text_file
 
 from .formats import (
     BlockFormat,
@@ -184,6 +184,7 @@ def load_format_file(path: str | Path, _chain: tuple[Path, ...] = ()) -> Format:
     table = _read_table(path)
 
     def resolve(name: str) -> Format:
+        name = beside(name, path.parent)  # relative to this file's folder
         if name.endswith(".toml"):
             if not Path(name).is_file():
                 raise FormatError(f"format file {name!r} does not exist")

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
+from asicsim._files import TextFileError, read_text_file
 
 RUN_KINDS = ("train", "infer", "cost")
 POINT_KINDS = ("train", "infer", "cost", "kernels")
@@ -300,7 +301,10 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
         t, source, text = spec, "<table>", ""
     else:
         path = _resolve_path(spec)
-        text = path.read_text()
+        try:
+            text = read_text_file(path)  # without a byte-order mark; not UTF-8: names the file
+        except TextFileError as err:
+            raise SweepError(str(err)) from None
         source = str(path)
         try:
             t = tomllib.loads(text)

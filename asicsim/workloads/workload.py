@@ -129,9 +129,9 @@ def list_workloads() -> list[str]:
     out = []
     for p in sorted(workloads_dir().glob("*.toml")):
         try:
-            if "dataset" in tomllib.loads(p.read_text()):
+            if "dataset" in tomllib.loads(read_text_file(p)):
                 out.append(p.stem)
-        except tomllib.TOMLDecodeError:
+        except (tomllib.TOMLDecodeError, TextFileError):
             continue
     return out
 

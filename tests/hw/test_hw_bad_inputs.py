@@ -131,6 +131,18 @@ DESIGN_ROWS = [
     (GPU, "launch_year = 2022", "launch_year = 20220", "launch_year", "[1990, 2100]"),
     (GPU, "bf16_tensor = true", 'bf16_tensor = "no"', "bf16_tensor", "true or false"),
     (GPU, "eff_tensor = 0.8", "eff_tensor = 1.5", "eff_tensor", "(0, 1]"),
+    (GPU, "bf16_tensor = true", "mxfp8_tensor = true", "mxfp8_tensor", "false unless fp8_tflops is given"),
+    # issue 29 item 18: cross-field checks
+    (SYSTOLIC, "word_bits = 8", "word_bits = 3", "buffers.ub.word_bits", "at least 8 bits: one int8 element"),
+    (SYSTOLIC, 'acc_format = "int32"', 'acc_format = "int4"', "pe.acc_format",
+     "a format holding every int8 x int8 product exactly (int16 or wider"),
+    (SYSTOLIC, "mac_energy_pj = 0.5\n", 'mac_energy_pj = 0.5\n[[pe.modes]]\na = "uint8"\nb = "uint8"\n'
+     'acc = "int16"\nrate = 0.5\n', "pe.modes[0].acc", "every uint8 x uint8 product exactly (uint16 or wider"),
+    (SYSTOLIC, 'a_format = "int8"\nb_format = "int8"\nacc_format = "int32"',
+     'a_format = "fp32"\nb_format = "fp32"\nacc_format = "fp8_e4m3"', "pe.acc_format",
+     "every value of the operands (float32, float32): the same kind"),
+    (SYSTOLIC, 'acc_format = "int32"', 'acc_format = "mxfp8"', "pe.acc_format", "a scalar format"),
+    (SYSTOLIC, "static_power_w = 1", "static_power_w = 20", "static_power_w", "at most tdp_w (10 W)"),
 ]
 
 
@@ -146,6 +158,14 @@ def test_bad_design_file(tmp_path: Path, base: str, old: str, new: str, field: s
     assert [p[0] for p in info.value.problems] == [field]
     assert str(path) in str(info.value) and f"{field} = " in str(info.value)
     assert allowed in str(info.value)
+
+
+def test_a_buffer_smaller_than_an_array_tile_is_said_in_the_result(tmp_path: Path) -> None:
+    path = tmp_path / "small.toml"
+    path.write_text(SYSTOLIC.replace("capacity_kib = 64", "capacity_kib = 0.03125"))  # 32 bytes
+    r = asicsim.cost(Gemm(64, 64, 64), path)
+    assert any("buffer(s) smaller than one 8x8 array tile" in n and "ub (0.03125 KiB < 0.1875 KiB)" in n for n in r.notes)
+    assert not asicsim.cost(Gemm(64, 64, 64), load_design("edge_int8_32x32")).notes
 
 
 def test_good_bases_load(tmp_path: Path) -> None:
@@ -235,6 +255,43 @@ def test_non_utf8_scalesim_files_are_named(tmp_path: Path) -> None:
         assert str(path) in str(info.value)
     with pytest.raises(DesignError, match=r"c\.cfg: not UTF-8"):
         load_design(cfg)
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("secret line one\nsecond\n", r"line 1: a line before any \[section\] header"),
+    ("[general]\nrun_name = x\nrun_name = y\n", r"line 3: key 'run_name' in \[general\] given twice"),
+    ("[general]\nrun_name = x\nhunter2\n", r"line\(s\) 3: neither a \[section\] header nor"),
+    ("[general]\n[general]\n", r"line 2: section \[general\] given twice"),
+])
+def test_a_cfg_that_is_no_scalesim_config_is_said_without_its_content(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / "x.cfg"
+    path.write_text(text)
+    with pytest.raises(DesignError, match=match) as info:
+        load_design(path)
+    assert "secret" not in str(info.value) and "hunter2" not in str(info.value)
+
+
+def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:
+    for name, text in (("d.toml", SYSTOLIC), ("g.toml", GPU), ("c.cfg", CFG)):
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert load_design(tmp_path / name).name
+    (tmp_path / "t.csv").write_bytes(b"\xef\xbb\xbfLayer,M,N,K,\nL1,3,4,5,\n")
+    assert read_scalesim_topology(tmp_path / "t.csv").layer_names == ("L1",)
+
+
+def test_format_files_named_in_a_design_resolve_beside_it(tmp_path: Path, monkeypatch) -> None:
+    """A design's format paths are relative to the design file's folder, not the current one."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "my8.toml").write_text('name = "my8"\nkind = "int"\nbits = 8\n')
+    (tmp_path / "d" / "mx.toml").write_text('name = "mymx"\nkind = "block"\nelement = "my8.toml"\n'
+                                            'scale = "e8m0fnu"\nblock_size = 32\n')
+    (tmp_path / "d" / "x.toml").write_text(SYSTOLIC.replace('a_format = "int8"', 'a_format = "my8.toml"')
+                                           .replace("[dram]", '[[pe.modes]]\na = "my8.toml"\nb = "my8.toml"\n'
+                                                    'acc = "int32"\nrate = 1.0\n\n[dram]'))
+    monkeypatch.chdir(tmp_path)
+    d = load_design("d/x.toml")
+    assert d.pe.a_format.name == "my8"
+    assert asicsim.get_format("d/mx.toml").element.name == "my8"  # a block format's element too
 
 
 @pytest.mark.parametrize(("line", "match"), [
