@@ -110,8 +110,9 @@ def role_fields(spec) -> tuple[dict, Problems]:
     out: Problems = []
     fixed: dict = {}
     try:
-        get_format(spec.format)
+        fmt = get_format(spec.format)
     except FormatError as err:
+        fmt = None
         out.append(("format", spec.format, str(err)))
     try:
         fixed["rounding"] = RoundingName(spec.rounding)
@@ -124,6 +125,10 @@ def role_fields(spec) -> tuple[dict, Problems]:
         out.append(("block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
     elif scaling != RoleScaling.BLOCK and bs is not None:
         out.append(("block_size", bs, "only with scaling = 'block'"))
+    if scaling == RoleScaling.BLOCK and fmt is not None and fmt.kind == "block":
+        out.append(("scaling", spec.scaling, f"not 'block' with a block format: {fmt.name} has its own blocks "
+                                             f"({fmt.block_size or 'the whole tensor'}) and scales; a scalar "
+                                             "format (e.g. fp8_e4m3) takes scaling = 'block' with block_size"))
     if not (_int(spec.amax_history) and spec.amax_history >= 1):
         out.append(("amax_history", spec.amax_history, "an integer >= 1"))
     elif spec.amax_history != DEFAULT_HISTORY and scaling != RoleScaling.DELAYED:

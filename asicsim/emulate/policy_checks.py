@@ -8,6 +8,14 @@ from typing import Any
 
 from asicsim.emulate.fields import calibration_problems, mac_problems, vector_role_problems
 from asicsim.emulate.policy import _REQUIRED, ROLES, LossScaling, Policy, RoleSpec
+from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.embed import embeds
+
+#: The most calibration batches a recipe may ask for: they are drawn and held in memory at once
+#: (TensorRT's calibrators take a few hundred images; 10000 batches is far beyond).
+MAX_CALIBRATION_BATCHES = 10_000
+#: The roles whose formats enter a GEMM's multiplier (an accumulator must hold their values).
+GEMM_OPERANDS = ("act", "weight", "grad", "act_dx", "act_dw", "weight_dx", "weight_dw", "grad_dx", "grad_dw")
 
 
 def _role_table_problems(table: str, entries, out: list) -> list[tuple[str, RoleSpec]]:
@@ -51,8 +59,10 @@ def policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
         out.append(("loss_scaling", pol.loss_scaling, "a LossScaling"))
     out += mac_problems(pol.mac_order, pol.mac)
     b = pol.calibration_batches
-    if not (isinstance(b, int) and not isinstance(b, bool) and b >= 1):
-        out.append(("calibration.batches", b, "an integer >= 1"))
+    if not (isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= MAX_CALIBRATION_BATCHES):
+        out.append(("calibration.batches", b, f"an integer in 1 .. {MAX_CALIBRATION_BATCHES} (the batches "
+                                              "are drawn and held in memory at once)"))
+    out += _format_problems(roles, edges, pol.layers)
     out += calibration_problems(pol.calibration_method, pol.calibration_percentile, pol.calibration_granularity,
                                 pol.calibration_bins)
     return out + _history_problems([(f"roles.{r}", s) for r, s in roles]
@@ -100,4 +110,44 @@ def _history_problems(named: list[tuple[str, RoleSpec]]) -> list[tuple[str, Any,
         if len({getattr(s, attr) for _, s in delayed}) > 1:
             out += [(f"{path}.{attr}", getattr(s, attr), "the same for every delayed role (one history per GEMM site)")
                     for path, s in delayed]
+    return out
+
+
+def _scalar(fmt):
+    """A role's format as its elements hold values (a block format: its element format)."""
+    f = get_format(fmt)
+    return f.element if f.kind == "block" else f
+
+
+def _format_problems(roles, edges, layers) -> list[tuple[str, Any, str]]:
+    """The accumulator of every table of roles holds every value of the GEMM operands it sums
+    (``acc = "fp8_e4m3"`` under fp32 operands, or an int32 accumulator under floats, is an error;
+    int8 operands into fp32 are exact), and the master copy of the weights is a float format
+    holding every value of the weight format (``master = "int8"`` is an error)."""
+    out: list = []
+    try:
+        base = {r: get_format(s.format) for r, s in roles}
+        tables = [("roles", base), ("first_last", base | {r: get_format(s.format) for r, s in edges})]
+        for i, rule in enumerate(layers if isinstance(layers, tuple) else ()):
+            if isinstance(rule, tuple) and len(rule) == 2 and isinstance(rule[1], tuple):
+                tables.append((f"layers[{i}].roles", base | {r: get_format(s.format) for r, s in rule[1]
+                                                            if isinstance(s, RoleSpec)}))
+    except (FormatError, TypeError):
+        return out  # a bad format name is reported by its role
+    for where, t in tables:
+        acc = t.get("acc")
+        if acc is None or (where != "roles" and t == base):
+            continue
+        if acc.kind == "block":
+            out.append((f"{where}.acc", acc.name, "a scalar format: an accumulator holds one sum per output"))
+            continue
+        narrow = [f"{r} ({f.name})" for r, f in t.items() if r in GEMM_OPERANDS and not embeds(_scalar(f), acc)]
+        if narrow:
+            out.append((f"{where}.acc", acc.name, f"a format holding every value of {', '.join(narrow)}: "
+                                                  "the same kind and at least as wide (e.g. fp32)"))
+    master, weight = base.get("master"), base.get("weight")
+    if master is not None and (master.kind != "float" or (weight is not None and not embeds(_scalar(weight), master))):
+        out.append(("roles.master", master.name, "a float format holding every value of the weight format "
+                                                 f"({weight.name if weight is not None else '?'}), e.g. fp32: "
+                                                 "the optimizer updates it by small steps"))
     return out

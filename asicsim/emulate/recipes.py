@@ -18,7 +18,11 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
                     microxcaling's ``w_elem_format_bp``, ``a_elem_format_bp``, ``a_elem_format_bp_os``,
                     ``a_elem_format_bp_ex``); the non-GEMM ops' ``vector``, ``transcendental`` and
                     ``reduction`` (microxcaling's ``bfloat = 16``: e.g. ``vector = "bf16"``; no
-                    delayed/static scaling, not in ``[first_last]``)
+                    delayed/static scaling, not in ``[first_last]``). ``acc`` holds every value of
+                    the GEMM operands of its table (fp32 under int8 or bf16, not fp8 under fp32);
+                    ``master`` is a float format holding every value of ``weight``; a block format
+                    (MX) has its own blocks (no ``scaling = "block"``); a format path is relative
+                    to the recipe file's folder
 ``[loss_scaling]``  ``kind`` none | static | dynamic, ``init``, ``growth_interval``, ``factor``
 ``[mac]``           ``order`` (``fast``, or a bit-exact order: sequential, chunk:C, tree, ...; the
                     accumulator is role ``acc``) or ``spec`` (a whole MacSpec text such as ``v100``)

@@ -73,7 +73,22 @@ BAD_TABLES = [
     (recipe(loss_scaling={"kind": "dynamic", "scale": 2}), ["loss_scaling.scale", "no such field"]),
     (recipe(loss_scaling=3), ["loss_scaling = 3", "a table"]),
     (recipe(mac="v100"), ["mac = 'v100'", "a table"]),
-    (recipe(calibration={"batches": 0}), ["calibration.batches = 0", ">= 1"]),
+    (recipe(calibration={"batches": 0}), ["calibration.batches = 0", "an integer in 1 .. 10000"]),
+    # issue 29 item 18
+    (recipe(calibration={"batches": 10**12}), ["calibration.batches = 1000000000000", "an integer in 1 .. 10000"]),
+    ({"roles": {"weight": "fp32", "act": "fp32", "acc": "fp8_e4m3"}},
+     ["roles.acc = 'float8_e4m3fn'", "holding every value of weight (float32), act (float32): the same kind"]),
+    ({"roles": {"weight": "fp16", "act": "fp16", "acc": "int32"}}, ["roles.acc = 'int32'", "act (float16)"]),
+    ({"roles": {"weight": "fp16", "act": "fp16", "acc": "fp16", "grad": "bf16"}}, ["roles.acc = 'float16'",
+                                                                                  "grad (bfloat16)"]),
+    ({"roles": {"weight": "fp16", "act": "fp16", "acc": "mxfp8_e4m3"}}, ["roles.acc = 'mxfp8_e4m3'", "a scalar format"]),
+    (recipe(first_last={"acc": "bf16"}), ["first_last.acc = 'bfloat16'", "weight (float16)"]),
+    (recipe(layers=[{"match": "*", "roles": {"acc": "bf16"}}]), ["layers[0].roles.acc = 'bfloat16'", "act (float16)"]),
+    ({"roles": {"weight": "bf16", "act": "bf16", "acc": "fp32", "master": "int8"}},
+     ["roles.master = 'int8'", "a float format holding every value of the weight format (bfloat16)"]),
+    ({"roles": {"weight": "bf16", "act": "bf16", "acc": "fp32", "master": "fp16"}}, ["roles.master = 'float16'"]),
+    (recipe({"format": "mxfp8_e4m3", "scaling": "block", "block_size": 7}),
+     ["roles.act.scaling = 'block'", "mxfp8_e4m3 has its own blocks (32)"]),
     (recipe(name=3), ["name = 3", "a non-empty string"]),
     ({"roles": "fp16"}, ["roles = 'fp16'", "a table of role = format"]),
     ({"roles": {"weight": "fp16", "acc": "fp32"}}, ["roles.act = '<missing>'", "required role"]),
@@ -88,6 +103,19 @@ def test_bad_recipe_table(table, expected):
         load_recipe(table)
     for bit in expected:
         assert bit in str(err.value), (bit, str(err.value))
+
+
+def test_format_files_named_in_a_recipe_resolve_beside_it(tmp_path, monkeypatch):
+    """A recipe's format paths are relative to the recipe file's folder (issue 29 item 21), and a
+    byte-order mark at its start is no TOML error."""
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "my8.toml").write_text('name = "my8"\nkind = "int"\nbits = 8\n')
+    (tmp_path / "r" / "mine.toml").write_bytes(
+        b'\xef\xbb\xbf[roles]\nweight = "my8.toml"\nact = { format = "my8.toml" }\nacc = "fp32"\n'
+        b'[[layers]]\nmatch = "*"\nroles = { weight = "my8.toml" }\n')
+    monkeypatch.chdir(tmp_path)
+    pol = load_recipe("r/mine.toml")
+    assert pol.role("weight").spec.name == pol.role("act").spec.name == "my8"
 
 
 def test_a_bad_recipe_file_names_the_file_and_every_field(tmp_path):
@@ -125,6 +153,11 @@ BAD_OBJECTS = [
      ["loss_scaling = 'dynamic'", "a LossScaling"]),
     (lambda: Policy("p", roles={"weight": GOOD, "act": GOOD, "acc": GOOD}, calibration_batches=0),
      ["calibration.batches = 0"]),
+    (lambda: Policy("p", roles={"weight": RoleSpec("fp32"), "act": GOOD, "acc": RoleSpec("fp8_e4m3")}),
+     ["roles.acc = 'float8_e4m3fn'", "weight (float32)"]),
+    (lambda: Policy("p", roles={"weight": GOOD, "act": GOOD, "acc": RoleSpec("fp32"), "master": RoleSpec("int8")}),
+     ["roles.master = 'int8'"]),
+    (lambda: RoleSpec("mxfp4", scaling="block", block_size=7), ["scaling = 'block'", "mxfp4 has its own blocks"]),
     (lambda: Policy("p", roles={"weight": RoleSpec("fp8_e4m3", scaling="delayed", amax_history=4), "act": GOOD,
                                 "acc": GOOD}, first_last={"act": RoleSpec("fp8_e4m3", scaling="delayed")}),
      ["roles.weight.amax_history = 4", "first_last.act.amax_history = 16", "the same for every delayed role"]),
