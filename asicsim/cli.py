@@ -230,7 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recipe", default="fp32", help="a recipe from formats/recipes/ or a .toml path")
     p.add_argument("--design", action="append", required=True, metavar="NAME",
                    help="a design to price on (repeatable), e.g. tpu_v1, gpu_v100")
-    p.add_argument("--batch", type=number(int), help="batch size (default: the workload's)")
+    from .workloads.workload_checks import MAX_BATCH  # light itself (math only)
+
+    p.add_argument("--batch", type=number(int, maximum=MAX_BATCH), help="batch size (default: the workload's)")
     p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
     p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")

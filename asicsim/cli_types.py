@@ -37,18 +37,26 @@ class Parser(argparse.ArgumentParser):
         self._negative_number_matcher = NEGATIVE
 
 
-def number(kind: type = int, minimum: float = 1, *, above: bool = False):
+def number(kind: type = int, minimum: float = 1, *, above: bool = False, maximum: float | None = None):
     """An argparse type: ``kind`` (int or float), finite, ``>= minimum`` (``> minimum`` with
-    ``above``); anything else is an error saying what is allowed."""
+    ``above``) and ``<= maximum`` when given; anything else is an error saying what is allowed
+    (``--steps 99999999999999999999999`` is a typo, not a run that never ends)."""
     what = "an integer" if kind is int else "a number"
-    allowed = f"{what} {'>' if above else '>='} {minimum:g}"
+
+    def shown(x: float) -> str:
+        return str(int(x)) if kind is int else f"{x:g}"
+
+    allowed = f"{what} {'>' if above else '>='} {shown(minimum)}"
+    if maximum is not None:
+        allowed = f"{what} in {'(' if above else '['}{shown(minimum)}, {shown(maximum)}]"
 
     def parse(text: str):
         try:
             v = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
-        if not math.isfinite(v) or not (v > minimum if above else v >= minimum):
+        if (not math.isfinite(v) or not (v > minimum if above else v >= minimum)
+                or (maximum is not None and v > maximum)):
             raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}")
         return v
 

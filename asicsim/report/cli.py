@@ -40,7 +40,7 @@ def add_cli(subparsers) -> None:
                     "DeepBench's server inference GEMMs), write DIR/report.html and print a summary. "
                     "Rerunning resumes: finished points are kept.")
     p.add_argument("--out", default="asicsim-demo", metavar="DIR", help="results directory (default asicsim-demo)")
-    p.add_argument("--workers", type=number(int), metavar="N", help="parallel workers (default: CPU count)")
+    p.add_argument("--workers", type=number(int, maximum=1024), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
     p.set_defaults(func=run_demo)
 

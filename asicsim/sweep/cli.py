@@ -18,7 +18,7 @@ def add_cli(subparsers) -> None:
                     "A killed sweep rerun with the same spec and directory loses and repeats nothing.")
     p.add_argument("spec", help="sweep spec .toml path or shipped name (e.g. demo)")
     p.add_argument("--out", required=True, metavar="DIR", help="results directory (created if missing)")
-    p.add_argument("--workers", type=number(int), metavar="N", help="parallel workers (default: CPU count)")
+    p.add_argument("--workers", type=number(int, maximum=1024), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run on a Ray cluster: its address, 'auto' (the one running here, else a new local one) "
                         "or 'local' (a new local instance); default: none, local worker processes")

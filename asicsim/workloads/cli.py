@@ -19,6 +19,9 @@ def add_cli(subparsers) -> None:
     """Register ``train`` and ``infer`` on an argparse subparsers object."""
     from asicsim.cli_types import number
     from asicsim.workloads.workload import OPTIMIZERS
+    from asicsim.workloads.workload_checks import MAX_BATCH, MAX_SEEDS, MAX_STEPS
+
+    seeds, steps = number(int, maximum=MAX_SEEDS), number(int, maximum=MAX_STEPS)
 
     p = subparsers.add_parser(
         "train", help="train a real workload under a precision recipe (accuracy, divergence, numerics)",
@@ -32,12 +35,12 @@ def add_cli(subparsers) -> None:
                     "exponent histograms and every evaluation's amax/outliers with --json).")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", default="fp32", help="precision recipe (formats/recipes/<name>.toml or a path)")
-    p.add_argument("--seeds", type=number(int), default=2, help="number of seeds 0..N-1 (default 2)")
+    p.add_argument("--seeds", type=seeds, default=2, help="number of seeds 0..N-1 (default 2)")
     p.add_argument("--optimizer", choices=list(OPTIMIZERS), help="override the workload's optimizer (default: the workload's)")
     p.add_argument("--lr", type=number(float, 0, above=True), help="override the learning rate (default: the workload's)")
-    p.add_argument("--steps", type=number(int), help="override the number of optimizer steps (default: the workload's)")
-    p.add_argument("--batch", type=number(int), help="override the batch size (default: the workload's)")
-    p.add_argument("--eval-every", type=number(int), help="override the evaluation cadence in steps (default: the workload's)")
+    p.add_argument("--steps", type=steps, help="override the number of optimizer steps (default: the workload's)")
+    p.add_argument("--batch", type=number(int, maximum=MAX_BATCH), help="override the batch size (default: the workload's)")
+    p.add_argument("--eval-every", type=steps, help="override the evaluation cadence in steps (default: the workload's)")
     p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output (everything)")
     p.set_defaults(func=run_train)
@@ -50,8 +53,8 @@ def add_cli(subparsers) -> None:
                     "the drop and the numerics statistics of weights and activations.")
     p.add_argument("workload", help="a training workload name or .toml path")
     p.add_argument("--recipe", required=True, help="inference recipe")
-    p.add_argument("--seeds", type=number(int), default=1, help="number of seeds 0..N-1 (default 1)")
-    p.add_argument("--steps", type=number(int), help="override the fp32 training's steps (default: the workload's)")
+    p.add_argument("--seeds", type=seeds, default=1, help="number of seeds 0..N-1 (default 1)")
+    p.add_argument("--steps", type=steps, help="override the fp32 training's steps (default: the workload's)")
     p.add_argument("--scale", help=SCALE_HELP)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_infer)

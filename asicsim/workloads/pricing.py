@@ -48,12 +48,13 @@ _FORMAT_COLUMNS = ("format_lhs", "format_rhs", "format_acc", "format_out")
 
 def workload_trace(workload, recipe="fp32", *, batch: int | None = None, training: bool = True) -> pd.DataFrame:
     """The op trace of one training step (``training``) or one inference batch of ``workload``."""
-    w = load_workload(workload)
+    w = load_workload(workload).replace(batch=batch)  # a batch is checked as the workload's own
     policy = load_recipe(recipe)
     data, model = build(w)
-    b = batch or w.batch
+    b = w.batch
     params = model.init(0)
-    idx = np.arange(b, dtype=np.int32)
+    n = len(data.x_train) - (w.context + 1 if data.task == "lm" else 0)  # examples (LM: window starts)
+    idx = np.arange(b, dtype=np.int64) % max(n, 1)  # a priced batch may exceed the dataset: shapes only
     sample = _batch_fn(data.task, w.context)(tasks.train_arrays(data), idx)
     if training:
         trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True, elementwise=True)

@@ -46,6 +46,7 @@ from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.training import check_trainable
 from asicsim.workloads import tasks
 from asicsim.workloads.datasets import Dataset, load_dataset
+from asicsim.workloads.deepbench import WorkloadError
 from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.stats import describe, extremes, summarize, tensor_stats
@@ -102,6 +103,15 @@ def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed
     order = np.concatenate([rng.permutation(n) if workload.shuffle else np.arange(n)
                             for _ in range(epochs)]).astype(np.int32)
     return order[: steps * batch].reshape(steps, batch)
+
+
+def check_batch(w: Workload, data: Dataset) -> None:
+    """A training batch draws distinct examples: it cannot exceed the dataset's training set (a
+    language model's windows start anywhere, so any batch fits)."""
+    n = len(data.x_train)
+    if data.task != "lm" and w.batch > n:
+        raise WorkloadError(f"workload {w.name!r}: batch = {w.batch}: allowed: at most the {n} training "
+                            f"examples of dataset {w.dataset!r} (a larger batch repeats examples in one step)")
 
 
 def _without_grad_rounding(policy: Policy) -> Policy:
@@ -280,6 +290,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
                                         eval_every=eval_every, momentum=momentum)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
+    check_batch(w, data)
     runner = _Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)
     total = len(seeds) * w.steps
     runs = []
@@ -424,6 +435,7 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
     w = load_workload(workload, scale).replace(**overrides)
     policy = load_recipe(recipe)
     data, model = build(w)
+    check_batch(w, data)
     params = params if params is not None else fp32_params(w, seeds, progress=progress)
     ref = _Runner(w, load_recipe("fp32"), data, model, None, stats=False)
     fp32, quant, numerics, how = [], [], {}, ""

@@ -31,8 +31,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asicsim._files import TextFileError, read_text_file
+from asicsim.workloads.datasets import DATASETS
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
 from asicsim.workloads.models import MODELS
+from asicsim.workloads.workload_checks import (
+    MAX_BATCH,
+    MAX_EXAMPLES,
+    MAX_STEPS,
+    MAX_WIDTH,
+    reference_problems,
+    size_problems,
+)
 
 OPTIMIZERS = ("sgd", "adam")
 DEFAULT_SCALE = "small"  # the base tables: a size that trains on 2 CPU cores
@@ -83,11 +92,11 @@ class Workload:
 
 #: field -> (type, test, what is allowed) of a Workload's numeric settings.
 _CHECKS = {
-    "batch": (int, lambda v: v >= 1, "an integer >= 1"),
-    "steps": (int, lambda v: v >= 1, "an integer >= 1"),
-    "eval_every": (int, lambda v: v >= 1, "an integer >= 1"),
-    "context": (int, lambda v: v >= 1, "an integer >= 1"),
-    "eval_windows": (int, lambda v: v >= 1, "an integer >= 1"),
+    "batch": (int, lambda v: 1 <= v <= MAX_BATCH, f"an integer in 1 .. {MAX_BATCH}"),
+    "steps": (int, lambda v: 1 <= v <= MAX_STEPS, f"an integer in 1 .. {MAX_STEPS}"),
+    "eval_every": (int, lambda v: 1 <= v <= MAX_STEPS, f"an integer in 1 .. {MAX_STEPS}"),
+    "context": (int, lambda v: 1 <= v <= MAX_WIDTH, f"an integer in 1 .. {MAX_WIDTH}"),
+    "eval_windows": (int, lambda v: 1 <= v <= MAX_BATCH, f"an integer in 1 .. {MAX_BATCH}"),
     "lr": (float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0"),
     "momentum": (float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
     "explode_factor": (float, lambda v: v > 1, "a number > 1 (inf: never)"),
@@ -106,11 +115,21 @@ def workload_problems(w: Workload) -> list[str]:
         out.append(f"optimizer = {w.optimizer!r}: allowed: {' | '.join(OPTIMIZERS)}")
     if not isinstance(w.shuffle, bool):
         out.append(f"shuffle = {w.shuffle!r}: allowed: true | false")
-    for k in ("name", "dataset", "model"):
-        if not isinstance(getattr(w, k), str) or not getattr(w, k):
-            out.append(f"{k} = {getattr(w, k)!r}: allowed: a non-empty string")
+    if not isinstance(w.name, str) or not w.name:
+        out.append(f"name = {w.name!r}: allowed: a non-empty string")
+    for k, names in (("dataset", DATASETS), ("model", MODELS)):
+        if getattr(w, k) not in names:
+            close = difflib.get_close_matches(str(getattr(w, k)).lower(), names, n=1, cutoff=0.5)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            out.append(f"{k} = {getattr(w, k)!r}: allowed: {' | '.join(names)}{hint}")
     if not isinstance(w.sizes, dict):
         out.append(f"sizes = {w.sizes!r}: allowed: a table of model sizes")
+    elif w.model in MODELS:
+        out += size_problems(w.model, w.sizes)
+    out += reference_problems(w.reference)
+    if not out and w.steps * w.batch > MAX_EXAMPLES:
+        out.append(f"steps x batch = {w.steps} x {w.batch}: allowed: at most {MAX_EXAMPLES} examples drawn "
+                   "(a run's example order is one table of that many indices)")
     scales = w.scales
     if (not isinstance(scales, tuple) or DEFAULT_SCALE not in scales
             or not all(isinstance(n, str) and n for n in scales)):
@@ -210,9 +229,15 @@ def load_workload(workload: str | Path | Workload, scale: str | None = None) -> 
     if problems:
         raise WorkloadError(f"{path}: " + "; ".join(problems))
     try:
-        return Workload(name=t.get("name", path.stem), dataset=t["dataset"], model=kind, sizes=model,
-                        description=t.get("description", ""), source=t.get("source", ""),
-                        reference=t.get("reference", {}), scale=scale, scales=names,
-                        **{k: tr[k] for k in tr})
+        out = Workload(name=t.get("name", path.stem), dataset=t.get("dataset", "<missing>"), model=kind,
+                       sizes=model, description=t.get("description", ""), source=t.get("source", ""),
+                       reference=t.get("reference", {}), scale=scale, scales=names, **{k: tr[k] for k in tr})
     except WorkloadError as err:  # it names the field, the value and what is allowed
         raise WorkloadError(f"{path}: {err}") from None
+    if scale == DEFAULT_SCALE:  # every other scale is checked too: a bad one is an error now, not when run
+        for other in names[1:]:
+            try:
+                load_workload(path, other)
+            except WorkloadError as err:
+                raise WorkloadError(str(err).replace(f"{path}: ", f"{path}: [scales.{other}]: ", 1)) from None
+    return out

@@ -48,7 +48,8 @@ def test_scale_overrides_model_train_and_dataset(tmp_path):
     ("[scales.gpu]\nlayers = 3\n", "gpu", "scales.gpu.layers: no such field"),
     ("[scales.gpu.train]\nstep = 5\n", "gpu", "scales.gpu.train.step: no such field"),
     ("[scales.gpu.train]\nstep = 5\n", None, "scales.gpu.train.step: no such field"),  # checked at any scale
-    ("[scales.gpu.train]\nsteps = 0\n", "gpu", "steps = 0: allowed: an integer >= 1"),
+    ("[scales.gpu.train]\nsteps = 0\n", "gpu", "steps = 0: allowed: an integer in 1 .. 10000000"),
+    ("[scales.gpu.train]\nsteps = 0\n", None, "[scales.gpu]: workload 'tiny': steps = 0"),  # any scale
     ("[scales.gpu]\ndataset = 3\n", "gpu", "scales.gpu.dataset = 3: allowed: a dataset name"),
     ("[scales.gpu]\nmodel = 3\n", "gpu", "scales.gpu.model = 3: allowed: a table"),
     ("[scales.small.train]\nsteps = 5\n", None, "scales.small: the base tables are scale 'small'"),
