@@ -124,11 +124,17 @@ def accumulator_problem(a, b, acc) -> str | None:
         return None  # reported as a bad format name
     if acc.kind == "block":
         return "a scalar format (an accumulator holds one sum per output, not blocks)"
+    ints = [f.element if f.kind == "block" else f for f in (a, b)]
+    if all(isinstance(f, IntFormat) for f in ints) and sum(f.bits for f in ints) > 32:
+        return (f"none: a {ints[0].name} x {ints[1].name} product takes {ints[0].bits + ints[1].bits} bits, "
+                "more than any accumulator format (at most 32 bits); narrower operands")
     prod = product_format(a, b)
     if prod is not None:
         if not embeds(prod, acc):
-            return (f"a format holding every {a.name} x {b.name} product exactly ({prod.name} or wider, "
-                    "e.g. int32 or fp32)")
+            fits = ("int32" if prod.bits - prod.signed > 24 else "int32 or fp32") if not prod.frac_bits else (
+                f"{'' if prod.signed else 'u'}q{prod.bits - prod.signed - prod.frac_bits}.{prod.frac_bits}")
+            return (f"a format holding every {a.name} x {b.name} product exactly ({prod.bits} bits"
+                    f"{', signed' if prod.signed else ''}: e.g. {fits})")
         return None
     narrow = [f.name for f in (a, b) if not embeds(f.element if f.kind == "block" else f, acc)]
     if narrow:

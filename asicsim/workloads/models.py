@@ -148,8 +148,11 @@ def _cnn(dims: int, input_shape, num_classes, channels, kernels, strides, pads) 
     n_layers = len(channels)
     c_in = [shape[-1], *channels[:-1]]
     spatial = list(shape[:-1])
-    for k, s, p in zip(kernels, strides, pads, strict=True):
+    for i, (k, s, p) in enumerate(zip(kernels, strides, pads, strict=True)):
         spatial = [_out_len(n, k, s, p) for n in spatial]
+        if min(spatial) < 1:
+            raise ValueError(f"cnn{dims}d model: layer {i} has no output: its input is too small for kernel "
+                             f"{k}, stride {s}, padding {p} (the model's input is {list(shape[:-1])})")
     flat = int(np.prod(spatial)) * channels[-1]
     im2col = im2col_1d if dims == 1 else im2col_2d
 

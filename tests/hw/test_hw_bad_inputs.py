@@ -135,9 +135,9 @@ DESIGN_ROWS = [
     # issue 29 item 18: cross-field checks
     (SYSTOLIC, "word_bits = 8", "word_bits = 3", "buffers.ub.word_bits", "at least 8 bits: one int8 element"),
     (SYSTOLIC, 'acc_format = "int32"', 'acc_format = "int4"', "pe.acc_format",
-     "a format holding every int8 x int8 product exactly (int16 or wider"),
+     "a format holding every int8 x int8 product exactly (16 bits, signed: e.g. int32 or fp32)"),
     (SYSTOLIC, "mac_energy_pj = 0.5\n", 'mac_energy_pj = 0.5\n[[pe.modes]]\na = "uint8"\nb = "uint8"\n'
-     'acc = "int16"\nrate = 0.5\n', "pe.modes[0].acc", "every uint8 x uint8 product exactly (uint16 or wider"),
+     'acc = "int16"\nrate = 0.5\n', "pe.modes[0].acc", "every uint8 x uint8 product exactly (16 bits: e.g. int32 or fp32)"),
     (SYSTOLIC, 'a_format = "int8"\nb_format = "int8"\nacc_format = "int32"',
      'a_format = "fp32"\nb_format = "fp32"\nacc_format = "fp8_e4m3"', "pe.acc_format",
      "every value of the operands (float32, float32): the same kind"),

@@ -21,26 +21,35 @@ from asicsim.report.load import ENERGY_PARTS
 from asicsim.sweep import SweepError, expand, load_results, load_spec
 from asicsim.sweep.store import Store
 
+# Both load (every field is in range: a workload file is checked when the spec loads) and fail
+# when run: a kernel longer than digits' 64 pixels, and a 65536-wide transformer layer whose qkv
+# weights (65536 x 196608 float64 drawn on the host) are 96 GiB.
 BAD_WORKLOAD = """
 name = "bad_kind"
 dataset = "digits"
 [model]
-kind = "perceptron9000"
+kind = "cnn1d"
+channels = [4]
+kernels = [1000]
+strides = [1]
+pads = [0]
 """
 
 
 HUGE_WORKLOAD = """
 name = "huge_mlp"
-dataset = "digits"
+dataset = "pydoc"
 [model]
-kind = "mlp"
-hidden = [1000000000]
+kind = "transformer"
+d_model = 65536
+heads = 1
+layers = 1
 """
 
 
 def spec_text(tmp: Path) -> str:
     (tmp / "bad_kind.toml").write_text(textwrap.dedent(BAD_WORKLOAD))
-    (tmp / "huge_mlp.toml").write_text(textwrap.dedent(HUGE_WORKLOAD))  # 477 GiB of weights
+    (tmp / "huge_mlp.toml").write_text(textwrap.dedent(HUGE_WORKLOAD))  # 96 GiB in one allocation
     return textwrap.dedent(f"""
         name = "small"
         seeds = [0]
@@ -97,7 +106,7 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(swept):
     bad = res[res["workload"] == "bad_kind"]
     assert len(bad) == 2  # fp32 and bf16 training of the broken workload
     assert (bad["status"] == "failed").all()
-    assert bad["reason"].str.contains("unknown model 'perceptron9000'").all()
+    assert bad["reason"].str.contains("cnn1d model: layer 0 has no output").all()
     oom = res[res["workload"] == "huge_mlp"]
     assert len(oom) == 2 and oom["reason"].str.startswith("out of memory (MemoryError: Unable to allocate").all()
     assert summary["failed"] == 2 + 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
