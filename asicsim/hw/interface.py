@@ -7,8 +7,9 @@ fails if a module outside ``asicsim/hw`` does). Each kind answers from its own m
 
 - ``peak_ops_per_s(formats)``: dense peak, 2 ops per MAC as vendors count TOPS/FLOPS. A GPU's
   depends on the precision path the formats take (:func:`asicsim.hw.gpu.precision_path`: the
-  datasheet's tensor-core, DP4A or SIMT rate); a systolic array's is PEs x clock x 2 whatever the
-  formats (every PE does one MAC per cycle in the design's formats).
+  datasheet's tensor-core, DP4A or SIMT rate); a systolic array's is PEs x clock x 2 times the
+  rate of the native mode the formats run in (:mod:`asicsim.hw.native`). NaN for formats the
+  design does not execute (nor emulates at a stated slowdown).
 - ``dram_bytes_per_s``: the off-chip memory's peak bandwidth from the design file (bytes/s).
 - ``power_w``: the power the design *publishes*: its TDP (thermal design power, the datasheet's
   board or chip power cap, or an envelope the design chose: ``edge_int8_32x32``'s 2 W). NaN when
