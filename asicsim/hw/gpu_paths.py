@@ -94,9 +94,9 @@ NATIVE_PATHS = (
              "BF16 tensor cores at the fp16 rate (bf16_tensor: Ampere on)"),
     PathMode("fp16_half2", (("fp16", "fp16"),), ("fp16",), "fp16_nontensor_tflops",
              "half2 SIMT arithmetic (P100), fp16 accumulation"),
-    PathMode("fp8_tensor", ((_E4M3, _E4M3), (_E4M3, _E5M2), (_E5M2, _E4M3)), ("fp32", "fp16"), "fp8_tflops",
+    PathMode("fp8_tensor", ((_E4M3, _E4M3), (_E4M3, _E5M2), (_E5M2, _E4M3)), ("fp32",), "fp8_tflops",
              "FP8 tensor cores (Ada, Hopper on); cuBLASLt takes E4M3 x E4M3 and mixed E4M3/E5M2, "
-             "not E5M2 x E5M2 (cuBLAS documentation, cublasLtMatmul FP8 types)"),
+             "not E5M2 x E5M2, with CUBLAS_COMPUTE_32F (cuBLAS documentation, cublasLtMatmul FP8 types)"),
     PathMode("mxfp8_tensor", _pairs(_MX), ("fp32",), "fp8_tflops",
              "MX FP8 block formats (E8M0 scale per 32 elements) on the tensor cores at the fp8 rate "
              "(mxfp8_tensor: Blackwell)"),

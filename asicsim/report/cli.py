@@ -36,7 +36,7 @@ def add_cli(subparsers) -> None:
         "demo", help="the main job: a small sweep (6 recipes x 5 designs x 3 workloads) and its HTML report",
         description="Run the embedded demo sweep (sweeps/demo.toml: fp32, bf16, fp16 mixed, fp8 hybrid, "
                     "MXFP8 training and int8/MXFP8 post-training quantization on TPU v1, an edge int8 NPU, "
-                    "a bf16 datacenter array and the V100/H100 GPU baselines; digits MLP, MNIST-1D CNN and "
+                    "a bf16 datacenter array and the V100/H100/B200 GPU baselines; digits MLP, MNIST-1D CNN and "
                     "DeepBench's server inference GEMMs), write DIR/report.html and print a summary. "
                     "Rerunning resumes: finished points are kept.")
     p.add_argument("--out", default="asicsim-demo", metavar="DIR", help="results directory (default asicsim-demo)")
