@@ -21,8 +21,15 @@ from asicsim.emulate.layer_scan import layer_scan
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.provenance import input_data, moves_weight, operand_data
 from asicsim.emulate.role_rounding import _stochastic
-from asicsim.emulate.site_rows import CALLS, CUSTOM, REMAT, count_rows, is_gemm, is_layer_scan
-from asicsim.emulate.trace import record, record_elementwise
+from asicsim.emulate.site_rows import (
+    CALLS,
+    CUSTOM,
+    REMAT,
+    count_rows,
+    is_integer_gemm,
+    is_layer_scan,
+)
+from asicsim.emulate.trace import dtype_formats, record, record_elementwise
 from asicsim.emulate.vector_roles import vector_rounder
 from asicsim.numerics.random import derive
 
@@ -187,7 +194,11 @@ class _Interpreter:
         name, p = eqn.primitive.name, eqn.params
         paths = paths or [None] * len(invals)
         data = input_data(flags, data)
-        if name == "dot_general" and not _integer_gemm(eqn):
+        if is_integer_gemm(eqn):  # the user's exact integer GEMM: run as it is, traced in its dtypes
+            self._record("gemm" if name == "dot_general" else "conv", eqn, _dot_roles(flags), self.policy,
+                         dtype_formats(eqn))
+            return self._bind(eqn, invals)
+        if name == "dot_general":
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site(_gemm_path(roles, paths))
@@ -252,10 +263,10 @@ class _Interpreter:
         return tuple(f == 2 and r == "weight" and _same_grid(policy.role(r), self.prerounded)
                      for f, r in zip(flags[:2], roles, strict=True))
 
-    def _record(self, kind, eqn, roles, policy):
+    def _record(self, kind, eqn, roles, policy, formats=None):
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
-               params=eqn.params, count=self.multiplier, policy=policy)
+               params=eqn.params, count=self.multiplier, policy=policy, formats=formats)
 
 
 def _inlined(eqn) -> bool:
@@ -271,9 +282,10 @@ def _plain_float32(pol: Policy) -> bool:
 
 
 def _integer_gemm(eqn) -> bool:
-    """A GEMM on integers only (index arithmetic, exact counts): the user's exact op, not a MAC
-    unit's float GEMM of the recipe, so it is neither rounded nor numbered as a site."""
-    return not is_gemm(eqn)
+    """A GEMM of integer operands (int8 x int8 -> int32 serving, index arithmetic, exact counts):
+    the user's exact op, not a MAC unit's float GEMM of the recipe, so it is neither rounded nor
+    numbered as a site (:func:`.site_rows.is_integer_gemm`)."""
+    return is_integer_gemm(eqn)
 
 
 def _gemm_path(roles, paths) -> str:

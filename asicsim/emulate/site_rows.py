@@ -30,7 +30,8 @@ from jax.extend import core as jcore
 from asicsim._jax_compat import scan_operand_counts
 from asicsim.emulate.provenance import STRUCTURAL, input_data, loop_data, moves_weight, operand_data
 
-__all__ = ["CALLS", "CUSTOM", "REMAT", "STRUCTURAL", "count_rows", "is_gemm", "is_layer_scan", "scan_parts"]
+__all__ = ["CALLS", "CUSTOM", "GEMMS", "REMAT", "STRUCTURAL", "count_rows", "is_gemm", "is_integer_gemm",
+           "is_layer_scan", "scan_parts"]
 
 # kept in step with interpreter.py (the interpreter imports them from here)
 CALLS = frozenset({"pjit", "jit", "closed_call", "core_call", "remat", "checkpoint", "remat2", "custom_lin"})
@@ -38,12 +39,21 @@ REMAT = frozenset({"remat", "checkpoint", "remat2"})  # jax.checkpoint: emulated
 CUSTOM = frozenset({"custom_vjp_call", "custom_vjp_call_jaxpr", "custom_jvp_call"})  # a user's derivative rule
 
 
+GEMMS = ("dot_general", "conv_general_dilated")
+
+
 def is_gemm(eqn) -> bool:
-    """A float dot_general or convolution: an emulated GEMM site (integer GEMMs are not)."""
-    if eqn.primitive.name not in ("dot_general", "conv_general_dilated"):
-        return False
-    return not all(jnp.issubdtype(v.aval.dtype, jnp.integer) or v.aval.dtype == jnp.bool_
-                   for v in (*eqn.invars, *eqn.outvars))
+    """A float dot_general or convolution: an emulated GEMM site. A GEMM of two integer (or
+    bool) operands is not, whatever its result type (int8 x int8 -> int32 as AQT serves, or ->
+    float32): it is the user's exact integer arithmetic (:func:`is_integer_gemm`)."""
+    return eqn.primitive.name in GEMMS and not is_integer_gemm(eqn)
+
+
+def is_integer_gemm(eqn) -> bool:
+    """A dot_general or convolution of two integer (or bool) operands: run as it is, never
+    rounded, and priced in the formats of its own dtypes (:func:`.trace.dtype_formats`)."""
+    return eqn.primitive.name in GEMMS and all(
+        jnp.issubdtype(v.aval.dtype, jnp.integer) or v.aval.dtype == jnp.bool_ for v in eqn.invars[:2])
 
 
 def scan_parts(p: dict) -> tuple[int, int]:
