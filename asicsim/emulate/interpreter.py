@@ -12,7 +12,7 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
-from asicsim.emulate import control_flow, custom_rules
+from asicsim.emulate import control_flow, custom_rules, opaque
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
@@ -237,6 +237,8 @@ class _Interpreter:
         if name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags, data):
             rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
             return rule(self, eqn, invals, flags, paths, data)
+        if opaque.check(eqn, self.policy):  # passed through, with a warning (or refused)
+            return self._bind(eqn, invals)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
         if self.vector is not None:  # roles vector/transcendental/reduction (vector_roles.py)
             return self.vector.bind(eqn, invals, self.words)
