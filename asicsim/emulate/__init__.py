@@ -8,6 +8,7 @@ import sys
 import types
 
 from asicsim.emulate.layer_rules import layer_report
+from asicsim.emulate.opaque import OpaqueError, OpaquePrimitive
 from asicsim.emulate.policy import (
     ROLES,
     LossScaling,
@@ -21,8 +22,9 @@ from asicsim.emulate.tracing import op_trace
 from asicsim.emulate.training import TrainState, make_train_step
 from asicsim.emulate.transform import emulate, round_role
 
-__all__ = ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "TrainState", "emulate",
-           "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace", "round_role"]
+__all__ = ["ROLES", "LossScaling", "OpaqueError", "OpaquePrimitive", "Policy", "RecipeError", "RoleSpec",
+           "TrainState", "emulate", "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace",
+           "round_role"]
 
 
 class _CallableModule(types.ModuleType):

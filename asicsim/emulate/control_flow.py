@@ -13,17 +13,19 @@ import numpy as np
 from jax import lax
 
 from asicsim._jax_compat import scan_operand_counts
+from asicsim.emulate.provenance import input_data, loop_data
 from asicsim.emulate.site_rows import count_rows
 from asicsim.numerics.random import derive
 
 
-def time_scan(interp, p, invals, flags, paths):
+def time_scan(interp, p, invals, flags, paths, data=None):
     """A time scan (no weight among its xs: an RNN cell, one module): one row per body GEMM
     for all iterations, its observed amax the largest over them."""
     (nc, ncarry), closed = scan_operand_counts(p), p["jaxpr"]
     consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
     cflags, xflags = flags[:nc], flags[nc + ncarry:]
     bpaths = [*paths[:nc], *([None] * ncarry), *paths[nc + ncarry:]]
+    bdata = loop_data(closed.jaxpr, input_data(flags, data), nc, ncarry)
 
     length, site0 = p["length"], interp.site
     outer_words, outer_amax = interp.words, interp.amax
@@ -38,7 +40,7 @@ def time_scan(interp, p, invals, flags, paths):
         interp.site = site0  # a retraced body numbers its sites the same way
         interp.words, interp.amax = ex.get("words"), ex.get("amax")
         outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x],
-                        [*cflags, *([False] * ncarry), *xflags], bpaths)
+                          [*cflags, *([False] * ncarry), *xflags], bpaths, bdata)
         return outs[:ncarry], outs[ncarry:]
 
     outer, interp.multiplier = interp.multiplier, interp.multiplier * length
@@ -48,10 +50,10 @@ def time_scan(interp, p, invals, flags, paths):
     finally:
         interp.multiplier = outer
         interp.words, interp.amax = outer_words, outer_amax
-    interp.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags])
+    interp.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags], bdata)
     return [*carry, *ys]
 
-def while_loop(interp, p, invals, flags, paths):
+def while_loop(interp, p, invals, flags, paths, data=None):
     cn, bn = p["cond_nconsts"], p["body_nconsts"]
     cc, bc, init = invals[:cn], invals[cn:cn + bn], invals[cn + bn:]
     cj, bj = p["cond_jaxpr"], p["body_jaxpr"]
@@ -59,29 +61,33 @@ def while_loop(interp, p, invals, flags, paths):
 
     cflags, bflags = [*flags[:cn], *([False] * n)], [*flags[cn:cn + bn], *([False] * n)]
     cpaths, bpaths = [*paths[:cn], *([None] * n)], [*paths[cn:cn + bn], *([None] * n)]
-    site0, ncond = interp.site, count_rows(cj.jaxpr, cflags)
+    data = input_data(flags, data)
+    bdata = loop_data(bj.jaxpr, data[cn:], bn, n)
+    cdata = [*data[:cn], *bdata[bn:]]
+    site0, ncond = interp.site, count_rows(cj.jaxpr, cflags, cdata)
 
     # One row per body GEMM for every iteration: the trip count is not static.
     def cond(c):
         interp.site = site0
-        return interp.run(cj.jaxpr, cj.consts, [*cc, *c], cflags, cpaths)[0]
+        return interp.run(cj.jaxpr, cj.consts, [*cc, *c], cflags, cpaths, cdata)[0]
 
     def body(c):  # note: stochastic-rounding streams repeat across while iterations
         interp.site = site0 + ncond
         # a tuple, as the carry went in: while_loop checks the two have one pytree structure
-        return tuple(interp.run(bj.jaxpr, bj.consts, [*bc, *c], bflags, bpaths))
+        return tuple(interp.run(bj.jaxpr, bj.consts, [*bc, *c], bflags, bpaths, bdata))
 
     out = list(lax.while_loop(cond, body, tuple(init)))
-    interp.site = site0 + ncond + count_rows(bj.jaxpr, bflags)
+    interp.site = site0 + ncond + count_rows(bj.jaxpr, bflags, bdata)
     return out
 
-def cond(interp, p, invals, flags, paths):
+def cond(interp, p, invals, flags, paths, data=None):
     index, ops = invals[0], invals[1:]
-    starts = np.cumsum([interp.site] + [count_rows(br.jaxpr, flags[1:]) for br in p["branches"]])
+    data = input_data(flags, data)[1:]
+    starts = np.cumsum([interp.site] + [count_rows(br.jaxpr, flags[1:], data) for br in p["branches"]])
 
     def branch(i, br, *a):
         interp.site = int(starts[i])  # each branch numbers its own rows
-        return interp.run(br.jaxpr, br.consts, list(a), flags[1:], paths[1:])
+        return interp.run(br.jaxpr, br.consts, list(a), flags[1:], paths[1:], data)
 
     branches = [functools.partial(branch, i, br) for i, br in enumerate(p["branches"])]
     out = list(lax.switch(index, branches, *ops))

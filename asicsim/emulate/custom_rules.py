@@ -53,7 +53,7 @@ def _name(eqn) -> str:
     return getattr(info, "func_name", None) or "a custom_vjp/custom_jvp function"
 
 
-def custom_vjp(interp, eqn, invals, flags, paths=None):
+def custom_vjp(interp, eqn, invals, flags, paths=None, data=None):
     """A ``custom_vjp_call`` with GEMMs inside, emulated forward and backward (module docstring)."""
     p = eqn.params
     _, fwd, bwd = subfuns(eqn.primitive, p)
@@ -63,7 +63,7 @@ def custom_vjp(interp, eqn, invals, flags, paths=None):
 
     def run_at_site0(jaxpr, consts, args, fl):
         interp.site, interp.words = site0, words0
-        return interp.run(jaxpr, consts, list(args), fl, paths)
+        return interp.run(jaxpr, consts, list(args), fl, paths, data)
 
     @jax.custom_vjp
     def fun(*args):
@@ -96,8 +96,9 @@ def custom_vjp(interp, eqn, invals, flags, paths=None):
         interp.words = None if words0 is None else derive(words0, _BACKWARD_WORDS + site0)
         interp.site = site0  # traced when jax differentiates, after the forward's interpretation
         try:
-            grads = interp.run(closed.jaxpr, closed.consts, [*res, *cts],
-                               [*found["res_flags"], *[GRAD] * len(cts)])
+            res_flags = found["res_flags"]  # the cotangents are data (what the loss computes)
+            grads = interp.run(closed.jaxpr, closed.consts, [*res, *cts], [*res_flags, *[GRAD] * len(cts)],
+                               data=[not f for f in res_flags] + [True] * len(cts))
         finally:
             interp.amax, interp.est, interp.words = saved
         return tuple(g.astype(x.dtype) if jnp.issubdtype(x.dtype, jnp.inexact) else None
@@ -105,7 +106,7 @@ def custom_vjp(interp, eqn, invals, flags, paths=None):
 
     fun.defvjp(fun_fwd, fun_bwd)
     out = list(fun(*invals))
-    interp.site = site0 + _sites(call.jaxpr, flags)
+    interp.site = site0 + _sites(call.jaxpr, flags, data)
     return out
 
 
@@ -118,7 +119,7 @@ def _instantiate(ct):
     return jnp.zeros(aval.shape, dtype)
 
 
-def custom_jvp(interp, eqn, invals, flags, paths=None):
+def custom_jvp(interp, eqn, invals, flags, paths=None, data=None):
     """A ``custom_jvp_call`` with GEMMs inside: the primal emulated, its derivative refused."""
     call, site0 = eqn.params["call_jaxpr"], interp.site
     name = _name(eqn)
@@ -126,7 +127,7 @@ def custom_jvp(interp, eqn, invals, flags, paths=None):
     @jax.custom_jvp
     def fun(*args):
         interp.site = site0
-        return tuple(interp.run(call.jaxpr, call.consts, list(args), flags, paths))
+        return tuple(interp.run(call.jaxpr, call.consts, list(args), flags, paths, data))
 
     @fun.defjvp
     def fun_jvp(primals, tangents):
@@ -137,11 +138,11 @@ def custom_jvp(interp, eqn, invals, flags, paths=None):
             "rounding the backward GEMMs as gradient GEMMs.")
 
     out = list(fun(*invals))
-    interp.site = site0 + _sites(call.jaxpr, flags)
+    interp.site = site0 + _sites(call.jaxpr, flags, data)
     return out
 
 
-def checkpoint(interp, eqn, invals, flags, paths=None):
+def checkpoint(interp, eqn, invals, flags, paths=None, data=None):
     """``jax.checkpoint`` (remat) kept around the emulated body, with the user's policy."""
     p, site0 = eqn.params, interp.site
     inner = p["jaxpr"]
@@ -149,12 +150,12 @@ def checkpoint(interp, eqn, invals, flags, paths=None):
 
     def body(*args):
         interp.site = site0  # retraced when jax recomputes: the same site numbers
-        return interp.run(closed.jaxpr, closed.consts, list(args), flags, paths)
+        return interp.run(closed.jaxpr, closed.consts, list(args), flags, paths, data)
 
     out = jax.checkpoint(body, prevent_cse=p.get("prevent_cse", True), policy=p.get("policy"))(*invals)
-    interp.site = site0 + _sites(closed.jaxpr, flags)
+    interp.site = site0 + _sites(closed.jaxpr, flags, data)
     return list(out)
 
 
-def _sites(jaxpr, flags) -> int:
-    return count_rows(jaxpr, [bool(f) for f in flags])
+def _sites(jaxpr, flags, data=None) -> int:
+    return count_rows(jaxpr, [bool(f) for f in flags], data)

@@ -260,3 +260,12 @@ def vector_role_problems(roles, first_last) -> Problems:
     out += [(f"first_last.{r}", spec.format, "a GEMM role (first_last overrides the first and last GEMM's roles)")
             for r, spec in first_last if r in VECTOR_ROLES]
     return out
+
+
+def opaque_problems(opaque) -> Problems:
+    """Problems of a recipe's ``opaque`` list: names of primitives to pass through unemulated
+    (:mod:`asicsim.emulate.opaque`; an emulated call that refuses one names it)."""
+    if isinstance(opaque, tuple) and all(isinstance(n, str) and n.strip() == n and n for n in opaque):
+        return []
+    return [("opaque", opaque, "a list of primitive names, e.g. ['pallas_call', 'pure_callback'] (an "
+                               "emulated call that meets one names it)")]

@@ -12,25 +12,33 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
-from asicsim.emulate import control_flow, custom_rules
+from asicsim.emulate import control_flow, custom_rules, opaque
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
 from asicsim.emulate.layer_rules import ACT_PATH, CONST_PATH, gemm_policy, match_rule, note
 from asicsim.emulate.layer_scan import layer_scan
 from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.provenance import input_data, moves_weight, operand_data
 from asicsim.emulate.role_rounding import _stochastic
-from asicsim.emulate.site_rows import CALLS, CUSTOM, STRUCTURAL, count_rows, is_gemm, is_layer_scan
-from asicsim.emulate.trace import record, record_elementwise
+from asicsim.emulate.site_rows import (
+    CALLS,
+    CUSTOM,
+    REMAT,
+    count_rows,
+    is_integer_gemm,
+    is_layer_scan,
+)
+from asicsim.emulate.trace import dtype_formats, record, record_elementwise
 from asicsim.emulate.vector_roles import vector_rounder
 from asicsim.numerics.random import derive
 
-_STRUCTURAL = STRUCTURAL
-# of those, the ones that keep every value unchanged (a value on a format's grid stays on it)
+# of the structural ops (:data:`.provenance.STRUCTURAL`), the ones that keep every value
+# unchanged (a value on a format's grid stays on it)
 _VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
-                     "dynamic_slice", "copy", "copy_p", "rev", "concatenate"}
-_REMAT = {"remat", "checkpoint", "remat2"}  # jax.checkpoint: emulated inside a checkpoint of its own
-_CALLS = CALLS - _REMAT  # inlined
+                     "dynamic_slice", "dynamic_update_slice", "copy", "copy_p", "rev", "concatenate", "stack",
+                     "split", "unstack", "tile"}
+_CALLS = CALLS - REMAT  # inlined
 
 
 def _dot_roles(flags: Sequence[int]) -> tuple[str, str]:
@@ -74,7 +82,8 @@ class _Interpreter:
     """``flags`` (one per jaxpr variable): 0 activation, 1 weight, 2 weight already on the grid
     of ``prerounded`` (a training step rounds its working weights once; rounding them again in
     every GEMM, and in every scan iteration, returned the same bits and cost time); ``paths``: the
-    weight leaf's pytree path per weight variable (for ``Policy.layers``).
+    weight leaf's pytree path per weight variable (for ``Policy.layers``); ``data``: the variables
+    that depend on the function's data (:mod:`.provenance`: a gather of a weight by them is data).
 
     GEMMs are numbered by rows (:mod:`.site_rows`): ``site`` indexes this scope's rows of
     ``amax``/``est``/``words`` (a layer scan's body gets its iteration's rows as a slice, from 0);
@@ -135,10 +144,13 @@ class _Interpreter:
                              "(emulate(fn, policy)(*args, asicsim_key=jax.random.key(seed)))")
         return meta, words, pol
 
-    def run(self, jaxpr, consts, args, weight_flags, weight_paths=None):
+    def run(self, jaxpr, consts, args, weight_flags, weight_paths=None, data=None):
+        """``jaxpr`` on ``args`` (weight ``weight_flags``, ``weight_paths``; ``data``: whether
+        each depends on data, None: every one that is not a weight does)."""
         env: dict = {}
         weights: dict = {}  # var -> weight level (1 or 2, see the class docstring)
         paths: dict = {}  # var -> the weight leaf's path
+        dep = {v for v, d in zip(jaxpr.invars, input_data(weight_flags, data), strict=True) if d}
 
         def read(v):
             return v.val if isinstance(v, jcore.Literal) else env[v]
@@ -156,24 +168,37 @@ class _Interpreter:
             invals = [read(v) for v in eqn.invars]
             flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in eqn.invars]
             vpaths = [None if isinstance(v, jcore.Literal) else paths.get(v) for v in eqn.invars]
-            outs = self.eqn(eqn, invals, flags, vpaths)
+            vdata = operand_data(eqn, dep)
+            outs = self.eqn(eqn, invals, flags, vpaths, vdata)
+            if any(vdata):
+                dep.update(eqn.outvars)
             if GRAD in flags:  # anything computed from a cotangent is a gradient
                 weights.update((v, GRAD) for v in eqn.outvars)
-            elif eqn.primitive.name in _STRUCTURAL and any(flags):
+            elif moves_weight(eqn.primitive.name, flags, vdata):
                 level = _grid_level(eqn, flags)
                 weights.update((v, level) for v in eqn.outvars)
                 path = next((q for q in vpaths if q is not None), None)  # concatenate: the first
                 paths.update((v, path) for v in eqn.outvars)
+            elif _inlined(eqn):  # a jitted helper (jnp.take, jnp.where): its results as its body made them
+                weights.update((v, f) for v, f in zip(eqn.outvars, self.out_flags, strict=True) if f)
+                paths.update((v, q) for v, q in zip(eqn.outvars, self.out_paths, strict=True) if q is not None)
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
-        # the outputs' provenance flags, for a caller that needs them (a custom_vjp's residuals)
+        # the outputs' provenance flags and paths, for a caller that needs them (a custom_vjp's
+        # residuals, the results of an inlined call)
         self.out_flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in jaxpr.outvars]
+        self.out_paths = [None if isinstance(v, jcore.Literal) else paths.get(v) for v in jaxpr.outvars]
         return [read(v) for v in jaxpr.outvars]
 
-    def eqn(self, eqn, invals, flags, paths=None):
+    def eqn(self, eqn, invals, flags, paths=None, data=None):
         name, p = eqn.primitive.name, eqn.params
         paths = paths or [None] * len(invals)
-        if name == "dot_general" and not _integer_gemm(eqn):
+        data = input_data(flags, data)
+        if is_integer_gemm(eqn):  # the user's exact integer GEMM: run as it is, traced in its dtypes
+            self._record("gemm" if name == "dot_general" else "conv", eqn, _dot_roles(flags), self.policy,
+                         dtype_formats(eqn))
+            return self._bind(eqn, invals)
+        if name == "dot_general":
             roles = _dot_roles(flags)
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site(_gemm_path(roles, paths))
@@ -197,21 +222,23 @@ class _Interpreter:
             return [finish(_emulated_dot(patches, kernel, meta, kd, cfg, pol))]
         if name == "scan":
             if is_layer_scan(p, flags):
-                return layer_scan(self, p, invals, flags, paths)
-            return control_flow.time_scan(self, p, invals, flags, paths)
+                return layer_scan(self, p, invals, flags, paths, data)
+            return control_flow.time_scan(self, p, invals, flags, paths, data)
         if name == "while":
-            return control_flow.while_loop(self, p, invals, flags, paths)
+            return control_flow.while_loop(self, p, invals, flags, paths, data)
         if name == "cond":
-            return control_flow.cond(self, p, invals, flags, paths)
-        if name in _CALLS and "jaxpr" in p:
+            return control_flow.cond(self, p, invals, flags, paths, data)
+        if _inlined(eqn):
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
-            return self.run(closed.jaxpr, closed.consts, invals, flags, paths)
-        if name in _REMAT and "jaxpr" in p:
-            return custom_rules.checkpoint(self, eqn, invals, flags, paths)
-        if name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags):
+            return self.run(closed.jaxpr, closed.consts, invals, flags, paths, data)
+        if name in REMAT and "jaxpr" in p:
+            return custom_rules.checkpoint(self, eqn, invals, flags, paths, data)
+        if name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags, data):
             rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
-            return rule(self, eqn, invals, flags, paths)
+            return rule(self, eqn, invals, flags, paths, data)
+        if opaque.check(eqn, self.policy):  # passed through, with a warning (or refused)
+            return self._bind(eqn, invals)
         record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
         if self.vector is not None:  # roles vector/transcendental/reduction (vector_roles.py)
             return self.vector.bind(eqn, invals, self.words)
@@ -238,10 +265,15 @@ class _Interpreter:
         return tuple(f == 2 and r == "weight" and _same_grid(policy.role(r), self.prerounded)
                      for f, r in zip(flags[:2], roles, strict=True))
 
-    def _record(self, kind, eqn, roles, policy):
+    def _record(self, kind, eqn, roles, policy, formats=None):
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
-               params=eqn.params, count=self.multiplier, policy=policy)
+               params=eqn.params, count=self.multiplier, policy=policy, formats=formats)
+
+
+def _inlined(eqn) -> bool:
+    """A nested call (``jit``, ``closed_call``) the interpreter runs as if inlined."""
+    return eqn.primitive.name in _CALLS and "jaxpr" in eqn.params
 
 
 def _plain_float32(pol: Policy) -> bool:
@@ -252,9 +284,10 @@ def _plain_float32(pol: Policy) -> bool:
 
 
 def _integer_gemm(eqn) -> bool:
-    """A GEMM on integers only (index arithmetic, exact counts): the user's exact op, not a MAC
-    unit's float GEMM of the recipe, so it is neither rounded nor numbered as a site."""
-    return not is_gemm(eqn)
+    """A GEMM of integer operands (int8 x int8 -> int32 serving, index arithmetic, exact counts):
+    the user's exact op, not a MAC unit's float GEMM of the recipe, so it is neither rounded nor
+    numbered as a site (:func:`.site_rows.is_integer_gemm`)."""
+    return is_integer_gemm(eqn)
 
 
 def _gemm_path(roles, paths) -> str:
@@ -266,6 +299,6 @@ def _gemm_path(roles, paths) -> str:
     return next((q for q in weights if q is not None), CONST_PATH)
 
 
-def count_sites(jaxpr, flags=None) -> int:
+def count_sites(jaxpr, flags=None, data=None) -> int:
     """Rows of ``jaxpr`` as the interpreter numbers them (:func:`.site_rows.count_rows`)."""
-    return count_rows(jaxpr, flags)
+    return count_rows(jaxpr, flags, data)

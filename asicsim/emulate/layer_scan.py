@@ -17,18 +17,21 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from asicsim.emulate.provenance import input_data, loop_data
 from asicsim.emulate.site_rows import count_rows, scan_parts
 from asicsim.numerics.random import derive
 
 
-def layer_scan(interp, p, invals, flags, paths):
-    """Run scan equation params ``p`` on ``invals`` under ``interp`` (an ``_Interpreter``)."""
+def layer_scan(interp, p, invals, flags, paths, data=None):
+    """Run scan equation params ``p`` on ``invals`` under ``interp`` (an ``_Interpreter``;
+    ``data``: whether each operand depends on data, :mod:`.provenance`)."""
     (nc, ncarry), closed = scan_parts(p), p["jaxpr"]
     consts, init, xs = invals[:nc], invals[nc:nc + ncarry], invals[nc + ncarry:]
     bflags = [*flags[:nc], *([False] * ncarry), *flags[nc + ncarry:]]
     bpaths = [*paths[:nc], *([None] * ncarry), *paths[nc + ncarry:]]
     n, reverse = p["length"], p["reverse"]
-    k = count_rows(closed.jaxpr, bflags)
+    bdata = loop_data(closed.jaxpr, input_data(flags, data), nc, ncarry)
+    k = count_rows(closed.jaxpr, bflags, bdata)
     site0, base0 = interp.site, interp.row_base
     row0 = None if base0 is None else base0 + site0
     saved = (interp.words, interp.amax, interp.est, interp.site, interp.row_base)
@@ -45,7 +48,7 @@ def layer_scan(interp, p, invals, flags, paths):
     def iteration(carry, x, e, base):
         interp.site, interp.row_base = 0, base
         interp.words, interp.amax, interp.est = e.get("words"), e.get("amax"), e.get("est")
-        outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x], bflags, bpaths)
+        outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x], bflags, bpaths, bdata)
         return outs[:ncarry], outs[ncarry:]
 
     head = tail = False

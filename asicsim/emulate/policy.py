@@ -47,6 +47,7 @@ from asicsim.emulate.fields import (
     RoleScaling,
     RoundingName,
     loss_scaling_fields,
+    opaque_problems,
     role_fields,
 )
 from asicsim.numerics import get_format
@@ -184,6 +185,9 @@ class Policy:
     calibration_bins: int = 2048
     # static scaling per channel: ((site, operand 0 | 1, (amax per contraction index, ...)), ...)
     channel_scales: tuple = field(default=(), repr=False)
+    # primitives run unemulated, with a warning, where the emulation cannot see their work
+    # (Pallas kernels, ffi/cuDNN calls, callbacks); absent: refused (asicsim.emulate.opaque)
+    opaque: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         from asicsim.emulate.policy_checks import (  # they check these classes
@@ -196,8 +200,10 @@ class Policy:
                  if isinstance(v, (dict, list, tuple))}
         if isinstance(self.layers, (list, tuple)):
             fixed["layers"] = tuple(normal_rule(r) for r in self.layers)
+        if isinstance(self.opaque, list):
+            fixed["opaque"] = tuple(self.opaque)
         _settle(self, fixed, [], "")
-        _settle(self, {}, policy_problems(self), f"recipe {self.name!r}")
+        _settle(self, {}, policy_problems(self) + opaque_problems(self.opaque), f"recipe {self.name!r}")
 
     @property
     def has_master(self) -> bool:

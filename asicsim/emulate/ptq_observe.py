@@ -31,7 +31,7 @@ class _Recorder(_Interpreter):
         super().__init__(policy, words, n_rows=n_rows)
         self.sink = sink
 
-    def eqn(self, eqn, invals, flags, paths=None):
+    def eqn(self, eqn, invals, flags, paths=None, data=None):
         name = eqn.primitive.name
         if name in ("dot_general", "conv_general_dilated") and not _integer_gemm(eqn):
             roles = _dot_roles(flags)
@@ -46,7 +46,7 @@ class _Recorder(_Interpreter):
                 row = self.site if self.row_base is None else self.row_base + self.site  # the GEMM's row
                 jax.debug.callback(functools.partial(self.sink, side=side, axis=axis, role=roles[side]),
                                    jnp.asarray(row, jnp.int32), invals[side])
-        return super().eqn(eqn, invals, flags, paths)
+        return super().eqn(eqn, invals, flags, paths, data)
 
 
 def _run_recorded(fn: Callable, pol: Policy, sink, args, weights: int | None, key=None):

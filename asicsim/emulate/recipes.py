@@ -36,6 +36,9 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
                     path, ``"*/attn/*"``) and ``roles`` (a table like ``[roles]``, overriding the
                     recipe's for GEMMs whose weight matches); ``[first_last]`` applies on top
                     (:mod:`asicsim.emulate.layer_rules`)
+``opaque``          primitives to run unemulated, with a warning, where the emulation cannot see
+                    their work (``["pallas_call"]``; absent: such a primitive is an error naming
+                    it, :mod:`asicsim.emulate.opaque`)
 """
 
 from __future__ import annotations
@@ -128,7 +131,8 @@ def _layers(t: Any, out: list) -> tuple:
 def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
     out: list = []
-    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration", "layers"}
+    top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration", "layers",
+           "opaque"}
     for k in sorted(set(table) - top):
         out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
     roles_t = table.get("roles", {})
@@ -155,7 +159,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
                   layers=layers,
                   loss_scaling=ls or LossScaling(), mac_order=subtables["mac"].get("order", "fast"),
                   mac=subtables["mac"].get("spec", ""), description=table.get("description", ""),
-                  source=table.get("source", ""),
+                  source=table.get("source", ""), opaque=table.get("opaque", ()),
                   **{f: subtables["calibration"][k] for k, f in _CALIBRATION_KEYS.items() if k in subtables["calibration"]})
     try:
         policy = Policy(**fields)

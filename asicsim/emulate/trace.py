@@ -5,7 +5,9 @@ elementwise work around them (see :func:`record_elementwise`).
 Recording happens while :func:`asicsim.emulate` traces a function (shapes only, nothing runs);
 ``lax.scan`` bodies count ``length`` times. With ``training=True`` each forward GEMM adds its two
 gradient GEMMs (same MACs): ``grad-input`` (dX = dY W^T) and ``grad-weight`` (dW = X^T dY, only
-where one operand is a weight).
+where one operand is a weight). A GEMM of integer operands (int8 x int8 -> int32, as a model
+quantized for serving runs it) is the user's exact arithmetic: recorded in its own dtypes'
+formats (``int8``, ``int8``, accumulator and output ``int32``), with no gradient GEMMs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import math
 from collections.abc import Iterator
 
+import numpy as np
 import pandas as pd
 
 from asicsim.emulate.elementwise_trace import ELEMENTWISE_COLUMNS, elementwise_entries
@@ -57,18 +60,31 @@ def record_elementwise(eqn, count: int, policy) -> None:
                             "format_lhs_bwd": blhs, "format_out_bwd": bout})
 
 
-def record(*, kind, shapes, out_shape, roles, params, count, policy) -> None:
+def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=None) -> None:
+    """Record one GEMM or convolution; ``formats``: its (lhs, rhs, acc, out) formats where they
+    are its own, not the recipe's roles' (an integer GEMM, :func:`dtype_formats`; it has no
+    gradient GEMMs)."""
     if not _ACTIVE:
         return
     M, N, K, batch = gemm_dims(kind, shapes, out_shape, params)
-    if roles == ("weight", "act"):  # W @ x (Equinox's Linear): the same GEMM with the act first
-        M, N, roles, shapes = N, M, ("act", "weight"), shapes[::-1]
     fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32") for r in ("act", "weight", "acc", "out")}
+    lhs, rhs, acc, out = formats or (fmt[roles[0]], fmt[roles[1]], fmt["acc"], fmt["out"])
+    if roles == ("weight", "act"):  # W @ x (Equinox's Linear): the same GEMM with the act first
+        M, N, roles, shapes, lhs, rhs = N, M, ("act", "weight"), shapes[::-1], rhs, lhs
     _ACTIVE[-1].append({"kind": kind, "M": M, "N": N, "K": K, "batch": batch, "count": count,
                         "lhs_role": roles[0], "rhs_role": roles[1], "lhs_shape": shapes[0],
-                        "rhs_shape": shapes[1], "format_lhs": fmt[roles[0]], "format_rhs": fmt[roles[1]],
-                        "format_acc": fmt["acc"], "format_out": fmt["out"], "recipe": policy.name,
-                        "grad_formats": gradient_formats(policy, roles)})
+                        "rhs_shape": shapes[1], "format_lhs": lhs, "format_rhs": rhs,
+                        "format_acc": acc, "format_out": out, "recipe": policy.name,
+                        "grad_formats": {} if formats else gradient_formats(policy, roles),
+                        "backward": formats is None})
+
+
+def dtype_formats(eqn) -> tuple[str, str, str, str]:
+    """(lhs, rhs, acc, out) formats of a GEMM that runs in its operands' own dtypes (an integer
+    GEMM: int8 x int8 accumulated in its int32 result; into a float result, in float32)."""
+    lhs, rhs = (np.dtype(v.aval.dtype).name for v in eqn.invars[:2])
+    out = np.dtype(eqn.outvars[0].aval.dtype)
+    return lhs, rhs, out.name if np.issubdtype(out, np.integer) else "float32", out.name
 
 
 def gradient_formats(policy, roles) -> dict[str, tuple[str, str, str, str]]:
@@ -125,7 +141,7 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
         if e["kind"] == "elementwise":
             continue
         rows.append({**e, "role": "forward"})
-        if training:
+        if training and e["backward"]:  # an integer GEMM has no gradient
             # dX = dY (M x N) times W^T (N x K); dW = X^T (K x M) times dY (M x N)
             rows.append({**e, "role": "grad-input", "M": e["M"], "N": e["K"], "K": e["N"],
                          **_grad_formats(e, "grad-input")})
