@@ -184,6 +184,9 @@ class Policy:
     calibration_bins: int = 2048
     # static scaling per channel: ((site, operand 0 | 1, (amax per contraction index, ...)), ...)
     channel_scales: tuple = field(default=(), repr=False)
+    # static scaling: ((row, operand 0 | 1), ...) calibration did not observe (never executed on its
+    # batches, or only zeros): no static scale, scaled by their current amax (asicsim.emulate.ptq)
+    uncalibrated: tuple = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         from asicsim.emulate.policy_checks import (  # they check these classes
