@@ -34,6 +34,7 @@ import numpy as np
 
 from asicsim.emulate import calibrators as cal
 from asicsim.emulate.interpreter import _dot_roles, _Interpreter
+from asicsim.emulate.layer_rules import leaf_paths
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.site_rows import count_rows, is_layer_scan, scan_parts
 from asicsim.emulate.transform import split_arrays
@@ -132,6 +133,9 @@ def _run_recorded(fn: Callable, pol: Policy, stats: _Stats, args, weights: int |
     stop = start + (counts[weights] if weights is not None and weights < len(args) else 0)
     arrays, positions, rebuild = split_arrays((args, {}))
     flags = [1 if start <= i < stop else 0 for i in positions]
+    # each weight leaf's path inside the ``weights`` argument, for the layer rules (as emulate())
+    wpaths = leaf_paths(args[weights]) if pol.layers and start < stop else []
+    paths = [wpaths[i - start] if wpaths and start <= i < stop else None for i in positions]
 
     def flat_fn(*xs):
         a, _ = rebuild(xs)
@@ -141,7 +145,7 @@ def _run_recorded(fn: Callable, pol: Policy, stats: _Stats, args, weights: int |
     n_rows = count_rows(closed.jaxpr, flags)
     rec = _Recorder(pol, stats, n_rows, phase=phase, channel=stats.channel, wanted=wanted,
                     words=None if key is None else key_words(key))
-    out = rec.run(closed.jaxpr, closed.consts, arrays, flags)
+    out = rec.run(closed.jaxpr, closed.consts, arrays, flags, paths)
     stats.n_rows = max(stats.n_rows, n_rows)
     for r, sides in rec.expected().items():
         stats.expected.setdefault(r, set()).update(sides)
