@@ -347,3 +347,12 @@ def test_layer_scan_rows_are_per_layer_for_the_histogram_calibrators():
     a, b = calibrate(scanned, params, [X1, X2], pol), calibrate(unrolled, params, [X1, X2], pol)
     assert len(a.static_scales) == 4 and a.static_scales == b.static_scales
     assert len({v[0] for _, v in a.static_scales}) == 4  # four layers, four amaxes
+
+
+def test_infer_says_which_rows_calibration_did_not_reach():
+    from asicsim.workloads.training import _calibrate
+
+    pol, how = _calibrate(load_recipe("int8_ptq_tensor"), switch_fn, W, [(X1, jnp.int32(0)), (X2, jnp.int32(2))])
+    assert pol.uncalibrated == ((1, 0),)
+    assert how == ("max calibration on 2 training batches; 1 GEMM operand(s) with static scaling not reached "
+                   "by it (rows [1]) scale by their current amax")
