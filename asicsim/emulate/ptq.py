@@ -45,7 +45,7 @@ from asicsim.emulate.group_weights import (
     round_group,
 )
 from asicsim.emulate.policy import Policy
-from asicsim.emulate.ptq_observe import _Stats, any_operand, collect, recorded, static_from_stats
+from asicsim.emulate.ptq_observe import SiteStats, any_operand, collect, recorded, static_from_stats
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.training import MAX_SITES, round_tree
 
@@ -63,7 +63,7 @@ def observe_amax(fn: Callable, policy, *args, weights: int = 0, max_sites: int =
     pol = _blank(load_recipe(policy))
     if key is None and pol.stochastic:
         key = jax.random.key(0)
-    stats = _Stats(pol.calibration_bins, channel=False)
+    stats = SiteStats(pol.calibration_bins, channel=False)
     recorded(fn, pol, stats, weights, key, phase="max", wanted=any_operand)(*args)
     jax.effects_barrier()
     if stats.n_rows > max_sites:

@@ -18,8 +18,8 @@ contraction axis also gets per-channel amaxes (one per index of that axis: an ac
 features); a convolution, or a GEMM contracting several axes of the operand, is calibrated per
 tensor only.
 
-Which operands calibration should see is known from the trace (:attr:`_Stats.expected`): those no
-batch reached (a branch never taken, a loop that never iterated) are reported by
+Which operands calibration should see is known from the trace (:attr:`SiteStats.expected`):
+those no batch reached (a branch never taken, a loop that never iterated) are reported by
 :func:`asicsim.emulate.ptq.calibrate`, never left to fall back to their current amax in silence.
 """
 
@@ -124,7 +124,7 @@ class _Recorder(_Interpreter):
         return {r: s for r, s in out.items() if s}
 
 
-def _run_recorded(fn: Callable, pol: Policy, stats: _Stats, args, weights: int | None, key=None, *,
+def _run_recorded(fn: Callable, pol: Policy, stats: SiteStats, args, weights: int | None, key=None, *,
                   phase: str, wanted: Callable = static_operand):
     """``fn(*args)`` under the recording interpreter (weight provenance as :func:`emulate` finds
     it); the operands it should see go to ``stats.expected`` while tracing."""
@@ -152,7 +152,7 @@ def _run_recorded(fn: Callable, pol: Policy, stats: _Stats, args, weights: int |
     return out
 
 
-def recorded(fn: Callable, pol: Policy, stats: _Stats, weights: int | None, key=None, *, phase: str,
+def recorded(fn: Callable, pol: Policy, stats: SiteStats, weights: int | None, key=None, *, phase: str,
              wanted: Callable = static_operand) -> Callable:
     """``run(*args)``: ``fn(*args)`` recorded into ``stats``, compiled once per structure and
     shapes of the arguments (their array leaves traced; anything else, such as an Equinox
@@ -171,7 +171,7 @@ def recorded(fn: Callable, pol: Policy, stats: _Stats, weights: int | None, key=
     return run
 
 
-class _Stats:
+class SiteStats:
     """Per (row, operand): amax (tensor and per channel), then histograms over [0, amax]; and
     the operands the trace says calibration should see (``expected``: row -> operands)."""
 
@@ -207,9 +207,9 @@ class _Stats:
 
 
 def collect(apply_fn: Callable, params, batches: Iterable, pol: Policy, *, weights: int = 0, key=None,
-            histograms: bool) -> _Stats:
+            histograms: bool) -> SiteStats:
     """The statistics of up to ``pol.calibration_batches`` batches (two passes with histograms)."""
-    stats = _Stats(pol.calibration_bins, pol.calibration_granularity == "channel")
+    stats = SiteStats(pol.calibration_bins, pol.calibration_granularity == "channel")
     kept = []
     for batch in batches:
         if len(kept) >= pol.calibration_batches:
@@ -226,7 +226,7 @@ def collect(apply_fn: Callable, params, batches: Iterable, pol: Policy, *, weigh
     return stats
 
 
-def static_from_stats(stats: _Stats, pol: Policy) -> tuple[tuple, tuple]:
+def static_from_stats(stats: SiteStats, pol: Policy) -> tuple[tuple, tuple]:
     """(static_scales, channel_scales) of a Policy from collected statistics and its method."""
     method = pol.calibration_method
     rows: dict = {}

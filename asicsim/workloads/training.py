@@ -418,8 +418,9 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
         pol = calibrate(fn, params, batches[:n], policy)
     how = f"{method} calibration{per} on {n} training batches"
     if pol.uncalibrated:
-        how += (f"; {len(pol.uncalibrated)} GEMM operand(s) with static scaling not reached by it (rows "
-                f"{sorted({r for r, _ in pol.uncalibrated})}) scale by their current amax")
+        how += (f"; {len(pol.uncalibrated)} GEMM operand(s) with static scaling it did not observe (rows "
+                f"{sorted({r for r, _ in pol.uncalibrated})}: never reached, or only zeros) scale by their "
+                "current amax")
     return pol, how
 
 

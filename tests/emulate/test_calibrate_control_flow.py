@@ -354,5 +354,5 @@ def test_infer_says_which_rows_calibration_did_not_reach():
 
     pol, how = _calibrate(load_recipe("int8_ptq_tensor"), switch_fn, W, [(X1, jnp.int32(0)), (X2, jnp.int32(2))])
     assert pol.uncalibrated == ((1, 0),)
-    assert how == ("max calibration on 2 training batches; 1 GEMM operand(s) with static scaling not reached "
-                   "by it (rows [1]) scale by their current amax")
+    assert how == ("max calibration on 2 training batches; 1 GEMM operand(s) with static scaling it did not "
+                   "observe (rows [1]: never reached, or only zeros) scale by their current amax")
