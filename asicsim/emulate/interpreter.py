@@ -283,13 +283,6 @@ def _plain_float32(pol: Policy) -> bool:
     return pol.mac_spec() is None and all(pol.role(r) is None or pol.role(r).is_identity for r in _GEMM_ROLES)
 
 
-def _integer_gemm(eqn) -> bool:
-    """A GEMM of integer operands (int8 x int8 -> int32 serving, index arithmetic, exact counts):
-    the user's exact op, not a MAC unit's float GEMM of the recipe, so it is neither rounded nor
-    numbered as a site (:func:`.site_rows.is_integer_gemm`)."""
-    return is_integer_gemm(eqn)
-
-
 def _gemm_path(roles, paths) -> str:
     """The path a layer rule matches for a GEMM: its weight operand's leaf path (``<const>``: a
     weight closed over; ``<act>``: no weight operand)."""

@@ -188,6 +188,9 @@ class Policy:
     # primitives run unemulated, with a warning, where the emulation cannot see their work
     # (Pallas kernels, ffi/cuDNN calls, callbacks); absent: refused (asicsim.emulate.opaque)
     opaque: tuple[str, ...] = ()
+    # static scaling: ((row, operand 0 | 1), ...) calibration did not observe (never executed on its
+    # batches, or only zeros): no static scale, scaled by their current amax (asicsim.emulate.ptq)
+    uncalibrated: tuple = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         from asicsim.emulate.policy_checks import (  # they check these classes

@@ -9,25 +9,33 @@
 
 Calibration runs the emulated model over the calibration batches and records, per GEMM row
 (numbered in the order :func:`asicsim.emulate` meets them; a scan over stacked layers has a row
-per layer, :mod:`.site_rows`), the largest magnitude each operand took (max over batches, and
-over the iterations of a time scan). The result is the same recipe with those
-amaxes in ``Policy.static_scales``; roles with ``scaling = "static"`` then scale by them (values
-beyond saturate), as a TensorRT-style max calibrator does. While calibrating, activations are
-quantized with their current amax, so each site sees its inputs as the quantized model makes them.
+per layer, :mod:`.site_rows`), the largest magnitude each operand with ``static`` scaling took:
+the max over batches and over every execution of the row (the iterations of a time scan, a
+``fori_loop`` or a ``while_loop`` such as a KV-cache generation loop, whatever its trip count;
+each ``cond``/``switch`` branch its own rows; ``jax.checkpoint`` and ``custom_vjp`` bodies as
+inlined), observed on the host as the model runs (:mod:`.ptq_observe`), so integer outputs
+(generated tokens) and non-differentiable paths (``argmax``, ``stop_gradient``) are calibrated
+too. The result is the same recipe with those amaxes in ``Policy.static_scales``; roles with
+``scaling = "static"`` then scale by them (values beyond saturate), as a TensorRT-style max
+calibrator does. While calibrating, activations are quantized with their current amax, so each
+site sees its inputs as the quantized model makes them. An operand that no calibration batch
+reached (a branch never taken, a loop that never iterated) or that was only ever zero has no
+static scale: it keeps its current amax, is listed in ``Policy.uncalibrated`` and calibration
+warns (:class:`UncalibratedSites`); where no operand at all was reached it is an error.
 
 A recipe's ``[calibration] method`` other than ``max`` (percentile, mse, entropy: TensorRT's
-calibrators, :mod:`.calibrators`) or ``granularity = "channel"`` (one static amax per input
-feature of an activation, SmoothQuant-style per-channel statistics; ``Policy.channel_scales``)
-records the activations themselves (:mod:`.ptq_observe`).
+calibrators, :mod:`.calibrators`) records histograms of the operands too, in a second pass;
+``granularity = "channel"`` one static amax per input feature of an activation (SmoothQuant-style
+per-channel statistics; ``Policy.channel_scales``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterable
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from asicsim.emulate.group_weights import (
@@ -37,29 +45,37 @@ from asicsim.emulate.group_weights import (
     round_group,
 )
 from asicsim.emulate.policy import Policy
-from asicsim.emulate.ptq_observe import collect, static_from_stats
+from asicsim.emulate.ptq_observe import SiteStats, any_operand, collect, recorded, static_from_stats
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.training import MAX_SITES, round_tree
-from asicsim.emulate.transform import emulate
+
+
+class UncalibratedSites(UserWarning):
+    """Some GEMM operands with static scaling were not observed by calibration (never reached, or
+    only zeros): they scale by their current amax (``Policy.uncalibrated`` lists them)."""
 
 
 def observe_amax(fn: Callable, policy, *args, weights: int = 0, max_sites: int = MAX_SITES,
-                 key=None) -> jax.Array:
-    """(max_sites, 3) amax of (lhs, rhs, grad-unused) per GEMM row in one call of ``fn(*args)``."""
-    pol = load_recipe(policy)
-    emulated = emulate(fn, pol, weights=weights)
-    kw = {"asicsim_key": key} if key is not None else {}
+                 key=None) -> np.ndarray:
+    """(max_sites, 3) amax of (lhs, rhs, grad: 0, the forward has none) per GEMM row in one call
+    of ``fn(*args)`` (largest over the row's executions: loop iterations), as the emulated
+    ``fn`` feeds its GEMMs (operands scaled by their current amax)."""
+    pol = _blank(load_recipe(policy))
+    if key is None and pol.stochastic:
+        key = jax.random.key(0)
+    stats = SiteStats(pol.calibration_bins, channel=False)
+    recorded(fn, pol, stats, weights, key, phase="max", wanted=any_operand)(*args)
+    jax.effects_barrier()
+    if stats.n_rows > max_sites:
+        raise ValueError(f"{getattr(fn, '__name__', 'the function')} has {stats.n_rows} GEMM/convolution rows; "
+                         f"observe_amax(..., max_sites={stats.n_rows}) holds them")
+    out = np.zeros((max_sites, 3), np.float32)
+    for (row, side), amax in stats.amax.items():
+        out[row, side] = amax
+    return out
 
-    def run(amax):
-        out = emulated(*args, asicsim_amax=amax, **kw)
-        leaves = [x for x in jax.tree_util.tree_leaves(out) if jnp.issubdtype(x.dtype, jnp.floating)]
-        return sum(jnp.sum(x.astype(jnp.float32)) for x in leaves)
 
-    return jax.grad(run)(jnp.zeros((max_sites, 3), jnp.float32))
-
-
-def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights: int = 0,
-              max_sites: int = MAX_SITES, key=None) -> Policy:
+def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights: int = 0, key=None) -> Policy:
     """``policy`` with static scales from ``apply_fn(params, batch)`` over ``batches`` (at most
     ``policy.calibration_batches`` of them are used). A recipe with stochastic rounding draws its
     bits from ``key`` (default ``jax.random.key(0)``: calibration is deterministic).
@@ -68,30 +84,46 @@ def calibrate(apply_fn: Callable, params, batches: Iterable, policy, *, weights:
     histogram over [0, amax]: :mod:`asicsim.emulate.calibrators`); with
     ``calibration_granularity = "channel"`` each activation operand contracted along one axis
     also gets one amax per index of that axis (``Policy.channel_scales``), which its GEMM scales
-    by instead of the per-tensor one."""
+    by instead of the per-tensor one. Operands the batches never reached: see the module doc."""
     pol = load_recipe(policy)
+    if not pol.needs_calibration:
+        raise ValueError(f"calibrate: recipe {pol.name!r} has no role with scaling = 'static' (its roles scale "
+                         "each tensor by itself): there is nothing to calibrate")
     if key is None and pol.stochastic:
         key = jax.random.key(0)
-    if pol.calibration_method != "max" or pol.calibration_granularity != "tensor":
-        stats = collect(apply_fn, params, batches, pol, weights=weights, key=key,
-                        histograms=pol.calibration_method != "max")
-        static, channels = static_from_stats(stats, pol)
-        return dataclasses.replace(pol, static_scales=static, channel_scales=channels)
-    observe = jax.jit(lambda p, b: observe_amax(apply_fn, pol, p, b, weights=weights, max_sites=max_sites,
-                                                key=key))
-    amax = np.zeros((max_sites, 3), np.float32)
-    n = 0
-    for batch in batches:
-        if n >= pol.calibration_batches:
-            break
-        amax = np.maximum(amax, np.asarray(observe(params, batch)))
-        n += 1
-    if n == 0:
-        raise ValueError("calibrate: no calibration batches were given")
-    used = np.flatnonzero(amax.any(axis=1))
-    rows = amax[: (used[-1] + 1 if used.size else 0)]
-    scales = tuple((i, tuple(float(v) for v in row)) for i, row in enumerate(rows))
-    return dataclasses.replace(pol, static_scales=scales)
+    stats = collect(apply_fn, params, batches, _blank(pol), weights=weights, key=key,
+                    histograms=pol.calibration_method != "max")
+    name = getattr(apply_fn, "__name__", "the function")
+    never, zeros = stats.unobserved()
+    if not stats.expected:
+        raise ValueError(f"calibrate: {name} has no GEMM or convolution operand with static scaling under "
+                         f"recipe {pol.name!r} (its layer rules and [first_last] included): nothing to calibrate")
+    if not stats.amax:
+        raise ValueError(f"calibrate: no GEMM operand with static scaling ran on the calibration batches "
+                         f"({_sites(never)} of {name} never executed: a branch not taken, a loop that never "
+                         "iterated); give batches that reach them")
+    static, channels = static_from_stats(stats, pol)
+    missing = tuple(sorted({*never, *zeros}))
+    if missing:
+        parts = [f"{_sites(never)} never executed on the calibration batches (a branch not taken, a loop "
+                 "that never iterated)"] if never else []
+        parts += [f"{_sites(zeros)} only ever zero"] if zeros else []
+        warnings.warn(f"calibrate: {name} under {pol.name!r}: {'; '.join(parts)}: no static scale, they scale "
+                      "by their current amax (Policy.uncalibrated lists them); give batches that reach them",
+                      UncalibratedSites, stacklevel=2)
+    return dataclasses.replace(pol, static_scales=static, channel_scales=channels, uncalibrated=missing)
+
+
+def _blank(pol: Policy) -> Policy:
+    """``pol`` without scales from an earlier calibration (calibration scales by the current amax)."""
+    return dataclasses.replace(pol, static_scales=(), channel_scales=(), uncalibrated=())
+
+
+def _sites(keys) -> str:
+    """(row, operand) pairs in words: "GEMM row 3 lhs, row 5 rhs"."""
+    shown = ", ".join(f"row {r} {'lhs' if s == 0 else 'rhs'}" for r, s in keys[:8])
+    more = f" and {len(keys) - 8} more" if len(keys) > 8 else ""
+    return f"{len(keys)} GEMM operand(s) ({shown}{more})"
 
 
 def quantize_params(params, policy, *, axis: int = -2):
@@ -128,4 +160,5 @@ def export_params(params, policy, *, axis: int = -2):
     return export_weights(params, spec, axis)
 
 
-__all__ = ["calibrate", "dequantize_params", "export_params", "observe_amax", "quantize_params"]
+__all__ = ["UncalibratedSites", "calibrate", "dequantize_params", "export_params", "observe_amax",
+           "quantize_params"]

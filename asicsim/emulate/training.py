@@ -190,7 +190,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
                 extra["asicsim_amax"] = amax
             all_f32 = all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params) if _is_float(x))
             out = (emulated if all_f32 else emulated_cast)(params, batch, **extra)
-            loss, aux = out if has_aux else (out, None)
+            loss, aux = split_loss(out, has_aux, getattr(loss_fn, "__name__", "loss_fn"))
             return (loss if unscaled else loss * scale).astype(jnp.float32), (loss, aux)
 
         (_, (loss, aux)), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
@@ -230,6 +230,39 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         return new, metrics
 
     return init, step
+
+
+def split_loss(out, has_aux: bool, name: str = "loss_fn"):
+    """``(loss, aux)`` from what ``loss_fn`` returned (aux None without ``has_aux``), or a
+    TypeError naming what it returned and what ``make_train_step`` expects: a float scalar loss,
+    with ``has_aux=True`` a pair ``(loss, aux)``."""
+    pair = isinstance(out, (tuple, list))
+    if has_aux and not (pair and len(out) == 2):
+        hint = (" (a loss alone: pass has_aux=False, the default)" if not pair else
+                " (put everything but the loss in aux: (loss, (a, b)) or (loss, {...}))")
+        raise TypeError(f"make_train_step(..., has_aux=True): {name} must return a pair (loss, aux); "
+                        f"it returned {_describe(out)}{hint}")
+    if not has_aux and pair:
+        raise TypeError(f"make_train_step: {name} returned {_describe(out)}, not a scalar loss; for a "
+                        "loss_fn(params, batch) -> (loss, aux) pass make_train_step(..., has_aux=True)")
+    loss, aux = out if has_aux else (out, None)
+    if isinstance(loss, float):  # a Python float: a constant loss, as jax.grad takes it
+        loss = jnp.asarray(loss, jnp.float32)
+    if not (hasattr(loss, "shape") and hasattr(loss, "dtype") and loss.shape == ()
+            and jnp.issubdtype(loss.dtype, jnp.floating)):
+        raise TypeError(f"make_train_step: the loss that {name} returns must be a float scalar (the value "
+                        f"differentiated); it is {_describe(loss)} (reduce it, e.g. with jnp.mean)")
+    return loss, aux
+
+
+def _describe(x) -> str:
+    """What a loss function returned, in a few words (its type, an array's shape and dtype)."""
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(_describe(v) for v in x[:4]) + (", ..." if len(x) > 4 else "")
+        return f"a {type(x).__name__} of {len(x)} ({inner})"
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"an array of shape {tuple(x.shape)} and dtype {x.dtype}"
+    return f"a {type(x).__name__}"
 
 
 def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:

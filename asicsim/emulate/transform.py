@@ -40,9 +40,9 @@ Two optional keyword arguments of the emulated function (not passed to ``fn``):
                   amax). Its *gradient* is the amax each row observed in this call (forward
                   operands, backward cotangent; the largest over the iterations of a scan that is
                   not over layers, e.g. an RNN's time steps): what delayed
-                  scaling's history records (:mod:`asicsim.emulate.training`) and calibration reads
-                  (:mod:`asicsim.emulate.ptq`). Static scales may also live in the policy
-                  (``Policy.static_scales``).
+                  scaling's history records (:mod:`asicsim.emulate.training`). Static scales
+                  may also live in the policy (``Policy.static_scales``, from
+                  :func:`asicsim.emulate.ptq.calibrate`, which observes on the host instead).
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -416,14 +417,22 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
     its own current amax, as their ``scaling`` says."""
     if not policy.needs_calibration:
         return policy, "none (no static scales: each tensor or block is scaled from itself, as the recipe says)"
-    from asicsim.emulate.ptq import calibrate
+    from asicsim.emulate.ptq import UncalibratedSites, calibrate
 
     n = min(len(batches), policy.calibration_batches)
     method = policy.calibration_method
     if method == "percentile":
         method = f"{policy.calibration_percentile:g}th percentile"
     per = " per channel" if policy.calibration_granularity == "channel" else ""
-    return calibrate(fn, params, batches[:n], policy), f"{method} calibration{per} on {n} training batches"
+    with warnings.catch_warnings():  # said in the result's calibration note instead
+        warnings.simplefilter("ignore", UncalibratedSites)
+        pol = calibrate(fn, params, batches[:n], policy)
+    how = f"{method} calibration{per} on {n} training batches"
+    if pol.uncalibrated:
+        how += (f"; {len(pol.uncalibrated)} GEMM operand(s) with static scaling it did not observe (rows "
+                f"{sorted({r for r, _ in pol.uncalibrated})}: never reached, or only zeros) scale by their "
+                "current amax")
+    return pol, how
 
 
 def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=None,

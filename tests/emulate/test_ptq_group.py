@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from float_gemm import assert_float32_gemm
 
 from asicsim.emulate import RecipeError, RoleSpec, emulate, load_recipe, round_role
 from asicsim.emulate.group_weights import QuantizedWeight, dequantize, export_weight
@@ -80,20 +81,34 @@ def test_export_then_dequantize_is_the_emulated_weight_bit_for_bit(fmt, zp, sfmt
 
 
 def test_groups_follow_the_contraction_axis_for_out_in_weights():
-    """An Equinox-style (out, in) weight groups along its last axis: export it with axis=-1."""
+    """An Equinox-style (out, in) weight groups along its last axis: export it with axis=-1.
+
+    Both layouts round the weight onto the same codes and scales, bit for bit (our arithmetic).
+    The two GEMMs are float32 GEMMs of an (M, K) x (K, N) and an (N, K) x (K, M) product, summed
+    in whatever order the host's kernel takes for each shape (1-15 ulp apart on some hosts,
+    issue 29 item 23): each is checked against the exact product of the rounded operands within
+    float32's bound for any order (:mod:`float_gemm`), which a weight rounded along the wrong axis
+    (a different grid) misses by orders of magnitude."""
     spec = RoleSpec("uint4", scaling="group", group_size=16, zero_point=True, scale_format="fp16")
     pol = load_recipe({"name": "t", "roles": {"weight": {"format": "uint4", "scaling": "group", "group_size": 16,
                                                          "zero_point": True, "scale_format": "fp16"},
                                               "act": "fp32", "acc": "fp32"}})
     w_in_out = jax.random.normal(jax.random.key(5), (48, 12))
     x = jax.random.normal(jax.random.key(6), (4, 48))
+    wq = round_role(w_in_out, spec, axis=(0,))  # as x @ w rounds its weight (K: axis 0)
+    assert np.array_equal(bits(round_role(w_in_out.T, spec, axis=(1,)).T), bits(wq))  # as w @ x.T does
+    assert not np.array_equal(bits(round_role(w_in_out, spec, axis=(1,))), bits(wq))  # the axis matters
     flax_style = emulate(lambda w, x: x @ w, pol)(w_in_out, x)
     eqx_style = emulate(lambda w, x: (w @ x.T).T, pol)(w_in_out.T, x)
-    assert np.array_equal(bits(flax_style), bits(eqx_style))
+    assert_float32_gemm(flax_style, x, wq)
+    assert_float32_gemm(eqx_style, x, wq)
+    wrong = round_role(w_in_out, spec, axis=(1,))  # grouped along N: the check tells it apart
+    with pytest.raises(AssertionError, match="not a float32 GEMM"):
+        assert_float32_gemm(flax_style, x, wrong)
     assert np.array_equal(bits(dequantize(export_weight(w_in_out.T, spec, axis=-1))),
                           bits(dequantize(export_weight(w_in_out, spec, axis=0)).T))
-    assert np.array_equal(bits(quantize_params({"w": w_in_out}, pol)["w"]),
-                          bits(dequantize(export_weight(w_in_out, spec, axis=0))))
+    assert np.array_equal(bits(dequantize(export_weight(w_in_out, spec, axis=0))), bits(wq))
+    assert np.array_equal(bits(quantize_params({"w": w_in_out}, pol)["w"]), bits(wq))
 
 
 def test_export_params_tree_and_refusal():

@@ -396,5 +396,6 @@ def test_calibration_under_stochastic_rounding_needs_no_key():
     apply = lambda p, x: x @ p  # noqa: E731
     batches = [jnp.full((2, 3), v) for v in (1.0, -4.0)]
     cal = calibrate(apply, jnp.ones((3, 2)), batches, pol)
-    (site, (lhs, rhs, _)), = cal.static_scales  # the largest |act| over the batches, |weight|
-    assert (site, lhs, rhs) == (0, 4.0, 1.0)
+    # the largest |act| over the batches; the weight scales by its own amax (tensor): no static scale
+    (site, (lhs, rhs, _)), = cal.static_scales
+    assert (site, lhs, rhs) == (0, 4.0, 0.0)

@@ -3,7 +3,9 @@
 - An NNX module passed directly keeps its in-place updates (BatchNorm statistics, Dropout's RNG
   count); under the fp32 recipe (the user's own ops) they are bit-identical to a plain call.
 - Arrays a function closes over are weights (role ``weight``), not activations.
-- ``make_train_step`` keeps bf16 parameters bf16 and returns ``loss_fn``'s aux (``has_aux``).
+- ``make_train_step`` keeps bf16 parameters bf16 and returns ``loss_fn``'s aux (``has_aux``); a
+  loss_fn that returns something else than ``has_aux`` says (a pair, a scalar) is a clear
+  TypeError (issue 29 item 16).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import optax
+import pytest
 
 from asicsim.emulate import Policy, RoleSpec, emulate, make_train_step
 
@@ -106,3 +109,36 @@ def test_train_step_aux_matches_the_loss_functions_own():
     loss, aux = _loss(state.params, _batch())
     assert float(metrics["loss"]) == float(loss)
     assert float(metrics["aux"]["mean_logit"]) == float(aux["mean_logit"])
+
+
+def _loss_alone(params, batch):
+    return _loss(params, batch)[0]
+
+
+def _loss_per_example(params, batch):
+    x, y = batch
+    return jnp.mean((jnp.tanh(x @ params["w1"]) @ params["w2"] - y) ** 2, axis=1)
+
+
+def _loss_three(params, batch):
+    loss, aux = _loss(params, batch)
+    return loss, aux, 1.0
+
+
+@pytest.mark.parametrize(("loss_fn", "has_aux", "message"), [
+    # the old code: "'tuple' object has no attribute 'astype'"
+    (_loss, False, r"_loss returned a tuple of 2 \(an array of shape \(\) and dtype float32, a dict\), "
+                   r"not a scalar loss; .* pass make_train_step\(\.\.\., has_aux=True\)"),
+    # the old code: "iteration over a 0-d array"
+    (_loss_alone, True, r"has_aux=True\): _loss_alone must return a pair \(loss, aux\); it returned an "
+                        r"array of shape \(\) .*pass has_aux=False"),
+    (_loss_three, True, r"must return a pair \(loss, aux\); it returned a tuple of 3 .*\(loss, \(a, b\)\)"),
+    (_loss_per_example, False, r"the loss that _loss_per_example returns must be a float scalar .* shape \(8,\)"),
+    (lambda p, b: jnp.int32(3) + 0 * jnp.sum(b[0] @ p["w1"]).astype(jnp.int32), False,
+     r"must be a float scalar .*dtype int32"),
+])
+def test_train_step_says_what_the_loss_function_must_return(loss_fn, has_aux, message):
+    init, step = make_train_step(loss_fn, "bf16", optax.sgd(0.1), has_aux=has_aux)
+    state = init(_params(jnp.float32), 0)
+    with pytest.raises(TypeError, match=message):
+        step(state, _batch())
