@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from asicsim._files import atomic_path, remove_stale_temporaries, write_text_atomic
+from asicsim._files import atomic_path, check_output, remove_stale_temporaries, write_text_atomic
 from asicsim.report.load import Results, load
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
@@ -38,6 +38,21 @@ def _title(res: Results) -> tuple[str, str]:
     return f"asicsim report: {name}", lead
 
 
+def output_paths(results_dir: str | Path, html_path: str | Path | None) -> tuple[Path, Path, Path]:
+    """The HTML page, the Markdown beside it and the tables folder, each checked to be writable
+    without replacing anything but a regular file (:func:`asicsim._files.check_output`)."""
+    html_path = Path(html_path) if html_path is not None else Path(results_dir) / "report.html"
+    md_path = html_path.with_suffix(".md")
+    if md_path == html_path:
+        raise ValueError(f"{html_path}: the Markdown report would replace it; allowed: an HTML file name "
+                         "not ending in .md (the Markdown goes beside it, same name, .md)")
+    folder = html_path.with_name(f"{html_path.stem}_tables")
+    for path in (html_path, md_path):
+        check_output(path)
+    check_output(folder, folder=True)
+    return html_path, md_path, folder
+
+
 def write_report(results_dir: str | Path, html_path: str | Path | None = None, options: dict | None = None,
                  *, progress=None) -> dict:
     """Write the report of the sweep in ``results_dir``: ``html_path`` (default
@@ -52,13 +67,11 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
             progress(done, 5)
 
     stage(0)
+    html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
     res = load(results_dir)
     opts = objective.options(res, options)
     stage(1)
-    html_path = Path(html_path) if html_path is not None else res.root / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    md_path = html_path.with_suffix(".md")
-    folder = html_path.with_name(f"{html_path.stem}_tables")
     remove_stale_temporaries(html_path.parent, [html_path.name, md_path.name])  # a killed run's leftovers
     if folder.is_dir():
         remove_stale_temporaries(folder)
