@@ -60,6 +60,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     in a folder beside it (``<name>_tables/``). ``options`` override the spec's ``[report]`` table
     (objective, max_accuracy_drop, max_loss_increase). Returns what was written: paths, section
     ids, figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
+    html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
     from asicsim.report import html, markdown, objective, sections, tables
 
     def stage(done: int) -> None:
@@ -67,7 +68,6 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
             progress(done, 5)
 
     stage(0)
-    html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
     res = load(results_dir)
     opts = objective.options(res, options)
     stage(1)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from asicsim.hw.design_files import labelled_designs
 from asicsim.system.batching import (
     ARRIVALS,
     INFERENCE_MODELS,
@@ -127,7 +128,7 @@ def run_cli(args) -> int:
     policy = BatchingPolicy(_positive_int("max_batch", args.max_batch), _nonneg_float("max_wait_ms", args.max_wait_ms) / 1e3)
     requests = _positive_int("requests", args.requests)
     out = []
-    for design in args.design or ["dc_bf16_128x128"]:
+    for label, design in labelled_designs(args.design or ["dc_bf16_128x128"]):  # the name or path as given
         if isinstance(model, InferenceModel):
             table = service_table(model, design, args.formats, max(policy.max_batch, 64))
             residency = residency_comparison(model, design, args.formats)
@@ -137,7 +138,7 @@ def run_cli(args) -> int:
             table = workload_service_table(model, design, args.recipe or DEFAULT_RECIPE, max(policy.max_batch, 16),
                                            scale=args.scale)
             residency = []
-        rec = {"design": table.design, "formats": table.formats, "service": table.rows(),
+        rec = {"design": label, "formats": table.formats, "service": table.rows(),
                "residency": residency, "runs": []}
         for rate in _rates(args.rate, table.capacity(policy.max_batch)):
             r = simulate(table, rate, policy, requests=requests, seed=args.seed, arrivals=args.arrivals)

@@ -293,7 +293,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     the design's own formats.
     """
     from asicsim.hw.cost import parse_formats
-    from asicsim.hw.design_files import load_design
+    from asicsim.hw.design_files import labelled_designs
 
     s = load_suite(suite)
     if precision is not None and precision not in PRECISIONS:
@@ -307,8 +307,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         return _allreduce_costs(s, design)
     flops = s.flops()
     frames = []
-    for d in _designs(design):
-        spec = load_design(d)
+    for label, spec in labelled_designs(_designs(design)):
         gates = spec.has_vector_unit
         ops = s.operations(vector_gates=gates)
         rows = [r.row() for r in spec.cost_many(ops, fmts or None)]
@@ -318,8 +317,9 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
                                   out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
         out["tops"] = f["tops"]
-        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", "design"):
+        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound"):
             out[c] = f[c]
+        out["design"] = label  # the name or path as given
         out["precision"] = precision
         for c in f.columns:
             if c.startswith("format_"):
