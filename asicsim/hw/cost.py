@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from asicsim.hw.bounds import operation_bounds
 from asicsim.hw.counts import FAMILIES, ZERO_CODES
@@ -251,6 +254,8 @@ def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign]
                formats: str | Mapping | None = None, *, objective: str = "energy") -> pd.DataFrame:
     """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame; ``design``
     is each design's name or path as given (:func:`~asicsim.hw.design_files.labelled_designs`)."""
+    import pandas as pd  # here: pricing needs none (asicsim --help imports this module)
+
     ops = list(ops)
     rows = []
     for label, d in labelled_designs(designs):

@@ -16,9 +16,15 @@ Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.rep
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from asicsim._files import atomic_path, check_output, remove_stale_temporaries, write_text_atomic
-from asicsim.report.load import Results, load
+from asicsim._lazy import lazy_package
+
+if TYPE_CHECKING:
+    from asicsim.report.load import Results
+
+lazy_package(__name__, {".load": ["Results", "load"]})  # pandas on first use: asicsim --help needs none
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
 
@@ -62,6 +68,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     ids, figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
     html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
     from asicsim.report import html, markdown, objective, sections, tables
+    from asicsim.report.load import load
 
     def stage(done: int) -> None:
         if progress is not None:
@@ -109,6 +116,7 @@ def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
     speed vs GPU, the distance to Baidu's mark, failures. ``options``: as for :func:`write_report`."""
     from asicsim.report import answer, objective, tables
     from asicsim.report.document import fmt
+    from asicsim.report.load import load
 
     res = load(results_dir)
     r = res.results

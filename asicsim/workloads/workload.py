@@ -32,7 +32,6 @@ from pathlib import Path
 
 from asicsim._files import TextFileError, read_text_file
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
-from asicsim.workloads.models import MODELS
 
 OPTIMIZERS = ("sgd", "adam")
 DEFAULT_SCALE = "small"  # the base tables: a size that trains on 2 CPU cores
@@ -203,6 +202,8 @@ def load_workload(workload: str | Path | Workload, scale: str | None = None) -> 
     model = dict(t.get("model", {}))
     kind = model.pop("kind", None)
     if kind is None:
+        from asicsim.workloads.models import MODELS  # here: JAX (asicsim workloads needs none)
+
         problems.append(f"model.kind: missing ({', '.join(MODELS)})")
     tr = t.get("train", {})
     for k in sorted(set(tr) - _TRAIN_KEYS):

@@ -4,6 +4,7 @@ tables folder a folder or a new path; all checked before any of the report is co
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
 from pathlib import Path
@@ -77,8 +78,8 @@ def results(tmp_path) -> Path:
 def test_bad_output_refused_before_any_work(results, tmp_path, monkeypatch, capsys, make, message):
     target = make(tmp_path)
     before = {p: p.lstat() for p in tmp_path.rglob("*")} | {Path("/dev/null"): Path("/dev/null").lstat()}
-    monkeypatch.setattr(report, "load", lambda *a: pytest.fail("the report was computed before its output "
-                                                               "was checked"))
+    monkeypatch.setattr(importlib.import_module("asicsim.report.load"), "load",
+                        lambda *a: pytest.fail("the report was computed before its output was checked"))
     with pytest.raises(ValueError) as err:
         report.write_report(results, target)
     assert message in str(err.value)
