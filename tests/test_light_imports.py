@@ -36,7 +36,7 @@ def test_help_version_and_listings_load_neither_jax_nor_pandas(argv):
 def test_names_load_on_first_use_as_eager_imports_did():
     import asicsim as sim
     import asicsim.numerics
-    import asicsim.numerics.quantize  # the submodule of the same name as the function  # noqa: F401
+    import asicsim.numerics.quantize  # the submodule of the same name as the function
 
     assert isinstance(asicsim.numerics.quantize, types.FunctionType)  # the export, not its module
     assert sim.quantize is asicsim.numerics.quantize and sim.format is sim.get_format
