@@ -59,9 +59,9 @@ def _numeric(text: str) -> bool:
 
 
 def _breakable(text: str) -> str:
-    """Escaped text that may wrap after ``_ , / = ]`` (a column name, a design-space label) as well
-    as at spaces: headers and names wrap instead of widening a table past the page."""
-    return re.sub(r"([_,/=\]])", r"\1<wbr>", escape(text))
+    """Escaped text that may wrap after ``_ , ]`` (a column name, a design-space label) as well as
+    at spaces: headers and names wrap instead of widening a table past the page."""
+    return re.sub(r"([_,\]])", r"\1<wbr>", escape(text))
 
 
 def table(t: Table) -> str:
