@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 
 
@@ -29,6 +30,51 @@ def write_text_atomic(path: Path, text: str, *, fsync: bool = False) -> None:
     """``path.write_text(text)`` (UTF-8), atomically."""
     with atomic_path(path, fsync=fsync) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_output(path: str | Path, *, folder: bool = False) -> None:
+    """Raise a ValueError naming ``path`` unless it can be written by :func:`atomic_path` (a file)
+    or filled with files (``folder=True``) without replacing anything else: a file output must be a
+    regular file or a new path (never a device, a folder, a link or a pipe: the atomic rename would
+    replace it), a folder output an existing folder or a new path; and the nearest existing folder
+    must take a new file (tried with a temporary, so a read-only folder or disk fails here, before
+    any work). Creates nothing that stays."""
+    path = Path(path)
+    try:
+        mode = path.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):  # a new path (or one under a file: said below)
+        mode = None
+    if mode is not None:
+        if folder and not stat.S_ISDIR(mode):
+            raise ValueError(f"{path}: {_kind(mode) if not stat.S_ISREG(mode) else 'a file'}; allowed: a "
+                             "folder or a new path (the report's CSV tables go there)")
+        if not folder and not stat.S_ISREG(mode):
+            what = _kind(mode)
+            if stat.S_ISLNK(mode):
+                what += f" (to {os.readlink(path)}); give the file it points to"
+            raise ValueError(f"{path}: {what}; allowed: a regular file or a new path")
+        if not folder and not os.access(path, os.W_OK):
+            raise ValueError(f"{path}: a read-only file; allowed: a writable file or a new path")
+    where = path if folder and mode is not None else path.parent
+    while not where.exists() and where != where.parent:  # created when written
+        where = where.parent
+    if not where.is_dir():
+        raise ValueError(f"{path}: {where} is not a folder; allowed: a path in a folder")
+    probe = where / f".{path.name}.{os.getpid()}.tmp"  # what atomic_path writes (a crash leaves it stale)
+    try:
+        probe.open("w").close()
+    except OSError as err:
+        raise ValueError(f"{path}: cannot write in {where} ({err.strerror})") from None
+    probe.unlink()
 
 
 def remove_stale_temporaries(folder: Path, names=None) -> int:

@@ -119,14 +119,14 @@ def recipe_rows() -> list[dict]:
 def workload_rows() -> list[dict]:
     """Training workloads (asicsim train, infer, trace) and kernel suites (asicsim cost --workload)."""
     from .workloads import list_workloads, load_workload
-    from .workloads.deepbench import suites_table
+    from .workloads.deepbench import suite_rows
 
     rows = []
     for n in list_workloads():
         w = load_workload(n)
         rows.append({"name": n, "kind": "training", "scales": ",".join(w.scales), "kernels": None,
                      "precisions": None, "description": w.description})
-    for s in suites_table().to_dict(orient="records"):
+    for s in suite_rows():
         subset = s["name"].removeprefix("deepbench_").removeprefix(s["kind"]).strip("_").replace("_", " ")
         precisions = s["precisions"].replace(";", ", ") or "none published"
         rows.append({"name": s["name"], "kind": f"suite:{s['kind']}", "scales": "-",

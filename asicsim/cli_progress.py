@@ -28,7 +28,7 @@ class StepProgress:
         self._last = -float("inf")
         self._shown = False
         self._state = (0, 0)
-        self._tty = bool(stream) and getattr(stream, "isatty", lambda: False)()
+        self._tty = self.stream is not None and getattr(self.stream, "isatty", lambda: False)()
         self._width = 0
         self._first: tuple[float, int] | None = None  # (time, done) of the first update with work done
 

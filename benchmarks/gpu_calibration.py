@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_measured, beside
 
 from gpu_measured import DESIGNS, FORMATS, all_rows, design_for
 
+from asicsim.cli_progress import StepProgress
 from asicsim.hw.gpu import precision_path
 from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
 from asicsim.hw.gpu_kernels import Kernels, op_kernels, stored_bytes
@@ -122,8 +123,9 @@ def restrict(fit: dict, groups: list[Group]) -> dict:
     return {k: v for k, v in fit.items() if "@" not in k or k.split("@")[1] in gens}
 
 
-def refit(groups: list[Group], start: dict, table: dict) -> dict:
-    """Least squares on ln(pred/meas) over ``groups``; constants with lower == upper stay fixed."""
+def refit(groups: list[Group], start: dict, table: dict, tick=None) -> dict:
+    """Least squares on ln(pred/meas) over ``groups``; constants with lower == upper stay fixed.
+    ``tick()`` after each evaluation of the residuals (a progress line's heartbeat)."""
     from scipy.optimize import least_squares
 
     free = free_keys(groups, table)
@@ -140,6 +142,8 @@ def refit(groups: list[Group], start: dict, table: dict) -> dict:
         weights.append(w)
 
     def resid(x):
+        if tick is not None:
+            tick()
         fit = dict(start) | dict(zip(free, x, strict=True))
         return np.concatenate([w * np.log(g.predict(fit) / g.measured)
                                for g, w in zip(groups, weights, strict=True)])
@@ -189,43 +193,64 @@ def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def loo_predictions(groups: list[Group], priors: dict, table: dict) -> list[np.ndarray]:
-    """Each device held out in turn: the constants refit on the others, then the device predicted."""
+def loo_predictions(groups: list[Group], priors: dict, table: dict, progress=None) -> list[np.ndarray]:
+    """Each device held out in turn: the constants refit on the others, then the device predicted.
+    ``progress(devices_done, devices)`` as it goes (and as each fit evaluates)."""
     out: list = [None] * len(groups)
-    for dev in DESIGNS:
+    for i, dev in enumerate(DESIGNS):
         train = [g for g in groups if g.device != dev]
-        f = restrict(refit(train, priors, table), train)
+        tick = None if progress is None else (lambda i=i: progress(i, len(DESIGNS)))
+        f = restrict(refit(train, priors, table, tick), train)
         for gi, g in enumerate(groups):
             if g.device == dev:
                 out[gi] = g.predict(f)
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--refit", action="store_true", help="refit the constants on all devices")
     ap.add_argument("--write", action="store_true", help="store the refit in gpu_fit.toml")
     ap.add_argument("--no-loo", action="store_true", help="skip the leave-one-device-out fits")
     ap.add_argument("--check-public", action="store_true",
                     help="also predict through gpu_cost_many and check it equals the fast path")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    table = fit_table()
-    priors = {k: v["prior"] for k, v in table.items()}
-    rows = all_rows()
-    groups = groups_of(rows)
-    fit = refit(groups, priors, table) if args.refit else load_fit()
-    if args.write:
-        write_fit(fit, table, FIT_FILE, f"fitted {datetime.date.today()} on {len(rows)} rows")
-    preds = {"naive": [g.naive() for g in groups], "fit": [g.predict(fit) for g in groups]}
-    if args.check_public:
-        for g in groups:
-            assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9), g.device
-    cols = ["naive", "fit"]
-    if not args.no_loo:
-        preds["loo"] = loo_predictions(groups, priors, table)
-        cols.append("loo")
-    df = error_frame(groups, preds)
+    # minutes on a busy machine: a progress line on stderr (every few seconds in a log)
+    stages = 3 + bool(args.refit) + (0 if args.no_loo else len(DESIGNS))
+    bar = StepProgress("gpu_calibration", f"stages (rows, {'fit, ' if args.refit else ''}predictions, "
+                       f"{'' if args.no_loo else f'{len(DESIGNS)} devices held out, '}tables)")
+    done = 0
+
+    def stage(finished: int = 0) -> None:
+        nonlocal done
+        done += finished
+        bar.update(done, stages)
+
+    try:
+        table = fit_table()
+        priors = {k: v["prior"] for k, v in table.items()}
+        rows = all_rows()
+        groups = groups_of(rows)
+        stage(1)
+        fit = refit(groups, priors, table, stage) if args.refit else load_fit()
+        stage(int(args.refit))
+        if args.write:
+            write_fit(fit, table, FIT_FILE, f"fitted {datetime.date.today()} on {len(rows)} rows")
+        preds = {"naive": [g.naive() for g in groups], "fit": [g.predict(fit) for g in groups]}
+        if args.check_public:
+            for g in groups:
+                assert np.allclose(g.predict_public(fit), g.predict(fit), rtol=1e-9), g.device
+        stage(1)
+        cols = ["naive", "fit"]
+        if not args.no_loo:
+            preds["loo"] = loo_predictions(groups, priors, table, lambda i, n: bar.update(done + i, stages))
+            stage(len(DESIGNS))
+            cols.append("loo")
+        df = error_frame(groups, preds)
+        stage(1)
+    finally:
+        bar.close()
     pd.set_option("display.width", 200)
     print(f"# GPU model vs measured kernel times ({len(rows)} rows; {platform.machine()}, "
           f"{os.cpu_count()} cpus, Python {platform.python_version()})")

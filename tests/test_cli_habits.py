@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,24 @@ def test_progress_line_on_a_terminal_redraws_and_ends_the_line(loud):
     bar.close()
     text = tty.getvalue()
     assert text.count("\r") == 3 and text.endswith("finished\n") and text.count("\n") == 1
+
+
+def test_progress_on_the_default_stderr_redraws_on_a_terminal(loud, monkeypatch):
+    # the default stream is the string "stderr", resolved to sys.stderr at construction: the
+    # terminal test must ask that stream, not the string (which never was a terminal)
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    bar = StepProgress("train x", "steps")
+    bar.update(1, 4)
+    bar.update(2, 4)
+    bar.close()
+    assert tty.getvalue().count("\r") == 3 and tty.getvalue().count("\n") == 1
+    log = io.StringIO()  # and not on a log
+    monkeypatch.setattr(sys, "stderr", log)
+    bar = StepProgress("train x", "steps")
+    bar.update(1, 4)
+    bar.close()
+    assert "\r" not in log.getvalue() and log.getvalue().count("\n") == 2
 
 
 def test_progress_is_silent_at_first_and_when_quiet():

@@ -1,7 +1,7 @@
 """The package's layers import one way: numerics <- hw and emulate <- workloads <- system <- sweep
 <- report <- cli (DEVELOPERS.md). A module may import its own layer and those below, never one
 above it, and hw and emulate (one level) not each other. The helpers at the top of the package
-(``_files``, ``_catalogs``, ``_jax_compat``, and ``cli_types`` and ``cli_progress``, the argparse
+(``_files``, ``_catalogs``, ``_jax_compat``, ``_lazy``, and ``cli_types`` and ``cli_progress``, the argparse
 types and progress line every layer's subcommands use) sit below every layer."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asicsim"
-LEVEL = {"_files": 0, "_catalogs": 0, "_jax_compat": 0, "cli_types": 0, "cli_progress": 0, "numerics": 1,
+LEVEL = {"_files": 0, "_catalogs": 0, "_jax_compat": 0, "_lazy": 0, "cli_types": 0, "cli_progress": 0, "numerics": 1,
          "hw": 2, "emulate": 2, "workloads": 3, "system": 4, "sweep": 5, "report": 6, "cli": 7,
          "cli_catalog": 7, "__main__": 7, "__init__": 7}
 

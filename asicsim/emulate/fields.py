@@ -149,7 +149,7 @@ def role_fields(spec) -> tuple[dict, Problems]:
 def _group_fields(spec, scaling, rounding, out: Problems) -> dict:
     """Checks of the group-quantization fields (``scaling = "group"``: LLM weight PTQ, GPTQ/AWQ
     conventions, see :mod:`asicsim.numerics.group_quant`); the normalised scale format."""
-    from asicsim.numerics.group_quant import SCALE_FORMATS, code_range
+    from asicsim.numerics.group_codes import SCALE_FORMATS, code_range
 
     gs, zp, sf = spec.group_size, spec.zero_point, spec.scale_format
     if scaling != RoleScaling.GROUP:

@@ -6,52 +6,26 @@ GPU baseline (``designs/gpu_*.toml``, ``kind = "gpu"``): :class:`GpuDesign`, pri
 :func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_cost`, :mod:`asicsim.hw.gpu_model`).
 """
 
-from asicsim.hw.cost import (
-    CostResult,
-    cost,
-    cost_many,
-    cost_table,
-    parse_formats,
-    topology_operations,
-)
-from asicsim.hw.design import (
-    ArraySpec,
-    BufferSpec,
-    DesignError,
-    DramSpec,
-    PESpec,
-    SystolicDesign,
-    VectorUnitSpec,
-)
-from asicsim.hw.design_files import designs_dir, list_designs, load_design
-from asicsim.hw.energy import (
-    Energy,
-    adder_energy_pj,
-    design_energy_table,
-    dram_energy_pj_per_bit,
-    mac_energy_pj,
-    multiplier_energy_pj,
-    node_scale,
-    sram_access_energy_pj,
-    sram_energy_pj_per_bit,
-)
-from asicsim.hw.gpu import GpuDesign, PrecisionPath, precision_path
-from asicsim.hw.gpu_cost import gpu_cost_many
-from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
-from asicsim.hw.scalesim_compat import (
-    REPORT_COLUMNS,
-    scalesim_arrays,
-    scalesim_report,
-    scalesim_report_from_files,
-)
-from asicsim.hw.scalesim_files import (
-    ScaleSimConfig,
-    ScaleSimFileError,
-    Topology,
-    read_scalesim_config,
-    read_scalesim_topology,
-)
-from asicsim.hw.sweep import BOUNDS, gemm_sweep
+from asicsim._lazy import lazy_package
+
+lazy_package(__name__, {
+    ".cost": ["CostResult", "cost", "cost_many", "cost_table", "parse_formats",
+        "topology_operations"],
+    ".design": ["ArraySpec", "BufferSpec", "DesignError", "DramSpec", "PESpec", "SystolicDesign",
+        "VectorUnitSpec"],
+    ".design_files": ["designs_dir", "list_designs", "load_design"],
+    ".energy": ["Energy", "adder_energy_pj", "design_energy_table", "dram_energy_pj_per_bit",
+        "mac_energy_pj", "multiplier_energy_pj", "node_scale", "sram_access_energy_pj",
+        "sram_energy_pj_per_bit"],
+    ".gpu": ["GpuDesign", "PrecisionPath", "precision_path"],
+    ".gpu_cost": ["gpu_cost_many"],
+    ".operations": ["AllReduce", "Conv", "Elementwise", "Gemm", "OperationError", "Rnn"],
+    ".scalesim_compat": ["REPORT_COLUMNS", "scalesim_arrays", "scalesim_report",
+        "scalesim_report_from_files"],
+    ".scalesim_files": ["ScaleSimConfig", "ScaleSimFileError", "Topology", "read_scalesim_config",
+        "read_scalesim_topology"],
+    ".sweep": ["BOUNDS", "gemm_sweep"],
+})
 
 __all__ = [
     "BOUNDS",

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from asicsim.hw.bounds import operation_bounds
 from asicsim.hw.counts import FAMILIES, ZERO_CODES
 from asicsim.hw.design import SystolicDesign
-from asicsim.hw.design_files import load_design
+from asicsim.hw.design_files import labelled_designs, load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.mapper import describe
 from asicsim.hw.native import ExecutionMode, execution_mode, parse_emulate, storage_bits
@@ -249,15 +252,15 @@ def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
                formats: str | Mapping | None = None, *, objective: str = "energy") -> pd.DataFrame:
-    """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame."""
-    if isinstance(designs, (str, SystolicDesign, GpuDesign)):
-        designs = [designs]
+    """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame; ``design``
+    is each design's name or path as given (:func:`~asicsim.hw.design_files.labelled_designs`)."""
+    import pandas as pd  # here: pricing needs none (asicsim --help imports this module)
+
     ops = list(ops)
     rows = []
-    for d in designs:
-        d = load_design(d)
+    for label, d in labelled_designs(designs):
         many = d.cost_many(ops, formats) if isinstance(d, GpuDesign) else cost_many(ops, d, formats, objective=objective)
-        rows += [r.row() for r in many]
+        rows += [r.row() | {"design": label} for r in many]
     return pd.DataFrame(rows)
 
 

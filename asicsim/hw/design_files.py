@@ -243,3 +243,23 @@ def load_design(design: str | Path | SystolicDesign | GpuDesign) -> SystolicDesi
         hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
         raise DesignError([("design", text, f"{hint}one of {names}, or a .toml/.cfg path")])
     return _catalog_design(text)
+
+
+
+def labelled_designs(designs) -> list[tuple[str, SystolicDesign | GpuDesign]]:
+    """(label, design) for one design or a list of them as given (catalog names, .toml/.cfg paths,
+    design objects), each loaded. A table's label for a design is the name or path as given, as a
+    sweep spec's ``designs`` list labels its designs: a copied file that keeps ``name =
+    "edge_int8_32x32"`` goes by its path, never by the catalog design's name; a design object goes
+    by its name. Two different designs under one label are a :class:`DesignError`."""
+    given = [designs] if isinstance(designs, (str, Path, SystolicDesign, GpuDesign)) else list(designs)
+    out: list[tuple[str, SystolicDesign | GpuDesign]] = []
+    seen: dict[str, SystolicDesign | GpuDesign] = {}
+    for g in given:
+        d = load_design(g)
+        label = str(g) if isinstance(g, (str, Path)) else d.name
+        if seen.setdefault(label, d) != d:
+            raise DesignError([("design", label, "one design per label: two different designs are named "
+                                                 "alike; rename one")])
+        out.append((label, d))
+    return out

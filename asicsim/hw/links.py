@@ -25,9 +25,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from asicsim.hw.operations import AllReduce, OperationError
 
@@ -230,6 +233,8 @@ def allreduce_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceR
 
 def measured_allreduce() -> pd.DataFrame:
     """DeepBench's measured all-reduce rows (device, bytes, ranks, time_us, busbw, algorithm...)."""
+    import pandas as pd  # here: the link models need none (asicsim --help imports this module)
+
     return pd.read_csv(MEASURED_CSV, comment="#")
 
 

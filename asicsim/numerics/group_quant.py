@@ -43,10 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from asicsim.numerics.catalog import get_format
+from asicsim.numerics.group_codes import SCALE_FORMATS as SCALE_FORMATS
+from asicsim.numerics.group_codes import code_range as code_range
 from asicsim.numerics.quantize import mul_pow2, quantize
 
-SCALE_FORMATS = ("fp32", "fp16", "bf16", "e8m0")
 #: AWQ's floor on a group's range: ``(max - min).clamp(min=1e-5)``
 MIN_RANGE = np.float32(1e-5)
 #: |x / scale| from here on needs no exact rounding (codes and zero points clamp to <= 8 bits);
@@ -61,19 +61,6 @@ class GroupCodes(NamedTuple):
     codes: jax.Array
     scales: jax.Array
     zeros: jax.Array
-
-
-def code_range(fmt: str, zero_point: bool) -> tuple[int, int]:
-    """The codes of integer format ``fmt`` (``uint4``: 0..15 with a zero point; ``int4``: -8..7)."""
-    spec = get_format(fmt)
-    lo, hi = int(spec.min), int(spec.max)
-    if spec.kind != "int" or hi - lo > 255:
-        raise ValueError(f"group quantization: format {fmt!r} is not an integer format of at most 8 bits")
-    if zero_point and lo != 0:
-        raise ValueError(f"group quantization: a zero point needs unsigned codes (uint4, uint8), not {fmt!r}")
-    if not zero_point and lo >= 0:
-        raise ValueError(f"group quantization: symmetric (no zero point) needs signed codes (int4, int8), not {fmt!r}")
-    return lo, hi
 
 
 def _grouped(x: jax.Array, group_size: int, axis: int) -> tuple[jax.Array, int]:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import jax
-import jax.numpy as jnp
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
 
 
 class RoundMode(enum.Enum):
@@ -124,6 +125,9 @@ class Grid(NamedTuple):
 
 def f32_to_f64(x: jax.Array) -> jax.Array:
     """float64 of float32 values (subnormals included), without any f32 arithmetic."""
+    import jax  # here, not at the top: the format catalog and RoundMode need no JAX (asicsim --help)
+    import jax.numpy as jnp
+
     u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
     sign = (u >> np.uint64(31)) << np.uint64(63)
     e = (u >> np.uint64(23)) & np.uint64(0xFF)
@@ -137,6 +141,9 @@ def f32_to_f64(x: jax.Array) -> jax.Array:
 
 def f64_to_f32(x: jax.Array) -> jax.Array:
     """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
+    import jax
+    import jax.numpy as jnp
+
     b = jax.lax.bitcast_convert_type(x, jnp.uint64)
     sign = ((b >> np.uint64(63)) << np.uint64(31)).astype(jnp.uint32)
     e = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(jnp.int32)
@@ -178,7 +185,9 @@ def bit_length(xp, v, c: Carrier):
     """Number of significant bits of unsigned ``v`` (exact below 2**53 on the numpy path)."""
     if xp is np:
         return np.frexp(v.astype(np.float64))[1].astype(np.int32 if c.width == 32 else np.int64)
-    return (c.width - jax.lax.clz(v)).astype(jnp.int32 if c.width == 32 else jnp.int64)
+    import jax
+
+    return (c.width - jax.lax.clz(v)).astype(xp.int32 if c.width == 32 else xp.int64)
 
 
 def round_magnitude(xp, c: Carrier, a, negative, grid: Grid, rnd: Rounding, rand=None):

@@ -16,9 +16,15 @@ Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.rep
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from asicsim._files import atomic_path, remove_stale_temporaries, write_text_atomic
-from asicsim.report.load import Results, load
+from asicsim._files import atomic_path, check_output, remove_stale_temporaries, write_text_atomic
+from asicsim._lazy import lazy_package
+
+if TYPE_CHECKING:
+    from asicsim.report.load import Results
+
+lazy_package(__name__, {".load": ["Results", "load"]})  # pandas on first use: asicsim --help needs none
 
 __all__ = ["Results", "load", "summary_text", "write_report"]
 
@@ -38,6 +44,21 @@ def _title(res: Results) -> tuple[str, str]:
     return f"asicsim report: {name}", lead
 
 
+def output_paths(results_dir: str | Path, html_path: str | Path | None) -> tuple[Path, Path, Path]:
+    """The HTML page, the Markdown beside it and the tables folder, each checked to be writable
+    without replacing anything but a regular file (:func:`asicsim._files.check_output`)."""
+    html_path = Path(html_path) if html_path is not None else Path(results_dir) / "report.html"
+    md_path = html_path.with_suffix(".md")
+    if md_path == html_path:
+        raise ValueError(f"{html_path}: the Markdown report would replace it; allowed: an HTML file name "
+                         "not ending in .md (the Markdown goes beside it, same name, .md)")
+    folder = html_path.with_name(f"{html_path.stem}_tables")
+    for path in (html_path, md_path):
+        check_output(path)
+    check_output(folder, folder=True)
+    return html_path, md_path, folder
+
+
 def write_report(results_dir: str | Path, html_path: str | Path | None = None, options: dict | None = None,
                  *, progress=None) -> dict:
     """Write the report of the sweep in ``results_dir``: ``html_path`` (default
@@ -45,7 +66,9 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     in a folder beside it (``<name>_tables/``). ``options`` override the spec's ``[report]`` table
     (objective, max_accuracy_drop, max_loss_increase). Returns what was written: paths, section
     ids, figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
+    html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
     from asicsim.report import html, markdown, objective, sections, tables
+    from asicsim.report.load import load
 
     def stage(done: int) -> None:
         if progress is not None:
@@ -55,10 +78,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     res = load(results_dir)
     opts = objective.options(res, options)
     stage(1)
-    html_path = Path(html_path) if html_path is not None else res.root / "report.html"
     html_path.parent.mkdir(parents=True, exist_ok=True)
-    md_path = html_path.with_suffix(".md")
-    folder = html_path.with_name(f"{html_path.stem}_tables")
     remove_stale_temporaries(html_path.parent, [html_path.name, md_path.name])  # a killed run's leftovers
     if folder.is_dir():
         remove_stale_temporaries(folder)
@@ -96,6 +116,7 @@ def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
     speed vs GPU, the distance to Baidu's mark, failures. ``options``: as for :func:`write_report`."""
     from asicsim.report import answer, objective, tables
     from asicsim.report.document import fmt
+    from asicsim.report.load import load
 
     res = load(results_dir)
     r = res.results

@@ -23,7 +23,8 @@ def add_cli(subparsers) -> None:
                     "PFLOP/s in 300 W), the same as Markdown beside it, and every table as CSV in a "
                     "folder beside it. Prints a short summary (everything written with --json).")
     p.add_argument("results", metavar="DIR", help="a sweep's results directory")
-    p.add_argument("-o", "--output", metavar="HTML", help="the HTML file to write (default: DIR/report.html)")
+    p.add_argument("-o", "--output", metavar="HTML", help="the HTML file to write: a regular file or a new path; the Markdown "
+                   "(same name, .md) and a <name>_tables folder go beside it (default: DIR/report.html)")
     p.add_argument("--objective", choices=OBJECTIVES, help="what the answer minimises per step: energy, time or "
                    "edp (energy x time) (default: the spec's [report] objective, else energy)")
     p.add_argument("--max-accuracy-drop", type=float, metavar="POINTS",

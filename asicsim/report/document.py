@@ -56,23 +56,29 @@ class Section:
         return [b for b in self.blocks if isinstance(b, Figure)]
 
 
+#: Integers (counts, seeds, steps) are written in full below this; every other number with
+#: :data:`DIGITS` significant digits.
+EXACT_BELOW = 10**6
+DIGITS = 4
+
+
 def fmt(v) -> str:
-    """A table cell as text: 4 significant digits, '–' for missing, ints without a decimal point."""
+    """A table cell as text: one format for every number, 4 significant digits (``4.915e+13`` next
+    to ``1.979e+15``, never a raw 49152000000000), integers below a million in full, '–' for
+    missing."""
     if v is None or v is pd.NA:
         return "–"
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, (int, np.integer)) and abs(int(v)) < EXACT_BELOW:
         return str(int(v))
-    if isinstance(v, (float, np.floating)):
+    if isinstance(v, (int, np.integer, float, np.floating)):
         v = float(v)
         if math.isnan(v):
             return "–"
         if math.isinf(v):
             return "∞" if v > 0 else "-∞"
-        if v.is_integer() and abs(v) < 1e15:
-            return str(int(v))
-        return f"{v:.4g}"
+        return f"{v:.{DIGITS}g}"
     return str(v)
 
 

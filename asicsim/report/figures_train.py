@@ -64,6 +64,25 @@ def _y_limits(ax, y: np.ndarray, lo: np.ndarray, hi: np.ndarray, metric: str) ->
     ax.set_ylim(mid - half, mid + half)
 
 
+#: One line style per recipe, so curves that coincide stay told apart (the later is drawn over).
+LINESTYLES = ("-", "--", "-.", ":")
+
+
+def coinciding(names: list[str], points: list) -> dict[str, str]:
+    """{name: the earlier name} for each name whose point (numbers, equal to 1e-9 relative) equals
+    an earlier name's: what a plot would otherwise hide under the earlier one."""
+    out, seen = {}, []
+    for name, pt in zip(names, points, strict=True):
+        v = np.asarray(pt, dtype=float)
+        same = next((n for n, w in seen if w.shape == v.shape
+                     and np.allclose(v, w, rtol=1e-9, atol=0.0, equal_nan=True)), None)
+        if same is not None:
+            out[name] = same
+        else:
+            seen.append((name, v))
+    return out
+
+
 def pareto(df: pd.DataFrame, workload: str, results: pd.DataFrame | None = None) -> str:
     """Quality vs energy per training step for one workload: a colour per recipe, a marker per
     design, the seed mean with min-max error bars over the seeds where ``results`` (the results
@@ -94,6 +113,9 @@ def pareto(df: pd.DataFrame, workload: str, results: pd.DataFrame | None = None)
             ax.errorbar(row.energy_j, row.value, yerr=[[row.value - row.q_lo], [row.q_hi - row.value]],
                         xerr=[[row.energy_j - row.e_lo], [row.e_hi - row.energy_j]], fmt=marker, color=color,
                         ms=7, mec="k", mew=0.5, capsize=2.5, elinewidth=1, alpha=0.9, zorder=3)
+        drawn = d[d["design"].isin(shown)]
+        hidden = coinciding([f"{r.recipe} on {r.design}" for r in drawn.itertuples()],
+                            [(r.energy_j, r.value) for r in drawn.itertuples()])
         front = d[d["pareto"].astype(bool)].sort_values("energy_j")
         ax.plot(front["energy_j"], front["value"], "k--", lw=1, zorder=2)
         ax.set_xscale("log")
@@ -114,6 +136,9 @@ def pareto(df: pd.DataFrame, workload: str, results: pd.DataFrame | None = None)
             labels.append(f"{rest['design'].nunique()} other designs")
         handles.append(Line2D([], [], color="k", ls="--", lw=1))
         labels.append("Pareto front")
+        for later, earlier in hidden.items():  # a point drawn exactly over another one: said, not hidden
+            handles.append(head)
+            labels.append(wrap(f"{later} coincides with {earlier} (same point)"))
         legend_outside(ax, handles=handles, labels=labels)
     return to_svg(f)
 
@@ -125,13 +150,18 @@ def curves(curves_df: pd.DataFrame, results: pd.DataFrame, workload: str) -> str
     r = results[(results["kind"] == "train") & (results["workload"] == workload)]
     with plt.rc_context(STYLE):
         f, axes = fig(11, 3.9, 1, 2)
+        means = {rec: g.assign(_y=_float(g["train_loss"])).groupby("step")["_y"].mean()
+                 for rec, g in c.groupby("recipe", sort=True)}
+        same = coinciding(list(means), [np.concatenate([m.index.to_numpy(dtype=float), m.to_numpy()])
+                                        for m in means.values()])
         for i, (rec, g) in enumerate(c.groupby("recipe", sort=True)):
-            color = COLORS[i % 10]
+            color, style = COLORS[i % 10], LINESTYLES[i % len(LINESTYLES)]
             runs = r[r["recipe"] == rec]
             diverged = set(runs.loc[runs["status"] == "failed", "id"])
             n = g["id"].nunique()
             label = wrap(f"{rec} ({n} seed{'s' if n != 1 else ''}"
-                         + (f", {len(diverged & set(g['id']))} diverged)" if diverged & set(g["id"]) else ")"))
+                         + (f", {len(diverged & set(g['id']))} diverged)" if diverged & set(g["id"]) else ")")
+                         + (f"; coincides with {same[rec]}, line style tells them apart" if rec in same else ""))
             for ax, col in zip(axes, ("train_loss", "test_loss"), strict=True):
                 v = g.assign(_y=_float(g[col]))
                 v = v[np.isfinite(v["_y"]) & (v["_y"] > 0)]
@@ -139,7 +169,7 @@ def curves(curves_df: pd.DataFrame, results: pd.DataFrame, workload: str) -> str
                     continue
                 by = v.groupby("step")["_y"]
                 x = by.mean().index.to_numpy(dtype=float)
-                ax.plot(x, by.mean().to_numpy(), color=color, lw=1.3, label=label)
+                ax.plot(x, by.mean().to_numpy(), color=color, lw=1.3, ls=style, label=label)
                 if n > 1:
                     ax.fill_between(x, by.min().to_numpy(), by.max().to_numpy(), color=color, alpha=0.18, lw=0)
                 for pid in diverged:

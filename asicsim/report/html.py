@@ -26,14 +26,15 @@ p.lead { color: var(--muted); margin: 0; }
 .scroll { overflow-x: auto; max-height: 34rem; overflow-y: auto; margin: .6rem 0; border: 1px solid var(--line); }
 table { border-collapse: collapse; font-size: 12px; font-variant-numeric: tabular-nums; }
 th, td { padding: .2rem .5rem; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
-th { background: var(--head); position: sticky; top: 0; }
+th { background: var(--head); position: sticky; top: 0; white-space: normal; vertical-align: bottom; }
 td.t, th.t { text-align: left; }
+td.t { white-space: normal; }
 caption { caption-side: top; text-align: left; font-weight: 600; padding: .3rem .5rem; }
 figure { margin: 1rem 0; }
 figure svg { max-width: 100%; height: auto; }
 figcaption { color: var(--muted); font-size: 12px; }
 pre { background: var(--head); border: 1px solid var(--line); padding: .6rem; overflow: auto; max-height: 30rem;
-      font-size: 12px; }
+      font-size: 12px; white-space: pre-wrap; overflow-wrap: anywhere; }
 .note { color: var(--muted); font-size: 12px; }
 .fit { margin: .6rem 0; }
 .fit th { white-space: normal; overflow-wrap: anywhere; vertical-align: bottom; position: static; }
@@ -57,18 +58,24 @@ def _numeric(text: str) -> bool:
                 or text.startswith("about "))
 
 
+def _breakable(text: str) -> str:
+    """Escaped text that may wrap after ``_ , ]`` (a column name, a design-space label) as well as
+    at spaces: headers and names wrap instead of widening a table past the page."""
+    return re.sub(r"([_,\]])", r"\1<wbr>", escape(text))
+
+
 def table(t: Table) -> str:
     head, rows = cells(t.df)
     kinds = ["" if all(_numeric(r[i]) for r in rows) else "t" for i in range(len(head))]
     out = [f'<div class="{"fit" if t.narrow else "scroll"}"><table>']
     if t.caption:
         out.append(f"<caption>{escape(t.caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f'<th class="{k}">{escape(h)}</th>' for h, k in zip(head, kinds,
-                                                                                             strict=True))
+    out.append("<thead><tr>" + "".join(f'<th class="{k}">{_breakable(h)}</th>' for h, k in zip(head, kinds,
+                                                                                                 strict=True))
                + "</tr></thead><tbody>")
     for r in rows:
-        out.append("<tr>" + "".join(f'<td class="{k}">{escape(c)}</td>' for c, k in zip(r, kinds, strict=True))
-                   + "</tr>")
+        out.append("<tr>" + "".join(f'<td class="{k}">{_breakable(c) if k else escape(c)}</td>'
+                                    for c, k in zip(r, kinds, strict=True)) + "</tr>")
     out.append("</tbody></table></div>")
     more = []
     if len(t.df) > MAX_ROWS:

@@ -3,26 +3,33 @@ figures named with a pointer to the HTML report that holds them."""
 
 from __future__ import annotations
 
+import re
+
 from asicsim.report.document import MAX_ROWS, Code, Figure, Section, Table, Text, cells
 
-
-def _cell(text: str) -> str:
-    """A table cell: pipes and line breaks would break the row; < and & are escaped so a name
-    from a user file is shown, never rendered as HTML by a Markdown viewer."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\n", " "))
+#: What Markdown (CommonMark and GitHub's) would read as markup in a string from a user file or a
+#: result: HTML (``< > &``), links and images (``[ ] !``; ``://`` and ``www.`` that GitHub turns into
+#: links), code, emphasis and strike-through (backtick, ``*``, ``_`` at a word's edge, ``~``), table
+#: cells (``|``) and the backslash itself.
+_MARKUP = re.compile(r"[<>&\\`*\[\]!~|]|_(?![^\W_])|(?<![^\W_])_|:(?=//)|(?i:(?<=\bwww))\.")
+_ENTITY = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
 
 
 def _text(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text shown as written, on one line (a line break would end a heading, a caption or a table
+    row, or start a block of its own), never rendered as HTML, a link, an image or emphasis by a
+    Markdown viewer (an email address may still be linked by GitHub, which links one whatever is
+    escaped)."""
+    text = " ".join(text.splitlines())
+    return _MARKUP.sub(lambda m: _ENTITY.get(m.group(), "\\" + m.group()), text)
 
 
 def table(t: Table) -> str:
     head, rows = cells(t.df)
     out = [f"**{_text(t.caption)}**\n"] if t.caption else []
-    out.append("| " + " | ".join(_cell(h) for h in head) + " |")
+    out.append("| " + " | ".join(_text(h) for h in head) + " |")
     out.append("|" + "|".join("---" for _ in head) + "|")
-    out.extend("| " + " | ".join(_cell(c) for c in r) + " |" for r in rows)
+    out.extend("| " + " | ".join(_text(c) for c in r) + " |" for r in rows)
     if len(t.df) > MAX_ROWS:
         out.append(f"\n_First {MAX_ROWS} of {len(t.df)} rows; all of them in {t.csv or 'the CSV'}.csv._")
     return "\n".join(out)

@@ -53,6 +53,22 @@ def static_note(df: pd.DataFrame, gpus: list[str], keys: list[str], what: str) -
     return " ".join(out)
 
 
+#: The vs-GPU ratio columns of a table, by their prefix (``speedup_vs_G`` ...).
+RATIOS = ("speedup", "energy_ratio", "dynamic_energy_ratio")
+
+
+def split_gpu_ratios(df: pd.DataFrame, keys: list[str], gpus: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A table without its vs-GPU ratio columns, and the ratios as rows (``keys``, ``vs`` G, one
+    column per ratio): three columns whatever the count of GPUs, so neither table is wider than
+    the page."""
+    cols = [f"{r}_vs_{g}" for g in gpus for r in RATIOS if f"{r}_vs_{g}" in df]
+    long = [df[keys].assign(vs=g, **{r: df[f"{r}_vs_{g}"] for r in RATIOS}) for g in gpus
+            if all(f"{r}_vs_{g}" in df for r in RATIOS)]
+    long = [x[x["design"] != x["vs"]] if "design" in keys else x for x in long]  # not G against itself
+    vs = pd.concat(long, ignore_index=True) if long else pd.DataFrame(columns=[*keys, "vs", *RATIOS])
+    return df.drop(columns=cols), vs
+
+
 def summary(res: Results, t: dict, opts: dict | None = None) -> Section:
     s = Section("summary", "Per workload: recipes x designs")
     opts = opts or objective.options(res)
@@ -197,7 +213,12 @@ def deepbench(res: Results, t: dict) -> Section:
     if note:
         s.add(Text(note))
     s.add(Figure("fig-deepbench", figures.deepbench(df), "DeepBench: geomean TFLOP/s per design"))
-    return s.add(Table(df, csv="deepbench"))
+    main, vs = split_gpu_ratios(df, ["suite", "precision", "design"], gpus)
+    s.add(Table(main, csv="deepbench"))
+    if len(vs):
+        s.add(Table(vs, "Against each GPU vs (same suite and precision): speedup_vs_G, energy_ratio_vs_G and "
+                        "dynamic_energy_ratio_vs_G as columns", csv="deepbench"))
+    return s
 
 
 def baidu(res: Results, t: dict) -> Section:
@@ -270,15 +291,34 @@ def inputs(res: Results, t: dict) -> Section:
                           ("recipe_objects", "recipes"), ("design_objects", "designs")):
             objs = spec.get(key) or {}
             if objs:
-                s.add(Code(json.dumps(objs, indent=1, sort_keys=True, default=str),
-                           f"The {len(objs)} {what} as the sweep loaded them (a point's id hashes these, so a "
-                           "file changed since makes new points on a rerun)", collapsed=True))
+                text = (_recipes_toml(objs) if key == "recipe_objects"
+                        else json.dumps(objs, indent=1, sort_keys=True, default=str))
+                s.add(Code(text, f"The {len(objs)} {what} as the sweep loaded them"
+                           + (", as recipe files (TOML)" if key == "recipe_objects" else "")
+                           + " (a point's id hashes these, so a file changed since makes new points on a rerun)",
+                           collapsed=True))
     else:
         s.add(Text("The results directory has no spec.json (resolved inputs)."))
     settings = _train_settings(res)
     if len(settings):
         s.add(Table(settings, "Training settings the runs recorded"))
     return s
+
+
+def _recipes_toml(objs: dict) -> str:
+    """The recipes a sweep recorded (their Policy repr, or a recipe table) as the TOML a user would
+    write; one that cannot be read back is shown as recorded."""
+    from asicsim.emulate.recipe_toml import policy_from_repr, recipe_toml
+    from asicsim.emulate.recipes import policy_from_table
+
+    out = []
+    for name, obj in objs.items():
+        try:
+            text = recipe_toml(policy_from_repr(obj) if isinstance(obj, str) else policy_from_table(obj))
+        except (TypeError, ValueError):  # RecipeError is a ValueError
+            text = json.dumps(obj, indent=1, default=str) + "\n"
+        out.append(f"# recipe {name}\n{text}")
+    return "\n".join(out)
 
 
 def _train_settings(res: Results) -> pd.DataFrame:

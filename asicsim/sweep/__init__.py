@@ -12,21 +12,20 @@ See :mod:`asicsim.sweep.spec` for the spec file, :mod:`asicsim.sweep.store` for 
 
 from __future__ import annotations
 
-import sys
-import types
-
-from asicsim.sweep.run import sweep
-from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec
-from asicsim.sweep.store import load_results
+from asicsim._lazy import LazyPackage, lazy_package
 
 __all__ = ["Point", "SweepError", "SweepSpec", "expand", "load_results", "load_spec", "sweep"]
 
 
-class _CallableModule(types.ModuleType):
+class _CallableModule(LazyPackage):
     """Lets ``asicsim.sweep(spec, out)`` run a sweep and keep the submodules."""
 
     def __call__(self, spec, out, **kwargs):
-        return sweep(spec, out, **kwargs)
+        return self.sweep(spec, out, **kwargs)
 
 
-sys.modules[__name__].__class__ = _CallableModule
+lazy_package(__name__, {
+    ".run": ["sweep"],
+    ".spec": ["Point", "SweepError", "SweepSpec", "expand", "load_spec"],
+    ".store": ["load_results"],
+}, _CallableModule)

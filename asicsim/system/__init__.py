@@ -2,37 +2,17 @@
 (:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.hw.links`); batching
 inference requests under a latency budget (:mod:`asicsim.system.batching`)."""
 
-from asicsim.hw.links import (
-    LINKS,
-    TOPOLOGIES,
-    AllReduceResult,
-    Link,
-    Topology,
-    allreduce_time,
-    get_topology,
-)
-from asicsim.system.batching import (
-    INFERENCE_MODELS,
-    BatchingError,
-    BatchingPolicy,
-    BatchingResult,
-    BudgetResult,
-    InferenceModel,
-    ServiceTable,
-    max_throughput_under_p99,
-    residency_comparison,
-    service_table,
-    simulate,
-)
-from asicsim.system.scaling import (
-    MODELS,
-    ScalingPoint,
-    StepResult,
-    TrainingModel,
-    scaling_curve,
-    stops_paying,
-    training_step,
-)
+from asicsim._lazy import lazy_package
+
+lazy_package(__name__, {
+    "asicsim.hw.links": ["LINKS", "TOPOLOGIES", "AllReduceResult", "Link", "Topology",
+        "allreduce_time", "get_topology"],
+    ".batching": ["INFERENCE_MODELS", "BatchingError", "BatchingPolicy", "BatchingResult",
+        "BudgetResult", "InferenceModel", "ServiceTable", "max_throughput_under_p99",
+        "residency_comparison", "service_table", "simulate"],
+    ".scaling": ["MODELS", "ScalingPoint", "StepResult", "TrainingModel", "scaling_curve",
+        "stops_paying", "training_step"],
+})
 
 __all__ = [
     "INFERENCE_MODELS",

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from asicsim.hw.design_files import labelled_designs
 from asicsim.system.batching import (
     ARRIVALS,
     INFERENCE_MODELS,
@@ -23,22 +24,32 @@ from asicsim.system.batching import (
     simulate,
 )
 
+#: Most rates one ``START:STOP:N`` may ask for (each is a simulation of --requests requests).
+MAX_RATES = 1000
+
+
+def _rate_item(item: str, capacity: float) -> list[float]:
+    """One item of a --rate list: ``R``, ``START:STOP:N`` or ``Fx``."""
+    try:
+        if item.endswith("x"):
+            return [float(item[:-1]) * capacity]
+        if ":" not in item:
+            return [float(item)]
+        a, b, n = item.split(":")
+        a, b, n = float(a), float(b), int(n)
+    except ValueError:
+        raise BatchingError(f"rate = {item!r}; allowed: requests/s (e.g. 500), START:STOP:N or a "
+                            "multiple of the saturated rate (e.g. 0.5x)") from None
+    if not 1 <= n <= MAX_RATES:  # N = 0 would leave no run to report
+        raise BatchingError(f"rate = {item!r}: N = {n}; allowed: START:STOP:N with N an integer in "
+                            f"[1, {MAX_RATES}]")
+    return np.linspace(a, b, n).tolist()
+
 
 def _rates(specs: Sequence[str] | None, capacity: float) -> list[float]:
     """``R``, ``START:STOP:N`` (N evenly spaced) or ``Fx`` (F times the saturated rate), comma lists."""
-    out: list[float] = []
-    for item in (s.strip() for spec in (specs or ["0.1x,0.3x,0.5x,0.7x,0.9x,1.2x"]) for s in spec.split(",")):
-        try:
-            if item.endswith("x"):
-                out.append(float(item[:-1]) * capacity)
-            elif ":" in item:
-                a, b, n = item.split(":")
-                out += np.linspace(float(a), float(b), int(n)).tolist()
-            else:
-                out.append(float(item))
-        except ValueError:
-            raise BatchingError(f"rate = {item!r}; allowed: requests/s (e.g. 500), START:STOP:N or a "
-                                "multiple of the saturated rate (e.g. 0.5x)") from None
+    items = [s.strip() for spec in (specs or ["0.1x,0.3x,0.5x,0.7x,0.9x,1.2x"]) for s in spec.split(",")]
+    out = [r for item in items for r in _rate_item(item, capacity)]
     for r in out:
         _nonneg_float("rate", r, positive=True)
     return out
@@ -117,7 +128,7 @@ def run_cli(args) -> int:
     policy = BatchingPolicy(_positive_int("max_batch", args.max_batch), _nonneg_float("max_wait_ms", args.max_wait_ms) / 1e3)
     requests = _positive_int("requests", args.requests)
     out = []
-    for design in args.design or ["dc_bf16_128x128"]:
+    for label, design in labelled_designs(args.design or ["dc_bf16_128x128"]):  # the name or path as given
         if isinstance(model, InferenceModel):
             table = service_table(model, design, args.formats, max(policy.max_batch, 64))
             residency = residency_comparison(model, design, args.formats)
@@ -127,7 +138,7 @@ def run_cli(args) -> int:
             table = workload_service_table(model, design, args.recipe or DEFAULT_RECIPE, max(policy.max_batch, 16),
                                            scale=args.scale)
             residency = []
-        rec = {"design": table.design, "formats": table.formats, "service": table.rows(),
+        rec = {"design": label, "formats": table.formats, "service": table.rows(),
                "residency": residency, "runs": []}
         for rate in _rates(args.rate, table.capacity(policy.max_batch)):
             r = simulate(table, rate, policy, requests=requests, seed=args.seed, arrivals=args.arrivals)

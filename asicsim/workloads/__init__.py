@@ -9,27 +9,17 @@ per-tensor numerics statistics), :func:`infer` (post-training quantization of th
 :func:`accuracy_drop_table`; datasets (:func:`load_dataset`) and models (:func:`make_model`).
 """
 
-from asicsim.workloads.datasets import DATASETS, Dataset, DatasetUnavailable, load_dataset
-from asicsim.workloads.deepbench import (
-    PRECISIONS,
-    Suite,
-    WorkloadError,
-    list_suites,
-    load_suite,
-    suite_costs,
-    suites_table,
-    workloads_dir,
-)
-from asicsim.workloads.models import MODELS, Model, make_model
-from asicsim.workloads.stats import tensor_stats
-from asicsim.workloads.training import (
-    InferResult,
-    TrainResult,
-    accuracy_drop_table,
-    infer,
-    train,
-)
-from asicsim.workloads.workload import Workload, list_workloads, load_workload
+from asicsim._lazy import lazy_package
+
+lazy_package(__name__, {
+    ".datasets": ["DATASETS", "Dataset", "DatasetUnavailable", "load_dataset"],
+    ".deepbench": ["PRECISIONS", "Suite", "WorkloadError", "list_suites", "load_suite",
+        "suite_costs", "suites_table", "workloads_dir"],
+    ".models": ["MODELS", "Model", "make_model"],
+    ".stats": ["tensor_stats"],
+    ".training": ["InferResult", "TrainResult", "accuracy_drop_table", "infer", "train"],
+    ".workload": ["Workload", "list_workloads", "load_workload"],
+})
 
 __all__ = [
     "DATASETS",

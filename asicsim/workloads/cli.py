@@ -72,6 +72,11 @@ def _fmt(v) -> str:
     return "n/a" if v is None else f"{v:.4f}"
 
 
+def _number(v, spec: str) -> str:
+    """A figure of the numerics table, or a dash where there is none (None or NaN)."""
+    return "–" if v is None or np.isnan(v) else format(v, spec)
+
+
 def _numerics_lines(numerics: dict) -> list[str]:
     lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s} "
              f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents"]
@@ -81,10 +86,31 @@ def _numerics_lines(numerics: dict) -> list[str]:
         fmt_span = ("" if s.get("fmt_min_exp") is None
                     else f" (format 2^{s['fmt_min_exp']:.0f}..2^{s['fmt_max_exp']:.1f})")
         lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
-                     f"{s['zero']:7.1%} {s.get('amax', float('nan')):9.3g} "
-                     f"{s.get('outliers', float('nan')):8.2%} {s.get('kurtosis', float('nan')):6.1f}  "
+                     f"{s['zero']:7.1%} {_number(s.get('amax'), '.3g'):>9s} "
+                     f"{_number(s.get('outliers'), '.2%'):>8s} {_number(s.get('kurtosis'), '.1f'):>6s}  "
                      f"{span}{fmt_span}")
+    grads = [s for name, s in numerics.items() if name.split(":")[0] in ("grad", "wgrad")]
+    if any(_number(s.get("outliers"), "") == "–" for s in grads):
+        lines.append("  |x|>=6 –: not counted for gradients: they are measured times the loss scale, where "
+                     "LLM.int8()'s threshold on activations means nothing")
+    if any(_number(s.get("kurtosis"), "") == "–" for s in numerics.values()):
+        lines.append("  kurt –: no spread (the tensor's finite elements are all equal, or none is finite)")
     return lines
+
+
+def _json(obj) -> str:
+    """``obj`` as JSON, a NaN or infinity written null (``NaN`` and ``Infinity`` are not JSON:
+    strict readers reject them)."""
+    def finite(v):
+        if isinstance(v, dict):
+            return {k: finite(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [finite(x) for x in v]
+        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
+            return None
+        return v
+
+    return json.dumps(finite(obj), default=lambda v: finite(_default(v)), indent=1, allow_nan=False)
 
 
 def _error(command: str, err: Exception) -> int:
@@ -108,7 +134,7 @@ def run_train(args) -> int:
     finally:
         bar.close()
     if args.json:
-        print(json.dumps(r.to_dict(), default=_default, indent=1))
+        print(_json(r.to_dict()))
         return 0
     s = r.settings
     print(f"{r.workload} (scale {s['scale']}) under {r.recipe}: {s['model']} on {s['dataset']}, "
@@ -153,7 +179,7 @@ def run_infer(args) -> int:
     finally:
         bar.close()
     if args.json:
-        print(json.dumps(r.to_dict(), default=_default, indent=1))
+        print(_json(r.to_dict()))
         return 0
     print(f"{r.workload}: fp32-trained model evaluated under {r.recipe} (calibration: {r.calibration})")
     print(f"{r.metric}: {r.mean:.4f} (per seed: {', '.join(f'{v:.4f}' for v in r.quantized)}); "

@@ -44,9 +44,12 @@ import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from asicsim._catalogs import shipped_dir
 from asicsim._files import TextFileError, read_text_file
@@ -126,6 +129,14 @@ def _int(value: str, where: str, name: str, minimum: int) -> int:
 
 def _parse(path: Path, name: str) -> tuple[str, pd.DataFrame]:
     """Read and check a suite file: (kind, table with shape columns typed)."""
+    import pandas as pd  # here: listing the suites (asicsim workloads) needs none
+
+    kind, typed = _parse_columns(path, name)
+    return kind, pd.DataFrame(typed)
+
+
+def _parse_columns(path: Path, name: str) -> tuple[str, dict[str, list]]:
+    """Read and check a suite file: (kind, column -> typed values)."""
     try:
         text = read_text_file(path)
     except TextFileError as err:
@@ -174,7 +185,12 @@ def _parse(path: Path, name: str) -> tuple[str, pd.DataFrame]:
                     raise WorkloadError(f"{where}: field precisions = {v!r}; allowed: tokens "
                                         f"{' | '.join(PRECISIONS)} separated by ';', or empty")
             typed[c].append(v)
-    return kind, pd.DataFrame(typed)
+    return kind, typed
+
+
+def _precisions(values) -> list[str]:
+    """The DeepBench precisions named in a ``precisions`` column (``fp32;fp16_mixed`` cells)."""
+    return sorted({p for v in values for p in str(v).split(";") if p})
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,9 +211,7 @@ class Suite:
     @property
     def precisions(self) -> list[str]:
         """The DeepBench precisions of this suite's kernels (empty: no published results)."""
-        if "precisions" not in self.table:
-            return []
-        return sorted({p for v in self.table["precisions"] for p in str(v).split(";") if p})
+        return _precisions(self.table["precisions"]) if "precisions" in self.table else []
 
     def operations(self, *, vector_gates: bool = True) -> list:
         """One asicsim operation per kernel (see the module docstring for the mapping)."""
@@ -292,8 +306,10 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     formats; ``formats`` (``"act=fp16,weight=fp16,acc=fp32"``) sets or overrides roles; neither:
     the design's own formats.
     """
+    import pandas as pd
+
     from asicsim.hw.cost import parse_formats
-    from asicsim.hw.design_files import load_design
+    from asicsim.hw.design_files import labelled_designs
 
     s = load_suite(suite)
     if precision is not None and precision not in PRECISIONS:
@@ -307,8 +323,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         return _allreduce_costs(s, design)
     flops = s.flops()
     frames = []
-    for d in _designs(design):
-        spec = load_design(d)
+    for label, spec in labelled_designs(_designs(design)):
         gates = spec.has_vector_unit
         ops = s.operations(vector_gates=gates)
         rows = [r.row() for r in spec.cost_many(ops, fmts or None)]
@@ -318,8 +333,9 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
                                   out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
         out["tops"] = f["tops"]
-        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", "design"):
+        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound"):
             out[c] = f[c]
+        out["design"] = label  # the name or path as given
         out["precision"] = precision
         for c in f.columns:
             if c.startswith("format_"):
@@ -344,6 +360,8 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
 
 def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:
     """All-reduce kernels on link topologies (the multi-chip model's ring all-reduce)."""
+    import pandas as pd
+
     from asicsim.hw.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
 
     frames = []
@@ -366,11 +384,19 @@ def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def suites_table() -> pd.DataFrame:
-    """The shipped suites: name, kind, kernel count and DeepBench precisions."""
+def suite_rows() -> list[dict]:
+    """The shipped suites, one dict each: name, kind, kernel count and DeepBench precisions (read
+    with the csv module: what ``asicsim workloads`` lists, without pandas)."""
     rows = []
     for name in list_suites():
-        s = load_suite(name)
-        rows.append({"name": name, "kind": s.kind, "kernels": len(s),
-                     "precisions": ";".join(s.precisions)})
-    return pd.DataFrame(rows, columns=["name", "kind", "kernels", "precisions"])
+        kind, typed = _parse_columns(workloads_dir() / f"{name}.csv", name)
+        rows.append({"name": name, "kind": kind, "kernels": len(next(iter(typed.values()))),
+                     "precisions": ";".join(_precisions(typed.get("precisions", ())))})
+    return rows
+
+
+def suites_table() -> pd.DataFrame:
+    """The shipped suites: name, kind, kernel count and DeepBench precisions."""
+    import pandas as pd
+
+    return pd.DataFrame(suite_rows(), columns=["name", "kind", "kernels", "precisions"])

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-MODELS = ("logreg", "mlp", "cnn1d", "cnn2d", "gru", "lstm", "transformer", "ds2")
+from asicsim.workloads.workload_checks import MODELS
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
+from asicsim.hw.design_files import labelled_designs
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
 from asicsim.numerics.catalog import FormatError, get_format
 from asicsim.numerics.formats import IntFormat
@@ -211,13 +212,12 @@ _TOTALLED_ENERGY = ("energy_j", "energy_dynamic_j", "energy_static_j")
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
     """One row per (design, role): time, energy (total, dynamic, static) and DRAM bytes of the
     trace's GEMMs and elementwise work, summed (``gemms`` counts the GEMMs)."""
-    designs = [designs] if isinstance(designs, str) else list(designs)
     rows = []
-    for design in designs:
+    for label, design in labelled_designs(designs):  # the name or path as given
         ops = trace_costs(trace, design, recipe)
         for role, part in ops.groupby("role", sort=False):
             fmts = part.iloc[0]
-            rows.append({"design": fmts["design"], "role": role,
+            rows.append({"design": label, "role": role,
                          "gemms": int(part.loc[part["kind"] != "elementwise", "reps"].sum()),
                          "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum(skipna=False)),
                          **{k: float(part[k].sum(skipna=False)) for k in _TOTALLED_ENERGY},

@@ -33,12 +33,12 @@ from pathlib import Path
 from asicsim._files import TextFileError, read_text_file
 from asicsim.workloads.datasets import DATASETS
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
-from asicsim.workloads.models import MODELS
 from asicsim.workloads.workload_checks import (
     MAX_BATCH,
     MAX_EXAMPLES,
     MAX_STEPS,
     MAX_WIDTH,
+    MODELS,
     reference_problems,
     size_problems,
 )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 import numbers
 
+#: The model kinds a workload file may name (asicsim.workloads.models builds them).
+MODELS = ("logreg", "mlp", "cnn1d", "cnn2d", "gru", "lstm", "transformer", "ds2")
 #: The widest layer (units, channels, d_model, context) a workload may ask for: 2**16 (GPT-3's
 #: d_model is 12288); a 65536-wide MLP layer over 784 inputs is already 51 M parameters.
 MAX_WIDTH = 65536

@@ -351,3 +351,34 @@ def test_generation_constants_borrow_the_nearest_generation():
     r = sim.cost(Gemm(256, 256, 256), "gpu_v100")
     assert any("no Volta-generation measurements" in n for n in r.notes)
     assert not sim.cost(Gemm(256, 256, 256), "gpu_h100").notes
+
+
+@pytest.mark.slow  # ~10 s: the script's imports and measured rows
+def test_calibration_shows_progress(monkeypatch, capsys):
+    # it printed nothing for 900 s on a busy machine: a progress line on stderr, per stage and,
+    # within a fit, at every evaluation (a line every few seconds in a log)
+    from asicsim.cli_progress import StepProgress
+
+    gc = _calibration()
+    rows = gc.all_rows()
+    some = [r for r in rows if (r["device"], r["precision"]) == (rows[0]["device"], rows[0]["precision"])][:12]
+    monkeypatch.setattr(gc, "all_rows", lambda: some)
+    monkeypatch.setattr(StepProgress, "QUIET_S", 0.0)
+    monkeypatch.setattr(StepProgress, "EVERY", 0.0)
+    ticks = []
+
+    def fake_refit(groups, start, table, tick=None):  # the least-squares fits, their heartbeats only
+        for _ in range(3):
+            tick()
+            ticks.append(len(groups))
+        return dict(start)
+
+    monkeypatch.setattr(gc, "refit", fake_refit)
+    gc.main(["--refit"])
+    out = capsys.readouterr()
+    n = 4 + len(gc.DESIGNS)
+    lines = out.err.splitlines()
+    assert lines[0].startswith("gpu_calibration: ") and f"/{n} stages (rows, fit, predictions" in lines[0]
+    assert any(f" 2/{n} stages" in x for x in lines) and lines[-1].endswith("finished")
+    assert len(ticks) == 3 * (1 + len(gc.DESIGNS)) and len(lines) >= len(ticks)  # a line per heartbeat
+    assert "all rows fit: median" in out.out and "gpu_calibration:" not in out.out

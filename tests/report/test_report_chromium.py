@@ -29,6 +29,12 @@ PROBE = """(() => {
       section: d.closest('section').id, scroll: d.scrollWidth, client: d.clientWidth,
       right: box(d.querySelector('table')).right})),
     page_width: document.documentElement.scrollWidth,
+    tables: [...document.querySelectorAll('table')].map(t => ({
+      section: t.closest('section').id, caption: t.caption ? t.caption.textContent.slice(0, 50) : '',
+      width: t.getBoundingClientRect().width, right: box(t).right,
+      scroll: t.parentElement.scrollWidth, client: t.parentElement.clientWidth})),
+    code: [...document.querySelectorAll('pre')].map(p => ({
+      section: p.closest('section').id, scroll: p.scrollWidth, client: p.clientWidth, right: box(p).right})),
   };
 })()"""
 
@@ -69,3 +75,41 @@ def test_the_answer_is_on_the_first_screen_and_tables_fit(shown):
     for f in p["fit"]:
         assert f["scroll"] <= f["client"] and f["right"] <= 1400, f
     assert p["page_width"] <= 1400
+
+
+def test_no_table_and_no_code_block_is_wider_than_the_page(shown):
+    # README: no table scrolls sideways. At 1,400 px the energy, DeepBench and Baidu tables were
+    # 1,459 to 2,530 px wide, and the recorded recipes one 21,628 px line.
+    _, page = shown
+    p = page.probe
+    assert {t["section"] for t in p["tables"]} >= {"energy", "roofline", "deepbench", "baidu", "numerics"}
+    for t in p["tables"]:
+        assert t["scroll"] <= t["client"] and t["right"] <= 1400 and t["width"] <= 1400, t
+    assert p["code"] and all(c["scroll"] <= c["client"] and c["right"] <= 1400 for c in p["code"]), p["code"]
+
+
+def test_a_deepbench_table_against_two_gpus_fits(chromium, tmp_path):
+    # 11 columns and 3 per GPU: the ratios are rows of their own table, so more GPUs add no column
+    import numpy as np
+    import pandas as pd
+
+    from asicsim.report import html
+    from asicsim.report.document import Section, Table
+    from asicsim.report.sections import split_gpu_ratios
+
+    gpus = ["gpu_v100", "gpu_h100_sxm"]
+    cols = ["suite", "precision", "design", "design_kind", "kernels", "time_s", "geomean_tflops", "energy_j",
+            "energy_dynamic_j", "energy_static_j", "gflops_per_w"]
+    cols += [f"{r}_vs_{g}" for g in gpus for r in ("speedup", "energy_ratio", "dynamic_energy_ratio")]
+    designs = ["edge_int8_32x32[array.rows=16,array.cols=64]", "dc_bf16_128x128", *gpus]
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame([{"suite": "deepbench_gemm_inference_server", "precision": "fp16_mixed", "design": d,
+                        "design_kind": "systolic", "kernels": 75,
+                        **{c: -float(rng.lognormal(0, 6)) for c in cols[5:]}} for d in designs], columns=cols)
+    main, vs = split_gpu_ratios(df, ["suite", "precision", "design"], gpus)
+    assert len(vs) == len(designs) * len(gpus) - len(gpus) and main.shape[1] == 11
+    path = tmp_path / "t.html"
+    path.write_text(html.page("t", "", [Section("deepbench", "DeepBench").add(Table(main), Table(vs))]))
+    probe = "[...document.querySelectorAll('table')].map(t => t.parentElement.scrollWidth - t.parentElement.clientWidth)"
+    shown = render(path, tmp_path / "t.png", binary=chromium, probe=probe)
+    assert shown.probe == [0, 0]

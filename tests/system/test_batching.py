@@ -26,7 +26,7 @@ from asicsim.system.batching import (
     weight_residency,
     with_weight_buffer,
 )
-from asicsim.system.batching_cli import add_cli, run_cli
+from asicsim.system.batching_cli import _rates, add_cli, run_cli
 
 MS = 1e-3
 
@@ -240,6 +240,36 @@ def test_cli_text(capsys):
     assert "service per batch" in text and "unstable" in text and "no policy meets p99 <= 1 ms" in text
     with pytest.raises(BatchingError, match="rate = 'fast'"):
         run_cli(_cli(["batching", "--rate", "fast"]))
+
+
+BAD_RATES = [  # (--rate, expected message fragment)
+    ("10:1:0", "rate = '10:1:0': N = 0; allowed: START:STOP:N with N an integer in [1, 1000]"),
+    ("10:1:-2", "N = -2; allowed"),
+    ("1:2:100000000000", "N = 100000000000; allowed"),  # not a 800 GB linspace
+    ("1:2", "rate = '1:2'; allowed: requests/s"),
+    ("1:2:1.5", "rate = '1:2:1.5'; allowed: requests/s"),
+    ("0:10:3", "rate = 0.0; allowed: a finite number > 0"),
+    ("nan", "rate = nan; allowed: a finite number > 0"),
+    ("-0.5x", "allowed: a finite number > 0"),
+    ("", "rate = ''; allowed"),
+]
+
+
+@pytest.mark.parametrize(("rate", "message"), BAD_RATES)
+def test_bad_rates_say_what_is_allowed(rate, message):
+    with pytest.raises(BatchingError) as err:
+        _rates([rate], capacity=100.0)
+    assert message in str(err.value)
+
+
+def test_cli_rejects_an_empty_rate_range_with_its_reason(capsys):
+    # 10:1:0 asked for no rate at all; the table of runs then had no column (KeyError 'latency_p50_s')
+    from asicsim.cli import main
+
+    assert main(["batching", "--model", "mlp", "--design", "edge_int8_32x32", "--rate", "10:1:0",
+                 "--requests", "100"]) == 2
+    assert "N = 0; allowed" in capsys.readouterr().err
+    assert _rates(["10:1:1", "10:20:3"], capacity=1.0) == [10.0, 10.0, 15.0, 20.0]
 
 
 def test_gpu_designs_when_present():

@@ -1,0 +1,49 @@
+"""``asicsim --help``, ``--version`` and the catalog listings load neither JAX nor pandas (they took
+2.5x an ``import jax``): the package's names load on first use (:mod:`asicsim._lazy`), and load as
+they did when imported eagerly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+PROBE = """
+import contextlib, io, sys
+from asicsim.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as out:
+    try:
+        rc = main(sys.argv[1:])
+    except SystemExit as e:
+        rc = e.code
+heavy = sorted(m for m in ("jax", "pandas") if m in sys.modules)
+print(rc, len(out.getvalue()), ",".join(heavy) or "-")
+"""
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], ["formats"], ["formats", "bf16", "--json"],
+                                  ["designs"], ["designs", "--json"], ["recipes"], ["recipes", "--json"],
+                                  ["workloads"], ["workloads", "--json"]], ids=" ".join)
+def test_help_version_and_listings_load_neither_jax_nor_pandas(argv):
+    out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rc, printed, heavy = out.stdout.split()
+    assert rc in ("0", "None") and int(printed) > 0 and heavy == "-", (argv, heavy)
+
+
+def test_names_load_on_first_use_as_eager_imports_did():
+    import asicsim as sim
+    import asicsim.numerics
+    import asicsim.numerics.quantize  # the submodule of the same name as the function
+
+    assert isinstance(asicsim.numerics.quantize, types.FunctionType)  # the export, not its module
+    assert sim.quantize is asicsim.numerics.quantize and sim.format is sim.get_format
+    from asicsim.hw import cost  # hw/cost.py and the function cost()
+
+    assert callable(cost) and not isinstance(cost, types.ModuleType)
+    assert isinstance(sim.emulate, types.ModuleType) and callable(sim.emulate)  # the callable package
+    assert {"quantize", "cost_table", "emulate", "sweep", "load_results"} <= set(dir(sim))
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        sim.no_such_name  # noqa: B018
