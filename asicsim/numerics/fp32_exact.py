@@ -1,21 +1,22 @@
-"""fp32-scaled quantization where float32 arithmetic on XLA:CPU is not exact: in float64.
+"""fp32-scaled quantization where float32 arithmetic on XLA:CPU is not exact.
 
 A symmetric fp32 scale is defined as float32 arithmetic, as a fake-quant unit does it:
 ``s = amax / max``, ``y = x / s``, ``q = round(y)`` onto the element, ``q * s``, each operation
-rounded to float32 -- subnormal results included. XLA:CPU flushes float32 subnormals (inputs and
-results), so the float32 kernel is only used where none can occur (``float32_is_exact``);
-elsewhere each float32 operation is done in float64 on values built from the bits (every
-float32 number, subnormals too, is a normal float64, which nothing flushes) and rounded once to
-float32 by the integer kernel. For +, -, *, / that is the correctly rounded float32 result
-(53 >= 2 * 24 + 2: double rounding is innocuous). The element rounding itself runs on the float32
-bits, so the random bits of stochastic rounding are the same on both paths.
+rounded to float32 -- subnormal results included (and a subnormal scale rounded up, see
+``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), so the float32 kernel
+is only used where none can occur (``float32_is_exact``); elsewhere the divisions are
+:func:`.exact_div.divide` (integer long division, correctly rounded, subnormals kept) and the
+other float32 operations are done in float64 on values built from the bits (every float32
+number, subnormals too, is a normal float64, which nothing flushes) and rounded once to float32
+by the integer kernel. For +, -, * that is the correctly rounded float32 result (53 >= 2 * 24 + 2:
+double rounding is innocuous). The element rounding itself runs on the float32 bits, so the
+random bits of stochastic rounding are the same on both paths.
 
 The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
 
 Asymmetric (zero-point) scaling always runs here: its float32 form, ``s = (hi - lo) / span``,
-``zp = clip(round(min - lo / s))``, ``q = round(x / s + zp)``, ``(q - zp) * s``, meets subnormals
-wherever the tensor is small, and its divisions by a broadcast ``s`` are ones XLA would otherwise
-turn into multiplications by a reciprocal; no shipped recipe scales asymmetrically, so one exact
+``zp = clip(round(min - lo / s))``, ``q = round(clip(x / s + zp))``, ``(q - zp) * s``, meets
+subnormals wherever the tensor is small; no shipped recipe scales asymmetrically, so one exact
 path is worth more than a fast one.
 """
 
@@ -28,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
+from .exact_div import divide
 from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
 
 _FLOAT32 = None
@@ -63,20 +65,32 @@ def float32_is_exact(x, amax, element, rnd: Rounding) -> jax.Array:
 
 
 def fp32_scaled_in_float64(x, amax, element, rnd: Rounding, saturate: bool, rand, round_bits):
-    """(values, scale) of symmetric fp32 scaling, each float32 operation done in float64 and
-    rounded once to float32. ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``:
-    the element rounding on float32 bits (``scaling._round_bits``)."""
-    with enable_x64(True):
-        def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
-            return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
+    """(values, scale) of symmetric fp32 scaling with every float32 operation exact (see the
+    module). ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``: the element
+    rounding of float32 bits (``fp32_scale.round_bits``, or that with its cap at max)."""
+    amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+    s = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
+    y = divide(x, s)
+    q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
+    return _product(q, s), s
 
-        amax64 = f32_to_f64(jax.lax.bitcast_convert_type(amax, jnp.float32))
-        s = _to_f32_grid(divide(amax64, np.float64(element.max)))
-        s = jnp.where(amax == 0, 1.0, jnp.maximum(s, 2.0**-149))
-        y = f64_to_f32(_to_f32_grid(divide(f32_to_f64(x), s)))
-        q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
-        q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(_to_f32_grid(q64 * s)), f64_to_f32(s)
+
+def scale_up_if_subnormal(num, den: float) -> jax.Array:
+    """float32 ``num / den`` (num >= 0 float32, den > 0 a float32 constant) rounded to nearest,
+    or up to the next float32 where that is a subnormal below the quotient: a subnormal scale
+    never lets ``num / scale`` exceed ``den`` (see ``fp32_scale``)."""
+    s = divide(num, den)
+    with enable_x64(True):
+        below = f32_to_f64(s) * np.float64(np.float32(den)) < f32_to_f64(num)  # exact: 24 x 24 bits
+    sb = jax.lax.bitcast_convert_type(s, jnp.uint32)
+    up = below & (sb < np.uint32(F32.pow2_bits(-126)))
+    return jax.lax.bitcast_convert_type(sb + up.astype(jnp.uint32), jnp.float32)
+
+
+def _product(a, b) -> jax.Array:
+    """float32 ``a * b`` correctly rounded, subnormal products kept (in float64)."""
+    with enable_x64(True):
+        return f64_to_f32(_to_f32_grid(f32_to_f64(a) * f32_to_f64(b)))
 
 
 def _to_f32_grid(v):
@@ -89,21 +103,20 @@ def _to_f32_grid(v):
 
 
 def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, rand, round_bits):
-    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), each float32
-    operation done in float64 and rounded once to float32 (see the module docstring)."""
+    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), every float32
+    operation exact (see the module docstring); ``x / s + zp`` is clamped to the format's range
+    (every element lies within [lo, hi]: only the scale's rounding can carry it out)."""
     with enable_x64(True):
-        def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
-            return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
-
         x64 = f32_to_f64(x)
         lo = jnp.minimum(jnp.min(x64, axis=axes, keepdims=True), 0.0)
         hi = jnp.maximum(jnp.max(x64, axis=axes, keepdims=True), 0.0)
         span = float(np.float32(element.kmax - element.kmin) * np.float32(element.eps))
-        s = _to_f32_grid(divide(_to_f32_grid(hi - lo), np.float64(span)))
-        s = jnp.where(hi == lo, 1.0, jnp.maximum(s, 2.0**-149))
-        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - _to_f32_grid(divide(lo, s))))
+        s = scale_up_if_subnormal(f64_to_f32(_to_f32_grid(hi - lo)), span)
+        s = jnp.where(hi == lo, np.float32(1), s)
+        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - f32_to_f64(divide(f64_to_f32(lo), s))))
         zp = jnp.clip(zp, element.min, element.max)
-        y = f64_to_f32(_to_f32_grid(_to_f32_grid(divide(x64, s)) + zp))
+        y = _to_f32_grid(f32_to_f64(divide(x, s)) + zp)
+        y = f64_to_f32(jnp.clip(y, float(np.float32(element.min)), float(np.float32(element.max))))
         q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
         q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * s)), f64_to_f32(s)
+        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * f32_to_f64(s))), s
