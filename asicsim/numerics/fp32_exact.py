@@ -3,21 +3,20 @@
 A symmetric fp32 scale is defined as float32 arithmetic, as a fake-quant unit does it:
 ``s = amax / max``, ``y = x / s``, ``q = round(y)`` onto the element, ``q * s``, each operation
 rounded to float32 -- subnormal results included (and a subnormal scale rounded up, see
-``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), so the float32 kernel
-is only used where none can occur (``float32_is_exact``); elsewhere the divisions are
-:func:`.exact_div.divide` (integer long division, correctly rounded, subnormals kept) and the
-other float32 operations are done in float64 on values built from the bits (every float32
-number, subnormals too, is a normal float64, which nothing flushes) and rounded once to float32
-by the integer kernel. For +, -, * that is the correctly rounded float32 result (53 >= 2 * 24 + 2:
-double rounding is innocuous). The element rounding itself runs on the float32 bits, so the
-random bits of stochastic rounding are the same on both paths.
+``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), and XLA:GPU's float32
+division is not correctly rounded, so the divisions are :func:`.exact_div.divide` (integer long
+division, correctly rounded, subnormals kept), and the other float32 operations run in float32
+only where no subnormal can occur (:func:`products_are_normal`); elsewhere they are done in
+float64 on values built from the bits (every float32 number, subnormals too, is a normal
+float64, which nothing flushes) and rounded once to float32 by the integer kernel. For +, -, *
+that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is innocuous).
 
 The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
 
-Asymmetric (zero-point) scaling always runs here: its float32 form, ``s = (hi - lo) / span``,
-``zp = clip(round(min - lo / s))``, ``q = round(clip(x / s + zp))``, ``(q - zp) * s``, meets
-subnormals wherever the tensor is small; no shipped recipe scales asymmetrically, so one exact
-path is worth more than a fast one.
+Asymmetric (zero-point) scaling always runs in float64: its float32 form, ``s = (hi - lo) /
+span``, ``zp = clip(round(min - lo / s))``, ``q = round(clip(x / s + zp))``, ``(q - zp) * s``,
+meets subnormals wherever the tensor is small; no shipped recipe scales asymmetrically, so one
+exact path is worth more than a fast one.
 """
 
 from __future__ import annotations
@@ -44,12 +43,10 @@ def _float32_spec():
     return _FLOAT32
 
 
-def float32_is_exact(x, amax, element, rnd: Rounding) -> jax.Array:
-    """Whether the float32 path gives the float32-arithmetic result: every nonzero scale at least
-    ``2**(-124 - qmin)`` (then every nonzero ``q * s`` is a normal float32 and a quotient below
-    2**-126 is under a quarter of the element's smallest quantum, so flushing it to 0 changes
-    nothing in rne/rna/rtz), and for directed and stochastic rounding no float32 subnormal input
-    (which XLA:CPU reads as 0, where those modes may round it up)."""
+def products_are_normal(amax, element) -> jax.Array:
+    """Whether float32's own multiply gives every ``q * s`` exactly (XLA:CPU flushes subnormal
+    products): every nonzero finite amax gives a scale of at least ``2**(-124 - qmin)``, so every
+    nonzero element value ``q >= 2**qmin`` times it is a normal float32."""
     qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
     if qmin < -124:
         return jnp.asarray(False)
@@ -57,22 +54,13 @@ def float32_is_exact(x, amax, element, rnd: Rounding) -> jax.Array:
     if k > 127:
         return jnp.asarray(False)
     live = (amax != 0) & (amax < np.uint32(F32.inf))
-    ok = jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
-    if rnd.mode in (RoundMode.RUP, RoundMode.RDN, RoundMode.SR):
-        mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
-        ok = ok & ~jnp.any((mag != 0) & (mag < np.uint32(1 << 23)))
-    return ok
+    return jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
 
 
-def fp32_scaled_in_float64(x, amax, element, rnd: Rounding, saturate: bool, rand, round_bits):
-    """(values, scale) of symmetric fp32 scaling with every float32 operation exact (see the
-    module). ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``: the element
-    rounding of float32 bits (``fp32_scale.round_bits``, or that with its cap at max)."""
-    amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
-    s = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
-    y = divide(x, s)
-    q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
-    return _product(q, s), s
+def fp32_product(q, s, normal) -> jax.Array:
+    """float32 ``q * s`` correctly rounded: float32's multiply where ``normal`` (a predicate
+    from :func:`products_are_normal`), else in float64, subnormal products kept."""
+    return jax.lax.cond(normal, lambda q, s: q * s, _product, q, s)
 
 
 def scale_up_if_subnormal(num, den: float) -> jax.Array:

@@ -35,7 +35,12 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
-from .fp32_exact import float32_is_exact, fp32_asymmetric_in_float64, fp32_scaled_in_float64
+from .fp32_exact import (
+    fp32_asymmetric_in_float64,
+    fp32_product,
+    products_are_normal,
+    scale_up_if_subnormal,
+)
 from .rounding import F32, Rounding
 
 _MAG = np.uint32(0x7FFFFFFF)
@@ -54,7 +59,7 @@ def round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
     return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
 
 
-def max_bits(element) -> np.uint32:
+def _max_bits(element) -> np.uint32:
     """float32 bits of the largest float32 at or below the element's max."""
     m = np.float32(element.max)
     if float(m) > element.max:
@@ -64,7 +69,7 @@ def max_bits(element) -> np.uint32:
 
 def _within_max(ybits, xbits, amax, element):
     """``y`` (float32 bits) with ``|y|`` capped at the element max where ``|x| <= amax``."""
-    top = max_bits(element)
+    top = _max_bits(element)
     cap = ((xbits & _MAG) <= amax) & ((ybits & _MAG) > top)  # a NaN or inf x is above any finite amax
     return jnp.where(cap, (ybits & _SIGN) | top, ybits)
 
@@ -73,30 +78,16 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
     """(values, scales) of fp32 scaling. ``amax``: uint32 magnitude bits, broadcastable against
     ``groups`` (symmetric only: asymmetric scaling takes its range from ``groups`` over ``axes``);
     ``finite``: where a group's amax is finite (elsewhere values and scales are NaN)."""
-    # The random bits are drawn inside each branch: drawn outside, XLA:CPU materialises them.
-    make_rand = (lambda: _random.hash_bits(words, groups.shape)) if rnd.stochastic else (lambda: None)
+    rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     if symmetric:
-        xbits = jax.lax.bitcast_convert_type(groups, jnp.uint32)
-
-        def round_capped(ybits, element, rnd, saturate, rand):
-            return round_bits(_within_max(ybits, xbits, amax, element), element, rnd, saturate, rand)
-
-        # float32 arithmetic where XLA:CPU does it exactly (every scale normal), float64 where a
-        # subnormal scale, quotient or product would be flushed (fp32_exact.py)
-        def in_float32(groups, amax):
-            amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
-            scale = jnp.where(amax == 0, np.float32(1), divide(amax_f, element.max))
-            y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
-            q = round_capped(y, element, rnd, saturate, make_rand())
-            return jax.lax.bitcast_convert_type(q, jnp.float32) * scale, scale
-
-        def in_float64(groups, amax):
-            return fp32_scaled_in_float64(groups, amax, element, rnd, saturate, make_rand(), round_capped)
-
-        exact = float32_is_exact(groups, amax, element, rnd)
-        values, scale = jax.lax.cond(exact, in_float32, in_float64, groups, amax)
+        amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+        scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
+        y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
+        y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
+        q = jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32)
+        values = fp32_product(q, scale, products_are_normal(amax, element))
     else:
-        values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, make_rand(), round_bits)
+        values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 
@@ -106,7 +97,9 @@ def quantize_static(x, amax, fmt, rounding="rne", *, saturate: bool | None = Non
     (static scaling: a calibrated estimate; float32, a scalar or broadcastable against ``x``,
     its magnitude taken): ``s = amax / max`` (1 where amax is 0; NaN values where it is inf or
     NaN), the rules of the module docstring, ``q * s``. Elements beyond the amax overflow as
-    ``saturate`` says (None: the format's convention). ``words``: stochastic rounding's seed
+    ``saturate`` says (None: the format's convention). A block format (MX, BFP) brings its own
+    scales: it is rounded as ``quantize`` rounds it, the amax unused (as before: its max, beyond
+    float32, made the static scale 1). ``words``: stochastic rounding's seed
     words. The gradient passes straight through to ``x``.
 
     >>> import numpy as np
@@ -118,11 +111,9 @@ def quantize_static(x, amax, fmt, rounding="rne", *, saturate: bool | None = Non
 
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
-    if spec.kind not in ("float", "int"):
-        raise ValueError(f"static scaling needs an element format (float or integer), got {spec.name!r}")
     if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
         raise ValueError(f"static scaling: saturate={saturate!r}; allowed: True, False or None")
-    sat = spec.saturate if saturate is None else bool(saturate)
+    sat = (True if spec.kind == "block" else spec.saturate) if saturate is None else bool(saturate)
     if rnd.stochastic and words is None:
         raise ValueError(f"static scaling: rounding {rounding!r} is stochastic; pass words "
                          "(asicsim.numerics.random.key_words(key))")
@@ -149,4 +140,8 @@ def _static_ste_jvp(element, rnd, saturate, primals, tangents):
 def _static_jit(x, amax, words, element, rnd, saturate):
     if x.size == 0:
         return x
+    if element.kind == "block":  # a block format (MX, BFP) brings its own scales
+        from .quantize import quantize
+
+        return quantize(x, element, rnd, saturate=saturate, words=words)
     return fp32_scaled(x, amax, amax < np.uint32(F32.inf), element, True, rnd, saturate, words, lambda v: v)[0]

@@ -202,9 +202,14 @@ def test_power_of_two_up_rule_never_overflows_at_any_amax(scale_format, granular
     (lambda: quantize_static(np.ones(3, np.float32), np.ones((2, 3), np.float32), "int8"), "amax of shape (2, 3)"),
     (lambda: quantize_static(np.ones(3, np.float32), 1.0, "int8", saturate="no"), "saturate='no'"),
     (lambda: quantize_static(np.ones(3, np.float32), 1.0, "int8", "sr"), "pass words"),
-    (lambda: quantize_static(np.ones(32, np.float32), 1.0, "mxfp8"), "needs an element format"),
 ])
 def test_static_scaling_bad_inputs(call, fragment):
     with pytest.raises(ValueError, match=None) as err:
         call()
     assert fragment in str(err.value), str(err.value)
+
+
+def test_static_scaling_of_a_block_format_is_its_own_block_scaling():
+    # RoleSpec("mxfp8", scaling="static") is accepted: MX brings its own scales
+    x = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+    np.testing.assert_array_equal(quantize_static(x, 3.0, "mxfp8"), quantize(x, "mxfp8"))
