@@ -14,6 +14,8 @@ from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import quantize
 from asicsim.numerics.exact_div import divide
+from asicsim.numerics.fp32_scale import quantize_static
+from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
 from asicsim.numerics.scaling import amax_bits
 
@@ -122,19 +124,26 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     scaling (int8 calibration, TensorRT's convention) divides by ``scale = amax * 2**margin /
     format max`` and multiplies back by it."""
     xf = x.astype(jnp.float32)
-    est = jnp.where(amax > 0, amax, _amax(xf))
+    amax = jnp.asarray(amax, jnp.float32)
+    est = jnp.where(_positive(amax), amax, _amax(xf))
     sat = True if spec.saturate is None else spec.saturate
     fmax = jnp.float32(spec.spec.max)
     if spec.scaling == "delayed":
         sf = divide(fmax, est) / jnp.float32(2.0**spec.margin)  # by a power of two: exact
-        sf = jnp.where((est > 0) & jnp.isfinite(est), sf, jnp.float32(1.0))
+        sf = jnp.where(_positive(est) & jnp.isfinite(est), sf, jnp.float32(1.0))
         sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
         y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
         return (y * divide(jnp.float32(1.0), sf)).astype(x.dtype)
-    scale = divide(est, fmax) * jnp.float32(2.0**spec.margin)
-    scale = jnp.where(scale > 0, scale, jnp.float32(1.0))
-    y = quantize(divide(xf, scale), spec.format, spec.rounding, saturate=sat, words=words)
-    return (y * scale).astype(x.dtype)
+    # the scale's arithmetic, exact on every backend: numerics.fp32_scale (amax * 2**margin is
+    # exact on the bits; it used to be a float32 product, flushed where subnormal on XLA:CPU)
+    est = mul_pow2(est, spec.margin) if spec.margin else est
+    return quantize_static(xf, est, spec.format, spec.rounding, saturate=sat, words=words).astype(x.dtype)
+
+
+def _positive(v) -> jax.Array:
+    """``v > 0`` for float32 ``v`` on the bits: XLA:CPU's float compare reads a subnormal as 0."""
+    bits = lax.bitcast_convert_type(v, jnp.int32)
+    return (bits > 0) & (bits <= np.int32(0x7F800000))
 
 
 # tensors below this many elements take the integer amax (see ``_amax``)

@@ -1,17 +1,20 @@
-"""Correctly rounded float32 division that does not trust the hardware's.
+"""Correctly rounded float32 division, the same bits on every backend.
 
 XLA:GPU does not round float32 division correctly (issue 20 measured 1.2 M of 4.2 M quotients
-off by up to 2 ulp on an H100), so a scale computed as ``amax / max`` or a value divided by its
-scale came out different on a GPU than on a CPU. :func:`divide` gives IEEE 754's
-round-to-nearest-even quotient on every backend: XLA:CPU's own division there (correct; like
-every XLA:CPU float32 operation it flushes a subnormal quotient to zero, so callers that must be
-exact there keep quotients normal, as ``scaling``'s float32 path checks), and on any other
-platform :func:`divide_exact`, which forms the quotient from the operands' bits by integer long
-division (uint32 shifts, compares and subtractions only, exact on any device).
+off by up to 2 ulp on an H100), and XLA:CPU flushes float32 subnormals (a subnormal operand
+reads as zero, a subnormal quotient becomes zero). :func:`divide` therefore never uses a float
+division: it forms IEEE 754's round-to-nearest-even quotient from the operands' bits by integer
+long division (uint32 shifts, compares and subtractions only, exact on any device).
 
-:func:`divide_exact` handles every float32 input: zeros, infinities and NaN as IEEE 754 says
-(0/0 and inf/inf are NaN, x/0 a signed infinity), subnormal operands (normalised first) and
-subnormal or overflowing quotients (rounded once, at their final precision).
+It handles every float32 input: zeros, infinities and NaN as IEEE 754 says (0/0 and inf/inf are
+NaN, x/0 and inf/x an infinity of the operands' sign product, x/inf a signed zero, NaN in
+gives NaN out, always the one quiet NaN 0x7fc00000), subnormal operands (normalised first) and
+subnormal or overflowing quotients (rounded once, at their final precision). Its derivative is
+the true quotient's, ``(da - q db) / b`` (the integer operations themselves have none; it is
+computed as a product with ``1 / b``, so it is not itself correctly rounded).
+
+It used to run XLA:CPU's own division on a CPU (issue 29 item 9): that flushed subnormal
+quotients and turned ``inf / x`` into NaN and ``1 / -0`` into +inf.
 """
 
 from __future__ import annotations
@@ -87,16 +90,20 @@ def divide_exact(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.where(nan | inf | zero, spec, out)
 
 
-def _hardware(a, b):
-    # a divisor that depends on ``a`` elementwise: XLA:CPU otherwise multiplies by a broadcast
-    # divisor's reciprocal, which is not the correctly rounded quotient (``a * 0`` is NaN only
-    # where ``a`` is inf/NaN, where the quotient is NaN or inf anyway and b's sign stays)
-    return a / (b + a * np.float32(0))
-
-
 def divide(a, b) -> jax.Array:
-    """Correctly rounded float32 ``a / b`` on every backend: XLA:CPU's division (IEEE, with the
-    reciprocal rewrite prevented), :func:`divide_exact` on any other platform."""
+    """Correctly rounded float32 ``a / b`` on every backend (see the module): the operands are
+    taken as float32 and broadcast against each other."""
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
-    q = lax.platform_dependent(a, b, cpu=_hardware, default=divide_exact)
-    return jnp.where(jnp.isnan(q), np.float32(np.nan), q)  # one NaN on every backend
+    return _divide(a, b)
+
+
+@jax.custom_jvp
+def _divide(a, b):
+    return divide_exact(a, b)
+
+
+@_divide.defjvp
+def _divide_jvp(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    q = _divide(a, b)
+    return q, (ta - q * tb) * _divide(np.float32(1), b)  # linear in the tangents: transposable

@@ -1,22 +1,22 @@
-"""fp32-scaled quantization where float32 arithmetic on XLA:CPU is not exact: in float64.
+"""fp32-scaled quantization where float32 arithmetic on XLA:CPU is not exact.
 
 A symmetric fp32 scale is defined as float32 arithmetic, as a fake-quant unit does it:
 ``s = amax / max``, ``y = x / s``, ``q = round(y)`` onto the element, ``q * s``, each operation
-rounded to float32 -- subnormal results included. XLA:CPU flushes float32 subnormals (inputs and
-results), so the float32 kernel is only used where none can occur (``float32_is_exact``);
-elsewhere each float32 operation is done in float64 on values built from the bits (every
-float32 number, subnormals too, is a normal float64, which nothing flushes) and rounded once to
-float32 by the integer kernel. For +, -, *, / that is the correctly rounded float32 result
-(53 >= 2 * 24 + 2: double rounding is innocuous). The element rounding itself runs on the float32
-bits, so the random bits of stochastic rounding are the same on both paths.
+rounded to float32 -- subnormal results included (and a subnormal scale rounded up, see
+``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), and XLA:GPU's float32
+division is not correctly rounded, so the divisions are :func:`.exact_div.divide` (integer long
+division, correctly rounded, subnormals kept), and the other float32 operations run in float32
+only where no subnormal can occur (:func:`products_are_normal`); elsewhere they are done in
+float64 on values built from the bits (every float32 number, subnormals too, is a normal
+float64, which nothing flushes) and rounded once to float32 by the integer kernel. For +, -, *
+that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is innocuous).
 
 The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
 
-Asymmetric (zero-point) scaling always runs here: its float32 form, ``s = (hi - lo) / span``,
-``zp = clip(round(min - lo / s))``, ``q = round(x / s + zp)``, ``(q - zp) * s``, meets subnormals
-wherever the tensor is small, and its divisions by a broadcast ``s`` are ones XLA would otherwise
-turn into multiplications by a reciprocal; no shipped recipe scales asymmetrically, so one exact
-path is worth more than a fast one.
+Asymmetric (zero-point) scaling always runs in float64: its float32 form, ``s = (hi - lo) /
+span``, ``zp = clip(round(min - lo / s))``, ``q = round(clip(x / s + zp))``, ``(q - zp) * s``,
+meets subnormals wherever the tensor is small; no shipped recipe scales asymmetrically, so one
+exact path is worth more than a fast one.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
+from .exact_div import divide
 from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
 
 _FLOAT32 = None
@@ -42,12 +43,10 @@ def _float32_spec():
     return _FLOAT32
 
 
-def float32_is_exact(x, amax, element, rnd: Rounding) -> jax.Array:
-    """Whether the float32 path gives the float32-arithmetic result: every nonzero scale at least
-    ``2**(-124 - qmin)`` (then every nonzero ``q * s`` is a normal float32 and a quotient below
-    2**-126 is under a quarter of the element's smallest quantum, so flushing it to 0 changes
-    nothing in rne/rna/rtz), and for directed and stochastic rounding no float32 subnormal input
-    (which XLA:CPU reads as 0, where those modes may round it up)."""
+def products_are_normal(amax, element) -> jax.Array:
+    """Whether float32's own multiply gives every ``q * s`` exactly (XLA:CPU flushes subnormal
+    products): every nonzero finite amax gives a scale of at least ``2**(-124 - qmin)``, so every
+    nonzero element value ``q >= 2**qmin`` times it is a normal float32."""
     qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
     if qmin < -124:
         return jnp.asarray(False)
@@ -55,28 +54,31 @@ def float32_is_exact(x, amax, element, rnd: Rounding) -> jax.Array:
     if k > 127:
         return jnp.asarray(False)
     live = (amax != 0) & (amax < np.uint32(F32.inf))
-    ok = jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
-    if rnd.mode in (RoundMode.RUP, RoundMode.RDN, RoundMode.SR):
-        mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
-        ok = ok & ~jnp.any((mag != 0) & (mag < np.uint32(1 << 23)))
-    return ok
+    return jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
 
 
-def fp32_scaled_in_float64(x, amax, element, rnd: Rounding, saturate: bool, rand, round_bits):
-    """(values, scale) of symmetric fp32 scaling, each float32 operation done in float64 and
-    rounded once to float32. ``amax``: uint32 bits, broadcastable against ``x``; ``round_bits``:
-    the element rounding on float32 bits (``scaling._round_bits``)."""
+def fp32_product(q, s, normal) -> jax.Array:
+    """float32 ``q * s`` correctly rounded: float32's multiply where ``normal`` (a predicate
+    from :func:`products_are_normal`), else in float64, subnormal products kept."""
+    return jax.lax.cond(normal, lambda q, s: q * s, _product, q, s)
+
+
+def scale_up_if_subnormal(num, den: float) -> jax.Array:
+    """float32 ``num / den`` (num >= 0 float32, den > 0 a float32 constant) rounded to nearest,
+    or up to the next float32 where that is a subnormal below the quotient: a subnormal scale
+    never lets ``num / scale`` exceed ``den`` (see ``fp32_scale``)."""
+    s = divide(num, den)
     with enable_x64(True):
-        def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
-            return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
+        below = f32_to_f64(s) * np.float64(np.float32(den)) < f32_to_f64(num)  # exact: 24 x 24 bits
+    sb = jax.lax.bitcast_convert_type(s, jnp.uint32)
+    up = below & (sb < np.uint32(F32.pow2_bits(-126)))
+    return jax.lax.bitcast_convert_type(sb + up.astype(jnp.uint32), jnp.float32)
 
-        amax64 = f32_to_f64(jax.lax.bitcast_convert_type(amax, jnp.float32))
-        s = _to_f32_grid(divide(amax64, np.float64(element.max)))
-        s = jnp.where(amax == 0, 1.0, jnp.maximum(s, 2.0**-149))
-        y = f64_to_f32(_to_f32_grid(divide(f32_to_f64(x), s)))
-        q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
-        q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(_to_f32_grid(q64 * s)), f64_to_f32(s)
+
+def _product(a, b) -> jax.Array:
+    """float32 ``a * b`` correctly rounded, subnormal products kept (in float64)."""
+    with enable_x64(True):
+        return f64_to_f32(_to_f32_grid(f32_to_f64(a) * f32_to_f64(b)))
 
 
 def _to_f32_grid(v):
@@ -89,21 +91,20 @@ def _to_f32_grid(v):
 
 
 def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, rand, round_bits):
-    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), each float32
-    operation done in float64 and rounded once to float32 (see the module docstring)."""
+    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), every float32
+    operation exact (see the module docstring); ``x / s + zp`` is clamped to the format's range
+    (every element lies within [lo, hi]: only the scale's rounding can carry it out)."""
     with enable_x64(True):
-        def divide(a, b):  # a / b, b broadcast: kept a true division (see scaling._divide)
-            return a / (jnp.broadcast_to(b, a.shape) + a * 0.0)
-
         x64 = f32_to_f64(x)
         lo = jnp.minimum(jnp.min(x64, axis=axes, keepdims=True), 0.0)
         hi = jnp.maximum(jnp.max(x64, axis=axes, keepdims=True), 0.0)
         span = float(np.float32(element.kmax - element.kmin) * np.float32(element.eps))
-        s = _to_f32_grid(divide(_to_f32_grid(hi - lo), np.float64(span)))
-        s = jnp.where(hi == lo, 1.0, jnp.maximum(s, 2.0**-149))
-        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - _to_f32_grid(divide(lo, s))))
+        s = scale_up_if_subnormal(f64_to_f32(_to_f32_grid(hi - lo)), span)
+        s = jnp.where(hi == lo, np.float32(1), s)
+        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - f32_to_f64(divide(f64_to_f32(lo), s))))
         zp = jnp.clip(zp, element.min, element.max)
-        y = f64_to_f32(_to_f32_grid(_to_f32_grid(divide(x64, s)) + zp))
+        y = _to_f32_grid(f32_to_f64(divide(x, s)) + zp)
+        y = f64_to_f32(jnp.clip(y, float(np.float32(element.min)), float(np.float32(element.max))))
         q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
         q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * s)), f64_to_f32(s)
+        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * f32_to_f64(s))), s

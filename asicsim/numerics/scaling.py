@@ -4,7 +4,8 @@ A scale is computed per group from the group's largest magnitude (amax, taken on
 bits, so no float op can flush it). Power-of-two scales (``pow2``, ``e8m0``) never touch the
 values: the element grid itself is shifted by the exponent, so the result is rounded exactly
 once. ``fp32`` scales divide in float32 arithmetic, as a fake-quant unit would, and multiply
-back (so outputs are ``q * s`` rounded to float32).
+back (so outputs are ``q * s`` rounded to float32); a subnormal scale is rounded up and an
+element is never carried past the format's max by its scale's rounding (``fp32_scale``).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import exact_div
 from . import random as _random
+from .exact_div import divide
 from .formats import BlockFormat, emax_of
-from .fp32_exact import float32_is_exact, fp32_asymmetric_in_float64, fp32_scaled_in_float64
+from .fp32_scale import fp32_scaled
+from .fp32_scale import round_bits as _round_bits
 from .rounding import F32, Rounding, RoundMode
 
 
@@ -167,7 +169,7 @@ def pow2_scale_exponent(amax_bits: jax.Array, element, plan: Scaling) -> jax.Arr
     if plan.rule == "up":
         e = e + (norm_man > elem_man).astype(jnp.int32)
     elif plan.rule == "nearest":
-        ratio = _divide(
+        ratio = divide(
             jax.lax.bitcast_convert_type(norm_man | np.uint32(0x3F800000), jnp.float32),
             math.ldexp(element.max, -emax),
         )
@@ -464,13 +466,13 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         axes = tuple(i for i in range(x.ndim) if i != keep)  # reduce in place: no transpose
         amax = amax_bits(x, axes=axes, keepdims=True)
         finite = amax < np.uint32(0x7F800000)
-        return _fp32_scaled(x, amax, finite, element, plan, rnd, saturate, words, lambda v: v, axes)
+        return fp32_scaled(x, amax, finite, element, plan.symmetric, rnd, saturate, words, lambda v: v, axes)
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     amax = group_amax_bits(groups)
     finite = amax < np.uint32(0x7F800000)
     if plan.scale_format == "fp32":
-        return _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungroup)
+        return fp32_scaled(groups, amax, finite, element, plan.symmetric, rnd, saturate, words, ungroup)
     shift = pow2_scale_exponent(amax, element, plan)
     bits = jax.lax.bitcast_convert_type(groups, jnp.uint32)
     shift_b = jnp.broadcast_to(shift, groups.shape)
@@ -529,18 +531,6 @@ def _pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate:
     return values, scale_exp.reshape(-1)
 
 
-def _round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
-    """``round_to_grid`` of float32 bits onto the element grid (the float fast path where it
-    applies: same bits, several times faster on XLA:CPU)."""
-    from .quantize import fast_round32, round_to_grid
-
-    if rand is None:
-        fast = fast_round32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate)
-        if fast is not None:
-            return jax.lax.bitcast_convert_type(fast, jnp.uint32)
-    return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
-
-
 def amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
     """Largest magnitude over ``axes`` as uint32 bits, NaN/inf above every finite value: an
     integer max of the magnitude bits, exact where float compares are not (XLA:CPU flushes
@@ -594,38 +584,6 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     overflow = (bits & u(0x80000000)) | u(0x7F800000)
     out = jnp.where(new_exp >= 1, jnp.where(new_exp > 254, overflow, normal), sub)
     return jnp.where((a == 0) | (exp == 255), bits, out)
-
-
-def _fp32_scaled(groups, amax, finite, element, plan, rnd, saturate, words, ungroup, axes=(-1,)):
-    # The random bits are drawn inside each branch: drawn outside, XLA:CPU materialises them.
-    make_rand = (lambda: _random.hash_bits(words, groups.shape)) if rnd.stochastic else (lambda: None)
-    if plan.symmetric:
-        # float32 arithmetic where XLA:CPU does it exactly, float64 where a subnormal scale,
-        # quotient or product would be flushed (fp32_exact.py)
-        def in_float32(groups, amax):
-            amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
-            scale = jnp.where(amax == 0, np.float32(1), _divide(amax_f, element.max))
-            y = _divide(groups, scale)
-            q = _round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, make_rand())
-            return jax.lax.bitcast_convert_type(q, jnp.float32) * scale, scale
-
-        def in_float64(groups, amax):
-            return fp32_scaled_in_float64(groups, amax, element, rnd, saturate, make_rand(), _round_bits)
-
-        exact = float32_is_exact(groups, amax, element, rnd)
-        values, scale = jax.lax.cond(exact, in_float32, in_float64, groups, amax)
-    else:
-        values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, make_rand(),
-                                                   _round_bits)
-    values = jnp.where(finite, values, np.float32(np.nan))
-    return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
-
-
-def _divide(a: jax.Array, b) -> jax.Array:
-    """Correctly rounded float32 ``a / b`` on every backend (:func:`.exact_div.divide`: XLA:GPU's
-    own division is not; XLA:CPU's would be a multiplication by the reciprocal of a broadcast
-    divisor, which differs in the last bit for about 40% of inputs, without its guard)."""
-    return exact_div.divide(a, b)
 
 
 def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:

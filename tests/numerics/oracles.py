@@ -201,3 +201,18 @@ def gfloat_round(x: float, spec: FloatFormat, mode: str, sat: bool | None = None
         return r
 
     return convention(float(x), spec, mode, sat_, round_finite)
+
+
+# --- fp32 scales -----------------------------------------------------------------------------------
+
+
+def fp32_scale(num, den) -> np.float32:
+    """An fp32 scale ``num / den`` (num >= 0) as asicsim defines it (issue 29 item 10): the
+    float32 nearest the quotient (numpy's float32 division: IEEE, subnormals kept), or the next
+    float32 up where that is a subnormal below the quotient."""
+    num, den = np.float32(num), np.float32(den)
+    with np.errstate(all="ignore"):
+        s = np.float32(num / den)
+    if s < np.float32(2.0**-126) and float(s) * float(den) < float(num):  # exact in float64
+        s = np.nextafter(s, np.float32(np.inf))
+    return s

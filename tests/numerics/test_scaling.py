@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from oracles import MODES, assert_same_bits
+from oracles import MODES, assert_same_bits, fp32_scale
 
 from asicsim.numerics import Scaling, block_scales, decode, encode, get_format, quantize
 
@@ -180,8 +180,8 @@ def test_per_channel_int8_vs_numpy(axis):
 @pytest.mark.parametrize("axis", [None, 0, 1])
 def test_per_tensor_and_channel_amax_at_the_edges(axis):
     """The amax is exact where XLA:CPU's float compares are not: subnormal-only tensors and
-    channels (their scale is amax / 127 rounded to float32, subnormal too, at least 2**-149; not
-    the 1.0 of an all-zero group), zeros of
+    channels (their scale is amax / 127 rounded to float32, subnormal too -- then rounded up, so
+    at least 2**-149; not the 1.0 of an all-zero group), zeros of
     both signs, the largest floats; an inf or NaN anywhere in a group makes its scale NaN."""
     r = np.random.default_rng(12).standard_normal((7, 5)).astype(np.float32)
     tiny = np.float32(2.0**-140)
@@ -192,8 +192,8 @@ def test_per_tensor_and_channel_amax_at_the_edges(axis):
     for x in cases:
         reduce = None if axis is None else tuple(i for i in range(2) if i != axis)
         amax = np.max(np.abs(x), axis=reduce, keepdims=True)
-        want = np.where(amax == 0, np.float32(1), np.maximum((amax / np.float32(127)).astype(np.float32),
-                                                              np.float32(2.0**-149)))
+        want = np.array([np.float32(1) if a == 0 else fp32_scale(a, 127) if np.isfinite(a) else np.float32(np.nan)
+                         for a in amax.reshape(-1)], np.float32).reshape(amax.shape)
         want = np.where(np.isfinite(amax), want, np.float32(np.nan)).reshape(-1)
         got = np.asarray(block_scales(x, "int8", axis=axis) if axis is not None else block_scales(x, "int8", scaling="tensor"))
         np.testing.assert_array_equal(got, want)

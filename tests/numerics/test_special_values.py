@@ -13,7 +13,7 @@ from fractions import Fraction
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from oracles import assert_same_bits, mpfr_round_array
+from oracles import assert_same_bits, fp32_scale, mpfr_round_array
 
 from asicsim._jax_compat import enable_x64
 from asicsim.numerics import catalog, decode, encode, get_format, quantize
@@ -138,11 +138,14 @@ def test_scaled_formats_take_float64_input(name):
 
 def fp32_scaled_reference(x: np.ndarray, qmax: float, mode: str = "rne", element="int8") -> np.ndarray:
     """Symmetric per-tensor fp32 scaling as float32 arithmetic defines it, each step rounded once
-    to float32 (MPFR, subnormals included): s = amax / qmax, y = x / s, q onto the element, q * s."""
+    to float32 (MPFR, subnormals included): s = amax / qmax (rounded up where subnormal, issue 29
+    item 10), y = x / s (|y| at most qmax), q onto the element, q * s."""
     f32 = get_format("float32")
     amax = float(np.abs(x.astype(np.float64)).max())
-    s = max(float(mpfr_round_array(np.float64([amax / qmax]), f32, "rne")[0]), 2.0**-149) if amax else 1.0
-    y = mpfr_round_array(x.astype(np.float64) / s, f32, "rne")
+    s = float(mpfr_round_array(np.float64([amax / qmax]), f32, "rne")[0]) if amax else 1.0
+    if s < 2.0**-126:
+        s = float(mpfr_round_array(np.float64([amax / qmax]), f32, "rup")[0])
+    y = np.clip(mpfr_round_array(x.astype(np.float64) / s, f32, "rne"), -qmax, qmax)
     if element == "int8":
         q = np.clip(np.round(y.astype(np.float64)), -128, 127) + 0.0  # rne, saturating at int8 min/max, no -0
     else:
@@ -210,12 +213,13 @@ def test_a_0d_array_under_a_scaled_format_is_one_block_of_one_element(fmt):
 def _asymmetric_in_numpy_float32(x, fmt):
     """Asymmetric per-tensor fp32 scaling as float32 arithmetic, each step a numpy float32
     operation (IEEE, subnormals kept; written from the definition, not from asicsim's code):
-    s = (hi - lo) / span, zp = clip(rint(min - lo / s)), q = clip(rint(x / s + zp)) on the
+    s = (hi - lo) / span (rounded up where subnormal), zp = clip(rint(min - lo / s)),
+    q = clip(rint(x / s + zp)) on the
     element's grid, value = (q - zp) * s."""
     e, f = get_format(fmt), np.float32
     lo, hi = min(f(x.min()), f(0)), max(f(x.max()), f(0))
     span = f(e.kmax - e.kmin) * f(e.eps)
-    s = f(1) if hi == lo else max(f(f(hi - lo) / span), f(2.0 ** -149))
+    s = f(1) if hi == lo else fp32_scale(f(hi - lo), span)  # up where subnormal (issue 29 item 10)
     zp = np.clip(np.rint(f(f(e.min) - f(lo / s))), f(e.min), f(e.max)).astype(f)
     y = f(f(x / s) + zp)
     q = np.clip(f(np.rint(y / f(e.eps)) * f(e.eps)), f(e.min), f(e.max)).astype(f)

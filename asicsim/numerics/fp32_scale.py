@@ -1,0 +1,147 @@
+"""fp32-scaled quantization: one float32 scale per tensor, channel or block, computed from the
+group's amax (``scaling.Scaling(scale_format="fp32")``), or from a given amax estimate
+(:func:`quantize_static`, static scaling by a calibrated amax).
+
+Symmetric: ``s = amax / max``, ``y = x / s``, ``q`` = ``y`` rounded onto the element, ``q * s``,
+each step rounded to float32 as a fake-quant unit computes it (``fp32_exact`` says where that
+runs in float32 and where in float64; the divisions are :func:`.exact_div.divide`, correctly
+rounded on every backend). Two rules keep the scale's own rounding from pushing an element past
+the format's max (issue 29 item 10: a tensor of amax 7.79e-43 onto fp8_e4m3 had its largest
+element become NaN):
+
+* **A subnormal scale is rounded up.** ``amax / max`` is rounded to nearest float32 where that
+  is a normal number (relative error at most 2**-24); below 2**-126 the nearest float32 can be
+  up to half of its few significant bits below the quotient (``amax / s`` up to twice ``max``),
+  so there the scale is the float32 at or above the quotient, as MX and Transformer Engine round
+  their scales up: ``amax / s <= max`` exactly.
+* **An element within the amax saturates at max.** A normal scale rounded down still leaves
+  ``amax / s`` up to 2**-24 above ``max``, which ``rup``/``rdn``/``sr`` rounding carried one step
+  past it (NaN or inf in fp8, a wrapped integer without saturation). So ``|y|`` is capped at
+  ``max`` wherever ``|x| <= amax``: the value an exact scale would give. An element beyond a
+  given (static) amax is left as it is and overflows as ``saturate`` says.
+
+Asymmetric (integer formats, a zero point): ``s = (hi - lo) / span``, rounded up where
+subnormal, and ``x / s + zp`` is clamped to the format's range before rounding (every element
+lies within ``[lo, hi]``), as PyTorch's fake quantization clamps its codes.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import random as _random
+from .exact_div import divide
+from .fp32_exact import (
+    fp32_asymmetric_in_float64,
+    fp32_product,
+    products_are_normal,
+    scale_up_if_subnormal,
+)
+from .rounding import F32, Rounding
+
+_MAG = np.uint32(0x7FFFFFFF)
+_SIGN = np.uint32(0x80000000)
+
+
+def round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
+    """``round_to_grid`` of float32 bits onto the element grid (the float fast path where it
+    applies: same bits, several times faster on XLA:CPU)."""
+    from .quantize import fast_round32, round_to_grid
+
+    if rand is None:
+        fast = fast_round32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate)
+        if fast is not None:
+            return jax.lax.bitcast_convert_type(fast, jnp.uint32)
+    return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
+
+
+def _max_bits(element) -> np.uint32:
+    """float32 bits of the largest float32 at or below the element's max."""
+    m = np.float32(element.max)
+    if float(m) > element.max:
+        m = np.nextafter(m, np.float32(0))
+    return np.float32(m).view(np.uint32)
+
+
+def _within_max(ybits, xbits, amax, element):
+    """``y`` (float32 bits) with ``|y|`` capped at the element max where ``|x| <= amax``."""
+    top = _max_bits(element)
+    cap = ((xbits & _MAG) <= amax) & ((ybits & _MAG) > top)  # a NaN or inf x is above any finite amax
+    return jnp.where(cap, (ybits & _SIGN) | top, ybits)
+
+
+def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, ungroup, axes=(-1,)):
+    """(values, scales) of fp32 scaling. ``amax``: uint32 magnitude bits, broadcastable against
+    ``groups`` (symmetric only: asymmetric scaling takes its range from ``groups`` over ``axes``);
+    ``finite``: where a group's amax is finite (elsewhere values and scales are NaN)."""
+    rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+    if symmetric:
+        amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+        scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
+        y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
+        y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
+        q = jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32)
+        values = fp32_product(q, scale, products_are_normal(amax, element))
+    else:
+        values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
+    values = jnp.where(finite, values, np.float32(np.nan))
+    return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
+
+
+def quantize_static(x, amax, fmt, rounding="rne", *, saturate: bool | None = None, words=None) -> jax.Array:
+    """``x`` (float32) quantized onto ``fmt`` by symmetric fp32 scaling from a given ``amax``
+    (static scaling: a calibrated estimate; float32, a scalar or broadcastable against ``x``,
+    its magnitude taken): ``s = amax / max`` (1 where amax is 0; NaN values where it is inf or
+    NaN), the rules of the module docstring, ``q * s``. Elements beyond the amax overflow as
+    ``saturate`` says (None: the format's convention). A block format (MX, BFP) brings its own
+    scales: it is rounded as ``quantize`` rounds it, the amax unused (as before: its max, beyond
+    float32, made the static scale 1). ``words``: stochastic rounding's seed
+    words. The gradient passes straight through to ``x``.
+
+    >>> import numpy as np
+    >>> [round(float(v), 4) for v in quantize_static(np.float32([1, -2, np.inf, 3]), 4.0, "int8", saturate=True)]
+    [1.0079, -2.0157, 4.0, 2.9921]
+    """
+    from .catalog import get_format
+    from .rounding import parse_rounding
+
+    spec = get_format(fmt)
+    rnd = parse_rounding(rounding)
+    if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
+        raise ValueError(f"static scaling: saturate={saturate!r}; allowed: True, False or None")
+    sat = (True if spec.kind == "block" else spec.saturate) if saturate is None else bool(saturate)
+    if rnd.stochastic and words is None:
+        raise ValueError(f"static scaling: rounding {rounding!r} is stochastic; pass words "
+                         "(asicsim.numerics.random.key_words(key))")
+    words = jnp.asarray(words, jnp.uint32) if rnd.stochastic else None
+    x = jnp.asarray(x, jnp.float32)
+    mag = jax.lax.bitcast_convert_type(jnp.asarray(amax, jnp.float32), jnp.uint32) & _MAG
+    if mag.ndim > x.ndim or any(m not in (1, n) for m, n in zip(mag.shape[::-1], x.shape[::-1], strict=False)):
+        raise ValueError(f"static scaling: an amax of shape {mag.shape} does not broadcast against x of shape {x.shape}")
+    mag = mag.reshape((1,) * (x.ndim - mag.ndim) + mag.shape)
+    return _static_ste(x, mag, words, spec, rnd, sat)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
+def _static_ste(x, amax, words, element, rnd, saturate):
+    return _static_jit(x, amax, words, element, rnd, saturate)
+
+
+@_static_ste.defjvp
+def _static_ste_jvp(element, rnd, saturate, primals, tangents):
+    return _static_ste(*primals, element, rnd, saturate), tangents[0]
+
+
+@functools.partial(jax.jit, static_argnums=(3, 4, 5))
+def _static_jit(x, amax, words, element, rnd, saturate):
+    if x.size == 0:
+        return x
+    if element.kind == "block":  # a block format (MX, BFP) brings its own scales
+        from .quantize import quantize
+
+        return quantize(x, element, rnd, saturate=saturate, words=words)
+    return fp32_scaled(x, amax, amax < np.uint32(F32.inf), element, True, rnd, saturate, words, lambda v: v)[0]
