@@ -42,6 +42,8 @@ class LazyPackage(types.ModuleType):
     def __getattr__(self, name: str):  # only called for a name not (yet) set
         exports = self.__dict__.get("_lazy_exports", {})
         if name not in exports:
+            if not name.startswith("_") and importlib.util.find_spec(f"{self.__name__}.{name}") is not None:
+                return importlib.import_module(f"{self.__name__}.{name}")  # a submodule, as before
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         module, attr = exports[name]
         value = importlib.import_module(module)

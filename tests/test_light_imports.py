@@ -45,5 +45,6 @@ def test_names_load_on_first_use_as_eager_imports_did():
     assert callable(cost) and not isinstance(cost, types.ModuleType)
     assert isinstance(sim.emulate, types.ModuleType) and callable(sim.emulate)  # the callable package
     assert {"quantize", "cost_table", "emulate", "sweep", "load_results"} <= set(dir(sim))
+    assert isinstance(sim.hw, types.ModuleType) and sim.hw.gpu.__name__ == "asicsim.hw.gpu"  # submodules
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         sim.no_such_name  # noqa: B018
