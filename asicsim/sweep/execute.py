@@ -84,6 +84,12 @@ def _death(proc) -> str:
     return f"exit code {code}"
 
 
+def timed_out(elapsed: float, timeout_s: float) -> str:
+    """A timed-out point's reason: no result (a slow machine is no divergence) and what to do."""
+    return (f"timed out after {elapsed:.0f} s (point_timeout_s = {timeout_s:g}): no result; raise "
+            "point_timeout_s in the spec (or remove it) and rerun with --retry-failed")
+
+
 def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: float | None = None) -> None:
     """Run ``jobs`` on ``workers`` spawned processes."""
     ctx = mp.get_context("spawn")
@@ -123,8 +129,7 @@ def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: f
                                            "point: killed, out of memory, or crashed", elapsed))
                 elif timeout_s is not None and elapsed > timeout_s:
                     w.stop(kill=True)
-                    on_records(failed(job, f"timed out after {elapsed:.0f} s (point_timeout_s = {timeout_s:g})",
-                                      elapsed))
+                    on_records(failed(job, timed_out(elapsed, timeout_s), elapsed))
                 else:
                     continue
                 pool.remove(w)  # replaced by a fresh worker when there is work left
@@ -185,8 +190,7 @@ def run_ray(jobs: list[Job], on_records: OnRecords, address: str, workers: int,
                     if now - t0 > timeout_s:
                         ray.cancel(ref, force=True)
                         flight.pop(ref)
-                        on_records(failed(job, f"timed out after {now - t0:.0f} s "
-                                               f"(point_timeout_s = {timeout_s:g})", now - t0))
+                        on_records(failed(job, timed_out(now - t0, timeout_s), now - t0))
     finally:
         for ref in flight:
             ray.cancel(ref, force=True)

@@ -1,11 +1,14 @@
 """Running sweep work in a worker: a job (one training or inference point, or a group of cost or
 kernel points that share their op trace or suite) becomes one record per point.
 
-A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``failed``), ``reason``,
+A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``diverged`` | ``failed``), ``reason``,
 ``labels`` (workload, recipe, seed, design, ...), ``result`` (scalars), ``tables`` (row lists:
 ``curves``, ``numerics``, ``ops``, ``kernels``), ``seconds``, ``finished`` and the versions
 (python, asicsim, jax, numpy, ...) that computed it.
-A diverged training run is ``failed`` with the divergence as its reason, and keeps its curves.
+A run that diverged (training: a step and cause; inference: a non-finite quantized metric) is
+``diverged``, a numerical result with the divergence as its reason (a training run keeps its
+curves). ``failed`` is for a point that produced no result: an exception, a timeout, a lost
+worker, out of memory; it says nothing about the numerics and ``--retry-failed`` reruns it.
 """
 
 from __future__ import annotations
@@ -114,7 +117,7 @@ def _train(job: Job) -> list[dict]:
               "optimizer": res.settings["optimizer"]}
     tables = {"curves": curves, "numerics": _numerics_rows(run.numerics)}
     reason = f"diverged at step {div.get('step')}: {div.get('cause')}" if run.diverged else ""
-    return [record(p, "failed" if run.diverged else "done", reason, result, tables,
+    return [record(p, "diverged" if run.diverged else "done", reason, result, tables,
                    time.perf_counter() - t0)]
 
 
@@ -137,7 +140,7 @@ def _infer(job: Job) -> list[dict]:
         result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
                   "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
         reason = "non-finite quantized metric" if res.diverged else ""
-        out.append(record(p, "failed" if res.diverged else "done", reason, result,
+        out.append(record(p, "diverged" if res.diverged else "done", reason, result,
                           {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0))
     return out
 

@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pandas as pd
+
 from asicsim.sweep.execute import run_local, run_ray
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
@@ -55,10 +57,12 @@ def _examples(w) -> int:
 def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int | None = None,
           ray: str | None = None, retry_failed: bool = False, progress=sys.stderr,
           on_record: Callable[[dict], None] | None = None) -> dict:
-    """Run a sweep into ``out`` and return a summary (points, skipped, done, failed, seconds).
+    """Run a sweep into ``out`` and return a summary (points, skipped, done, diverged, failed,
+    seconds, and the diverged and failed points with their reasons).
 
-    Finished points (done or failed) already in ``out`` are skipped; ``retry_failed`` reruns the
-    failed ones. ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
+    Finished points already in ``out`` are skipped; ``retry_failed`` reruns the failed ones (an
+    error, a timeout, a lost worker: no result), replacing their records, but not the diverged ones
+    (a divergence is a result, and the same inputs give it again). ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
     (``auto``: the running cluster or a new local one). ``progress``: a stream, or None for quiet.
     """
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
@@ -100,9 +104,15 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         bar.update([], final=True)
         frames = store.consolidate()
     res = frames["results"]
-    failed = res[res["status"] == "failed"] if len(res) else res
+    status = res["status"] if len(res) else pd.Series(dtype=object)
     return {"out": str(out), "spec": spec.source, "points": len(points), "skipped": len(points) - len(todo),
-            "ran": bar.done + bar.failed, "done": int((res["status"] == "done").sum()) if len(res) else 0,
-            "failed": len(failed), "seconds": round(time.monotonic() - t0, 2),
-            "failures": [{"id": r.id, "kind": r.kind, "reason": str(r.reason).splitlines()[0]}
-                         for r in failed.itertuples()]}
+            "ran": bar.ran, "done": int((status == "done").sum()), "diverged": int((status == "diverged").sum()),
+            "failed": int((status == "failed").sum()), "seconds": round(time.monotonic() - t0, 2),
+            "divergences": _listed(res, "diverged"), "failures": _listed(res, "failed")}
+
+
+def _listed(res: pd.DataFrame, status: str) -> list[dict]:
+    """The points of one status: id, kind and the first line of the reason."""
+    rows = res[res["status"] == status] if len(res) else res
+    return [{"id": r.id, "kind": r.kind, "reason": str(r.reason).splitlines()[0] if str(r.reason) else ""}
+            for r in rows.itertuples()]
