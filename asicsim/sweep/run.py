@@ -15,7 +15,7 @@ from asicsim.sweep.execute import run_local, run_ray
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
 from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
-from asicsim.sweep.store import Store
+from asicsim.sweep.store import Store, results_root
 
 #: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace
 #: and vectorise a design space (asicsim.hw.family), small enough that workers share a large one.
@@ -65,6 +65,7 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
     (a divergence is a result, and the same inputs give it again). ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
     (``auto``: the running cluster or a new local one). ``progress``: a stream, or None for quiet.
     """
+    results_root(out)  # an empty name is refused before the spec is expanded
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:

@@ -43,11 +43,22 @@ def _has_pyarrow() -> bool:
     return True
 
 
+def results_root(root: str | Path) -> Path:
+    """A results directory as given; an empty name (``--out ''``: not the current folder) or a file
+    that is not a directory is a :class:`SweepError`."""
+    if not str(root).strip():
+        raise SweepError(f"results directory {str(root)!r}: empty; give a directory name (e.g. --out my-sweep)")
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise SweepError(f"{path}: not a directory; give a results directory (a new one or a sweep's)")
+    return path
+
+
 class Store:
     """A sweep's results directory. ``with Store(dir).locked():`` holds the sweep lock."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        self.root = results_root(root)
         self.points = self.root / "points"
         self._lock_file = None
         self.skipped: list[str] = []  # "path: why" of each file records() skipped
