@@ -24,21 +24,27 @@ GROUP_CHUNK = 2048
 
 def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
     """Training points one per job; inference points grouped per (workload, seed) (one fp32
-    model), cost and kernel points grouped by the trace or suite they share."""
+    model), cost and kernel points grouped by the trace or suite they share. A job carries its
+    inputs resolved (workload, recipes, designs: the objects the points' ids were computed from),
+    so nothing is looked up by name in the worker."""
     workload = workload_of(spec)
     designs = dict(spec.designs)
     jobs: list[Job] = []
     groups: dict[str, list[Point]] = {}
+    def recipes(chunk: list[Point]) -> dict:
+        return {p.inputs["recipe"]: spec.recipe(p.inputs["recipe"]) for p in chunk if "recipe" in p.inputs}
+
     for p in points:
         if p.kind == "train":
-            jobs.append(Job([p], workload(p)))
+            jobs.append(Job([p], workload(p), recipes=recipes([p])))
         else:
             groups.setdefault(p.group, []).append(p)
     for members in groups.values():
         for i in range(0, len(members), GROUP_CHUNK):
             chunk = members[i:i + GROUP_CHUNK]
             jobs.append(Job(chunk, workload(chunk[0]),
-                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs}))
+                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs},
+                            recipes(chunk)))
     # the longest first (training and inference, by examples processed), so the tail is short
     return sorted(jobs, key=lambda j: -_examples(j.workload) if j.kind in ("train", "infer") else 0)
 

@@ -122,6 +122,16 @@ class SweepSpec:
     spaces: tuple[dict, ...] = ()  # the [[design_space]] entries as written
     report: dict = field(default_factory=lambda: dict(REPORT_DEFAULTS))  # the [report] table, filled in
     text: str = field(default="", repr=False)  # the spec file as written
+    # each recipe as loaded once, when the spec loaded: what ids are computed from and jobs carry
+    recipe_objects: dict = field(default_factory=dict, repr=False)
+
+    def recipe(self, name: str):
+        """The recipe ``name`` as the spec loaded it (loaded now for a spec built without them)."""
+        if name not in self.recipe_objects:
+            from asicsim.emulate import load_recipe
+
+            self.recipe_objects[name] = load_recipe(name)
+        return self.recipe_objects[name]
 
 
 def sweeps_dir() -> Path:
@@ -217,7 +227,7 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
             problems.append(f"{where}: {err}")
             continue
         out.append({"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
-                    "workload": w, "key": identity({"workload": _canon(w)})})
+                    "workload": w, "key": content_key("workload", w)})
     for e, label in zip(out, _labels(out), strict=True):
         e["label"] = label
     return tuple(out)
@@ -281,14 +291,19 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def _recipes(t: dict, key: str, problems: list, default=()) -> tuple[str, ...]:
+def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tuple[str, ...]:
+    """The recipe names of ``key``, each loaded into ``loaded`` (name -> Policy) once."""
     from asicsim.emulate import RecipeError, load_recipe
+    from asicsim.numerics.formats import FormatError
 
     names = _list(t, key, str, "", problems, default)
     for n in names:
+        if n in loaded:
+            continue
         try:
-            load_recipe(n)
-        except RecipeError as err:
+            loaded[n] = load_recipe(n)
+            _canon(loaded[n])  # the format files it names are read (and checked) now
+        except (RecipeError, FormatError) as err:
             problems.append(f"{key}: {err}")
     return names
 
@@ -311,10 +326,11 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     seeds = _list(t, "seeds", int, "", problems, (0,))
     if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
         problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
-    recipes = _recipes(t, "recipes", problems, ("fp32",))
+    loaded: dict = {}
+    recipes = _recipes(t, "recipes", problems, loaded, ("fp32",))
     if t.get("recipes") == []:
         problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
-    infer_recipes = _recipes(t, "infer_recipes", problems)
+    infer_recipes = _recipes(t, "infer_recipes", problems, loaded)
     before = len(problems)
     designs = _designs(t, problems)
     design_problems = len(problems) > before
@@ -340,21 +356,38 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                      recipes=recipes, infer_recipes=infer_recipes, designs=designs,
                      spaces=tuple(t.get("design_space", [])),
                      workloads=workloads, kernels=kernels, point_timeout_s=timeout,
-                     description=str(t.get("description", "")), text=text, report=report)
+                     description=str(t.get("description", "")), text=text, report=report, recipe_objects=loaded)
 
 
 def _canon(obj) -> str:
-    """A resolved object (workload, recipe, design) as text that changes when any field does."""
-    return repr(obj)
+    """A resolved object (workload, recipe, design) as text that changes when any field does. A
+    recipe's roles may name format files (``act = "my_fp6.toml"``), read where they are used:
+    their content is part of the recipe's (a format file edited makes new points)."""
+    from asicsim.emulate.policy import Policy
+
+    text = repr(obj)
+    if isinstance(obj, Policy):
+        from asicsim.numerics.catalog import get_format
+
+        files = sorted({str(spec.format) for _, spec in obj.all_roles if str(spec.format).endswith(".toml")})
+        if files:
+            text += " where " + "; ".join(f"{f} = {get_format(f)!r}" for f in files)
+    return text
+
+
+def content_key(what: str, obj) -> str:
+    """The hash of one resolved input (``what``: workload | recipe | design) that a point's id is
+    computed from; a worker recomputes it from what it runs, and a point whose input changed
+    on the way (a format file edited while the sweep ran) fails saying so."""
+    return identity({what: _canon(obj)})
 
 
 def expand(spec: SweepSpec) -> list[Point]:
     """The spec's points, in a stable order: training and inference first (the long ones), then
     costs and kernels."""
-    from asicsim.emulate import load_recipe
-
     points: list[Point] = []
-    recipe_obj = {r: load_recipe(r) for r in spec.recipes + spec.infer_recipes}
+    recipe_obj = {r: spec.recipe(r) for r in spec.recipes + spec.infer_recipes}
+    recipe_key = {r: content_key("recipe", obj) for r, obj in recipe_obj.items()}
     design_text = {label: _canon(d) for label, d in spec.designs}  # once per design, not per point
     for w in spec.workloads:
         wl = w["workload"]
@@ -369,7 +402,8 @@ def expand(spec: SweepSpec) -> list[Point]:
                     labels = {"workload": w["label"], "recipe": r, "seed": s}
                     # inference points of one (workload, seed) share the fp32-trained model
                     group = identity({"group": "infer", **wid, "seed": s}) if kind == "infer" else ""
-                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}, group))
+                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "recipe_key": recipe_key[r],
+                                                            "seed": s}, group))
     for w in spec.workloads:
         if "cost" not in w["run"]:
             continue
@@ -383,7 +417,7 @@ def expand(spec: SweepSpec) -> list[Point]:
                     pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
                                     "phase": phase, "design": design_text[label]})
                     labels = {"workload": w["label"], "recipe": r, "phase": phase, "design": label}
-                    inputs = {"workload": w["key"], "recipe": r,
+                    inputs = {"workload": w["key"], "recipe": r, "recipe_key": recipe_key[r],
                               "phase": phase, "design": label}
                     points.append(Point(pid, "cost", labels, inputs, group))
     for k in spec.kernels:
@@ -413,7 +447,6 @@ def _named(spec: SweepSpec) -> list[str]:
 def spec_dict(spec: SweepSpec) -> dict:
     """What a report shows as the sweep's exact inputs: names, and the resolved designs,
     workloads and recipes the points ran with."""
-    from asicsim.emulate import load_recipe
     from asicsim.hw.design_files import load_design
 
     named = set(_named(spec))
@@ -429,4 +462,4 @@ def spec_dict(spec: SweepSpec) -> dict:
                                "designs": len(list(itertools.product(*e.get("vary", {}).values())))}
                               for e in spec.spaces],
             "workload_objects": [dataclasses.asdict(w["workload"]) for w in spec.workloads],
-            "recipe_objects": {r: repr(load_recipe(r)) for r in spec.recipes + spec.infer_recipes}}
+            "recipe_objects": {r: repr(spec.recipe(r)) for r in spec.recipes + spec.infer_recipes}}
