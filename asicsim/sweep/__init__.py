@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 import types
 
+from asicsim.sweep.expansion import expand
 from asicsim.sweep.run import sweep
-from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec
+from asicsim.sweep.spec import Point, SweepError, SweepSpec, load_spec
 from asicsim.sweep.store import load_results
 
 __all__ = ["Point", "SweepError", "SweepSpec", "expand", "load_results", "load_spec", "sweep"]

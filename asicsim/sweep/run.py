@@ -12,9 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from asicsim.sweep.execute import run_local, run_ray
+from asicsim.sweep.expansion import expand
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
-from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
+from asicsim.sweep.spec import Point, SweepError, SweepSpec, load_spec, spec_dict
 from asicsim.sweep.store import Store, results_root
 
 #: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace

@@ -193,7 +193,8 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
     if not isinstance(entries, list):
         problems.append(f"workloads = {entries!r}: allowed: [[workloads]] tables")
         return ()
-    out = []
+    out: list[dict] = []
+    index: list[int] = []  # each entry's place in the spec
     for i, e in enumerate(entries):
         where = f"workloads[{i}]"
         if not isinstance(e, dict) or "name" not in e:
@@ -226,8 +227,16 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
         except (TypeError, WorkloadError) as err:
             problems.append(f"{where}: {err}")
             continue
-        out.append({"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
-                    "workload": w, "key": content_key("workload", w)})
+        entry = {"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
+                 "workload": w, "key": content_key("workload", w)}
+        same = next((j for j, o in zip(index, out, strict=True) if (o["key"], o["run"]) == (entry["key"], entry["run"])),
+                    None)
+        if same is not None:
+            problems.append(f"{where} = {e!r}: the same workload and runs as workloads[{same}]; allowed: each "
+                            "once")
+            continue
+        out.append(entry)
+        index.append(i)
     for e, label in zip(out, _labels(out), strict=True):
         e["label"] = label
     return tuple(out)
@@ -265,7 +274,8 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
     if not isinstance(entries, list):
         problems.append(f"kernels = {entries!r}: allowed: [[kernels]] tables")
         return ()
-    out = []
+    out: list[dict] = []
+    index: list[int] = []  # each entry's place in the spec
     for i, e in enumerate(entries):
         where = f"kernels[{i}]"
         if not isinstance(e, dict) or set(e) - {"suite", "precision", "formats"} or "suite" not in e:
@@ -287,7 +297,13 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
             except (OperationError, AttributeError) as err:
                 problems.append(f"{where}.formats = {f!r}: {err}")
                 continue
-        out.append({"suite": e["suite"], "precision": p, "formats": f})
+        entry = {"suite": e["suite"], "precision": p, "formats": f}
+        if entry in out:
+            problems.append(f"{where} = {e!r}: the same as kernels[{index[out.index(entry)]}]; allowed: each "
+                            "suite, precision and formats once")
+            continue
+        out.append(entry)
+        index.append(i)
     return tuple(out)
 
 
@@ -297,12 +313,15 @@ def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tup
     from asicsim.numerics.formats import FormatError
 
     names = _list(t, key, str, "", problems, default)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        problems.append(f"{key} = {list(names)!r}: {twice} listed twice; allowed: each recipe once")
     for n in names:
         if n in loaded:
             continue
         try:
             loaded[n] = load_recipe(n)
-            _canon(loaded[n])  # the format files it names are read (and checked) now
+            canon(loaded[n])  # the format files it names are read (and checked) now
         except (RecipeError, FormatError) as err:
             problems.append(f"{key}: {err}")
     return names
@@ -359,7 +378,7 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                      description=str(t.get("description", "")), text=text, report=report, recipe_objects=loaded)
 
 
-def _canon(obj) -> str:
+def canon(obj) -> str:
     """A resolved object (workload, recipe, design) as text that changes when any field does. A
     recipe's roles may name format files (``act = "my_fp6.toml"``), read where they are used:
     their content is part of the recipe's (a format file edited makes new points)."""
@@ -379,58 +398,7 @@ def content_key(what: str, obj) -> str:
     """The hash of one resolved input (``what``: workload | recipe | design) that a point's id is
     computed from; a worker recomputes it from what it runs, and a point whose input changed
     on the way (a format file edited while the sweep ran) fails saying so."""
-    return identity({what: _canon(obj)})
-
-
-def expand(spec: SweepSpec) -> list[Point]:
-    """The spec's points, in a stable order: training and inference first (the long ones), then
-    costs and kernels."""
-    points: list[Point] = []
-    recipe_obj = {r: spec.recipe(r) for r in spec.recipes + spec.infer_recipes}
-    recipe_key = {r: content_key("recipe", obj) for r, obj in recipe_obj.items()}
-    design_text = {label: _canon(d) for label, d in spec.designs}  # once per design, not per point
-    for w in spec.workloads:
-        wl = w["workload"]
-        wid = {"workload": _canon(wl)}
-        base = {"workload": w["key"]}  # the job runs the workload of this content, whatever its name
-        for kind, recipes in (("train", spec.recipes), ("infer", spec.infer_recipes)):
-            if kind not in w["run"]:
-                continue
-            for r in recipes:
-                for s in spec.seeds:
-                    pid = identity({"kind": kind, **wid, "recipe": _canon(recipe_obj[r]), "seed": s})
-                    labels = {"workload": w["label"], "recipe": r, "seed": s}
-                    # inference points of one (workload, seed) share the fp32-trained model
-                    group = identity({"group": "infer", **wid, "seed": s}) if kind == "infer" else ""
-                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "recipe_key": recipe_key[r],
-                                                            "seed": s}, group))
-    for w in spec.workloads:
-        if "cost" not in w["run"]:
-            continue
-        wid = {"workload": _canon(w["workload"])}
-        phases = [("train", spec.recipes)] if "train" in w["run"] or "infer" not in w["run"] else []
-        phases += [("infer", spec.infer_recipes)] if "infer" in w["run"] else []
-        for phase, recipes in phases:
-            for r in recipes:
-                group = identity({"group": "cost", **wid, "recipe": _canon(recipe_obj[r]), "phase": phase})
-                for label in design_text:
-                    pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
-                                    "phase": phase, "design": design_text[label]})
-                    labels = {"workload": w["label"], "recipe": r, "phase": phase, "design": label}
-                    inputs = {"workload": w["key"], "recipe": r, "recipe_key": recipe_key[r],
-                              "phase": phase, "design": label}
-                    points.append(Point(pid, "cost", labels, inputs, group))
-    for k in spec.kernels:
-        group = identity({"group": "kernels", **k})
-        for label in design_text:
-            pid = identity({"kind": "kernels", **k, "design": design_text[label]})
-            labels = {"suite": k["suite"], "precision": k["precision"], "formats": k["formats"], "design": label}
-            points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
-    ids = [p.id for p in points]
-    if len(set(ids)) != len(ids):  # the same resolved point listed twice (e.g. a design under two names)
-        seen: set = set()
-        points = [p for p in points if not (p.id in seen or seen.add(p.id))]
-    return points
+    return identity({what: canon(obj)})
 
 
 def design_tables(spec: SweepSpec) -> dict[str, Any]:
