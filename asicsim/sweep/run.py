@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from asicsim.sweep.execute import run_local, run_ray
+from asicsim.sweep.execute import connect_ray, run_local, run_ray
 from asicsim.sweep.expansion import expand
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
@@ -77,6 +77,8 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise SweepError(f"workers = {workers}; allowed: 1 or more")
+    if ray:
+        connect_ray(ray, workers)  # a bad address is said before any work (a bounded wait)
     points = expand(spec)
     t0 = time.monotonic()
     with Store(out) as store:

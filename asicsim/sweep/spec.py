@@ -66,6 +66,10 @@ class SweepError(ValueError):
     """A bad sweep spec, or a sweep that cannot run (the message says which field and why)."""
 
 
+class SweepWarning(UserWarning):
+    """A spec that runs, but with something said about it (e.g. a very large design space)."""
+
+
 #: What the report's answer minimises, per training step (inference batch for inference): total
 #: energy, time, or their product (energy-delay product).
 OBJECTIVES = ("energy", "time", "edp")
@@ -327,6 +331,21 @@ def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tup
     return names
 
 
+#: The most points one sweep expands into (each is a record file and a row of the results).
+MAX_POINTS = 1_000_000
+
+
+def point_count(seeds, recipes, infer_recipes, designs: int, workloads, kernels) -> int:
+    """How many points a spec expands into, at most (entries of one content count once more)."""
+    n = 0
+    for w in workloads:
+        n += len(seeds) * (len(recipes) * ("train" in w["run"]) + len(infer_recipes) * ("infer" in w["run"]))
+        if "cost" in w["run"]:
+            phases = len(recipes) if "train" in w["run"] or "infer" not in w["run"] else 0
+            n += designs * (phases + (len(infer_recipes) if "infer" in w["run"] else 0))
+    return n + designs * len(kernels)
+
+
 def load_spec(spec: str | Path | dict) -> SweepSpec:
     """A sweep spec from a TOML path, a shipped spec name (``demo``) or a parsed table; every
     problem is reported at once in one :class:`SweepError`."""
@@ -369,6 +388,10 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                         "or [[design_space]])")
     if any("infer" in w["run"] for w in workloads) and not infer_recipes:
         problems.append("infer_recipes: none given, but a workload runs 'infer'")
+    n = point_count(seeds, recipes, infer_recipes, len(designs), workloads, kernels)
+    if not problems and n > MAX_POINTS:
+        problems.append(f"{n:,} points ({len(designs):,} designs); allowed: at most {MAX_POINTS:,} per sweep: "
+                        "split it into several sweeps")
     if problems:
         raise SweepError(f"{source}: " + "; ".join(problems))
     return SweepSpec(name=str(t.get("name", Path(source).stem)), source=source, seeds=seeds,
