@@ -35,8 +35,10 @@ SHOW = 8
 def _title(res: Results) -> tuple[str, str]:
     name = str(res.spec.get("name") or res.root.name)
     r = res.results
-    done = int((r["status"] == "done").sum()) if len(r) else 0
-    lead = (f"Sweep results from {res.root.name}: {len(r)} points, {done} done, {len(r) - done} failed. "
+    n = {k: int((r["status"] == k).sum()) if len(r) else 0 for k in ("done", "diverged", "failed")}
+    lead = (f"Sweep results from {res.root.name}: {len(r)} points, {n['done']} done, {n['diverged']} diverged, "
+            f"{n['failed']} failed" + (" (no result; rerun them with asicsim sweep --retry-failed)"
+                                       if n["failed"] else "") + ". "
             "Self-contained: figures are inline SVG; the tables are also in CSV beside this file.")
     if res.skipped:
         lead += (f" {len(res.skipped)} file(s) in points/ were skipped, not being record files (their points "
@@ -107,7 +109,19 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     return {"html": str(html_path), "markdown": str(md_path), "tables": csvs,
             "sections": [s.id for s in secs], "figures": [f.id for s in secs for f in s.figures],
             "points": len(r), "done": int((r["status"] == "done").sum()) if len(r) else 0,
+            "diverged": int((r["status"] == "diverged").sum()) if len(r) else 0,
             "failed": int((r["status"] == "failed").sum()) if len(r) else 0}
+
+
+def _quality_line(x, fmt) -> str:
+    """One recipe's quality: its value and delta, how many runs diverged, and apart from those the
+    runs that failed (no result): a recipe whose runs all failed has no verdict."""
+    head = f"  {x.workload} {x.phase} {x.recipe}: "
+    if not x.runs:
+        return head + f"no verdict: its {x.failed} run{'s' if x.failed != 1 else ''} failed (no result)"
+    return (head + f"{x.metric} {fmt(x.value)} ({x.delta_vs_fp32:+.4f})"
+            + (f", {x.diverged} of {x.runs} diverged" if x.diverged else "")
+            + (f"; {x.failed} more failed (no result)" if x.failed else ""))
 
 
 def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
@@ -130,9 +144,7 @@ def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
     q = tables.quality(res)
     if len(q):
         lines.append("Quality (seed mean; delta vs fp32):")
-        lines += [f"  {x.workload} {x.phase} {x.recipe}: {x.metric} {fmt(x.value)} ({x.delta_vs_fp32:+.4f})"
-                  + (f", {x.diverged} of {x.runs} diverged" if x.diverged else "")
-                  for x in q.head(2 * SHOW).itertuples()]
+        lines += [_quality_line(x, fmt) for x in q.head(2 * SHOW).itertuples()]
         if len(q) > 2 * SHOW:
             lines.append(f"  ... and {len(q) - 2 * SHOW} more (see the report)")
     b = tables.baidu(res)

@@ -11,6 +11,7 @@ import pandas as pd
 from asicsim.report.document import Section, Table, Text
 from asicsim.report.load import Results
 from asicsim.report.objective import PER, WORDS, candidates, qualifies
+from asicsim.report.tables import is_fp32
 from asicsim.report.units import compare, eng, points
 
 #: Each comparison against a GPU in the table: ratio, column header, word when the pick is better, when worse.
@@ -24,16 +25,22 @@ def limit_text(opts: dict) -> str:
 
 
 def accuracy_text(row, short: bool = False) -> str:
-    """What a pick costs in accuracy: "-0.14 accuracy points vs fp32 (-0.28 to 0.00 over 2 seeds)"."""
+    """What a pick costs in accuracy: "-0.14 accuracy points vs fp32 (-0.28 to 0.00 over 2 seeds)";
+    runs that failed (no result) are said apart, never counted as diverged."""
     status = row["status"]
-    if row["recipe"] == "fp32" and row["phase"] == "train" and status == "ok":
-        return "the fp32 reference" if short else "the fp32 reference itself"
+    failed = int(row["failed"]) if "failed" in row and row["failed"] == row["failed"] else 0
+    if status == "failed":
+        return (f"no accuracy verdict: its {failed} run{'s' if failed != 1 else ''} failed"
+                + ("" if short else " (an error, a timeout or a lost worker: no result; see Failed points)"))
+    tail = f"; {failed} more failed, no result" if failed else ""
+    if is_fp32(row["recipe"]) and row["phase"] == "train" and status == "ok":
+        return ("the fp32 reference" if short else "the fp32 reference itself") + tail
     if status == "unmeasured":
         return "accuracy not measured (the recipe was priced, not run)"
     if status == "no_fp32":
-        return "accuracy not compared (no fp32 run of this workload)"
+        return "accuracy not compared (no fp32 result for this workload)" + tail
     if status == "diverged":
-        return f"diverged in {int(row['diverged'])} of {int(row['seeds'])} seeds"
+        return f"diverged in {int(row['diverged'])} of {int(row['seeds'])} seeds" + tail
     unit = "accuracy points" if row["unit"] == "points" else row["unit"]
     value = points(row["delta"]) if row["unit"] == "points" else f"{row['delta']:+.3g}"
     n = int(row["seeds"])
@@ -43,7 +50,7 @@ def accuracy_text(row, short: bool = False) -> str:
         lo, hi = ((points(row["delta_min"]), points(row["delta_max"])) if row["unit"] == "points"
                   else (f"{row['delta_min']:+.3g}", f"{row['delta_max']:+.3g}"))
         spread = f"{lo} to {hi} over {n} seeds"
-    return f"{value} ({spread})" if short else f"{value} {unit} vs fp32 ({spread})"
+    return f"{value} ({spread}{tail})" if short else f"{value} {unit} vs fp32 ({spread}{tail})"
 
 
 def versus(cand: pd.DataFrame, row, gpus: list[str]) -> list[dict]:
@@ -113,9 +120,10 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
     else:
         text = f"{head} has the least {WORDS[opts['objective']]}, at {accuracy_text(best)}."
     cheapest = cand.iloc[0]  # sorted by objective: what the limit excluded, if it did
-    if cheapest["objective"] < best["objective"] and cheapest["status"] in ("over", "diverged"):
+    if cheapest["objective"] < best["objective"] and cheapest["status"] in ("over", "diverged", "failed"):
         saving = compare(best["objective"] / cheapest["objective"], "less " + WORDS[opts["objective"]], "")
-        text += (f" The accuracy limit excludes {cheapest['recipe']} on {cheapest['design']} "
+        why = "The accuracy limit excludes" if cheapest["status"] != "failed" else "Not picked, having no result:"
+        text += (f" {why} {cheapest['recipe']} on {cheapest['design']} "
                  f"({_than(saving, 'the pick')}; {accuracy_text(cheapest)}).")
     if runner is None:
         return text + " No other (recipe, design) qualifies."
@@ -132,9 +140,14 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
 
 
 def _nothing(cand: pd.DataFrame, opts: dict) -> str:
-    """Why nothing qualifies for one workload and phase (every recipe over the limit or diverged)."""
+    """Why nothing qualifies for one workload and phase (every recipe over the limit, diverged, or
+    without a result)."""
     first = cand.iloc[0]
     q = cand.drop_duplicates("recipe")
+    if (q["status"] == "failed").all():
+        return (f"{first['workload']} ({PHASE[first['phase']][0]}): nothing is picked: every recipe's runs "
+                "failed (an error, a timeout or a lost worker), so no recipe has an accuracy verdict. See Failed "
+                "points; asicsim sweep SPEC --out DIR --retry-failed reruns them.")
     over = q[q["status"] == "over"]
     closest = over.iloc[(over["delta"].abs()).argsort().iloc[0]] if len(over) else None
     text = (f"{first['workload']} ({PHASE[first['phase']][0]}): no recipe is {limit_text(opts)}, so nothing is "

@@ -39,7 +39,8 @@ def add_cli(subparsers) -> None:
                     "MXFP8 training and int8/MXFP8 post-training quantization on TPU v1, an edge int8 NPU, "
                     "a bf16 datacenter array and the V100/H100/B200 GPU baselines; digits MLP, MNIST-1D CNN and "
                     "DeepBench's server inference GEMMs), write DIR/report.html and print a summary. "
-                    "Rerunning resumes: finished points are kept.")
+                    "Rerunning resumes: finished points are kept, failed ones (an error, a lost worker) "
+                    "are run again.")
     p.add_argument("--out", default="asicsim-demo", metavar="DIR", help="results directory (default asicsim-demo)")
     p.add_argument("--workers", type=number(int, maximum=1024), metavar="N", help="parallel workers (default: CPU count)")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
@@ -73,7 +74,9 @@ def run_demo(args) -> int:
 
     t0 = time.monotonic()
     try:
-        s = sweep("demo", args.out, workers=args.workers, progress=None if args.json else sys.stderr)
+        # a rerun also reruns the points that failed (an error, a lost worker): they have no result
+        s = sweep("demo", args.out, workers=args.workers, retry_failed=True,
+                  progress=None if args.json else sys.stderr)
     except KeyboardInterrupt:
         return interrupted(args.out)
     html = os.path.join(args.out, "report.html")

@@ -157,7 +157,7 @@ def curves(curves_df: pd.DataFrame, results: pd.DataFrame, workload: str) -> str
         for i, (rec, g) in enumerate(c.groupby("recipe", sort=True)):
             color, style = COLORS[i % 10], LINESTYLES[i % len(LINESTYLES)]
             runs = r[r["recipe"] == rec]
-            diverged = set(runs.loc[runs["status"] == "failed", "id"])
+            diverged = set(runs.loc[runs["status"] == "diverged", "id"])
             n = g["id"].nunique()
             label = wrap(f"{rec} ({n} seed{'s' if n != 1 else ''}"
                          + (f", {len(diverged & set(g['id']))} diverged)" if diverged & set(g["id"]) else ")")

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from asicsim._files import TextFileError, read_text_file
 from asicsim.sweep.spec import SweepError
-from asicsim.sweep.store import Store, frames_from_records
+from asicsim.sweep.store import Store, frames_from_records, results_root
 
 #: Columns the report reads, per table (added as NaN where a sweep did not produce them).
 COLUMNS = {
@@ -111,18 +112,43 @@ def _with_formats(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+#: The fields of spec.json the report reads, and the JSON types each may have.
+_SPEC_FIELDS = {"name": (str, type(None)), "report": (dict, type(None)), "recipe_objects": (dict, type(None)),
+                "design_objects": (dict, type(None)), "workload_objects": (list, type(None))}
+
+
+def _spec_json(path: Path) -> dict:
+    """DIR/spec.json, the sweep's resolved inputs ({} where absent); a file that is not a JSON
+    object, or a field of the wrong type, is a :class:`SweepError` naming the file and the field
+    (the report would otherwise show or rank by something other than what the sweep ran)."""
+    if not path.is_file():
+        return {}
+    fix = "it is written by asicsim sweep: rerun the sweep on this directory, or delete the file"
+    try:
+        spec = json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise SweepError(f"{path}: not valid JSON ({err}); {fix}") from None
+    except TextFileError as err:
+        raise SweepError(f"{err}; {fix}") from None
+    if not isinstance(spec, dict):
+        raise SweepError(f"{path}: a JSON {type(spec).__name__}, not an object of the sweep's resolved inputs; {fix}")
+    for k, kinds in _SPEC_FIELDS.items():
+        if k in spec and not isinstance(spec[k], kinds):
+            allowed = " or ".join({dict: "an object", list: "a list", str: "a string", type(None): "null"}[t]
+                                  for t in kinds)
+            raise SweepError(f"{path}: {k} = {json.dumps(spec[k])[:60]}: allowed: {allowed}; {fix}")
+    return spec
+
+
 def load(root: str | Path) -> Results:
     """Read ``root`` (raises :class:`asicsim.sweep.SweepError` if it is not a results directory)."""
-    root = Path(root)
+    root = results_root(root)
     store = Store(root)
     if not store.points.is_dir():
         raise SweepError(f"{root}: not a sweep results directory (no points/ folder)")
     frames = {t: _complete(df, COLUMNS[t]) for t, df in frames_from_records(store.records()).items()}
-    spec_text = (root / "spec.toml").read_text() if (root / "spec.toml").is_file() else ""
-    try:
-        spec = json.loads((root / "spec.json").read_text()) if (root / "spec.json").is_file() else {}
-    except json.JSONDecodeError:
-        spec = {}
+    spec_text = read_text_file(root / "spec.toml") if (root / "spec.toml").is_file() else ""
+    spec = _spec_json(root / "spec.json")
     for t in ("results", "kernels"):
         frames[t] = _with_formats(frames[t])
     r = frames["results"] = _energy_dynamic(frames["results"])

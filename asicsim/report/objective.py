@@ -7,6 +7,8 @@ own units, value - fp32. The fp32 reference of a training run is the fp32 recipe
 same seed (the seed mean where that seed is missing); of an inference run, the fp32 model it was
 quantized from (``fp32_value``). A recipe qualifies when the seed mean of its cost is within the
 limit (``max_accuracy_drop`` points, ``max_loss_increase`` for losses) and no seed diverged.
+A run that failed (an error, a timeout, a lost worker, out of memory) has no result: it is left
+out of the verdict, and a recipe whose runs all failed has none (status ``failed``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from asicsim.report.load import Results
-from asicsim.report.tables import lower_is_better
+from asicsim.report.tables import is_fp32, lower_is_better
 from asicsim.sweep.spec import SweepError, report_options
 
 #: The column each objective minimises, its unit, and how a sentence says it.
@@ -29,7 +31,7 @@ WORDS = {"energy": "energy", "time": "time", "edp": "energy x time"}
 PER = {"train": "training step", "infer": "inference batch"}
 
 QUALITY_COLUMNS = ["workload", "recipe", "phase", "metric", "unit", "delta", "delta_min", "delta_max", "seeds",
-                   "diverged", "status"]
+                   "diverged", "failed", "status"]
 
 
 def options(res: Results, overrides: dict | None = None) -> dict:
@@ -61,10 +63,10 @@ def _accuracy(metric) -> bool:
 
 def seed_deltas(res: Results) -> pd.DataFrame:
     """One row per training or inference run: workload, recipe, phase, seed, metric, value, its
-    fp32 reference, ``delta`` (value - reference, x100 for accuracy metrics: points) and
-    ``failed`` (the run diverged or failed)."""
+    fp32 reference, ``delta`` (value - reference, x100 for accuracy metrics: points),
+    ``diverged`` (a numerical verdict) and ``failed`` (no result: an error, a timeout, a lost worker)."""
     r = res.results
-    cols = ["workload", "recipe", "phase", "seed", "metric", "value", "reference", "delta", "failed"]
+    cols = ["workload", "recipe", "phase", "seed", "metric", "value", "reference", "delta", "diverged", "failed"]
     runs = r[r["kind"].isin(["train", "infer"])].copy()
     if not len(runs):
         return pd.DataFrame(columns=cols)
@@ -72,7 +74,7 @@ def seed_deltas(res: Results) -> pd.DataFrame:
     runs["value"] = pd.to_numeric(runs["value"], errors="coerce")
     runs["reference"] = pd.to_numeric(runs["fp32_value"], errors="coerce")
     train = runs["kind"] == "train"
-    fp32 = runs[train & (runs["recipe"] == "fp32")]
+    fp32 = runs[train & runs["recipe"].map(is_fp32) & (runs["status"] != "failed")]
     by_seed = fp32.groupby(["workload", "seed"])["value"].mean()
     by_workload = fp32.groupby("workload")["value"].mean()
     ref = [by_seed.get((w, s), by_workload.get(w, np.nan)) for w, s in zip(runs["workload"], runs["seed"],
@@ -80,24 +82,29 @@ def seed_deltas(res: Results) -> pd.DataFrame:
     runs.loc[train, "reference"] = np.asarray(ref, dtype=float)[train.to_numpy()]
     scale = np.where([_accuracy(m) for m in runs["metric"]], 100.0, 1.0)
     runs["delta"] = (runs["value"] - runs["reference"]) * scale
-    runs["failed"] = runs["status"] != "done"
+    runs["diverged"] = runs["status"] == "diverged"
+    runs["failed"] = runs["status"] == "failed"
     return runs[cols].reset_index(drop=True)
 
 
 def quality(res: Results, opts: dict) -> pd.DataFrame:
-    """Per (workload, recipe, phase): the seed mean, min and max of the accuracy delta, the seeds,
-    the diverged ones, and ``status``: ok (within the limit), over (beyond it), diverged, or
-    no_fp32 (no fp32 reference to compare with)."""
+    """Per (workload, recipe, phase): the seed mean, min and max of the accuracy delta, ``seeds``
+    (the runs with a result), the ``diverged`` ones, the ``failed`` ones (no result, left out), and
+    ``status``: ok (within the limit), over (beyond it), diverged, no_fp32 (no fp32 reference to
+    compare with), or failed (every run failed: no verdict)."""
     d = seed_deltas(res)
     rows = []
     for (w, rec, ph), g in d.groupby(["workload", "recipe", "phase"], sort=True):
         metric = g["metric"].dropna().iloc[0] if g["metric"].notna().any() else ""
-        ok = g[~g["failed"] & np.isfinite(g["delta"].astype(float))]
+        ran = g[~g["failed"]]
+        ok = ran[~ran["diverged"] & np.isfinite(ran["delta"].astype(float))]
         acc = _accuracy(metric)
         delta = float(ok["delta"].mean()) if len(ok) else np.nan
         worse = -delta if acc else delta
         limit = opts["max_accuracy_drop"] if acc else opts["max_loss_increase"]
-        if g["failed"].any():
+        if not len(ran):
+            status = "failed"
+        elif ran["diverged"].any():
             status = "diverged"
         elif not len(ok):
             status = "no_fp32"
@@ -107,7 +114,8 @@ def quality(res: Results, opts: dict) -> pd.DataFrame:
                      "unit": "points" if acc else str(metric), "delta": delta,
                      "delta_min": float(ok["delta"].min()) if len(ok) else np.nan,
                      "delta_max": float(ok["delta"].max()) if len(ok) else np.nan,
-                     "seeds": len(g), "diverged": int(g["failed"].sum()), "status": status})
+                     "seeds": len(ran), "diverged": int(ran["diverged"].sum()), "failed": int(g["failed"].sum()),
+                     "status": status})
     return pd.DataFrame(rows, columns=QUALITY_COLUMNS)
 
 

@@ -23,7 +23,7 @@ def _accuracy(q) -> str:
     if status in ("ok", "over"):
         text = points(q["delta"]) if q["unit"] == "points" else f"{q['delta']:+.3g}"
         return text + (" (over)" if status == "over" else "")
-    return {"diverged": "diverged", "no_fp32": "no fp32"}.get(status, "–")
+    return {"diverged": "diverged", "no_fp32": "no fp32", "failed": "failed: no result"}.get(status, "–")
 
 
 def _designs(g: pd.DataFrame) -> tuple[list[str], int]:

@@ -14,7 +14,7 @@ from asicsim.report import answer, figures, objective, pivots
 from asicsim.report.aggregate import top_designs
 from asicsim.report.document import Code, Figure, Section, Table, Text
 from asicsim.report.load import Results
-from asicsim.report.tables import BAIDU_FLOPS_PER_W, static_shares
+from asicsim.report.tables import BAIDU_FLOPS_PER_W, diverged, static_shares
 
 #: The roofline figures drawn at most (a large design space has its roofs in the CSV).
 MAX_ROOFLINES = 12
@@ -118,19 +118,21 @@ def curves(res: Results, t: dict) -> Section:
     s = Section("curves", "Loss curves per recipe")
     c = res.curves
     if not len(c):
-        return s.add(Text("No training run in this sweep recorded curves."))
+        return s.add(Text("No training run in this sweep recorded curves."), *_diverged_runs(res))
     s.add(Text("Training and test loss against the optimizer step, a colour per recipe: the mean over seeds "
                "with a band from the lowest to the highest seed; an x marks where a run diverged (its last finite value)."))
     for w in _workloads(c):
         s.add(Figure(slug("fig-curves", w), figures.curves(c, res.results, w), f"{w}: loss curves"))
-    r = res.results
-    div = r[(r["kind"] == "train") & (r["status"] == "failed")]
-    if len(div):
-        s.add(Table(div[["workload", "recipe", "seed", "diverged_step", "diverged_cause", "reason"]]
-                    .reset_index(drop=True), "Runs that diverged"))
-    else:
-        s.add(Text("No training run diverged."))
-    return s
+    return s.add(*_diverged_runs(res))
+
+
+def _diverged_runs(res: Results) -> list:
+    """The runs that diverged (training and inference), or a sentence saying none did."""
+    div = diverged(res)
+    if not len(div):
+        return [Text("No run diverged.")]
+    return [Table(div, "Runs that diverged (a numerical result: the step and cause; a run that failed has no "
+                       "result and is listed under Failed points)")]
 
 
 def numerics(res: Results, t: dict) -> Section:
@@ -239,8 +241,10 @@ def failed(res: Results, t: dict) -> Section | None:
     if not len(df):
         return None
     s = Section("failed", f"Failed points ({len(df)})")
-    s.add(Text("Points recorded as failed (a diverged run keeps its curves above). Rerun them with "
-               "asicsim sweep --retry-failed."))
+    s.add(Text("Points that produced no result: an error, a timeout, a lost worker or out of memory. They "
+               "say nothing about the numerics and are left out of every accuracy verdict (a run that "
+               "diverged is a result, listed with its step and cause under the loss curves). Rerun them with "
+               "asicsim sweep SPEC --out DIR --retry-failed."))
     return s.add(Table(df, csv="failed"))
 
 
@@ -273,6 +277,7 @@ def inputs(res: Results, t: dict) -> Section:
     ran = sorted(set(r["asicsim"].dropna().astype(str))) if len(r) else []
     s.add(Text(f"Results directory: {res.root.name}. Points: {len(r)} "
                f"({int((r['status'] == 'done').sum()) if len(r) else 0} done, "
+               f"{int((r['status'] == 'diverged').sum()) if len(r) else 0} diverged, "
                f"{int((r['status'] == 'failed').sum()) if len(r) else 0} failed), computed with asicsim "
                f"{', '.join(ran) or 'unknown'}. Rerun with: asicsim sweep spec.toml --out DIR, then "
                "asicsim report DIR."))

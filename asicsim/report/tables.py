@@ -25,26 +25,36 @@ def _nanmean(s: pd.Series) -> float:
     return float(v.mean()) if len(v) else float("nan")
 
 
+def is_fp32(recipe) -> bool:
+    """Whether a recipe label is the fp32 reference (alone, or one of the spec entries of the same
+    content that one point stands for: ``fp32 = my_fp32.toml``)."""
+    return isinstance(recipe, str) and "fp32" in recipe.split(" = ")
+
+
 def quality(res: Results) -> pd.DataFrame:
     """Accuracy (or loss) per (workload, recipe, phase): the seed mean of the finished and
     diverged runs' final metric, and its delta vs fp32: the fp32 training recipe for training,
-    the fp32 model the quantized one was made from (``fp32_value``) for inference."""
-    cols = ["workload", "recipe", "phase", "metric", "value", "fp32_value", "delta_vs_fp32", "runs", "diverged"]
+    the fp32 model the quantized one was made from (``fp32_value``) for inference. ``runs``: the
+    runs with a result (done or diverged); ``failed``: those without one (an error, a timeout, a
+    lost worker), left out of every figure here."""
+    cols = ["workload", "recipe", "phase", "metric", "value", "fp32_value", "delta_vs_fp32", "runs", "diverged",
+            "failed"]
     r = res.results
     rows = []
-    train = r[r["kind"] == "train"]
-    for (w, rec), g in train.groupby(["workload", "recipe"], sort=True):
-        ref = train[(train["workload"] == w) & (train["recipe"] == "fp32")]
-        fp32 = _nanmean(ref["value"]) if len(ref) else float("nan")
-        rows.append({"workload": w, "recipe": rec, "phase": "train", "metric": g["metric"].dropna().iloc[0]
-                     if g["metric"].notna().any() else "", "value": _nanmean(g["value"]), "fp32_value": fp32,
-                     "runs": len(g), "diverged": int((g["status"] == "failed").sum())})
-    infer = r[r["kind"] == "infer"]
-    for (w, rec), g in infer.groupby(["workload", "recipe"], sort=True):
-        rows.append({"workload": w, "recipe": rec, "phase": "infer", "metric": g["metric"].dropna().iloc[0]
-                     if g["metric"].notna().any() else "", "value": _nanmean(g["value"]),
-                     "fp32_value": _nanmean(g["fp32_value"]), "runs": len(g),
-                     "diverged": int((g["status"] == "failed").sum())})
+    for kind in ("train", "infer"):
+        runs = r[r["kind"] == kind]
+        ran = runs[runs["status"] != "failed"]
+        for (w, rec), g in runs.groupby(["workload", "recipe"], sort=True):
+            ok = g[g["status"] != "failed"]
+            if kind == "train":
+                ref = ran[(ran["workload"] == w) & ran["recipe"].map(is_fp32)]
+                fp32 = _nanmean(ref["value"]) if len(ref) else float("nan")
+            else:
+                fp32 = _nanmean(ok["fp32_value"])
+            rows.append({"workload": w, "recipe": rec, "phase": kind, "metric": g["metric"].dropna().iloc[0]
+                         if g["metric"].notna().any() else "", "value": _nanmean(ok["value"]), "fp32_value": fp32,
+                         "runs": len(ok), "diverged": int((g["status"] == "diverged").sum()),
+                         "failed": int((g["status"] == "failed").sum())})
     out = pd.DataFrame(rows, columns=cols)
     out["delta_vs_fp32"] = out["value"] - out["fp32_value"]
     return out
@@ -240,7 +250,8 @@ def baidu(res: Results) -> pd.DataFrame:
 
 
 def failed(res: Results) -> pd.DataFrame:
-    """The failed points: id, kind, labels (one string) and the first line of the reason."""
+    """The failed points (no result: an error, a timeout, a lost worker, out of memory; a diverged
+    run is a result and is not here): id, kind, labels (one string) and the first line of the reason."""
     r = res.results
     f = r[r["status"] == "failed"]
     label_cols = ("workload", "recipe", "seed", "phase", "suite", "precision", "design")
@@ -249,8 +260,22 @@ def failed(res: Results) -> pd.DataFrame:
         return ", ".join(f"{c}={_plain(row[c])}" for c in label_cols if pd.notna(row[c]))
 
     return pd.DataFrame({"id": f["id"], "kind": f["kind"], "labels": [labels(x) for _, x in f.iterrows()],
-                         "reason": [str(x).splitlines()[0] if str(x) else "" for x in f["reason"].fillna("")]},
+                         "reason": _first_lines(f["reason"])},
                         columns=["id", "kind", "labels", "reason"]).reset_index(drop=True)
+
+
+def diverged(res: Results) -> pd.DataFrame:
+    """The runs that diverged (a numerical result): workload, recipe, phase, seed, the step and
+    cause (training) and the reason."""
+    r = res.results
+    d = r[r["kind"].isin(["train", "infer"]) & (r["status"] == "diverged")]
+    d = d.assign(phase=d["kind"], reason=_first_lines(d["reason"]))
+    cols = ["workload", "recipe", "phase", "seed", "diverged_step", "diverged_cause", "reason"]
+    return d[cols].sort_values(["workload", "phase", "recipe", "seed"], kind="stable").reset_index(drop=True)
+
+
+def _first_lines(reasons: pd.Series) -> list[str]:
+    return [str(x).splitlines()[0] if str(x) else "" for x in reasons.fillna("")]
 
 
 def _plain(v):

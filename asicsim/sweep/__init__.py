@@ -26,6 +26,7 @@ class _CallableModule(LazyPackage):
 
 lazy_package(__name__, {
     ".run": ["sweep"],
-    ".spec": ["Point", "SweepError", "SweepSpec", "expand", "load_spec"],
+    ".expansion": ["expand"],
+    ".spec": ["Point", "SweepError", "SweepSpec", "load_spec"],
     ".store": ["load_results"],
 }, _CallableModule)

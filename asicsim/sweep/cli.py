@@ -22,16 +22,22 @@ def add_cli(subparsers) -> None:
     p.add_argument("--ray", metavar="ADDRESS",
                    help="run on a Ray cluster: its address, 'auto' (the one running here, else a new local one) "
                         "or 'local' (a new local instance); default: none, local worker processes")
-    p.add_argument("--retry-failed", action="store_true", help="rerun the points that failed before")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="rerun the points that failed before (an error, a timeout, a lost worker, out of "
+                        "memory), replacing their records; diverged runs are results and are kept")
     p.add_argument("--json", action="store_true", help="no progress bar; print the summary as JSON")
     p.set_defaults(func=run_sweep)
 
 
 def print_summary(s: dict) -> None:
-    print(f"{s['points']} points: {s['done']} done, {s['failed']} failed "
+    print(f"{s['points']} points: {s['done']} done, {s['diverged']} diverged, {s['failed']} failed "
           f"({s['skipped']} finished before, {s['ran']} run now) in {s['seconds']:.1f} s -> {s['out']}")
+    for f in s["divergences"]:
+        print(f"  diverged {f['kind']} {f['id']}: {f['reason']}")
     for f in s["failures"]:
         print(f"  failed {f['kind']} {f['id']}: {f['reason']}")
+    if s["failures"]:
+        print("  failed: no result (an error, a timeout, a lost worker); rerun them with --retry-failed")
 
 
 def interrupted(out: str) -> int:

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 import collections
 import itertools
+import math
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
 from asicsim._files import TextFileError, read_text_file
-from asicsim.sweep.spec import SweepError
+from asicsim.sweep.spec import SweepError, SweepWarning
+
+#: The most designs one sweep builds (named ones and design-space grid points together): a
+#: million would take hours to build before the first point runs.
+MAX_DESIGNS = 100_000
+
+#: Beyond this many designs a sweep says how many it builds (a :class:`SweepWarning`).
+WARN_DESIGNS = 10_000
+
+#: Seconds to build one design-space grid point (measured: about 1 ms on one busy core).
+SECONDS_PER_DESIGN = 1e-3
 
 
 def _set_dotted(table: dict, key: str, value, where: str) -> None:
@@ -101,6 +113,19 @@ def spec_designs(t: dict, names: tuple[str, ...], problems: list) -> tuple[tuple
             bases.append((i, *_space_base(entry, i)))
         except SweepError as err:  # it names the entry
             problems.append(str(err))
+    sizes = [math.prod(len(v) for v in vary.values()) for _, _, _, vary in bases]
+    total = len(out) + sum(sizes)
+    if total > MAX_DESIGNS:  # said before any is built (about a millisecond each)
+        each = ", ".join(f"design_space[{i}]: {n:,} ({' x '.join(str(len(v)) for v in vary.values())})"
+                         for (i, _, _, vary), n in zip(bases, sizes, strict=True))
+        problems.append(f"design_space: {total:,} designs in all ({each}); allowed: at most {MAX_DESIGNS:,} "
+                        "per sweep (building them alone would take about "
+                        f"{total * SECONDS_PER_DESIGN / 60:,.0f} minutes): split the space into several sweeps "
+                        "or vary fewer values")
+        return tuple(out)
+    if total > WARN_DESIGNS:
+        warnings.warn(f"design_space: {total:,} designs to build and price (about "
+                      f"{total * SECONDS_PER_DESIGN:,.0f} s to build them)", SweepWarning, stacklevel=3)
     # bases of different content under one name: each goes by its base as the spec gives it
     tables_by_name = collections.defaultdict(list)
     for _, _, table, _ in bases:

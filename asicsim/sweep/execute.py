@@ -84,6 +84,12 @@ def _death(proc) -> str:
     return f"exit code {code}"
 
 
+def timed_out(elapsed: float, timeout_s: float) -> str:
+    """A timed-out point's reason: no result (a slow machine is no divergence) and what to do."""
+    return (f"timed out after {elapsed:.0f} s (point_timeout_s = {timeout_s:g}): no result; raise "
+            "point_timeout_s in the spec (or remove it) and rerun with --retry-failed")
+
+
 def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: float | None = None) -> None:
     """Run ``jobs`` on ``workers`` spawned processes."""
     ctx = mp.get_context("spawn")
@@ -123,8 +129,7 @@ def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: f
                                            "point: killed, out of memory, or crashed", elapsed))
                 elif timeout_s is not None and elapsed > timeout_s:
                     w.stop(kill=True)
-                    on_records(failed(job, f"timed out after {elapsed:.0f} s (point_timeout_s = {timeout_s:g})",
-                                      elapsed))
+                    on_records(failed(job, timed_out(elapsed, timeout_s), elapsed))
                 else:
                     continue
                 pool.remove(w)  # replaced by a fresh worker when there is work left
@@ -133,7 +138,11 @@ def run_local(jobs: list[Job], on_records: OnRecords, workers: int, timeout_s: f
             w.stop(kill=w.job is not None)
 
 
-def _ray_init(address: str, workers: int):
+def connect_ray(address: str, workers: int):
+    """Ray, connected to ``address`` (``auto``, ``local`` or HOST:PORT); a SweepError, after a bounded
+    wait, where no Ray cluster answers there."""
+    if address not in ("auto", "local"):
+        _reachable(address)  # before importing Ray: a typo is said at once
     try:
         import ray
     except ImportError:
@@ -154,15 +163,69 @@ def _ray_init(address: str, workers: int):
     elif address == "local":
         start_local()
     else:
-        ray.init(address=address, log_to_driver=False)
+        _bounded(lambda: ray.init(address=address, log_to_driver=False), address)
     return ray
+
+
+#: Seconds to wait for a Ray cluster to answer (ray.init retries an address forever).
+RAY_CONNECT_S = 60.0
+
+
+def _ray_error(address: str, why: str):
+    from asicsim.sweep.spec import SweepError
+
+    return SweepError(f"--ray {address!r}: {why}; allowed: 'auto' (the cluster running here, else a new local "
+                      "one), 'local', or HOST:PORT (ray://HOST:PORT) of a running Ray head node (ray start --head)")
+
+
+def _reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Raise SweepError unless something listens at ``address`` (HOST:PORT, ray://HOST[:PORT])."""
+    import socket
+    from urllib.parse import urlsplit
+
+    text = address if "://" in address else f"ray-gcs://{address}"
+    try:
+        parts = urlsplit(text)
+        host, port = parts.hostname, parts.port or (10001 if parts.scheme == "ray" else None)
+    except ValueError as err:
+        raise _ray_error(address, f"not an address ({err})") from None
+    if not host or port is None:
+        raise _ray_error(address, "not HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except socket.gaierror as err:
+        raise _ray_error(address, f"no such host {host!r} ({err.strerror or err})") from None
+    except TimeoutError:
+        raise _ray_error(address, f"no answer from {host}:{port} within {timeout_s:g} s") from None
+    except OSError as err:
+        raise _ray_error(address, f"nothing listens at {host}:{port} ({err.strerror or err})") from None
+
+
+def _bounded(connect: Callable[[], object], address: str) -> None:
+    """``connect()`` (ray.init) in a thread, waited for :data:`RAY_CONNECT_S` seconds at most."""
+    done: list = []
+
+    def run() -> None:
+        try:
+            connect()
+            done.append(None)
+        except BaseException as err:  # handed to the caller
+            done.append(err)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(RAY_CONNECT_S)
+    if not done:
+        raise _ray_error(address, f"something listens there, but no Ray cluster answered within {RAY_CONNECT_S:g} s")
+    if done[0] is not None:
+        raise _ray_error(address, f"{type(done[0]).__name__}: {str(done[0])[:300]}") from done[0]
 
 
 def run_ray(jobs: list[Job], on_records: OnRecords, address: str, workers: int,
             timeout_s: float | None = None) -> None:
     """Run ``jobs`` as Ray tasks (at most ``workers`` in flight); the records come back to this
     process, which writes them, so the store needs no shared file system."""
-    ray = _ray_init(address, workers)
+    ray = connect_ray(address, workers)
     remote = ray.remote(max_retries=0, num_cpus=1)(run_job)
     pending = deque(jobs)
     flight: dict = {}  # ObjectRef -> (job, start)
@@ -185,8 +248,7 @@ def run_ray(jobs: list[Job], on_records: OnRecords, address: str, workers: int,
                     if now - t0 > timeout_s:
                         ray.cancel(ref, force=True)
                         flight.pop(ref)
-                        on_records(failed(job, f"timed out after {now - t0:.0f} s "
-                                               f"(point_timeout_s = {timeout_s:g})", now - t0))
+                        on_records(failed(job, timed_out(now - t0, timeout_s), now - t0))
     finally:
         for ref in flight:
             ray.cancel(ref, force=True)

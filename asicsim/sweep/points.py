@@ -1,11 +1,14 @@
 """Running sweep work in a worker: a job (one training or inference point, or a group of cost or
 kernel points that share their op trace or suite) becomes one record per point.
 
-A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``failed``), ``reason``,
+A record is a JSON-able dict: ``id``, ``kind``, ``status`` (``done`` | ``diverged`` | ``failed``), ``reason``,
 ``labels`` (workload, recipe, seed, design, ...), ``result`` (scalars), ``tables`` (row lists:
 ``curves``, ``numerics``, ``ops``, ``kernels``), ``seconds``, ``finished`` and the versions
 (python, asicsim, jax, numpy, ...) that computed it.
-A diverged training run is ``failed`` with the divergence as its reason, and keeps its curves.
+A run that diverged (training: a step and cause; inference: a non-finite quantized metric) is
+``diverged``, a numerical result with the divergence as its reason (a training run keeps its
+curves). ``failed`` is for a point that produced no result: an exception, a timeout, a lost
+worker, out of memory; it says nothing about the numerics and ``--retry-failed`` reruns it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Job:
     points: list[Point]
     workload: Any = None  # a Workload (train/infer/cost)
     designs: dict = field(default_factory=dict)  # label -> design object (cost/kernels)
+    recipes: dict = field(default_factory=dict)  # name -> recipe (Policy) as the spec loaded it
 
     @property
     def kind(self) -> str:
@@ -70,9 +74,55 @@ def failed(job: Job, reason: str, seconds: float = 0.0) -> list[dict]:
     return [record(p, "failed", reason, seconds=seconds) for p in job.points]
 
 
+def changed_input(job: Job, p: Point, known: dict | None = None) -> str | None:
+    """Why ``p`` must not run: an input whose content (recomputed here, from what the job carries
+    and the files it names) differs from what the point's id was computed from; None if none.
+    ``known``: (what, name) -> the answer, for the job's other points sharing the input."""
+    known = {} if known is None else known
+    for what, name, obj, key in _inputs(job, p):
+        if (what, name) not in known:
+            known[what, name] = _changed(what, name, obj, key)
+        if known[what, name]:
+            return known[what, name]
+    return None
+
+
+def _inputs(job: Job, p: Point) -> list[tuple]:
+    """(what, name, the object the job carries, the content key the id was computed from)."""
+    checks = []
+    if "recipe_key" in p.inputs:
+        checks.append(("recipe", p.inputs["recipe"], job.recipes.get(p.inputs["recipe"]), p.inputs["recipe_key"]))
+    if p.inputs.get("workload") is not None:
+        checks.append(("workload", p.labels.get("workload"), job.workload, p.inputs["workload"]))
+    return checks
+
+
+def _changed(what: str, name, obj, key: str) -> str | None:
+    from asicsim.sweep.spec import content_key
+
+    if obj is None:
+        return f"input changed: the job carries no {what} {name!r}"
+    try:
+        now = content_key(what, obj)
+    except Exception as err:  # a format file it names gone or broken since
+        return f"input changed: {what} {name!r} cannot be resolved as when this point's id was computed ({err})"
+    if now != key:
+        return (f"input changed: {what} {name!r} differs from the content this point's id was computed "
+                "from (a file it reads was edited while the sweep ran); rerun the sweep: the new content "
+                "makes new points")
+    return None
+
+
 def run_job(job: Job) -> list[dict]:
-    """Run a job; an exception fails its points with the exception as the reason (the sweep goes on)."""
+    """Run a job; an exception fails its points with the exception as the reason (the sweep goes
+    on). A point whose inputs changed since its id was computed fails saying which."""
     t0 = time.perf_counter()
+    known: dict = {}
+    changed = [(p, changed_input(job, p, known)) for p in job.points]
+    if any(why for _, why in changed):
+        out = [record(p, "failed", why, seconds=time.perf_counter() - t0) for p, why in changed if why]
+        rest = [p for p, why in changed if not why]
+        return out + (run_job(Job(rest, job.workload, job.designs, job.recipes)) if rest else [])
     try:
         return {"train": _train, "infer": _infer, "cost": _cost, "kernels": _kernels}[job.kind](job)
     except MemoryError as err:
@@ -102,7 +152,7 @@ def _train(job: Job) -> list[dict]:
 
     (p,) = job.points
     t0 = time.perf_counter()
-    res = train(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
+    res = train(job.workload, job.recipes[p.inputs["recipe"]], seeds=(p.inputs["seed"],))
     run = res.runs[0]
     curves = [dict(zip(run.curves, vals, strict=True)) for vals in zip(*run.curves.values(), strict=True)]
     div = run.divergence or {}
@@ -114,7 +164,7 @@ def _train(job: Job) -> list[dict]:
               "optimizer": res.settings["optimizer"]}
     tables = {"curves": curves, "numerics": _numerics_rows(run.numerics)}
     reason = f"diverged at step {div.get('step')}: {div.get('cause')}" if run.diverged else ""
-    return [record(p, "failed" if run.diverged else "done", reason, result, tables,
+    return [record(p, "diverged" if run.diverged else "done", reason, result, tables,
                    time.perf_counter() - t0)]
 
 
@@ -127,7 +177,7 @@ def _infer(job: Job) -> list[dict]:
     for p in job.points:
         t0 = time.perf_counter()
         try:
-            res = infer(job.workload, p.inputs["recipe"], seeds=(p.inputs["seed"],))
+            res = infer(job.workload, job.recipes[p.inputs["recipe"]], seeds=(p.inputs["seed"],))
         except MemoryError as err:
             out.append(record(p, "failed", f"out of memory (MemoryError: {err})", seconds=time.perf_counter() - t0))
             continue
@@ -137,7 +187,7 @@ def _infer(job: Job) -> list[dict]:
         result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
                   "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
         reason = "non-finite quantized metric" if res.diverged else ""
-        out.append(record(p, "failed" if res.diverged else "done", reason, result,
+        out.append(record(p, "diverged" if res.diverged else "done", reason, result,
                           {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0))
     return out
 
@@ -171,7 +221,7 @@ def _cost(job: Job) -> list[dict]:
 
     t0 = time.perf_counter()
     p0 = job.points[0]
-    recipe = p0.inputs["recipe"]
+    recipe = job.recipes[p0.inputs["recipe"]]
     trace = workload_trace(job.workload, recipe, training=p0.inputs["phase"] == "train")
     share = (time.perf_counter() - t0) / len(job.points)
     batch = int(getattr(job.workload, "batch", 0))

@@ -1,5 +1,5 @@
 """A sweep's progress output: a banner at once (how many points of each kind, how many from
-before, on how many workers), then points done / failed / left and an ETA on one line (a
+before, on how many workers), then points done / diverged / failed / left and an ETA on one line (a
 terminal, redrawn in place) or a line every few seconds (a log), always ending on a newline.
 
 The ETA is the work left priced at the measured cost of the work done, spread over the workers:
@@ -43,7 +43,7 @@ class Progress:
         self.priced_left = sum(1 for w in self.weights.values() if not w)
         self.work_done = self.train_s = 0.0  # work of finished training points, their seconds
         self.priced_done, self.priced_s = 0, 0.0
-        self.done = self.failed = 0
+        self.done = self.diverged = self.failed = 0
         self.t0 = time.monotonic()
         self._last = 0.0
         self._eta: tuple[float, float] | None = None  # (seconds left, when estimated)
@@ -82,6 +82,8 @@ class Progress:
                 self.priced_s += secs
             if r["status"] == "done":
                 self.done += 1
+            elif r["status"] == "diverged":
+                self.diverged += 1
             else:
                 self.failed += 1
         if records:
@@ -89,7 +91,7 @@ class Progress:
         if self.stream is None:
             return
         now = time.monotonic()
-        state = (self.done, self.failed)
+        state = (self.done, self.diverged, self.failed)
         if final:
             if state != self._shown or self._open:
                 self._write(self.line(), end=True)
@@ -106,7 +108,7 @@ class Progress:
             self._width, self._open = (0, False) if end else (len(line), True)
         else:
             self.stream.write(line + "\n")
-        self._shown = (self.done, self.failed)
+        self._shown = (self.done, self.diverged, self.failed)
         self.stream.flush()
 
     def _estimate(self) -> None:
@@ -148,8 +150,13 @@ class Progress:
             return None
         return max(self._eta[0] - (time.monotonic() - self._eta[1]), self._floor)
 
+    @property
+    def ran(self) -> int:
+        """Points finished in this run (done, diverged or failed)."""
+        return self.done + self.diverged + self.failed
+
     def line(self) -> str:
-        ran = self.done + self.failed
+        ran = self.ran
         left = self.total - self.skipped - ran
         elapsed = time.monotonic() - self.t0
         eta_s = self.seconds_left()
@@ -157,7 +164,8 @@ class Progress:
         width = 24
         filled = int(width * (self.skipped + ran) / max(self.total, 1))
         return (f"[{'#' * filled}{'.' * (width - filled)}] {self.skipped + self.done}/{self.total} done"
-                f" ({self.skipped} from before), {self.failed} failed, {left} left, {_clock(elapsed)} "
+                f" ({self.skipped} from before), " + (f"{self.diverged} diverged, " if self.diverged else "")
+                + f"{self.failed} failed, {left} left, {_clock(elapsed)} "
                 f"elapsed, {eta}")
 
 

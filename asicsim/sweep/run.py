@@ -9,11 +9,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from asicsim.sweep.execute import run_local, run_ray
+import pandas as pd
+
+from asicsim.sweep.execute import connect_ray, run_local, run_ray
+from asicsim.sweep.expansion import expand
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
-from asicsim.sweep.spec import Point, SweepError, SweepSpec, expand, load_spec, spec_dict
-from asicsim.sweep.store import Store
+from asicsim.sweep.spec import Point, SweepError, SweepSpec, load_spec, spec_dict
+from asicsim.sweep.store import Store, results_root
 
 #: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace
 #: and vectorise a design space (asicsim.hw.family), small enough that workers share a large one.
@@ -22,21 +25,27 @@ GROUP_CHUNK = 2048
 
 def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
     """Training points one per job; inference points grouped per (workload, seed) (one fp32
-    model), cost and kernel points grouped by the trace or suite they share."""
+    model), cost and kernel points grouped by the trace or suite they share. A job carries its
+    inputs resolved (workload, recipes, designs: the objects the points' ids were computed from),
+    so nothing is looked up by name in the worker."""
     workload = workload_of(spec)
     designs = dict(spec.designs)
     jobs: list[Job] = []
     groups: dict[str, list[Point]] = {}
+    def recipes(chunk: list[Point]) -> dict:
+        return {p.inputs["recipe"]: spec.recipe(p.inputs["recipe"]) for p in chunk if "recipe" in p.inputs}
+
     for p in points:
         if p.kind == "train":
-            jobs.append(Job([p], workload(p)))
+            jobs.append(Job([p], workload(p), recipes=recipes([p])))
         else:
             groups.setdefault(p.group, []).append(p)
     for members in groups.values():
         for i in range(0, len(members), GROUP_CHUNK):
             chunk = members[i:i + GROUP_CHUNK]
             jobs.append(Job(chunk, workload(chunk[0]),
-                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs}))
+                            {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs},
+                            recipes(chunk)))
     # the longest first (training and inference, by examples processed), so the tail is short
     return sorted(jobs, key=lambda j: -_examples(j.workload) if j.kind in ("train", "infer") else 0)
 
@@ -55,16 +64,21 @@ def _examples(w) -> int:
 def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int | None = None,
           ray: str | None = None, retry_failed: bool = False, progress=sys.stderr,
           on_record: Callable[[dict], None] | None = None) -> dict:
-    """Run a sweep into ``out`` and return a summary (points, skipped, done, failed, seconds).
+    """Run a sweep into ``out`` and return a summary (points, skipped, done, diverged, failed,
+    seconds, and the diverged and failed points with their reasons).
 
-    Finished points (done or failed) already in ``out`` are skipped; ``retry_failed`` reruns the
-    failed ones. ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
+    Finished points already in ``out`` are skipped; ``retry_failed`` reruns the failed ones (an
+    error, a timeout, a lost worker: no result), replacing their records, but not the diverged ones
+    (a divergence is a result, and the same inputs give it again). ``workers``: parallel processes (default: the CPU count); ``ray``: a Ray address
     (``auto``: the running cluster or a new local one). ``progress``: a stream, or None for quiet.
     """
+    results_root(out)  # an empty name is refused before the spec is expanded
     spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
     workers = (os.cpu_count() or 1) if workers is None else workers
     if workers < 1:
         raise SweepError(f"workers = {workers}; allowed: 1 or more")
+    if ray:
+        connect_ray(ray, workers)  # a bad address is said before any work (a bounded wait)
     points = expand(spec)
     t0 = time.monotonic()
     with Store(out) as store:
@@ -100,9 +114,15 @@ def sweep(spec: str | Path | dict | SweepSpec, out: str | Path, *, workers: int 
         bar.update([], final=True)
         frames = store.consolidate()
     res = frames["results"]
-    failed = res[res["status"] == "failed"] if len(res) else res
+    status = res["status"] if len(res) else pd.Series(dtype=object)
     return {"out": str(out), "spec": spec.source, "points": len(points), "skipped": len(points) - len(todo),
-            "ran": bar.done + bar.failed, "done": int((res["status"] == "done").sum()) if len(res) else 0,
-            "failed": len(failed), "seconds": round(time.monotonic() - t0, 2),
-            "failures": [{"id": r.id, "kind": r.kind, "reason": str(r.reason).splitlines()[0]}
-                         for r in failed.itertuples()]}
+            "ran": bar.ran, "done": int((status == "done").sum()), "diverged": int((status == "diverged").sum()),
+            "failed": int((status == "failed").sum()), "seconds": round(time.monotonic() - t0, 2),
+            "divergences": _listed(res, "diverged"), "failures": _listed(res, "failed")}
+
+
+def _listed(res: pd.DataFrame, status: str) -> list[dict]:
+    """The points of one status: id, kind and the first line of the reason."""
+    rows = res[res["status"] == status] if len(res) else res
+    return [{"id": r.id, "kind": r.kind, "reason": str(r.reason).splitlines()[0] if str(r.reason) else ""}
+            for r in rows.itertuples()]

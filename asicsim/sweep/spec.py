@@ -67,6 +67,10 @@ class SweepError(ValueError):
     """A bad sweep spec, or a sweep that cannot run (the message says which field and why)."""
 
 
+class SweepWarning(UserWarning):
+    """A spec that runs, but with something said about it (e.g. a very large design space)."""
+
+
 #: What the report's answer minimises, per training step (inference batch for inference): total
 #: energy, time, or their product (energy-delay product).
 OBJECTIVES = ("energy", "time", "edp")
@@ -123,6 +127,16 @@ class SweepSpec:
     spaces: tuple[dict, ...] = ()  # the [[design_space]] entries as written
     report: dict = field(default_factory=lambda: dict(REPORT_DEFAULTS))  # the [report] table, filled in
     text: str = field(default="", repr=False)  # the spec file as written
+    # each recipe as loaded once, when the spec loaded: what ids are computed from and jobs carry
+    recipe_objects: dict = field(default_factory=dict, repr=False)
+
+    def recipe(self, name: str):
+        """The recipe ``name`` as the spec loaded it (loaded now for a spec built without them)."""
+        if name not in self.recipe_objects:
+            from asicsim.emulate import load_recipe
+
+            self.recipe_objects[name] = load_recipe(name)
+        return self.recipe_objects[name]
 
 
 def sweeps_dir() -> Path:
@@ -184,7 +198,8 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
     if not isinstance(entries, list):
         problems.append(f"workloads = {entries!r}: allowed: [[workloads]] tables")
         return ()
-    out = []
+    out: list[dict] = []
+    index: list[int] = []  # each entry's place in the spec
     for i, e in enumerate(entries):
         where = f"workloads[{i}]"
         if not isinstance(e, dict) or "name" not in e:
@@ -217,8 +232,16 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
         except (TypeError, WorkloadError) as err:
             problems.append(f"{where}: {err}")
             continue
-        out.append({"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
-                    "workload": w, "key": identity({"workload": _canon(w)})})
+        entry = {"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
+                 "workload": w, "key": content_key("workload", w)}
+        same = next((j for j, o in zip(index, out, strict=True) if (o["key"], o["run"]) == (entry["key"], entry["run"])),
+                    None)
+        if same is not None:
+            problems.append(f"{where} = {e!r}: the same workload and runs as workloads[{same}]; allowed: each "
+                            "once")
+            continue
+        out.append(entry)
+        index.append(i)
     for e, label in zip(out, _labels(out), strict=True):
         e["label"] = label
     return tuple(out)
@@ -256,7 +279,8 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
     if not isinstance(entries, list):
         problems.append(f"kernels = {entries!r}: allowed: [[kernels]] tables")
         return ()
-    out = []
+    out: list[dict] = []
+    index: list[int] = []  # each entry's place in the spec
     for i, e in enumerate(entries):
         where = f"kernels[{i}]"
         if not isinstance(e, dict) or set(e) - {"suite", "precision", "formats"} or "suite" not in e:
@@ -278,20 +302,49 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
             except (OperationError, AttributeError) as err:
                 problems.append(f"{where}.formats = {f!r}: {err}")
                 continue
-        out.append({"suite": e["suite"], "precision": p, "formats": f})
+        entry = {"suite": e["suite"], "precision": p, "formats": f}
+        if entry in out:
+            problems.append(f"{where} = {e!r}: the same as kernels[{index[out.index(entry)]}]; allowed: each "
+                            "suite, precision and formats once")
+            continue
+        out.append(entry)
+        index.append(i)
     return tuple(out)
 
 
-def _recipes(t: dict, key: str, problems: list, default=()) -> tuple[str, ...]:
+def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tuple[str, ...]:
+    """The recipe names of ``key``, each loaded into ``loaded`` (name -> Policy) once."""
     from asicsim.emulate import RecipeError, load_recipe
+    from asicsim.numerics.formats import FormatError
 
     names = _list(t, key, str, "", problems, default)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        problems.append(f"{key} = {list(names)!r}: {twice} listed twice; allowed: each recipe once")
     for n in names:
+        if n in loaded:
+            continue
         try:
-            load_recipe(n)
-        except RecipeError as err:
+            loaded[n] = load_recipe(n)
+            canon(loaded[n])  # the format files it names are read (and checked) now
+        except (RecipeError, FormatError) as err:
             problems.append(f"{key}: {err}")
     return names
+
+
+#: The most points one sweep expands into (each is a record file and a row of the results).
+MAX_POINTS = 1_000_000
+
+
+def point_count(seeds, recipes, infer_recipes, designs: int, workloads, kernels) -> int:
+    """How many points a spec expands into, at most (entries of one content count once more)."""
+    n = 0
+    for w in workloads:
+        n += len(seeds) * (len(recipes) * ("train" in w["run"]) + len(infer_recipes) * ("infer" in w["run"]))
+        if "cost" in w["run"]:
+            phases = len(recipes) if "train" in w["run"] or "infer" not in w["run"] else 0
+            n += designs * (phases + (len(infer_recipes) if "infer" in w["run"] else 0))
+    return n + designs * len(kernels)
 
 
 def load_spec(spec: str | Path | dict) -> SweepSpec:
@@ -315,10 +368,11 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     seeds = _list(t, "seeds", int, "", problems, (0,))
     if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
         problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
-    recipes = _recipes(t, "recipes", problems, ("fp32",))
+    loaded: dict = {}
+    recipes = _recipes(t, "recipes", problems, loaded, ("fp32",))
     if t.get("recipes") == []:
         problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
-    infer_recipes = _recipes(t, "infer_recipes", problems)
+    infer_recipes = _recipes(t, "infer_recipes", problems, loaded)
     before = len(problems)
     designs = _designs(t, problems)
     design_problems = len(problems) > before
@@ -338,69 +392,40 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                         "or [[design_space]])")
     if any("infer" in w["run"] for w in workloads) and not infer_recipes:
         problems.append("infer_recipes: none given, but a workload runs 'infer'")
+    n = point_count(seeds, recipes, infer_recipes, len(designs), workloads, kernels)
+    if not problems and n > MAX_POINTS:
+        problems.append(f"{n:,} points ({len(designs):,} designs); allowed: at most {MAX_POINTS:,} per sweep: "
+                        "split it into several sweeps")
     if problems:
         raise SweepError(f"{source}: " + "; ".join(problems))
     return SweepSpec(name=str(t.get("name", Path(source).stem)), source=source, seeds=seeds,
                      recipes=recipes, infer_recipes=infer_recipes, designs=designs,
                      spaces=tuple(t.get("design_space", [])),
                      workloads=workloads, kernels=kernels, point_timeout_s=timeout,
-                     description=str(t.get("description", "")), text=text, report=report)
+                     description=str(t.get("description", "")), text=text, report=report, recipe_objects=loaded)
 
 
-def _canon(obj) -> str:
-    """A resolved object (workload, recipe, design) as text that changes when any field does."""
-    return repr(obj)
+def canon(obj) -> str:
+    """A resolved object (workload, recipe, design) as text that changes when any field does. A
+    recipe's roles may name format files (``act = "my_fp6.toml"``), read where they are used:
+    their content is part of the recipe's (a format file edited makes new points)."""
+    from asicsim.emulate.policy import Policy
+
+    text = repr(obj)
+    if isinstance(obj, Policy):
+        from asicsim.numerics.catalog import get_format
+
+        files = sorted({str(spec.format) for _, spec in obj.all_roles if str(spec.format).endswith(".toml")})
+        if files:
+            text += " where " + "; ".join(f"{f} = {get_format(f)!r}" for f in files)
+    return text
 
 
-def expand(spec: SweepSpec) -> list[Point]:
-    """The spec's points, in a stable order: training and inference first (the long ones), then
-    costs and kernels."""
-    from asicsim.emulate import load_recipe
-
-    points: list[Point] = []
-    recipe_obj = {r: load_recipe(r) for r in spec.recipes + spec.infer_recipes}
-    design_text = {label: _canon(d) for label, d in spec.designs}  # once per design, not per point
-    for w in spec.workloads:
-        wl = w["workload"]
-        wid = {"workload": _canon(wl)}
-        base = {"workload": w["key"]}  # the job runs the workload of this content, whatever its name
-        for kind, recipes in (("train", spec.recipes), ("infer", spec.infer_recipes)):
-            if kind not in w["run"]:
-                continue
-            for r in recipes:
-                for s in spec.seeds:
-                    pid = identity({"kind": kind, **wid, "recipe": _canon(recipe_obj[r]), "seed": s})
-                    labels = {"workload": w["label"], "recipe": r, "seed": s}
-                    # inference points of one (workload, seed) share the fp32-trained model
-                    group = identity({"group": "infer", **wid, "seed": s}) if kind == "infer" else ""
-                    points.append(Point(pid, kind, labels, {**base, "recipe": r, "seed": s}, group))
-    for w in spec.workloads:
-        if "cost" not in w["run"]:
-            continue
-        wid = {"workload": _canon(w["workload"])}
-        phases = [("train", spec.recipes)] if "train" in w["run"] or "infer" not in w["run"] else []
-        phases += [("infer", spec.infer_recipes)] if "infer" in w["run"] else []
-        for phase, recipes in phases:
-            for r in recipes:
-                group = identity({"group": "cost", **wid, "recipe": _canon(recipe_obj[r]), "phase": phase})
-                for label in design_text:
-                    pid = identity({"kind": "cost", **wid, "recipe": _canon(recipe_obj[r]),
-                                    "phase": phase, "design": design_text[label]})
-                    labels = {"workload": w["label"], "recipe": r, "phase": phase, "design": label}
-                    inputs = {"workload": w["key"], "recipe": r,
-                              "phase": phase, "design": label}
-                    points.append(Point(pid, "cost", labels, inputs, group))
-    for k in spec.kernels:
-        group = identity({"group": "kernels", **k})
-        for label in design_text:
-            pid = identity({"kind": "kernels", **k, "design": design_text[label]})
-            labels = {"suite": k["suite"], "precision": k["precision"], "formats": k["formats"], "design": label}
-            points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
-    ids = [p.id for p in points]
-    if len(set(ids)) != len(ids):  # the same resolved point listed twice (e.g. a design under two names)
-        seen: set = set()
-        points = [p for p in points if not (p.id in seen or seen.add(p.id))]
-    return points
+def content_key(what: str, obj) -> str:
+    """The hash of one resolved input (``what``: workload | recipe | design) that a point's id is
+    computed from; a worker recomputes it from what it runs, and a point whose input changed
+    on the way (a format file edited while the sweep ran) fails saying so."""
+    return identity({what: canon(obj)})
 
 
 def design_tables(spec: SweepSpec) -> dict[str, Any]:
@@ -417,7 +442,6 @@ def _named(spec: SweepSpec) -> list[str]:
 def spec_dict(spec: SweepSpec) -> dict:
     """What a report shows as the sweep's exact inputs: names, and the resolved designs,
     workloads and recipes the points ran with."""
-    from asicsim.emulate import load_recipe
     from asicsim.hw.design_files import load_design
 
     named = set(_named(spec))
@@ -433,4 +457,4 @@ def spec_dict(spec: SweepSpec) -> dict:
                                "designs": len(list(itertools.product(*e.get("vary", {}).values())))}
                               for e in spec.spaces],
             "workload_objects": [dataclasses.asdict(w["workload"]) for w in spec.workloads],
-            "recipe_objects": {r: repr(load_recipe(r)) for r in spec.recipes + spec.infer_recipes}}
+            "recipe_objects": {r: repr(spec.recipe(r)) for r in spec.recipes + spec.infer_recipes}}

@@ -4,7 +4,7 @@ Layout::
 
     DIR/sweep.lock          held (flock) by the sweep writing here: a second one refuses
     DIR/spec.toml           the spec of the last run (and spec.json: its resolved inputs)
-    DIR/points/<id>.json    the record of a finished point (done or failed), written atomically;
+    DIR/points/<id>.json    the record of a finished point (done, diverged or failed), written atomically;
     DIR/points/batch-*.json the records of a job's points, written together (a design space's
                             cost points priced in one pass)
     DIR/results.parquet     the consolidated table (results.csv without pyarrow), and beside it
@@ -43,11 +43,22 @@ def _has_pyarrow() -> bool:
     return True
 
 
+def results_root(root: str | Path) -> Path:
+    """A results directory as given; an empty name (``--out ''``: not the current folder) or a file
+    that is not a directory is a :class:`SweepError`."""
+    if not str(root).strip():
+        raise SweepError(f"results directory {str(root)!r}: empty; give a directory name (e.g. --out my-sweep)")
+    path = Path(root)
+    if path.exists() and not path.is_dir():
+        raise SweepError(f"{path}: not a directory; give a results directory (a new one or a sweep's)")
+    return path
+
+
 class Store:
     """A sweep's results directory. ``with Store(dir).locked():`` holds the sweep lock."""
 
     def __init__(self, root: str | Path):
-        self.root = Path(root)
+        self.root = results_root(root)
         self.points = self.root / "points"
         self._lock_file = None
         self.skipped: list[str] = []  # "path: why" of each file records() skipped
@@ -164,8 +175,66 @@ class StoreWarning(UserWarning):
     """A file in a results directory that was skipped (its path and why are in the message)."""
 
 
-#: A record's fields and their types (every one the results table reads).
+#: A record's fields and the types each may have (every field a reader reads); the optional ones
+#: (records written by an older asicsim lack some) may also be absent.
+_NUMBER = (int, float)
 _RECORD = {"id": str, "kind": str, "status": str, "reason": str, "labels": dict, "result": dict, "tables": dict}
+_OPTIONAL = {"seconds": (*_NUMBER, type(None)), "finished": (str, type(None)), "asicsim": (str, type(None)),
+             "versions": dict, "host": (str, type(None)), "pid": (int, type(None)), "ids": int, "written": int}
+#: A label's or result's value: a scalar (a nested list or table would be no column of the results).
+_SCALAR = (str, int, float, bool, type(None))
+#: What a record's ``status`` may be: ``diverged`` is a numerical result, ``failed`` none.
+STATUSES = ("done", "diverged", "failed")
+
+
+def _type_name(kinds) -> str:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    names = {str: "a string", int: "an integer", float: "a number", dict: "a table", type(None): "null",
+             bool: "a boolean", list: "a list"}
+    return " or ".join(dict.fromkeys(names.get(k, k.__name__) for k in kinds))
+
+
+def _record_problem(r) -> str | None:
+    """Why ``r`` is not a record (its first bad field: name, value, what is allowed), or None."""
+    if not isinstance(r, dict):
+        return f"a record is {type(r).__name__}, not an object"
+    missing = [k for k, kind in _RECORD.items() if not isinstance(r.get(k), kind)]
+    if missing:
+        return f"a record without {', '.join(missing)}"
+    for k, kinds in {**_RECORD, **_OPTIONAL}.items():
+        v = r.get(k)
+        if k in r and (not isinstance(v, kinds) or (isinstance(v, bool) and bool not in _flat(kinds))):
+            return f"record {r['id']!r}: {k} = {_short(v)}; allowed: {_type_name(kinds)}"
+    if r["status"] not in STATUSES:
+        return f"status = {r['status']!r}; allowed: {' | '.join(STATUSES)}"
+    for part in ("labels", "result"):
+        for k, v in r[part].items():
+            if not isinstance(v, _SCALAR):
+                return f"record {r['id']!r}: {part}.{k} = {_short(v)}; allowed: a string, number, boolean or null"
+    for k, rows in r["tables"].items():
+        if k not in TABLES or not isinstance(rows, list) or not all(isinstance(x, dict) for x in rows):
+            return (f"record {r['id']!r}: tables.{k} = {_short(rows)}; allowed: tables "
+                    f"{' | '.join(TABLES)}, each a list of rows (objects)")
+    return None
+
+
+def _flat(kinds) -> tuple:
+    return kinds if isinstance(kinds, tuple) else (kinds,)
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _settled(r: dict) -> dict:
+    """A record as this asicsim reads it. Before ``diverged`` was a status of its own, a run that
+    diverged was written ``failed`` with its divergence in the result (a training run's step, an
+    inference run's non-finite metric): such a record is a divergence, any other failed one a failure."""
+    res = r["result"]
+    if r["status"] == "failed" and (res.get("diverged") is True or res.get("diverged_step") is not None):
+        return {**r, "status": "diverged"}
+    return r
 
 
 def _read_records(path: Path) -> list[dict]:
@@ -180,14 +249,10 @@ def _read_records(path: Path) -> list[dict]:
     if not isinstance(recs, list) or not recs:
         raise ValueError("'records' is not a non-empty list")
     for r in recs:
-        if not isinstance(r, dict):
-            raise ValueError(f"a record is {type(r).__name__}, not an object")
-        bad = [k for k, kind in _RECORD.items() if not isinstance(r.get(k), kind)]
-        if bad:
-            raise ValueError(f"a record without {', '.join(bad)}")
-        if r["status"] not in ("done", "failed"):
-            raise ValueError(f"status = {r['status']!r}; allowed: done | failed")
-    return recs
+        why = _record_problem(r)
+        if why:
+            raise ValueError(why)
+    return [_settled(r) for r in recs]
 
 
 _WARNED: set = set()

@@ -33,7 +33,7 @@ COST = [("fp16", "acc", "systolic", 0.2, 0.1, 0.0, 10),
 
 
 def _rec(i: int, kind: str, labels: dict, result: dict, status: str = "done") -> dict:
-    return {"id": f"p{i:03d}", "kind": kind, "status": status, "reason": "" if status == "done" else "diverged",
+    return {"id": f"p{i:03d}", "kind": kind, "status": status, "reason": "" if status == "done" else status,
             "labels": labels, "result": result, "tables": {}, "ids": ID_SCHEME}
 
 
@@ -42,7 +42,7 @@ def _store(root, cost=COST, train=TRAIN, report: dict | None = None, workload="w
     for recipe, values in train.items():
         for seed, v in enumerate(values):
             recs.append(_rec(len(recs), "train", {"workload": workload, "recipe": recipe, "seed": seed},
-                             {"metric": metric, "value": v}, "done" if v is not None else "failed"))
+                             {"metric": metric, "value": v}, "done" if v is not None else "diverged"))
     for recipe, design, dkind, t, e, static, dram in cost:
         recs.append(_rec(len(recs), "cost", {"workload": workload, "recipe": recipe, "phase": "train",
                                              "design": design},

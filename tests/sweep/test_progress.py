@@ -26,3 +26,9 @@ def test_priced_points_only_count_equally_and_quiet_means_silent():
     bar.t0 -= 8.0
     bar.update([{"id": "a", "status": "done"}, {"id": "b", "status": "done"}])
     assert "ETA 8s" in bar.line()
+
+
+def test_a_diverged_point_is_counted_apart_from_the_failed():
+    bar = Progress(4, 0, None, {k: 0.0 for k in "abcd"})
+    bar.update([{"id": "a", "status": "diverged"}, {"id": "b", "status": "failed"}, {"id": "c", "status": "done"}])
+    assert "1/4 done (0 from before), 1 diverged, 1 failed, 1 left" in bar.line() and bar.ran == 3

@@ -7,9 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from asicsim.emulate.policy import recipes_dir
 from asicsim.hw.design_files import designs_dir
-from asicsim.sweep import expand, load_results, load_spec, sweep
+from asicsim.sweep import SweepError, expand, load_results, load_spec, sweep
 from asicsim.workloads.deepbench import workloads_dir
 
 #: digits_mlp (64-64-10) and the same file with hidden = [512]: MACs of one training step.
@@ -95,3 +97,62 @@ def test_each_point_runs_its_own_workload_recipe_and_design(tmp_path):
         row = r[r["id"] == pid].iloc[0]
         assert set(g["design"]) == {row["design"]} and set(g["recipe"]) == {row["recipe"]}
         assert g["macs"].sum() == row["macs"]
+
+
+def test_entries_of_the_same_content_are_one_point_labelled_with_every_name(tmp_path):
+    """A recipe and its copy, a design by name and by path: one point each (one computation), whose
+    label keeps every name the spec gave (none vanishes), and it runs."""
+    from asicsim.report.tables import is_fp32
+    from asicsim.sweep.points import run_job
+    from asicsim.sweep.run import jobs_for
+
+    copy = tmp_path / "my_bf16_copy.toml"
+    copy.write_text((recipes_dir() / "bf16.toml").read_text())
+    fp32 = tmp_path / "my_fp32.toml"
+    fp32.write_text((recipes_dir() / "fp32.toml").read_text())
+    by_path = designs_dir() / "gpu_v100.toml"
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'''
+seeds = [0]
+recipes = ["bf16", "{copy}", "{fp32}", "fp32"]
+designs = ["gpu_v100", "{by_path}", "gpu_h100"]
+[[workloads]]
+name = "digits_mlp"
+run = ["train", "cost"]
+[[kernels]]
+suite = "deepbench_gemm_inference_server"
+precision = "int8"
+''')
+    s = load_spec(spec)
+    pts = expand(s)
+    train = sorted(p.labels["recipe"] for p in pts if p.kind == "train")
+    assert train == sorted([f"bf16 = {copy}", f"{fp32} = fp32"])
+    assert is_fp32(f"{fp32} = fp32") and not is_fp32(f"bf16 = {copy}")  # the report finds its reference
+    designs = {p.labels["design"] for p in pts if p.kind in ("cost", "kernels")}
+    assert designs == {f"gpu_v100 = {by_path}", "gpu_h100"}
+    assert len(pts) == 2 + 2 * 2 + 2 and len({p.id for p in pts}) == len(pts)
+    kernels = [p for p in pts if p.kind == "kernels"]
+    records = [r for job in jobs_for(s, kernels) for r in run_job(job)]
+    assert {r["labels"]["design"] for r in records if r["status"] == "done"} == designs
+
+
+REPEATS = [
+    ('recipes = ["bf16", "bf16"]', "recipes = ['bf16', 'bf16']: ['bf16'] listed twice"),
+    ('infer_recipes = ["int8_ptq_tensor", "int8_ptq_tensor"]', "['int8_ptq_tensor'] listed twice"),
+    ('designs = ["tpu_v1", "tpu_v1"]', "designs: ['tpu_v1'] named twice"),
+    ('[[kernels]]\nsuite = "deepbench_gemm_inference_server"\n[[kernels]]\nsuite = "deepbench_gemm_inference_server"',
+     "kernels[1] = {'suite': 'deepbench_gemm_inference_server'}: the same as kernels[0]"),
+    ('[[workloads]]\nname = "digits_mlp"\n[[workloads]]\nname = "digits_mlp"',
+     "workloads[1] = {'name': 'digits_mlp'}: the same workload and runs as workloads[0]"),
+]
+
+
+@pytest.mark.parametrize("text, message", REPEATS, ids=[r[1][:40] for r in REPEATS])
+def test_an_entry_listed_twice_is_refused(tmp_path, text, message):
+    spec = tmp_path / "spec.toml"
+    head = 'designs = ["tpu_v1"]\n' if not text.startswith("designs") else ""
+    spec.write_text(head + text + ("\n[[workloads]]\nname = \"digits_mlp\"\nrun = [\"infer\", \"cost\"]\n"
+                                   if "workloads" not in text else ""))
+    with pytest.raises(SweepError) as err:
+        load_spec(spec)
+    assert message in str(err.value) and str(spec) in str(err.value)

@@ -109,17 +109,20 @@ def test_failed_point_is_recorded_and_the_sweep_goes_on(swept):
     assert bad["reason"].str.contains("cnn1d model: layer 0 has no output").all()
     oom = res[res["workload"] == "huge_mlp"]
     assert len(oom) == 2 and oom["reason"].str.startswith("out of memory (MemoryError: Unable to allocate").all()
-    assert summary["failed"] == 2 + 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
+    assert summary["failed"] == 2 + 2 and {f["kind"] for f in summary["failures"]} == {"train"}
     failing = ["bad_kind", "huge_mlp", "digits_mlp[lr=1000000000.0,steps=40]"]
     assert (res[~res["workload"].isin(failing)]["status"] == "done").all()
 
 
-def test_diverged_run_is_failed_with_its_step_and_keeps_its_curves(swept):
-    _, out, _ = swept
+def test_diverged_run_is_diverged_not_failed_with_its_step_and_keeps_its_curves(swept):
+    _, out, summary = swept
     res = load_results(out)
     div = res[res["workload"] == "digits_mlp[lr=1000000000.0,steps=40]"]
-    assert len(div) == 2 and (div["status"] == "failed").all() and div["diverged"].all()
+    assert len(div) == 2 and (div["status"] == "diverged").all() and div["diverged"].all()
     assert div["reason"].str.match(r"diverged at step \d+: ").all()
+    assert (div["diverged_step"] >= 1).all() and div["diverged_cause"].notna().all()
+    assert summary["diverged"] == 2 and {d["id"] for d in summary["divergences"]} == set(div["id"])
+    assert not {f["id"] for f in summary["failures"]} & set(div["id"])
     curves = load_results(out, "curves")
     assert set(div["id"]) <= set(curves["id"])
     ok = res[(res["workload"] == "digits_mlp[eval_every=20,steps=40]") & (res["kind"] == "train")]
@@ -172,10 +175,10 @@ def test_rerun_skips_finished_points_and_retry_failed_reruns_only_failed(swept):
     assert {p.name: p.read_text() for p in (out / "points").glob("*.json")} == before
     old = {r["id"]: r for r in Store(out).records()}
     retry = sim.sweep(path, out, workers=1, progress=None, retry_failed=True)
-    assert retry["ran"] == 6 and retry["failed"] == 6
+    assert retry["ran"] == 4 and retry["failed"] == 4 and retry["diverged"] == 2
     new = {r["id"]: r for r in Store(out).records()}
     failed_ids = {k for k, r in old.items() if r["status"] == "failed"}
-    assert {k for k in old if old[k] != new[k]} == failed_ids  # only those reran
+    assert {k for k in old if old[k] != new[k]} == failed_ids  # only those reran, not the diverged
     assert len(load_results(out)) == len(old)  # the rerun replaced their records: none counted twice
 
 
@@ -193,12 +196,40 @@ def test_second_sweep_on_a_directory_refuses(swept, tmp_path):
         pass
 
 
-def test_timeout_fails_the_point(tmp_path):
+def _timed_out_sweep(tmp_path: Path) -> tuple[Path, Path, str]:
+    from asicsim.report import summary_text
+
     spec = tmp_path / "slow.toml"
-    spec.write_text('seeds = [0]\nrecipes = ["fp32"]\npoint_timeout_s = 0.5\n'
-                    '[[workloads]]\nname = "digits_mlp"\nrun = ["train"]\nsteps = 2000\n')
-    s = sim.sweep(spec, tmp_path / "out", workers=1, progress=None)
-    assert s["failed"] == 1 and "timed out after" in s["failures"][0]["reason"]
+    body = '[[workloads]]\nname = "digits_mlp"\nrun = ["train"]\nsteps = 30\neval_every = 30\n'
+    spec.write_text('seeds = [0]\nrecipes = ["bf16"]\npoint_timeout_s = 1\n' + body)
+    out = tmp_path / "out"
+    s = sim.sweep(spec, out, workers=1, progress=None)
+    assert (s["failed"], s["diverged"]) == (1, 0) and "timed out after" in s["failures"][0]["reason"]
+    assert "--retry-failed" in s["failures"][0]["reason"]
+    # a slow machine is no numerical verdict: a failure, not a divergence
+    text = summary_text(out)
+    assert "digits_mlp train bf16: no verdict: its 1 run failed (no result)" in text and "diverged" not in \
+        text.replace("0 diverged", "")
+    return spec, out, body
+
+
+def test_timeout_fails_the_point_and_is_no_divergence(tmp_path):
+    _timed_out_sweep(tmp_path)
+
+
+@pytest.mark.slow
+def test_retry_failed_reruns_a_timed_out_point_and_replaces_its_record(tmp_path, capsys):
+    from asicsim.cli import main
+
+    spec, out, body = _timed_out_sweep(tmp_path)
+    spec.write_text('seeds = [0]\nrecipes = ["bf16"]\n' + body)  # no limit: the same point
+    again = sim.sweep(spec, out, workers=1, progress=None)
+    assert (again["ran"], again["failed"]) == (0, 1)  # a rerun keeps it ...
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1", "--retry-failed", "--json"]) == 0
+    retry = json.loads(capsys.readouterr().out)  # ... --retry-failed reruns it and its record replaces the old
+    assert (retry["ran"], retry["done"], retry["failed"]) == (1, 1, 0)
+    res = load_results(out)
+    assert len(res) == 1 and res["status"].tolist() == ["done"] and 0 < res["value"].iloc[0] <= 1
 
 
 def _children(pid: int) -> list[int]:

@@ -97,3 +97,73 @@ def test_unreadable_workload_file_is_named(tmp_path, content, message):
     with pytest.raises(WorkloadError) as err:
         load_workload(path)
     assert str(path) in str(err.value) and message in str(err.value)
+
+
+KERNELS = '[[kernels]]\nsuite = "deepbench_gemm_inference_server"\nprecision = "int8"\n'
+
+def _values(n: int) -> str:
+    return ", ".join(str(v) for v in range(1, n + 1))
+
+
+SIZE_CASES = [  # (spec text, message): refused before a single design is built
+    (f'[[design_space]]\nbase = "edge_int8_32x32"\nvary = {{ "array.rows" = [{_values(3000)}], '
+     f'"array.cols" = [{_values(3000)}] }}\n',
+     "design_space: 9,000,000 designs in all (design_space[0]: 9,000,000 (3000 x 3000)); allowed: at most 100,000"),
+    (f'designs = ["tpu_v1"]\n[[design_space]]\nbase = "tpu_v1"\nvary = {{ "clock_mhz" = [{_values(60000)}] }}\n'
+     f'[[design_space]]\nbase = "edge_int8_32x32"\nvary = {{ "clock_mhz" = [{_values(50000)}] }}\n',
+     "design_space: 110,001 designs in all (design_space[0]: 60,000 (60000), design_space[1]: 50,000 (50000))"),
+]
+
+
+@pytest.mark.parametrize("text, message", SIZE_CASES, ids=["3000x3000", "two spaces"])
+def test_a_huge_design_space_is_refused_at_once_with_its_size(tmp_path, text, message):
+    import time
+
+    path = tmp_path / "huge.toml"
+    path.write_text(text + KERNELS)
+    t0 = time.monotonic()
+    with pytest.raises(SweepError) as err:
+        load_spec(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+    assert time.monotonic() - t0 < 30  # was: minutes building 9 M designs, no word
+
+
+def test_a_large_design_space_is_said_and_too_many_points_refused(tmp_path, monkeypatch):
+    from asicsim.sweep import designs, spec
+    from asicsim.sweep.spec import SweepWarning
+
+    path = tmp_path / "big.toml"
+    path.write_text('recipes = ["fp32", "bf16"]\n[[design_space]]\nbase = "gpu_v100"\n'
+                    'vary = { "boost_clock_mhz" = [1000, 1100, 1200] }\n'
+                    '[[workloads]]\nname = "digits_mlp"\nrun = ["cost"]\n' + KERNELS)
+    monkeypatch.setattr(designs, "WARN_DESIGNS", 2)
+    with pytest.warns(SweepWarning, match="design_space: 3 designs to build and price"):
+        load_spec(path)
+    monkeypatch.setattr(designs, "WARN_DESIGNS", 10)
+    monkeypatch.setattr(spec, "MAX_POINTS", 8)
+    with pytest.raises(SweepError, match=r"9 points \(3 designs\); allowed: at most 8 per sweep"):
+        load_spec(path)
+
+
+RAY_CASES = [
+    ("bogus.invalid:1234", "no such host 'bogus.invalid'"),
+    ("127.0.0.1:1", "nothing listens at 127.0.0.1:1"),
+    ("ray://bogus.invalid", "no such host 'bogus.invalid'"),
+    ("headnode", "not HOST:PORT"),
+    ("127.0.0.1:99999", "not an address"),
+]
+
+
+@pytest.mark.parametrize("address, message", RAY_CASES, ids=[c[0] for c in RAY_CASES])
+def test_a_bad_ray_address_is_a_clear_error_at_once(tmp_path, address, message):
+    import time
+
+    from asicsim.sweep import sweep
+
+    path = tmp_path / "k.toml"
+    path.write_text('designs = ["tpu_v1"]\n' + KERNELS)
+    t0 = time.monotonic()
+    with pytest.raises(SweepError) as err:
+        sweep(path, tmp_path / "out", ray=address, progress=None)
+    assert f"--ray {address!r}: {message}" in str(err.value) and "ray start --head" in str(err.value)
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "out").exists()  # was: retried forever
