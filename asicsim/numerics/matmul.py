@@ -15,6 +15,7 @@ other order.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -268,7 +269,8 @@ def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     if qa.shape[-1] != qb.shape[-2]:
         raise ValueError(f"matmul: contracting dimensions differ: {qa.shape} and {qb.shape}")
     batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
-    qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((-1, *qa.shape[-2:]))
-    qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((-1, *qb.shape[-2:]))
+    count = math.prod(batch)  # not reshape(-1, ...): an empty K, M or N leaves -1 undetermined
+    qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((count, *qa.shape[-2:]))
+    qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((count, *qb.shape[-2:]))
     out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled())
     return out.reshape(batch + out.shape[-2:])

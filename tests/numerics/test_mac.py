@@ -273,6 +273,27 @@ def test_shapes_like_jnp_dot_and_matmul():
     assert empty.shape == (2, 3) and not np.asarray(empty).any()
 
 
+EMPTY_MACS = ["a=bf16,acc=fp32", "a=fp32,acc=fp32,order=tree", "a=fp16,acc=fp32,order=chunk:3", "v100",
+              "a=bf16,acc=fp32,order=fast", "a=int8,acc=int32", "a=e4m3fn,acc=fp16,out=e4m3fn"]
+EMPTY_SHAPES = [((2, 0), (0, 3)), ((0, 2), (2, 3)), ((2, 3), (3, 0)), ((4, 2, 0), (0, 3)), ((0, 2, 0), (0, 0, 3)),
+                ((1, 0, 2), (2, 2)), ((0,), (0,)), ((2, 0), (0,))]
+
+
+@pytest.mark.parametrize("mac", EMPTY_MACS)
+def test_empty_operands_give_numpys_shape_and_zeros(mac):
+    """An empty contraction is a sum of no products: +0 (matmul raised ZeroDivisionError on
+    (2, 0) x (0, 3), as on any empty M, N or K, reshaping with -1)."""
+    for sa, sb in EMPTY_SHAPES:
+        a, b = np.ones(sa, np.float32), np.ones(sb, np.float32)
+        want = np.matmul(a, b)
+        for f in (matmul, dot):
+            if f is dot and max(len(sa), len(sb)) > 2:
+                continue
+            got = np.asarray(f(a, b, mac))
+            assert got.shape == want.shape, (f.__name__, sa, sb, got.shape)
+            assert np.array_equal(got, want) and not np.signbit(got).any(), (f.__name__, sa, sb)
+
+
 def test_jit_static_and_x64_untouched():
     mac = MacSpec.parse("a=bf16,b=bf16,acc=fp32,order=sequential")
     assert hash(mac) == hash(MacSpec.parse(str(mac))) and mac == MacSpec.parse(str(mac))
