@@ -114,8 +114,11 @@ def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
         bits = xp.where(top & (man == u(m_mask)), u(c.nan), bits)
     elif spec.nan == "negzero":
         bits = xp.where((neg == u(1)) & (e_field == 0) & (man == u(0)), u(c.nan), bits)
-    is_nan = bits == u(c.nan)
-    return xp.where(is_nan, bits, bits | (neg.astype(u) << u(c.width - 1)))
+    # Every code keeps its sign bit, NaNs included, as in ml_dtypes (e4m3fn 0xFF is -NaN; the fnuz
+    # NaN, the negative-zero code, -NaN; e8m0fnu's 0xFF, unsigned, +NaN). A NaN is the quiet one,
+    # as ml_dtypes' float8 types give it; numpy's float16 and ml_dtypes' bfloat16 keep a payload,
+    # signalling NaNs too, which would then warn at every numpy cast: not kept here.
+    return bits | (neg.astype(u) << u(c.width - 1))
 
 
 # --- integers -----------------------------------------------------------------------------------
@@ -152,20 +155,12 @@ def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axi
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
         return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
-    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate))
+    values = quantize(x, spec, rounding, key=key, saturate=saturate)  # NaNs carry their sign
     if not (spec.kind == "float" and spec.has_nan):
         _refuse(jnp.isnan(values), spec.name, "NaN value(s)", "it has no NaN code")
     if spec.kind == "int":
         return _encode_int(values, spec)
     return _encode_float_jit(values, spec)
-
-
-def _nan_signs_of(x, values: jax.Array) -> jax.Array:
-    """``values`` with the sign of ``x`` on its NaNs (quantize returns one positive NaN)."""
-    neg = jnp.signbit(x) if isinstance(x, jax.Array) else jnp.asarray(np.signbit(np.asarray(x)))
-    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
-    bits = jnp.where(jnp.isnan(values) & neg, bits | np.uint32(F32.sign), bits)
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
 def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
@@ -182,7 +177,9 @@ def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
 
 
 def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
-    """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``)."""
+    """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``),
+    bit for bit as ml_dtypes decodes them, the sign of a NaN code included (payloads aside: a NaN
+    is the quiet NaN of the code's sign)."""
     spec = get_format(fmt)
     codes = jnp.asarray(codes)
     if not jnp.issubdtype(codes.dtype, jnp.integer):
@@ -211,7 +208,7 @@ def _decode_float_jit(codes: jax.Array, spec: FloatFormat) -> jax.Array:
 def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
     from .scaling import block_scales
 
-    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis))
+    values = quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis)
     exps = block_scales(x, spec, axis=axis)
     element, plan = resolve_scaling(spec, axis=axis)
     groups, _ = _grouped(values, plan)

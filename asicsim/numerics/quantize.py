@@ -101,7 +101,7 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
         r = xp.where(a == inf, limit, r)
         neg_out = xp.where(a == inf, negative, neg_out)
         out = xp.where(neg_out & (r != u(0)), r | sign_bit, r)  # integers have no -0
-        return xp.where(a > inf, nan, out)
+        return xp.where(a > inf, nan_with_sign(spec, nan, bits & sign_bit), out)
 
     mode = rnd.mode
     if saturate or not (spec.has_inf or spec.has_nan):
@@ -131,8 +131,21 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
             out = xp.where(negative & (a != u(0)), nan if spec.has_nan else lowest, out)
         else:
             out = xp.where(negative & (r != u(0)), r | sign_bit, r)
-    out = xp.where((r == nan) | (a > inf), nan, out)
-    return out
+    return xp.where((r == nan) | (a > inf), nan_with_sign(spec, nan, bits & sign_bit), out)
+
+
+def nan_with_sign(spec, nan, sign):
+    """The NaN ``quantize`` returns, with the sign ml_dtypes gives it (``x.astype(fmt)
+    .astype(float32)``): negative for fnuz formats (their one NaN is the negative-zero code),
+    positive for unsigned formats (e8m0's 0xFF), else ``sign`` -- the sign bit of the input, be it
+    a NaN or a value that overflows onto an ``fn`` format's NaN (-1000 onto float8_e4m3fn is -NaN,
+    code 0xFF). Integers and fp6/fp4 have no NaN code: their NaN marks an input they cannot hold
+    (a NaN), signed by the same rule."""
+    if spec.kind == "float" and spec.nan == "negzero":
+        return nan | nan.dtype.type(1 << (8 * nan.dtype.itemsize - 1))
+    if not spec.signed:
+        return nan
+    return nan | sign
 
 
 def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array | None:
@@ -169,18 +182,20 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
                 jax.lax.bitcast_convert_type(x, jnp.uint32) + np.uint32(-qmin << 23), jnp.float32)
             tiny = jnp.round(up) * f32(2.0**qmin)
             y = jnp.where(jnp.abs(x) < f32(spec.smallest_normal), tiny, y)
+        nan = _signed_nan32(x, spec)
         if full and spec.has_inf and not saturate:
             # reduce_precision already overflows to +-inf here: only NaN is left to canonicalise
             # (the two-level overflow select below costs about twice as much on XLA:CPU).
-            return jnp.where(jnp.abs(y) <= f32(np.inf), y, f32(np.nan))
+            return jnp.where(jnp.abs(y) <= f32(np.inf), y, nan)
         if saturate or not (spec.has_inf or spec.has_nan):
             hi = f32(spec.max)
+        elif not spec.has_inf:  # fn: overflow and NaN alike are the NaN of the input's sign
+            return jnp.where(jnp.abs(y) <= f32(spec.max), y, nan)
         else:
-            hi = f32(np.inf) if spec.has_inf else f32(np.nan)
-        lo = f32(np.nan) if np.isnan(hi) else -hi
+            hi = f32(np.inf)
         # NaN fails all three comparisons. (Spelled without isnan: XLA:CPU ran an isnan select
         # next to the overflow select about 3x slower.)
-        beyond = jnp.where(y > 0, hi, jnp.where(y < 0, lo, f32(np.nan)))
+        beyond = jnp.where(y > 0, hi, jnp.where(y < 0, -hi, nan))
         return jnp.where(jnp.abs(y) <= f32(spec.max), y, beyond)
     if spec.kind == "int":
         frac = spec.frac_bits
@@ -189,8 +204,15 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
         y = jnp.clip(x, f32(spec.min), f32(spec.max))
         y = jnp.round(y * f32(2.0**frac)) * f32(2.0**-frac)
         bound = f32(max(spec.max, -spec.min))
-        return jnp.where(y == 0, f32(0), jnp.where(jnp.abs(y) <= bound, y, f32(np.nan)))  # no -0
+        return jnp.where(y == 0, f32(0), jnp.where(jnp.abs(y) <= bound, y, _signed_nan32(x, spec)))  # no -0
     return None
+
+
+def _signed_nan32(x: jax.Array, spec) -> jax.Array:
+    """The quiet float32 NaN ``nan_with_sign`` gives for float32 ``x``."""
+    sign = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(F32.sign)
+    nan = nan_with_sign(spec, np.uint32(F32.nan), sign)
+    return jax.lax.bitcast_convert_type(jnp.broadcast_to(nan, x.shape), jnp.float32)
 
 
 def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> jax.Array | None:
@@ -224,7 +246,7 @@ def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     quantum = u32(F32.pow2_bits(qmin))
     r = jnp.where(a < quantum, jnp.where(rand < threshold, quantum, u32(0)), r)
     out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
-    out = jnp.where(a > u32(F32.inf), u32(F32.nan), out)
+    out = jnp.where(a > u32(F32.inf), jax.lax.bitcast_convert_type(_signed_nan32(x, spec), jnp.uint32), out)
     return jax.lax.bitcast_convert_type(out, jnp.float32)
 
 
@@ -349,6 +371,8 @@ def quantize(
 
     Returns:
       float32 JAX array of ``x``'s shape. Differentiable: the gradient passes straight through.
+      A NaN result is the quiet NaN with ml_dtypes' sign (see ``nan_with_sign``): -1000 onto
+      ``float8_e4m3fn`` is -NaN, as ``np.float32(-1000).astype(float8_e4m3fn)`` is.
     """
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
