@@ -16,6 +16,7 @@ import numpy as np
 
 from .catalog import get_format
 from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .inputs import code_input, real_input
 from .quantize import mul_pow2, quantize
 from .rounding import F32, Carrier, bit_length
 from .scaling import _grouped, resolve_scaling
@@ -152,6 +153,7 @@ def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axi
     (under ``jit``, where the values cannot be inspected, it writes 0 for integers and ml_dtypes'
     -0 for fp6/fp4).
     """
+    x = real_input(x, "encode")
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
         return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
@@ -179,15 +181,15 @@ def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
 def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
     """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``),
     bit for bit as ml_dtypes decodes them, the sign of a NaN code included (payloads aside: a NaN
-    is the quiet NaN of the code's sign)."""
+    is the quiet NaN of the code's sign). Codes lie in ``0 .. 2**bits - 1``: others are a
+    ValueError (they used to wrap modulo ``2**bits``)."""
     spec = get_format(fmt)
-    codes = jnp.asarray(codes)
-    if not jnp.issubdtype(codes.dtype, jnp.integer):
-        raise TypeError(f"decode expects integer codes, got dtype {codes.dtype}")
     if isinstance(spec, BlockFormat):
         if scales is None:
             raise ValueError(f"decoding {spec.name!r} needs scales= (the second output of encode)")
-        return _decode_block(codes, jnp.asarray(scales), spec, shape, axis)
+        scales = code_input(scales, spec.scale.bits, spec.name, "scale codes")
+        return _decode_block(code_input(codes, spec.element.bits, spec.name), scales, spec, shape, axis)
+    codes = code_input(codes, spec.bits, spec.name)
     if spec.kind == "int":
         return _decode_int(codes, spec)
     return _decode_float_jit(codes, spec)

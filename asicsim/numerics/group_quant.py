@@ -44,6 +44,8 @@ import numpy as np
 from jax import lax
 
 from asicsim.numerics.catalog import get_format
+from asicsim.numerics.formats import BLOCK_SIZES, MAX_BLOCK_SIZE
+from asicsim.numerics.inputs import real_input
 from asicsim.numerics.quantize import mul_pow2, quantize
 
 SCALE_FORMATS = ("fp32", "fp16", "bf16", "e8m0")
@@ -74,6 +76,22 @@ def code_range(fmt: str, zero_point: bool) -> tuple[int, int]:
     if not zero_point and lo >= 0:
         raise ValueError(f"group quantization: symmetric (no zero point) needs signed codes (int4, int8), not {fmt!r}")
     return lo, hi
+
+
+def _group_layout(shape: tuple[int, ...], group_size, axis) -> tuple[int, int]:
+    """(axis in 0..ndim-1, group size) for an array of ``shape``, checked: a group longer than
+    its axis is one group of the axis' length (not padded to ``group_size`` elements)."""
+    if not (isinstance(group_size, int | np.integer) and not isinstance(group_size, bool)
+            and 1 <= group_size <= MAX_BLOCK_SIZE):
+        raise ValueError(f"group quantization: group_size={group_size!r}; allowed: {BLOCK_SIZES}")
+    ndim = len(shape)
+    if ndim == 0:
+        raise ValueError("group quantization: a 0-d array has no axis to group along; pass at least 1-d")
+    if not (isinstance(axis, int | np.integer) and not isinstance(axis, bool) and -ndim <= axis < ndim):
+        raise ValueError(f"group quantization: axis={axis!r} for a {ndim}-d array of shape {shape}; "
+                         f"allowed: an integer in {-ndim}..{ndim - 1}")
+    axis = int(axis) % ndim
+    return axis, int(min(group_size, max(shape[axis], 1)))
 
 
 def _grouped(x: jax.Array, group_size: int, axis: int) -> tuple[jax.Array, int]:
@@ -155,8 +173,8 @@ def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: 
                    scale_format: str = "fp32") -> GroupCodes:
     """Codes, scales and zero points of ``x`` quantized in groups along ``axis`` (see the module doc)."""
     lo, hi = code_range(fmt, zero_point)
-    x = jnp.asarray(x, jnp.float32)
-    axis = axis % x.ndim
+    x = jnp.asarray(real_input(x, "group_quantize"), jnp.float32)
+    axis, group_size = _group_layout(x.shape, group_size, axis)
     g, _ = _grouped(x, group_size, axis)
     if zero_point:
         xmin = jnp.minimum(jnp.min(g, axis=-1), 0.0)
@@ -175,7 +193,7 @@ def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: 
 def group_dequantize(q: GroupCodes, *, group_size: int, axis: int = -1) -> jax.Array:
     """float32 ``scale * (code - zero)``, each group's scale and zero point repeated along ``axis``."""
     codes = jnp.asarray(q.codes)
-    axis = axis % codes.ndim
+    axis, group_size = _group_layout(codes.shape, group_size, axis)
     k = codes.shape[axis]
 
     def spread(v):

@@ -18,6 +18,7 @@ from .._jax_compat import is_floating
 from . import random as _random
 from .catalog import get_format
 from .formats import FloatFormat, Format, IntFormat
+from .inputs import check_flag, real_input
 from .rounding import (
     F32,
     F64,
@@ -354,12 +355,14 @@ def quantize(
     """Round ``x`` onto ``fmt`` and return float32 values the format represents.
 
     Args:
-      x: float array (numpy or JAX; float64, float32, float16, bfloat16 or an ml_dtypes float)
-        or Python number. float64 is rounded directly, never through float32.
+      x: float array (numpy or JAX; float64, float32, float16, bfloat16 or an ml_dtypes float;
+        either byte order), list or Python number. float64 is rounded directly, never through
+        float32. Anything else (strings, None, booleans, complex) is a TypeError.
       fmt: a format name, alias, grammar name (``e4m3fn``, ``q7.8``), TOML path or spec.
       rounding: ``rne`` (default), ``rna``, ``rtz``, ``rup``, ``rdn``, ``sr`` or ``sr{N}``.
       key: a ``jax.random`` key; required by stochastic rounding (same key, same bits).
-      saturate: clamp overflow to the largest finite value. ``None`` uses the format's own
+      saturate: ``True`` clamps overflow to the largest finite value, ``False`` does not
+        (any other value is a TypeError). ``None`` uses the format's own
         convention (inf for IEEE-like, NaN for fn/fnuz, saturation for formats with neither,
         integers and MX elements, as OCP MX requires).
       axis, block_size, scaling: scale the tensor before rounding (see ``Scaling``): ``axis``
@@ -374,6 +377,8 @@ def quantize(
       A NaN result is the quiet NaN with ml_dtypes' sign (see ``nan_with_sign``): -1000 onto
       ``float8_e4m3fn`` is -NaN, as ``np.float32(-1000).astype(float8_e4m3fn)`` is.
     """
+    x = real_input(x, "quantize")
+    check_flag(saturate, "quantize: saturate", "True, False or None (the format's own convention)")
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
     if rnd.stochastic and words is None:
@@ -424,8 +429,8 @@ def _scalable_f32(x) -> jax.Array:
         return _as_f32(x)
     if isinstance(x, jax.Array):
         return _odd_f32(x)
-    bits = f64_bits_to_f32_odd(np, np.ascontiguousarray(x, np.float64).view(np.uint64))
-    return jnp.asarray(bits.view(np.float32))
+    bits = f64_bits_to_f32_odd(np, np.asarray(x, np.float64).view(np.uint64))  # (not ascontiguousarray:
+    return jnp.asarray(bits.view(np.float32))  # it made a 0-d input, a Python float, 1-d)
 
 
 @jax.custom_jvp
