@@ -233,13 +233,16 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
 
 
 def _operands(a, b, mac: MacSpec):
-    return quantize(a, mac.spec("a_fmt"), "rne"), quantize(b, mac.spec("b_fmt"), "rne")
+    """The operands rounded (rne) onto their formats, overflowing as ``mac.saturate`` says."""
+    return (quantize(a, mac.spec("a_fmt"), "rne", saturate=mac.saturate),
+            quantize(b, mac.spec("b_fmt"), "rne", saturate=mac.saturate))
 
 
 def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it.
 
-    Inputs are rounded (rne) onto the operand formats first. Returns float32 (int32 for an
+    Inputs are rounded (rne) onto the operand formats first (saturating where ``mac.saturate``
+    says). Returns float32 (int32 for an
     integer MAC, uint32 for an unsigned accumulator): a scalar for vector . vector, (M,) for
     matrix . vector, and so on. ``order="fast"`` on integers is an int32 ``jnp.dot`` (wraps
     modulo 2**32 whatever the accumulator).

@@ -126,6 +126,48 @@ def test_hypothesis_matches_scalar_reference(data, mac):
     assert_same_bits(dot(a, b, mac), dot_ref(a, b, mac), mac)
 
 
+# --- saturate: every float rounding of the MAC ----------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+# (mac, a, b, with saturate=True, with each format's own convention), worked out by hand
+SATURATING = [
+    ("a=e4m3fn,acc=fp32", [[1000.0, 1.0]], [[1.0], [1.0]], 449.0, NAN),  # operand: 448 + 1
+    ("a=e4m3,acc=fp32", [[-1000.0, 1.0]], [[1.0], [1.0]], -239.0, -INF),  # IEEE-like: max 240, inf
+    ("a=fp16,acc=fp32,fused=false,product=e4m3fn", [[20.0]], [[30.0]], 448.0, NAN),  # product 600
+    ("a=fp16,acc=fp16", [[60000.0, 60000.0]], [[1.0], [1.0]], 65504.0, INF),  # a sum of 120000
+    ("a=fp16,acc=fp16,order=tree", [[-60000.0, -60000.0]], [[1.0], [1.0]], -65504.0, -INF),
+    ("a=fp32,acc=fp32,out=e4m3fn", [[1000.0]], [[1.0]], 448.0, NAN),  # the out rounding
+]
+
+
+@pytest.mark.parametrize(("mac", "a", "b", "saturated", "own"), SATURATING, ids=[r[0] for r in SATURATING])
+def test_saturate_covers_operands_products_accumulator_and_out(mac, a, b, saturated, own):
+    """Issue 29: MacSpec(saturate=True) rounded 1000 onto e4m3fn as NaN before the product. It
+    saturates every rounding now (the formats' own convention is unchanged under None), and the
+    Fraction reference agrees."""
+    a, b = np.array(a, np.float32), np.array(b, np.float32)
+    for sat, want in ((True, saturated), (None, own)):
+        spec = MacSpec.parse(f"{mac},saturate={sat}")
+        got = float(dot(a, b, spec)[0, 0])
+        assert got == want or (np.isnan(got) and np.isnan(want)), (mac, sat, got, want)
+        assert_same_bits(dot(a, b, spec), dot_ref(a, b, spec), f"{spec} vs dot_ref")
+
+
+@pytest.mark.parametrize("mac", ["a=e4m3fn,b=e5m2,acc=fp16", "a=e4m3fn,acc=bf16,fused=false,product=e5m2",
+                                 "a=e5m2,acc=e5m2,order=chunk:3", "a=e4m3,acc=fp16,order=tensorcore:4"])
+def test_saturate_matches_scalar_reference(mac):
+    """Data that overflows the operand formats (up to 2**17), the products and the accumulator,
+    against the Fraction reference: every result finite (the conventions without saturate are
+    held to the reference by the tests above)."""
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 9)) * 2.0 ** rng.integers(0, 18, (3, 9))).astype(np.float32)
+    b = (rng.standard_normal((9, 4)) * 2.0 ** rng.integers(0, 18, (9, 4))).astype(np.float32)
+    spec = MacSpec.parse(f"{mac},saturate=true")
+    got = dot(a, b, spec)
+    assert_same_bits(got, dot_ref(a, b, spec), str(spec))
+    assert np.isfinite(np.asarray(got)).all()
+
+
 # --- integer MACs --------------------------------------------------------------------------------
 
 
@@ -345,6 +387,7 @@ def test_parse_presets_and_text_round_trip():
         ("fused=maybe", "not a boolean"),
         ("order=tensorcore:4,guard_bits=40", "guard_bits"),
         ("b100", "unknown preset"),
+        ("a=int8,acc=int32,saturate=true", "an integer accumulator wraps or saturates as overflow="),
     ],
 )
 def test_bad_specs_are_refused_clearly(text, message):
