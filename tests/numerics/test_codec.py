@@ -38,6 +38,9 @@ def test_catalog_floats_all_covered():
     """Every <=16-bit float of the catalog has an ml_dtypes type (so the sweeps below cover all)."""
     assert set(FLOATS) == {n for n in FLOATS if ml_type(n) is not None}
     assert len(FLOATS) >= 13
+    # and every float type ml_dtypes knows is a catalog format, so the sweeps cover them all
+    known = {n for n in dir(ml_dtypes) if n.startswith(("float", "bfloat")) and isinstance(getattr(ml_dtypes, n), type)}
+    assert known and known <= set(FLOATS), known - set(FLOATS)
 
 
 @pytest.mark.parametrize("name", list(FLOATS))
