@@ -169,7 +169,16 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
               kernel: bool = True) -> jax.Array:
     """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N).
 
-    ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares)."""
+    ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares).
+    A NaN result is the positive quiet NaN: the sign of the NaN an ``inf - inf`` makes is the
+    host's (x86: negative; an NVIDIA GPU: positive), and the model leaves it unspecified."""
+    out = _matmul3d_any_nan(a, b, mac, unroll, kernel)
+    if mac.integer:
+        return out
+    return jnp.where(jnp.isnan(out), np.float32(np.nan), out)
+
+
+def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool) -> jax.Array:
     if mac.order_kind == "fast":
         if mac.integer:
             return jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)

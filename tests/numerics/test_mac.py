@@ -168,6 +168,16 @@ def test_saturate_matches_scalar_reference(mac):
     assert np.isfinite(np.asarray(got)).all()
 
 
+@pytest.mark.parametrize("mac", ["a=fp32,acc=fp32", "a=bf16,acc=bf16", "a=fp16,acc=fp16,order=tree",
+                                 "a=bf16,acc=fp32,order=fast", "v100", "a=fp32,acc=fp32,out=e4m3fn"])
+def test_nan_results_are_one_nan_on_every_host(mac):
+    """inf - inf inside a dot is NaN; its sign was the host's (x86 makes -NaN, a GPU +NaN), so the
+    same MAC gave other bits on a CPU than on a GPU: every NaN result is the positive quiet NaN."""
+    a, b = np.float32([[np.inf, -np.inf, 1.0]]), np.float32([[1.0], [1.0], [-np.nan]])
+    for x, y in ((a[:, :2], b[:2]), (a[:, 2:], b[2:])):  # inf - inf, and a -NaN operand
+        assert np.asarray(dot(x, y, mac)).view(np.uint32)[0, 0] == 0x7FC00000, mac
+
+
 # --- integer MACs --------------------------------------------------------------------------------
 
 
