@@ -172,6 +172,8 @@ def round_div(x: jax.Array, s: jax.Array) -> jax.Array:
 def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: bool = False,
                    scale_format: str = "fp32") -> GroupCodes:
     """Codes, scales and zero points of ``x`` quantized in groups along ``axis`` (see the module doc)."""
+    if not isinstance(zero_point, bool | np.bool_):  # 'no' is truthy: it took a zero point
+        raise ValueError(f"group quantization: zero_point={zero_point!r}; allowed: True or False")
     lo, hi = code_range(fmt, zero_point)
     x = jnp.asarray(real_input(x, "group_quantize"), jnp.float32)
     axis, group_size = _group_layout(x.shape, group_size, axis)

@@ -73,6 +73,8 @@ class Scaling:
         ]
         if not (isinstance(self.axis, (int, np.integer)) and not isinstance(self.axis, bool)):
             raise ValueError(f"Scaling: axis={self.axis!r}; allowed: an integer")
+        if not isinstance(self.symmetric, (bool, np.bool_)):  # 'no' is truthy: it was symmetric
+            raise ValueError(f"Scaling: symmetric={self.symmetric!r}; allowed: True or False")
         if self.block_size is not None and not (
                 isinstance(self.block_size, (int, np.integer)) and not isinstance(self.block_size, bool)):
             raise ValueError(f"Scaling: block_size={self.block_size!r}; allowed: {BLOCK_SIZES} or None")
