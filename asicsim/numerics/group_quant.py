@@ -188,7 +188,8 @@ def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: 
         s = scale_of(jnp.maximum(amax, MIN_RANGE), hi, scale_format)
         z = jnp.zeros(s.shape, jnp.int32)
     codes = jnp.clip(round_div(g, s[..., None]) + z[..., None], lo, hi)
-    codes = codes.reshape(*codes.shape[:-2], -1)[..., : x.shape[axis]]
+    flat = codes.shape[-2] * codes.shape[-1]  # not -1: with no rows, -1 is undetermined
+    codes = codes.reshape(*codes.shape[:-2], flat)[..., : x.shape[axis]]
     return GroupCodes(jnp.moveaxis(codes, -1, axis), jnp.moveaxis(s, -1, axis), jnp.moveaxis(z, -1, axis))
 
 

@@ -117,3 +117,11 @@ def test_a_block_longer_than_its_axis_is_one_block():
                                   np.asarray(quantize(x, wide)))
     np.testing.assert_array_equal(np.asarray(quantize(x, "int8", axis=0, block_size=1 << 24)),
                                   np.asarray(quantize(x, "int8", axis=0, block_size=3)))
+
+
+@pytest.mark.parametrize("shape", [(0, 8), (2, 0), (0, 0)])
+def test_group_quantization_of_empty_arrays(shape):
+    """(0, 8) raised ZeroDivisionError (a reshape with -1 and no rows): empty in, empty out."""
+    x = np.zeros(shape, np.float32)
+    assert group_round(x, fmt="int4", group_size=4).shape == shape
+    assert group_round(x, fmt="uint4", group_size=4, zero_point=True, axis=0).shape == shape
