@@ -17,9 +17,12 @@ enable_x64 = (jax.enable_x64 if hasattr(jax, "enable_x64")
 
 def is_floating(dtype) -> bool:
     """Whether ``dtype`` is a floating-point type, ml_dtypes' narrow floats included: jax 0.8
-    does not count float6_e2m3fn/e3m2fn as ``jnp.floating`` (later jax does)."""
+    does not count float6_e2m3fn/e3m2fn as ``jnp.floating`` (later jax does). Complex types are
+    not (``ml_dtypes.finfo`` accepts them, as ``np.finfo`` does: that of their real part)."""
     if jnp.issubdtype(dtype, jnp.floating):
         return True
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return False
     try:
         ml_dtypes.finfo(dtype)
     except (TypeError, ValueError):

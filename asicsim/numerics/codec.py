@@ -16,6 +16,7 @@ import numpy as np
 
 from .catalog import get_format
 from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .inputs import code_input, real_input
 from .quantize import mul_pow2, quantize
 from .rounding import F32, Carrier, bit_length
 from .scaling import _grouped, resolve_scaling
@@ -114,8 +115,11 @@ def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
         bits = xp.where(top & (man == u(m_mask)), u(c.nan), bits)
     elif spec.nan == "negzero":
         bits = xp.where((neg == u(1)) & (e_field == 0) & (man == u(0)), u(c.nan), bits)
-    is_nan = bits == u(c.nan)
-    return xp.where(is_nan, bits, bits | (neg.astype(u) << u(c.width - 1)))
+    # Every code keeps its sign bit, NaNs included, as in ml_dtypes (e4m3fn 0xFF is -NaN; the fnuz
+    # NaN, the negative-zero code, -NaN; e8m0fnu's 0xFF, unsigned, +NaN). A NaN is the quiet one,
+    # as ml_dtypes' float8 types give it; numpy's float16 and ml_dtypes' bfloat16 keep a payload,
+    # signalling NaNs too, which would then warn at every numpy cast: not kept here.
+    return bits | (neg.astype(u) << u(c.width - 1))
 
 
 # --- integers -----------------------------------------------------------------------------------
@@ -149,23 +153,16 @@ def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axi
     (under ``jit``, where the values cannot be inspected, it writes 0 for integers and ml_dtypes'
     -0 for fp6/fp4).
     """
+    x = real_input(x, "encode")
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
         return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
-    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate))
+    values = quantize(x, spec, rounding, key=key, saturate=saturate)  # NaNs carry their sign
     if not (spec.kind == "float" and spec.has_nan):
         _refuse(jnp.isnan(values), spec.name, "NaN value(s)", "it has no NaN code")
     if spec.kind == "int":
         return _encode_int(values, spec)
     return _encode_float_jit(values, spec)
-
-
-def _nan_signs_of(x, values: jax.Array) -> jax.Array:
-    """``values`` with the sign of ``x`` on its NaNs (quantize returns one positive NaN)."""
-    neg = jnp.signbit(x) if isinstance(x, jax.Array) else jnp.asarray(np.signbit(np.asarray(x)))
-    bits = jax.lax.bitcast_convert_type(values, jnp.uint32)
-    bits = jnp.where(jnp.isnan(values) & neg, bits | np.uint32(F32.sign), bits)
-    return jax.lax.bitcast_convert_type(bits, jnp.float32)
 
 
 def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
@@ -182,15 +179,17 @@ def _refuse(bad: jax.Array, name: str, what: str, why: str) -> None:
 
 
 def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> jax.Array:
-    """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``)."""
+    """float32 values of ``codes`` in ``fmt`` (block formats need ``scales`` from ``encode``),
+    bit for bit as ml_dtypes decodes them, the sign of a NaN code included (payloads aside: a NaN
+    is the quiet NaN of the code's sign). Codes lie in ``0 .. 2**bits - 1``: others are a
+    ValueError (they used to wrap modulo ``2**bits``)."""
     spec = get_format(fmt)
-    codes = jnp.asarray(codes)
-    if not jnp.issubdtype(codes.dtype, jnp.integer):
-        raise TypeError(f"decode expects integer codes, got dtype {codes.dtype}")
     if isinstance(spec, BlockFormat):
         if scales is None:
             raise ValueError(f"decoding {spec.name!r} needs scales= (the second output of encode)")
-        return _decode_block(codes, jnp.asarray(scales), spec, shape, axis)
+        scales = code_input(scales, spec.scale.bits, spec.name, "scale codes")
+        return _decode_block(code_input(codes, spec.element.bits, spec.name), scales, spec, shape, axis)
+    codes = code_input(codes, spec.bits, spec.name)
     if spec.kind == "int":
         return _decode_int(codes, spec)
     return _decode_float_jit(codes, spec)
@@ -211,7 +210,7 @@ def _decode_float_jit(codes: jax.Array, spec: FloatFormat) -> jax.Array:
 def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
     from .scaling import block_scales
 
-    values = _nan_signs_of(x, quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis))
+    values = quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis)
     exps = block_scales(x, spec, axis=axis)
     element, plan = resolve_scaling(spec, axis=axis)
     groups, _ = _grouped(values, plan)

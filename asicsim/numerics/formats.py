@@ -31,6 +31,12 @@ _F32_MIN_EXP = -149  # exponent of the smallest float32 subnormal
 _F32_MAX_EXP = 127
 
 
+#: The most elements one scale may share (``block_size``, group sizes): as many as float32 counts
+#: exactly. One scale per tensor is its own setting, not a huge block.
+MAX_BLOCK_SIZE = 1 << 24
+BLOCK_SIZES = f"an integer in 1..{MAX_BLOCK_SIZE} (2**24)"
+
+
 class FormatError(ValueError):
     """A format name, file or parameter that cannot be turned into a valid spec."""
 
@@ -333,8 +339,9 @@ class BlockFormat:
             raise FormatError(f"{what}: field 'scale' = {_spec_name(self.scale)}; allowed: a float format")
         if self.block_size is not None:
             check_field_types(what, vars(self), {"block_size": int})
-        if self.block_size is not None and self.block_size < 1:
-            raise FormatError(f"block format {self.name!r}: block_size={self.block_size} (must be >= 1)")
+        if self.block_size is not None and not 1 <= self.block_size <= MAX_BLOCK_SIZE:
+            raise FormatError(f"{what}: field 'block_size' = {self.block_size}; allowed: {BLOCK_SIZES}, "
+                              "or 'tensor' (None in code) for one scale per tensor")
         if self.scale_rule not in ("floor", "up", "nearest"):
             raise FormatError(
                 f"block format {self.name!r}: scale_rule={self.scale_rule!r} "

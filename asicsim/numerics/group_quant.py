@@ -43,8 +43,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from asicsim.numerics.formats import BLOCK_SIZES, MAX_BLOCK_SIZE
 from asicsim.numerics.group_codes import SCALE_FORMATS as SCALE_FORMATS
 from asicsim.numerics.group_codes import code_range as code_range
+from asicsim.numerics.inputs import real_input
 from asicsim.numerics.quantize import mul_pow2, quantize
 
 #: AWQ's floor on a group's range: ``(max - min).clamp(min=1e-5)``
@@ -61,6 +63,22 @@ class GroupCodes(NamedTuple):
     codes: jax.Array
     scales: jax.Array
     zeros: jax.Array
+
+
+def _group_layout(shape: tuple[int, ...], group_size, axis) -> tuple[int, int]:
+    """(axis in 0..ndim-1, group size) for an array of ``shape``, checked: a group longer than
+    its axis is one group of the axis' length (not padded to ``group_size`` elements)."""
+    if not (isinstance(group_size, int | np.integer) and not isinstance(group_size, bool)
+            and 1 <= group_size <= MAX_BLOCK_SIZE):
+        raise ValueError(f"group quantization: group_size={group_size!r}; allowed: {BLOCK_SIZES}")
+    ndim = len(shape)
+    if ndim == 0:
+        raise ValueError("group quantization: a 0-d array has no axis to group along; pass at least 1-d")
+    if not (isinstance(axis, int | np.integer) and not isinstance(axis, bool) and -ndim <= axis < ndim):
+        raise ValueError(f"group quantization: axis={axis!r} for a {ndim}-d array of shape {shape}; "
+                         f"allowed: an integer in {-ndim}..{ndim - 1}")
+    axis = int(axis) % ndim
+    return axis, int(min(group_size, max(shape[axis], 1)))
 
 
 def _grouped(x: jax.Array, group_size: int, axis: int) -> tuple[jax.Array, int]:
@@ -141,9 +159,11 @@ def round_div(x: jax.Array, s: jax.Array) -> jax.Array:
 def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: bool = False,
                    scale_format: str = "fp32") -> GroupCodes:
     """Codes, scales and zero points of ``x`` quantized in groups along ``axis`` (see the module doc)."""
+    if not isinstance(zero_point, bool | np.bool_):  # 'no' is truthy: it took a zero point
+        raise ValueError(f"group quantization: zero_point={zero_point!r}; allowed: True or False")
     lo, hi = code_range(fmt, zero_point)
-    x = jnp.asarray(x, jnp.float32)
-    axis = axis % x.ndim
+    x = jnp.asarray(real_input(x, "group_quantize"), jnp.float32)
+    axis, group_size = _group_layout(x.shape, group_size, axis)
     g, _ = _grouped(x, group_size, axis)
     if zero_point:
         xmin = jnp.minimum(jnp.min(g, axis=-1), 0.0)
@@ -155,14 +175,15 @@ def group_quantize(x, *, fmt: str, group_size: int, axis: int = -1, zero_point: 
         s = scale_of(jnp.maximum(amax, MIN_RANGE), hi, scale_format)
         z = jnp.zeros(s.shape, jnp.int32)
     codes = jnp.clip(round_div(g, s[..., None]) + z[..., None], lo, hi)
-    codes = codes.reshape(*codes.shape[:-2], -1)[..., : x.shape[axis]]
+    flat = codes.shape[-2] * codes.shape[-1]  # not -1: with no rows, -1 is undetermined
+    codes = codes.reshape(*codes.shape[:-2], flat)[..., : x.shape[axis]]
     return GroupCodes(jnp.moveaxis(codes, -1, axis), jnp.moveaxis(s, -1, axis), jnp.moveaxis(z, -1, axis))
 
 
 def group_dequantize(q: GroupCodes, *, group_size: int, axis: int = -1) -> jax.Array:
     """float32 ``scale * (code - zero)``, each group's scale and zero point repeated along ``axis``."""
     codes = jnp.asarray(q.codes)
-    axis = axis % codes.ndim
+    axis, group_size = _group_layout(codes.shape, group_size, axis)
     k = codes.shape[axis]
 
     def spread(v):

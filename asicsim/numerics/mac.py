@@ -25,6 +25,12 @@ A :class:`MacSpec` says what a processing element does with ``a[i, k] * b[k, j]`
 
 * ``out`` (default ``acc``) is a last rounding of the result (``out_rounding``, default
   ``acc_rounding``).
+* ``saturate`` says how every one of those float roundings treats overflow, as hardware that
+  saturates does throughout: ``True`` clamps to the format's largest finite value at each of them
+  -- the operands (1000 onto e4m3fn is 448, not NaN), the product, every accumulation step and
+  the out rounding; ``False`` never clamps (inf, or NaN in formats without inf); ``None`` (the
+  default) keeps each format's own convention at each step. An integer accumulator takes
+  ``overflow`` instead (``saturate`` is refused there).
 
 Every exact order is checked bit for bit against the scalar model in :mod:`.mac_ref`.
 IEEE signed-zero rules hold: an exact zero sum is +0 (-0 under ``rdn``) unless both addends are -0.
@@ -36,8 +42,11 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from .catalog import get_format
 from .formats import FormatError
+from .inputs import check_flag
 from .rounding import parse_rounding
 
 ORDERS = "sequential, folded:R, chunk:C, tree, fast, tensorcore:k"
@@ -80,13 +89,20 @@ class MacSpec:
     acc_rounding: str = "rne"
     out: object = None  # None: same as acc
     out_rounding: str | None = None  # None: same as acc_rounding
-    saturate: bool | None = None  # None: each format's own overflow convention
+    saturate: bool | None = None  # every rounding: operands, product, each add, out (see above)
     overflow: str = "wrap"  # integer accumulators: "wrap" or "saturate"
     guard_bits: int = 0  # tensorcore: alignment bits kept below the acc significand
     carry_bits: int = 2  # tensorcore: headroom bits above it (see tensorcore.py)
 
     def __post_init__(self) -> None:
         fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
+        check_flag(self.saturate, "MacSpec saturate")
+        if not isinstance(self.fused, bool | np.bool_):
+            raise TypeError(f"MacSpec fused={self.fused!r} ({type(self.fused).__name__}); allowed: True or False")
+        for name in ("guard_bits", "carry_bits"):
+            value = getattr(self, name)
+            if not isinstance(value, int | np.integer) or isinstance(value, bool):
+                raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: an integer")
         if self.b_fmt is None:
             fix("b_fmt", self.a_fmt)
         fix("order", str(self.order).strip().lower())
@@ -133,6 +149,11 @@ class MacSpec:
                 )
             if self.product is not None or (self.out is not None and specs["out"] != acc):
                 raise ValueError("MacSpec: an integer MAC has an exact product and no out format")
+            if self.saturate is not None:
+                raise ValueError(
+                    f"MacSpec saturate={self.saturate}: an integer accumulator wraps or saturates as "
+                    "overflow='wrap' or 'saturate' says; saturate applies to float roundings"
+                )
             if kind == "tensorcore":
                 raise ValueError("MacSpec: order tensorcore:k needs a float accumulator")
         elif self.out is not None and specs["out"].kind != "float":

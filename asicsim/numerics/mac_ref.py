@@ -27,8 +27,8 @@ class _FloatRef:
 
     def quantize(self, x: float, fmt) -> float:
         if fmt.kind == "int":
-            return round_int(x, fmt, "rne")
-        return round_float(x, fmt, "rne")
+            return round_int(x, fmt, "rne", saturate=self.mac.saturate)
+        return round_float(x, fmt, "rne", saturate=self.mac.saturate)
 
     def product(self, a: float, b: float) -> float:
         p = a * b  # exact: two values of <= 24 significant bits, far from float64 under/overflow

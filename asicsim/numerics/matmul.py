@@ -15,6 +15,7 @@ other order.
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -168,7 +169,16 @@ def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
               kernel: bool = True) -> jax.Array:
     """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N).
 
-    ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares)."""
+    ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares).
+    A NaN result is the positive quiet NaN: the sign of the NaN an ``inf - inf`` makes is the
+    host's (x86: negative; an NVIDIA GPU: positive), and the model leaves it unspecified."""
+    out = _matmul3d_any_nan(a, b, mac, unroll, kernel)
+    if mac.integer:
+        return out
+    return jnp.where(jnp.isnan(out), np.float32(np.nan), out)
+
+
+def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool) -> jax.Array:
     if mac.order_kind == "fast":
         if mac.integer:
             return jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
@@ -232,13 +242,16 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
 
 
 def _operands(a, b, mac: MacSpec):
-    return quantize(a, mac.spec("a_fmt"), "rne"), quantize(b, mac.spec("b_fmt"), "rne")
+    """The operands rounded (rne) onto their formats, overflowing as ``mac.saturate`` says."""
+    return (quantize(a, mac.spec("a_fmt"), "rne", saturate=mac.saturate),
+            quantize(b, mac.spec("b_fmt"), "rne", saturate=mac.saturate))
 
 
 def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it.
 
-    Inputs are rounded (rne) onto the operand formats first. Returns float32 (int32 for an
+    Inputs are rounded (rne) onto the operand formats first (saturating where ``mac.saturate``
+    says). Returns float32 (int32 for an
     integer MAC, uint32 for an unsigned accumulator): a scalar for vector . vector, (M,) for
     matrix . vector, and so on. ``order="fast"`` on integers is an int32 ``jnp.dot`` (wraps
     modulo 2**32 whatever the accumulator).
@@ -268,7 +281,8 @@ def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     if qa.shape[-1] != qb.shape[-2]:
         raise ValueError(f"matmul: contracting dimensions differ: {qa.shape} and {qb.shape}")
     batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
-    qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((-1, *qa.shape[-2:]))
-    qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((-1, *qb.shape[-2:]))
+    count = math.prod(batch)  # not reshape(-1, ...): an empty K, M or N leaves -1 undetermined
+    qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((count, *qa.shape[-2:]))
+    qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((count, *qb.shape[-2:]))
     out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled())
     return out.reshape(batch + out.shape[-2:])

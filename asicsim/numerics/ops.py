@@ -22,7 +22,8 @@ Stochastic rounding (``sr``) draws from the 53-bit round-to-odd value: the proba
 rounding up is exact for that value, within ``2**-(52 - man_bits)`` of one ulp of the exact one.
 
 IEEE special cases: ``inf - inf``, ``0 * inf``, ``0/0``, ``inf/inf``, ``sqrt(x < 0)`` and
-``fma(0, inf, c)`` are NaN; ``x/0`` is ±inf; ``sqrt(-0) = -0``; an exact zero sum is +0 except
+``fma(0, inf, c)`` are NaN (every NaN result is the format's quiet NaN, positive but in fnuz
+formats, whatever the operands' NaN signs: the same bits on every host); ``x/0`` is ±inf; ``sqrt(-0) = -0``; an exact zero sum is +0 except
 in ``rdn`` where it is -0 (IEEE 754 §6.3), and ``-0 + -0 = -0`` in every mode. The format then
 maps inf and out-of-range results as quantize does (NaN for ``fn`` formats, ``max`` when
 saturating). The ops run on the host (numpy), so they cannot be traced under ``jax.jit``.
@@ -234,8 +235,14 @@ def sqrt(a, fmt, rounding="rne", *, key=None, saturate=None) -> jax.Array:
 
 
 def _finish(value: np.ndarray, spec: FloatFormat, rnd: Rounding, key, saturate) -> jax.Array:
-    """One rounding of the (round-to-odd) float64 values onto the format, as quantize does."""
-    return quantize(np.array(value, np.float64), spec, rnd, key=key, saturate=saturate)
+    """One rounding of the (round-to-odd) float64 values onto the format, as quantize does.
+
+    A NaN result is made the positive quiet NaN first (the format then gives it its own sign:
+    negative in fnuz formats): the sign of a NaN that x86 makes for ``inf - inf`` is negative,
+    ARM's positive, and IEEE 754 leaves it unspecified, so it would otherwise depend on the host.
+    """
+    value = np.where(np.isnan(value), np.nan, np.asarray(value, np.float64))
+    return quantize(value, spec, rnd, key=key, saturate=saturate)
 
 
 # --- the plain reference ---------------------------------------------------------------------

@@ -18,6 +18,7 @@ from .._jax_compat import is_floating
 from . import random as _random
 from .catalog import get_format
 from .formats import FloatFormat, Format, IntFormat
+from .inputs import check_flag, real_input
 from .rounding import (
     F32,
     F64,
@@ -101,7 +102,7 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
         r = xp.where(a == inf, limit, r)
         neg_out = xp.where(a == inf, negative, neg_out)
         out = xp.where(neg_out & (r != u(0)), r | sign_bit, r)  # integers have no -0
-        return xp.where(a > inf, nan, out)
+        return xp.where(a > inf, nan_with_sign(spec, nan, bits & sign_bit), out)
 
     mode = rnd.mode
     if saturate or not (spec.has_inf or spec.has_nan):
@@ -131,8 +132,21 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
             out = xp.where(negative & (a != u(0)), nan if spec.has_nan else lowest, out)
         else:
             out = xp.where(negative & (r != u(0)), r | sign_bit, r)
-    out = xp.where((r == nan) | (a > inf), nan, out)
-    return out
+    return xp.where((r == nan) | (a > inf), nan_with_sign(spec, nan, bits & sign_bit), out)
+
+
+def nan_with_sign(spec, nan, sign):
+    """The NaN ``quantize`` returns, with the sign ml_dtypes gives it (``x.astype(fmt)
+    .astype(float32)``): negative for fnuz formats (their one NaN is the negative-zero code),
+    positive for unsigned formats (e8m0's 0xFF), else ``sign`` -- the sign bit of the input, be it
+    a NaN or a value that overflows onto an ``fn`` format's NaN (-1000 onto float8_e4m3fn is -NaN,
+    code 0xFF). Integers and fp6/fp4 have no NaN code: their NaN marks an input they cannot hold
+    (a NaN), signed by the same rule."""
+    if spec.kind == "float" and spec.nan == "negzero":
+        return nan | nan.dtype.type(1 << (8 * nan.dtype.itemsize - 1))
+    if not spec.signed:
+        return nan
+    return nan | sign
 
 
 def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array | None:
@@ -169,18 +183,20 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
                 jax.lax.bitcast_convert_type(x, jnp.uint32) + np.uint32(-qmin << 23), jnp.float32)
             tiny = jnp.round(up) * f32(2.0**qmin)
             y = jnp.where(jnp.abs(x) < f32(spec.smallest_normal), tiny, y)
+        nan = _signed_nan32(x, spec)
         if full and spec.has_inf and not saturate:
             # reduce_precision already overflows to +-inf here: only NaN is left to canonicalise
             # (the two-level overflow select below costs about twice as much on XLA:CPU).
-            return jnp.where(jnp.abs(y) <= f32(np.inf), y, f32(np.nan))
+            return jnp.where(jnp.abs(y) <= f32(np.inf), y, nan)
         if saturate or not (spec.has_inf or spec.has_nan):
             hi = f32(spec.max)
+        elif not spec.has_inf:  # fn: overflow and NaN alike are the NaN of the input's sign
+            return jnp.where(jnp.abs(y) <= f32(spec.max), y, nan)
         else:
-            hi = f32(np.inf) if spec.has_inf else f32(np.nan)
-        lo = f32(np.nan) if np.isnan(hi) else -hi
+            hi = f32(np.inf)
         # NaN fails all three comparisons. (Spelled without isnan: XLA:CPU ran an isnan select
         # next to the overflow select about 3x slower.)
-        beyond = jnp.where(y > 0, hi, jnp.where(y < 0, lo, f32(np.nan)))
+        beyond = jnp.where(y > 0, hi, jnp.where(y < 0, -hi, nan))
         return jnp.where(jnp.abs(y) <= f32(spec.max), y, beyond)
     if spec.kind == "int":
         frac = spec.frac_bits
@@ -189,8 +205,15 @@ def fast_round32(x: jax.Array, spec, rnd: Rounding, saturate: bool) -> jax.Array
         y = jnp.clip(x, f32(spec.min), f32(spec.max))
         y = jnp.round(y * f32(2.0**frac)) * f32(2.0**-frac)
         bound = f32(max(spec.max, -spec.min))
-        return jnp.where(y == 0, f32(0), jnp.where(jnp.abs(y) <= bound, y, f32(np.nan)))  # no -0
+        return jnp.where(y == 0, f32(0), jnp.where(jnp.abs(y) <= bound, y, _signed_nan32(x, spec)))  # no -0
     return None
+
+
+def _signed_nan32(x: jax.Array, spec) -> jax.Array:
+    """The quiet float32 NaN ``nan_with_sign`` gives for float32 ``x``."""
+    sign = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(F32.sign)
+    nan = nan_with_sign(spec, np.uint32(F32.nan), sign)
+    return jax.lax.bitcast_convert_type(jnp.broadcast_to(nan, x.shape), jnp.float32)
 
 
 def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> jax.Array | None:
@@ -224,7 +247,7 @@ def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     quantum = u32(F32.pow2_bits(qmin))
     r = jnp.where(a < quantum, jnp.where(rand < threshold, quantum, u32(0)), r)
     out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
-    out = jnp.where(a > u32(F32.inf), u32(F32.nan), out)
+    out = jnp.where(a > u32(F32.inf), jax.lax.bitcast_convert_type(_signed_nan32(x, spec), jnp.uint32), out)
     return jax.lax.bitcast_convert_type(out, jnp.float32)
 
 
@@ -332,12 +355,14 @@ def quantize(
     """Round ``x`` onto ``fmt`` and return float32 values the format represents.
 
     Args:
-      x: float array (numpy or JAX; float64, float32, float16, bfloat16 or an ml_dtypes float)
-        or Python number. float64 is rounded directly, never through float32.
+      x: float array (numpy or JAX; float64, float32, float16, bfloat16 or an ml_dtypes float;
+        either byte order), list or Python number. float64 is rounded directly, never through
+        float32. Anything else (strings, None, booleans, complex) is a TypeError.
       fmt: a format name, alias, grammar name (``e4m3fn``, ``q7.8``), TOML path or spec.
       rounding: ``rne`` (default), ``rna``, ``rtz``, ``rup``, ``rdn``, ``sr`` or ``sr{N}``.
       key: a ``jax.random`` key; required by stochastic rounding (same key, same bits).
-      saturate: clamp overflow to the largest finite value. ``None`` uses the format's own
+      saturate: ``True`` clamps overflow to the largest finite value, ``False`` does not
+        (any other value is a TypeError). ``None`` uses the format's own
         convention (inf for IEEE-like, NaN for fn/fnuz, saturation for formats with neither,
         integers and MX elements, as OCP MX requires).
       axis, block_size, scaling: scale the tensor before rounding (see ``Scaling``): ``axis``
@@ -349,7 +374,11 @@ def quantize(
 
     Returns:
       float32 JAX array of ``x``'s shape. Differentiable: the gradient passes straight through.
+      A NaN result is the quiet NaN with ml_dtypes' sign (see ``nan_with_sign``): -1000 onto
+      ``float8_e4m3fn`` is -NaN, as ``np.float32(-1000).astype(float8_e4m3fn)`` is.
     """
+    x = real_input(x, "quantize")
+    check_flag(saturate, "quantize: saturate", "True, False or None (the format's own convention)")
     spec = get_format(fmt)
     rnd = parse_rounding(rounding)
     if rnd.stochastic and words is None:
@@ -400,8 +429,8 @@ def _scalable_f32(x) -> jax.Array:
         return _as_f32(x)
     if isinstance(x, jax.Array):
         return _odd_f32(x)
-    bits = f64_bits_to_f32_odd(np, np.ascontiguousarray(x, np.float64).view(np.uint64))
-    return jnp.asarray(bits.view(np.float32))
+    bits = f64_bits_to_f32_odd(np, np.asarray(x, np.float64).view(np.uint64))  # (not ascontiguousarray:
+    return jnp.asarray(bits.view(np.float32))  # it made a 0-d input, a Python float, 1-d)
 
 
 @jax.custom_jvp

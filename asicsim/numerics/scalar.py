@@ -64,18 +64,29 @@ def _grid_round(x: Fraction, quantum_exp_of, rnd: Rounding, u, code_bias=None) -
     return k * q, neg
 
 
+def nan_of(fmt, negative: bool) -> float:
+    """The NaN a rounding gives, signed as ml_dtypes signs it: negative in fnuz formats (their
+    one NaN is the negative-zero code), positive in unsigned ones, else ``negative`` -- the sign
+    of the NaN input or of the value that overflowed onto an ``fn`` format's NaN."""
+    if fmt.kind == "float" and fmt.nan == "negzero":
+        negative = True
+    elif not fmt.signed:
+        negative = False
+    return -NAN if negative else NAN
+
+
 def round_float(x, fmt: FloatFormat, rounding="rne", *, saturate=None, u=None) -> float:
     """Round a real (int, float or Fraction) onto ``fmt``; returns a Python float (nan/inf too)."""
     rnd = parse_rounding(rounding)
     sat = fmt.saturate if saturate is None else saturate
     if isinstance(x, float) and math.isnan(x):
-        return NAN
+        return nan_of(fmt, math.copysign(1.0, x) < 0)
     if isinstance(x, float) and math.isinf(x):
         if not fmt.signed and x < 0:
             return NAN if fmt.has_nan else fmt.min
         if sat or not (fmt.has_inf or fmt.has_nan):
             return math.copysign(fmt.max, x)
-        return x if fmt.has_inf else NAN
+        return x if fmt.has_inf else nan_of(fmt, x < 0)
     xf = Fraction(x)
     negative_zero = isinstance(x, float) and x == 0 and math.copysign(1, x) < 0
     if not fmt.signed and xf < 0:  # no negative numbers: NaN, or the format's min where no NaN
@@ -100,7 +111,7 @@ def round_float(x, fmt: FloatFormat, rounding="rne", *, saturate=None, u=None) -
         if sat or toward_zero or not (fmt.has_inf or fmt.has_nan):
             mag = Fraction(fmt.max)
         else:
-            return -INF if neg and fmt.has_inf else (INF if fmt.has_inf else NAN)
+            return (-INF if neg else INF) if fmt.has_inf else nan_of(fmt, neg)
     if mag == 0 and not fmt.has_zero:
         mag = Fraction(fmt.smallest_normal)
     value = float(mag)
@@ -115,7 +126,7 @@ def round_int(x, fmt: IntFormat, rounding="rne", *, saturate=None, u=None) -> fl
     rnd = parse_rounding(rounding)
     sat = fmt.saturate if saturate is None else saturate
     if isinstance(x, float) and math.isnan(x):
-        return NAN
+        return nan_of(fmt, math.copysign(1.0, x) < 0)  # no NaN code: a NaN marks the input
     if isinstance(x, float) and math.isinf(x):
         return fmt.max if x > 0 else fmt.min
     mag, neg = _grid_round(Fraction(x), lambda _: -fmt.frac_bits, rnd, u)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
-from .formats import BlockFormat, emax_of
+from .formats import BLOCK_SIZES, MAX_BLOCK_SIZE, BlockFormat, emax_of
 from .fp32_scale import fp32_scaled
 from .fp32_scale import round_bits as _round_bits
 from .rounding import F32, Rounding, RoundMode
@@ -67,17 +67,19 @@ class Scaling:
             (self.scale_format in ("fp32", "pow2", "e8m0"), "scale_format", "'fp32', 'pow2', 'e8m0'"),
             (self.rule in ("floor", "up", "nearest"), "rule", "'floor', 'up', 'nearest'"),
             (
-                self.granularity != "block" or (self.block_size or 0) >= 1,
+                self.granularity != "block" or 1 <= (self.block_size or 0) <= MAX_BLOCK_SIZE,
                 "block_size",
-                "an integer >= 1 for block granularity",
+                f"{BLOCK_SIZES} for block granularity",
             ),
             (self.symmetric or self.scale_format == "fp32", "symmetric", "True unless scale_format='fp32'"),
         ]
         if not (isinstance(self.axis, (int, np.integer)) and not isinstance(self.axis, bool)):
             raise ValueError(f"Scaling: axis={self.axis!r}; allowed: an integer")
+        if not isinstance(self.symmetric, (bool, np.bool_)):  # 'no' is truthy: it was symmetric
+            raise ValueError(f"Scaling: symmetric={self.symmetric!r}; allowed: True or False")
         if self.block_size is not None and not (
                 isinstance(self.block_size, (int, np.integer)) and not isinstance(self.block_size, bool)):
-            raise ValueError(f"Scaling: block_size={self.block_size!r}; allowed: an integer >= 1 or None")
+            raise ValueError(f"Scaling: block_size={self.block_size!r}; allowed: {BLOCK_SIZES} or None")
         for ok, name, allowed in checks:
             if not ok:
                 raise ValueError(f"Scaling: {name}={getattr(self, name)!r}; allowed: {allowed}")
@@ -135,7 +137,7 @@ def _grouped(x: jax.Array, plan: Scaling):
     if plan.granularity == "channel":
         flat = moved.reshape(-1, moved.shape[-1]).T  # (channels, members)
         return flat, lambda g: jnp.moveaxis(g.T.reshape(moved.shape), -1, axis)
-    n, b = moved.shape[-1], plan.block_size
+    n, b = moved.shape[-1], min(plan.block_size, max(moved.shape[-1], 1))  # a longer block: one
     pad = (-n) % b
     padded = jnp.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, pad)])
     blocks = padded.reshape(-1, b)
@@ -215,6 +217,9 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     """(values, per-group scale) -- the scale is an exponent (int32) or an fp32 factor."""
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
+    if plan.granularity == "block" and x.ndim >= 1:  # a block longer than its axis is one block,
+        n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
+        plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
     if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule in ("floor", "up") and x.ndim >= 1:
         fast = _floor_blocks_magic(x, element, plan, rnd, saturate)
         if fast is None:
@@ -591,11 +596,12 @@ def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales. ``axis``,
     ``scaling``: as for ``quantize``."""
     from .catalog import get_format
+    from .inputs import real_input
     from .rounding import parse_rounding
 
     element, plan = resolve_scaling(get_format(fmt), axis=axis, scaling=scaling)
     words = jnp.zeros(2, jnp.uint32)
-    x, _ = _as_scalable(jnp.asarray(x, jnp.float32), plan)
+    x, _ = _as_scalable(jnp.asarray(real_input(x, "block_scales"), jnp.float32), plan)
     if x.size == 0:  # no group: no scale
         return jnp.zeros(0, jnp.float32 if plan.scale_format == "fp32" else jnp.int32)
     return _scaled_jit(x, words, element, plan, parse_rounding("rne"), True)[1]

@@ -43,22 +43,34 @@ def ml_type(name: str):
     return getattr(ml_dtypes, name, None)
 
 
-def same_bits(got, want) -> np.ndarray:
-    """Elementwise: identical float32 bit patterns, or both NaN (any payload)."""
+def same_bits(got, want, nan: str = "any") -> np.ndarray:
+    """Elementwise: identical float32 bit patterns, or both NaN: of any sign and payload
+    (``nan="any"``), of the same sign (``"sign"``), or no exception (``"exact"``)."""
     got = np.asarray(got, np.float32)
     want = np.asarray(want, np.float32)
-    return (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    same = got.view(np.uint32) == want.view(np.uint32)
+    if nan == "exact":
+        return same
+    both = np.isnan(got) & np.isnan(want)
+    if nan == "sign":
+        both &= np.signbit(got) == np.signbit(want)
+    return same | both
 
 
-def assert_same_bits(got, want, inputs, what: str) -> None:
-    ok = same_bits(got, want)
+def assert_same_bits(got, want, inputs, what: str, nan: str = "any") -> None:
+    ok = same_bits(got, want, nan)
     if not ok.all():
         bad = np.flatnonzero(~ok.ravel())
         x = np.asarray(inputs).ravel()[bad[:8]]
         g = np.asarray(got, np.float32).ravel()[bad[:8]]
         w = np.asarray(want, np.float32).ravel()[bad[:8]]
-        rows = "\n".join(f"  x={xi!r} ({float(xi).hex()}): got {gi!r}, want {wi!r}" for xi, gi, wi in zip(x, g, w, strict=True))
+        rows = "\n".join(f"  x={xi!r} ({float(xi).hex()}): got {gi!r} ({_hex32(gi)}), want {wi!r} ({_hex32(wi)})"
+                         for xi, gi, wi in zip(x, g, w, strict=True))
         raise AssertionError(f"{what}: {bad.size} of {ok.size} differ, e.g.\n{rows}")
+
+
+def _hex32(v) -> str:
+    return f"0x{int(np.float32(v).view(np.uint32)):08x}"
 
 
 # --- the format conventions around a plain rounding ------------------------------------------------

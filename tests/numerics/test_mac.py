@@ -126,6 +126,58 @@ def test_hypothesis_matches_scalar_reference(data, mac):
     assert_same_bits(dot(a, b, mac), dot_ref(a, b, mac), mac)
 
 
+# --- saturate: every float rounding of the MAC ----------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+# (mac, a, b, with saturate=True, with each format's own convention), worked out by hand
+SATURATING = [
+    ("a=e4m3fn,acc=fp32", [[1000.0, 1.0]], [[1.0], [1.0]], 449.0, NAN),  # operand: 448 + 1
+    ("a=e4m3,acc=fp32", [[-1000.0, 1.0]], [[1.0], [1.0]], -239.0, -INF),  # IEEE-like: max 240, inf
+    ("a=fp16,acc=fp32,fused=false,product=e4m3fn", [[20.0]], [[30.0]], 448.0, NAN),  # product 600
+    ("a=fp16,acc=fp16", [[60000.0, 60000.0]], [[1.0], [1.0]], 65504.0, INF),  # a sum of 120000
+    ("a=fp16,acc=fp16,order=tree", [[-60000.0, -60000.0]], [[1.0], [1.0]], -65504.0, -INF),
+    ("a=fp32,acc=fp32,out=e4m3fn", [[1000.0]], [[1.0]], 448.0, NAN),  # the out rounding
+]
+
+
+@pytest.mark.parametrize(("mac", "a", "b", "saturated", "own"), SATURATING, ids=[r[0] for r in SATURATING])
+def test_saturate_covers_operands_products_accumulator_and_out(mac, a, b, saturated, own):
+    """Issue 29: MacSpec(saturate=True) rounded 1000 onto e4m3fn as NaN before the product. It
+    saturates every rounding now (the formats' own convention is unchanged under None), and the
+    Fraction reference agrees."""
+    a, b = np.array(a, np.float32), np.array(b, np.float32)
+    for sat, want in ((True, saturated), (None, own)):
+        spec = MacSpec.parse(f"{mac},saturate={sat}")
+        got = float(dot(a, b, spec)[0, 0])
+        assert got == want or (np.isnan(got) and np.isnan(want)), (mac, sat, got, want)
+        assert_same_bits(dot(a, b, spec), dot_ref(a, b, spec), f"{spec} vs dot_ref")
+
+
+@pytest.mark.parametrize("mac", ["a=e4m3fn,b=e5m2,acc=fp16", "a=e4m3fn,acc=bf16,fused=false,product=e5m2",
+                                 "a=e5m2,acc=e5m2,order=chunk:3", "a=e4m3,acc=fp16,order=tensorcore:4"])
+def test_saturate_matches_scalar_reference(mac):
+    """Data that overflows the operand formats (up to 2**17), the products and the accumulator,
+    against the Fraction reference: every result finite (the conventions without saturate are
+    held to the reference by the tests above)."""
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((3, 9)) * 2.0 ** rng.integers(0, 18, (3, 9))).astype(np.float32)
+    b = (rng.standard_normal((9, 4)) * 2.0 ** rng.integers(0, 18, (9, 4))).astype(np.float32)
+    spec = MacSpec.parse(f"{mac},saturate=true")
+    got = dot(a, b, spec)
+    assert_same_bits(got, dot_ref(a, b, spec), str(spec))
+    assert np.isfinite(np.asarray(got)).all()
+
+
+@pytest.mark.parametrize("mac", ["a=fp32,acc=fp32", "a=bf16,acc=bf16", "a=fp16,acc=fp16,order=tree",
+                                 "a=bf16,acc=fp32,order=fast", "v100", "a=fp32,acc=fp32,out=e4m3fn"])
+def test_nan_results_are_one_nan_on_every_host(mac):
+    """inf - inf inside a dot is NaN; its sign was the host's (x86 makes -NaN, a GPU +NaN), so the
+    same MAC gave other bits on a CPU than on a GPU: every NaN result is the positive quiet NaN."""
+    a, b = np.float32([[np.inf, -np.inf, 1.0]]), np.float32([[1.0], [1.0], [-np.nan]])
+    for x, y in ((a[:, :2], b[:2]), (a[:, 2:], b[2:])):  # inf - inf, and a -NaN operand
+        assert np.asarray(dot(x, y, mac)).view(np.uint32)[0, 0] == 0x7FC00000, mac
+
+
 # --- integer MACs --------------------------------------------------------------------------------
 
 
@@ -273,6 +325,27 @@ def test_shapes_like_jnp_dot_and_matmul():
     assert empty.shape == (2, 3) and not np.asarray(empty).any()
 
 
+EMPTY_MACS = ["a=bf16,acc=fp32", "a=fp32,acc=fp32,order=tree", "a=fp16,acc=fp32,order=chunk:3", "v100",
+              "a=bf16,acc=fp32,order=fast", "a=int8,acc=int32", "a=e4m3fn,acc=fp16,out=e4m3fn"]
+EMPTY_SHAPES = [((2, 0), (0, 3)), ((0, 2), (2, 3)), ((2, 3), (3, 0)), ((4, 2, 0), (0, 3)), ((0, 2, 0), (0, 0, 3)),
+                ((1, 0, 2), (2, 2)), ((0,), (0,)), ((2, 0), (0,))]
+
+
+@pytest.mark.parametrize("mac", EMPTY_MACS)
+def test_empty_operands_give_numpys_shape_and_zeros(mac):
+    """An empty contraction is a sum of no products: +0 (matmul raised ZeroDivisionError on
+    (2, 0) x (0, 3), as on any empty M, N or K, reshaping with -1)."""
+    for sa, sb in EMPTY_SHAPES:
+        a, b = np.ones(sa, np.float32), np.ones(sb, np.float32)
+        want = np.matmul(a, b)
+        for f in (matmul, dot):
+            if f is dot and max(len(sa), len(sb)) > 2:
+                continue
+            got = np.asarray(f(a, b, mac))
+            assert got.shape == want.shape, (f.__name__, sa, sb, got.shape)
+            assert np.array_equal(got, want) and not np.signbit(got).any(), (f.__name__, sa, sb)
+
+
 def test_jit_static_and_x64_untouched():
     mac = MacSpec.parse("a=bf16,b=bf16,acc=fp32,order=sequential")
     assert hash(mac) == hash(MacSpec.parse(str(mac))) and mac == MacSpec.parse(str(mac))
@@ -324,6 +397,7 @@ def test_parse_presets_and_text_round_trip():
         ("fused=maybe", "not a boolean"),
         ("order=tensorcore:4,guard_bits=40", "guard_bits"),
         ("b100", "unknown preset"),
+        ("a=int8,acc=int32,saturate=true", "an integer accumulator wraps or saturates as overflow="),
     ],
 )
 def test_bad_specs_are_refused_clearly(text, message):

@@ -529,6 +529,19 @@ def test_format_conventions(name, op, args, want):
     assert _bits(ops.scalar_op(op, *args, fmt=name)) == _bits(want)
 
 
+@pytest.mark.parametrize("name, sign", [("bf16", 0), ("float8_e4m3fn", 0), ("float8_e4m3fnuz", 1)])
+def test_nan_results_have_the_formats_sign_on_every_host(name, sign):
+    """A NaN the op makes (inf - inf: x86 gives -NaN, ARM +NaN) or passes on (a -NaN operand) is
+    the format's quiet NaN: positive, negative in fnuz formats, whose NaN is the -0 code. An
+    overflow onto an fn format's NaN keeps the value's sign, as quantize (and ml_dtypes) do."""
+    want = np.uint32(0x7FC00000 | sign << 31)
+    for got in (sim.add(np.inf, -np.inf, name), sim.mul(-np.nan, 1.0, name), sim.sqrt(-1.0, name),
+                sim.fma(0.0, np.inf, 1.0, name), sim.div(-0.0, 0.0, name)):
+        assert np.asarray(got).view(np.uint32) == want, (name, float(got))
+    if name == "float8_e4m3fn":
+        assert np.asarray(sim.mul(-448.0, 2.0, name)).view(np.uint32) == 0xFFC00000
+
+
 def test_saturate_overrides_the_format():
     assert float(sim.mul(448.0, 2.0, "float8_e4m3fn", saturate=True)) == 448.0
     assert float(sim.div(-1.0, 0.0, "fp16", saturate=True)) == -65504.0

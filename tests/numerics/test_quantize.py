@@ -48,8 +48,8 @@ def ml_reference(x32: np.ndarray, name: str) -> np.ndarray:
     """ml_dtypes' rounding of float32 input (float32, never float64: ml_dtypes would round twice)."""
     with np.errstate(over="ignore", invalid="ignore"):
         ref = x32.astype(ml_type(name)).astype(np.float32)
-    if FLOATS[name].nan == "none":  # ml_dtypes turns NaN into +-0 (or 6.0); we keep NaN
-        ref = np.where(np.isnan(x32), np.float32(np.nan), ref)
+    if FLOATS[name].nan == "none":  # ml_dtypes turns NaN into +-0 (or 6.0); we keep NaN (signed)
+        ref = np.where(np.isnan(x32), np.copysign(np.float32(np.nan), x32), ref)
     return ref
 
 
@@ -119,8 +119,38 @@ def test_sweep_rne_vs_ml_dtypes(src, name):
     x = F16 if src == "float16" else BF16
     x32 = x.astype(np.float32)
     want = ml_reference(x32, name)
-    assert_same_bits(quantize(x, name), want, x32, f"{src} -> {name} (native input)")
-    assert_same_bits(quantize(x32, name), want, x32, f"{src} -> {name} (float32 input)")
+    # NaN signs count: -NaN in, or an overflow of -1000 onto an fn format, is ml_dtypes' -NaN
+    assert_same_bits(quantize(x, name), want, x32, f"{src} -> {name} (native input)", nan="sign")
+    assert_same_bits(quantize(x32, name), want, x32, f"{src} -> {name} (float32 input)", nan="sign")
+
+
+def nan_and_overflow_inputs() -> np.ndarray:
+    """Every NaN of float16 and bfloat16 (both signs, every payload) as float32, float32's own
+    signalling and quiet NaNs, +-inf and values far beyond every format's max."""
+    with np.errstate(invalid="ignore"):
+        nans = np.concatenate([F16[np.isnan(F16)].astype(np.float32), BF16[np.isnan(BF16)].astype(np.float32)])
+    own = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0xFFC00000, 0x7FFFFFFF, 0xFFFFFFFF], np.uint32)
+    return np.concatenate([nans, own.view(np.float32), np.float32([np.inf, -np.inf, 1e30, -1e30, 1000.0, -1000.0])])
+
+
+@pytest.mark.parametrize("name", ML_FLOATS)
+def test_nan_and_overflow_signs_vs_ml_dtypes(name):
+    """Issue 29: quantize(-1000, "float8_e4m3fn", saturate=False) gave +NaN, ml_dtypes -NaN (0xFF).
+    The NaN of every NaN input and every overflow has ml_dtypes' sign -- the input's, but negative
+    in fnuz formats and positive in e8m0 -- from float32 and float64 input, in every rounding mode
+    (NaN inputs: the mode cannot matter) and on the fast float path and the integer kernel alike."""
+    x32 = nan_and_overflow_inputs()
+    want = ml_reference(x32, name)
+    with np.errstate(invalid="ignore"):
+        x64 = x32.astype(np.float64)
+    for x in (x32, x64, jnp.asarray(x32)):
+        got = quantize(x, name, saturate=False)
+        assert_same_bits(got, want, x32, f"{name} {x.dtype} rne", nan="sign")
+    nan_in = np.isnan(x32)
+    for mode in ("rna", "rtz", "rup", "rdn", "sr"):
+        for x in (x32, x64):
+            got = np.asarray(quantize(x[nan_in], name, mode, key=jax.random.key(0)))
+            assert_same_bits(got, want[nan_in], x32[nan_in], f"{name} {x.dtype} {mode}", nan="sign")
 
 
 def test_e8m0_vs_ml_dtypes():
@@ -353,9 +383,9 @@ def _check_any_format(spec, x32, sat):
         want_g = np.array([gfloat_round(v, spec, mode, sat) for v in x32.tolist()], np.float32)
         assert_same_bits(got, want_g, x32, f"{spec.name} {mode} sat={sat} vs gfloat")
         host = np.asarray(quantize(x32.astype(np.float64), spec, mode, saturate=sat))
-        assert_same_bits(host, got, x32, f"{spec.name} {mode}: float64 host path vs float32 path")
+        assert_same_bits(host, got, x32, f"{spec.name} {mode}: float64 host path vs float32 path", nan="sign")
         ref = np.array([round_float(v, spec, mode, saturate=sat) for v in x32.tolist()], np.float32)
-        assert_same_bits(ref, got, x32, f"{spec.name} {mode}: scalar.round_float")
+        assert_same_bits(ref, got, x32, f"{spec.name} {mode}: scalar.round_float", nan="sign")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -432,7 +462,7 @@ def test_int_vs_scalar(name, mode, sat):
     x32 = np.concatenate([int_inputs()[::41], np.array([1e30, -1e30, 2.0**31 + 2**8, 3.0 * 2**-20], np.float32)])
     got = np.asarray(quantize(x32, spec, mode, saturate=sat))
     want = np.array([round_int(v, spec, mode, saturate=sat) for v in x32.tolist()], np.float32)
-    assert_same_bits(got, want, x32, f"{name} {mode} sat={sat} vs scalar.round_int")
+    assert_same_bits(got, want, x32, f"{name} {mode} sat={sat} vs scalar.round_int", nan="sign")
 
 
 def test_int_specials():
@@ -636,8 +666,12 @@ def test_native_ml_dtypes_input(name):
     """Every code of an ml_dtypes float8/6/4 array, passed natively, is decoded bit-exactly."""
     codes = np.arange(1 << FLOATS[name].bits, dtype=np.uint32).astype(np.uint8)
     x = codes.view(ml_type(name))
-    assert_same_bits(quantize(x, "float32"), x.astype(np.float32), codes, f"{name} input")
-    assert_same_bits(quantize(x, "bf16"), ml_reference(x.astype(np.float32), "bfloat16"), codes, f"{name} -> bf16")
+    # NaN signs count (e4m3fn 0xFF, the fnuz 0x80 are -NaN), from numpy and JAX arrays alike
+    inputs = [x] if FLOATS[name].bits < 8 else [x, jnp.asarray(x)]
+    for xi in inputs:
+        assert_same_bits(quantize(xi, "float32"), x.astype(np.float32), codes, f"{name} input", nan="sign")
+        assert_same_bits(quantize(xi, "bf16"), ml_reference(x.astype(np.float32), "bfloat16"), codes,
+                         f"{name} -> bf16", nan="sign")
 
 
 def test_native_jax_float4_input():
