@@ -119,11 +119,13 @@ def read_text_file(path: str | Path) -> str:
                             f"{err.start}); save it as UTF-8") from None
 
 
-def beside(value, folder: str | Path):
-    """``value`` resolved against ``folder`` when it is a relative path to a ``.toml`` file: a
-    file named inside another file (a design's formats, a block format's element) is relative to
-    that file's folder, not to the current one. Anything else (a catalog name, an absolute path,
-    a table) is returned unchanged."""
-    if isinstance(value, str) and value.endswith(".toml") and not Path(value).is_absolute():
+def beside(value, folder: str | Path | None):
+    """``value`` resolved against ``folder`` when it is a relative path to a ``.toml`` (or
+    SCALE-Sim ``.cfg``) file: a file named inside another file (a design's formats, a block
+    format's element, a sweep spec's recipes, designs and workloads) is relative to that file's
+    folder, not to the current one. Anything else (a catalog name, an absolute path, a table), or
+    any value where ``folder`` is None (a table built in code), is returned unchanged."""
+    if (folder is not None and isinstance(value, str) and value.endswith((".toml", ".cfg"))
+            and not Path(value).is_absolute()):
         return str(Path(folder) / value)
     return value

@@ -154,10 +154,10 @@ def load_design_file(path: str | Path) -> SystolicDesign | GpuDesign:
         raise DesignError([("<file>", str(path), f"a UTF-8 text file ({err})")], str(path)) from None
     except tomllib.TOMLDecodeError as err:
         raise DesignError([("<file>", str(path), f"valid TOML ({err})")], str(path)) from None
-    return design_from_any_table(_formats_beside(table, path.parent), str(path))
+    return design_from_any_table(formats_beside(table, path.parent), str(path))
 
 
-def _formats_beside(table: dict, folder: Path) -> dict:
+def formats_beside(table: dict, folder: Path) -> dict:
     """The table with the format files its ``[pe]`` and ``[[pe.modes]]`` name resolved against
     the design file's folder (:func:`asicsim._files.beside`)."""
     pe = table.get("pe")

@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from asicsim._files import TextFileError, read_text_file
+from asicsim._files import TextFileError, beside, read_text_file
 from asicsim.sweep.spec import SweepError, SweepWarning
 
 #: The most designs one sweep builds (named ones and design-space grid points together): a
@@ -45,16 +45,17 @@ def _set_dotted(table: dict, key: str, value, where: str) -> None:
     node[parts[-1]] = value
 
 
-def _space_base(entry: Any, i: int) -> tuple[str, dict, dict]:
-    """One ``[[design_space]]`` entry checked: (base as given, its design table, vary)."""
-    from asicsim.hw.design_files import designs_dir
+def _space_base(entry: Any, i: int, folder: str | None = None) -> tuple[str, dict, dict]:
+    """One ``[[design_space]]`` entry checked: (base as given, its design table with the format
+    files it names resolved beside it, vary)."""
+    from asicsim.hw.design_files import designs_dir, formats_beside
 
     where = f"design_space[{i}]"
     if not isinstance(entry, dict) or set(entry) - {"base", "vary"} or "base" not in entry:
         raise SweepError(f"{where} = {entry!r}: allowed: a table with base = DESIGN and vary = "
                      "{{ \"dotted.field\" = [values...] }}")
     base = str(entry["base"])
-    path = Path(base) if base.endswith(".toml") else designs_dir() / f"{base}.toml"
+    path = Path(beside(base, folder)) if base.endswith(".toml") else designs_dir() / f"{base}.toml"
     if not path.is_file():
         raise SweepError(f"{where}.base = {base!r}: no such design (a catalog name or a .toml path)")
     try:
@@ -65,7 +66,7 @@ def _space_base(entry: Any, i: int) -> tuple[str, dict, dict]:
     if not isinstance(vary, dict) or not all(isinstance(v, list) and v for v in vary.values()):
         raise SweepError(f"{where}.vary = {vary!r}: allowed: a table of dotted field = [values...]")
     table.setdefault("name", path.stem)
-    return base, table, vary
+    return base, formats_beside(table, path.parent), vary
 
 
 def _space_points(base_table: dict, vary: dict, stem: str, i: int) -> list[tuple[str, Any]]:
@@ -92,15 +93,17 @@ def _space_points(base_table: dict, vary: dict, stem: str, i: int) -> list[tuple
     return out
 
 
-def spec_designs(t: dict, names: tuple[str, ...], problems: list) -> tuple[tuple[str, Any], ...]:
-    """(label, design) of every named design and design-space grid point; problems appended."""
+def spec_designs(t: dict, names: tuple[str, ...], problems: list,
+                 folder: str | None = None) -> tuple[tuple[str, Any], ...]:
+    """(label, design) of every named design and design-space grid point; problems appended;
+    relative paths are relative to ``folder`` (the spec file's)."""
     from asicsim.hw.design_checks import DesignError
     from asicsim.hw.design_files import load_design
 
     out = []
     for name in names:
         try:
-            out.append((name, load_design(name)))
+            out.append((name, load_design(beside(name, folder))))
         except DesignError as err:
             problems.append(f"designs: {err}")
     spaces = t.get("design_space", [])
@@ -110,7 +113,7 @@ def spec_designs(t: dict, names: tuple[str, ...], problems: list) -> tuple[tuple
     bases = []
     for i, entry in enumerate(spaces):
         try:
-            bases.append((i, *_space_base(entry, i)))
+            bases.append((i, *_space_base(entry, i, folder)))
         except SweepError as err:  # it names the entry
             problems.append(str(err))
     sizes = [math.prod(len(v) for v in vary.values()) for _, _, _, vary in bases]

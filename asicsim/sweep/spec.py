@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
-from asicsim._files import TextFileError, read_text_file
+from asicsim._files import TextFileError, beside, read_text_file
 
 RUN_KINDS = ("train", "infer", "cost")
 POINT_KINDS = ("train", "infer", "cost", "kernels")
@@ -129,13 +129,15 @@ class SweepSpec:
     text: str = field(default="", repr=False)  # the spec file as written
     # each recipe as loaded once, when the spec loaded: what ids are computed from and jobs carry
     recipe_objects: dict = field(default_factory=dict, repr=False)
+    # the spec file's folder, which relative paths in it are relative to (None: a table in code)
+    folder: str | None = None
 
     def recipe(self, name: str):
         """The recipe ``name`` as the spec loaded it (loaded now for a spec built without them)."""
         if name not in self.recipe_objects:
             from asicsim.emulate import load_recipe
 
-            self.recipe_objects[name] = load_recipe(name)
+            self.recipe_objects[name] = load_recipe(beside(name, self.folder))
         return self.recipe_objects[name]
 
 
@@ -153,8 +155,9 @@ def _version() -> str:
 #: Bumped when points with the same resolved inputs may have recorded wrong results, so a rerun
 #: on an old results directory makes new points instead of keeping those records. 2: workloads
 #: sharing a name (and overrides) ran each other's model (before, each job looked its workload up
-#: by name).
-ID_SCHEME = 2
+#: by name). 3: recipes edited while a sweep ran were recorded under the old content's id, GPUs
+#: priced formats they have no path for (fp8 on a V100), a timeout was recorded as a divergence.
+ID_SCHEME = 3
 
 
 def identity(payload: dict) -> str:
@@ -184,13 +187,13 @@ def _list(t: dict, key: str, kind: type, where: str, problems: list, default=())
     return tuple(value)
 
 
-def _designs(t: dict, problems: list) -> tuple[tuple[str, Any], ...]:
+def _designs(t: dict, problems: list, folder: str | None) -> tuple[tuple[str, Any], ...]:
     from asicsim.sweep.designs import spec_designs
 
-    return spec_designs(t, _list(t, "designs", str, "", problems), problems)
+    return spec_designs(t, _list(t, "designs", str, "", problems), problems, folder)
 
 
-def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
+def _workloads(t: dict, problems: list, folder: str | None) -> tuple[dict, ...]:
     from asicsim.workloads.deepbench import WorkloadError
     from asicsim.workloads.workload import load_workload, workload_problems
 
@@ -213,12 +216,12 @@ def _workloads(t: dict, problems: list) -> tuple[dict, ...]:
             problems.append(f"{where}.run = {run!r}: allowed: a non-empty list of {list(RUN_KINDS)}")
             continue
         try:
-            w = load_workload(e["name"])
+            w = load_workload(beside(e["name"], folder))
         except WorkloadError as err:
             problems.append(f"{where}.name: {err}")
             continue
         try:  # the named workload at the scale given: a sweep point's identity is that content
-            w = load_workload(e["name"], e.get("scale"))
+            w = load_workload(beside(e["name"], folder), e.get("scale"))
         except WorkloadError as err:
             problems.append(f"{where}.scale: {err}")
             continue
@@ -312,8 +315,10 @@ def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
     return tuple(out)
 
 
-def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tuple[str, ...]:
-    """The recipe names of ``key``, each loaded into ``loaded`` (name -> Policy) once."""
+def _recipes(t: dict, key: str, problems: list, loaded: dict, folder: str | None,
+             default=()) -> tuple[str, ...]:
+    """The recipe names of ``key``, each loaded into ``loaded`` (name -> Policy) once (a relative
+    path against the spec's ``folder``)."""
     from asicsim.emulate import RecipeError, load_recipe
     from asicsim.numerics.formats import FormatError
 
@@ -325,7 +330,7 @@ def _recipes(t: dict, key: str, problems: list, loaded: dict, default=()) -> tup
         if n in loaded:
             continue
         try:
-            loaded[n] = load_recipe(n)
+            loaded[n] = load_recipe(beside(n, folder))
             canon(loaded[n])  # the format files it names are read (and checked) now
         except (RecipeError, FormatError) as err:
             problems.append(f"{key}: {err}")
@@ -351,14 +356,14 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     """A sweep spec from a TOML path, a shipped spec name (``demo``) or a parsed table; every
     problem is reported at once in one :class:`SweepError`."""
     if isinstance(spec, dict):
-        t, source, text = spec, "<table>", ""
+        t, source, text, folder = spec, "<table>", "", None
     else:
         path = _resolve_path(spec)
         try:
             text = read_text_file(path)  # without a byte-order mark; not UTF-8: names the file
         except TextFileError as err:
             raise SweepError(str(err)) from None
-        source = str(path)
+        source, folder = str(path), str(path.parent)
         try:
             t = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
@@ -369,14 +374,14 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
     if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
         problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
     loaded: dict = {}
-    recipes = _recipes(t, "recipes", problems, loaded, ("fp32",))
+    recipes = _recipes(t, "recipes", problems, loaded, folder, ("fp32",))
     if t.get("recipes") == []:
         problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
-    infer_recipes = _recipes(t, "infer_recipes", problems, loaded)
+    infer_recipes = _recipes(t, "infer_recipes", problems, loaded, folder)
     before = len(problems)
-    designs = _designs(t, problems)
+    designs = _designs(t, problems, folder)
     design_problems = len(problems) > before
-    workloads = _workloads(t, problems)
+    workloads = _workloads(t, problems, folder)
     kernels = _kernels(t, problems)
     timeout = t.get("point_timeout_s")
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
@@ -402,7 +407,8 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                      recipes=recipes, infer_recipes=infer_recipes, designs=designs,
                      spaces=tuple(t.get("design_space", [])),
                      workloads=workloads, kernels=kernels, point_timeout_s=timeout,
-                     description=str(t.get("description", "")), text=text, report=report, recipe_objects=loaded)
+                     description=str(t.get("description", "")), text=text, report=report, recipe_objects=loaded,
+                     folder=folder)
 
 
 def canon(obj) -> str:
@@ -453,7 +459,7 @@ def spec_dict(spec: SweepSpec) -> dict:
             # the named designs as loaded; a design space as its base design and the grid over it
             "design_objects": {label: dataclasses.asdict(d) for label, d in spec.designs if label in named},
             "design_spaces": [{"base": str(e["base"]), "vary": e.get("vary", {}),
-                               "base_object": dataclasses.asdict(load_design(e["base"])),
+                               "base_object": dataclasses.asdict(load_design(beside(e["base"], spec.folder))),
                                "designs": len(list(itertools.product(*e.get("vary", {}).values())))}
                               for e in spec.spaces],
             "workload_objects": [dataclasses.asdict(w["workload"]) for w in spec.workloads],

@@ -134,3 +134,36 @@ def test_design_space_over_memory_kind_and_a_bad_value(tmp_path):
     msg = str(err.value)
     assert "edge_int8_32x32[dram.kind=DDR9,dram.bandwidth_gbps=12.8]" in msg and "allowed: DDR3 | DDR4" in msg
     assert "none given" not in msg  # no follow-on complaint about the designs it could not build
+
+
+def test_paths_in_a_spec_are_relative_to_its_folder(tmp_path, monkeypatch):
+    """Recipes, designs, design-space bases and workloads named by relative path resolve against
+    the spec file's folder, not the current one (issue 29, item 21: the old code looked in the
+    current folder and said 'no such file')."""
+    from asicsim.emulate.policy import recipes_dir
+    from asicsim.hw.design_files import designs_dir
+    from asicsim.workloads.deepbench import workloads_dir
+
+    folder = tmp_path / "specs"
+    folder.mkdir()
+    (folder / "my_bf16.toml").write_text((recipes_dir() / "bf16.toml").read_text())
+    (folder / "my_edge.toml").write_text((designs_dir() / "edge_int8_32x32.toml").read_text())
+    (folder / "my_digits.toml").write_text((workloads_dir() / "digits_mlp.toml").read_text())
+    _write(folder, """
+        recipes = ["my_bf16.toml"]
+        designs = ["my_edge.toml"]
+        [[workloads]]
+        name = "my_digits.toml"
+        run = ["train", "cost"]
+        [[design_space]]
+        base = "my_edge.toml"
+        vary = { "array.rows" = [16] }
+        """)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    spec = load_spec(Path("..") / "specs" / "spec.toml")
+    assert spec.recipes == ("my_bf16.toml",)  # labels stay as written
+    assert [label for label, _ in spec.designs][0] == "my_edge.toml"
+    assert spec.recipe("my_bf16.toml").name == "bf16" and len(expand(spec)) > 0
+    assert spec.designs[0][1].array.rows == 32 and spec.designs[1][1].array.rows == 16
