@@ -14,11 +14,10 @@ the string ``'no'`` is truthy and would have saturated.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from .._jax_compat import is_floating
+# JAX is imported where it is used: MacSpec checks its flags here, and ``asicsim --help`` builds
+# MacSpecs without JAX (tests/test_light_imports.py).
 
 
 def _describe(x) -> str:
@@ -38,6 +37,10 @@ def real_input(x, op: str):
 
     Integer arrays pass here (the caller says whether it takes them); lists keep being lists, so
     the caller converts them as before (quantize rounds a list of Python floats from float64)."""
+    import jax
+
+    from .._jax_compat import is_floating
+
     if isinstance(x, jax.Array):  # tracers included: always native; the dtype is checked later
         return x
     if isinstance(x, bool | np.bool_):
@@ -55,12 +58,15 @@ def real_input(x, op: str):
     return x
 
 
-def code_input(codes, bits: int, name: str, what: str = "codes") -> jax.Array:
+def code_input(codes, bits: int, name: str, what: str = "codes"):
     """Integer ``codes`` of a ``bits``-bit format as a JAX array, each in ``0 .. 2**bits - 1``.
 
     Out-of-range codes are a ValueError wherever the values can be inspected: host arrays and
     lists always (checked in numpy, before JAX could cut a 64-bit code to 32 bits), JAX arrays
     outside ``jit`` (under it the low ``bits`` bits are used)."""
+    import jax
+    import jax.numpy as jnp
+
     hi = (1 << bits) - 1
     if isinstance(codes, jax.Array):
         if not jnp.issubdtype(codes.dtype, jnp.integer):

@@ -68,7 +68,10 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
     in a folder beside it (``<name>_tables/``). ``options`` override the spec's ``[report]`` table
     (objective, max_accuracy_drop, max_loss_increase). Returns what was written: paths, section
     ids, figure ids, point counts. ``progress(stages_done, stages_total)`` after each stage."""
-    html_path, md_path, folder = output_paths(results_dir, html_path)  # before any work
+    from asicsim.sweep.store import results_root
+
+    results_root(results_dir)  # a results directory, then a writable output: both before any work
+    html_path, md_path, folder = output_paths(results_dir, html_path)
     from asicsim.report import html, markdown, objective, sections, tables
     from asicsim.report.load import load
 

@@ -71,17 +71,20 @@ def test_non_finite_weights_and_test_loss_after_a_chunk():
 
 @pytest.mark.parametrize("recipe", [
     "fp16_mixed", pytest.param("fp16_nomaster", marks=pytest.mark.slow)])  # ~5 s each; one stays default
-def test_a_collapsed_loss_scale_fails_the_sweep_point_and_shows_in_train(recipe, capsys):
+def test_a_collapsed_loss_scale_diverges_the_sweep_point_and_shows_in_train(recipe, capsys):
     # lr 1e4: the first step blows the weights up, every later step overflows; the scale halves
     # from 2**16 to the floor 2**-24 in 40 steps, and step 42 overflows at the floor
+    from asicsim.emulate import load_recipe
     from asicsim.sweep.points import Job, _train
     from asicsim.sweep.spec import Point
     from asicsim.workloads import load_workload
     from asicsim.workloads.cli import add_cli
 
     w = load_workload("digits_mlp").replace(lr=1e4, steps=300, eval_every=100)
-    (rec,) = _train(Job([Point("p", "train", {}, {"recipe": recipe, "seed": 0})], workload=w))
-    assert rec["status"] == "failed" and rec["result"]["diverged"] is True
+    job = Job([Point("p", "train", {}, {"recipe": recipe, "seed": 0})], workload=w,
+              recipes={recipe: load_recipe(recipe)})
+    (rec,) = _train(job)
+    assert rec["status"] == "diverged" and rec["result"]["diverged"] is True
     assert rec["result"]["diverged_step"] == 42
     assert rec["reason"].startswith("diverged at step 42: loss scale collapsed")
     assert rec["tables"]["curves"][-1]["step"] == 100  # stops after the chunk it diverged in
