@@ -325,8 +325,9 @@ def test_shapes_like_jnp_dot_and_matmul():
     assert empty.shape == (2, 3) and not np.asarray(empty).any()
 
 
-EMPTY_MACS = ["a=bf16,acc=fp32", "a=fp32,acc=fp32,order=tree", "a=fp16,acc=fp32,order=chunk:3", "v100",
-              "a=bf16,acc=fp32,order=fast", "a=int8,acc=int32", "a=e4m3fn,acc=fp16,out=e4m3fn"]
+EMPTY_MACS = ["a=bf16,acc=fp32", "a=int8,acc=int32"] + [  # ~1.2 s each: two stay in the default run
+    pytest.param(m, marks=pytest.mark.slow) for m in ("a=fp32,acc=fp32,order=tree", "a=fp16,acc=fp32,order=chunk:3",
+                                                      "v100", "a=bf16,acc=fp32,order=fast", "a=e4m3fn,acc=fp16,out=e4m3fn")]
 EMPTY_SHAPES = [((2, 0), (0, 3)), ((0, 2), (2, 3)), ((2, 3), (3, 0)), ((4, 2, 0), (0, 3)), ((0, 2, 0), (0, 0, 3)),
                 ((1, 0, 2), (2, 2)), ((0,), (0,)), ((2, 0), (0,))]
 
