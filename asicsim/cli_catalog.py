@@ -118,8 +118,7 @@ def _efficiency(name: str, kind: str) -> dict:
     """Peak ops, idle power and peak TOPS/W per scope (core, chip, board) of a design, in its own
     formats (a GPU: also on its fp16 tensor path): :mod:`asicsim.hw.efficiency`."""
     from .hw import load_design
-    from .hw.cost import idle_power
-    from .hw.efficiency import peak_tops_per_w
+    from .hw.efficiency import idle_power, peak_tops_per_w
 
     d = load_design(name)
 

@@ -259,22 +259,6 @@ def default_objective() -> str:
     return inspect.signature(cost_many).parameters["objective"].default
 
 
-def idle_power(design, formats=None) -> dict[str, float]:
-    """A design's idle power at chip and board scope (:mod:`asicsim.hw.power`; a GPU:
-    :func:`asicsim.hw.gpu_cost.gpu_static_split` of its modelled static power)."""
-    d = load_design(design)
-    if isinstance(d, GpuDesign):
-        from asicsim.hw.gpu_cost import gpu_static_split
-        from asicsim.hw.gpu_model import generation_constants, load_fit
-
-        static = generation_constants(load_fit(), d.architecture)[0]["static_fraction"] * d.tdp_w
-        return {"chip": gpu_static_split(d, static)[0]["static.chip"], "board": static}
-    from asicsim.hw.pricing import energy_rates
-
-    pm = energy_rates(d, resolve_formats(d, formats)).power
-    return {s: float(pm.idle_w(s)) for s in ("chip", "board")}
-
-
 def _clock(pr, i: int, d: SystolicDesign) -> float:
     """The clock operation ``i`` ran at: the design's, or lower where its TDP capped it."""
     cycles, t = float(pr.cycles[..., i]), float(pr.time_s[..., i])

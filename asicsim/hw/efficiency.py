@@ -54,8 +54,6 @@ def peak_tops_per_w(design, formats=None) -> dict[str, float]:
 
     d = load_design(design)
     if isinstance(d, GpuDesign):
-        from asicsim.hw.cost import idle_power
-
         peak = d.peak_ops_per_s(formats) / 1e12
         idle = idle_power(d)
         chip_w = d.tdp_w - (idle["board"] - idle["chip"])  # less the memory background and regulators
@@ -66,3 +64,23 @@ def peak_tops_per_w(design, formats=None) -> dict[str, float]:
         pj = sum(v for k, v in per_mac.items() if k != "total" and SCOPES.index(component(k)[0]) <= i)
         out[scope] = 2 / pj  # 2 ops per pJ-per-MAC: TOPS/W
     return out
+
+
+def idle_power(design, formats=None) -> dict[str, float]:
+    """A design's idle power at chip and board scope (:mod:`asicsim.hw.power`; a GPU:
+    :func:`asicsim.hw.gpu_cost.gpu_static_split` of its modelled static power)."""
+    from asicsim.hw.cost import resolve_formats
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+
+    d = load_design(design)
+    if isinstance(d, GpuDesign):
+        from asicsim.hw.gpu_cost import gpu_static_split
+        from asicsim.hw.gpu_model import generation_constants, load_fit
+
+        static = generation_constants(load_fit(), d.architecture)[0]["static_fraction"] * d.tdp_w
+        return {"chip": gpu_static_split(d, static)[0]["static.chip"], "board": static}
+    from asicsim.hw.pricing import energy_rates
+
+    pm = energy_rates(d, resolve_formats(d, formats)).power
+    return {s: float(pm.idle_w(s)) for s in ("chip", "board")}
