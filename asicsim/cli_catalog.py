@@ -100,13 +100,37 @@ def _print_rows(rows: list[dict], columns: tuple[str, ...], as_json: bool) -> No
         print("  ".join(f"{r[c]!s:<{widths[c]}}" for c in columns) + "  " + first_sentence(r["description"]))
 
 
-def design_rows() -> list[dict]:
-    """Every shipped design: systolic arrays first, then the GPU baselines."""
+def design_rows(efficiency: bool = True) -> list[dict]:
+    """Every shipped design: systolic arrays first, then the GPU baselines; ``efficiency``: with
+    its idle power and peak TOPS/W per scope (:func:`_efficiency`)."""
     from .hw import load_design
     from .hw.design_files import list_designs
 
-    return [{"name": n, "kind": kind, "description": load_design(n).description}
+    return [{"name": n, "kind": kind, "description": load_design(n).description, **(_efficiency(n, kind) if efficiency else {})}
             for kind in ("systolic", "gpu") for n in list_designs(kind)]
+
+
+#: Formats a GPU's peak efficiency is also quoted in: its tensor-core path (the default is fp32 SIMT).
+_GPU_TENSOR_FORMATS = "act=fp16,weight=fp16,acc=fp32"
+
+
+def _efficiency(name: str, kind: str) -> dict:
+    """Peak ops, idle power and peak TOPS/W per scope (core, chip, board) of a design, in its own
+    formats (a GPU: also on its fp16 tensor path): :mod:`asicsim.hw.efficiency`."""
+    from .hw import load_design
+    from .hw.efficiency import idle_power, peak_tops_per_w
+
+    d = load_design(name)
+
+    def peak(formats):
+        eff = peak_tops_per_w(d, formats)
+        return {"formats": formats or "design", "peak_tops": d.peak_ops_per_s(formats) / 1e12,
+                **{f"tops_per_w_{s}": (None if v != v else v) for s, v in eff.items()}}
+
+    idle = idle_power(d)
+    return {"tdp_w": d.power_w if d.power_w == d.power_w else None,
+            "idle_power_chip_w": idle["chip"], "idle_power_board_w": idle["board"],
+            "peak": [peak(None)] + ([peak(_GPU_TENSOR_FORMATS)] if kind == "gpu" else [])}
 
 
 def recipe_rows() -> list[dict]:
@@ -139,7 +163,7 @@ def workload_rows() -> list[dict]:
 
 
 def cmd_designs(args) -> int:
-    _print_rows(design_rows(), ("name", "kind"), args.json)
+    _print_rows(design_rows(efficiency=args.json), ("name", "kind"), args.json)
     return 0
 
 

@@ -35,6 +35,7 @@ from asicsim.hw.mapper import describe
 from asicsim.hw.native import ExecutionMode, execution_mode, parse_emulate, storage_bits
 from asicsim.hw.operations import Conv, Gemm, Operation, OperationError
 from asicsim.hw.pipeline import price
+from asicsim.hw.power import is_static, scoped_power
 from asicsim.hw.pricing import BOUNDS, TRAFFIC_KEYS
 from asicsim.hw.scalesim_files import CONV_FIELDS, Topology
 from asicsim.numerics import FormatError, get_format
@@ -115,6 +116,10 @@ class CostResult:
     cycles_sync: float = 0.0  # the design's per-operation synchronisation (array.sync_cycles)
     notes: tuple[str, ...] = ()  # what the price leaves out and why (e.g. no vector unit)
     execution: ExecutionMode | None = None  # systolic: MAC rate of the peak and whether emulated
+    idle_power_w: dict = field(default_factory=dict)  # scope ("chip", "board") -> the design's idle power
+    launch_fraction: float = float("nan")  # GPU: share of the time that is the launch/fixed-overhead floor
+    sm_fraction: float = float("nan")  # GPU: time-weighted share of SMs busy
+    objective: str = "fastest"  # the mapping objective the schedule was chosen for (a GPU: its fastest)
 
     @property
     def cycles(self) -> float:
@@ -135,14 +140,26 @@ class CostResult:
 
     @property
     def energy_static_pj(self) -> float:
-        """Static (leakage, idle) power over the busy time: every producer keys it ``static``."""
-        return self.energy_pj.get("static", 0.0)
+        """Static power (leakage, clock, controllers, DRAM background: the idle power) over the busy
+        time, at board scope: every component :func:`asicsim.hw.power.is_static` names."""
+        return sum(v for k, v in self.energy_pj.items() if is_static(k))
 
     @property
     def energy_dynamic_pj(self) -> float:
         """The energy the work itself switches (MACs, vector, buffers, DRAM): total less static.
         On short steps a GPU's total is mostly static, so comparisons of the work use this."""
         return self.energy_total_pj - self.energy_static_pj
+
+    def scoped(self) -> dict:
+        """The schema's per-scope keys (:mod:`asicsim.hw.power`): energy, dynamic energy, average
+        power and achieved TOPS/W at core, chip and board; idle power at chip and board."""
+        out = scoped_power(self.energy_pj, self.time_s, self.macs, has_core=self.kind_of_design != "gpu")
+        nan = float("nan")
+        return out | {f"idle_power_{s}_w": self.idle_power_w.get(s, nan) for s in ("chip", "board")}
+
+    @property
+    def kind_of_design(self) -> str:
+        return "gpu" if "path" in self.formats else "systolic"
 
     @property
     def dram_bytes(self) -> float:
@@ -171,6 +188,8 @@ class CostResult:
         if self.execution is not None:
             r |= {"mac_rate": self.execution.rate, "emulated": self.execution.emulated,
                   "slowdown": self.execution.slowdown}
+        r |= self.scoped() | {"launch_fraction": self.launch_fraction, "sm_fraction": self.sm_fraction,
+                              "objective": self.objective}
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: self.traffic[k] for k in TRAFFIC_KEYS if k in self.traffic}
         return r
@@ -220,7 +239,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     bounds = [operation_bounds(op, d, formats) for op in ops]
     return [CostResult(
         operation=op.label, kind=op.kind, design=d.name, formats=names, pes=d.pes,
-        clock_hz=d.clock_hz, cycles_compute=float(t["cycles_compute"][i]),
+        clock_hz=_clock(pr, i, d), cycles_compute=float(t["cycles_compute"][i]),
         cycles_fill_drain=float(t["cycles_fill_drain"][i]), cycles_stall=float(t["cycles_stall"][i]),
         cycles_sync=float(t["cycles_sync"][i]),
         macs=float(t["macs"][i]), macs_performed=float(performed[i]),
@@ -228,8 +247,22 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         traffic=traffic_of[i], energy_pj=energy_of[i], sources=pr.sources,
         mapping=_mapping_text(t, i, d), schedule=_schedule(t, i), bound=BOUNDS[int(pr.bound[i])],
         dram_bound_bytes=float(bounds[i].bound), dram_bound=str(bounds[i].binding),
-        notes=pr.notes[i], execution=mode if has_gemm[i] else None)
+        notes=pr.notes[i], execution=mode if has_gemm[i] else None,
+        idle_power_w={k: float(v) for k, v in pr.idle_w.items()}, objective=objective)
         for i, op in enumerate(ops)]
+
+
+def default_objective() -> str:
+    """The mapping objective :func:`cost_many` uses when none is given."""
+    import inspect
+
+    return inspect.signature(cost_many).parameters["objective"].default
+
+
+def _clock(pr, i: int, d: SystolicDesign) -> float:
+    """The clock operation ``i`` ran at: the design's, or lower where its TDP capped it."""
+    cycles, t = float(pr.cycles[..., i]), float(pr.time_s[..., i])
+    return cycles / t if t > 0 and cycles > 0 and t > cycles / d.clock_hz else d.clock_hz
 
 
 def _schedule(t: dict, i: int) -> dict:

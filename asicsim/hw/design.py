@@ -25,6 +25,7 @@ from asicsim.hw.design_parts import BufferSpec as BufferSpec
 from asicsim.hw.design_parts import DramSpec as DramSpec
 from asicsim.hw.design_parts import PESpec as PESpec
 from asicsim.hw.design_parts import VectorUnitSpec as VectorUnitSpec
+from asicsim.hw.power_spec import PowerSpec as PowerSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,13 +37,14 @@ class SystolicDesign:
     source: str = ""
     technology_nm: float
     clock_mhz: float
-    static_power_w: float | None = None  # None: derived from the node and area by the cost model
+    static_power_w: float | None = None  # the chip's published idle power; None: the power model's components
     tdp_w: float | None = None  # thermal design power, for reference and power caps
     array: ArraySpec
     pe: PESpec
     buffers: tuple[BufferSpec, ...]
     dram: DramSpec
     vector: VectorUnitSpec | None = None
+    power: PowerSpec | None = None  # [power]: overrides of the power model's defaults (asicsim.hw.power)
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -89,6 +91,8 @@ class SystolicDesign:
                 problems.append((key, own[key], f"an {cls.__name__}"))
         if self.vector is not None and not isinstance(self.vector, VectorUnitSpec):
             problems.append(("vector", self.vector, "a VectorUnitSpec or None"))
+        if self.power is not None and not isinstance(self.power, PowerSpec):
+            problems.append(("power", self.power, "a PowerSpec or None"))
         raise_if(problems)
         object.__setattr__(self, "buffers", tuple(self.buffers))
 

@@ -28,6 +28,7 @@ from asicsim.hw.design import (
 )
 from asicsim.hw.design_checks import DesignError, Problem
 from asicsim.hw.gpu import GpuDesign, gpu_design_from_table
+from asicsim.hw.power_spec import PowerSpec
 from asicsim.hw.scalesim_files import ScaleSimFileError, read_scalesim_config
 
 #: What a SCALE-Sim config does not say, and what a converted design assumes.
@@ -110,13 +111,13 @@ def _build(cls: type, table: Any, path: str, out: list[Problem], *, skip: frozen
 def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
     """Build a design from a parsed TOML table, reporting every problem in one DesignError."""
     out: list[Problem] = []
-    nested = frozenset({"array", "pe", "buffers", "dram", "vector"})
+    nested = frozenset({"array", "pe", "buffers", "dram", "vector", "power"})
     top = _build(SystolicDesign, table, "", out, skip=nested)
     if top is None:
         raise DesignError(out, source)
     parts: dict[str, Any] = {}
     for key, cls in (("array", ArraySpec), ("pe", PESpec), ("dram", DramSpec),
-                     ("vector", VectorUnitSpec)):
+                     ("vector", VectorUnitSpec), ("power", PowerSpec)):
         if key in top:
             parts[key] = _build(cls, top[key], key, out)
     for key in ("array", "pe", "dram"):
@@ -133,7 +134,8 @@ def design_from_table(table: dict, source: str = "<table>") -> SystolicDesign:
     if out:
         raise DesignError(out, source)
     objs = {k: cls(**parts[k]) for k, cls in (("array", ArraySpec), ("pe", PESpec),
-                                             ("dram", DramSpec), ("vector", VectorUnitSpec))
+                                             ("dram", DramSpec), ("vector", VectorUnitSpec),
+                                             ("power", PowerSpec))
             if k in parts}
     objs["buffers"] = tuple(BufferSpec(**kw) for kw in built_buffers)
     kwargs = {k: v for k, v in top.items() if k not in nested} | objs

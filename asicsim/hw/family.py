@@ -69,7 +69,7 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
     cycles = np.broadcast_to(pr.cycles, shape)
     pes = pr.pes[:, None]
     util = np.divide(performed, cycles * pes, out=np.zeros(shape), where=cycles > 0)
-    out = {"cycles": cycles, "time_s": cycles / d0.clock_hz, "utilization": util,
+    out = {"cycles": cycles, "time_s": np.broadcast_to(pr.time_s, shape), "utilization": util,
            "bound": np.asarray(BOUNDS)[np.broadcast_to(pr.bound, shape)],
            "macs": np.broadcast_to(t["macs"], shape),
            "dram_bytes": np.broadcast_to(pr.traffic["dram_bytes"], shape),

@@ -9,8 +9,10 @@ compute; ``bound`` is ``bandwidth`` when memory time exceeds the quantized compu
 overheads, ``power`` when the power cap sets the time, else ``occupancy`` when the time is over twice
 the ideal, else ``compute``. Traffic: ``dram_bytes`` and ``l2_bytes`` per the residency rule in
 :mod:`asicsim.hw.gpu_model`; ``array_bytes`` (``sram_array_bytes``, the on-chip level the report
-draws) is the L2 traffic. Energy: ``compute``, ``dram``, ``l2`` (dynamic) and ``static``
-(``static_fraction`` x TDP x time). ``dram_bound_bytes`` is the compulsory traffic of the residency
+draws) is the L2 traffic. Energy: ``compute``, ``l2`` (chip, dynamic), ``dram`` (board: HBM/GDDR
+access) and the static power ``static_fraction`` x TDP x time split by scope (:func:`gpu_static_split`:
+``static.chip``, ``static.hbm``, ``static.board``); ``launch_fraction`` and ``sm_fraction`` say how
+much of the time is the launch floor and what share of the SMs the kernels keep busy. ``dram_bound_bytes`` is the compulsory traffic of the residency
 rule (each input read once, each output written once; 0 under ``operands="warm"``).
 ``formats["path"]`` names the precision path and
 ``sources["compute"]`` why; ``notes`` say which constants a generation without its own
@@ -98,6 +100,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     e_op = energy_per_op_pj(design, path, c)
     per_byte = level_energies_pj_per_byte(design)
     static_w = c["static_fraction"] * design.tdp_w
+    split, split_src = gpu_static_split(design, static_w)
     eff = efficiency(design, path, c)
     names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
     base_src = {
@@ -108,7 +111,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
                                        if design.copy_bandwidth_gbps else
                                        f"; streams at bw_eff {c['bw_eff']:.3f} x datasheet"),
         "l2": per_byte["l2"][1],
-        "static": f"static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)",
+        **{k: f"{v}; of static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)" for k, v in split_src.items()},
     }
     notes = ()
     if borrowed:
@@ -136,7 +139,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             bound = "compute"
         dram_b, l2_b = float(sums["dram_bytes"][i]), float(sums["l2_bytes"][i])
         e = {"compute": float(sums["e_compute"][i]), "dram": float(sums["e_dram"][i]),
-             "l2": float(sums["e_l2"][i]), "static": static_w * time_s * 1e12}
+             "l2": float(sums["e_l2"][i]), **{k: w * time_s * 1e12 for k, w in split.items()}}
         src = dict(base_src)
         if capped > 0:
             src["compute"] += (f"; power cap: dynamic power at full clock over TDP - static, clock "
@@ -164,7 +167,10 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             mapping_efficiency=float(ideal / quant) if quant > 0 else math.nan,
             vector_ops=float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)),
             traffic=traffic, energy_pj=e, sources=src, bound=bound, notes=op_notes,
-            dram_bound_bytes=float(sums["compulsory_bytes"][i]), dram_bound="compulsory"))
+            dram_bound_bytes=float(sums["compulsory_bytes"][i]), dram_bound="compulsory",
+            idle_power_w={"chip": split["static.chip"], "board": static_w},
+            launch_fraction=float(overhead / time_s) if time_s > 0 else math.nan,
+            sm_fraction=float(sums["sm_busy_time"][i] / time_s) if time_s > 0 else math.nan))
     return out
 
 
@@ -179,3 +185,23 @@ def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float,
     oc = sum(r.get("c_elems", r["M"] * r["N"]) * r.get("batch", 1) for r in kinds) * c
     tot = ia + fb + oc or 1.0
     return {"ifmap": (ia / tot, 0.0), "filter": (fb / tot, 0.0), "ofmap": (0.0, oc / tot)}
+
+
+def gpu_static_split(design: GpuDesign, static_w: float) -> tuple[dict[str, float], dict[str, str]]:
+    """The model's board static power (``static_fraction`` x TDP) split by scope: the voltage
+    regulators' loss on it (``static.board``), the memory stacks' or devices' background
+    (``static.hbm``) and the rest, the chip's own idle power (``static.chip``); defaults and
+    sources from :mod:`asicsim.hw.power`, one model for both kinds of design."""
+    from asicsim.hw.gpu import GPU_MEM_TYPES
+    from asicsim.hw.power import VR_EFFICIENCY, dram_background_w
+
+    board = static_w * (1.0 - VR_EFFICIENCY[0])
+    hbm, hbm_src = dram_background_w(GPU_MEM_TYPES[design.mem_type], design.bandwidth_gbps)
+    hbm = min(hbm, static_w - board)
+    split = {"static.chip": static_w - board - hbm, "static.hbm": hbm, "static.board": board}
+    src = {"static.board": f"regulator losses on the static power: 1 - {VR_EFFICIENCY[0]:g} ({VR_EFFICIENCY[1]})",
+           "static.hbm": f"memory background {hbm_src}",
+           "static.chip": "the chip's idle power: static_fraction x TDP less the regulator losses and the "
+                          "memory background (the compute, l2 energies per op were fitted through the "
+                          "board-level power cap, so they carry their share of regulator losses)"}
+    return split, src

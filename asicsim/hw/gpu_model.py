@@ -73,6 +73,7 @@ from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
 from asicsim.hw.node_scaling import energy_factor
+from asicsim.hw.power import power_capped_time
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
@@ -228,8 +229,9 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     def pick(a):
         return np.broadcast_to(a, t_tot.shape).reshape(len(M), -1)[np.arange(len(M)), best]
 
-    d_comp, d_mem, d_tot, d_dram, d_l2, d_fits = (
-        pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits))
+    busy_sms = np.minimum(tiles_m * tiles_n * Bx * s / sm, 1.0)  # share of the SMs with a CTA
+    d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (
+        pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits, busy_sms))
     # cold operands: an RNN's weights come from DRAM once before its steps (its state is on chip)
     first = np.where((operands == "cold") & (k.seq > 1) & d_fits, b_el[:, 0, 0] * B, 0.0)
     # -- sparse GEMM (cuSPARSE-like CSR): nonzero MACs at sparse_eff of fp32, CSR bytes streamed
@@ -261,12 +263,14 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     per_byte = level_energies_pj_per_byte(design)
     e_ops = ops * k.seq * energy_per_op_pj(design, path, c)
     e_dram, e_l2 = dram_b * per_byte["dram"][0], l2_b * per_byte["l2"][0]
-    budget_w = design.tdp_w * (1.0 - c["static_fraction"])
-    t_capped = (e_ops + e_dram + e_l2) * 1e-12 / budget_w
-    total = np.maximum(t_full, t_capped)
+    total = power_capped_time(t_full, (e_ops + e_dram + e_l2) * 1e-12, design.tdp_w,
+                              design.tdp_w * c["static_fraction"])
     return {"time": total, "full_clock_time": t_full, "compute": k.seq * ideal,
             "quantized": k.seq * t_compute, "memory": k.seq * t_memory + first / bw, "overhead": overhead,
             "body": k.seq * t_body + first / bw, "dram_bytes": dram_b, "l2_bytes": l2_b,
             "compulsory_bytes": compulsory,
             "ops": ops * k.seq, "dense_ops": ops_useful * k.seq, "aligned": aligned.astype(float),
-            "e_compute": e_ops, "e_dram": e_dram, "e_l2": e_l2}
+            "e_compute": e_ops, "e_dram": e_dram, "e_l2": e_l2,
+            # SM-seconds busy over the body (the launch floor keeps none busy; streams and sparse
+            # kernels are taken to spread over every SM)
+            "sm_busy_time": k.seq * t_body * np.where(gemm, d_busy, 1.0) * (total / np.maximum(t_full, 1e-300))}

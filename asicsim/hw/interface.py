@@ -82,6 +82,11 @@ class Design(Protocol):
 
 def roof(design: Design, formats: str | Mapping | None = None) -> dict:
     """A design's roofline roof and power as a record's columns: ``design_kind``,
-    ``peak_ops_per_s``, ``dram_bytes_per_s``, ``power_w``."""
+    ``peak_ops_per_s``, ``dram_bytes_per_s``, ``power_w`` (TDP), ``idle_power_chip_w`` and
+    ``idle_power_board_w``."""
+    from asicsim.hw.efficiency import idle_power
+
+    idle = idle_power(design, formats) if design.kind in ("systolic", "gpu") else {}
     return {"design_kind": design.kind, "peak_ops_per_s": design.peak_ops_per_s(formats),
-            "dram_bytes_per_s": design.dram_bytes_per_s, "power_w": design.power_w}
+            "dram_bytes_per_s": design.dram_bytes_per_s, "power_w": design.power_w,
+            **{f"idle_power_{s}_w": idle.get(s, float("nan")) for s in ("chip", "board")}}

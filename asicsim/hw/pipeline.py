@@ -23,7 +23,15 @@ from asicsim.hw.operations import (
     OperationError,
     weight_store_bits,
 )
-from asicsim.hw.pricing import classify_bound, energy, energy_rates, schedule_energy, traffic
+from asicsim.hw.power import component, power_capped_time
+from asicsim.hw.pricing import (
+    BOUNDS,
+    classify_bound,
+    energy,
+    energy_rates,
+    schedule_energy,
+    traffic,
+)
 from asicsim.hw.vector_unit import vector_counts, vector_note
 
 _DATAFLOW = {"os": 0, "ws": 1, "is": 2}
@@ -84,6 +92,8 @@ class Priced:
     pes: np.ndarray
     sources: dict
     notes: list  # per operation: what the price leaves out and why
+    time_s: np.ndarray  # the cycles at the design's clock, or longer where its TDP caps the clock
+    idle_w: dict  # scope -> the design's idle power (asicsim.hw.power.PowerModel.idle_w)
 
     @property
     def cycles(self) -> np.ndarray:
@@ -157,5 +167,18 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
     busy = t["cycles_compute"] + t["cycles_fill_drain"]
     bound = classify_bound(t["transfer_cycles"], busy, performed, pes[..., None], t["macs"])
-    return Priced(t, tr, e, bound, pes, rates.sources, notes)
+    time_s = (t["cycles_compute"] + t["cycles_fill_drain"] + t["cycles_stall"] + t["cycles_sync"]) / d.clock_hz
+    if d.tdp_w is not None:  # over the TDP the clock drops (asicsim.hw.power.power_capped_time)
+        dyn_chip = sum(v for k, v in e.items() if component(k)[1] == "dynamic" and component(k)[0] != "board")
+        capped = power_capped_time(time_s, dyn_chip * 1e-12, d.tdp_w, rates.power.idle_w("chip"))
+        if np.any(capped > time_s):
+            e = energy(t, tr, rates, zero, bpe["psum"], time_s=capped)
+            bound = np.where(capped > time_s, BOUNDS.index("power"), bound)
+            time_s = capped
+    if d.tdp_w is not None and np.any(rates.power.idle_w("chip") >= d.tdp_w):
+        said = (f"the chip's idle power ({np.max(rates.power.idle_w('chip')):.3g} W) reaches its tdp_w "
+                f"({d.tdp_w:g} W): no power-capped clock fits; priced at the design's clock")
+        notes = [(*n, said) for n in notes]
+    idle = {s: rates.power.idle_w(s) for s in ("core", "chip", "board")}
+    return Priced(t, tr, e, bound, pes, rates.sources, notes, time_s, idle)
 

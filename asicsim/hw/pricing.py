@@ -23,13 +23,10 @@ from asicsim.hw.energy import (
     dram_energy_pj_per_bit,
     multiplier_energy_pj,
 )
+from asicsim.hw.power import PowerModel, add_overheads, power_model, static_energy
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 OPERANDS = ("ifmap", "filter", "ofmap", "psum")
-#: Static power when a design gives none: an explicit assumption, not a published figure.
-STATIC_FRACTION_OF_PEAK_MAC_POWER = 0.1
-
-
 
 BOUNDS = ("compute", "bandwidth", "occupancy", "power")  # power: a GPU whose TDP sets the clock
 #: The traffic keys a result carries: ``level.operand.reads|writes`` in elements and ``..._bytes``.
@@ -86,7 +83,8 @@ class EnergyRates:
     sram_write: dict  # operand -> pJ per byte written
     buffer_of: dict  # operand -> buffer name
     dram: float  # per byte moved
-    static: object  # per cycle
+    static: object  # per cycle: every static component at board scope (idle board power / clock)
+    power: PowerModel  # static components (W) and the chip/board overheads (asicsim.hw.power)
     sources: dict
 
 
@@ -129,14 +127,18 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
     else:
         per_bit = dram_energy_pj_per_bit(design.dram.kind)
     src["dram"] = per_bit.source
-    static = static_power_w(design, mult.pj + add.pj, pes)
-    src["static"] = static.source
+    total_kib = None if buffer_kib is None else sum(np.asarray(k, dtype=np.float64) for k in buffer_kib)
+    pm = power_model(design, mult.pj + add.pj, reg or 0.0, pes, total_kib)
+    src |= {k: v for k, v in pm.sources.items()}
     return EnergyRates(mult.pj, add.pj, reg or 0.0, vec.pj, rd_b, wr_b, owner, per_bit.pj * 8,
-                       np.asarray(static.pj) / design.clock_hz * 1e12, src)
+                       np.asarray(pm.idle_w("board")) / design.clock_hz * 1e12, pm, src)
 
 
-def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float) -> dict:
-    """Energy in pJ per component: mult, add, vector, buffer.<name>, dram, static."""
+def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float, time_s=None) -> dict:
+    """Energy in pJ per component (scopes and kinds: :data:`asicsim.hw.power.COMPONENTS`): mult,
+    add, registers, vector, buffer.<name>, dram, the static components over the busy time and the
+    chip/board overheads (control, regulator losses). ``time_s``: the busy time when a power cap
+    stretched it (default: the cycles at the design's clock)."""
     z = 0.0
     g = lambda k: t.get(k, z)  # noqa: E731
     switched = g("macs") if zero == ZERO_CODES["compute"] else g("macs_nonzero")
@@ -154,21 +156,26 @@ def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float) 
             rd, wr = rd - spilled, wr - spilled
         e[f"buffer.{name}"] = e[f"buffer.{name}"] + rd * rates.sram_read[o] + wr * rates.sram_write[o]
     e["dram"] = tr["dram_bytes"] * rates.dram
-    e["static"] = (g("cycles_compute") + g("cycles_fill_drain") + g("cycles_stall") + g("cycles_sync")) * rates.static
-    return e
+    cycles = g("cycles_compute") + g("cycles_fill_drain") + g("cycles_stall") + g("cycles_sync")
+    e |= static_energy(rates.power, cycles / rates.power.clock_hz if time_s is None else time_s)
+    return add_overheads(e, rates.power)
 
 
 def schedule_energy(c, bpe: dict, rates: EnergyRates):
-    """The energy a schedule changes (DRAM, SRAM, static, partial-sum adds): the mapper's objective.
-    The same terms as :func:`traffic` and :func:`energy`, without the per-key bookkeeping."""
+    """The energy a schedule changes (DRAM, SRAM, static, partial-sum adds), at board scope: the
+    mapper's objective. The same terms as :func:`traffic` and :func:`energy` (on-chip dynamic terms
+    with the control overhead, every static component per cycle, all through the regulators),
+    without the per-key bookkeeping."""
     rd, wr = rates.sram_read, rates.sram_write
-    e = c.dram_bytes * rates.dram + c.psum_adds * rates.add
+    pm = rates.power
+    e = c.psum_adds * rates.add
     e = e + c.sram_ifmap_reads * (bpe["ifmap"] * rd["ifmap"]) + c.dram_ifmap_bytes * wr["ifmap"]
     e = e + c.sram_filter_reads * bpe["filter"] * rd["filter"] + c.dram_filter_bytes * wr["filter"]
     e = e + c.sram_psum_reads * (bpe["psum"] * (rd["psum"] + wr["psum"]))
     if "psum_spill" in rd:
         e = e + c.sram_psum_spilled * (bpe["psum"] * (rd["psum_spill"] + wr["psum_spill"]))
     e = e + c.sram_ofmap_writes * (bpe["ofmap"] * wr["ofmap"]) + c.dram_ofmap_bytes * rd["ofmap"]
+    e = (e * (1 + pm.control_fraction) + c.dram_bytes * rates.dram) / pm.vr_efficiency
     return e + (c.cycles_compute + c.cycles_fill_drain + c.cycles_stall) * rates.static
 
 
@@ -201,12 +208,3 @@ def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capac
 @functools.lru_cache(maxsize=4096)
 def _sram_word(capacity_kib: float, banks, word_bits: float, node_nm: float) -> tuple[float, str]:
     return buffer_access_energy_pj(capacity_kib, banks, word_bits, node_nm)
-
-
-def static_power_w(design: SystolicDesign, mac_pj: float, pes=None) -> Energy:
-    if design.static_power_w is not None:
-        return Energy(design.static_power_w, f"design {design.name!r} static_power_w")
-    pes = design.pes if pes is None else pes
-    w = STATIC_FRACTION_OF_PEAK_MAC_POWER * pes * design.clock_hz * mac_pj * 1e-12
-    return Energy(w, f"assumption: {STATIC_FRACTION_OF_PEAK_MAC_POWER:g} x peak MAC power (PEs x "
-                     f"{design.clock_mhz:g} MHz x {mac_pj:.3g} pJ); no published figure")

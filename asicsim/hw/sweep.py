@@ -57,7 +57,7 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
     return {
         "cycles": cycles, "cycles_compute": t["cycles_compute"],
         "cycles_fill_drain": t["cycles_fill_drain"], "cycles_stall": t["cycles_stall"],
-        "time_s": cycles / d.clock_hz, "utilization": performed / (cycles * pes),
+        "time_s": pr.time_s, "utilization": performed / (cycles * pes),
         "mapping_efficiency": t["mapped_pes"] / t["mapping_slots"], "bound": pr.bound,
         "dram_bytes": pr.traffic["dram_bytes"], "sram_array_bytes": pr.traffic["array_bytes"],
         "energy_pj": sum(pr.energy.values()), **{f"energy.{k}_pj": v for k, v in pr.energy.items()},

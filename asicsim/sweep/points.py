@@ -216,7 +216,9 @@ def _rates(result: dict) -> dict:
 def _cost(job: Job) -> list[dict]:
     """A workload's op trace (traced once) priced on each design of the job. Designs of one
     family are priced in one vectorised pass and keep totals only (no per-op table)."""
+    from asicsim.hw.cost import default_objective
     from asicsim.hw.interface import roof
+    from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
@@ -240,7 +242,8 @@ def _cost(job: Job) -> list[dict]:
             continue
         each = (time.perf_counter() - t1) / len(fam) + share
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch}
+            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d)
+                      | {"batch": batch, "objective": default_objective()})
             result["flops"] = 2.0 * result["macs"]
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
@@ -257,7 +260,9 @@ def _cost(job: Job) -> list[dict]:
         unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
         reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
-                  "batch": batch}
+                  "batch": batch, "objective": str(ops["objective"].dropna().iloc[0]) if ops["objective"].notna().any()
+                  else default_objective()}
+        result |= derived_power({k: totals[k] for k in SCOPE_ENERGY_KEYS}, totals["time_s"], totals["macs"])
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},
                           time.perf_counter() - t1 + share))
@@ -271,8 +276,11 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     from asicsim.hw.interface import roof
 
     nan = float("nan")
+    from asicsim.hw.power import SCOPE_ENERGY_KEYS, SCOPES
+
     result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
-                            "flops_per_s", "flops_per_j"), nan)
+                            "flops_per_s", "flops_per_j", *SCOPE_ENERGY_KEYS, *(f"power_{s}_w" for s in SCOPES),
+                            *(f"tops_per_w_{s}" for s in SCOPES)), nan)
     return record(p, "done", f"not executed: {err}", result | extra | roof(design))
 
 
@@ -294,13 +302,18 @@ def kernel_formats(inputs: dict) -> dict | None:
     return fmts or None
 
 
-def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops) -> dict:
+def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops, scoped: dict) -> dict:
     """A suite's totals on one design (arrays over its kernels; energy split into dynamic and
-    static) and the geometric mean of the kernels' TFLOP/s (DeepBench's flop counts)."""
+    static, and per scope: ``scoped`` holds the :data:`asicsim.hw.power.SCOPE_ENERGY_KEYS` per
+    kernel) and the geometric mean of the kernels' TFLOP/s (DeepBench's flop counts)."""
+    from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
+
     tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
     total, static = float(energy_j.sum()), float(energy_static_j.sum())
+    sums = {k: float(np.sum(scoped[k])) for k in SCOPE_ENERGY_KEYS}
     return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": total,
             "energy_dynamic_j": total - static, "energy_static_j": static,
+            **derived_power(sums, float(time_s.sum()), float(flops.sum()) / 2),
             "dram_bytes": float(dram_bytes.sum()), "flops": float(flops.sum()),
             "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
 
@@ -308,8 +321,10 @@ def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops) -> dict:
 def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
+    from asicsim.hw.cost import default_objective
     from asicsim.hw.family import cost_family
     from asicsim.hw.interface import roof
+    from asicsim.hw.power import SCOPE_ENERGY_KEYS, is_static, scoped_energy
     from asicsim.workloads.deepbench import load_suite, suite_costs
 
     p0 = job.points[0]
@@ -332,8 +347,11 @@ def _kernels(job: Job) -> list[dict]:
         flops = suite.flops()
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["energy.static_pj"][i] * 1e-12,
-                                   c["dram_bytes"][i], flops) | roof(d)
+            split = {k[len("energy."):-len("_pj")]: c[k][i] for k in c if k.startswith("energy.")}
+            static = sum(v for k, v in split.items() if is_static(k))
+            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, static * 1e-12,
+                                   c["dram_bytes"][i], flops, scoped_energy(split)) | roof(d)
+            result["objective"] = default_objective()
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
@@ -351,7 +369,8 @@ def _kernels(job: Job) -> list[dict]:
         fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
         v = {c: table[c].to_numpy(dtype=float) for c in ("time_us", "energy_j", "energy_static_j", "dram_bytes")}
         result = _suite_totals(v["time_us"] * 1e-6, v["energy_j"], v["energy_static_j"], v["dram_bytes"],
-                               flops) | roof(design, fmts)
+                               flops, {k: table[k].to_numpy(dtype=float) for k in SCOPE_ENERGY_KEYS}
+                               ) | roof(design, fmts) | {"objective": str(table["objective"].iloc[0])}
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

@@ -290,13 +290,21 @@ def _designs(design) -> list:
     return list(design)
 
 
+#: The per-scope columns of :func:`suite_costs` (the record schema of issue 30).
+SCOPED_COLUMNS = (*(f"energy_{k}{s}_j" for k in ("", "dynamic_") for s in ("core", "chip", "board")),
+                  *(f"{k}_{s}{u}" for k, u in (("power", "_w"), ("tops_per_w", "")) for s in ("core", "chip", "board")),
+                  "idle_power_chip_w", "idle_power_board_w", "launch_fraction", "sm_fraction", "objective")
+
+
 def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None = None,
                 precision: str | None = None) -> pd.DataFrame:
     """Price every kernel of a suite on one design or several (a list): one row per (design, kernel).
 
     Columns: the suite's shape columns as in its file, ``time_us``, ``tflops`` (DeepBench's flop
     count / time, the throughput DeepBench reports), ``tops`` (the model's dense 2 x MACs / time),
-    ``energy_j`` and its split ``energy_dynamic_j`` + ``energy_static_j``, ``dram_bytes``,
+    ``energy_j`` and its split ``energy_dynamic_j`` + ``energy_static_j``, the per-scope keys
+    (:data:`SCOPED_COLUMNS`: energy, dynamic energy, power, achieved TOPS/W at core, chip and
+    board; idle power; a GPU's ``launch_fraction`` and ``sm_fraction``; ``objective``), ``dram_bytes``,
     ``bound``, ``design``, ``precision`` and ``format_act``, ``format_weight``, ``format_acc``,
     ``format_out``, then ``suite``, ``idx``, ``application``,
     ``note``. The all-reduce suite is priced on link topologies instead of designs (names from
@@ -333,7 +341,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
         out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
                                   out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
         out["tops"] = f["tops"]
-        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound"):
+        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", *SCOPED_COLUMNS):
             out[c] = f[c]
         out["design"] = label  # the name or path as given
         out["precision"] = precision

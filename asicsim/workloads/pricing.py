@@ -33,6 +33,7 @@ from asicsim.emulate import load_recipe, op_trace
 from asicsim.hw.cost import cost_many
 from asicsim.hw.design_files import labelled_designs
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
+from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power, is_static, scoped_energy
 from asicsim.numerics.catalog import FormatError, get_format
 from asicsim.numerics.formats import IntFormat
 from asicsim.workloads import tasks
@@ -95,11 +96,14 @@ _ENERGY_COLUMNS = ("energy_mac_j", "energy_vector_j", "energy_buffers_j", "energ
 
 def _energy_column(key: str) -> str:
     """The split column a cost result's energy key adds to: MAC (mult + add; a GPU's compute),
-    vector unit, on-chip buffers (a GPU's L2), DRAM, static, or other."""
+    vector unit, on-chip buffers (a GPU's L2), DRAM, static (every static component at any scope,
+    :func:`asicsim.hw.power.is_static`), or other (PE registers, control, regulator losses)."""
     if key in ("mult", "add", "compute"):
         return "energy_mac_j"
     if key.startswith("buffer.") or key == "l2":
         return "energy_buffers_j"
+    if is_static(key):
+        return "energy_static_j"
     return f"energy_{key}_j" if f"energy_{key}_j" in _ENERGY_COLUMNS else "energy_other_j"
 
 
@@ -169,10 +173,14 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
             energy = {k: n * v for k, v in _energy_columns(c.energy_pj).items()}
             shape = ({"M": int(r.M), "N": int(r.N), "K": int(r.K), "work": ""} if kind == "gemm"
                      else {"M": op.elements, "N": 1, "K": op.ops_per_element, "work": op.work})
+            scoped = c.scoped()
             rows.append({"design": c.design, "role": role, "kind": kind, **shape, "reps": float(n),
                          "macs": float(r.macs), "time_s": n * c.time_s,
                          "energy_j": n * c.energy_total_pj * 1e-12, **energy,
                          "energy_dynamic_j": n * c.energy_dynamic_pj * 1e-12,
+                         **{k: n * scoped[k] for k in SCOPE_ENERGY_KEYS},
+                         **{k: scoped[k] for k in scoped if k.startswith(("power_", "idle_power_", "tops_per_w_"))},
+                         "objective": c.objective,
                          "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
                          "bound": c.bound, "utilization": c.utilization,
                          **{f"format_{k}": v for k, v in fmts.items()}, "note": "; ".join(c.notes)})
@@ -188,7 +196,7 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
 
     policy = load_recipe(recipe)
     n = len(designs)
-    keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, "dram_bytes", "sram_bytes", "macs")
+    keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, *SCOPE_ENERGY_KEYS, "dram_bytes", "sram_bytes", "macs")
     out = {k: np.zeros(n) for k in keys}
     for role, kind, part, formats_of, ops, reps in _groups(trace):
         fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
@@ -199,14 +207,17 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
         out["energy_j"] += c["energy_pj"] @ reps * 1e-12
         out["dram_bytes"] += c["dram_bytes"] @ reps
         out["sram_bytes"] += c["sram_array_bytes"] @ reps
-        for k in [k for k in c if k.startswith("energy.")]:
-            out[_energy_column(k[len("energy."):-len("_pj")])] += c[k] @ reps * 1e-12
+        split = {k[len("energy."):-len("_pj")]: c[k] @ reps for k in c if k.startswith("energy.")}
+        for k, v in split.items():
+            out[_energy_column(k)] += v * 1e-12
+        for k, v in scoped_energy(split).items():
+            out[k] += v
     out["energy_dynamic_j"] = out["energy_j"] - out["energy_static_j"]
-    return out
+    return derived_power(out, out["time_s"], out["macs"])
 
 
-#: The energies :func:`price_trace` sums: the total and its dynamic and static shares.
-_TOTALLED_ENERGY = ("energy_j", "energy_dynamic_j", "energy_static_j")
+#: The energies :func:`price_trace` sums: the total and its dynamic and static shares, and per scope.
+_TOTALLED_ENERGY = ("energy_j", "energy_dynamic_j", "energy_static_j", *SCOPE_ENERGY_KEYS)
 
 
 def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
@@ -223,14 +234,25 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
                          **{k: float(part[k].sum(skipna=False)) for k in _TOTALLED_ENERGY},
                          "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
-                         "note": "; ".join(filter(None, part["note"].unique()))})
+                         "note": "; ".join(filter(None, part["note"].unique())),
+                         **{k: _first(ops, k) for k in ("idle_power_chip_w", "idle_power_board_w", "objective")}})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", *_TOTALLED_ENERGY, "dram_bytes"]].sum()
     # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown
     unpriced = df[(df["role"] != "optimizer") & df["time_s"].isna()]["design"].unique()
     total.loc[total.index.isin(unpriced), ["time_s", *_TOTALLED_ENERGY, "dram_bytes"]] = float("nan")
-    total = total.reset_index().assign(role="total", formats="", note="")
-    return pd.concat([df, total], ignore_index=True)
+    firsts = df.groupby("design", sort=False)[["idle_power_chip_w", "idle_power_board_w", "objective"]].first()
+    total = total.join(firsts).reset_index().assign(role="total", formats="", note="")
+    out = pd.concat([df, total], ignore_index=True)
+    power = derived_power({k: out[k].to_numpy(dtype=float) for k in SCOPE_ENERGY_KEYS},
+                          out["time_s"].to_numpy(dtype=float), out["macs"].to_numpy(dtype=float))
+    return out.assign(**{k: v for k, v in power.items() if k not in SCOPE_ENERGY_KEYS})
+
+
+def _first(rows: pd.DataFrame, key: str):
+    """A per-design value of a design's trace rows (the first priced one; NaN if none is)."""
+    vals = rows[key].dropna() if key in rows else ()
+    return vals.iloc[0] if len(vals) else float("nan")
 
 
 def _not_priced(r, role: str, kind: str, design, fmts: dict, err: Exception, reps: float) -> dict:
@@ -239,5 +261,6 @@ def _not_priced(r, role: str, kind: str, design, fmts: dict, err: Exception, rep
     return {"design": getattr(design, "name", str(design)), "role": role, "kind": kind, "M": int(r.M),
             "N": int(r.N), "K": int(r.K), "work": getattr(r, "work", "") if kind != "gemm" else "",
             "reps": float(reps), "macs": float(r.macs), "time_s": nan, "energy_j": nan,
-            **dict.fromkeys(_ENERGY_COLUMNS, nan), "energy_dynamic_j": nan, "dram_bytes": nan, "sram_bytes": nan, "bound": "",
+            **dict.fromkeys(_ENERGY_COLUMNS, nan), "energy_dynamic_j": nan, **dict.fromkeys(SCOPE_ENERGY_KEYS, nan),
+            "dram_bytes": nan, "sram_bytes": nan, "bound": "",
             "utilization": nan, **{f"format_{k}": v for k, v in fmts.items()}, "note": f"not priced: {err}"}

@@ -36,6 +36,7 @@ from asicsim.hw import (
     sram_access_energy_pj,
 )
 from asicsim.hw.operations import weight_store_bits
+from asicsim.hw.power_spec import PowerSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -44,13 +45,15 @@ def design(rows=2, cols=2, dataflow="os", *, ifmap=1 << 20, filter=1 << 20, ofma
            double=False, bw_bytes_per_cycle=1e6, holds=("ifmap", "filter", "ofmap"), zero="compute",
            fmts=("int8", "int8", "int32"), vector=None) -> SystolicDesign:
     """A test design at 45 nm and 1 GHz (one cycle = 1 ns; bandwidth in bytes per cycle); buffer
-    capacities in bytes; ``psum`` None: partial sums share the ofmap buffer."""
+    capacities in bytes; ``psum`` None: partial sums share the ofmap buffer. No static power and
+    no chip/board overheads (hand energies are the array's, buffers' and DRAM's alone)."""
     bufs = [BufferSpec(name=n, holds=(n,), capacity_kib=c / 1024, double_buffered=double)
             for n, c in (("ifmap", ifmap), ("filter", filter), ("ofmap", ofmap))]
     if psum is not None:
         bufs.append(BufferSpec(name="psum", holds=("psum",), capacity_kib=psum / 1024, double_buffered=double))
     return SystolicDesign(
         name="t", technology_nm=45, clock_mhz=1000, static_power_w=0.0,
+        power=PowerSpec(control_fraction=0.0, dram_background_w=0.0, vr_efficiency=1.0),
         array=ArraySpec(rows=rows, cols=cols, dataflow=dataflow, zero_weights=zero),
         pe=PESpec(a_format=fmts[0], b_format=fmts[1], acc_format=fmts[2]), buffers=tuple(bufs),
         dram=DramSpec(kind="DDR4", bandwidth_gbps=bw_bytes_per_cycle, holds=holds),
@@ -174,7 +177,8 @@ def test_hand_energy_of_buffers_and_dram():
     # ofmap buffer: 12 writes + 12 drains, no partial sums (os)
     assert r.energy_pj["buffer.ofmap"] == pytest.approx(24 * per_word)
     assert r.energy_pj["dram"] == pytest.approx(47 * 8 * sim.hw.dram_energy_pj_per_bit("DDR4").pj)
-    assert r.energy_pj["static"] == 0.0
+    assert r.energy_static_pj == 0.0  # static_power_w = 0, no DRAM background
+    assert r.energy_pj["control"] == r.energy_pj["vr_loss.dynamic"] == 0.0
     assert r.energy_total_pj == pytest.approx(sum(r.energy_pj.values()))
 
 
@@ -401,7 +405,7 @@ def test_cost_table_rows():
     df = cost_table([Gemm(64, 64, 64), Rnn("lstm", 128, 2, 5)], ["dc_bf16_128x128", "fp8_128x128"])
     assert len(df) == 4 and set(df.design) == {"dc_bf16_128x128", "fp8_128x128"}
     for col in ("cycles", "cycles_compute", "cycles_fill_drain", "cycles_stall", "utilization",
-                "mapping_efficiency", "bound", "energy_pj", "energy.dram_pj", "energy.static_pj",
+                "mapping_efficiency", "bound", "energy_pj", "energy.dram_pj", "energy.leakage.sram_pj",
                 "dram.filter.reads_bytes", "sram.psum.writes", "format_act"):
         assert col in df.columns, col
     e_cols = [c for c in df.columns if c.startswith("energy.")]

@@ -35,6 +35,9 @@ EXPECTED = {
                         32768 + 16384 + 4096, 460.8),
     "fp8_128x128": (128, 128, "ws", "float8_e4m3fn", "float8_e4m3fn", "float32", 16384 * 1.5e9,
                     32768 + 12288 + 4096, 819.2),
+    # Chen et al. JSSC 2017: 12x14 16-bit PEs at 200 MHz; 108 KB global buffer + 168 x 448 B filter
+    # scratchpads; 64-bit link at 60 MHz
+    "eyeriss_v1": (12, 14, "ws", "int16", "int16", "int32", 168 * 200e6, 105.5 + 73.5, 0.48),
 }
 
 GOOD = """

@@ -49,7 +49,8 @@ def test_every_catalog_design_answers_the_interface(name):
     assert key is None or hash(key) == hash(d.family_key())
     wb = d.weight_buffer()
     assert wb is None or (isinstance(wb, WeightBuffer) and 0 < wb.resident_kib <= wb.capacity_kib)
-    assert set(roof(d)) == {"design_kind", "peak_ops_per_s", "dram_bytes_per_s", "power_w"}
+    assert set(roof(d)) == {"design_kind", "peak_ops_per_s", "dram_bytes_per_s", "power_w", "idle_power_chip_w",
+                            "idle_power_board_w"}  # idle power per scope (issue 30)
 
 
 def test_tpu_v1_published_numbers():

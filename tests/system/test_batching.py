@@ -161,7 +161,9 @@ def test_persistent_rnn_changes_the_small_batch_regime():
     assert weight_residency("gru_speech", dc)["fits"] and not weight_residency("gru_speech", small)["fits"]
     c, d = service_table("gru_speech", dc, max_batch=4), service_table("gru_speech", small, max_batch=4)
     assert d.service_s(1) < 1.3 * c.service_s(1)
-    assert d.energy_j[0] / c.energy_j[0] > 3
+    # board energy: both sides now pay the board's idle power (HBM2E background and PHY, ~4.5 W;
+    # issue 30), which dilutes the ratio from > 3x (no idle power) to 2.2x
+    assert d.energy_j[0] / c.energy_j[0] > 2
     step = Rnn("gru", 1024, 1, 100)
     fast = [cost(step, x, objective="latency").time_s for x in (dc, small)]
     assert fast[1] == pytest.approx(fast[0], rel=0.01)

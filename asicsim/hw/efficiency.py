@@ -1,0 +1,86 @@
+"""Energy efficiency as architects quote it: pJ per MAC by component and peak TOPS/W per scope.
+
+>>> from asicsim.hw.efficiency import peak_tops_per_w
+>>> sorted(peak_tops_per_w("tpu_v1"))
+['board', 'chip', 'core']
+
+The peak is the array at full rate on the design's own formats (``formats`` may choose another
+native mode): every PE does one MAC per cycle with its PE-register accesses, under the scope's
+static power and overheads (:mod:`asicsim.hw.power`). Buffer and DRAM accesses depend on the
+workload, so the peak leaves them out, as vendors' peak TOPS/W do; a workload's achieved
+``tops_per_w_<scope>`` (cost rows) counts them. A GPU: peak ops over its TDP (board) and over the
+TDP less the memory background and regulator share (chip); it has no separable core (NaN).
+"""
+
+from __future__ import annotations
+
+import math
+
+from asicsim.hw.power import SCOPES, component
+
+
+def energy_per_mac_pj(design, formats=None) -> dict[str, float]:
+    """pJ per MAC at the peak rate, by component (``mult``, ``add``, ``registers``, ``control``,
+    each static component spread over the peak MAC rate, the regulator losses) and ``total``.
+    A systolic design only (a GPU's energy per op: :func:`asicsim.hw.gpu_model.energy_per_op_pj`)."""
+    from asicsim.hw.cost import mac_execution, resolve_formats
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+    from asicsim.hw.pricing import energy_rates
+
+    d = load_design(design)
+    if isinstance(d, GpuDesign):
+        raise ValueError(f"energy_per_mac_pj: {d.name!r} is a GPU; allowed: a systolic design")
+    fmts = resolve_formats(d, formats)
+    rate = mac_execution(d, fmts, formats).rate
+    r = energy_rates(d, fmts)
+    pm = r.power
+    macs_per_s = d.pes * d.clock_hz * rate
+    out = {"mult": r.mult, "add": r.add, "registers": r.registers}
+    out["control"] = (r.mult + r.add + r.registers) * pm.control_fraction
+    out |= {k: float(w) / macs_per_s * 1e12 for k, w in pm.static_w.items()}
+    dyn = sum(v for k, v in out.items() if component(k)[1] == "dynamic")
+    stat = sum(v for k, v in out.items() if component(k)[1] == "static")
+    loss = 1.0 / pm.vr_efficiency - 1.0
+    out["vr_loss.dynamic"], out["vr_loss.static"] = dyn * loss, stat * loss
+    out["total"] = sum(out.values())
+    return out
+
+
+def peak_tops_per_w(design, formats=None) -> dict[str, float]:
+    """Peak TOPS per watt (TFLOPS/W on float paths; 2 ops per MAC) at ``core``, ``chip`` and ``board``."""
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+
+    d = load_design(design)
+    if isinstance(d, GpuDesign):
+        peak = d.peak_ops_per_s(formats) / 1e12
+        idle = idle_power(d)
+        chip_w = d.tdp_w - (idle["board"] - idle["chip"])  # less the memory background and regulators
+        return {"core": math.nan, "chip": peak / chip_w, "board": peak / d.tdp_w}
+    per_mac = energy_per_mac_pj(d, formats)
+    out = {}
+    for i, scope in enumerate(SCOPES):
+        pj = sum(v for k, v in per_mac.items() if k != "total" and SCOPES.index(component(k)[0]) <= i)
+        out[scope] = 2 / pj  # 2 ops per pJ-per-MAC: TOPS/W
+    return out
+
+
+def idle_power(design, formats=None) -> dict[str, float]:
+    """A design's idle power at chip and board scope (:mod:`asicsim.hw.power`; a GPU:
+    :func:`asicsim.hw.gpu_cost.gpu_static_split` of its modelled static power)."""
+    from asicsim.hw.cost import resolve_formats
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+
+    d = load_design(design)
+    if isinstance(d, GpuDesign):
+        from asicsim.hw.gpu_cost import gpu_static_split
+        from asicsim.hw.gpu_model import generation_constants, load_fit
+
+        static = generation_constants(load_fit(), d.architecture)[0]["static_fraction"] * d.tdp_w
+        return {"chip": gpu_static_split(d, static)[0]["static.chip"], "board": static}
+    from asicsim.hw.pricing import energy_rates
+
+    pm = energy_rates(d, resolve_formats(d, formats)).power
+    return {s: float(pm.idle_w(s)) for s in ("chip", "board")}
