@@ -216,6 +216,7 @@ def _rates(result: dict) -> dict:
 def _cost(job: Job) -> list[dict]:
     """A workload's op trace (traced once) priced on each design of the job. Designs of one
     family are priced in one vectorised pass and keep totals only (no per-op table)."""
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
@@ -240,7 +241,8 @@ def _cost(job: Job) -> list[dict]:
             continue
         each = (time.perf_counter() - t1) / len(fam) + share
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch}
+            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch,
+                                                                            "objective": scheduled_for(d)}
             result["flops"] = 2.0 * result["macs"]
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
@@ -257,7 +259,7 @@ def _cost(job: Job) -> list[dict]:
         unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
         reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
-                  "batch": batch}
+                  "batch": batch, "objective": scheduled_for(design)}
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},
                           time.perf_counter() - t1 + share))
@@ -268,12 +270,14 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     """A point whose formats the design does not execute (asicsim.hw.native): done, every figure
     NaN, the reason saying why (pricing it anyway would be a wrong number; failing it would ask
     for a retry that cannot help)."""
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
 
     nan = float("nan")
     result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
                             "flops_per_s", "flops_per_j"), nan)
-    return record(p, "done", f"not executed: {err}", result | extra | roof(design))
+    return record(p, "done", f"not executed: {err}", result | extra | roof(design)
+                  | {"objective": scheduled_for(design)})
 
 
 def _first_formats(ops) -> dict | None:
@@ -308,6 +312,7 @@ def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops) -> dict:
 def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.family import cost_family
     from asicsim.hw.interface import roof
     from asicsim.workloads.deepbench import load_suite, suite_costs
@@ -333,7 +338,7 @@ def _kernels(job: Job) -> list[dict]:
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
             result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, c["energy.static_pj"][i] * 1e-12,
-                                   c["dram_bytes"][i], flops) | roof(d)
+                                   c["dram_bytes"][i], flops) | roof(d) | {"objective": scheduled_for(d)}
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
@@ -351,7 +356,7 @@ def _kernels(job: Job) -> list[dict]:
         fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
         v = {c: table[c].to_numpy(dtype=float) for c in ("time_us", "energy_j", "energy_static_j", "dram_bytes")}
         result = _suite_totals(v["time_us"] * 1e-6, v["energy_j"], v["energy_static_j"], v["dram_bytes"],
-                               flops) | roof(design, fmts)
+                               flops) | roof(design, fmts) | {"objective": scheduled_for(design)}
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

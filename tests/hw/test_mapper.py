@@ -107,7 +107,8 @@ def test_issue_hand_tilings_are_matched_or_beaten():
 def test_issue_edge_conv_does_not_depend_on_the_pe_count():
     """Edge buffers (256 + 128 + 32 KiB, LPDDR4), conv 3x3 128->128 28x28 batch 8: the fixed order
     moved 23.5 MiB on 32x4 PEs, 3.8 on 32x32 and 9.3 on 32x128. The DRAM objective's schedule does
-    not depend on the array; the default (energy) one stays within 1.5x of it."""
+    not depend on the array; the energy objective's stays within 1.5x of it (the default,
+    ``balanced``, trades DRAM bytes for time: tests/hw/test_objectives.py)."""
     e = load_design("edge_int8_32x32")
     conv = sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8)
     dram = []
@@ -115,17 +116,18 @@ def test_issue_edge_conv_does_not_depend_on_the_pe_count():
         d = dataclasses.replace(e, array=dataclasses.replace(e.array, cols=cols))
         best = sim.cost(conv, d, objective="dram")
         dram.append(best.dram_bytes)
-        assert sim.cost(conv, d).dram_bytes <= 1.5 * best.dram_bytes
+        assert sim.cost(conv, d, objective="energy").dram_bytes <= 1.5 * best.dram_bytes
     assert dram[0] == dram[1] == dram[2] < 3.8 * MIB
 
 
 def test_issue_strided_1x1_conv_moves_what_it_reads():
     """A 1x1 stride-2 conv (56x56x256 -> 512) on a 64x32 ws array: 128 KiB of weights fit, and only
     the quarter of the ifmap its windows read is fetched: the compulsory 0.73 MB (the fixed order
-    moved 7.3 MB; the issue's hand tiling 1.3 MB)."""
+    moved 7.3 MB; the issue's hand tiling 1.3 MB) under the energy objective (``balanced`` streams
+    the weights 4x, 1.13 MB, to run in 126 us instead of 308)."""
     e = load_design("edge_int8_32x32")
     d = dataclasses.replace(e, array=dataclasses.replace(e.array, rows=64))
-    r = sim.cost(sim.Conv(56, 56, 256, 512, 1, 1, stride=2), d)
+    r = sim.cost(sim.Conv(56, 56, 256, 512, 1, 1, stride=2), d, objective="energy")
     assert r.dram_bytes == 28 * 28 * 256 + 256 * 512 + 28 * 28 * 512 == r.dram_bound_bytes
 
 
@@ -142,5 +144,5 @@ def test_each_objective_wins_its_own_metric(design):
 
 
 def test_bad_objective_is_named():
-    with pytest.raises(ValueError, match=re.escape("objective 'speed'; allowed: energy | dram | latency")):
+    with pytest.raises(ValueError, match=re.escape("objective 'speed': allowed: balanced | energy | dram | latency")):
         sim.cost(sim.Gemm(4, 4, 4), "tpu_v1", objective="speed")
