@@ -63,6 +63,8 @@ def cmd_cost(args) -> int:
         if args.scalesim_config:
             raise ValueError("cost: give either --design (physical model) or --scalesim-config "
                              "(SCALE-Sim compatibility mode), not both")
+        if args.objective == "all":
+            return _cost_trade(args)
         report = cost_table(_operations(args), args.design, args.formats, objective=args.objective)
     elif args.scalesim_config and args.topology:
         if args.gemm_shapes or args.conv or args.rnn or args.formats:
@@ -80,7 +82,7 @@ def cmd_cost(args) -> int:
         print(json.dumps(rows, indent=2, default=_json_default))
     elif args.design:  # a readable summary; --json has every column
         summary = report[["design", "operation", "cycles", "cycles_stall", "utilization",
-                          "mapping_efficiency", "bound"]].copy()
+                          "mapping_efficiency", "bound", "objective"]].copy()
         summary.insert(3, "time_us", report["time_s"] * 1e6)
         summary["energy_uj"] = report["energy_pj"] / 1e6
         for part in ("dynamic", "static"):  # on short GPU ops static power is most of the total
@@ -97,6 +99,42 @@ def cmd_cost(args) -> int:
                     print(f"{row['design']} {row['operation']}: {row[key]}")
     else:
         print(report.to_string(index=False))
+    return 0
+
+
+def _cost_trade(args) -> int:
+    """``cost --objective all``: one row per (design, operation, objective), so the time/energy
+    trade of each objective shows (``time_x``, ``energy_x``: over the ``latency`` schedule's). A
+    GPU has one row, ``fastest``: its model takes its fastest kernel whatever the objective."""
+    import numpy as np
+    import pandas as pd
+
+    from .hw import cost_table
+    from .hw.objectives import OBJECTIVES
+
+    ops = _operations(args)
+    report = pd.concat([cost_table(ops, args.design, args.formats, objective=o) for o in OBJECTIVES],
+                       ignore_index=True)
+    key = ["design", "operation"]
+    report = report.drop_duplicates([*key, "objective"]).sort_values(key, kind="stable", ignore_index=True)
+    if args.json:
+        print(json.dumps(report.replace({np.nan: None}).to_dict(orient="records"), indent=2, default=_json_default))
+        return 0
+    fastest = report[report["objective"].isin(["latency", "fastest"])].set_index(key)
+    at = pd.MultiIndex.from_frame(report[key])
+    table = report[[*key, "objective"]].copy()
+    table["time_us"] = report["time_s"] * 1e6
+    table["time_x"] = report["time_s"].to_numpy() / fastest["time_s"].reindex(at).to_numpy()
+    table["energy_uj"] = report["energy_j"] * 1e6
+    table["energy_x"] = report["energy_j"].to_numpy() / fastest["energy_j"].reindex(at).to_numpy()
+    table["dram_mb"] = report["dram_bytes"] / 1e6
+    table["utilization"] = report["utilization"]
+    table["mapping_efficiency"] = report["mapping_efficiency"]
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print("time_x, energy_x: over the latency schedule's (a GPU runs its fastest kernel: one row, fastest)")
+    for row in report.to_dict(orient="records"):
+        if isinstance(row.get("mapping"), str) and row["mapping"]:
+            print(f"{row['design']} {row['operation']} [{row['objective']}]: {row['mapping']}")
     return 0
 
 
@@ -137,7 +175,7 @@ def cmd_trace(args) -> int:
 
     workload = load_workload(args.workload, scale=args.scale)
     trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
-    table = price_trace(trace, args.design, args.recipe)
+    table = price_trace(trace, args.design, args.recipe, objective=args.objective)
     if args.json:
         out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",
@@ -215,8 +253,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--formats", metavar="ROLE=FMT,...",
                    help="override the design's formats: roles act, weight, acc, out "
                         "(default: the design's formats)")
-    p.add_argument("--objective", choices=("energy", "dram", "latency"), default="energy",
-                   help="what the mapper minimises per operation (default: energy)")
+    from .hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES  # light (no numpy)
+
+    p.add_argument("--objective", choices=(*OBJECTIVES, "all"), default=DEFAULT_OBJECTIVE,
+                   help="what the mapper chooses each schedule for: balanced (the least energy within 5 %% "
+                        "of the fastest schedule's time), energy, dram bytes or latency; all: one row per "
+                        "objective, the time/energy trade (default: balanced)")
     p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode; "
                    "default: none, the physical model)")
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K; default: none)")
@@ -234,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--batch", type=number(int, maximum=MAX_BATCH), help="batch size (default: the workload's)")
     p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
+    p.add_argument("--objective", choices=OBJECTIVES, default=DEFAULT_OBJECTIVE,
+                   help="what the mapper chooses a systolic design's schedules for (asicsim cost --help; "
+                        "a GPU runs its fastest kernels; default: balanced)")
     p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)

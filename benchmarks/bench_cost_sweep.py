@@ -13,7 +13,12 @@
    per format: the scalar, non-vectorised path, in ms per network per design point; beside it
    ``gemm_sweep`` for that one design point (no grid), for comparison.
 
+Both run for the mapping ``--objective`` (default: the default objective, ``balanced``) and, in the
+same run, for an ``--anchor`` objective (default ``energy``, the default before issue 30), so the
+ratio of the two is measured under the same load of a shared machine.
+
     python benchmarks/bench_cost_sweep.py [--design dc_bf16_128x128] [--step 8] [--rows-per-chunk 32] [--repeat 20]
+                                          [--objective balanced] [--anchor energy]
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 
 from asicsim import cost_table
 from asicsim.hw import gemm_sweep, load_design, read_scalesim_topology, topology_operations
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
 # each a variant of the design with these PE formats (its native full-rate mode)
@@ -53,7 +59,7 @@ DATAFLOWS = ("os", "ws", "is")
 BUFFER_SCALES = 2.0 ** np.arange(-4, 4)  # 1/16 .. 8
 
 
-def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
+def bench_sweep(ops, design: str, step: int, rows_per_chunk: int, objective: str) -> tuple[float, float]:
     side = np.arange(step, 257, step)
     cols = side[None, :, None, None]
     dfs = np.arange(len(DATAFLOWS))[None, None, :, None]
@@ -65,7 +71,8 @@ def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
     for fname in FORMATS:
         for start in range(0, side.size, rows_per_chunk):
             rows = side[start:start + rows_per_chunk, None, None, None]
-            r = gemm_sweep(ops, with_pe(design, fname), rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales)
+            r = gemm_sweep(ops, with_pe(design, fname), rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales,
+                           objective=objective)
             for key in best:
                 total = r[key].sum(axis=-1)
                 i = np.unravel_index(int(total.argmin()), total.shape)
@@ -74,7 +81,7 @@ def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
                                                    DATAFLOWS[i[2]], float(BUFFER_SCALES[i[3]])))
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"design {design}: rows x cols {side[0]}..{side[-1]} step {step} ({side.size} x {side.size}) "
+    print(f"objective {objective}; design {design}: rows x cols {side[0]}..{side[-1]} step {step} ({side.size} x {side.size}) "
           f"x dataflow {{{', '.join(DATAFLOWS)}}} x buffer_scale 1/16..8 ({BUFFER_SCALES.size}) "
           f"x formats {{{', '.join(FORMATS)}}}")
     print(f"{'design points':>13s} {'layers':>6s} {'wall s':>7s} {'CPU s':>7s} {'points/min (wall)':>17s} "
@@ -85,6 +92,7 @@ def bench_sweep(ops, design: str, step: int, rows_per_chunk: int) -> None:
         value, (fname, rows, cols_, df, scale) = best[key]
         print(f"best by total {key.removesuffix('_pj')}: {value:,.0f} {unit} at {fname}, {rows}x{cols_}, "
               f"{df}, buffer_scale {scale:g}")
+    return dt, cpu
 
 
 def _mean_s(fn, repeat: int) -> tuple[float, float]:
@@ -96,15 +104,18 @@ def _mean_s(fn, repeat: int) -> tuple[float, float]:
     return (time.process_time() - c0) / repeat, (time.perf_counter() - t0) / repeat
 
 
-def bench_scalar(ops, design: str, repeat: int) -> None:
-    print(f"one design point ({design} as catalogued), ms per network (mean of {repeat}): the scalar path "
+def bench_scalar(ops, design: str, repeat: int, objective: str) -> float:
+    print(f"objective {objective}; one design point ({design} as catalogued), ms per network (mean of {repeat}): the scalar path "
           "cost_table(ops, design, formats), and gemm_sweep with no grid for comparison")
     print(f"{'formats':12s} {'cost_table CPU ms':>17s} {'wall ms':>8s} {'gemm_sweep CPU ms':>17s} {'wall ms':>8s}")
+    total = 0.0
     for fname in FORMATS:
-        table = _mean_s(functools.partial(cost_table, ops, with_pe(design, fname)), repeat)
-        sweep = _mean_s(functools.partial(gemm_sweep, ops, with_pe(design, fname)), repeat)
+        table = _mean_s(functools.partial(cost_table, ops, with_pe(design, fname), objective=objective), repeat)
+        sweep = _mean_s(functools.partial(gemm_sweep, ops, with_pe(design, fname), objective=objective), repeat)
         print(f"{fname:12s} {table[0] * 1e3:17.2f} {table[1] * 1e3:8.2f} {sweep[0] * 1e3:17.2f} "
               f"{sweep[1] * 1e3:8.2f}")
+        total += table[0]
+    return total
 
 
 def main() -> None:
@@ -113,11 +124,16 @@ def main() -> None:
     ap.add_argument("--step", type=int, default=8, help="array side step (sides step..256)")
     ap.add_argument("--rows-per-chunk", type=int, default=32, help="row values per gemm_sweep call")
     ap.add_argument("--repeat", type=int, default=20, help="repeats of the scalar path")
+    ap.add_argument("--objective", choices=OBJECTIVES, default=DEFAULT_OBJECTIVE, help="the mapping objective timed")
+    ap.add_argument("--anchor", choices=OBJECTIVES, default="energy",
+                    help="an objective timed in the same run, for the ratio (default: energy)")
     args = ap.parse_args()
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.processor() or platform.machine()}")
     ops = topology_operations(read_scalesim_topology(TOPOLOGY))
-    bench_sweep(ops, args.design, args.step, args.rows_per_chunk)
-    bench_scalar(ops, args.design, args.repeat)
+    sweep = {o: bench_sweep(ops, args.design, args.step, args.rows_per_chunk, o) for o in (args.anchor, args.objective)}
+    scalar = {o: bench_scalar(ops, args.design, args.repeat, o) for o in (args.anchor, args.objective)}
+    print(f"{args.objective} / {args.anchor} in this run: sweep CPU {sweep[args.objective][1] / sweep[args.anchor][1]:.2f}x, "
+          f"cost_table CPU (all formats) {scalar[args.objective] / scalar[args.anchor]:.2f}x")
 
 
 if __name__ == "__main__":

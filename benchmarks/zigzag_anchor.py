@@ -163,14 +163,14 @@ def time_asicsim(ops, design, repeat: int) -> tuple[tuple, list[tuple]]:
             wall.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
         return statistics.median(wall), statistics.median(cpu)
-    whole = median_of(lambda: cost_many(ops, design))
-    per = [median_of(lambda op=op: cost_many([op], design)) for op in ops]
+    whole = median_of(lambda: cost_many(ops, design, objective="energy"))
+    per = [median_of(lambda op=op: cost_many([op], design, objective="energy")) for op in ops]
     return whole, per
 
 
 def compare(energy_rows, latency_rows, design, repeat: int) -> dict:
     ops = [to_operation(r) for r in energy_rows]
-    results = cost_many(ops, design)
+    results = cost_many(ops, design, objective="energy")  # ZigZag searched for least energy: like with like
     whole, per_s = time_asicsim(ops, design, repeat)
     lat = {r["name"]: r["latency_total2_cycles"] for r in latency_rows} if latency_rows else {}
     layers = []

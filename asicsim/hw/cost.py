@@ -33,6 +33,7 @@ from asicsim.hw.design_files import labelled_designs, load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.mapper import describe
 from asicsim.hw.native import ExecutionMode, execution_mode, parse_emulate, storage_bits
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE, FASTEST, OBJECTIVES, check_objective
 from asicsim.hw.operations import Conv, Gemm, Operation, OperationError
 from asicsim.hw.pipeline import price
 from asicsim.hw.power import is_static, scoped_power
@@ -119,7 +120,14 @@ class CostResult:
     idle_power_w: dict = field(default_factory=dict)  # scope ("chip", "board") -> the design's idle power
     launch_fraction: float = float("nan")  # GPU: share of the time that is the launch/fixed-overhead floor
     sm_fraction: float = float("nan")  # GPU: time-weighted share of SMs busy
-    objective: str = "fastest"  # the mapping objective the schedule was chosen for (a GPU: its fastest)
+    # what the schedule was chosen for (asicsim.hw.objectives): the mapper's objective on a systolic
+    # design; a GPU's model always takes its fastest kernel, so GPU results keep "fastest"
+    objective: str = FASTEST
+
+    def __post_init__(self):
+        if self.objective not in (*OBJECTIVES, FASTEST):
+            raise ValueError(f"CostResult.objective = {self.objective!r}: allowed: "
+                             f"{' | '.join((*OBJECTIVES, FASTEST))}")
 
     @property
     def cycles(self) -> float:
@@ -179,7 +187,7 @@ class CostResult:
              "tops": 2 * self.macs / self.time_s / 1e12 if self.time_s else 0.0,  # achieved, dense count
              "macs": self.macs, "macs_performed": self.macs_performed,
              "utilization": self.utilization, "mapping_efficiency": self.mapping_efficiency,
-             "bound": self.bound, "energy_pj": self.energy_total_pj,
+             "bound": self.bound, "objective": self.objective, "energy_pj": self.energy_total_pj,
              "energy_j": self.energy_total_pj * 1e-12, "energy_dynamic_j": self.energy_dynamic_pj * 1e-12,
              "energy_static_j": self.energy_static_pj * 1e-12,
              "dram_bytes": self.dram_bytes, "dram_bound_bytes": self.dram_bound_bytes,
@@ -196,9 +204,18 @@ class CostResult:
 
 
 def cost(op: Operation, design: str | SystolicDesign | GpuDesign, formats: str | Mapping | None = None,
-         *, objective: str = "energy") -> CostResult:
-    """Price one operation on a design (a catalog name, a path or a spec)."""
+         *, objective: str = DEFAULT_OBJECTIVE) -> CostResult:
+    """Price one operation on a design (a catalog name, a path or a spec), its GEMMs mapped for
+    ``objective`` (:mod:`asicsim.hw.objectives`; a GPU runs its fastest kernel whatever it is)."""
     return cost_many([op], design, formats, objective=objective)[0]
+
+
+def scheduled_for(design: str | SystolicDesign | GpuDesign, objective: str = DEFAULT_OBJECTIVE) -> str:
+    """What ``design``'s results are scheduled for when priced for ``objective``: the mapper's
+    ``objective`` on a systolic design; ``fastest`` on a GPU (its model takes its fastest kernel,
+    with no DVFS model beyond its power cap). A result's ``objective`` key says the same."""
+    check_objective(objective)
+    return FASTEST if isinstance(load_design(design), GpuDesign) else objective
 
 
 def bytes_per_element(fmts: dict) -> dict[str, float]:
@@ -208,13 +225,16 @@ def bytes_per_element(fmts: dict) -> dict[str, float]:
 
 
 def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign,
-              formats: str | Mapping | None = None, *, objective: str = "energy") -> list[CostResult]:
+              formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> list[CostResult]:
     """Price several operations on one design in one vectorised pass (same numbers as :func:`cost`).
 
     Every GEMM the operations lower to (a conv's groups, an RNN's input projection and recurrent
-    steps) is mapped by :mod:`asicsim.hw.mapper` for ``objective`` (``energy``, ``dram`` bytes or
-    ``latency``) and priced by :func:`asicsim.hw.pipeline.price`.
+    steps) is mapped by :mod:`asicsim.hw.mapper` for ``objective`` (:mod:`asicsim.hw.objectives`:
+    ``balanced`` by default, ``energy``, ``dram`` bytes or ``latency``) and priced by
+    :func:`asicsim.hw.pipeline.price`; each result says its ``objective``. A GPU's results say
+    ``fastest``: its model takes its fastest kernel whatever the objective.
     """
+    check_objective(objective)
     d = load_design(design)
     if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
         return d.cost_many(ops, formats)
@@ -252,13 +272,6 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
         for i, op in enumerate(ops)]
 
 
-def default_objective() -> str:
-    """The mapping objective :func:`cost_many` uses when none is given."""
-    import inspect
-
-    return inspect.signature(cost_many).parameters["objective"].default
-
-
 def _clock(pr, i: int, d: SystolicDesign) -> float:
     """The clock operation ``i`` ran at: the design's, or lower where its TDP capped it."""
     cycles, t = float(pr.cycles[..., i]), float(pr.time_s[..., i])
@@ -284,12 +297,14 @@ def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:
 
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
-               formats: str | Mapping | None = None, *, objective: str = "energy") -> pd.DataFrame:
+               formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> pd.DataFrame:
     """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame; ``design``
-    is each design's name or path as given (:func:`~asicsim.hw.design_files.labelled_designs`)."""
+    is each design's name or path as given (:func:`~asicsim.hw.design_files.labelled_designs`);
+    ``objective`` what the systolic designs' schedules were chosen for (GPU rows: ``fastest``)."""
     import pandas as pd  # here: pricing needs none (asicsim --help imports this module)
 
     ops = list(ops)
+    check_objective(objective)
     rows = []
     for label, d in labelled_designs(designs):
         many = d.cost_many(ops, formats) if isinstance(d, GpuDesign) else cost_many(ops, d, formats, objective=objective)

@@ -18,6 +18,7 @@ import numpy as np
 from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Operation
 from asicsim.hw.pipeline import price
 from asicsim.hw.pricing import BOUNDS
@@ -42,7 +43,7 @@ def family_key(design) -> tuple | None:
 
 
 def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
-                formats: str | Mapping | None = None, *, objective: str = "energy") -> dict[str, np.ndarray]:
+                formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> dict[str, np.ndarray]:
     """Every operation on every design of one family: arrays of shape ``(designs, ops)`` —
     ``time_s``, ``cycles``, ``utilization``, ``dram_bytes``, ``sram_array_bytes``, ``bound``
     (``compute`` | ``bandwidth`` | ``occupancy``), ``energy_pj`` and ``energy.<component>_pj``."""

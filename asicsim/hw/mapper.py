@@ -24,10 +24,11 @@ The search is pruned to a few candidates per family, and nothing pruned can win 
   are evaluated and the objective decides.
 
 Beyond that space, the winner's array-aligned twin (tiles cut to whole array folds) is tried for
-the ``energy`` and ``latency`` objectives. The objective is ``energy`` (default: DRAM, SRAM and
-static energy; MAC energy does not depend on the schedule), ``dram`` (bytes; the array shape then
-never changes the answer, since the candidates do not depend on it) or ``latency`` (cycles); ties
-go to the first candidate. ``tests/hw/test_mapper.py`` enumerates the space tile by tile and
+every objective but ``dram``. The objective (:mod:`asicsim.hw.objectives`) is ``balanced``
+(default: the least energy among the schedules within 5 % of the fastest one's cycles), ``energy``
+(DRAM, SRAM and static energy; MAC energy does not depend on the schedule), ``dram`` (bytes; the
+array shape then never changes the answer, since the candidates do not depend on it) or
+``latency`` (busy and stall cycles); ties go to the first candidate. ``tests/hw/test_mapper.py`` enumerates the space tile by tile and
 checks that the DRAM objective's choice is its minimum.
 """
 
@@ -50,8 +51,8 @@ from asicsim.hw.counts import (
     Schedule,
     schedule_counts,
 )
+from asicsim.hw.objectives import BALANCED_SLACK, check_objective
 
-OBJECTIVES = ("energy", "dram", "latency")
 _RESIDENT = {OUTPUTS: "psum", WEIGHTS: "filter", ACTIVATIONS: "ifmap"}
 
 
@@ -216,58 +217,104 @@ STACK_ELEMENTS = 1 << 16
 _FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill")
 
 
-def _score(p: GemmProblem, hw: ArrayHardware, s: Schedule, objective: str, score_energy):
+def _measure(p: GemmProblem, hw: ArrayHardware, s: Schedule, needs: tuple, score_energy) -> dict:
+    """``needs`` of schedule ``s`` (fields may be stacked schedules): ``latency`` (busy and stall
+    cycles), ``energy`` (``score_energy``) or ``dram`` bytes; inf where infeasible."""
     c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered > 0,
                                         np.asarray(s.psum_spill) > 0))
-    if objective == "dram":
-        score = c.dram_bytes
-    elif objective == "latency":
-        score = c.busy_cycles + c.cycles_stall
-    else:
-        score = score_energy(c)
-    return np.where(s.family >= 0, score, np.inf)
+    value = {"latency": lambda: c.busy_cycles + c.cycles_stall, "energy": lambda: score_energy(c),
+             "dram": lambda: c.dram_bytes}
+    return {k: np.where(s.family >= 0, value[k](), np.inf) for k in needs}
 
 
-def _select(p: GemmProblem, hw: ArrayHardware, cands: list, objective: str, score_energy):
-    """(best score, best schedule fields) per element over ``cands``."""
-    shape = np.broadcast_shapes(*(np.shape(getattr(s, f)) for s in cands for f in _FIELDS),
-                                np.shape(hw.rows), np.shape(hw.cols), np.shape(hw.dataflow),
-                                *(np.shape(c) for c in hw.capacity), np.shape(p.M))
-    if len(cands) * int(np.prod(shape)) <= STACK_ELEMENTS:
-        fields = []
-        for f in _FIELDS:
-            arr = np.empty((len(cands), *shape))
-            for i, s in enumerate(cands):
-                arr[i] = getattr(s, f)
-            fields.append(arr)
-        scores = _score(p, hw, Schedule(*fields), objective, score_energy)
-        pick = np.argmin(scores, axis=0)[None]
-        return np.take_along_axis(scores, pick, 0)[0], [np.take_along_axis(f, pick, 0)[0] for f in fields]
-    best_score, best = np.full(shape, np.inf), [np.zeros(shape) for _ in _FIELDS]
-    for s in cands:
-        score = _score(p, hw, s, objective, score_energy)
-        better = score < best_score
-        best_score = np.where(better, score, best_score)
-        best = [np.where(better, getattr(s, f), b) for f, b in zip(_FIELDS, best, strict=True)]
-    return best_score, best
+def _scorer(name: str, limit=None):
+    """Scores from measures: one measure, or ``balanced``'s energy of the schedules within
+    ``limit`` cycles (inf beyond it)."""
+    if name == "balanced":
+        return lambda m: np.where(m["latency"] <= limit, m["energy"], np.inf)
+    return lambda m: m[name]
+
+
+def _argmin(scores, fields: list) -> tuple:
+    """(least score, its schedule fields) per element over the leading (schedule) axis."""
+    pick = np.argmin(scores, axis=0)[None]
+    return (np.take_along_axis(scores, pick, 0)[0],
+            [np.take_along_axis(np.broadcast_to(f, scores.shape), pick, 0)[0] for f in fields])
+
+
+def _stack(schedules: list, shape) -> list:
+    return [np.stack([np.broadcast_to(getattr(s, f), shape) for s in schedules]) for f in _FIELDS]
+
+
+def _winners(p: GemmProblem, hw: ArrayHardware, schedules: list, scorers: dict, needs: tuple, score_energy,
+             shape, stacked: bool) -> dict:
+    """{name: (least score, its schedule fields)} per element for each scorer: every schedule in
+    one stacked pass, or one at a time keeping a running best (memory of one schedule). Ties go to
+    the first schedule either way."""
+    if stacked:
+        fields = _stack(schedules, shape)
+        m = _measure(p, hw, Schedule(*fields), needs, score_energy)
+        return {k: _argmin(f(m), fields) for k, f in scorers.items()}
+    won = {k: (np.full(shape, np.inf), [np.zeros(shape) for _ in _FIELDS]) for k in scorers}
+    for s in schedules:
+        m = _measure(p, hw, s, needs, score_energy)
+        for k, f in scorers.items():
+            score = f(m)
+            better = score < won[k][0]
+            won[k] = (np.where(better, score, won[k][0]),
+                      [np.where(better, getattr(s, g), b) for g, b in zip(_FIELDS, won[k][1], strict=True)])
+    return won
+
+
+def _or_twin(p: GemmProblem, hw: ArrayHardware, won: tuple, scorer, needs: tuple, score_energy) -> tuple:
+    """The winner or its array-aligned twin (:func:`aligned`), whichever scores less."""
+    score, best = won
+    twin = aligned(Schedule(*best), hw)
+    twin_score = scorer(_measure(p, hw, twin, needs, score_energy))
+    better = twin_score < score
+    return (np.where(better, twin_score, score),
+            [np.where(better, getattr(twin, f), b) for f, b in zip(_FIELDS, best, strict=True)])
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
-    """The counts of the best candidate per element. ``score_energy(counts) -> pJ`` prices a
-    candidate for the ``energy`` objective (the pricing pipeline's own rates). Beyond the pruned
-    space, the winner's array-aligned twin is tried (not for ``dram``: it depends on the array)."""
-    if objective not in OBJECTIVES:
-        raise ValueError(f"objective {objective!r}; allowed: {' | '.join(OBJECTIVES)}")
+    """The counts of the best schedule per element for ``objective`` (one of
+    :data:`asicsim.hw.objectives.OBJECTIVES`). ``score_energy(counts) -> pJ`` prices a schedule
+    for ``energy``, ``latency`` and ``balanced`` (the pricing pipeline's own rates). Beyond the
+    pruned space, array-aligned twins are tried (not for ``dram``: they depend on the array):
+    ``energy`` its winner's; ``latency`` and ``balanced`` the twins of both the fastest and the
+    least-energy candidate (the fastest schedule is sometimes the latter's twin: TPU v1, a
+    1400x2048x2048 GEMM, 1.9x faster than the fastest candidate's twin). ``balanced`` then takes
+    the least energy among the candidates and those schedules within
+    :data:`~asicsim.hw.objectives.BALANCED_SLACK` of the fastest one's cycles, or that choice's
+    twin if it is within too and uses less: never slower than ``latency``'s choice by more than
+    the slack, never more energy."""
+    check_objective(objective)
     with np.errstate(divide="ignore", invalid="ignore"):  # empty shares: infeasible candidates
         cands = candidates(p, hw)
-    best_score, best = _select(p, hw, cands, objective, score_energy)
-    if not np.all(np.isfinite(best_score)):
+    shape = np.broadcast_shapes(*(np.shape(getattr(s, f)) for s in cands for f in _FIELDS),
+                                np.shape(hw.rows), np.shape(hw.cols), np.shape(hw.dataflow),
+                                *(np.shape(c) for c in hw.capacity), np.shape(p.M))
+    stacked = (len(cands) + 3) * int(np.prod(shape)) <= STACK_ELEMENTS
+    needs = ("latency", "energy") if objective in ("latency", "balanced") else (objective,)
+    won = _winners(p, hw, cands, {k: _scorer(k) for k in needs}, needs, score_energy, shape, stacked)
+    if not np.all(np.isfinite(won[needs[0]][0])):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
-    if objective != "dram":
-        twin = aligned(Schedule(*best), hw)
-        better = _score(p, hw, twin, objective, score_energy) < best_score
-        best = [np.where(better, getattr(twin, f), b) for f, b in zip(_FIELDS, best, strict=True)]
+    if objective == "dram":
+        return _counts(p, hw, won["dram"][1])
+    if objective == "energy":
+        return _counts(p, hw, _or_twin(p, hw, won["energy"], _scorer("energy"), needs, score_energy)[1])
+    twins = [aligned(Schedule(*won[k][1]), hw) for k in ("latency", "energy")]
+    fastest = _winners(p, hw, [Schedule(*won["latency"][1]), *twins], {"latency": _scorer("latency")},
+                       needs, score_energy, shape, stacked)["latency"]
+    if objective == "latency":
+        return _counts(p, hw, fastest[1])
+    balanced = _scorer("balanced", fastest[0] * (1.0 + BALANCED_SLACK))
+    won = _winners(p, hw, [*cands, *twins], {"balanced": balanced}, needs, score_energy, shape, stacked)
+    return _counts(p, hw, _or_twin(p, hw, won["balanced"], balanced, needs, score_energy)[1])
+
+
+def _counts(p: GemmProblem, hw: ArrayHardware, best: list) -> GemmCounts:
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0))
 
 

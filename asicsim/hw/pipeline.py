@@ -16,6 +16,7 @@ import numpy as np
 from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
 from asicsim.hw.design import SystolicDesign, buffer_tile_note
 from asicsim.hw.mapper import best_counts
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE, check_objective
 from asicsim.hw.operations import (
     Elementwise,
     GemmLowering,
@@ -102,9 +103,11 @@ class Priced:
 
 
 def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None, dataflow=None,
-          capacity_bytes=None, objective: str = "energy", zero: int = 0, rate=1.0) -> Priced:
+          capacity_bytes=None, objective: str = DEFAULT_OBJECTIVE, zero: int = 0, rate=1.0) -> Priced:
     """Every operation on every design point (module docstring). ``bpe``: stored bytes per element
-    per operand; ``rate``: MACs per PE per cycle of the formats' native mode (1 = full rate)."""
+    per operand; ``rate``: MACs per PE per cycle of the formats' native mode (1 = full rate);
+    ``objective``: what the mapper chooses schedules for (:mod:`asicsim.hw.objectives`)."""
+    check_objective(objective)
     n = len(ops)
     R = np.asarray(d.array.rows if rows is None else rows, dtype=np.float64)
     C = np.asarray(d.array.cols if cols is None else cols, dtype=np.float64)

@@ -21,6 +21,7 @@ from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Conv, Gemm, OperationError
 from asicsim.hw.pipeline import price
 from asicsim.hw.pricing import BOUNDS as BOUNDS
@@ -29,7 +30,7 @@ from asicsim.hw.scalesim_compute import dataflow_codes
 
 def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows=None, cols=None,
                dataflow=None, buffer_scale=1.0, formats: str | Mapping | None = None,
-               objective: str = "energy") -> dict:
+               objective: str = DEFAULT_OBJECTIVE) -> dict:
     """Cycles, traffic, energy and bound of every layer on every design variant (arrays of shape
     ``broadcast(rows, cols, dataflow, buffer_scale) + (layers,)``). ``bound`` holds indices into
     :data:`BOUNDS`. Unset knobs keep the design's values."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.sweep.spec import Point, SweepSpec, canon, content_key, identity
 
 
@@ -57,8 +58,9 @@ def expand(spec: SweepSpec) -> list[Point]:
             for r, r_label in recipes_of[phase]:
                 group = identity({"group": "cost", **wid, "recipe": canon(recipe_obj[r]), "phase": phase})
                 for label, d_label in designs:
-                    pid = identity({"kind": "cost", **wid, "recipe": canon(recipe_obj[r]),
-                                    "phase": phase, "design": design_text[label]})
+                    # the mapping objective is an input: results under another default are other points
+                    pid = identity({"kind": "cost", **wid, "recipe": canon(recipe_obj[r]), "phase": phase,
+                                    "design": design_text[label], "objective": DEFAULT_OBJECTIVE})
                     labels = {"workload": shown[w["key"]], "recipe": r_label, "phase": phase, "design": d_label}
                     inputs = {"workload": w["key"], "recipe": r, "recipe_key": recipe_key[r],
                               "phase": phase, "design": label}
@@ -66,7 +68,7 @@ def expand(spec: SweepSpec) -> list[Point]:
     for k in spec.kernels:
         group = identity({"group": "kernels", **k})
         for label, d_label in designs:
-            pid = identity({"kind": "kernels", **k, "design": design_text[label]})
+            pid = identity({"kind": "kernels", **k, "design": design_text[label], "objective": DEFAULT_OBJECTIVE})
             labels = {"suite": k["suite"], "precision": k["precision"], "formats": k["formats"], "design": d_label}
             points.append(Point(pid, "kernels", labels, {**k, "design": label}, group))
     ids = [p.id for p in points]

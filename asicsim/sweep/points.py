@@ -216,7 +216,7 @@ def _rates(result: dict) -> dict:
 def _cost(job: Job) -> list[dict]:
     """A workload's op trace (traced once) priced on each design of the job. Designs of one
     family are priced in one vectorised pass and keep totals only (no per-op table)."""
-    from asicsim.hw.cost import default_objective
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
     from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
@@ -242,8 +242,8 @@ def _cost(job: Job) -> list[dict]:
             continue
         each = (time.perf_counter() - t1) / len(fam) + share
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d)
-                      | {"batch": batch, "objective": default_objective()})
+            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch,
+                                                                            "objective": scheduled_for(d)}
             result["flops"] = 2.0 * result["macs"]
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
@@ -260,8 +260,7 @@ def _cost(job: Job) -> list[dict]:
         unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
         reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
-                  "batch": batch, "objective": str(ops["objective"].dropna().iloc[0]) if ops["objective"].notna().any()
-                  else default_objective()}
+                  "batch": batch, "objective": scheduled_for(design)}
         result |= derived_power({k: totals[k] for k in SCOPE_ENERGY_KEYS}, totals["time_s"], totals["macs"])
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},
@@ -273,6 +272,7 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     """A point whose formats the design does not execute (asicsim.hw.native): done, every figure
     NaN, the reason saying why (pricing it anyway would be a wrong number; failing it would ask
     for a retry that cannot help)."""
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
 
     nan = float("nan")
@@ -281,7 +281,8 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
                             "flops_per_s", "flops_per_j", *SCOPE_ENERGY_KEYS, *(f"power_{s}_w" for s in SCOPES),
                             *(f"tops_per_w_{s}" for s in SCOPES)), nan)
-    return record(p, "done", f"not executed: {err}", result | extra | roof(design))
+    return record(p, "done", f"not executed: {err}", result | extra | roof(design)
+                  | {"objective": scheduled_for(design)})
 
 
 def _first_formats(ops) -> dict | None:
@@ -321,7 +322,7 @@ def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops, scoped: 
 def _kernels(job: Job) -> list[dict]:
     """A DeepBench suite priced on each design of the job; a family of designs in one
     vectorised pass, keeping totals only (no per-kernel table)."""
-    from asicsim.hw.cost import default_objective
+    from asicsim.hw.cost import scheduled_for
     from asicsim.hw.family import cost_family
     from asicsim.hw.interface import roof
     from asicsim.hw.power import SCOPE_ENERGY_KEYS, is_static, scoped_energy
@@ -350,8 +351,7 @@ def _kernels(job: Job) -> list[dict]:
             split = {k[len("energy."):-len("_pj")]: c[k][i] for k in c if k.startswith("energy.")}
             static = sum(v for k, v in split.items() if is_static(k))
             result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, static * 1e-12,
-                                   c["dram_bytes"][i], flops, scoped_energy(split)) | roof(d)
-            result["objective"] = default_objective()
+                                   c["dram_bytes"][i], flops, scoped_energy(split)) | roof(d) | {"objective": scheduled_for(d)}
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()
@@ -370,7 +370,7 @@ def _kernels(job: Job) -> list[dict]:
         v = {c: table[c].to_numpy(dtype=float) for c in ("time_us", "energy_j", "energy_static_j", "dram_bytes")}
         result = _suite_totals(v["time_us"] * 1e-6, v["energy_j"], v["energy_static_j"], v["dram_bytes"],
                                flops, {k: table[k].to_numpy(dtype=float) for k in SCOPE_ENERGY_KEYS}
-                               ) | roof(design, fmts) | {"objective": str(table["objective"].iloc[0])}
+                               ) | roof(design, fmts) | {"objective": scheduled_for(design)}
         out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
                           time.perf_counter() - t1))
     return out

@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
-from asicsim.hw.cost import cost_many
+from asicsim.hw.cost import cost_many, scheduled_for
 from asicsim.hw.design_files import labelled_designs
+from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
 from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power, is_static, scoped_energy
 from asicsim.numerics.catalog import FormatError, get_format
@@ -152,22 +153,25 @@ def _groups(trace: pd.DataFrame):
                 yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
 
 
-def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
+def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = DEFAULT_OBJECTIVE) -> pd.DataFrame:
     """One row per trace row on one design: the GEMM (or the elementwise work, or the optimizer
     update) priced in its role's formats, times its repetitions (``reps`` = batch x count):
     ``time_s``, ``energy_j`` and its split (``energy_mac_j``, ``energy_vector_j``,
     ``energy_buffers_j``, ``energy_dram_j``, ``energy_static_j``, ``energy_other_j``), the
     dynamic energy ``energy_dynamic_j`` (``energy_j`` less static, not another part), ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, the
-    formats, ``work`` (elementwise rows) and a ``note`` (e.g. no vector unit: priced at zero)."""
+    formats, ``work`` (elementwise rows), ``objective`` (what a systolic design's GEMMs were mapped
+    for, :mod:`asicsim.hw.objectives`; ``fastest`` on a GPU) and a ``note`` (e.g. no vector unit:
+    priced at zero)."""
     policy = load_recipe(recipe)
+    scheduled = scheduled_for(design, objective)
     rows = []
     for role, kind, part, formats_of, ops, reps in _groups(trace):
         fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
         try:
-            res = cost_many(ops, design, fmts)
+            res = cost_many(ops, design, fmts, objective=objective)
         except OperationError as err:  # formats the design does not execute: said, not priced
-            rows += [_not_priced(r, role, kind, design, fmts, err, n) for r, n in zip(part.itertuples(), reps,
-                                                                                      strict=True)]
+            rows += [_not_priced(r, role, kind, design, fmts, err, n) | {"objective": scheduled}
+                     for r, n in zip(part.itertuples(), reps, strict=True)]
             continue
         for r, op, c, n in zip(part.itertuples(), ops, res, reps, strict=True):
             energy = {k: n * v for k, v in _energy_columns(c.energy_pj).items()}
@@ -180,18 +184,19 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32") -> pd.DataFrame:
                          "energy_dynamic_j": n * c.energy_dynamic_pj * 1e-12,
                          **{k: n * scoped[k] for k in SCOPE_ENERGY_KEYS},
                          **{k: scoped[k] for k in scoped if k.startswith(("power_", "idle_power_", "tops_per_w_"))},
-                         "objective": c.objective,
                          "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
                          "bound": c.bound, "utilization": c.utilization,
-                         **{f"format_{k}": v for k, v in fmts.items()}, "note": "; ".join(c.notes)})
+                         **{f"format_{k}": v for k, v in fmts.items()}, "objective": c.objective,
+                         "note": "; ".join(c.notes)})
     return pd.DataFrame(rows)
 
 
-def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str, np.ndarray]:
+def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32", *,
+                        objective: str = DEFAULT_OBJECTIVE) -> dict[str, np.ndarray]:
     """The trace's totals on every design of one family (:mod:`asicsim.hw.family`) in one
     vectorised pass: arrays over the designs of ``time_s``, ``energy_j``, the ``energy_*_j``
     split and ``energy_dynamic_j``, ``dram_bytes``, ``sram_bytes``, ``macs`` — the sums
-    :func:`trace_costs` gives per design."""
+    :func:`trace_costs` gives per design, every GEMM mapped for ``objective``."""
     from asicsim.hw.family import cost_family
 
     policy = load_recipe(recipe)
@@ -202,7 +207,7 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
         fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
         if kind == "gemm":
             out["macs"] += float(part["macs"].sum())
-        c = cost_family(ops, designs, fmts)
+        c = cost_family(ops, designs, fmts, objective=objective)
         out["time_s"] += c["time_s"] @ reps
         out["energy_j"] += c["energy_pj"] @ reps * 1e-12
         out["dram_bytes"] += c["dram_bytes"] @ reps
@@ -220,12 +225,13 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32") -> dict[str
 _TOTALLED_ENERGY = ("energy_j", "energy_dynamic_j", "energy_static_j", *SCOPE_ENERGY_KEYS)
 
 
-def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
+def price_trace(trace: pd.DataFrame, designs, recipe="fp32", *, objective: str = DEFAULT_OBJECTIVE) -> pd.DataFrame:
     """One row per (design, role): time, energy (total, dynamic, static) and DRAM bytes of the
-    trace's GEMMs and elementwise work, summed (``gemms`` counts the GEMMs)."""
+    trace's GEMMs and elementwise work, summed (``gemms`` counts the GEMMs), and the ``objective``
+    the design's schedules were chosen for (``fastest`` on a GPU)."""
     rows = []
     for label, design in labelled_designs(designs):  # the name or path as given
-        ops = trace_costs(trace, design, recipe)
+        ops = trace_costs(trace, design, recipe, objective=objective)
         for role, part in ops.groupby("role", sort=False):
             fmts = part.iloc[0]
             rows.append({"design": label, "role": role,
@@ -234,8 +240,9 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32") -> pd.DataFrame:
                          **{k: float(part[k].sum(skipna=False)) for k in _TOTALLED_ENERGY},
                          "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
+                         "objective": scheduled_for(design, objective),
                          "note": "; ".join(filter(None, part["note"].unique())),
-                         **{k: _first(ops, k) for k in ("idle_power_chip_w", "idle_power_board_w", "objective")}})
+                         **{k: _first(ops, k) for k in ("idle_power_chip_w", "idle_power_board_w")}})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", *_TOTALLED_ENERGY, "dram_bytes"]].sum()
     # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown

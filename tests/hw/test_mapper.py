@@ -107,7 +107,8 @@ def test_issue_hand_tilings_are_matched_or_beaten():
 def test_issue_edge_conv_does_not_depend_on_the_pe_count():
     """Edge buffers (256 + 128 + 32 KiB, LPDDR4), conv 3x3 128->128 28x28 batch 8: the fixed order
     moved 23.5 MiB on 32x4 PEs, 3.8 on 32x32 and 9.3 on 32x128. The DRAM objective's schedule does
-    not depend on the array; the default (energy) one stays within 1.5x of it."""
+    not depend on the array; the energy objective's stays within 1.5x of it (the default,
+    ``balanced``, trades DRAM bytes for time: tests/hw/test_objectives.py)."""
     e = load_design("edge_int8_32x32")
     conv = sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8)
     dram = []
@@ -115,7 +116,7 @@ def test_issue_edge_conv_does_not_depend_on_the_pe_count():
         d = dataclasses.replace(e, array=dataclasses.replace(e.array, cols=cols))
         best = sim.cost(conv, d, objective="dram")
         dram.append(best.dram_bytes)
-        assert sim.cost(conv, d).dram_bytes <= 1.5 * best.dram_bytes
+        assert sim.cost(conv, d, objective="energy").dram_bytes <= 1.5 * best.dram_bytes
     assert dram[0] == dram[1] == dram[2] < 3.8 * MIB
 
 
@@ -147,5 +148,5 @@ def test_each_objective_wins_its_own_metric(design):
 
 
 def test_bad_objective_is_named():
-    with pytest.raises(ValueError, match=re.escape("objective 'speed'; allowed: energy | dram | latency")):
+    with pytest.raises(ValueError, match=re.escape("objective 'speed': allowed: balanced | energy | dram | latency")):
         sim.cost(sim.Gemm(4, 4, 4), "tpu_v1", objective="speed")

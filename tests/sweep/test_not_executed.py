@@ -39,3 +39,5 @@ def test_points_a_design_cannot_run_are_said_not_summed(tmp_path):
     gpu = res[res["design"] == "gpu_v100"]
     assert len(gpu) == 2 and all(math.isfinite(v) and v > 0 for v in gpu["time_s"])
     assert (gpu["reason"].fillna("") == "").all()
+    # every cost and kernel record names its mapping objective (issue 30): a GPU its fastest kernel
+    assert (int8["objective"] == "balanced").all() and (gpu["objective"] == "fastest").all()
