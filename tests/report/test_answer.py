@@ -79,7 +79,7 @@ def test_default_objective_least_energy_within_half_a_point(tmp_path):
     assert said[1] == ("w (training): bf16 on acc (1.00 J, 2.00 s per step) uses 41x less energy than g1, scope "
                        "unknown (3.8x less counting dynamic energy only) and is 12x faster, at -0.30 accuracy points "
                        "vs fp32 (-0.50 to -0.10 over 2 seeds). Against g2: uses 100x less energy, scope unknown (15x "
-                       "less counting dynamic energy only), 5.0x faster. Why 100x: 88 % of g2's energy is static "
+                       "less counting dynamic energy only), 5.0x faster. Why 100x: 88 % of g2's energy is static. "
                        "The accuracy limit excludes fp16 on acc (10x less energy than "
                        "the pick; diverged in 1 of 2 seeds). Runner-up: bf16 on big, 1.5x more energy, same recipe.")
     picks, vs = _tables(s)
