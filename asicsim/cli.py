@@ -95,9 +95,39 @@ def cmd_cost(args) -> int:
             for key in ("mapping", "note"):
                 if isinstance(row.get(key), str) and row[key]:
                     print(f"{row['design']} {row['operation']}: {row[key]}")
+        for line in _compared(report, args.design, args.scope, "run"):
+            print(line)
     else:
         print(report.to_string(index=False))
     return 0
+
+
+def _gpu_names(designs) -> set[str]:
+    """The names of the GPUs among the designs given (a catalog name or a path)."""
+    from .hw.design_files import load_design
+    from .hw.gpu import GpuDesign
+
+    out = set()
+    for d in designs or []:
+        try:
+            obj = load_design(d)
+        except (ValueError, OSError):  # priced already, so only a GPU check: a failure is no GPU
+            continue
+        if isinstance(obj, GpuDesign):
+            out.add(obj.name)
+    return out
+
+
+def _compared(report, designs, scope: str, unit: str) -> list[str]:
+    """The designs of a cost table compared at ``scope`` (:mod:`asicsim.report.scope`): each
+    design's rows summed (time, energy per scope, the GPU's launch and SM shares time-weighted)."""
+    if report["design"].nunique() < 2:
+        return []
+    from .report.scope import design_lines
+    from .system.busy import trace_totals
+
+    totals = {d: trace_totals(g) for d, g in report.groupby("design", sort=False)}
+    return ["", *design_lines(totals, _gpu_names(designs), scope, unit)]
 
 
 def _cost_workload(args) -> int:
@@ -127,6 +157,9 @@ def _cost_workload(args) -> int:
         shown["dram_bytes"] = shown["dram_bytes"] / 1e6
         shown = shown.rename(columns={**{j: j[:-1] + "uj" for j in joules}, "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if "energy_j" in report:  # chip designs: the suite's kernels summed per design
+        for line in _compared(report, args.design, args.scope, "suite"):
+            print(line)
     return 0
 
 
@@ -138,18 +171,50 @@ def cmd_trace(args) -> int:
     workload = load_workload(args.workload, scale=args.scale)
     trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
     table = price_trace(trace, args.design, args.recipe)
+    unit = "batch" if args.inference else "step"
+    compared = _trace_compared(workload, trace, args, unit)
     if args.json:
         out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",
                "trace": trace.drop(columns=["lhs_shape", "rhs_shape"]).to_dict(orient="records"),
                "cost": table.to_dict(orient="records")}
+        if compared:
+            out["scope"], out["comparison"] = args.scope, compared[1:]
         print(json.dumps(out, indent=2, default=_json_default))
     else:
         what = "one inference batch" if args.inference else "one training step"
         gemms = int((trace.kind != "elementwise").sum())
         print(f"{args.workload} ({workload.scale} scale) under {args.recipe}: {what}, {gemms} GEMMs in the trace")
         _print_with_notes(table, key="design")
+        for line in compared:
+            print(line)
     return 0
+
+
+def _trace_compared(workload, trace, args, unit: str) -> list[str]:
+    """Several designs of ``asicsim trace`` compared at ``--scope``: each design's trace totals,
+    and where a GPU is launch- or occupancy-bound, every design again at the workload's busy batch
+    (:mod:`asicsim.system.busy`)."""
+    from .hw.design_files import labelled_designs
+    from .report.scope import design_lines
+    from .system.busy import busy_figures, busy_trace, gpu_bound, trace_totals
+    from .workloads.pricing import trace_costs
+
+    designs = labelled_designs(args.design)
+    if len(designs) < 2:
+        return []
+    workload = workload.replace(batch=args.batch)
+    totals = {label: trace_totals(trace_costs(trace, d, args.recipe)) | {"batch": workload.batch}
+              for label, d in designs}
+    if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
+        big, b = busy_trace(workload, args.recipe, not args.inference)
+        for label, d in designs:
+            totals[label] |= busy_figures(big, b, d, args.recipe)
+    from .hw.gpu import GpuDesign
+
+    gpus = {label for label, d in designs if isinstance(d, GpuDesign)}
+    return ["", *design_lines(totals, gpus, args.scope, unit,
+                              "its batch is already at the limit of the batch re-priced (asicsim.system.busy).")]
 
 
 def _print_with_notes(table, key: str) -> None:
@@ -179,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .cli_catalog import add_cli as add_catalog_cli
     from .cli_types import Parser, number
+    from .sweep.spec import SCOPES
 
     parser = Parser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."
@@ -217,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the design's formats)")
     p.add_argument("--objective", choices=("energy", "dram", "latency"), default="energy",
                    help="what the mapper minimises per operation (default: energy)")
+    p.add_argument("--scope", choices=SCOPES, default="board",
+                   help="with several --design: the scope their energies are compared at, chip to chip beside "
+                        "board (default: board, as a GPU is measured as a board)")
     p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode; "
                    "default: none, the physical model)")
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K; default: none)")
@@ -234,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--batch", type=number(int, maximum=MAX_BATCH), help="batch size (default: the workload's)")
     p.add_argument("--inference", action="store_true", help="one forward batch instead of a training step")
+    p.add_argument("--scope", choices=SCOPES, default="board",
+                   help="with several --design: the scope their energies are compared at (default: board, as a GPU "
+                        "is measured as a board; chip to chip is said beside it)")
     p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)

@@ -183,7 +183,13 @@ def why(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE, unit
     return f"{lead}: {'; '.join(parts)}."
 
 
-def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE, unit: str = "step") -> str:
+#: What :func:`busy_text` says where the records hold no figure at a larger batch.
+NO_BUSY = ("the records hold no figure at a larger batch (written before asicsim priced one, or the batch is "
+           "already at the limit).")
+
+
+def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE, unit: str = "step",
+              missing: str = NO_BUSY) -> str:
     """Where ``ref`` is a bound GPU: that it is, with the fraction, and the comparison again at
     the records' ``busy_batch`` (whether the GPU is busy there is said, as measured); "" when
     ``ref`` is not bound."""
@@ -194,9 +200,9 @@ def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE
     text = f"{ref_name} is {kind}-bound: {bound}"
     b, rb = _num(row, "busy_batch"), _num(ref, "busy_batch")
     if not (math.isfinite(b) and b == rb):
-        return text + ("; the records hold no figure at a larger batch (written before asicsim priced one, or "
-                       "the batch is already at the limit)." if not math.isfinite(b) or not math.isfinite(rb)
-                       else "; the two records were priced at different larger batches, so not compared there.")
+        if math.isfinite(b) and math.isfinite(rb):
+            return text + "; the two records were priced at different larger batches, so not compared there."
+        return text + (f"; {missing}" if missing else ".")
     lf, sm = _num(ref, "busy_launch_fraction"), _num(ref, "busy_sm_fraction")
     state = gpu_bound(lf, sm)
     fractions = ", ".join(x for x in (f"launch floor {pct(lf)}" if math.isfinite(lf) else "",
@@ -210,3 +216,25 @@ def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE
            f"{compare(speed, 'faster', 'slower')}.")
     reason = why(row, ref, row_name, ref_name, scope, "batch", "busy_")
     return out + (f" {reason}" if reason else "")
+
+
+def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "step", missing: str = "") -> list[str]:
+    """The comparison ``asicsim cost`` and ``asicsim trace`` print for several designs: each
+    against the first GPU among them (else the first design), at ``scope``, with the reasons and
+    a bound GPU's busy-batch comparison; ``totals``: design name -> its summed result keys (in the
+    order given). [] for fewer than two designs."""
+    names = list(totals)
+    if len(names) < 2:
+        return []
+    ref_name = next((n for n in names if n in set(gpus)), names[0])
+    ref = totals[ref_name]
+    lines = [f"Compared {words(scope)} (--scope; a GPU is measured as a board, {words(BESIDE[scope])} beside it, "
+             f"dynamic-only at the same scope), against {ref_name}:"]
+    for n in names:
+        if n == ref_name:
+            continue
+        speed = ratios(totals[n], ref, None)["speedup"]
+        text = f"{n} uses {energy_phrase(totals[n], ref, ref_name, scope)} and is {compare(speed, 'faster', 'slower')}."
+        extra = [why(totals[n], ref, n, ref_name, scope, unit), busy_text(totals[n], ref, n, ref_name, scope, unit, missing)]
+        lines.append("  " + " ".join([text, *(x for x in extra if x)]))
+    return lines

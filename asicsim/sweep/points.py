@@ -14,7 +14,7 @@ A cost record's ``result`` also prices the workload at a larger batch, the same 
 (:func:`asicsim.system.busy.busy_batch`: the workload's batch x 4**k, the largest within 16,384
 examples and 256 MiB of input), so that a GPU whose step is mostly launch floor can be compared
 doing more work (the report does so where the GPU is bound): ``busy_batch``, ``busy_time_s``,
-``busy_energy_<scope>_j`` and ``busy_energy_dynamic_<scope>_j`` (scope core, chip, board, as the
+``busy_energy_j`` and ``busy_energy_dynamic_j`` (as ``energy_j``), ``busy_energy_<scope>_j`` and ``busy_energy_dynamic_<scope>_j`` (scope core, chip, board, as the
 step's own ``energy_<scope>_j``), ``busy_launch_fraction`` and ``busy_sm_fraction`` (NaN on systolic
 designs); none of them where the workload's batch is already at that limit.
 """

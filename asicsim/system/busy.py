@@ -46,7 +46,7 @@ BUSY_MAX_INPUT_BYTES = 2**28
 SCOPES = ("core", "chip", "board")
 
 #: The record keys :func:`busy_figures` writes (``busy_batch`` and the figures at it).
-BUSY_KEYS = ("busy_batch", "busy_time_s", *(f"busy_energy_{s}_j" for s in SCOPES),
+BUSY_KEYS = ("busy_batch", "busy_time_s", "busy_energy_j", "busy_energy_dynamic_j", *(f"busy_energy_{s}_j" for s in SCOPES),
              *(f"busy_energy_dynamic_{s}_j" for s in SCOPES), "busy_launch_fraction", "busy_sm_fraction")
 
 
@@ -100,11 +100,13 @@ def input_bytes_per_example(workload) -> float:
 
 
 def trace_totals(costs: pd.DataFrame) -> dict[str, float]:
-    """A priced trace's totals (:func:`asicsim.workloads.pricing.trace_costs`): time and energy
-    at each scope summed (NaN where a row is unpriced, or where the rows carry no such scope),
+    """A priced trace's totals (:func:`asicsim.workloads.pricing.trace_costs`, or a cost table's
+    rows): time, ``energy_j``, ``energy_dynamic_j`` and the energy at each scope summed (NaN where a row is unpriced, or where the rows carry no such scope),
     ``launch_fraction`` and ``sm_fraction`` weighted by each row's time (NaN without them)."""
     time = pd.to_numeric(costs["time_s"], errors="coerce")
     out = {"time_s": float(time.sum(skipna=False))}
+    for k in ("energy_j", "energy_dynamic_j"):  # of the record's own scope (board in the schema)
+        out[k] = float(pd.to_numeric(costs[k], errors="coerce").sum(skipna=False)) if k in costs else math.nan
     for s in SCOPES:
         for k in (f"energy_{s}_j", f"energy_dynamic_{s}_j"):
             out[k] = float(pd.to_numeric(costs[k], errors="coerce").sum(skipna=False)) if k in costs else math.nan
@@ -136,7 +138,7 @@ def busy_family(trace: pd.DataFrame | None, batch: int | None, designs, recipe) 
 
     tot = trace_totals_family(trace, designs, recipe)
     nan = np.full(len(designs), math.nan)
-    keys = ["time_s", *(f"energy_{s}_j" for s in SCOPES), *(f"energy_dynamic_{s}_j" for s in SCOPES),
+    keys = ["time_s", "energy_j", "energy_dynamic_j", *(f"energy_{s}_j" for s in SCOPES), *(f"energy_dynamic_{s}_j" for s in SCOPES),
             "launch_fraction", "sm_fraction"]
     return [{"busy_batch": int(batch), **{f"busy_{k}": float(np.asarray(tot.get(k, nan))[i]) for k in keys}}
             for i in range(len(designs))]
