@@ -10,7 +10,7 @@ import pandas as pd
 
 from asicsim.report import scope as scoped
 from asicsim.report.document import Section, Table, Text
-from asicsim.report.load import Results
+from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.objective import PER, WORDS, candidates, qualifies
 from asicsim.report.scope import DEFAULT_SCOPE
 from asicsim.report.tables import is_fp32
@@ -218,6 +218,10 @@ def kernel_sentences(res: Results, opts: dict) -> list[str]:
     k = deepbench(res)
     if not len(k):
         return []
+    keys = ["suite", "precision", "design"]
+    scopes = res.done("kernels")[[*keys, *SCOPE_COLUMNS]].drop_duplicates(keys)  # the table keeps totals only
+    k = k.merge(scopes.apply(lambda c: c if c.name in keys else pd.to_numeric(c, errors="coerce")), on=keys,
+                how="left")
     k = k.assign(edp_js=pd.to_numeric(k["energy_j"], errors="coerce") * pd.to_numeric(k["time_s"], errors="coerce"))
     col = {"energy": "energy_j", "time": "time_s", "edp": "edp_js"}[opts["objective"]]
     k = k.assign(objective=pd.to_numeric(k[col], errors="coerce"))
@@ -234,8 +238,11 @@ def kernel_sentences(res: Results, opts: dict) -> list[str]:
             if gpu == b["design"] or not len(ref):
                 continue
             r = ref.iloc[0]
-            text += (f"; against {gpu}: {compare(r['energy_j'] / b['energy_j'], 'less energy', 'more energy')}, "
+            scope = opts.get("scope", DEFAULT_SCOPE)
+            text += (f"; against {gpu}: {scoped.energy_phrase(b, r, gpu, scope, named=False)}, "
                      f"{compare(r['time_s'] / b['time_s'], 'faster', 'slower')}")
+            reason = scoped.why(b, r, b["design"], gpu, scope, "suite")
+            text += f" ({reason[:-1]})" if reason else ""
         out.append(text + ".")
     return out
 

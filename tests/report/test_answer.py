@@ -209,8 +209,9 @@ def test_kernels_only_names_the_best_design_per_suite(tmp_path):
     res = load(tmp_path)
     said = _said(answer.section(res, objective.options(res)))
     assert said[1].startswith("Nothing to pick: no workload was priced")
+    # kernel records without energy scopes: scope unknown; no dynamic split recorded here
     assert said[2] == ("DeepBench s (int8): the least energy on acc (500 mJ, 2.00 s for the suite); against g: "
-                       "40x less energy, 2.0x slower.")
+                       "40x less energy, scope unknown, 2.0x slower.")
     said = _said(answer.section(res, objective.options(res, {"objective": "time"})))
     assert said[2] == "DeepBench s (int8): the least time on g (20.0 J, 1.00 s for the suite)."
 

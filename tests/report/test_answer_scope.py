@@ -215,3 +215,20 @@ def test_summary_text_prints_the_scoped_answer(tmp_path):
     _store(tmp_path, {"bf16": {"acc": ACC, "g": GPU}})
     out = summary_text(tmp_path)
     assert "uses 7.2x less energy than g, board to board (5.6x less chip to chip" in out
+
+
+def test_kernel_suites_compare_at_the_scope(tmp_path):
+    from asicsim.report.load import load
+
+    recs = [_rec(i, "kernels", {"suite": "s", "precision": "int8", "design": d},
+                 {**r, "design_kind": k, "geomean_tflops": 1.0})
+            for i, (d, k, r) in enumerate([("acc", "systolic", ACC), ("g", "gpu", GPU)])]
+    store = Store(tmp_path)
+    store.points.mkdir(parents=True)
+    store.write(recs)
+    res = load(tmp_path)
+    said = [b.text for b in answer.section(res, objective.options(res)).blocks if hasattr(b, "text")]
+    # 7.2 / 1.0 board, 5.04 / 0.9 chip, 4.48 / 0.8 dynamic, 4.0 / 2.0 s
+    assert said[2] == ("DeepBench s (int8): the least energy on acc (1.00 J, 2.00 s for the suite); against g: "
+                       "7.2x less energy, board to board (5.6x less chip to chip; 5.6x less counting dynamic energy "
+                       "only), 2.0x faster.")
