@@ -95,39 +95,13 @@ def cmd_cost(args) -> int:
             for key in ("mapping", "note"):
                 if isinstance(row.get(key), str) and row[key]:
                     print(f"{row['design']} {row['operation']}: {row[key]}")
-        for line in _compared(report, args.design, args.scope, "run"):
+        from .report.compared import cost_lines
+
+        for line in cost_lines(report, args.design, args.scope, "run"):
             print(line)
     else:
         print(report.to_string(index=False))
     return 0
-
-
-def _gpu_names(designs) -> set[str]:
-    """The names of the GPUs among the designs given (a catalog name or a path)."""
-    from .hw.design_files import load_design
-    from .hw.gpu import GpuDesign
-
-    out = set()
-    for d in designs or []:
-        try:
-            obj = load_design(d)
-        except (ValueError, OSError):  # priced already, so only a GPU check: a failure is no GPU
-            continue
-        if isinstance(obj, GpuDesign):
-            out.add(obj.name)
-    return out
-
-
-def _compared(report, designs, scope: str, unit: str) -> list[str]:
-    """The designs of a cost table compared at ``scope`` (:mod:`asicsim.report.scope`): each
-    design's rows summed (time, energy per scope, the GPU's launch and SM shares time-weighted)."""
-    if report["design"].nunique() < 2:
-        return []
-    from .report.scope import design_lines
-    from .system.busy import trace_totals
-
-    totals = {d: trace_totals(g) for d, g in report.groupby("design", sort=False)}
-    return ["", *design_lines(totals, _gpu_names(designs), scope, unit)]
 
 
 def _cost_workload(args) -> int:
@@ -158,21 +132,24 @@ def _cost_workload(args) -> int:
         shown = shown.rename(columns={**{j: j[:-1] + "uj" for j in joules}, "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if "energy_j" in report:  # chip designs: the suite's kernels summed per design
-        for line in _compared(report, args.design, args.scope, "suite"):
+        from .report.compared import cost_lines
+
+        for line in cost_lines(report, args.design, args.scope, "suite"):
             print(line)
     return 0
 
 
 def cmd_trace(args) -> int:
     """Price one training step (or inference batch) of a workload under a recipe on designs."""
+    from .report.compared import trace_lines
     from .workloads import load_workload
     from .workloads.pricing import price_trace, workload_trace
 
     workload = load_workload(args.workload, scale=args.scale)
     trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
     table = price_trace(trace, args.design, args.recipe)
-    unit = "batch" if args.inference else "step"
-    compared = _trace_compared(workload, trace, args, unit)
+    compared = trace_lines(workload, trace, args.design, args.recipe, batch=args.batch, inference=args.inference,
+                           scope=args.scope)
     if args.json:
         out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",
@@ -189,32 +166,6 @@ def cmd_trace(args) -> int:
         for line in compared:
             print(line)
     return 0
-
-
-def _trace_compared(workload, trace, args, unit: str) -> list[str]:
-    """Several designs of ``asicsim trace`` compared at ``--scope``: each design's trace totals,
-    and where a GPU is launch- or occupancy-bound, every design again at the workload's busy batch
-    (:mod:`asicsim.system.busy`)."""
-    from .hw.design_files import labelled_designs
-    from .report.scope import design_lines
-    from .system.busy import busy_figures, busy_trace, gpu_bound, trace_totals
-    from .workloads.pricing import trace_costs
-
-    designs = labelled_designs(args.design)
-    if len(designs) < 2:
-        return []
-    workload = workload.replace(batch=args.batch)
-    totals = {label: trace_totals(trace_costs(trace, d, args.recipe)) | {"batch": workload.batch}
-              for label, d in designs}
-    if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
-        big, b = busy_trace(workload, args.recipe, not args.inference)
-        for label, d in designs:
-            totals[label] |= busy_figures(big, b, d, args.recipe)
-    from .hw.gpu import GpuDesign
-
-    gpus = {label for label, d in designs if isinstance(d, GpuDesign)}
-    return ["", *design_lines(totals, gpus, args.scope, unit,
-                              "its batch is already at the limit of the batch re-priced (asicsim.system.busy).")]
 
 
 def _print_with_notes(table, key: str) -> None:

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from asicsim.cli import main
-from asicsim.report import scope
+from asicsim.report import compared, scope
 from asicsim.report.units import compare, times
 from asicsim.system.busy import trace_totals
 
@@ -35,16 +35,16 @@ GPU = _totals(NAN, 5.04, 7.2, NAN, 4.0, 4.48, 4.0, launch=0.2, sm=0.9)
 ])
 def test_design_lines_compare_against_the_gpu_at_the_scope(asked, line):
     # the GPU listed second is still the reference
-    lines = scope.design_lines({"acc": ACC, "gpu": GPU}, {"gpu"}, asked, "run")
+    lines = compared.design_lines({"acc": ACC, "gpu": GPU}, {"gpu"}, asked, "run")
     assert lines[0].startswith(f"Compared {asked} to {asked} (--scope") and lines[0].endswith("against gpu:")
     assert lines[1] == "  " + line
 
 
 def test_design_lines_say_a_bound_gpu():
     gpu = {**GPU, "launch_fraction": 0.9}
-    lines = scope.design_lines({"gpu": gpu, "acc": ACC}, {"gpu"}, "board", "run")
+    lines = compared.design_lines({"gpu": gpu, "acc": ACC}, {"gpu"}, "board", "run")
     assert lines[1].endswith("and is 2.0x faster. gpu is launch-bound: gpu's run is 90 % launch floor.")
-    assert scope.design_lines({"acc": ACC}, set()) == []  # one design: nothing to compare
+    assert compared.design_lines({"acc": ACC}, set()) == []  # one design: nothing to compare
 
 
 def test_cost_prints_its_scope(capsys):

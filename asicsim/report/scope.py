@@ -217,24 +217,3 @@ def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE
     reason = why(row, ref, row_name, ref_name, scope, "batch", "busy_")
     return out + (f" {reason}" if reason else "")
 
-
-def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "step", missing: str = "") -> list[str]:
-    """The comparison ``asicsim cost`` and ``asicsim trace`` print for several designs: each
-    against the first GPU among them (else the first design), at ``scope``, with the reasons and
-    a bound GPU's busy-batch comparison; ``totals``: design name -> its summed result keys (in the
-    order given). [] for fewer than two designs."""
-    names = list(totals)
-    if len(names) < 2:
-        return []
-    ref_name = next((n for n in names if n in set(gpus)), names[0])
-    ref = totals[ref_name]
-    lines = [f"Compared {words(scope)} (--scope; a GPU is measured as a board, {words(BESIDE[scope])} beside it, "
-             f"dynamic-only at the same scope), against {ref_name}:"]
-    for n in names:
-        if n == ref_name:
-            continue
-        speed = ratios(totals[n], ref, None)["speedup"]
-        text = f"{n} uses {energy_phrase(totals[n], ref, ref_name, scope)} and is {compare(speed, 'faster', 'slower')}."
-        extra = [why(totals[n], ref, n, ref_name, scope, unit), busy_text(totals[n], ref, n, ref_name, scope, unit, missing)]
-        lines.append("  " + " ".join([text, *(x for x in extra if x)]))
-    return lines

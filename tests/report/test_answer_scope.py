@@ -232,3 +232,14 @@ def test_kernel_suites_compare_at_the_scope(tmp_path):
     assert said[2] == ("DeepBench s (int8): the least energy on acc (1.00 J, 2.00 s for the suite); against g: "
                        "7.2x less energy, board to board (5.6x less chip to chip; 5.6x less counting dynamic energy "
                        "only), 2.0x faster.")
+
+
+def test_the_report_command_takes_a_scope(tmp_path, capsys):
+    from asicsim.cli import main
+
+    _store(tmp_path / "r", {"bf16": {"acc": ACC, "g": GPU}})
+    assert main(["report", str(tmp_path / "r"), "--scope", "chip"]) == 0
+    # 5.04 / 0.9 chip, 7.2 / 1.0 board beside it, 4.0 / 0.8 dynamic chip
+    assert ("uses 5.6x less energy than g, chip to chip (7.2x less board to board; 5.0x less counting dynamic "
+            "energy only)") in capsys.readouterr().out
+    assert "chip to chip ([report] scope" in (tmp_path / "r" / "report.html").read_text()
