@@ -97,6 +97,10 @@ def cmd_cost(args) -> int:
             for key in ("mapping", "note"):
                 if isinstance(row.get(key), str) and row[key]:
                     print(f"{row['design']} {row['operation']}: {row[key]}")
+        from .report.compared import cost_lines
+
+        for line in cost_lines(report, args.design, args.scope, "run"):
+            print(line)
     else:
         print(report.to_string(index=False))
     return 0
@@ -165,28 +169,40 @@ def _cost_workload(args) -> int:
         shown["dram_bytes"] = shown["dram_bytes"] / 1e6
         shown = shown.rename(columns={**{j: j[:-1] + "uj" for j in joules}, "dram_bytes": "dram_mb"})
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if "energy_j" in report:  # chip designs: the suite's kernels summed per design
+        from .report.compared import cost_lines
+
+        for line in cost_lines(report, args.design, args.scope, "suite"):
+            print(line)
     return 0
 
 
 def cmd_trace(args) -> int:
     """Price one training step (or inference batch) of a workload under a recipe on designs."""
+    from .report.compared import trace_lines
     from .workloads import load_workload
     from .workloads.pricing import price_trace, workload_trace
 
     workload = load_workload(args.workload, scale=args.scale)
     trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
     table = price_trace(trace, args.design, args.recipe, objective=args.objective)
+    compared = trace_lines(workload, trace, args.design, args.recipe, batch=args.batch, inference=args.inference,
+                           scope=args.scope)
     if args.json:
         out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",
                "trace": trace.drop(columns=["lhs_shape", "rhs_shape"]).to_dict(orient="records"),
                "cost": table.to_dict(orient="records")}
+        if compared:
+            out["scope"], out["comparison"] = args.scope, compared[1:]
         print(json.dumps(out, indent=2, default=_json_default))
     else:
         what = "one inference batch" if args.inference else "one training step"
         gemms = int((trace.kind != "elementwise").sum())
         print(f"{args.workload} ({workload.scale} scale) under {args.recipe}: {what}, {gemms} GEMMs in the trace")
         _print_with_notes(table, key="design")
+        for line in compared:
+            print(line)
     return 0
 
 
@@ -217,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     from .cli_catalog import add_cli as add_catalog_cli
     from .cli_types import Parser, number
+    from .hw.scopes import DEFAULT_SCOPE, SCOPES
 
     parser = Parser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."
@@ -259,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what the mapper chooses each schedule for: balanced (the least energy within 5 %% "
                         "of the fastest schedule's time), energy, dram bytes or latency; all: one row per "
                         "objective, the time/energy trade (default: balanced)")
+    p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE,
+                   help="with several --design: the scope their energies are compared at, chip to chip beside "
+                        "board (default: board, as a GPU is measured as a board)")
     p.add_argument("--scalesim-config", metavar="CFG", help="a SCALE-Sim .cfg file (compatibility mode; "
                    "default: none, the physical model)")
     p.add_argument("--topology", metavar="CSV", help="a SCALE-Sim topology CSV (conv or M,N,K; default: none)")
@@ -279,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--objective", choices=OBJECTIVES, default=DEFAULT_OBJECTIVE,
                    help="what the mapper chooses a systolic design's schedules for (asicsim cost --help; "
                         "a GPU runs its fastest kernels; default: balanced)")
+    p.add_argument("--scope", choices=SCOPES, default=DEFAULT_SCOPE,
+                   help="with several --design: the scope their energies are compared at (default: board, as a GPU "
+                        "is measured as a board; chip to chip is said beside it)")
     p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)

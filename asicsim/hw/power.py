@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-SCOPES = ("core", "chip", "board")
+from asicsim.hw.scopes import SCOPES
 
 # --- defaults, each with its source -------------------------------------------------------------
 #: Logic leakage as a share of the array's peak MAC power: the project's former static rule, now

@@ -8,20 +8,31 @@ import math
 
 import pandas as pd
 
+from asicsim.report import scope as scoped
 from asicsim.report.document import Section, Table, Text
-from asicsim.report.load import Results
+from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.objective import PER, WORDS, candidates, qualifies
+from asicsim.report.scope import DEFAULT_SCOPE
 from asicsim.report.tables import is_fp32
 from asicsim.report.units import compare, eng, points
+from asicsim.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND
 
 #: Each comparison against a GPU in the table: ratio, column header, word when the pick is better, when worse.
 VERSUS = (("speedup", "time", "faster", "slower"), ("energy", "energy", "less", "more"),
-          ("dynamic", "dynamic energy", "less", "more"), ("dram", "DRAM bytes", "fewer", "more"))
+          ("beside", "energy beside", "less", "more"), ("dynamic", "dynamic energy", "less", "more"),
+          ("dram", "DRAM bytes", "fewer", "more"))
 
 
 def limit_text(opts: dict) -> str:
-    return (f"within {opts['max_accuracy_drop']:g} accuracy points of fp32 (losses: within "
+    return (f"within {opts['max_accuracy_drop']:g} accuracy points of fp32 on every seed (losses: within "
             f"{opts['max_loss_increase']:g} of fp32's) with no seed diverged")
+
+
+def within_spread(row) -> bool:
+    """Whether a recipe's accuracy difference to fp32 is within its seed spread: two or more seeds,
+    some no worse than fp32 and some no better (the difference is then not told from seed noise)."""
+    n = int(row["seeds"]) if row["seeds"] == row["seeds"] else 0
+    return n >= 2 and float(row["delta_min"]) <= 0 <= float(row["delta_max"])
 
 
 def accuracy_text(row, short: bool = False) -> str:
@@ -50,26 +61,42 @@ def accuracy_text(row, short: bool = False) -> str:
         lo, hi = ((points(row["delta_min"]), points(row["delta_max"])) if row["unit"] == "points"
                   else (f"{row['delta_min']:+.3g}", f"{row['delta_max']:+.3g}"))
         spread = f"{lo} to {hi} over {n} seeds"
+        if within_spread(row):  # not told from seed noise: neither a win nor a loss
+            what = "points" if row["unit"] == "points" else row["unit"]
+            return (f"within seed spread ({spread}{tail})" if short
+                    else f"within seed spread of fp32: {spread.replace(' over', f' {what} over')}{tail}")
+        if status == "spread":
+            return (f"{value} ({spread}, the limit within it{tail})" if short
+                    else f"{value} {unit} vs fp32 ({spread}{tail}; the limit lies within this seed spread)")
     return f"{value} ({spread}{tail})" if short else f"{value} {unit} vs fp32 ({spread}{tail})"
 
 
-def versus(cand: pd.DataFrame, row, gpus: list[str]) -> list[dict]:
-    """``row`` against each GPU of the sweep running the same recipe and phase: its time, energy,
-    dynamic energy and DRAM bytes over this row's (> 1: this row is better). A GPU without
-    that cost point gets NaN."""
+def _ref(cand: pd.DataFrame, row, g: str):
+    ref = cand[(cand["workload"] == row["workload"]) & (cand["recipe"] == row["recipe"])
+               & (cand["phase"] == row["phase"]) & (cand["design"] == g)]
+    return ref.iloc[0] if len(ref) else None
+
+
+def versus(cand: pd.DataFrame, row, gpus: list[str], scope: str = DEFAULT_SCOPE) -> list[dict]:
+    """``row`` against each GPU of the sweep running the same recipe and phase, at ``scope``
+    (:mod:`asicsim.report.scope`): its time, energy, energy at the scope beside, dynamic energy
+    (same scope) and DRAM bytes over this row's (> 1: this row is better), ``at`` (the scope
+    compared at, "scope unknown" for records without scopes) and ``ref`` (the GPU's row). A GPU
+    without that cost point gets NaN."""
     out = []
     for g in gpus:
         if g == row["design"]:
             continue
-        ref = cand[(cand["workload"] == row["workload"]) & (cand["recipe"] == row["recipe"])
-                   & (cand["phase"] == row["phase"]) & (cand["design"] == g)]
-        ref = ref.iloc[0] if len(ref) else None
-
-        def ratio(col, ref=ref):
-            return float(ref[col]) / float(row[col]) if ref is not None and float(row[col]) > 0 else math.nan
-
-        out.append({"gpu": g, "speedup": ratio("time_s"), "energy": ratio("energy_j"),
-                    "dynamic": ratio("energy_dynamic_j"), "dram": ratio("dram_bytes")})
+        ref = _ref(cand, row, g)
+        if ref is None:
+            out.append({"gpu": g, "ref": None, "at": "", "beside_at": "",
+                        **dict.fromkeys(("speedup", "energy", "beside", "dynamic", "dram"), math.nan)})
+            continue
+        used, _ = scoped.resolve(row, ref, scope, g)
+        r = scoped.ratios(row, ref, used)
+        dram = float(ref["dram_bytes"]) / float(row["dram_bytes"]) if float(row["dram_bytes"]) > 0 else math.nan
+        out.append({"gpu": g, "ref": ref, "at": scoped.words(used),
+                    "beside_at": scoped.words(scoped.BESIDE[used]) if used else "", **r, "dram": dram})
     return out
 
 
@@ -77,34 +104,36 @@ def versus(cand: pd.DataFrame, row, gpus: list[str]) -> list[dict]:
 PHASE = {"train": ("training", "step"), "infer": ("inference", "batch")}
 
 
-def _dynamic(v: dict) -> str:
-    if not math.isfinite(v["dynamic"]):
-        return ""
-    said = compare(v["dynamic"], "less", "more")
-    return " (about the same dynamic energy)" if said.startswith("about") else f" ({said} counting dynamic energy only)"
+def _energy(row, v: dict, scope: str, named: bool = True) -> str:
+    return "uses " + scoped.energy_phrase(row, v["ref"], v["gpu"], scope, named=named)
 
 
-def _than(phrase: str, gpu: str) -> str:
-    """'41x less energy than G', 'about the same energy as G'."""
-    return f"{phrase} {'as' if phrase.startswith('about') else 'than'} {gpu}"
-
-
-def _gpu_clause(v: dict, objective: str) -> str:
-    """'uses 1,950x less energy than gpu_h100 (1.3x more counting dynamic energy only) and is 38x
-    faster' (time first when the objective is time)."""
-    if not math.isfinite(v["energy"]) and not math.isfinite(v["speedup"]):
+def _gpu_clause(row, v: dict, objective: str, scope: str) -> str:
+    """'uses 7.2x less energy than gpu_h100, board to board (5.6x less chip to chip; 5.6x less
+    counting dynamic energy only) and is 38x faster' (time first when the objective is time)."""
+    if v["ref"] is None:
         return f"has no {v['gpu']} cost point of its recipe to compare with"
-    speed, energy = compare(v["speedup"], "faster", "slower"), compare(v["energy"], "less energy", "more energy")
+    speed = compare(v["speedup"], "faster", "slower")
     if objective == "time":
-        return f"is {_than(speed, v['gpu'])} and uses {energy}{_dynamic(v)}"
-    return f"uses {_than(energy, v['gpu'])}{_dynamic(v)} and is {speed}"
+        return f"is {scoped.than(speed, v['gpu'])} and {_energy(row, v, scope)}"
+    return f"{_energy(row, v, scope)} and is {speed}"
 
 
-def _more_gpus(v: dict) -> str:
-    if not math.isfinite(v["energy"]) and not math.isfinite(v["speedup"]):
+def _explained(row, v: dict, scope: str) -> str:
+    """The reasons a comparison needs (:func:`asicsim.report.scope.why`, ``busy_text``), each a sentence."""
+    if v["ref"] is None:
+        return ""
+    unit = PHASE[row["phase"]][1]
+    parts = [scoped.why(row, v["ref"], row["design"], v["gpu"], scope, unit),
+             scoped.busy_text(row, v["ref"], row["design"], v["gpu"], scope, unit)]
+    return "".join(f" {p}" for p in parts if p)
+
+
+def _more_gpus(row, v: dict, scope: str) -> str:
+    if v["ref"] is None:
         return f" {v['gpu']} has no cost point of this recipe."
-    energy = compare(v["energy"], "less energy", "more energy")
-    return f" Against {v['gpu']}: {energy}{_dynamic(v)}, {compare(v['speedup'], 'faster', 'slower')}."
+    return (f" Against {v['gpu']}: {_energy(row, v, scope, named=False)}, {compare(v['speedup'], 'faster', 'slower')}."
+            + _explained(row, v, scope))
 
 
 def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> str:
@@ -113,30 +142,42 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
     phase, unit = PHASE[best["phase"]]
     head = (f"{best['workload']} ({phase}): {best['recipe']} on {best['design']} ({eng(best['energy_j'], 'J')}, "
             f"{eng(best['time_s'], 's')} per {unit})")
-    vs = versus(cand, best, gpus)
+    scope = opts.get("scope", DEFAULT_SCOPE)
+    vs = versus(cand, best, gpus, scope)
     if vs:
-        text = f"{head} {_gpu_clause(vs[0], opts['objective'])}, at {accuracy_text(best)}."
-        text += "".join(_more_gpus(v) for v in vs[1:])
+        text = f"{head} {_gpu_clause(best, vs[0], opts['objective'], scope)}, at {accuracy_text(best)}."
+        text += _explained(best, vs[0], scope) + "".join(_more_gpus(best, v, scope) for v in vs[1:])
     else:
         text = f"{head} has the least {WORDS[opts['objective']]}, at {accuracy_text(best)}."
     cheapest = cand.iloc[0]  # sorted by objective: what the limit excluded, if it did
-    if cheapest["objective"] < best["objective"] and cheapest["status"] in ("over", "diverged", "failed"):
+    if cheapest["objective"] < best["objective"] and cheapest["status"] in ("over", "spread", "diverged", "failed"):
         saving = compare(best["objective"] / cheapest["objective"], "less " + WORDS[opts["objective"]], "")
         why = "The accuracy limit excludes" if cheapest["status"] != "failed" else "Not picked, having no result:"
         text += (f" {why} {cheapest['recipe']} on {cheapest['design']} "
-                 f"({_than(saving, 'the pick')}; {accuracy_text(cheapest)}).")
+                 f"({scoped.than(saving, 'the pick')}; {accuracy_text(cheapest)}).")
     if runner is None:
         return text + " No other (recipe, design) qualifies."
     trade = compare(runner["objective"] / best["objective"], "more " + WORDS[opts["objective"]],
                     "less " + WORDS[opts["objective"]])
     if runner["recipe"] == best["recipe"]:
         acc = ", same recipe"
+    elif _overlap(best, runner):
+        acc = ", accuracy within the seed spread of the pick's"
     elif best["unit"] == "points" and runner["unit"] == "points":
         diff = points(runner["delta"] - best["delta"])
         acc = ", the same accuracy" if diff == points(0.0) else f", {diff} accuracy points"
     else:
         acc = f", {accuracy_text(runner)}"
     return text + f" Runner-up: {runner['recipe']} on {runner['design']}, {trade}{acc}."
+
+
+def _overlap(a, b) -> bool:
+    """Whether two recipes' seed ranges of the accuracy difference overlap (2+ seeds each, same
+    metric): the difference between them is then not told from seed noise."""
+    if a["unit"] != b["unit"] or not all(r["seeds"] == r["seeds"] and int(r["seeds"]) >= 2 for r in (a, b)):
+        return False
+    lo, hi = max(float(a["delta_min"]), float(b["delta_min"])), min(float(a["delta_max"]), float(b["delta_max"]))
+    return lo <= hi
 
 
 def _nothing(cand: pd.DataFrame, opts: dict) -> str:
@@ -148,7 +189,7 @@ def _nothing(cand: pd.DataFrame, opts: dict) -> str:
         return (f"{first['workload']} ({PHASE[first['phase']][0]}): nothing is picked: every recipe's runs "
                 "failed (an error, a timeout or a lost worker), so no recipe has an accuracy verdict. See Failed "
                 "points; asicsim sweep SPEC --out DIR --retry-failed reruns them.")
-    over = q[q["status"] == "over"]
+    over = q[q["status"].isin(["over", "spread"])]
     closest = over.iloc[(over["delta"].abs()).argsort().iloc[0]] if len(over) else None
     text = (f"{first['workload']} ({PHASE[first['phase']][0]}): no recipe is {limit_text(opts)}, so nothing is "
             "picked")
@@ -177,6 +218,10 @@ def kernel_sentences(res: Results, opts: dict) -> list[str]:
     k = deepbench(res)
     if not len(k):
         return []
+    keys = ["suite", "precision", "design"]
+    scopes = res.done("kernels")[[*keys, *SCOPE_COLUMNS]].drop_duplicates(keys)  # the table keeps totals only
+    k = k.merge(scopes.apply(lambda c: c if c.name in keys else pd.to_numeric(c, errors="coerce")), on=keys,
+                how="left")
     k = k.assign(edp_js=pd.to_numeric(k["energy_j"], errors="coerce") * pd.to_numeric(k["time_s"], errors="coerce"))
     col = {"energy": "energy_j", "time": "time_s", "edp": "edp_js"}[opts["objective"]]
     k = k.assign(objective=pd.to_numeric(k[col], errors="coerce"))
@@ -193,8 +238,11 @@ def kernel_sentences(res: Results, opts: dict) -> list[str]:
             if gpu == b["design"] or not len(ref):
                 continue
             r = ref.iloc[0]
-            text += (f"; against {gpu}: {compare(r['energy_j'] / b['energy_j'], 'less energy', 'more energy')}, "
+            scope = opts.get("scope", DEFAULT_SCOPE)
+            text += (f"; against {gpu}: {scoped.energy_phrase(b, r, gpu, scope, named=False)}, "
                      f"{compare(r['time_s'] / b['time_s'], 'faster', 'slower')}")
+            reason = scoped.why(b, r, b["design"], gpu, scope, "suite")
+            text += f" ({reason[:-1]})" if reason else ""
         out.append(text + ".")
     return out
 
@@ -205,13 +253,34 @@ def _row(pick: str, r) -> dict:
             "energy": eng(r["energy_j"], "J"), "time": eng(r["time_s"], "s"), "DRAM": eng(r["dram_bytes"], "B")}
 
 
+def _scope_text(opts: dict) -> str:
+    scope = opts.get("scope", DEFAULT_SCOPE)
+    return (f" Against a GPU, energy is compared {scoped.words(scope)} ([report] scope; a GPU is measured as a "
+            f"board, what nvidia-smi reports), {scoped.words(scoped.BESIDE[scope])} beside it, and the dynamic-only "
+            "ratio at the same scope; records written before energy scopes were recorded are said 'scope "
+            f"unknown'. A ratio of {scoped.EXPLAIN:g}x or more, and a total ratio pointing the other way from the "
+            "dynamic one, is said with its reason; a GPU whose step is mostly launch floor (launch_fraction > "
+            f"{LAUNCH_BOUND:g}) or runs on few of its SMs (sm_fraction < {OCCUPANCY_BOUND:g}) is said to be, and "
+            "compared again at a larger batch priced for every design (busy_batch).")
+
+
+def _versus_row(r, label: str, v: dict) -> dict:
+    """One row of the against-each-GPU table: the ratios in words, the scope compared at, and the
+    energy at the scope beside it with that scope named."""
+    out = {"workload": r["workload"], "per": PER[r["phase"]], "pick": label, "vs GPU": v["gpu"], "scope": v["at"],
+           **{head: compare(v[k], word, worse) for k, head, word, worse in VERSUS}}
+    if math.isfinite(v["beside"]):
+        out["energy beside"] += f" {v['beside_at']}"
+    return out
+
+
 def section(res: Results, opts: dict) -> Section:
     s = Section("answer", "The answer: best format and design per workload")
     obj = WORDS[opts["objective"]]
     s.add(Text(f"Objective ([report] objective = \"{opts['objective']}\"): the least {obj} per training "
                f"step (per inference batch for inference) among the recipes {limit_text(opts)}. Accuracy vs "
                "fp32: the seed mean of each seed's difference to its fp32 run, in points (percent) for "
-               "accuracy; the GPUs run the same recipe."))
+               "accuracy; the GPUs run the same recipe." + (_scope_text(opts) if res.gpus() else "")))
     ps = picks(res, opts)
     if not ps:
         r = res.results
@@ -232,9 +301,7 @@ def section(res: Results, opts: dict) -> Section:
             if r is None:
                 continue
             rows.append(_row(label, r))
-            vs_rows += [{"workload": r["workload"], "per": PER[r["phase"]], "pick": label, "vs GPU": v["gpu"],
-                         **{head: compare(v[k], word, worse) for k, head, word, worse in VERSUS}}
-                        for v in versus(p["candidates"], r, gpus)]
+            vs_rows += [_versus_row(r, label, v) for v in versus(p["candidates"], r, gpus, opts.get("scope", DEFAULT_SCOPE))]
     if rows:
         s.add(Table(pd.DataFrame(rows), "The picks (per step or batch)", narrow=True))
     if vs_rows:

@@ -13,7 +13,7 @@ import time
 def add_cli(subparsers) -> None:
     """Register ``report`` and ``demo`` on an argparse subparsers object."""
     from asicsim.cli_types import number
-    from asicsim.sweep.spec import OBJECTIVES
+    from asicsim.sweep.spec import OBJECTIVES, SCOPES
 
     p = subparsers.add_parser(
         "report", help="turn a sweep's results directory into a self-contained HTML report (+ Markdown, CSV)",
@@ -30,6 +30,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--max-accuracy-drop", type=float, metavar="POINTS",
                    help="accuracy points below fp32 a recipe may lose to be picked (default: the spec's [report] "
                         "max_accuracy_drop, else 0.5)")
+    p.add_argument("--scope", choices=SCOPES, help="the scope energies are compared at against a GPU: core, chip "
+                   "or board (default: the spec's [report] scope, else board, as a GPU is measured as a board)")
     p.add_argument("--json", action="store_true", help="machine-readable output (paths, sections, figures)")
     p.set_defaults(func=run_report)
 
@@ -51,7 +53,7 @@ def run_report(args) -> int:
     from asicsim.cli_progress import StepProgress
     from asicsim.report import summary_text, write_report
 
-    options = {"objective": args.objective, "max_accuracy_drop": args.max_accuracy_drop}
+    options = {"objective": args.objective, "max_accuracy_drop": args.max_accuracy_drop, "scope": args.scope}
     bar = StepProgress(f"report {args.results}", "stages (load, tables, figures, pages, CSV)")
     try:
         info = write_report(args.results, args.output, options=options, progress=bar.update)

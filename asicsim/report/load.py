@@ -17,6 +17,14 @@ from asicsim._files import TextFileError, read_text_file
 from asicsim.sweep.spec import SweepError
 from asicsim.sweep.store import Store, frames_from_records, results_root
 
+#: A cost point's energies at named scopes, the GPU's launch floor and SM share, and the same at the
+#: larger batch every design is also priced at (issue 30's schema; asicsim.sweep.points): what the
+#: answer compares at a stated scope (asicsim.report.scope). NaN in records written before them.
+SCOPE_COLUMNS = ("batch", *(f"energy_{d}{s}_j" for d in ("", "dynamic_") for s in ("core", "chip", "board")),
+                 "launch_fraction", "sm_fraction", "busy_batch", "busy_time_s",
+                 *(f"busy_energy_{d}{s}_j" for d in ("", "dynamic_") for s in ("core", "chip", "board")),
+                 "busy_launch_fraction", "busy_sm_fraction")
+
 #: Columns the report reads, per table (added as NaN where a sweep did not produce them).
 COLUMNS = {
     "results": ("id", "kind", "status", "reason", "workload", "recipe", "seed", "phase", "design",
@@ -25,7 +33,7 @@ COLUMNS = {
                 "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
                 "energy_other_j", "dram_bytes", "sram_bytes", "design_kind", "peak_ops_per_s",
                 "dram_bytes_per_s", "power_w", "flops", "flops_per_s", "flops_per_j", "kernels",
-                "geomean_tflops", "asicsim", "finished", "seconds"),
+                "geomean_tflops", "asicsim", "finished", "seconds", *SCOPE_COLUMNS),
     "curves": ("id", "workload", "recipe", "seed", "step", "train_loss", "test_loss", "test_accuracy"),
     "numerics": ("id", "kind", "workload", "recipe", "seed", "tensor", "role", "format", "size",
                  "underflow", "overflow", "nonfinite", "zero"),

@@ -5,8 +5,12 @@ Accuracy cost: for an accuracy metric (a fraction, higher is better) in points, 
 fp32): 0.5 points is 0.005 of the fraction; for a loss metric (lower is better) in the metric's
 own units, value - fp32. The fp32 reference of a training run is the fp32 recipe's run of the
 same seed (the seed mean where that seed is missing); of an inference run, the fp32 model it was
-quantized from (``fp32_value``). A recipe qualifies when the seed mean of its cost is within the
-limit (``max_accuracy_drop`` points, ``max_loss_increase`` for losses) and no seed diverged.
+quantized from (``fp32_value``). A recipe qualifies when the cost of every seed is within the
+limit (``max_accuracy_drop`` points, ``max_loss_increase`` for losses) and no seed diverged: a pick
+never rests on seed noise. The demo's 0.5-point limit is smaller than its own seed spread (issue 30:
+fp16_mixed ranges from -1.00 to +1.30 points over 2 seeds), so a seed-mean rule would let a lucky seed
+decide; the limit is what a user can lose, so it is not widened to fit the noise. A recipe whose
+seeds fall on both sides of the limit has status ``spread``: not picked, and said so with its spread.
 A run that failed (an error, a timeout, a lost worker, out of memory) has no result: it is left
 out of the verdict, and a recipe whose runs all failed has none (status ``failed``).
 """
@@ -18,7 +22,7 @@ import tomllib
 import numpy as np
 import pandas as pd
 
-from asicsim.report.load import Results
+from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.tables import is_fp32, lower_is_better
 from asicsim.sweep.spec import SweepError, report_options
 
@@ -90,8 +94,9 @@ def seed_deltas(res: Results) -> pd.DataFrame:
 def quality(res: Results, opts: dict) -> pd.DataFrame:
     """Per (workload, recipe, phase): the seed mean, min and max of the accuracy delta, ``seeds``
     (the runs with a result), the ``diverged`` ones, the ``failed`` ones (no result, left out), and
-    ``status``: ok (within the limit), over (beyond it), diverged, no_fp32 (no fp32 reference to
-    compare with), or failed (every run failed: no verdict)."""
+    ``status``: ok (every seed within the limit), over (every seed beyond it), spread (the limit
+    lies within the seed spread: some seeds within, some beyond; not picked), diverged, no_fp32
+    (no fp32 reference to compare with), or failed (every run failed: no verdict)."""
     d = seed_deltas(res)
     rows = []
     for (w, rec, ph), g in d.groupby(["workload", "recipe", "phase"], sort=True):
@@ -100,7 +105,7 @@ def quality(res: Results, opts: dict) -> pd.DataFrame:
         ok = ran[~ran["diverged"] & np.isfinite(ran["delta"].astype(float))]
         acc = _accuracy(metric)
         delta = float(ok["delta"].mean()) if len(ok) else np.nan
-        worse = -delta if acc else delta
+        losses = -ok["delta"].astype(float) if acc else ok["delta"].astype(float)
         limit = opts["max_accuracy_drop"] if acc else opts["max_loss_increase"]
         if not len(ran):
             status = "failed"
@@ -109,7 +114,8 @@ def quality(res: Results, opts: dict) -> pd.DataFrame:
         elif not len(ok):
             status = "no_fp32"
         else:
-            status = "ok" if worse <= limit + 1e-9 else "over"
+            within = losses <= limit + 1e-9
+            status = "ok" if within.all() else "over" if not within.any() else "spread"
         rows.append({"workload": w, "recipe": rec, "phase": ph, "metric": metric,
                      "unit": "points" if acc else str(metric), "delta": delta,
                      "delta_min": float(ok["delta"].min()) if len(ok) else np.nan,
@@ -125,14 +131,14 @@ def candidates(res: Results, opts: dict, finite: bool = True) -> pd.DataFrame:
     never trained or evaluated has status ``unmeasured``. Sorted by workload, phase (train
     first) and objective."""
     c = res.done("cost").copy()
-    for k in ("time_s", "energy_j", "energy_dynamic_j", "dram_bytes"):
+    for k in ("time_s", "energy_j", "energy_dynamic_j", "dram_bytes", *SCOPE_COLUMNS):
         c[k] = pd.to_numeric(c[k], errors="coerce")
     c["edp_js"] = c["energy_j"] * c["time_s"]
     c["objective"] = c[COLUMN[opts["objective"]]]
     if finite:
         c = c[np.isfinite(c["objective"].astype(float))]
     keep = ["workload", "recipe", "phase", "design", "design_kind", "time_s", "energy_j", "energy_dynamic_j",
-            "dram_bytes", "edp_js", "objective"]
+            "dram_bytes", "edp_js", "objective", *SCOPE_COLUMNS]
     out = c[keep].merge(quality(res, opts), on=["workload", "recipe", "phase"], how="left")
     out["status"] = out["status"].fillna("unmeasured")
     out["_phase"] = out["phase"] != "train"

@@ -20,9 +20,9 @@ MAX_GPUS = 3
 
 def _accuracy(q) -> str:
     status = q["status"]
-    if status in ("ok", "over"):
+    if status in ("ok", "over", "spread"):
         text = points(q["delta"]) if q["unit"] == "points" else f"{q['delta']:+.3g}"
-        return text + (" (over)" if status == "over" else "")
+        return text + {"over": " (over)", "spread": " (spread)"}.get(status, "")
     return {"diverged": "diverged", "no_fp32": "no fp32", "failed": "failed: no result"}.get(status, "–")
 
 

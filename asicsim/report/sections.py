@@ -34,7 +34,8 @@ def _workloads(df: pd.DataFrame) -> list[str]:
 
 
 #: What the vs-GPU energy columns divide, said once for the summary and the DeepBench section.
-ENERGY_RATIOS = ("energy_ratio_vs_G: this design's total energy (dynamic + static) over G's; "
+ENERGY_RATIOS = ("energy_ratio_vs_G: this design's total energy (dynamic + static) over G's, at the records' "
+                 "energy_j scope (board to board for records with energy scopes; the answer says the scope); "
                  "dynamic_energy_ratio_vs_G: the same for dynamic energy only (MACs, vector unit, buffers, DRAM; "
                  "no static power), which compares the work itself")
 
@@ -80,7 +81,8 @@ def summary(res: Results, t: dict, opts: dict | None = None) -> Section:
     if len(cand):
         s.add(Text(f"Per workload, the {objective.WORDS[opts['objective']]} of one training step (one inference "
                    "batch for inference) of each recipe (rows) on each design (columns), least first both ways; "
-                   "vs fp32: the recipe's accuracy difference to fp32 (seed mean; '(over)': beyond the limit). "
+                   "vs fp32: the recipe's accuracy difference to fp32 (seed mean; '(over)': every seed beyond the limit; "
+                   "'(spread)': the limit lies within its seed spread, so it is not picked). "
                    "'–': not priced (the design cannot run the recipe's formats)."))
         s.add(*pivots.blocks(cand, opts))
     else:

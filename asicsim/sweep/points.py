@@ -9,6 +9,14 @@ A run that diverged (training: a step and cause; inference: a non-finite quantiz
 ``diverged``, a numerical result with the divergence as its reason (a training run keeps its
 curves). ``failed`` is for a point that produced no result: an exception, a timeout, a lost
 worker, out of memory; it says nothing about the numerics and ``--retry-failed`` reruns it.
+
+A cost record's ``result`` also prices the workload at a larger batch, the same for every design
+(:func:`asicsim.system.busy.busy_batch`: the workload's batch x 4**k, the largest within 16,384
+examples and 256 MiB of input), so that a GPU whose step is mostly launch floor can be compared
+doing more work (the report does so where the GPU is bound): ``busy_batch``, ``busy_time_s``,
+``busy_energy_j`` and ``busy_energy_dynamic_j`` (as ``energy_j``), ``busy_energy_<scope>_j`` and ``busy_energy_dynamic_<scope>_j`` (scope core, chip, board, as the
+step's own ``energy_<scope>_j``), ``busy_launch_fraction`` and ``busy_sm_fraction`` (NaN on systolic
+designs); none of them where the workload's batch is already at that limit.
 """
 
 from __future__ import annotations
@@ -219,12 +227,15 @@ def _cost(job: Job) -> list[dict]:
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
     from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
+    from asicsim.system.busy import busy_family, busy_figures, busy_trace
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
     p0 = job.points[0]
     recipe = job.recipes[p0.inputs["recipe"]]
-    trace = workload_trace(job.workload, recipe, training=p0.inputs["phase"] == "train")
+    training = p0.inputs["phase"] == "train"
+    trace = workload_trace(job.workload, recipe, training=training)
+    big, big_batch = busy_trace(job.workload, recipe, training)  # every design again at a larger batch
     share = (time.perf_counter() - t0) / len(job.points)
     batch = int(getattr(job.workload, "batch", 0))
     families, singles = _split_families(job)
@@ -234,6 +245,7 @@ def _cost(job: Job) -> list[dict]:
         designs = [job.designs[p.inputs["design"]] for p in fam]
         try:
             tot = trace_totals_family(trace, designs, recipe)
+            busy = busy_family(big, big_batch, designs, recipe)
         except OperationError as err:  # formats the family does not execute: said, not priced
             out += [_not_executed(p, d, err, {"batch": batch}) for p, d in zip(fam, designs, strict=True)]
             continue
@@ -242,8 +254,8 @@ def _cost(job: Job) -> list[dict]:
             continue
         each = (time.perf_counter() - t1) / len(fam) + share
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = {k: float(v[i]) for k, v in tot.items()} | roof(d) | {"batch": batch,
-                                                                            "objective": scheduled_for(d)}
+            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d)
+                      | {"batch": batch, "objective": scheduled_for(d)} | busy[i])
             result["flops"] = 2.0 * result["macs"]
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
@@ -251,6 +263,7 @@ def _cost(job: Job) -> list[dict]:
         try:
             design = job.designs[p.inputs["design"]]
             ops = trace_costs(trace, design, recipe)
+            busy = busy_figures(big, big_batch, design, recipe)
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue
@@ -260,7 +273,7 @@ def _cost(job: Job) -> list[dict]:
         unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
         reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
-                  "batch": batch, "objective": scheduled_for(design)}
+                  "batch": batch, "objective": scheduled_for(design), **busy}
         result |= derived_power({k: totals[k] for k in SCOPE_ENERGY_KEYS}, totals["time_s"], totals["macs"])
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},

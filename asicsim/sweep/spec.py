@@ -29,6 +29,7 @@ A spec (see ``sweeps/demo.toml``)::
     objective = "energy"                   # energy | time | edp, per training step / inference batch
     max_accuracy_drop = 0.5                # accuracy points (percent) below fp32 a recipe may lose
     max_loss_increase = 0.01               # lower-is-better metrics (val_loss, test_cer): units above fp32
+    scope = "board"                        # core | chip | board: the scope energies are compared at
 
 Expansion: ``train`` gives one point per (workload, recipe, seed); ``infer`` one per
 (workload, infer recipe, seed); ``cost`` one per (workload, recipe, design) for the training step
@@ -55,6 +56,7 @@ from typing import Any
 
 from asicsim._catalogs import shipped_dir
 from asicsim._files import TextFileError, beside, read_text_file
+from asicsim.hw.scopes import SCOPES
 
 RUN_KINDS = ("train", "infer", "cost")
 POINT_KINDS = ("train", "infer", "cost", "kernels")
@@ -77,7 +79,8 @@ OBJECTIVES = ("energy", "time", "edp")
 
 #: The ``[report]`` table's defaults: accuracy in points (percent: 0.5 = 0.005 of a fraction metric),
 #: loss metrics in their own units (nats).
-REPORT_DEFAULTS = {"objective": "energy", "max_accuracy_drop": 0.5, "max_loss_increase": 0.01}
+REPORT_DEFAULTS = {"objective": "energy", "max_accuracy_drop": 0.5, "max_loss_increase": 0.01, "scope": "board"}
+
 
 
 def report_options(t, where: str = "report") -> tuple[dict, list[str]]:
@@ -91,6 +94,8 @@ def report_options(t, where: str = "report") -> tuple[dict, list[str]]:
     out = {**REPORT_DEFAULTS, **{k: v for k, v in t.items() if k in REPORT_DEFAULTS}}
     if out["objective"] not in OBJECTIVES:
         problems.append(f"{where}.objective = {out['objective']!r}: allowed: {list(OBJECTIVES)}")
+    if out["scope"] not in SCOPES:
+        problems.append(f"{where}.scope = {out['scope']!r}: allowed: {list(SCOPES)}")
     for k in ("max_accuracy_drop", "max_loss_increase"):
         v = out[k]
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v == float("inf"):

@@ -59,15 +59,18 @@ def _spec(tmp_path, report: str):
 
 def test_the_report_table_is_checked_at_load(tmp_path):
     ok = load_spec(_spec(tmp_path, '[report]\nobjective = "edp"\nmax_accuracy_drop = 1\n'))
-    assert ok.report == {"objective": "edp", "max_accuracy_drop": 1.0, "max_loss_increase": 0.01}
+    assert ok.report == {"objective": "edp", "max_accuracy_drop": 1.0, "max_loss_increase": 0.01, "scope": "board"}
     assert spec_dict(ok)["report"] == ok.report
     assert load_spec(_spec(tmp_path, "")).report["objective"] == "energy"
     with pytest.raises(SweepError) as err:
-        load_spec(_spec(tmp_path, '[report]\nobjective = "speed"\nmax_loss_increase = "0.1"\ncolor = 1\n'))
+        load_spec(_spec(tmp_path, '[report]\nobjective = "speed"\nmax_loss_increase = "0.1"\ncolor = 1\n'
+                                     'scope = "die"\n'))
     msg = str(err.value)
     assert msg.startswith(str(tmp_path / "s.toml"))
     assert "report.objective = 'speed': allowed: ['energy', 'time', 'edp']" in msg
     assert "report.max_loss_increase = '0.1': allowed: a finite number >= 0" in msg
-    assert "report.color: no such field; fields are ['max_accuracy_drop', 'max_loss_increase', 'objective']" in msg
+    assert ("report.color: no such field; fields are ['max_accuracy_drop', 'max_loss_increase', 'objective', "
+            "'scope']") in msg
+    assert "report.scope = 'die': allowed: ['core', 'chip', 'board']" in msg
     with pytest.raises(SweepError, match=r"report = 3: allowed: a table \[report\]"):
         load_spec(_spec(tmp_path, "report = 3\n"))

@@ -1,0 +1,81 @@
+"""Several designs priced side by side, compared at one named scope: the lines ``asicsim cost``
+and ``asicsim trace`` end with (:mod:`asicsim.report.scope` says each comparison)."""
+
+from __future__ import annotations
+
+from asicsim.report.scope import BESIDE, DEFAULT_SCOPE, busy_text, energy_phrase, ratios, why, words
+from asicsim.report.units import compare
+
+
+def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "step", missing: str = "") -> list[str]:
+    """The comparison ``asicsim cost`` and ``asicsim trace`` print for several designs: each
+    against the first GPU among them (else the first design), at ``scope``, with the reasons and
+    a bound GPU's busy-batch comparison; ``totals``: design name -> its summed result keys (in the
+    order given). [] for fewer than two designs."""
+    names = list(totals)
+    if len(names) < 2:
+        return []
+    ref_name = next((n for n in names if n in set(gpus)), names[0])
+    ref = totals[ref_name]
+    lines = [f"Compared {words(scope)} (--scope; a GPU is measured as a board, {words(BESIDE[scope])} beside it, "
+             f"dynamic-only at the same scope), against {ref_name}:"]
+    for n in names:
+        if n == ref_name:
+            continue
+        speed = ratios(totals[n], ref, None)["speedup"]
+        text = f"{n} uses {energy_phrase(totals[n], ref, ref_name, scope)} and is {compare(speed, 'faster', 'slower')}."
+        extra = [why(totals[n], ref, n, ref_name, scope, unit), busy_text(totals[n], ref, n, ref_name, scope, unit, missing)]
+        lines.append("  " + " ".join([text, *(x for x in extra if x)]))
+    return lines
+
+
+def _gpu_names(designs) -> set[str]:
+    """The names of the GPUs among the designs given (a catalog name or a path)."""
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+
+    out = set()
+    for d in designs or []:
+        try:
+            obj = load_design(d)
+        except (ValueError, OSError):  # priced already, so only a GPU check: a failure is no GPU
+            continue
+        if isinstance(obj, GpuDesign):
+            out.add(obj.name)
+    return out
+
+
+def cost_lines(report, designs, scope: str = DEFAULT_SCOPE, unit: str = "run") -> list[str]:
+    """The designs of a cost table (``asicsim cost``) compared at ``scope``: each design's rows
+    summed (time, energy per scope, the GPU's launch and SM shares time-weighted); a blank line
+    first, [] for one design."""
+    if report["design"].nunique() < 2:
+        return []
+    from asicsim.system.busy import trace_totals
+
+    totals = {d: trace_totals(g) for d, g in report.groupby("design", sort=False)}
+    return ["", *design_lines(totals, _gpu_names(designs), scope, unit)]
+
+
+def trace_lines(workload, trace, designs, recipe, *, batch=None, inference: bool = False,
+                scope: str = DEFAULT_SCOPE) -> list[str]:
+    """Several designs of ``asicsim trace`` compared at ``scope``: each design's trace totals,
+    and where a GPU is launch- or occupancy-bound, every design again at the workload's busy batch
+    (:mod:`asicsim.system.busy`); a blank line first, [] for one design."""
+    from asicsim.hw.design_files import labelled_designs
+    from asicsim.hw.gpu import GpuDesign
+    from asicsim.system.busy import busy_figures, busy_trace, gpu_bound, trace_totals
+    from asicsim.workloads.pricing import trace_costs
+
+    pairs = labelled_designs(designs)
+    if len(pairs) < 2:
+        return []
+    workload = workload.replace(batch=batch)
+    totals = {label: trace_totals(trace_costs(trace, d, recipe)) | {"batch": workload.batch} for label, d in pairs}
+    if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
+        big, b = busy_trace(workload, recipe, not inference)
+        for label, d in pairs:
+            totals[label] |= busy_figures(big, b, d, recipe)
+    gpus = {label for label, d in pairs if isinstance(d, GpuDesign)}
+    return ["", *design_lines(totals, gpus, scope, "batch" if inference else "step",
+                              "its batch is already at the limit of the batch re-priced (asicsim.system.busy).")]

@@ -1,0 +1,67 @@
+"""A sweep's cost records price every design again at the workload's busy batch (issue 30 item 4:
+the answer compares a launch-bound GPU at a batch that keeps it busier): the same batch for every
+design, a family priced in one pass giving what each design gives alone, each figure the sum of
+the trace priced at that batch here."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+from asicsim.sweep import expand, load_spec
+from asicsim.sweep.points import Job, run_job
+from asicsim.system.busy import BUSY_GROWTH, BUSY_MAX_BATCH, busy_batch, input_bytes_per_example
+from asicsim.workloads import load_workload
+from asicsim.workloads.pricing import trace_costs, workload_trace
+
+
+def test_every_design_is_priced_at_the_busy_batch(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text(textwrap.dedent("""
+        recipes = ["bf16"]
+        designs = ["dc_bf16_128x128", "gpu_h100"]
+        [[workloads]]
+        name = "digits_mlp"
+        run = ["cost"]
+        [[design_space]]
+        base = "dc_bf16_128x128"
+        vary = { "array.rows" = [64, 128] }
+        """))
+    s = load_spec(spec)
+    points = [p for p in expand(s) if p.kind == "cost"]
+    w = load_workload("digits_mlp")
+    # digits: 32 examples of 64 float32 pixels (256 bytes); 32 x 4**4 = 8192 <= 16384 < 32 x 4**5
+    assert (w.batch, input_bytes_per_example(w)) == (32, 256.0)
+    assert busy_batch(32, 256.0) == 8192 == 32 * BUSY_GROWTH ** 4 and 8192 * BUSY_GROWTH > BUSY_MAX_BATCH
+    designs = dict(s.designs)
+    job = Job(points, w, {p.inputs["design"]: designs[p.inputs["design"]] for p in points},
+              {"bf16": s.recipe("bf16")})
+    recs = run_job(job)
+    assert len(recs) == 4 and all(r["status"] == "done" for r in recs)
+    big = workload_trace(w, "bf16", batch=8192, training=True)
+    for r in recs:
+        res, d = r["result"], designs[r["labels"]["design"]]
+        costs = trace_costs(big, d, "bf16")
+        assert res["busy_batch"] == 8192 and res["batch"] == 32
+        assert res["busy_time_s"] == pytest.approx(float(costs["time_s"].sum()), rel=1e-9)
+        assert res["busy_energy_j"] == pytest.approx(float(costs["energy_j"].sum()), rel=1e-9)
+        assert res["busy_energy_dynamic_j"] == pytest.approx(float(costs["energy_dynamic_j"].sum()), rel=1e-9)
+        for k in ("board", "chip"):  # the power model's scopes, once every trace row carries them
+            col = f"energy_{k}_j"
+            want = float(costs[col].sum()) if col in costs else np.nan
+            assert res[f"busy_{col}"] == pytest.approx(want, rel=1e-9, nan_ok=True)
+    # the larger batch costs more time than the step itself on every design
+    assert all(r["result"]["busy_time_s"] > r["result"]["time_s"] for r in recs)
+
+
+@pytest.mark.parametrize(("batch", "per_example", "expected"), [
+    (32, 256.0, 8192),     # digits MLP
+    (100, 160.0, 6400),    # MNIST-1D CNN: 40 float32
+    (16384, 4.0, None),    # already at the limit
+    (8, 2.0**20, 128),     # 1 MiB examples: 128 x 1 MiB = 128 MiB <= 256 MiB < 512 x 1 MiB
+    (64, 2.0**22, None),   # 4 MiB examples: 256 of them are 1 GiB
+])
+def test_busy_batch_rule(batch, per_example, expected):
+    assert busy_batch(batch, per_example) == expected
