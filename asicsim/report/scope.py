@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 
-from asicsim.report.units import SAME, compare, times
 from asicsim.hw.scopes import DEFAULT_SCOPE, SCOPES
+from asicsim.report.units import SAME, compare, times
 from asicsim.system.busy import gpu_bound
 
 __all__ = ["DEFAULT_SCOPE", "SCOPES", "busy_text", "energy_phrase", "ratios", "why"]
