@@ -187,7 +187,7 @@ def cmd_trace(args) -> int:
     trace = workload_trace(workload, args.recipe, batch=args.batch, training=not args.inference)
     table = price_trace(trace, args.design, args.recipe, objective=args.objective)
     compared = trace_lines(workload, trace, args.design, args.recipe, batch=args.batch, inference=args.inference,
-                           scope=args.scope)
+                           scope=args.scope, objective=args.objective)
     if args.json:
         out = {"workload": args.workload, "scale": workload.scale, "recipe": args.recipe,
                "step": "inference" if args.inference else "training",

@@ -3,6 +3,7 @@ and ``asicsim trace`` end with (:mod:`asicsim.report.scope` says each comparison
 
 from __future__ import annotations
 
+from asicsim.hw.interface import roof
 from asicsim.report.scope import BESIDE, DEFAULT_SCOPE, busy_text, energy_phrase, ratios, why, words
 from asicsim.report.units import compare
 
@@ -32,17 +33,15 @@ def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "st
 def _gpu_names(designs) -> set[str]:
     """The names of the GPUs among the designs given (a catalog name or a path)."""
     from asicsim.hw.design_files import load_design
-    from asicsim.hw.gpu import GpuDesign
 
-    out = set()
+    kind = {}  # the GPU baselines are picked by the design_kind label a record carries (roof)
     for d in designs or []:
         try:
             obj = load_design(d)
         except (ValueError, OSError):  # priced already, so only a GPU check: a failure is no GPU
             continue
-        if isinstance(obj, GpuDesign):
-            out.add(obj.name)
-    return out
+        kind[obj.name] = roof(obj)["design_kind"]
+    return {name for name in kind if kind.get(name) == "gpu"}
 
 
 def cost_lines(report, designs, scope: str = DEFAULT_SCOPE, unit: str = "run") -> list[str]:
@@ -58,24 +57,27 @@ def cost_lines(report, designs, scope: str = DEFAULT_SCOPE, unit: str = "run") -
 
 
 def trace_lines(workload, trace, designs, recipe, *, batch=None, inference: bool = False,
-                scope: str = DEFAULT_SCOPE) -> list[str]:
+                scope: str = DEFAULT_SCOPE, objective: str | None = None) -> list[str]:
     """Several designs of ``asicsim trace`` compared at ``scope``: each design's trace totals,
     and where a GPU is launch- or occupancy-bound, every design again at the workload's busy batch
-    (:mod:`asicsim.system.busy`); a blank line first, [] for one design."""
+    (:mod:`asicsim.system.busy`); a blank line first, [] for one design. ``objective``: what the
+    systolic designs' schedules are mapped for (default: :data:`asicsim.hw.objectives.DEFAULT_OBJECTIVE`)."""
     from asicsim.hw.design_files import labelled_designs
-    from asicsim.hw.gpu import GpuDesign
+    from asicsim.hw.objectives import DEFAULT_OBJECTIVE
     from asicsim.system.busy import busy_figures, busy_trace, gpu_bound, trace_totals
     from asicsim.workloads.pricing import trace_costs
 
     pairs = labelled_designs(designs)
     if len(pairs) < 2:
         return []
+    objective = objective or DEFAULT_OBJECTIVE
     workload = workload.replace(batch=batch)
-    totals = {label: trace_totals(trace_costs(trace, d, recipe)) | {"batch": workload.batch} for label, d in pairs}
+    totals = {label: trace_totals(trace_costs(trace, d, recipe, objective=objective)) | {"batch": workload.batch} for label, d in pairs}
     if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
         big, b = busy_trace(workload, recipe, not inference)
         for label, d in pairs:
-            totals[label] |= busy_figures(big, b, d, recipe)
-    gpus = {label for label, d in pairs if isinstance(d, GpuDesign)}
+            totals[label] |= busy_figures(big, b, d, recipe, objective=objective)
+    kind = {label: roof(d)["design_kind"] for label, d in pairs}
+    gpus = {label for label in kind if kind.get(label) == "gpu"}
     return ["", *design_lines(totals, gpus, scope, "batch" if inference else "step",
                               "its batch is already at the limit of the batch re-priced (asicsim.system.busy).")]

@@ -118,14 +118,17 @@ def trace_totals(costs: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def busy_figures(trace: pd.DataFrame | None, batch: int | None, design, recipe) -> dict:
+def busy_figures(trace: pd.DataFrame | None, batch: int | None, design, recipe, *,
+                 objective: str | None = None) -> dict:
     """The record keys :data:`BUSY_KEYS` for ``design``: ``trace`` (the workload's trace at
-    ``batch``, the :func:`busy_batch`) priced, totalled; ``{}`` when there is no busy batch."""
+    ``batch``, the :func:`busy_batch`) priced (systolic schedules mapped for ``objective``, default
+    the mapper's default), totalled; ``{}`` when there is no busy batch."""
     if trace is None or batch is None:
         return {}
+    from asicsim.hw.objectives import DEFAULT_OBJECTIVE
     from asicsim.workloads.pricing import trace_costs
 
-    t = trace_totals(trace_costs(trace, design, recipe))
+    t = trace_totals(trace_costs(trace, design, recipe, objective=objective or DEFAULT_OBJECTIVE))
     return {"busy_batch": int(batch), **{f"busy_{k}": v for k, v in t.items()}}
 
 

@@ -46,14 +46,15 @@ def test_default_is_within_the_slack_of_the_fastest_and_never_more_energy(design
 def test_default_on_resnet18_edge_is_not_the_energy_schedule():
     """The issue: ResNet-18 on edge_int8_32x32 ran 1.57x (this topology; 1.73x on ZigZag's layers)
     slower under the old default (energy) than at its fastest, for 20 % less energy. The default
-    now runs within 0.2 % of the fastest for 13 % less energy (2,361 us and 2,180 uJ against
-    2,357 us and 2,504 uJ; energy 3,693 us and 2,006 uJ)."""
+    now runs within 0.2 % of the fastest for 11 % less board energy (2,361 us and 2,957 uJ against
+    2,357 us and 3,316 uJ); with the board's idle power priced (issue 30) ``energy`` itself is
+    still 1.09x slower (2,568 us, 2,839 uJ)."""
     t = {o: sum(r.time_s for r in cost_many(RESNET18, "edge_int8_32x32", objective=o)) * 1e6
          for o in ("balanced", "latency", "energy")}
     e = {o: sum(r.energy_total_pj for r in cost_many(RESNET18, "edge_int8_32x32", objective=o)) * 1e-6
          for o in ("balanced", "latency")}
     d = sum(r.time_s for r in cost_many(RESNET18, "edge_int8_32x32")) * 1e6
-    assert d == t["balanced"] <= 1.01 * t["latency"] and t["energy"] > 1.5 * t["latency"]
+    assert d == t["balanced"] <= 1.01 * t["latency"] and t["energy"] > 1.05 * t["latency"]
     assert e["balanced"] < 0.9 * e["latency"]
 
 
