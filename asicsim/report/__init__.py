@@ -180,6 +180,5 @@ def summary_text(results_dir: str | Path, options: dict | None = None) -> str:
     if not len(r):
         lines.append("No point has finished yet.")
     if any("–" in x for x in lines[2:]):  # the placeholder fmt() writes for a missing figure
-        lines.append("–: no figure: a design without a TDP has no perf/W, and a design that cannot run "
-                     "a suite's precision has no time.")
+        lines.append("–: no figure: a design that cannot run a suite's precision has no time or perf/W.")
     return "\n".join(lines)

@@ -32,7 +32,7 @@ COLUMNS = {
                 "diverged_step", "diverged_cause", "time_s", "energy_j", "energy_dynamic_j", "energy_mac_j",
                 "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
                 "energy_other_j", "dram_bytes", "sram_bytes", "design_kind", "peak_ops_per_s",
-                "dram_bytes_per_s", "power_w", "flops", "flops_per_s", "flops_per_j", "kernels",
+                "dram_bytes_per_s", "power_w", "peak_flops_per_w_board", "flops", "flops_per_s", "flops_per_j", "kernels",
                 "geomean_tflops", "asicsim", "finished", "seconds", *SCOPE_COLUMNS),
     "curves": ("id", "workload", "recipe", "seed", "step", "train_loss", "test_loss", "test_accuracy"),
     "numerics": ("id", "kind", "workload", "recipe", "seed", "tensor", "role", "format", "size",

@@ -231,8 +231,9 @@ def baidu(res: Results, t: dict) -> Section:
     if not len(df):
         return s.add(Text("No design was priced in this sweep, so there is no distance to the mark."))
     s.add(Text(f"Baidu's mark for a training accelerator: 10 PFLOP/s in 300 W, {BAIDU_FLOPS_PER_W / 1e12:.1f} "
-               "TFLOP/s per watt. peak: the design's dense peak flop/s over its TDP (missing where the design "
-               "gives no TDP); achieved: the best flop per joule the cost model found on the sweep's workloads "
+               "TFLOP/s per watt, a board figure. peak: the design's dense peak flop/s per board watt (a GPU: "
+               "over its TDP; an accelerator: its array at full rate plus its board's idle power, buffers and "
+               "DRAM traffic left out as vendors quote peaks); achieved: the best flop per joule the cost model found on the sweep's workloads "
                "and kernels (best_on says where). Both as a fraction of the mark (1 = the mark)."))
     s.add(Figure("fig-baidu", figures.baidu(df), "flop/s per watt as a fraction of Baidu's mark"))
     return s.add(Table(df, csv="baidu"))

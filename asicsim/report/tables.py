@@ -224,9 +224,11 @@ def deepbench(res: Results) -> pd.DataFrame:
 
 
 def baidu(res: Results) -> pd.DataFrame:
-    """How far each design is from Baidu's 10 PFLOP/s in 300 W (33.3 TFLOP/s per W): its peak
-    flops per watt (peak ops/s over TDP, where the TDP is known) and the best flops per joule it
-    achieved on the sweep's workloads and kernels, both as a fraction of the mark."""
+    """How far each design is from Baidu's 10 PFLOP/s in 300 W (33.3 TFLOP/s per W, a board
+    figure): its peak flops per board watt (``peak_flops_per_w_board``: a GPU's peak over its TDP,
+    an accelerator's array at full rate with its board's idle power; records without it: peak over
+    TDP where the TDP is known) and the best flops per joule (board energy) it achieved on the
+    sweep's workloads and kernels, both as a fraction of the mark."""
     r = res.results
     r = r[r["kind"].isin(["cost", "kernels"]) & (r["status"] == "done")]
     rows = []
@@ -237,7 +239,8 @@ def baidu(res: Results) -> pd.DataFrame:
         best = g.loc[fpj.idxmax()] if fpj.notna().any() else None
         where = "" if best is None else (f"{best['workload']} {best['recipe']} {best['phase']}"
                                          if best["kind"] == "cost" else f"{best['suite']} {best['precision']}")
-        peak_w = peak / power if power > 0 else float("nan")
+        quoted = pd.to_numeric(g["peak_flops_per_w_board"], errors="coerce").max()
+        peak_w = float(quoted) if pd.notna(quoted) else (peak / power if power > 0 else float("nan"))
         achieved = float(fpj.max()) if best is not None else float("nan")
         rows.append({"design": d, "design_kind": g["design_kind"].iloc[0], "power_w": power,
                      "peak_tflops": peak / 1e12, "peak_tflops_per_w": peak_w / 1e12,

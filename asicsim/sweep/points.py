@@ -227,7 +227,7 @@ def _cost(job: Job) -> list[dict]:
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
     from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
-    from asicsim.system.busy import busy_family, busy_figures, busy_trace
+    from asicsim.system.busy import busy_family, busy_figures, busy_trace, trace_totals
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
@@ -274,6 +274,8 @@ def _cost(job: Job) -> list[dict]:
         reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
         result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
                   "batch": batch, "objective": scheduled_for(design), **busy}
+        fractions = trace_totals(ops)  # a GPU's launch and SM shares, weighted by each op's time
+        result |= {k: fractions[k] for k in ("launch_fraction", "sm_fraction")}
         result |= derived_power({k: totals[k] for k in SCOPE_ENERGY_KEYS}, totals["time_s"], totals["macs"])
         ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
         out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},

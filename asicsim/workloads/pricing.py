@@ -158,7 +158,7 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = 
     update) priced in its role's formats, times its repetitions (``reps`` = batch x count):
     ``time_s``, ``energy_j`` and its split (``energy_mac_j``, ``energy_vector_j``,
     ``energy_buffers_j``, ``energy_dram_j``, ``energy_static_j``, ``energy_other_j``), the
-    dynamic energy ``energy_dynamic_j`` (``energy_j`` less static, not another part), ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, the
+    dynamic energy ``energy_dynamic_j`` (``energy_j`` less static, not another part), ``dram_bytes``, ``sram_bytes`` (between buffers and array), ``bound``, ``utilization``, a GPU's ``launch_fraction`` and ``sm_fraction`` (NaN elsewhere), the
     formats, ``work`` (elementwise rows), ``objective`` (what a systolic design's GEMMs were mapped
     for, :mod:`asicsim.hw.objectives`; ``fastest`` on a GPU) and a ``note`` (e.g. no vector unit:
     priced at zero)."""
@@ -185,6 +185,7 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = 
                          **{k: n * scoped[k] for k in SCOPE_ENERGY_KEYS},
                          **{k: scoped[k] for k in scoped if k.startswith(("power_", "idle_power_", "tops_per_w_"))},
                          "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
+                         "launch_fraction": c.launch_fraction, "sm_fraction": c.sm_fraction,
                          "bound": c.bound, "utilization": c.utilization,
                          **{f"format_{k}": v for k, v in fmts.items()}, "objective": c.objective,
                          "note": "; ".join(c.notes)})
@@ -218,6 +219,7 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32", *,
         for k, v in scoped_energy(split).items():
             out[k] += v
     out["energy_dynamic_j"] = out["energy_j"] - out["energy_static_j"]
+    out["launch_fraction"] = out["sm_fraction"] = np.full(n, np.nan)  # a family is systolic: no GPU shares
     return derived_power(out, out["time_s"], out["macs"])
 
 

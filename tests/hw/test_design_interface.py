@@ -50,7 +50,9 @@ def test_every_catalog_design_answers_the_interface(name):
     wb = d.weight_buffer()
     assert wb is None or (isinstance(wb, WeightBuffer) and 0 < wb.resident_kib <= wb.capacity_kib)
     assert set(roof(d)) == {"design_kind", "peak_ops_per_s", "dram_bytes_per_s", "power_w", "idle_power_chip_w",
-                            "idle_power_board_w"}  # idle power per scope (issue 30)
+                            "idle_power_board_w", "peak_flops_per_w_board"}  # idle power, peak per board W (issue 30)
+    from asicsim.hw.efficiency import peak_tops_per_w
+    assert roof(d)["peak_flops_per_w_board"] == pytest.approx(peak_tops_per_w(d)["board"] * 1e12)
 
 
 def test_tpu_v1_published_numbers():

@@ -48,10 +48,15 @@ def test_every_design_is_priced_at_the_busy_batch(tmp_path):
         assert res["busy_time_s"] == pytest.approx(float(costs["time_s"].sum()), rel=1e-9)
         assert res["busy_energy_j"] == pytest.approx(float(costs["energy_j"].sum()), rel=1e-9)
         assert res["busy_energy_dynamic_j"] == pytest.approx(float(costs["energy_dynamic_j"].sum()), rel=1e-9)
-        for k in ("board", "chip"):  # the power model's scopes, once every trace row carries them
+        for k in ("board", "chip"):  # the power model's scopes
             col = f"energy_{k}_j"
-            want = float(costs[col].sum()) if col in costs else np.nan
-            assert res[f"busy_{col}"] == pytest.approx(want, rel=1e-9, nan_ok=True)
+            assert res[f"busy_{col}"] == pytest.approx(float(costs[col].sum()), rel=1e-9)
+        # a GPU's launch and SM shares reach the record, weighted by each op's time (NaN elsewhere)
+        own = trace_costs(workload_trace(w, "bf16", training=True), d, "bf16")
+        for k in ("launch_fraction", "sm_fraction"):
+            want = float((own[k] * own["time_s"]).sum(skipna=False) / own["time_s"].sum())
+            assert res[k] == pytest.approx(want, rel=1e-9, nan_ok=True)
+            assert np.isfinite(res[k]) == (d.kind == "gpu") and np.isfinite(res[f"busy_{k}"]) == (d.kind == "gpu")
     # the larger batch costs more time than the step itself on every design
     assert all(r["result"]["busy_time_s"] > r["result"]["time_s"] for r in recs)
 
