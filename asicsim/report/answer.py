@@ -124,8 +124,8 @@ def _explained(row, v: dict, scope: str) -> str:
     if v["ref"] is None:
         return ""
     unit = PHASE[row["phase"]][1]
-    parts = [scoped.why(row, v["ref"], row["design"], v["gpu"], scope, unit),
-             scoped.busy_text(row, v["ref"], row["design"], v["gpu"], scope, unit)]
+    reason = scoped.why(row, v["ref"], row["design"], v["gpu"], scope, unit)
+    parts = [reason, scoped.busy_text(row, v["ref"], row["design"], v["gpu"], scope, unit, said=reason)]
     return "".join(f" {p}" for p in parts if p)
 
 

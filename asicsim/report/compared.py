@@ -25,7 +25,8 @@ def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "st
             continue
         speed = ratios(totals[n], ref, None)["speedup"]
         text = f"{n} uses {energy_phrase(totals[n], ref, ref_name, scope)} and is {compare(speed, 'faster', 'slower')}."
-        extra = [why(totals[n], ref, n, ref_name, scope, unit), busy_text(totals[n], ref, n, ref_name, scope, unit, missing)]
+        reason = why(totals[n], ref, n, ref_name, scope, unit)
+        extra = [reason, busy_text(totals[n], ref, n, ref_name, scope, unit, missing, said=reason)]
         lines.append("  " + " ".join([text, *(x for x in extra if x)]))
     return lines
 

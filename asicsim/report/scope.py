@@ -187,15 +187,15 @@ NO_BUSY = ("the records hold no figure at a larger batch (written before asicsim
 
 
 def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE, unit: str = "step",
-              missing: str = NO_BUSY) -> str:
-    """Where ``ref`` is a bound GPU: that it is, with the fraction, and the comparison again at
-    the records' ``busy_batch`` (whether the GPU is busy there is said, as measured); "" when
-    ``ref`` is not bound."""
+              missing: str = NO_BUSY, said: str = "") -> str:
+    """Where ``ref`` is a bound GPU: that it is, with the fraction (unless ``said``, the sentence
+    before, gives it already), and the comparison again at the records' ``busy_batch`` (whether
+    the GPU is busy there is said, as measured); "" when ``ref`` is not bound."""
     bound = bound_text(ref, ref_name, unit)
     if not bound:
         return ""
     kind = gpu_bound(_num(ref, "launch_fraction"), _num(ref, "sm_fraction"))
-    text = f"{ref_name} is {kind}-bound: {bound}"
+    text = f"{ref_name} is {kind}-bound" + ("" if bound.rstrip(".") in said else f": {bound}")
     b, rb = _num(row, "busy_batch"), _num(ref, "busy_batch")
     if not (math.isfinite(b) and b == rb):
         if math.isfinite(b) and math.isfinite(rb):

@@ -141,7 +141,9 @@ def test_the_issue_case_is_explained_and_compared_at_a_busy_batch(tmp_path):
     assert gpu_bound(0.97, 0.2) == "launch" and 0.97 > LAUNCH_BOUND
     busy_total, busy_chip, busy_dyn = 8.0e-3 / 1.6e-3, 4.0e-3 / 1.4e-3, 3.0e-3 / 1.5e-3
     assert (times(busy_total), times(busy_chip), times(busy_dyn)) == ("5.0x", "2.9x", "2.0x")
-    assert ("g is launch-bound: g's step is 97 % launch floor. At batch 8,192 (256x the workload's 32), which keeps "
+    # the launch floor is said once: the reason above gave it, so "launch-bound" needs no repeat
+    assert text.count("g's step is 97 % launch floor") == 1
+    assert ("g is launch-bound. At batch 8,192 (256x the workload's 32), which keeps "
             "g busy (launch floor 30 %, 80 % of SMs busy), acc uses 5.0x less energy than g, board to board (2.9x "
             "less chip to chip; 2.0x less counting dynamic energy only) and is 2.0x faster.") in text
 
