@@ -64,7 +64,7 @@ def accuracy_text(row, short: bool = False) -> str:
         if within_spread(row):  # not told from seed noise: neither a win nor a loss
             what = "points" if row["unit"] == "points" else row["unit"]
             return (f"within seed spread ({spread}{tail})" if short
-                    else f"within seed spread of fp32: {spread.replace(' over', f' {what} over')}{tail}")
+                    else f"an accuracy within the seed spread of fp32: {spread.replace(' over', f' {what} over')}{tail}")
         if status == "spread":
             return (f"{value} ({spread}, the limit within it{tail})" if short
                     else f"{value} {unit} vs fp32 ({spread}{tail}; the limit lies within this seed spread)")

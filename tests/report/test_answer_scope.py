@@ -187,9 +187,9 @@ def test_large_and_opposite_ratios_say_why(e, d, ge, gd, said):
 SEEDS = [
     # deltas -1.00 and +1.30 (issue 30's fp16_mixed): within the seed spread, not a loss; one seed
     # beyond the 0.5 limit, so the limit lies within the spread: not picked
-    ((0.900, 0.900), (0.890, 0.913), "spread", "within seed spread of fp32: -1.00 to +1.30 points over 2 seeds"),
+    ((0.900, 0.900), (0.890, 0.913), "spread", "an accuracy within the seed spread of fp32: -1.00 to +1.30 points over 2 seeds"),
     # deltas -0.2 and +0.3: within the spread and every seed within the limit: picked, said as noise
-    ((0.900, 0.900), (0.898, 0.903), "ok", "within seed spread of fp32: -0.20 to +0.30 points over 2 seeds"),
+    ((0.900, 0.900), (0.898, 0.903), "ok", "an accuracy within the seed spread of fp32: -0.20 to +0.30 points over 2 seeds"),
     # deltas -0.4 and -0.6: mean -0.5 is within the limit, seed 1 is not: not picked
     ((0.900, 0.900), (0.896, 0.894), "spread",
      "-0.50 accuracy points vs fp32 (-0.60 to -0.40 over 2 seeds; the limit lies within this seed spread)"),
