@@ -297,7 +297,10 @@ def test_cli_workloads_and_two_designs_and_errors(tmp_path):
                   "--precision", "fp16_mixed", "--formats", "emulate=4")  # fp16 runs on neither natively
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert len(lines) == 3 and "tpu_v1" in lines[1] and "fp8_128x128" in lines[2]
+    assert "tpu_v1" in lines[1] and "fp8_128x128" in lines[2] and lines[3] == ""
+    # then the two designs' suite totals compared at the board scope (issue 30)
+    assert lines[4].startswith("Compared board to board") and lines[5].lstrip().startswith("fp8_128x128 uses")
+    assert len(lines) == 6
     bad = run_cli("cost", "--workload", "deepbench_gemm_tran", "--design", "tpu_v1")
     assert bad.returncode == 2 and "did you mean deepbench_gemm_train" in bad.stderr
     bad = run_cli("cost", "--workload", "deepbench_gemm_train", "--design", "tpu_v1", "--gemm", "8,8,8")
