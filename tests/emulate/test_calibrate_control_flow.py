@@ -85,6 +85,7 @@ def unrolled_reference(step_fn, params, batches, k: int) -> np.ndarray:
 BATCHES = [(jnp.array([1, 5], jnp.int32), jnp.int32(2)), (jnp.array([3, 7], jnp.int32), jnp.int32(3))]
 
 
+@pytest.mark.slow  # ~40 s on 2 cores; the while loop is also calibrated in the structural-primitive test below
 def test_kv_cache_generation_loop_is_calibrated_over_every_iteration():
     # the old code: "grad requires real-valued outputs" (the loop returns tokens)
     pol = calibrate(generate, GEN, BATCHES, "int8_ptq_tensor")
