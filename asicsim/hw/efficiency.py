@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 
-from asicsim.hw.power import SCOPES, component
+from asicsim.hw.power import component
+from asicsim.hw.scopes import SCOPES
 
 
 def energy_per_mac_pj(design, formats=None) -> dict[str, float]:

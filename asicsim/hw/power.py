@@ -139,8 +139,6 @@ def scoped_energy(energy: dict, *, has_core: bool = True) -> dict:
     return out
 
 
-#: The energy keys a scoped record sums (they add up over operations; powers do not).
-SCOPE_ENERGY_KEYS = tuple(f"energy_{k}{s}_j" for k in ("", "dynamic_") for s in SCOPES)
 
 
 def scoped_power(energy: dict, time_s: float, macs: float, *, has_core: bool = True) -> dict:

@@ -8,5 +8,8 @@ parser can offer the choices without importing the model.
 """
 
 SCOPES = ("core", "chip", "board")
+#: A record's energy keys per scope: the total and its dynamic part (``energy_<scope>_j``,
+#: ``energy_dynamic_<scope>_j``); they add up over operations, powers do not.
+SCOPE_ENERGY_KEYS = tuple(f"energy_{k}{s}_j" for k in ("", "dynamic_") for s in SCOPES)
 #: The scope a comparison is made at unless one is asked for: a GPU is measured as a board.
 DEFAULT_SCOPE = "board"

@@ -14,16 +14,15 @@ import numpy as np
 import pandas as pd
 
 from asicsim._files import TextFileError, read_text_file
+from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.sweep.spec import SweepError
 from asicsim.sweep.store import Store, frames_from_records, results_root
 
 #: A cost point's energies at named scopes, the GPU's launch floor and SM share, and the same at the
 #: larger batch every design is also priced at (issue 30's schema; asicsim.sweep.points): what the
 #: answer compares at a stated scope (asicsim.report.scope). NaN in records written before them.
-SCOPE_COLUMNS = ("batch", *(f"energy_{d}{s}_j" for d in ("", "dynamic_") for s in ("core", "chip", "board")),
-                 "launch_fraction", "sm_fraction", "busy_batch", "busy_time_s",
-                 *(f"busy_energy_{d}{s}_j" for d in ("", "dynamic_") for s in ("core", "chip", "board")),
-                 "busy_launch_fraction", "busy_sm_fraction")
+SCOPE_COLUMNS = ("batch", *SCOPE_ENERGY_KEYS, "launch_fraction", "sm_fraction", "busy_batch", "busy_time_s",
+                 *(f"busy_{k}" for k in SCOPE_ENERGY_KEYS), "busy_launch_fraction", "busy_sm_fraction")
 
 #: Columns the report reads, per table (added as NaN where a sweep did not produce them).
 COLUMNS = {

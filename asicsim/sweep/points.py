@@ -226,7 +226,8 @@ def _cost(job: Job) -> list[dict]:
     family are priced in one vectorised pass and keep totals only (no per-op table)."""
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
-    from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
+    from asicsim.hw.power import derived_power
+    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
     from asicsim.system.busy import busy_family, busy_figures, busy_trace, trace_totals
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
@@ -291,7 +292,7 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
     from asicsim.hw.interface import roof
 
     nan = float("nan")
-    from asicsim.hw.power import SCOPE_ENERGY_KEYS, SCOPES
+    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS, SCOPES
 
     result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
                             "flops_per_s", "flops_per_j", *SCOPE_ENERGY_KEYS, *(f"power_{s}_w" for s in SCOPES),
@@ -322,7 +323,8 @@ def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops, scoped: 
     """A suite's totals on one design (arrays over its kernels; energy split into dynamic and
     static, and per scope: ``scoped`` holds the :data:`asicsim.hw.power.SCOPE_ENERGY_KEYS` per
     kernel) and the geometric mean of the kernels' TFLOP/s (DeepBench's flop counts)."""
-    from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power
+    from asicsim.hw.power import derived_power
+    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
     tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
     total, static = float(energy_j.sum()), float(energy_static_j.sum())
@@ -340,7 +342,8 @@ def _kernels(job: Job) -> list[dict]:
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.family import cost_family
     from asicsim.hw.interface import roof
-    from asicsim.hw.power import SCOPE_ENERGY_KEYS, is_static, scoped_energy
+    from asicsim.hw.power import is_static, scoped_energy
+    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
     from asicsim.workloads.deepbench import load_suite, suite_costs
 
     p0 = job.points[0]

@@ -28,7 +28,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from asicsim.hw.scopes import SCOPES
+from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
 #: Above this share of its modelled time in launch floor a GPU is launch-bound (see the module doc).
 LAUNCH_BOUND = 0.5
@@ -46,8 +46,8 @@ BUSY_MAX_INPUT_BYTES = 2**28
 
 
 #: The record keys :func:`busy_figures` writes (``busy_batch`` and the figures at it).
-BUSY_KEYS = ("busy_batch", "busy_time_s", "busy_energy_j", "busy_energy_dynamic_j", *(f"busy_energy_{s}_j" for s in SCOPES),
-             *(f"busy_energy_dynamic_{s}_j" for s in SCOPES), "busy_launch_fraction", "busy_sm_fraction")
+BUSY_KEYS = ("busy_batch", "busy_time_s", "busy_energy_j", "busy_energy_dynamic_j", *(f"busy_{k}" for k in SCOPE_ENERGY_KEYS),
+             "busy_launch_fraction", "busy_sm_fraction")
 
 
 def _fraction(v) -> float:
@@ -107,9 +107,8 @@ def trace_totals(costs: pd.DataFrame) -> dict[str, float]:
     out = {"time_s": float(time.sum(skipna=False))}
     for k in ("energy_j", "energy_dynamic_j"):  # of the record's own scope (board in the schema)
         out[k] = float(pd.to_numeric(costs[k], errors="coerce").sum(skipna=False)) if k in costs else math.nan
-    for s in SCOPES:
-        for k in (f"energy_{s}_j", f"energy_dynamic_{s}_j"):
-            out[k] = float(pd.to_numeric(costs[k], errors="coerce").sum(skipna=False)) if k in costs else math.nan
+    for k in SCOPE_ENERGY_KEYS:
+        out[k] = float(pd.to_numeric(costs[k], errors="coerce").sum(skipna=False)) if k in costs else math.nan
     for k in ("launch_fraction", "sm_fraction"):
         if k in costs and out["time_s"] > 0:
             out[k] = float((pd.to_numeric(costs[k], errors="coerce") * time).sum(skipna=False) / out["time_s"])
@@ -141,7 +140,7 @@ def busy_family(trace: pd.DataFrame | None, batch: int | None, designs, recipe) 
 
     tot = trace_totals_family(trace, designs, recipe)
     nan = np.full(len(designs), math.nan)
-    keys = ["time_s", "energy_j", "energy_dynamic_j", *(f"energy_{s}_j" for s in SCOPES), *(f"energy_dynamic_{s}_j" for s in SCOPES),
+    keys = ["time_s", "energy_j", "energy_dynamic_j", *SCOPE_ENERGY_KEYS,
             "launch_fraction", "sm_fraction"]
     return [{"busy_batch": int(batch), **{f"busy_{k}": float(np.asarray(tot.get(k, nan))[i]) for k in keys}}
             for i in range(len(designs))]

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 from asicsim._catalogs import shipped_dir
 from asicsim._files import TextFileError, read_text_file
 from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, GemmLowering, Rnn
+from asicsim.hw.scopes import SCOPE_ENERGY_KEYS, SCOPES
 
 #: Columns that describe a kernel's shape, per kind, in the order DeepBench's CSVs give them.
 SHAPE_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -291,8 +292,8 @@ def _designs(design) -> list:
 
 
 #: The per-scope columns of :func:`suite_costs` (the record schema of issue 30).
-SCOPED_COLUMNS = (*(f"energy_{k}{s}_j" for k in ("", "dynamic_") for s in ("core", "chip", "board")),
-                  *(f"{k}_{s}{u}" for k, u in (("power", "_w"), ("tops_per_w", "")) for s in ("core", "chip", "board")),
+SCOPED_COLUMNS = (*SCOPE_ENERGY_KEYS,
+                  *(f"{k}_{s}{u}" for k, u in (("power", "_w"), ("tops_per_w", "")) for s in SCOPES),
                   "idle_power_chip_w", "idle_power_board_w", "launch_fraction", "sm_fraction", "objective")
 
 

@@ -34,7 +34,8 @@ from asicsim.hw.cost import cost_many, scheduled_for
 from asicsim.hw.design_files import labelled_designs
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
-from asicsim.hw.power import SCOPE_ENERGY_KEYS, derived_power, is_static, scoped_energy
+from asicsim.hw.power import derived_power, is_static, scoped_energy
+from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.numerics.catalog import FormatError, get_format
 from asicsim.numerics.formats import IntFormat
 from asicsim.workloads import tasks

@@ -15,8 +15,9 @@ from asicsim.hw import load_design
 from asicsim.hw.design_checks import DesignError
 from asicsim.hw.design_files import design_from_table
 from asicsim.hw.efficiency import energy_per_mac_pj, peak_tops_per_w
-from asicsim.hw.power import SCOPE_ENERGY_KEYS, component, power_capped_time
+from asicsim.hw.power import component, power_capped_time
 from asicsim.hw.power_spec import PowerSpec
+from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
 SCHEMA = (*SCOPE_ENERGY_KEYS, "power_core_w", "power_chip_w", "power_board_w", "idle_power_chip_w",
           "idle_power_board_w", "launch_fraction", "sm_fraction", "objective",
