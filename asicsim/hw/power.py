@@ -51,10 +51,17 @@ PHY_MW_PER_GBPS = {"HBM": (2.0, "assumption (estimate): HBM controller + PHY 2 m
 #: DRAM device background (standby + refresh) power.
 DDR4_DEVICE_W = (0.066 * 1.2, "Micron 8Gb DDR4 SDRAM (MT40A512M16/MT40A1G16) data sheet, Table 10 x16 "
                               "IDD2N precharge standby 66 mA at DDR4-2133, x VDD 1.2 V = 79 mW per 8 Gb device")
+#: LPDDR4 background per x16 channel (one "device": a x16 channel at 3.2 Gb/s per pin is 6.4 GB/s).
+#: Micron 6 Gb LPDDR4-3200 x16 channel as DRAMPower ships it (tukl-msd/DRAMPower,
+#: memspecs/MICRON_6Gb_LPDDR4-3200_32bit_A.json, currents from Micron's data sheet): IDD2N precharge
+#: standby 2.0 mA on VDD1 1.8 V + 27 mA on VDD2 1.1 V + 0.75 mA on VDDQ 1.1 V = 34.1 mW.
+LPDDR4_CHANNEL_W = (1.8 * 2.0e-3 + 1.1 * 27.0e-3 + 1.1 * 0.75e-3,
+                    "Micron 6 Gb LPDDR4-3200 x16 channel (DRAMPower memspecs/MICRON_6Gb_LPDDR4-3200_32bit_A.json, "
+                    "from Micron's data sheet): IDD2N 2.0 mA x VDD1 1.8 V + IDD2N2 27 mA x VDD2 1.1 V + IDD2NQ "
+                    "0.75 mA x VDDQ 1.1 V = 34.1 mW per x16 channel (taken for LPDDR4X/LPDDR5 too: an assumption)")
 DRAM_BACKGROUND = {  # kind family -> (watts per device or stack, unit, source)
     "DDR": (DDR4_DEVICE_W[0], "device", DDR4_DEVICE_W[1]),
-    "LPDDR": (0.020, "device", "assumption (estimate): 20 mW per 8 Gb LPDDR device in standby (LPDDR "
-                               "runs at 1.1 V without DLLs or termination: about a quarter of DDR4's 79 mW)"),
+    "LPDDR": (LPDDR4_CHANNEL_W[0], "device", LPDDR4_CHANNEL_W[1]),
     "GDDR": (0.3, "device", "assumption (estimate): 0.3 W per GDDR device in standby"),
     "HBM": (1.0, "stack", "assumption (estimate): 1 W per HBM stack in standby (8 DRAM dies at about "
                           "DDR4's 79 mW each plus the base die)"),

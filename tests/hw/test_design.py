@@ -38,6 +38,9 @@ EXPECTED = {
     # Chen et al. JSSC 2017: 12x14 16-bit PEs at 200 MHz; 108 KB global buffer + 168 x 448 B filter
     # scratchpads; 64-bit link at 60 MHz
     "eyeriss_v1": (12, 14, "ws", "int16", "int16", "int32", 168 * 200e6, 105.5 + 73.5, 0.48),
+    # Jouppi et al. ISCA 2023: 8 MXUs of 128x128 bf16 at 1050 MHz (275 TFLOPS); 2 x 16 MiB VMEM +
+    # 128 MiB CMEM; HBM2 at 1200 GB/s
+    "tpu_v4": (256, 512, "ws", "bfloat16", "bfloat16", "float32", 8 * 16384 * 1050e6, 2 * 16384 + 131072, 1200),
 }
 
 GOOD = """
@@ -195,7 +198,7 @@ def test_not_a_table_and_bad_toml(tmp_path: Path) -> None:
 
 def test_unknown_design_name_suggests() -> None:
     with pytest.raises(DesignError, match="did you mean 'tpu_v1'"):
-        load_design("tpu_v2")
+        load_design("tpu-v1")
     with pytest.raises(DesignError, match=r"an existing \.toml or \.cfg file"):
         load_design("no/such/file.toml")
 

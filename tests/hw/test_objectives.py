@@ -113,10 +113,10 @@ def test_cli_trade_table():
     assert [(r["design"], r["objective"]) for r in rows] == [
         ("edge_int8_32x32", o) for o in ("balanced", "energy", "dram", "latency")] + [("gpu_h100", "fastest")]
     by = {r["objective"]: r for r in rows}
-    # edge, 128x1024x1024: the energy schedule takes 1.41x the time for 0.59x the energy
+    # edge, 128x1024x1024: the energy schedule takes 1.41x the time for 0.70x the energy (board)
     assert by["balanced"]["time_s"] <= 1.05 * by["latency"]["time_s"]
     assert by["energy"]["time_s"] > 1.3 * by["latency"]["time_s"]
-    assert by["energy"]["energy_j"] < 0.7 * by["latency"]["energy_j"]
+    assert by["energy"]["energy_j"] < 0.75 * by["latency"]["energy_j"]
     text = _cli(*args)
     head, *lines = text.splitlines()
     assert head.split()[:6] == ["design", "operation", "objective", "time_us", "time_x", "energy_uj"]

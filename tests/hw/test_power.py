@@ -170,3 +170,16 @@ def test_designs_json_quotes_peak_efficiency(capsys):
     h100 = rows["gpu_h100"]
     assert h100["tdp_w"] == 700 and h100["peak"][1]["tops_per_w_core"] is None
     assert h100["idle_power_board_w"] == pytest.approx(175)
+
+
+def test_lpddr_background_is_the_micron_idd2n_sum():
+    """LPDDR4 standby per x16 channel from Micron's currents as DRAMPower ships them (memspecs/
+    MICRON_6Gb_LPDDR4-3200_32bit_A.json): IDD2N 2.0 mA x 1.8 V + 27 mA x 1.1 V + 0.75 mA x 1.1 V
+    = 34.1 mW (was a 20 mW estimate). edge_int8_32x32: 2 GiB = 2 channels."""
+    from asicsim.hw.power import dram_background_w
+
+    w, src = dram_background_w("LPDDR4", 12.8, 2)
+    assert w == pytest.approx(2 * (1.8 * 2.0 + 1.1 * 27.0 + 1.1 * 0.75) * 1e-3)
+    assert "IDD2N" in src and "Micron" in src and "estimate" not in src
+    r = sim.cost(sim.Gemm(256, 256, 256), "edge_int8_32x32")
+    assert r.energy_pj["dram_background"] * 1e-12 / r.time_s == pytest.approx(w)
