@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from asicsim.hw import limits as lim
 from asicsim.hw.scalesim_compute import DATAFLOWS, compute_model, conv_dims, dataflow_codes
 from asicsim.hw.scalesim_files import (
     CONV_FIELDS,
@@ -109,20 +110,26 @@ def scalesim_arrays(layers, rows, cols, dataflow, *, ifmap_sram_kib=256, filter_
     CALC bandwidth mode, bank bandwidth 10).
     """
     conv, _ = layer_table(layers)
+    memory = {"ifmap_sram_kib": (ifmap_sram_kib, lim.SCALESIM_KIB),
+              "filter_sram_kib": (filter_sram_kib, lim.SCALESIM_KIB),
+              "ofmap_sram_kib": (ofmap_sram_kib, lim.SCALESIM_KIB),
+              "bandwidth_words": (bandwidth_words, lim.SCALESIM_WORDS),
+              "ifmap_bank_bandwidth_words": (ifmap_bank_bandwidth_words, lim.SCALESIM_WORDS),
+              "filter_bank_bandwidth_words": (filter_bank_bandwidth_words, lim.SCALESIM_WORDS)}
+    checked = {name: np.atleast_1d(limit.check_array("scalesim_arrays", name, value).astype(np.int64))
+               for name, (value, limit) in {"rows": (rows, lim.ARRAY_SIDE), "cols": (cols, lim.ARRAY_SIDE),
+                                            **memory}.items()}
+    mode = np.char.upper(np.char.strip(np.asarray(bandwidth_mode, dtype=str)))
+    if not np.isin(mode, ("CALC", "USER")).all():
+        bad = mode[~np.isin(mode, ("CALC", "USER"))].ravel()[0] if mode.ndim else str(mode)
+        raise ValueError(f"scalesim_arrays: bandwidth_mode = {bad!r}; allowed: 'CALC' or 'USER' "
+                         "(SCALE-Sim's InterfaceBandwidth)")
     knobs = np.broadcast_arrays(
-        np.atleast_1d(np.asarray(rows, dtype=np.int64)), np.atleast_1d(np.asarray(cols, dtype=np.int64)),
-        np.atleast_1d(dataflow_codes(dataflow)),
-        *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (
-            ifmap_sram_kib, filter_sram_kib, ofmap_sram_kib, bandwidth_words,
-            ifmap_bank_bandwidth_words, filter_bank_bandwidth_words)),
-        np.atleast_1d(np.char.upper(np.asarray(bandwidth_mode, dtype=str)) == "USER"))
+        checked["rows"], checked["cols"], np.atleast_1d(dataflow_codes(dataflow)),
+        *(checked[name] for name in memory),
+        np.atleast_1d(mode == "USER"))
     if knobs[0].ndim != 1:
         raise ValueError("design-point knobs must be scalars or 1-D arrays")
-    names = ("ifmap_sram_kib", "filter_sram_kib", "ofmap_sram_kib", "bandwidth_words",
-             "ifmap_bank_bandwidth_words", "filter_bank_bandwidth_words")
-    for name, value in zip(names, knobs[3:9], strict=True):
-        if (value < 1).any():
-            raise ValueError(f"{name} must be >= 1; got {value[value < 1][0]}")
     R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user = (k[:, None] for k in knobs)
     with np.errstate(divide="ignore", invalid="ignore"):  # SCALE-Sim divides by 0 too (1x1 array)
         return _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user)
