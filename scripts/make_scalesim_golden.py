@@ -34,7 +34,9 @@ Runs: SCALE-Sim's shipped configs (``shipped_scale.cfg``: 32x32 ws, 64 KiB SRAMs
 ``shipped_google.cfg``: 256x256 os, 6 MiB SRAMs, USER bandwidth 10) on the topologies alexnet,
 Resnet18 (conv) and vit_s, NCF (GEMM); and a grid of small GEMMs and small convs (odd sizes,
 smaller and larger than the array, windows that overhang the ifmap) on 8x8, 4x16 and 32x32 arrays,
-all three dataflows, 8 MiB SRAMs, in both CALC and USER (bandwidth 10) modes.
+all three dataflows, 8 MiB SRAMs, in both CALC and USER (bandwidth 10) modes; and the ``stall``
+suite: USER mode with 1 and 2 KiB SRAMs (buffers overflow, reads miss, SCALE-Sim stalls) on 4x4,
+8x8 and 4x16 arrays, interface bandwidths 1 and 10 (``--only stall_``).
 """
 
 from __future__ import annotations
@@ -67,6 +69,13 @@ GRID_CONVS = [
     (9, 9, 3, 3, 1, 1, 1), (15, 13, 2, 3, 2, 33, 2), (6, 6, 6, 6, 3, 4, 1), (11, 14, 3, 5, 5, 3, 5),
 ]
 GRID_ARRAYS = [(8, 8), (4, 16), (32, 32)]
+# USER-mode runs whose buffers overflow, so SCALE-Sim's replay stalls (issue 31): small arrays, 1 and 2
+# KiB SRAMs, interface bandwidths 1 and 10 words/cycle, the grid's layers that outgrow the buffers.
+STALL_ARRAYS = [(4, 4), (8, 8), (4, 16)]
+STALL_SRAM_KIB = (1, 2)
+STALL_BANDWIDTHS = (1, 10)
+STALL_GEMMS = [(17, 3, 33), (33, 31, 65), (64, 64, 64), (37, 12, 50), (23, 57, 11), (2, 45, 70)]
+STALL_CONVS = [(15, 13, 2, 3, 2, 33, 2), (12, 11, 5, 4, 3, 7, 3), (11, 14, 3, 5, 5, 3, 5)]
 DATAFLOWS = ("os", "ws", "is")
 REPORT_FILES = ("COMPUTE_REPORT.csv", "DETAILED_ACCESS_REPORT.csv")
 
@@ -201,6 +210,22 @@ def make_jobs(tmp: Path) -> list[dict]:
                     jobs.append({"suite": "grid", "run": name, "config": str(cfg_path),
                                  "topology": str(d / "t.csv"), "layout": str(layout),
                                  "input_type": kind, "design": read_cfg_design(cfg_path)})
+    for rows, cols in STALL_ARRAYS:
+        for df in DATAFLOWS:
+            for kib in STALL_SRAM_KIB:
+                for bw in STALL_BANDWIDTHS:
+                    for kind, layers in (("gemm", STALL_GEMMS), ("conv", STALL_CONVS)):
+                        name = f"stall_{rows}x{cols}_{df}_{kib}k_bw{bw}_{kind}"
+                        d = tmp / name
+                        d.mkdir()
+                        cfg_path = d / "c.cfg"
+                        cfg_path.write_text(CFG_TEMPLATE.format(
+                            run_name=name, rows=rows, cols=cols, ifmap_kib=kib, filter_kib=kib,
+                            ofmap_kib=kib, bandwidth=bw, dataflow=df, mode="USER"))
+                        write_topology(d / "t.csv", kind, layers)
+                        jobs.append({"suite": "stall", "run": name, "config": str(cfg_path),
+                                     "topology": str(d / "t.csv"), "layout": str(layout),
+                                     "input_type": kind, "design": read_cfg_design(cfg_path)})
     size_order = {"vit_s": 1, "NCF": 2, "alexnet": 3, "Resnet18": 4}  # small first: grid, then nets
     jobs.sort(key=lambda j: size_order.get(j["run"].split("/")[-1], 0))
     return jobs

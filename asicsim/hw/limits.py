@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Limit:
@@ -39,6 +41,27 @@ class Limit:
         lo = f"({self.lo:.16g}" if self.lo_open else f"[{self.lo:.16g}"
         unit = f" {self.unit}" if self.unit else ""
         return f"{kind} in {lo}, {self.hi:.16g}]{unit} ({self.why})"
+
+    def check_array(self, where: str, name: str, values) -> np.ndarray:
+        """``values`` (a scalar or an array, as a vectorised front end takes a knob) as a float64
+        array, after a ValueError naming ``where``, ``name``, the first bad element (and its
+        index) and :meth:`allowed` unless every element is a number in the limit (no bools, no
+        NaN; integral where the limit wants integers). Checked before any work is done."""
+        arr = np.asarray(values)
+        if arr.dtype.kind not in "iuf":
+            bad = arr.ravel()[0].item() if arr.size else values
+            at = " (element 0)" if arr.ndim else ""
+            raise ValueError(f"{where}: {name} = {bad!r}{at}; allowed: {self.allowed()}")
+        x = arr.astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(x) & (x <= self.hi) & ((x > self.lo) if self.lo_open else (x >= self.lo))
+            if self.integer:
+                ok &= np.where(np.isfinite(x), np.floor(x) == x, False)
+        if not ok.all():
+            i = np.unravel_index(int(np.argmin(ok)), ok.shape)
+            at = f" (element {', '.join(str(int(j)) for j in i)})" if arr.ndim else ""
+            raise ValueError(f"{where}: {name} = {arr[i].item()!r}{at}; allowed: {self.allowed()}")
+        return x
 
 
 # --- designs --------------------------------------------------------------------------------
@@ -79,6 +102,8 @@ L2_MIB = Limit(2**-20, 64 * 1024, "MiB", "one byte up to 64 GiB like any on-chip
                "has 50 MiB")
 LAUNCH_YEAR = Limit(1990, 2100, "", "1990..2100; the first GPU shipped in 1999", integer=True)
 EFFICIENCY = Limit(0, 1, "", "a fraction of the datasheet peak", lo_open=True)
+BUFFER_SCALE = Limit(0, 2**36, "", "a factor on every buffer's capacity; each scaled capacity "
+                     "must also lie in the SRAM range", lo_open=True)
 # --- operations and SCALE-Sim topologies ------------------------------------------------------
 OP_DIM = Limit(1, 2**31 - 1, "", "1..2**31 - 1: the 32-bit int dimensions BLAS and cuDNN take",
                integer=True)

@@ -27,7 +27,14 @@ the full-rate mode when not listed. :func:`execution_mode` decides how a request
    Anything else raises :class:`~asicsim.hw.operations.OperationError` naming the design's modes.
 
 Rates divide the array's streaming (compute) cycles; fill and drain are paid once per GEMM, as
-the passes pipeline like folds. Energy still prices the requested formats' MACs.
+the passes pipeline like folds.
+
+Energy prices the hardware that runs (:func:`mac_hardware`): a native request costs its mode's
+multiplier and accumulator (fp8 on a bf16 multiplier costs the bf16 multiply), unless the mode
+says ``operand_gating = true`` (with ``operand_gating_source``: the design gates the unused
+operand bits off, so the multiplier switches only the requested formats' bits and costs theirs;
+the accumulator is the mode's either way). Emulated requests price the requested formats (the
+passes' hardware is not modelled; the result's energy source says so).
 
 Storage: :func:`storage_bits` is what every byte count in memory uses (tf32 -> 32 bits; see
 :func:`asicsim.numerics.formats.word_storage_bits`).
@@ -43,7 +50,7 @@ from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.embed import embeds
 from asicsim.numerics.formats import Format, IntFormat
 
-MODE_FIELDS = ("a", "b", "acc", "rate", "source")
+MODE_FIELDS = ("a", "b", "acc", "rate", "source", "operand_gating", "operand_gating_source")
 EMULATE_AUTO = "auto"
 MAX_SLOWDOWN = 1e6  # a stated slowdown above this is a typo, not an emulation
 
@@ -51,17 +58,20 @@ MAX_SLOWDOWN = 1e6  # a stated slowdown above this is a typo, not an emulation
 @dataclass(frozen=True, kw_only=True)
 class MacMode:
     """One native MAC mode: multiplier operands ``a`` (ifmap) and ``b`` (filter), accumulator
-    ``acc``, and ``rate``, the fraction of the design's peak MAC rate it runs at."""
+    ``acc``, and ``rate``, the fraction of the design's peak MAC rate it runs at.
+    ``operand_gating``: narrower operands run with the unused multiplier bits gated off, so they
+    cost their own multiplier's energy (``operand_gating_source`` says who says so; required)."""
 
     a: Format
     b: Format
     acc: Format
     rate: float = 1.0
     source: str = ""
+    operand_gating: bool = False
+    operand_gating_source: str = ""
 
     def __post_init__(self) -> None:
-        probs = mode_problems({"a": self.a, "b": self.b, "acc": self.acc, "rate": self.rate,
-                               "source": self.source}, "mode")
+        probs = mode_problems({k: getattr(self, k) for k in MODE_FIELDS}, "mode")
         if probs:
             raise OperationError("; ".join(f"{k} = {v!r}; allowed: {a}" for k, v, a in probs))
         for key in ("a", "b", "acc"):  # frozen: bypass to store the resolved spec
@@ -167,6 +177,14 @@ def mode_problems(entry, where: str) -> list[tuple[str, object, str]]:
                                            "MAC rate (1 full, 0.5 half)"))
     if not isinstance(entry.get("source", ""), str):
         out.append((f"{where}.source", entry["source"], "a string"))
+    gating = entry.get("operand_gating", False)
+    if not isinstance(gating, bool):
+        out.append((f"{where}.operand_gating", gating, "true or false (a TOML boolean, unquoted)"))
+    why = entry.get("operand_gating_source", "")
+    if not isinstance(why, str) or (gating is True and not why.strip()):
+        out.append((f"{where}.operand_gating_source", why,
+                     "a non-empty string naming who says the unused operand bits are gated off "
+                     "(required with operand_gating = true)" if gating is True else "a string"))
     return out
 
 
@@ -229,6 +247,24 @@ def execution_mode(design, formats: dict[str, Format], emulate=None) -> Executio
         + "; ".join(m.label for m in modes)
         + ". Formats whose every value is a value of a mode's formats also run (int4 on int8); "
         + why)
+
+
+def mac_hardware(design, formats: dict[str, Format]) -> tuple[Format, Format, Format, str]:
+    """(a, b, acc, why): the formats whose multiplier and accumulator energy one MAC of
+    ``formats`` (roles ``act``, ``weight``, ``acc``) costs on ``design``: the native mode it runs
+    on, its requested operands where that mode gates the unused bits (``operand_gating``), the
+    requested formats when no mode runs them (emulated)."""
+    a, b, acc = formats["act"], formats["weight"], formats["acc"]
+    m = _best_mode(design.pe.modes, a, b, acc)
+    if m is None:
+        return a, b, acc, (f"emulated {a.name} x {b.name} -> {acc.name}: priced as that MAC "
+                           "(the emulation passes' hardware is not modelled)")
+    if m.operand_gating:
+        return a, b, m.acc, (f"on mode {m.label} with operand gating ({m.operand_gating_source}): "
+                             f"a {a.name} x {b.name} multiply, a {m.acc.name} accumulate")
+    narrower = (a, b, acc) != (m.a, m.b, m.acc)
+    return m.a, m.b, m.acc, (f"runs on mode {m.label}" + (
+        f" (requested {a.name} x {b.name} -> {acc.name}; the mode gates no operand bits)" if narrower else ""))
 
 
 def _best_mode(modes, a: Format, b: Format, acc: Format) -> MacMode | None:

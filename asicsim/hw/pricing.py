@@ -23,6 +23,7 @@ from asicsim.hw.energy import (
     dram_energy_pj_per_bit,
     multiplier_energy_pj,
 )
+from asicsim.hw.native import mac_hardware
 from asicsim.hw.power import PowerModel, add_overheads, power_model, static_energy
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
@@ -93,8 +94,10 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
     for sweeps over array shape and buffer size). Zero weights: 'gate' and 'skip' switch only the
     nonzero MACs (the caller counts them)."""
     node = design.technology_nm
-    mult = multiplier_energy_pj(fmts["act"], fmts["weight"], node)
-    add = adder_energy_pj(fmts["acc"], node)
+    a, b, acc, runs = mac_hardware(design, fmts)  # the multiplier and adder that switch
+    mult = multiplier_energy_pj(a, b, node)
+    add = adder_energy_pj(acc, node)
+    mult, add = Energy(mult.pj, f"{runs}: {mult.source}"), Energy(add.pj, f"{runs}: {add.source}")
     if design.pe.mac_energy_pj is not None:  # the design's own MAC energy, split like the default
         share = mult.pj / (mult.pj + add.pj)
         mult = Energy(design.pe.mac_energy_pj * share,

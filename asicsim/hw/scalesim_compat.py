@@ -5,9 +5,12 @@ COMPUTE_REPORT, BANDWIDTH_REPORT and DETAILED_ACCESS_REPORT under SCALE-Sim's ow
 ("Total Cycles", "Overall Util %", "SRAM IFMAP Reads", ...). Design points (array rows, cols,
 dataflow, and optionally the memory knobs) broadcast against each other; layers form the other axis;
 there is no Python loop over layers, design points or folds. The formulas and their provenance are in
-:mod:`asicsim.hw.scalesim_compute` and :mod:`asicsim.hw.scalesim_memory`; numbers that SCALE-Sim
-obtains only by cycle-by-cycle replay (DRAM traffic once buffers overflow, stalls in USER mode) are
-NaN, with ``memory_closed_form`` / ``stall_free`` saying which rows are affected.
+:mod:`asicsim.hw.scalesim_compute` and :mod:`asicsim.hw.scalesim_memory`. A USER-mode layer that
+stalls (its reads miss or its ofmap buffer fills) is replayed cycle by cycle as SCALE-Sim does
+(:mod:`asicsim.hw.scalesim_replay`; as slow as SCALE-Sim, and only for those rows): its cycles,
+stalls and SRAM/DRAM columns are SCALE-Sim's, and ``replayed`` marks it. What neither gives (CALC
+mode's DRAM refills once buffers overflow) is NaN, with ``memory_closed_form`` / ``stall_free``
+saying which rows are affected.
 
 >>> df = scalesim_report({"M": [64], "N": [48], "K": [40]}, rows=32, cols=32, dataflow="ws",
 ...                      ifmap_sram_kib=64, filter_sram_kib=64, ofmap_sram_kib=64)
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from asicsim.hw import limits as lim
 from asicsim.hw.scalesim_compute import DATAFLOWS, compute_model, conv_dims, dataflow_codes
 from asicsim.hw.scalesim_files import (
     CONV_FIELDS,
@@ -31,6 +35,7 @@ from asicsim.hw.scalesim_files import (
     read_scalesim_topology,
 )
 from asicsim.hw.scalesim_memory import memory_model
+from asicsim.hw.scalesim_replay import replay_layer
 
 COMPUTE_REPORT_COLUMNS = ("Total Cycles (incl. prefetch)", "Total Cycles", "Stall Cycles",
                           "Overall Util %", "Mapping Efficiency %", "Compute Util %")
@@ -44,11 +49,11 @@ REPORT_COLUMNS = COMPUTE_REPORT_COLUMNS + BANDWIDTH_REPORT_COLUMNS + DETAILED_AC
 
 # scalesim_report's columns, in order and by dtype
 _REPORT_ORDER = ("design_point", "rows", "cols", "dataflow", "LayerID", "layer_name", "M", "N", "K",
-                 *REPORT_COLUMNS, "folds", "stall_free", "memory_closed_form")
+                 *REPORT_COLUMNS, "folds", "stall_free", "memory_closed_form", "replayed")
 _INT_COLUMNS = ("design_point", "rows", "cols", "LayerID", "M", "N", "K", "SRAM IFMAP Reads",
                 "SRAM Filter Reads", "SRAM OFMAP Writes", "folds")
 _FLOAT_COLUMNS = tuple(c for c in REPORT_COLUMNS if c not in _INT_COLUMNS)
-_BOOL_COLUMNS = ("stall_free", "memory_closed_form")
+_BOOL_COLUMNS = ("stall_free", "memory_closed_form", "replayed")
 _DTYPE_GROUPS = ((np.int64, _INT_COLUMNS), (np.float64, _FLOAT_COLUMNS), (np.bool_, _BOOL_COLUMNS))
 _REPORT_INDEX = pd.Index(_REPORT_ORDER)  # copied per report: an Index's name is mutable
 
@@ -109,20 +114,26 @@ def scalesim_arrays(layers, rows, cols, dataflow, *, ifmap_sram_kib=256, filter_
     CALC bandwidth mode, bank bandwidth 10).
     """
     conv, _ = layer_table(layers)
+    memory = {"ifmap_sram_kib": (ifmap_sram_kib, lim.SCALESIM_KIB),
+              "filter_sram_kib": (filter_sram_kib, lim.SCALESIM_KIB),
+              "ofmap_sram_kib": (ofmap_sram_kib, lim.SCALESIM_KIB),
+              "bandwidth_words": (bandwidth_words, lim.SCALESIM_WORDS),
+              "ifmap_bank_bandwidth_words": (ifmap_bank_bandwidth_words, lim.SCALESIM_WORDS),
+              "filter_bank_bandwidth_words": (filter_bank_bandwidth_words, lim.SCALESIM_WORDS)}
+    checked = {name: np.atleast_1d(limit.check_array("scalesim_arrays", name, value).astype(np.int64))
+               for name, (value, limit) in {"rows": (rows, lim.ARRAY_SIDE), "cols": (cols, lim.ARRAY_SIDE),
+                                            **memory}.items()}
+    mode = np.char.upper(np.char.strip(np.asarray(bandwidth_mode, dtype=str)))
+    if not np.isin(mode, ("CALC", "USER")).all():
+        bad = mode[~np.isin(mode, ("CALC", "USER"))].ravel()[0] if mode.ndim else str(mode)
+        raise ValueError(f"scalesim_arrays: bandwidth_mode = {bad!r}; allowed: 'CALC' or 'USER' "
+                         "(SCALE-Sim's InterfaceBandwidth)")
     knobs = np.broadcast_arrays(
-        np.atleast_1d(np.asarray(rows, dtype=np.int64)), np.atleast_1d(np.asarray(cols, dtype=np.int64)),
-        np.atleast_1d(dataflow_codes(dataflow)),
-        *(np.atleast_1d(np.asarray(x, dtype=np.int64)) for x in (
-            ifmap_sram_kib, filter_sram_kib, ofmap_sram_kib, bandwidth_words,
-            ifmap_bank_bandwidth_words, filter_bank_bandwidth_words)),
-        np.atleast_1d(np.char.upper(np.asarray(bandwidth_mode, dtype=str)) == "USER"))
+        checked["rows"], checked["cols"], np.atleast_1d(dataflow_codes(dataflow)),
+        *(checked[name] for name in memory),
+        np.atleast_1d(mode == "USER"))
     if knobs[0].ndim != 1:
         raise ValueError("design-point knobs must be scalars or 1-D arrays")
-    names = ("ifmap_sram_kib", "filter_sram_kib", "ofmap_sram_kib", "bandwidth_words",
-             "ifmap_bank_bandwidth_words", "filter_bank_bandwidth_words")
-    for name, value in zip(names, knobs[3:9], strict=True):
-        if (value < 1).any():
-            raise ValueError(f"{name} must be >= 1; got {value[value < 1][0]}")
     R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user = (k[:, None] for k in knobs)
     with np.errstate(divide="ignore", invalid="ignore"):  # SCALE-Sim divides by 0 too (1x1 array)
         return _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user)
@@ -136,11 +147,15 @@ def _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user) -> dict:
                             ifmap_bank_bandwidth_words=i_bw, filter_bank_bandwidth_words=f_bw,
                             rows_=R, cols=C, df_=df))
     stall_free = out["stall_free"]
-    total = np.where(stall_free, out["Total Cycles"], np.nan)
-    out["Total Cycles"] = total
+    out["Total Cycles"] = np.where(stall_free, out["Total Cycles"], np.nan)
     out["Overall Util %"] = np.where(stall_free, out["Overall Util %"], np.nan)
     for key in [k for k in out if k.startswith("SRAM") and "Cycle" in k]:
         out[key] = np.where(stall_free, out[key], np.nan)
+    replay = np.broadcast_to(user & ~stall_free, stall_free.shape)
+    out["replayed"] = replay
+    if replay.any():
+        _replay(out, conv, g, replay, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw)
+    total = out["Total Cycles"]
     for op, key in (("IFMAP", "SRAM IFMAP Reads"), ("FILTER", "SRAM Filter Reads"),
                     ("OFMAP", "SRAM OFMAP Writes")):
         out[f"Avg {op} SRAM BW"] = out[key] / total
@@ -152,6 +167,21 @@ def _arrays(conv, R, C, df, i_kib, f_kib, o_kib, bw, i_bw, f_bw, user) -> dict:
     shape = stall_free.shape
     return {k: v if np.shape(v) == shape else np.broadcast_to(v, shape)
             for k, v in out.items() if not k.startswith("_")}
+
+
+def _replay(out: dict, conv: dict, g: dict, rows, R, C, df, *knobs) -> None:
+    """Fill the rows ``rows`` (design point, layer) of ``out`` by SCALE-Sim's replay."""
+    shape = rows.shape
+    macs = np.broadcast_to(g["M"] * g["N"] * g["K"], shape)
+    for p, lay in zip(*np.nonzero(rows), strict=True):
+        layer = tuple(int(conv[f][lay]) for f in CONV_FIELDS)
+        r, c = int(R[p, 0]), int(C[p, 0])
+        found = replay_layer(layer, r, c, DATAFLOWS[int(df[p, 0])], *(int(k[p, 0]) for k in knobs))
+        found["Overall Util %"] = 100 * float(macs[p, lay]) / (found["Total Cycles"] * r * c)
+        for col, value in found.items():
+            if out[col].shape != shape or not out[col].flags.writeable:
+                out[col] = np.array(np.broadcast_to(out[col], shape), dtype=np.float64)
+            out[col][p, lay] = value
 
 
 def scalesim_report(layers, rows, cols, dataflow, **memory) -> pd.DataFrame:

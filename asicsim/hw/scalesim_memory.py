@@ -27,7 +27,9 @@ closed form depends on the interface-bandwidth mode [single_layer_sim.py, memory
 
 Outside these conditions SCALE-Sim's numbers come from a cycle-by-cycle replay of evictions and
 refills (which addresses were evicted when, a refill bandwidth derived from the cycles between set
-completions, partial lines drained mid-layer); they are returned as NaN here, not guessed.
+completions, partial lines drained mid-layer); they are returned as NaN here, not guessed, and
+:mod:`asicsim.hw.scalesim_compat` replays USER-mode layers that stall
+(:mod:`asicsim.hw.scalesim_replay`).
 """
 
 from __future__ import annotations

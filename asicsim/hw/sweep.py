@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from asicsim.hw import limits as lim
 from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
@@ -26,6 +27,10 @@ from asicsim.hw.operations import Conv, Gemm, OperationError
 from asicsim.hw.pipeline import price
 from asicsim.hw.pricing import BOUNDS as BOUNDS
 from asicsim.hw.scalesim_compute import dataflow_codes
+
+
+def _knob(name: str, value, limit: lim.Limit) -> np.ndarray:
+    return limit.check_array("gemm_sweep", name, value)
 
 
 def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows=None, cols=None,
@@ -39,10 +44,13 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
     if bad:
         raise OperationError(f"gemm_sweep takes Gemm and Conv operations; got {bad[0]!r}")
     fmts = resolve_formats(d, formats)
-    knobs = [np.asarray(d.array.rows if rows is None else rows),
-             np.asarray(d.array.cols if cols is None else cols),
+    knobs = [_knob("rows", d.array.rows if rows is None else rows, lim.ARRAY_SIDE),
+             _knob("cols", d.array.cols if cols is None else cols, lim.ARRAY_SIDE),
              dataflow_codes(d.array.dataflow if dataflow is None else dataflow),
-             np.asarray(buffer_scale, dtype=np.float64)]
+             _knob("buffer_scale", buffer_scale, lim.BUFFER_SCALE)]
+    for b in d.buffers:  # every scaled capacity in the SRAM range, before any work
+        lim.SRAM_KIB.check_array("gemm_sweep", f"buffer_scale x buffers.{b.name}.capacity_kib "
+                                 f"({b.capacity_kib:g} KiB)", knobs[3] * b.capacity_kib)
     # each knob keeps its own shape (padded to the grid's rank): what depends only on the buffers
     # (the mapper's tile search) is then computed once per buffer size, not per array shape
     ndim = len(np.broadcast_shapes(*(k.shape for k in knobs)))

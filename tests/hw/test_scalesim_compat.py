@@ -61,7 +61,10 @@ def test_golden_run(run: str) -> None:
         else:
             np.testing.assert_array_equal(mine[given_], theirs[given_], err_msg=f"{run}: {col}")
     closed = ours["memory_closed_form"].to_numpy() & ours["stall_free"].to_numpy()
-    assert ours.loc[closed, list(REPORT_COLUMNS)].notna().all(axis=None), run
+    given = closed | ours["replayed"].to_numpy()  # USER-mode stalls: SCALE-Sim's replay
+    assert ours.loc[given, list(REPORT_COLUMNS)].notna().all(axis=None), run
+    if g.suite.iloc[0] == "stall":  # USER mode, 1-2 KiB buffers: the replay gives every number
+        assert ours[list(REPORT_COLUMNS)].notna().all(axis=None), run
 
 
 def test_golden_coverage() -> None:
@@ -83,12 +86,16 @@ def test_golden_coverage() -> None:
     shipped = {r.split("/")[1] for r in g[g.suite == "shipped"].run}
     assert {"alexnet", "vit_s", "NCF"} <= shipped
     full = {"grid": 0, "shipped": 0}
-    for (suite, _), rows in g.groupby(["suite", "run"]):
+    for (suite, _), rows in g[g.suite != "stall"].groupby(["suite", "run"]):
         ours = _report_for_run(rows)
         full[suite] += int(ours[[c for c in REPORT_COLUMNS if c in g.columns]].notna().all(axis=1).sum())
     # the grid's SRAMs hold every layer: every number is closed-form; the shipped 64 KiB config
     # overflows for most layers (DRAM refills need SCALE-Sim's replay)
     assert full["grid"] == len(grid)
+    # USER mode with 1-2 KiB buffers, where SCALE-Sim stalls (issue 31: "Total Cycles" and "Stall
+    # Cycles" were NaN); test_golden_run checks that every number of these runs is given and equal
+    stall = g[g.suite == "stall"]
+    assert len(stall) >= 300 and (stall["Stall Cycles"] > 0).sum() >= 150
     assert full["shipped"] >= 40, full
 
 
@@ -257,9 +264,9 @@ def test_layer_lists() -> None:
 def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="dataflow must be one of"):
         scalesim_report({"M": [1], "N": [1], "K": [1]}, 4, 4, "rs")
-    with pytest.raises(ValueError, match="rows and cols must be >= 1"):
+    with pytest.raises(ValueError, match=r"rows = 0; allowed: an integer in \[1, 65536\]"):
         scalesim_report({"M": [1], "N": [1], "K": [1]}, 0, 4, "os")
-    with pytest.raises(ValueError, match="ofmap_sram_kib must be >= 1; got 0"):
+    with pytest.raises(ValueError, match=r"ofmap_sram_kib = 0 \(element 1\); allowed: an integer"):
         scalesim_report({"M": [1], "N": [1], "K": [1]}, 4, 4, "os", ofmap_sram_kib=[8, 0])
     with pytest.raises(ValueError, match="filter is larger"):
         scalesim_report({f: [3] for f in CONV_FIELDS} | {"filter_h": [4]}, 4, 4, "os")
