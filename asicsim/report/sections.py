@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pandas as pd
 
-from asicsim.report import answer, figures, objective, pivots
+from asicsim.report import answer, figures, objective, pivots, trade
 from asicsim.report.aggregate import top_designs
 from asicsim.report.document import Code, Figure, Section, Table, Text
 from asicsim.report.load import Results
@@ -345,7 +345,8 @@ def build(res: Results, t: dict, opts: dict | None = None) -> list[Section]:
     """Every section of the report, in order (``failed`` only when a point failed); ``opts``: the
     [report] settings (:func:`asicsim.report.objective.options`, read from the sweep by default)."""
     opts = opts or objective.options(res)
-    out = [answer.section(res, opts), summary(res, t, opts)]
+    out = [answer.section(res, opts), trade.section(res, opts), summary(res, t, opts)]
+    out = [s for s in out if s is not None]
     out += [s for s in (b(res, t) for b in BUILDERS) if s is not None]
     seen: set[str] = set()
     for s in out:  # figure ids unique in the page (two names can share a slug)
