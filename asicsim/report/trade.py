@@ -17,6 +17,7 @@ sides of a ratio at their fastest.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -36,16 +37,22 @@ COLUMNS = ["workload", "phase", "recipe", "design", "mapping", "recorded", "time
 
 
 def _spec(res: Results):
-    """The sweep's spec loaded again from its results directory; (None, why) where it cannot be."""
+    """The sweep's spec loaded again: the results directory's copy (the last run's), else the spec
+    file the sweep recorded as its source (files it names by a relative path sit beside it); (None,
+    why) where neither loads. The figures are checked against the records all the same."""
     from asicsim.sweep.spec import SweepError, load_spec
 
-    path = res.root / "spec.toml"
-    if not path.is_file():
-        return None, "the results directory has no spec.toml to load the inputs from"
-    try:
-        return load_spec(path), ""
-    except SweepError as err:
-        return None, f"its spec.toml does not load here ({err})"
+    tried = [res.root / "spec.toml"]
+    if res.spec.get("source") not in (None, "", "<table>"):
+        tried.append(Path(str(res.spec["source"])))
+    for path in tried:
+        if path.is_file():
+            try:
+                return load_spec(path), ""
+            except SweepError:  # a file it names moved or changed: the next, else said below
+                continue
+    return None, ("the sweep's spec does not resolve into its inputs again here (a file it names has moved or "
+                  "changed since), so only the recorded objective's figures stand")
 
 
 def _recorded(res: Results, row) -> str:

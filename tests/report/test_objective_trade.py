@@ -80,3 +80,16 @@ def test_changed_inputs_are_said_not_shown(swept):
     r.loc[r["design"] == "dc_bf16_128x128", "time_s"] *= 1.5
     df, notes = trade.trade(dataclasses.replace(res, results=r), opts)
     assert not len(df) and len(notes) == 1 and "its inputs changed since the sweep" in notes[0]
+
+
+def test_a_spec_that_no_longer_resolves_is_said(swept, tmp_path):
+    """The spec names a workload file that has gone (the results copy and its source alike): no
+    figures from other inputs, one note; the recorded figures stand in the answer."""
+    res, opts = swept
+    (tmp_path / "spec.toml").write_text(SPEC.replace('"fmnist_cnn"', f'"{tmp_path / "gone.toml"}"'))
+    moved = dataclasses.replace(res, root=tmp_path, spec={**res.spec, "source": str(tmp_path / "spec.toml")})
+    df, notes = trade.trade(moved, opts)
+    assert not len(df) and notes == [
+        "Not priced per objective: the sweep's spec does not resolve into its inputs again here (a file it names "
+        "has moved or changed since), so only the recorded objective's figures stand."]
+    assert trade.section(moved, opts).blocks[-1].text == notes[0]
