@@ -187,7 +187,7 @@ def section(res: Results, opts: dict) -> Section | None:
             said.append(sentence(g, str(g.loc[g["recorded"], "mapping"].iloc[0])))
     if len(df):
         s.add(Text(" ".join(said) if said else
-                   f"The four objectives price every pick within {MATTERS:.0%} of each other in time and energy: "
+                   f"The four objectives price every pick within {100 * MATTERS:g} % of each other in time and energy: "
                    "the choice does not matter here."))
         shown = pd.DataFrame({"workload": df["workload"], "per": df["phase"].map(PER), "recipe": df["recipe"],
                               "design": df["design"], "mapping objective": [m + (" (the answer's)" if r else "") for m, r in zip(df["mapping"], df["recorded"], strict=True)],
