@@ -118,19 +118,19 @@ def _efficiency(name: str, kind: str) -> dict:
     """Peak ops, idle power and peak TOPS/W per scope (core, chip, board) of a design, in its own
     formats (a GPU: also on its fp16 tensor path): :mod:`asicsim.hw.efficiency`."""
     from .hw import load_design
-    from .hw.efficiency import idle_power, peak_tops_per_w
+    from .hw.efficiency import peak_tops_per_w, power_figures
 
     d = load_design(name)
 
-    def peak(formats):
-        eff = peak_tops_per_w(d, formats)
+    def peak(formats, eff=None):
+        eff = eff or peak_tops_per_w(d, formats)
         return {"formats": formats or "design", "peak_tops": d.peak_ops_per_s(formats) / 1e12,
                 **{f"tops_per_w_{s}": (None if v != v else v) for s, v in eff.items()}}
 
-    idle = idle_power(d)
+    idle, own = power_figures(d)  # the energy rates built once for both
     return {"tdp_w": d.power_w if d.power_w == d.power_w else None,
             "idle_power_chip_w": idle["chip"], "idle_power_board_w": idle["board"],
-            "peak": [peak(None)] + ([peak(_GPU_TENSOR_FORMATS)] if kind == "gpu" else [])}
+            "peak": [peak(None, own)] + ([peak(_GPU_TENSOR_FORMATS)] if kind == "gpu" else [])}
 
 
 def recipe_rows() -> list[dict]:

@@ -24,17 +24,29 @@ def energy_per_mac_pj(design, formats=None) -> dict[str, float]:
     """pJ per MAC at the peak rate, by component (``mult``, ``add``, ``registers``, ``control``,
     each static component spread over the peak MAC rate, the regulator losses) and ``total``.
     A systolic design only (a GPU's energy per op: :func:`asicsim.hw.gpu_model.energy_per_op_pj`)."""
-    from asicsim.hw.cost import mac_execution, resolve_formats
     from asicsim.hw.design_files import load_design
     from asicsim.hw.gpu import GpuDesign
-    from asicsim.hw.pricing import energy_rates
 
     d = load_design(design)
     if isinstance(d, GpuDesign):
         raise ValueError(f"energy_per_mac_pj: {d.name!r} is a GPU; allowed: a systolic design")
-    fmts = resolve_formats(d, formats)
-    rate = mac_execution(d, fmts, formats).rate
-    r = energy_rates(d, fmts)
+    return _per_mac(d, formats, _rates(d, formats))
+
+
+def _rates(d, formats):
+    """A systolic design's energy rates in ``formats`` (:func:`asicsim.hw.pricing.energy_rates`):
+    built once per figure set (:func:`power_figures`), the per-MAC energies and idle power both read them."""
+    from asicsim.hw.cost import resolve_formats
+    from asicsim.hw.pricing import energy_rates
+
+    return energy_rates(d, resolve_formats(d, formats))
+
+
+def _per_mac(d, formats, r) -> dict[str, float]:
+    """:func:`energy_per_mac_pj` of systolic design ``d`` from its energy rates ``r``."""
+    from asicsim.hw.cost import mac_execution, resolve_formats
+
+    rate = mac_execution(d, resolve_formats(d, formats), formats).rate
     pm = r.power
     macs_per_s = d.pes * d.clock_hz * rate
     out = {"mult": r.mult, "add": r.add, "registers": r.registers}
@@ -55,11 +67,17 @@ def peak_tops_per_w(design, formats=None) -> dict[str, float]:
 
     d = load_design(design)
     if isinstance(d, GpuDesign):
-        peak = d.peak_ops_per_s(formats) / 1e12
-        idle = idle_power(d)
-        chip_w = d.tdp_w - (idle["board"] - idle["chip"])  # less the memory background and regulators
-        return {"core": math.nan, "chip": peak / chip_w, "board": peak / d.tdp_w}
-    per_mac = energy_per_mac_pj(d, formats)
+        return _gpu_peak(d, formats, idle_power(d))
+    return _peak(energy_per_mac_pj(d, formats))
+
+
+def _gpu_peak(d, formats, idle: dict) -> dict[str, float]:
+    peak = d.peak_ops_per_s(formats) / 1e12
+    chip_w = d.tdp_w - (idle["board"] - idle["chip"])  # less the memory background and regulators
+    return {"core": math.nan, "chip": peak / chip_w, "board": peak / d.tdp_w}
+
+
+def _peak(per_mac: dict) -> dict[str, float]:
     out = {}
     for i, scope in enumerate(SCOPES):
         pj = sum(v for k, v in per_mac.items() if k != "total" and SCOPES.index(component(k)[0]) <= i)
@@ -67,10 +85,35 @@ def peak_tops_per_w(design, formats=None) -> dict[str, float]:
     return out
 
 
+def power_figures(design, formats=None) -> tuple[dict[str, float], dict[str, float] | None]:
+    """:func:`idle_power` and :func:`peak_tops_per_w` together, a systolic design's energy rates
+    built once (``roof`` and ``asicsim designs`` need both); the peak is None where the design does
+    not execute ``formats`` (:class:`~asicsim.hw.operations.OperationError`), the idle power stands."""
+    from asicsim.hw.design_files import load_design
+    from asicsim.hw.gpu import GpuDesign
+    from asicsim.hw.operations import OperationError
+
+    d = load_design(design)
+    if isinstance(d, GpuDesign):
+        idle = idle_power(d)
+        peak = lambda: _gpu_peak(d, formats, idle)  # noqa: E731
+    else:
+        r = _rates(d, formats)
+        idle = _idle(r)
+        peak = lambda: _peak(_per_mac(d, formats, r))  # noqa: E731
+    try:
+        return idle, peak()
+    except OperationError:  # formats the design does not execute: no peak to quote
+        return idle, None
+
+
+def _idle(r) -> dict[str, float]:
+    return {s: float(r.power.idle_w(s)) for s in ("chip", "board")}
+
+
 def idle_power(design, formats=None) -> dict[str, float]:
     """A design's idle power at chip and board scope (:mod:`asicsim.hw.power`; a GPU:
     :func:`asicsim.hw.gpu_cost.gpu_static_split` of its modelled static power)."""
-    from asicsim.hw.cost import resolve_formats
     from asicsim.hw.design_files import load_design
     from asicsim.hw.gpu import GpuDesign
 
@@ -81,7 +124,4 @@ def idle_power(design, formats=None) -> dict[str, float]:
 
         static = generation_constants(load_fit(), d.architecture)[0]["static_fraction"] * d.tdp_w
         return {"chip": gpu_static_split(d, static)[0]["static.chip"], "board": static}
-    from asicsim.hw.pricing import energy_rates
-
-    pm = energy_rates(d, resolve_formats(d, formats)).power
-    return {s: float(pm.idle_w(s)) for s in ("chip", "board")}
+    return _idle(_rates(d, formats))

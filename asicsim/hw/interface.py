@@ -86,16 +86,12 @@ def roof(design: Design, formats: str | Mapping | None = None) -> dict:
     ``idle_power_board_w`` and ``peak_flops_per_w_board`` (peak flop/s per board watt,
     :func:`asicsim.hw.efficiency.peak_tops_per_w`: a GPU's peak over its TDP, an accelerator's array at
     full rate with its board's idle power; NaN where the design does not execute the formats)."""
-    from asicsim.hw.efficiency import idle_power, peak_tops_per_w
-    from asicsim.hw.operations import OperationError
+    from asicsim.hw.efficiency import power_figures
 
     idle, per_w = {}, float("nan")
     if design.kind in ("systolic", "gpu"):
-        idle = idle_power(design, formats)
-        try:
-            per_w = peak_tops_per_w(design, formats)["board"] * 1e12
-        except OperationError:  # formats the design does not execute: no peak to quote
-            pass
+        idle, peak = power_figures(design, formats)  # the energy rates built once for both
+        per_w = peak["board"] * 1e12 if peak else per_w  # None: formats the design does not execute
     return {"design_kind": design.kind, "peak_ops_per_s": design.peak_ops_per_s(formats),
             "dram_bytes_per_s": design.dram_bytes_per_s, "power_w": design.power_w,
             **{f"idle_power_{s}_w": idle.get(s, float("nan")) for s in ("chip", "board")},

@@ -9,7 +9,9 @@ fetched from anywhere), the same as Markdown, and every table as CSV.
 
 Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim.report.tables`
 (pandas tables), :mod:`~asicsim.report.figures` (matplotlib to inline SVG),
-:mod:`~asicsim.report.sections` (what the report says), :mod:`~asicsim.report.html` and
+:mod:`~asicsim.report.sections` (what the report says; the answer in :mod:`~asicsim.report.answer`
+and :mod:`~asicsim.report.accuracy`, the mapping objective's trade in :mod:`~asicsim.report.trade`,
+the inputs in :mod:`~asicsim.report.reproduce`), :mod:`~asicsim.report.html` and
 :mod:`~asicsim.report.markdown` (rendering), :mod:`~asicsim.report.cli` (``asicsim report``).
 """
 
@@ -72,7 +74,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
 
     results_root(results_dir)  # a results directory, then a writable output: both before any work
     html_path, md_path, folder = output_paths(results_dir, html_path)
-    from asicsim.report import html, markdown, objective, sections, tables
+    from asicsim.report import html, markdown, objective, reproduce, sections, tables
     from asicsim.report.load import load
 
     def stage(done: int) -> None:
@@ -101,7 +103,7 @@ def write_report(results_dir: str | Path, html_path: str | Path | None = None, o
         if df is None:
             import pandas as pd
 
-            v = sections.versions()
+            v = reproduce.versions()
             df = pd.DataFrame({"package": list(v), "version": list(v.values())})
         path = folder / f"{name}.csv"
         with atomic_path(path) as tmp:

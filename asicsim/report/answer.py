@@ -9,11 +9,11 @@ import math
 import pandas as pd
 
 from asicsim.report import scope as scoped
+from asicsim.report.accuracy import accuracy_text, limit_text, overlap
 from asicsim.report.document import Section, Table, Text
 from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.objective import PER, WORDS, candidates, qualifies
 from asicsim.report.scope import DEFAULT_SCOPE
-from asicsim.report.tables import is_fp32
 from asicsim.report.units import compare, eng, points
 from asicsim.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND
 
@@ -21,54 +21,6 @@ from asicsim.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND
 VERSUS = (("speedup", "time", "faster", "slower"), ("energy", "energy", "less", "more"),
           ("beside", "energy beside", "less", "more"), ("dynamic", "dynamic energy", "less", "more"),
           ("dram", "DRAM bytes", "fewer", "more"))
-
-
-def limit_text(opts: dict) -> str:
-    return (f"within {opts['max_accuracy_drop']:g} accuracy points of fp32 on every seed (losses: within "
-            f"{opts['max_loss_increase']:g} of fp32's) with no seed diverged")
-
-
-def within_spread(row) -> bool:
-    """Whether a recipe's accuracy difference to fp32 is within its seed spread: two or more seeds,
-    some no worse than fp32 and some no better (the difference is then not told from seed noise)."""
-    n = int(row["seeds"]) if row["seeds"] == row["seeds"] else 0
-    return n >= 2 and float(row["delta_min"]) <= 0 <= float(row["delta_max"])
-
-
-def accuracy_text(row, short: bool = False) -> str:
-    """What a pick costs in accuracy: "-0.14 accuracy points vs fp32 (-0.28 to 0.00 over 2 seeds)";
-    runs that failed (no result) are said apart, never counted as diverged."""
-    status = row["status"]
-    failed = int(row["failed"]) if "failed" in row and row["failed"] == row["failed"] else 0
-    if status == "failed":
-        return (f"no accuracy verdict: its {failed} run{'s' if failed != 1 else ''} failed"
-                + ("" if short else " (an error, a timeout or a lost worker: no result; see Failed points)"))
-    tail = f"; {failed} more failed, no result" if failed else ""
-    if is_fp32(row["recipe"]) and row["phase"] == "train" and status == "ok":
-        return ("the fp32 reference" if short else "the fp32 reference itself") + tail
-    if status == "unmeasured":
-        return "accuracy not measured (the recipe was priced, not run)"
-    if status == "no_fp32":
-        return "accuracy not compared (no fp32 result for this workload)" + tail
-    if status == "diverged":
-        return f"diverged in {int(row['diverged'])} of {int(row['seeds'])} seeds" + tail
-    unit = "accuracy points" if row["unit"] == "points" else row["unit"]
-    value = points(row["delta"]) if row["unit"] == "points" else f"{row['delta']:+.3g}"
-    n = int(row["seeds"])
-    if n == 1:
-        spread = "1 seed"
-    else:
-        lo, hi = ((points(row["delta_min"]), points(row["delta_max"])) if row["unit"] == "points"
-                  else (f"{row['delta_min']:+.3g}", f"{row['delta_max']:+.3g}"))
-        spread = f"{lo} to {hi} over {n} seeds"
-        if within_spread(row):  # not told from seed noise: neither a win nor a loss
-            what = "points" if row["unit"] == "points" else row["unit"]
-            return (f"within seed spread ({spread}{tail})" if short
-                    else f"an accuracy within the seed spread of fp32: {spread.replace(' over', f' {what} over')}{tail}")
-        if status == "spread":
-            return (f"{value} ({spread}, the limit within it{tail})" if short
-                    else f"{value} {unit} vs fp32 ({spread}{tail}; the limit lies within this seed spread)")
-    return f"{value} ({spread}{tail})" if short else f"{value} {unit} vs fp32 ({spread}{tail})"
 
 
 def _ref(cand: pd.DataFrame, row, g: str):
@@ -161,7 +113,7 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
                     "less " + WORDS[opts["objective"]])
     if runner["recipe"] == best["recipe"]:
         acc = ", same recipe"
-    elif _overlap(best, runner):
+    elif overlap(best, runner):
         acc = ", accuracy within the seed spread of the pick's"
     elif best["unit"] == "points" and runner["unit"] == "points":
         diff = points(runner["delta"] - best["delta"])
@@ -169,15 +121,6 @@ def sentence(cand: pd.DataFrame, best, runner, gpus: list[str], opts: dict) -> s
     else:
         acc = f", {accuracy_text(runner)}"
     return text + f" Runner-up: {runner['recipe']} on {runner['design']}, {trade}{acc}."
-
-
-def _overlap(a, b) -> bool:
-    """Whether two recipes' seed ranges of the accuracy difference overlap (2+ seeds each, same
-    metric): the difference between them is then not told from seed noise."""
-    if a["unit"] != b["unit"] or not all(r["seeds"] == r["seeds"] and int(r["seeds"]) >= 2 for r in (a, b)):
-        return False
-    lo, hi = max(float(a["delta_min"]), float(b["delta_min"])), min(float(a["delta_max"]), float(b["delta_max"]))
-    return lo <= hi
 
 
 def _nothing(cand: pd.DataFrame, opts: dict) -> str:

@@ -63,11 +63,11 @@ def trace_lines(workload, trace, designs, recipe, *, batch=None, inference: bool
                 scope: str = DEFAULT_SCOPE, objective: str | None = None) -> list[str]:
     """Several designs of ``asicsim trace`` compared at ``scope``: each design's trace totals,
     and where a GPU is launch- or occupancy-bound, every design again at the workload's busy batch
-    (:mod:`asicsim.system.busy`); a blank line first, [] for one design. ``objective``: what the
+    for the GPUs given (:func:`asicsim.system.busy.busy_batch`); a blank line first, [] for one design. ``objective``: what the
     systolic designs' schedules are mapped for (default: :data:`asicsim.hw.objectives.DEFAULT_OBJECTIVE`)."""
     from asicsim.hw.design_files import labelled_designs
     from asicsim.hw.objectives import DEFAULT_OBJECTIVE
-    from asicsim.system.busy import busy_figures, busy_trace, gpu_bound, trace_totals
+    from asicsim.system.busy import busy_batch, busy_figures, gpu_bound, trace_totals
     from asicsim.workloads.pricing import trace_costs
 
     pairs = labelled_designs(designs)
@@ -76,11 +76,11 @@ def trace_lines(workload, trace, designs, recipe, *, batch=None, inference: bool
     objective = objective or DEFAULT_OBJECTIVE
     workload = workload.replace(batch=batch)
     totals = {label: trace_totals(trace_costs(trace, d, recipe, objective=objective)) | {"batch": workload.batch} for label, d in pairs}
-    if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
-        big, b = busy_trace(workload, recipe, not inference)
-        for label, d in pairs:
-            totals[label] |= busy_figures(big, b, d, recipe, objective=objective)
     kind = {label: roof(d)["design_kind"] for label, d in pairs}
     gpus = {label for label in kind if kind.get(label) == "gpu"}
+    if any(gpu_bound(t["launch_fraction"], t["sm_fraction"]) for t in totals.values()):
+        big = busy_batch(workload, recipe, not inference, [d for label, d in pairs if label in gpus] or None)
+        for label, d in pairs:
+            totals[label] |= busy_figures(big, d, recipe, objective=objective)
     return ["", *design_lines(totals, gpus, scope, "batch" if inference else "step",
                               "its batch is already at the limit of the batch re-priced (asicsim.system.busy).")]

@@ -32,7 +32,7 @@ COLUMNS = {
                 "energy_vector_j", "energy_buffers_j", "energy_dram_j", "energy_static_j",
                 "energy_other_j", "dram_bytes", "sram_bytes", "design_kind", "peak_ops_per_s",
                 "dram_bytes_per_s", "power_w", "peak_flops_per_w_board", "flops", "flops_per_s", "flops_per_j", "kernels",
-                "geomean_tflops", "asicsim", "finished", "seconds", *SCOPE_COLUMNS),
+                "geomean_tflops", "asicsim", "finished", "seconds", *SCOPE_COLUMNS, "busy_gpu"),
     "curves": ("id", "workload", "recipe", "seed", "step", "train_loss", "test_loss", "test_accuracy"),
     "numerics": ("id", "kind", "workload", "recipe", "seed", "tensor", "role", "format", "size",
                  "underflow", "overflow", "nonfinite", "zero"),
@@ -43,7 +43,8 @@ COLUMNS = {
 
 #: Label columns: always objects (strings or NaN), so tables from any subset of a sweep merge.
 LABELS = ("id", "kind", "status", "reason", "workload", "recipe", "phase", "design", "suite", "precision", "formats",
-          "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished", "versions", "op")
+          "metric", "design_kind", "tensor", "role", "format", "bound", "asicsim", "finished", "versions", "op",
+          "busy_gpu")
 
 #: The energy components of a cost point, in the order the report stacks them.
 ENERGY_PARTS = ("mac", "vector", "buffers", "dram", "static", "other")

@@ -138,7 +138,7 @@ def candidates(res: Results, opts: dict, finite: bool = True) -> pd.DataFrame:
     if finite:
         c = c[np.isfinite(c["objective"].astype(float))]
     keep = ["workload", "recipe", "phase", "design", "design_kind", "time_s", "energy_j", "energy_dynamic_j",
-            "dram_bytes", "edp_js", "objective", *SCOPE_COLUMNS]
+            "dram_bytes", "edp_js", "objective", *SCOPE_COLUMNS, "busy_gpu"]
     out = c[keep].merge(quality(res, opts), on=["workload", "recipe", "phase"], how="left")
     out["status"] = out["status"].fillna("unmeasured")
     out["_phase"] = out["phase"] != "train"

@@ -190,7 +190,8 @@ def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE
               missing: str = NO_BUSY, said: str = "") -> str:
     """Where ``ref`` is a bound GPU: that it is, with the fraction (unless ``said``, the sentence
     before, gives it already), and the comparison again at the records' ``busy_batch`` (whether
-    the GPU is busy there is said, as measured); "" when ``ref`` is not bound."""
+    the GPU is busy there is said, as measured; where the records' ``busy_gpu`` names it, that the
+    batch is the smallest keeping it busy, or the largest priced); "" when ``ref`` is not bound."""
     bound = bound_text(ref, ref_name, unit)
     if not bound:
         return ""
@@ -207,7 +208,10 @@ def busy_text(row, ref, row_name: str, ref_name: str, scope: str = DEFAULT_SCOPE
                                       f"{pct(sm)} of SMs busy" if math.isfinite(sm) else "") if x)
     batch = _num(row, "batch")
     at = f"At batch {b:,.0f}" + (f" ({b / batch:,.0f}x the workload's {batch:,.0f})" if batch > 0 else "")
+    chosen = ref_name in str(row.get("busy_gpu") or "").split(",")  # the batch was chosen for this GPU
     there = (f"where {ref_name} is still {state}-bound" if state else f"which keeps {ref_name} busy")
+    if chosen:
+        there = (f"the largest priced, {there}" if state else f"the smallest that keeps {ref_name} busy")
     there += f" ({fractions})" if fractions else ""
     speed = ratios(row, ref, None, "busy_")["speedup"]
     out = (f"{text}. {at}, {there}, {row_name} uses {energy_phrase(row, ref, ref_name, scope, 'busy_')} and is "

@@ -11,9 +11,11 @@ curves). ``failed`` is for a point that produced no result: an exception, a time
 worker, out of memory; it says nothing about the numerics and ``--retry-failed`` reruns it.
 
 A cost record's ``result`` also prices the workload at a larger batch, the same for every design
-(:func:`asicsim.system.busy.busy_batch`: the workload's batch x 4**k, the largest within 16,384
-examples and 256 MiB of input), so that a GPU whose step is mostly launch floor can be compared
-doing more work (the report does so where the GPU is bound): ``busy_batch``, ``busy_time_s``,
+(:func:`asicsim.system.busy.busy_batch`: the smallest of the workload's batch x 2**k within 16,384
+examples and 256 MiB of input at which no GPU of the spec is launch- or occupancy-bound, by the GPU
+model; the largest where one still is), so that a GPU whose step is mostly launch floor can be
+compared doing more work (the report does so where the GPU is bound): ``busy_batch``, ``busy_gpu``
+(the GPUs it was chosen for, comma-separated), ``busy_time_s``,
 ``busy_energy_j`` and ``busy_energy_dynamic_j`` (as ``energy_j``), ``busy_energy_<scope>_j`` and ``busy_energy_dynamic_<scope>_j`` (scope core, chip, board, as the
 step's own ``energy_<scope>_j``), ``busy_launch_fraction`` and ``busy_sm_fraction`` (NaN on systolic
 designs); none of them where the workload's batch is already at that limit.
@@ -44,6 +46,7 @@ class Job:
     workload: Any = None  # a Workload (train/infer/cost)
     designs: dict = field(default_factory=dict)  # label -> design object (cost/kernels)
     recipes: dict = field(default_factory=dict)  # name -> recipe (Policy) as the spec loaded it
+    gpus: tuple = ()  # the spec's GPU designs: a cost job's busy batch is chosen for them (asicsim.system.busy)
 
     @property
     def kind(self) -> str:
@@ -130,7 +133,7 @@ def run_job(job: Job) -> list[dict]:
     if any(why for _, why in changed):
         out = [record(p, "failed", why, seconds=time.perf_counter() - t0) for p, why in changed if why]
         rest = [p for p, why in changed if not why]
-        return out + (run_job(Job(rest, job.workload, job.designs, job.recipes)) if rest else [])
+        return out + (run_job(Job(rest, job.workload, job.designs, job.recipes, job.gpus)) if rest else [])
     try:
         return {"train": _train, "infer": _infer, "cost": _cost, "kernels": _kernels}[job.kind](job)
     except MemoryError as err:
@@ -228,7 +231,7 @@ def _cost(job: Job) -> list[dict]:
     from asicsim.hw.interface import roof
     from asicsim.hw.power import derived_power
     from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
-    from asicsim.system.busy import busy_family, busy_figures, busy_trace, trace_totals
+    from asicsim.system.busy import busy_batch, busy_family, busy_figures, trace_totals
     from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     t0 = time.perf_counter()
@@ -236,7 +239,7 @@ def _cost(job: Job) -> list[dict]:
     recipe = job.recipes[p0.inputs["recipe"]]
     training = p0.inputs["phase"] == "train"
     trace = workload_trace(job.workload, recipe, training=training)
-    big, big_batch = busy_trace(job.workload, recipe, training)  # every design again at a larger batch
+    big = busy_batch(job.workload, recipe, training, job.gpus)  # every design again at a batch keeping the GPUs busy
     share = (time.perf_counter() - t0) / len(job.points)
     batch = int(getattr(job.workload, "batch", 0))
     families, singles = _split_families(job)
@@ -246,7 +249,7 @@ def _cost(job: Job) -> list[dict]:
         designs = [job.designs[p.inputs["design"]] for p in fam]
         try:
             tot = trace_totals_family(trace, designs, recipe)
-            busy = busy_family(big, big_batch, designs, recipe)
+            busy = busy_family(big, designs, recipe)
         except OperationError as err:  # formats the family does not execute: said, not priced
             out += [_not_executed(p, d, err, {"batch": batch}) for p, d in zip(fam, designs, strict=True)]
             continue
@@ -264,7 +267,7 @@ def _cost(job: Job) -> list[dict]:
         try:
             design = job.designs[p.inputs["design"]]
             ops = trace_costs(trace, design, recipe)
-            busy = busy_figures(big, big_batch, design, recipe)
+            busy = busy_figures(big, design, recipe)
         except Exception as err:  # one design failing does not fail the others
             out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
             continue

@@ -30,6 +30,7 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
     so nothing is looked up by name in the worker."""
     workload = workload_of(spec)
     designs = dict(spec.designs)
+    gpus = tuple(d for d in designs.values() if getattr(d, "kind", "") == "gpu")  # busy batches are chosen for them
     jobs: list[Job] = []
     groups: dict[str, list[Point]] = {}
     def recipes(chunk: list[Point]) -> dict:
@@ -45,7 +46,7 @@ def jobs_for(spec: SweepSpec, points: list[Point]) -> list[Job]:
             chunk = members[i:i + GROUP_CHUNK]
             jobs.append(Job(chunk, workload(chunk[0]),
                             {p.inputs["design"]: designs[p.inputs["design"]] for p in chunk if "design" in p.inputs},
-                            recipes(chunk)))
+                            recipes(chunk), gpus))
     # the longest first (training and inference, by examples processed), so the tail is short
     return sorted(jobs, key=lambda j: -_examples(j.workload) if j.kind in ("train", "infer") else 0)
 

@@ -13,17 +13,28 @@ what the GPU is charged for, so a ratio against it is more about the idling than
 fractions are the schema's (issue 30): every GPU cost row carries them, NaN on systolic designs.
 
 :func:`busy_batch` is the batch a workload is re-priced at so that a bound GPU can also be compared
-doing enough work: the workload's batch times :data:`BUSY_GROWTH`:sup:`k`, the largest within
+doing enough work, taken from the GPU's own model: the smallest batch at which no GPU compared is
+bound any more, among the workload's batch times :data:`BUSY_GROWTH`:sup:`k` (k >= 1) within
 :data:`BUSY_MAX_BATCH` examples and :data:`BUSY_MAX_INPUT_BYTES` of input (the trace builds one
-sample batch of that size). It depends on the workload only, so every design of a sweep is priced
-at the same batch and each record stands alone (a retried point needs no other point). Whether the
-GPU is busy there is measured, not assumed: its ``busy_launch_fraction`` and ``busy_sm_fraction``
-are recorded beside the figures (:func:`busy_figures`), and the report says "still bound" where it is.
+sample batch of that size). Each candidate is the workload's trace at that batch priced on each
+GPU (:func:`asicsim.workloads.pricing.trace_costs`, the launch and SM shares time-weighted); the
+search bisects the candidates, taking a larger batch to bind a GPU no more than a smaller one (more
+work per kernel: a smaller share of launch floor, more SMs busy). Where even the largest candidate
+leaves a GPU bound, the busy batch is that largest one and the records say "still bound" there.
+A GPU that does not execute the recipe's formats is compared with nothing and chooses nothing
+(where no GPU executes them, the largest candidate).
+The batch depends on the workload (its trace in the recipe and phase) and the GPUs it is chosen
+for only: a sweep chooses it for the GPUs its spec names (:data:`BUSY_GPU` where it names none), so
+every design of a sweep is priced at the same batch and each record stands alone (a retried point
+needs no other point); ``busy_gpu`` names them in the record. Whether each GPU is busy there is
+measured, not assumed: its ``busy_launch_fraction`` and ``busy_sm_fraction`` are recorded beside the
+figures (:func:`busy_figures`), and the report says "still bound" where it is.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -35,8 +46,8 @@ LAUNCH_BOUND = 0.5
 #: Below this time-weighted share of busy SMs a GPU is occupancy-bound (see the module doc).
 OCCUPANCY_BOUND = 0.5
 
-#: The busy batch is the workload's batch times a power of this factor.
-BUSY_GROWTH = 4
+#: The busy batch is the workload's batch times a power of this factor (the candidates searched).
+BUSY_GROWTH = 2
 #: The largest busy batch in examples: 16,384 (512x the digits MLP's batch of 32, 164x the MNIST-1D
 #: CNN's 100); pricing is analytic, but the trace builds one sample batch of that size.
 BUSY_MAX_BATCH = 2**14
@@ -45,8 +56,11 @@ BUSY_MAX_BATCH = 2**14
 BUSY_MAX_INPUT_BYTES = 2**28
 
 
-#: The record keys :func:`busy_figures` writes (``busy_batch`` and the figures at it).
-BUSY_KEYS = ("busy_batch", "busy_time_s", "busy_energy_j", "busy_energy_dynamic_j", *(f"busy_{k}" for k in SCOPE_ENERGY_KEYS),
+#: The GPU a busy batch is chosen for where a sweep or command names none.
+BUSY_GPU = "gpu_h100"
+
+#: The record keys :func:`busy_figures` writes (``busy_batch``, the GPUs it was chosen for and the figures at it).
+BUSY_KEYS = ("busy_batch", "busy_gpu", "busy_time_s", "busy_energy_j", "busy_energy_dynamic_j", *(f"busy_{k}" for k in SCOPE_ENERGY_KEYS),
              "busy_launch_fraction", "busy_sm_fraction")
 
 
@@ -74,18 +88,88 @@ def gpu_bound(launch_fraction, sm_fraction) -> str:
     return ""
 
 
-def busy_batch(batch: int, bytes_per_example: float) -> int | None:
-    """The batch a workload of ``batch`` examples (``bytes_per_example`` of input each) is
-    re-priced at: ``batch`` x :data:`BUSY_GROWTH` ** k, the largest within :data:`BUSY_MAX_BATCH`
-    and :data:`BUSY_MAX_INPUT_BYTES`; None when no k >= 1 fits.
+def candidate_batches(batch: int, bytes_per_example: float) -> list[int]:
+    """The batches a busy batch is chosen among, smallest first: ``batch`` x :data:`BUSY_GROWTH` ** k
+    (k >= 1) within :data:`BUSY_MAX_BATCH` and :data:`BUSY_MAX_INPUT_BYTES`; [] when none fits.
 
-    >>> busy_batch(32, 256), busy_batch(100, 160), busy_batch(2**14, 4), busy_batch(64, 2**22)
-    (8192, 6400, None, None)
+    >>> candidate_batches(1024, 256), candidate_batches(100, 160)[-1], candidate_batches(2**14, 4)
+    ([2048, 4096, 8192, 16384], 12800, [])
     """
-    best, b = None, int(batch) * BUSY_GROWTH
+    out, b = [], int(batch) * BUSY_GROWTH
     while b <= BUSY_MAX_BATCH and b * bytes_per_example <= BUSY_MAX_INPUT_BYTES:
-        best, b = b, b * BUSY_GROWTH
-    return best
+        out.append(b)
+        b *= BUSY_GROWTH
+    return out
+
+
+@dataclass(frozen=True)
+class Busy:
+    """A workload's busy batch (None where no candidate fits), its trace there, the GPUs it was
+    chosen for (names), and ``bound``: which of them are still bound there ({} where none is; a GPU
+    that cannot price the recipe is ``"unpriced"``)."""
+
+    batch: int | None
+    trace: pd.DataFrame | None = field(default=None, repr=False)
+    gpus: tuple[str, ...] = ()
+    bound: dict = field(default_factory=dict)
+
+
+def gpu_state(trace: pd.DataFrame, gpu, recipe) -> str:
+    """:func:`gpu_bound` of ``trace`` priced on ``gpu``: ``"launch"``, ``"occupancy"``, ``""``
+    (busy), or ``"unpriced"`` where the GPU cannot price the recipe (no fraction to judge by)."""
+    from asicsim.hw.operations import OperationError
+    from asicsim.workloads.pricing import trace_costs
+
+    try:
+        t = trace_totals(trace_costs(trace, gpu, recipe))
+    except OperationError:
+        return "unpriced"
+    if not (math.isfinite(t["launch_fraction"]) and math.isfinite(t["sm_fraction"])):
+        return "unpriced"
+    return gpu_bound(t["launch_fraction"], t["sm_fraction"])
+
+
+def busy_batch(workload, recipe, training: bool, gpus=None) -> Busy:
+    """The smallest of :func:`candidate_batches` at which none of ``gpus`` (design objects or
+    names; default :data:`BUSY_GPU`) that prices the recipe is bound, with the workload's trace
+    there; the largest candidate where one is still bound there, or where none prices the recipe
+    (a GPU that does not execute its formats is compared with nothing, so it chooses nothing).
+    Bisects the candidates: the largest first, then halving the range between the last bound and
+    the first busy one."""
+    from asicsim.hw.design_files import load_design
+    from asicsim.workloads.pricing import workload_trace
+
+    gpus = [load_design(g) for g in (gpus or [BUSY_GPU])]
+    cands = candidate_batches(int(workload.batch), input_bytes_per_example(workload))
+    if not cands:
+        return Busy(None, None, tuple(g.name for g in gpus))
+    seen: dict[int, tuple] = {}
+
+    def look(i: int) -> tuple:
+        b = cands[i]
+        if b not in seen:
+            trace = workload_trace(workload, recipe, batch=b, training=training)
+            seen[b] = trace, {g.name: gpu_state(trace, g, recipe) for g in gpus}
+        return seen[b]
+
+    last = len(cands) - 1
+    trace, states = look(last)
+    priced = [g for g in gpus if states[g.name] != "unpriced"]
+    if not priced:  # no GPU to keep busy: the largest, as measured
+        return Busy(cands[last], trace, tuple(g.name for g in gpus), states)
+    gpus = priced  # the formats a GPU executes do not depend on the batch
+    names = tuple(g.name for g in gpus)
+
+    def bound(i: int) -> dict:
+        return {n: s for n, s in look(i)[1].items() if s and n in names}
+
+    if bound(last):  # still bound at the largest: no candidate keeps it busy
+        return Busy(cands[last], trace, names, bound(last))
+    lo, hi = -1, last  # cands[hi] keeps every GPU busy; every candidate up to lo binds one
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if bound(mid) else (lo, mid)
+    return Busy(cands[hi], look(hi)[0], names)
 
 
 def input_bytes_per_example(workload) -> float:
@@ -117,40 +201,30 @@ def trace_totals(costs: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def busy_figures(trace: pd.DataFrame | None, batch: int | None, design, recipe, *,
-                 objective: str | None = None) -> dict:
-    """The record keys :data:`BUSY_KEYS` for ``design``: ``trace`` (the workload's trace at
-    ``batch``, the :func:`busy_batch`) priced (systolic schedules mapped for ``objective``, default
-    the mapper's default), totalled; ``{}`` when there is no busy batch."""
-    if trace is None or batch is None:
+def busy_figures(busy: Busy | None, design, recipe, *, objective: str | None = None) -> dict:
+    """The record keys :data:`BUSY_KEYS` for ``design``: the workload's trace at its busy batch
+    (``busy``, :func:`busy_batch`) priced (systolic schedules mapped for ``objective``, default the
+    mapper's default), totalled; ``{}`` when there is no busy batch."""
+    if busy is None or busy.batch is None:
         return {}
     from asicsim.hw.objectives import DEFAULT_OBJECTIVE
     from asicsim.workloads.pricing import trace_costs
 
-    t = trace_totals(trace_costs(trace, design, recipe, objective=objective or DEFAULT_OBJECTIVE))
-    return {"busy_batch": int(batch), **{f"busy_{k}": v for k, v in t.items()}}
+    t = trace_totals(trace_costs(busy.trace, design, recipe, objective=objective or DEFAULT_OBJECTIVE))
+    return {"busy_batch": int(busy.batch), "busy_gpu": ",".join(busy.gpus), **{f"busy_{k}": v for k, v in t.items()}}
 
 
-def busy_family(trace: pd.DataFrame | None, batch: int | None, designs, recipe) -> list[dict]:
+def busy_family(busy: Busy | None, designs, recipe) -> list[dict]:
     """:func:`busy_figures` for every design of one family (:mod:`asicsim.hw.family`), priced in
     one vectorised pass (:func:`asicsim.workloads.pricing.trace_totals_family`)."""
-    if trace is None or batch is None:
+    if busy is None or busy.batch is None:
         return [{} for _ in designs]
     from asicsim.workloads.pricing import trace_totals_family
 
-    tot = trace_totals_family(trace, designs, recipe)
+    tot = trace_totals_family(busy.trace, designs, recipe)
     nan = np.full(len(designs), math.nan)
     keys = ["time_s", "energy_j", "energy_dynamic_j", *SCOPE_ENERGY_KEYS,
             "launch_fraction", "sm_fraction"]
-    return [{"busy_batch": int(batch), **{f"busy_{k}": float(np.asarray(tot.get(k, nan))[i]) for k in keys}}
+    return [{"busy_batch": int(busy.batch), "busy_gpu": ",".join(busy.gpus),
+             **{f"busy_{k}": float(np.asarray(tot.get(k, nan))[i]) for k in keys}}
             for i in range(len(designs))]
-
-
-def busy_trace(workload, recipe, training: bool) -> tuple[pd.DataFrame | None, int | None]:
-    """``workload``'s op trace at its :func:`busy_batch` and that batch; (None, None) where none fits."""
-    from asicsim.workloads.pricing import workload_trace
-
-    b = busy_batch(int(workload.batch), input_bytes_per_example(workload))
-    if b is None:
-        return None, None
-    return workload_trace(workload, recipe, batch=b, training=training), b

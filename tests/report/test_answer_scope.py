@@ -161,6 +161,20 @@ def test_still_bound_at_the_busy_batch_and_occupancy(tmp_path):
             "busy), acc uses 7.2x less energy than g") in _answer(res)
 
 
+def test_the_busy_batch_chosen_for_the_gpu_is_said_so(tmp_path):
+    """Records whose busy_gpu names the GPU compared with (asicsim.system.busy.busy_batch): the batch
+    is the smallest keeping it busy, or the largest priced where it is still bound."""
+    gpu = {**GPU, "launch_fraction": 0.9, "sm_fraction": 0.1}
+    acc = ACC | _busy(_energies(0.5, 0.9, 1.0, 0.45, 0.8, 0.8), 2.0, 4096) | {"busy_gpu": "g"}
+    busy = gpu | _busy(_energies(NAN, 5.04, 7.2, NAN, 4.0, 4.48), 4.0, 4096, launch=0.3, sm=0.6) | {"busy_gpu": "g"}
+    text = _answer(_store(tmp_path / "a", {"bf16": {"acc": acc, "g": busy}}))
+    assert ("At batch 4,096 (128x the workload's 32), the smallest that keeps g busy (launch floor 30 %, 60 % of "
+            "SMs busy), acc uses 7.2x less energy than g") in text
+    bound = gpu | _busy(_energies(NAN, 5.04, 7.2, NAN, 4.0, 4.48), 4.0, 4096, launch=0.6, sm=0.6) | {"busy_gpu": "g"}
+    text = _answer(_store(tmp_path / "b", {"bf16": {"acc": acc, "g": bound}}))
+    assert "At batch 4,096 (128x the workload's 32), the largest priced, where g is still launch-bound" in text
+
+
 # (acc board, acc dynamic board, GPU board, GPU dynamic board, the reason said)
 REASONS = [
     # 500x, the GPU's dynamic energy also 500x: the work itself

@@ -206,7 +206,7 @@ def test_only_training_with_a_failed_point(real, tmp_path):
              "reason": "MemoryError: out of memory"}
     out = _partial(real, tmp_path, lambda rec: rec["kind"] == "train", [bad, crash])
     info = write_report(out, tmp_path / "report.html")
-    assert info["sections"] == list(SECTION_IDS)
+    assert info["sections"] == [s for s in SECTION_IDS if s != "trade"]  # no cost point done: no pick to trade
     # the record an older asicsim wrote for a diverged run (failed, with its step) is a divergence
     assert (info["done"], info["diverged"], info["failed"]) == (2, 1, 1)
     page = html_text(info["html"])
@@ -236,7 +236,7 @@ def test_empty_directory(tmp_path, capsys):
     assert info["html"] == str(tmp_path / "report.html")
     assert info["figures"] == [] and info["points"] == 0
     page = html_text(info["html"])
-    assert all(f'<section id="{s}">' in page for s in SECTION_IDS if s != "failed")
+    assert all(f'<section id="{s}">' in page for s in SECTION_IDS if s not in ("failed", "trade"))
     assert "no spec.toml" in page
     parser = argparse.ArgumentParser()
     report_cli.add_cli(parser.add_subparsers(dest="command"))

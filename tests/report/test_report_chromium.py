@@ -70,8 +70,8 @@ def test_the_answer_is_on_the_first_screen_and_tables_fit(shown):
     # the answer's sentences (the objective, then one per workload and phase) all above the fold
     assert len(p["sentences"]) == 3, p["sentences"]
     assert max(s["bottom"] for s in p["sentences"]) < SCREEN, p["sentences"]
-    # the answer's and the recipes x designs tables: no horizontal scroll, inside the page
-    assert {f["section"] for f in p["fit"]} == {"answer", "summary"}
+    # the answer's, the mapping objective's and the recipes x designs tables: no horizontal scroll, inside the page
+    assert {f["section"] for f in p["fit"]} == {"answer", "trade", "summary"}
     for f in p["fit"]:
         assert f["scroll"] <= f["client"] and f["right"] <= 1400, f
     assert p["page_width"] <= 1400

@@ -14,7 +14,7 @@ from asicsim.emulate.policy import recipes_dir
 from asicsim.emulate.recipes import load_recipe
 from asicsim.report import html
 from asicsim.report.document import Table, fmt
-from asicsim.report.sections import _recipes_toml
+from asicsim.report.reproduce import _recipes_toml
 
 
 @pytest.mark.parametrize(("value", "text"), [
