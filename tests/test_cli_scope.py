@@ -47,6 +47,19 @@ def test_design_lines_say_a_bound_gpu():
     assert compared.design_lines({"acc": ACC}, set()) == []  # one design: nothing to compare
 
 
+def test_a_design_that_cannot_price_every_op_is_not_compared():
+    """A GPU without the recipe's formats has no time or energy: it is named as not compared (it
+    printed "gpu_v100 uses – than gpu_b200, scope unknown and is –"), and a GPU that prices every
+    op is the reference even when listed later."""
+    unpriced = _totals(NAN, NAN, NAN, NAN, NAN, NAN, NAN)
+    lines = compared.design_lines({"old": unpriced, "acc": ACC, "gpu": GPU}, {"old", "gpu"}, "board", "run")
+    assert lines[0].endswith("against gpu:")
+    assert lines[1] == "  old is not compared: it does not price every op (the notes above say why)."
+    assert lines[2].startswith("  acc uses 7.2x less energy than gpu")
+    assert compared.design_lines({"a": unpriced, "b": unpriced}, set()) == [
+        "No design prices every op, so none is compared (the notes above say why)."]
+
+
 def test_cost_prints_its_scope(capsys):
     argv = ["cost", "--design", "dc_bf16_128x128", "--design", "gpu_h100", "--gemm", "256,256,256", "--formats",
             "act=bf16,weight=bf16,acc=fp32"]

@@ -3,6 +3,8 @@ and ``asicsim trace`` end with (:mod:`asicsim.report.scope` says each comparison
 
 from __future__ import annotations
 
+import math
+
 from asicsim.hw.interface import roof
 from asicsim.report.scope import BESIDE, DEFAULT_SCOPE, busy_text, energy_phrase, ratios, why, words
 from asicsim.report.units import compare
@@ -16,12 +18,18 @@ def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "st
     names = list(totals)
     if len(names) < 2:
         return []
-    ref_name = next((n for n in names if n in set(gpus)), names[0])
+    priced = [n for n in names if _priced(totals[n])]
+    if not priced:
+        return ["No design prices every op, so none is compared (the notes above say why)."]
+    ref_name = next((n for n in priced if n in set(gpus)), priced[0])
     ref = totals[ref_name]
     lines = [f"Compared {words(scope)} (--scope; a GPU is measured as a board, {words(BESIDE[scope])} beside it, "
              f"dynamic-only at the same scope), against {ref_name}:"]
     for n in names:
         if n == ref_name:
+            continue
+        if n not in priced:
+            lines.append(f"  {n} is not compared: it does not price every op (the notes above say why).")
             continue
         speed = ratios(totals[n], ref, None)["speedup"]
         text = f"{n} uses {energy_phrase(totals[n], ref, ref_name, scope)} and is {compare(speed, 'faster', 'slower')}."
@@ -29,6 +37,11 @@ def design_lines(totals: dict, gpus, scope: str = DEFAULT_SCOPE, unit: str = "st
         extra = [reason, busy_text(totals[n], ref, n, ref_name, scope, unit, missing, said=reason)]
         lines.append("  " + " ".join([text, *(x for x in extra if x)]))
     return lines
+
+
+def _priced(total) -> bool:
+    """Whether a design's summed figures are numbers (a design that cannot run an op has none)."""
+    return all(math.isfinite(float(total.get(k, math.nan))) for k in ("time_s", "energy_j"))
 
 
 def _gpu_names(designs) -> set[str]:
