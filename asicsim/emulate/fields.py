@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.formats import MAX_BLOCK_SIZE
 from asicsim.numerics.rounding import ALLOWED as ROUNDINGS
 from asicsim.numerics.rounding import Rounding, parse_rounding
 
@@ -121,6 +122,9 @@ def role_fields(spec) -> tuple[dict, Problems]:
     scaling = fixed["scaling"] = _enum(RoleScaling, "scaling", spec.scaling, out)
     fixed["amax_compute"] = _enum(AmaxCompute, "amax_compute", spec.amax_compute, out)
     bs = spec.block_size
+    tile = _tile_fields(spec, scaling, out)
+    if tile:
+        fixed["tile"], fixed["block_size"] = tile, bs = tile, tile[0]
     if scaling == RoleScaling.BLOCK and not (_int(bs) and bs >= 1):
         out.append(("block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
     elif scaling != RoleScaling.BLOCK and bs is not None:
@@ -144,6 +148,26 @@ def role_fields(spec) -> tuple[dict, Problems]:
     elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
         out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
     return fixed, out
+
+
+def _tile_fields(spec, scaling, out: Problems) -> tuple[int, int] | None:
+    """The normalised 2-D tile of ``scaling = "block"`` (elements along the contraction, lines
+    across it), or None (absent, or a problem added to ``out``)."""
+    tile = spec.tile
+    if tile is None:
+        return None
+    allowed = ("[elements along the contraction, lines across it]: two integers in 1 .. "
+               f"{MAX_BLOCK_SIZE}, e.g. [128, 128] (DeepSeek-V3's weight tiles)")
+    if scaling != RoleScaling.BLOCK:
+        out.append(("tile", tile, "only with scaling = 'block'"))
+    elif not (isinstance(tile, (list, tuple)) and len(tile) == 2 and all(_int(t) and 1 <= t <= MAX_BLOCK_SIZE
+                                                                          for t in tile)):
+        out.append(("tile", tile, allowed))
+    elif spec.block_size is not None and spec.block_size != tile[0]:
+        out.append(("block_size", spec.block_size, f"absent or {tile[0]} (the tile's first size) with tile = {list(tile)}"))
+    else:
+        return int(tile[0]), int(tile[1])
+    return None
 
 
 def _group_fields(spec, scaling, rounding, out: Problems) -> dict:

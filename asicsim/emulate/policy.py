@@ -99,7 +99,9 @@ def _settle(obj, fixed: dict, problems: list, what: str) -> None:
 class RoleSpec:
     """How one role's tensors are rounded: onto ``format`` with ``rounding``, after ``scaling``
     (``tensor``: per-tensor current amax; ``channel``: per output channel (last axis);
-    ``block``: per ``block_size`` elements along the last axis; ``group``: integer codes per
+    ``block``: per ``block_size`` elements along the last axis (a GEMM operand: along its
+    contraction), or per 2-D ``tile`` of (elements along the contraction, lines across it), as
+    DeepSeek-V3's 128x128 weight tiles; ``group``: integer codes per
     ``group_size`` elements along the GEMM's contraction with a ``scale_format`` scale and, with
     ``zero_point``, a zero point (GPTQ/AWQ weights, :mod:`asicsim.numerics.group_quant`); ``delayed``: per tensor from an amax
     history, kept by the training loop (:mod:`asicsim.emulate.training`); ``static``: per tensor
@@ -120,6 +122,7 @@ class RoleSpec:
     group_size: int | None = None  # scaling = "group" only: elements per group along the contraction
     zero_point: bool = False  # scaling = "group": asymmetric (uint codes, a zero point per group)
     scale_format: str | None = None  # scaling = "group": fp32 (default) | fp16 | bf16 | e8m0
+    tile: tuple[int, int] | None = None  # scaling = "block": 2-D tiles (along the contraction, across it)
 
     def __post_init__(self) -> None:
         _settle(self, *role_fields(self), "RoleSpec")

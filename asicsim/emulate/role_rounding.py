@@ -17,7 +17,7 @@ from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_scale import quantize_static
 from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
-from asicsim.numerics.scaling import amax_bits
+from asicsim.numerics.scaling import Scaling, amax_bits
 
 
 def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
@@ -50,6 +50,9 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
         kw["scaling"] = "channel"
+    elif spec.scaling == "block" and spec.tile is not None:  # 2-D tiles: along the axis x across it
+        kw["scaling"] = Scaling(granularity="block", axis=-1 if axis is None else int(axis),
+                                block_size=spec.tile[0], across=spec.tile[1])
     elif spec.scaling == "block":
         kw["block_size"] = spec.block_size
         kw["axis"] = -1 if axis is None else axis
