@@ -143,11 +143,32 @@ def role_fields(spec) -> tuple[dict, Problems]:
     if spec.saturate is not None and not isinstance(spec.saturate, bool):
         out.append(("saturate", spec.saturate, "true or false (absent: the format's convention)"))
     fixed.update(_group_fields(spec, scaling, fixed.get("rounding"), out))
+    _rotation_fields(spec, scaling, out)
     if not (_int(spec.margin) and 0 <= spec.margin <= MAX_MARGIN):
         out.append(("margin", spec.margin, f"an integer in 0 .. {MAX_MARGIN}"))
     elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
         out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
     return fixed, out
+
+
+def _rotation_fields(spec, scaling, out: Problems) -> None:
+    """Checks of ``rotation`` (a power of two) and ``rotation_seed`` (an integer >= 0, only with
+    a rotation); delayed, static and group scaling keep unrotated tensors (their amax history,
+    calibration and exported codes are of the tensor itself)."""
+    from asicsim.numerics.rotation import MAX_ROTATION
+
+    n, seed = spec.rotation, spec.rotation_seed
+    if n is not None:
+        if not (_int(n) and 2 <= n <= MAX_ROTATION and not n & (n - 1)):
+            out.append(("rotation", n, f"a power of two in 2 .. {MAX_ROTATION} (the Hadamard block along the "
+                                       "contraction, e.g. 16 as Transformer Engine's NVFP4 wgrad), or absent"))
+        if scaling in (RoleScaling.DELAYED, RoleScaling.STATIC, RoleScaling.GROUP):
+            out.append(("rotation", n, "with scaling = none | tensor | channel | block (delayed, static and group "
+                                       "scales are of the unrotated tensor)"))
+    if not (_int(seed) and seed >= 0):
+        out.append(("rotation_seed", seed, "an integer >= 0"))
+    elif seed and n is None:
+        out.append(("rotation_seed", seed, "only with rotation"))
 
 
 def _tile_fields(spec, scaling, out: Problems) -> tuple[int, int] | None:

@@ -43,7 +43,7 @@ def _data(shape, seed):
     return x
 
 
-@pytest.mark.parametrize("shape", [(256, 384), (200, 130)])
+@pytest.mark.parametrize("shape", [(256, 384), pytest.param((200, 130), marks=pytest.mark.slow)])
 def test_weight_tiles_are_deepseek_128x128_blocks(shape):
     """A Dense kernel (in, out) contracted along axis 0: 128x128 tiles, for the forward GEMM
     (contraction axis 0) and the dgrad GEMM (contraction axis 1) alike."""
@@ -55,7 +55,7 @@ def test_weight_tiles_are_deepseek_128x128_blocks(shape):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.parametrize("shape", [(16, 384), (7, 200)])
+@pytest.mark.parametrize("shape", [(16, 384), pytest.param((7, 200), marks=pytest.mark.slow)])
 def test_activation_tiles_are_deepseek_1x128(shape):
     """Activations (tokens, channels) contracted along the channels: one scale per token per 128
     channels; the wgrad GEMM contracts over tokens: 128x1 tiles."""

@@ -193,7 +193,8 @@ def test_nvfp4_non_finite_makes_the_tensor_nan(bad):
     assert np.isnan(np.asarray(quantize(x, "nvfp4"))).all()
 
 
-@pytest.mark.parametrize("scale", ["float8_e4m3fn", "bfloat16", pytest.param("float32", marks=pytest.mark.slow),
+@pytest.mark.parametrize("scale", ["float8_e4m3fn", pytest.param("bfloat16", marks=pytest.mark.slow),
+                                   pytest.param("float32", marks=pytest.mark.slow),
                                    pytest.param("float16", marks=pytest.mark.slow)])
 def test_block_scale_formats_are_any_float_format(scale):
     """fp8 E4M3 elements in blocks of 32 under an E4M3, bf16, fp32 or (with a tensor scale) fp16
