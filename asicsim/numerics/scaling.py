@@ -652,7 +652,8 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
 
 def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     """Scale of each group as ``quantize`` picks it: int32 exponents for power-of-two scales
-    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales. ``axis``,
+    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales and for the
+    block scales of two-level formats (NVFP4's E4M3 values; NaN for a NaN/inf group). ``axis``,
     ``scaling``: as for ``quantize``."""
     from .catalog import get_format
     from .inputs import real_input
