@@ -122,9 +122,11 @@ def role_fields(spec) -> tuple[dict, Problems]:
     scaling = fixed["scaling"] = _enum(RoleScaling, "scaling", spec.scaling, out)
     fixed["amax_compute"] = _enum(AmaxCompute, "amax_compute", spec.amax_compute, out)
     bs = spec.block_size
-    tile = _tile_fields(spec, scaling, out)
+    tile = _tile_fields(spec, scaling, fmt is not None and fmt.kind == "block", out)
     if tile:
-        fixed["tile"], fixed["block_size"] = tile, bs = tile, tile[0]
+        fixed["tile"] = tile
+    if tile and scaling == RoleScaling.BLOCK:
+        fixed["block_size"] = bs = tile[0]
     if scaling == RoleScaling.BLOCK and not (_int(bs) and bs >= 1):
         out.append(("block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
     elif scaling != RoleScaling.BLOCK and bs is not None:
@@ -171,16 +173,16 @@ def _rotation_fields(spec, scaling, out: Problems) -> None:
         out.append(("rotation_seed", seed, "only with rotation"))
 
 
-def _tile_fields(spec, scaling, out: Problems) -> tuple[int, int] | None:
-    """The normalised 2-D tile of ``scaling = "block"`` (elements along the contraction, lines
-    across it), or None (absent, or a problem added to ``out``)."""
+def _tile_fields(spec, scaling, block_format: bool, out: Problems) -> tuple[int, int] | None:
+    """The normalised 2-D tile of ``scaling = "block"`` or of a block format's blocks (elements
+    along the contraction, lines across it), or None (absent, or a problem added to ``out``)."""
     tile = spec.tile
     if tile is None:
         return None
     allowed = ("[elements along the contraction, lines across it]: two integers in 1 .. "
                f"{MAX_BLOCK_SIZE}, e.g. [128, 128] (DeepSeek-V3's weight tiles)")
-    if scaling != RoleScaling.BLOCK:
-        out.append(("tile", tile, "only with scaling = 'block'"))
+    if scaling != RoleScaling.BLOCK and not (block_format and scaling == RoleScaling.NONE):
+        out.append(("tile", tile, "only with scaling = 'block', or with a block format (e.g. nvfp4: [16, 16])"))
     elif not (isinstance(tile, (list, tuple)) and len(tile) == 2 and all(_int(t) and 1 <= t <= MAX_BLOCK_SIZE
                                                                           for t in tile)):
         out.append(("tile", tile, allowed))

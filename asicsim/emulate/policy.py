@@ -124,7 +124,7 @@ class RoleSpec:
     group_size: int | None = None  # scaling = "group" only: elements per group along the contraction
     zero_point: bool = False  # scaling = "group": asymmetric (uint codes, a zero point per group)
     scale_format: str | None = None  # scaling = "group": fp32 (default) | fp16 | bf16 | e8m0
-    tile: tuple[int, int] | None = None  # scaling = "block": 2-D tiles (along the contraction, across it)
+    tile: tuple[int, int] | None = None  # scaling = "block" or a block format: 2-D tiles (along the contraction, across)
     rotation: int | None = None  # a seeded random Hadamard rotation of this size along the contraction
     rotation_seed: int = 0  # the rotation's random signs
 

@@ -19,7 +19,7 @@ from asicsim.numerics.fp32_scale import quantize_static
 from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
 from asicsim.numerics.rotation import hadamard_rotate
-from asicsim.numerics.scaling import Scaling, amax_bits
+from asicsim.numerics.scaling import Scaling, amax_bits, resolve_scaling
 
 
 def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
@@ -60,6 +60,12 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     elif spec.scaling == "block":
         kw["block_size"] = spec.block_size
         kw["axis"] = -1 if axis is None else axis
+    elif spec.spec.kind == "block" and spec.tile is not None:  # the format's blocks as 2-D tiles
+        element, plan = resolve_scaling(spec.spec, axis=-1 if axis is None else int(axis))
+        plan = dataclasses.replace(plan, block_size=spec.tile[0], across=spec.tile[1], granularity="block")
+        sat = True if spec.saturate is None else spec.saturate  # block formats' elements saturate
+        y = quantize(x.astype(jnp.float32), element, spec.rounding, saturate=sat, words=words, scaling=plan)
+        return y.astype(x.dtype)
     elif spec.spec.kind == "block" and axis is not None:
         kw["axis"] = axis
     y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)

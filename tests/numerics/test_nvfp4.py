@@ -267,6 +267,31 @@ def test_two_level_formats_have_no_codes_through_encode():
             call()
 
 
+@pytest.mark.slow  # compiles five operand layouts: ~12 s on 2 busy cores
+def test_nvfp4_recipe_is_te_nvfp4_block_scaling():
+    """The shipped ``nvfp4`` recipe: a Dense kernel (in, out), contracted along axis 0 forward and
+    axis 1 for dgrad, rounds bit for bit as TE's 2-D (16x16) weight quantization of its (out, in)
+    matrix; activations per 1x16 block; the wgrad operands rotated (16) and gradients rounded
+    stochastically (TE's NVFP4BlockScaling defaults)."""
+    import jax.numpy as jnp
+
+    from asicsim.emulate import load_recipe, round_role
+
+    pol = load_recipe("nvfp4")
+    w = np.random.default_rng(5).standard_normal((64, 48)).astype(F32)
+    codes, scales, amax, _ = te_quantize(np.ascontiguousarray(w.T), tile_len_y=16)
+    want = te_dequantize(codes, scales, amax).T
+    for axis in (0, 1):
+        got = np.asarray(round_role(jnp.asarray(w), pol["weight"], axis=axis))
+        assert np.array_equal(got, want)  # by value: TE's table writes +0 for a scaled -0.0
+    x = np.random.default_rng(6).standard_normal((32, 64)).astype(F32)
+    codes, scales, amax, _ = te_quantize(x)
+    assert np.array_equal(np.asarray(round_role(jnp.asarray(x), pol["act"], axis=1)), te_dequantize(codes, scales, amax))
+    roles = {r: pol.role(r) for r in ("act_dw", "grad_dw", "grad_dx", "weight_dx")}
+    assert roles["act_dw"].rotation == roles["grad_dw"].rotation == 16 and roles["grad_dx"].rotation is None
+    assert roles["grad_dw"].rounding == roles["grad_dx"].rounding == "sr" and roles["weight_dx"].tile == (16, 16)
+
+
 def test_nvfp4_catalog_entry():
     fmt = get_format("nvfp4")
     assert (fmt.element.name, fmt.scale.name, fmt.block_size, fmt.tensor_scale.name) == (
