@@ -67,6 +67,7 @@ def test_activation_tiles_are_deepseek_1x128(shape):
     np.testing.assert_array_equal(got_t.view(np.uint32), deepseek_tiles(x, 128, 1).view(np.uint32))
 
 
+@pytest.mark.slow  # ~15 s on 2 busy cores; test_every_training_recipe_trains_a_tiny_mlp runs it by default
 def test_deepseek_recipe_runs_a_small_mlp_in_emulation():
     """The forward GEMM's result is bf16(q(x) @ q(W)) with the published tiles (fp32 accumulation:
     compared within one bf16 ulp of the float64 product of the oracle's operands); the gradients
@@ -79,7 +80,7 @@ def test_deepseek_recipe_runs_a_small_mlp_in_emulation():
     def layer(w, x):
         return x @ w
 
-    got = np.asarray(emulate(layer, "fp8_deepseek_v3")(params["w1"], x), np.float64)
+    got = np.asarray(jax.jit(emulate(layer, "fp8_deepseek_v3"))(params["w1"], x), np.float64)
     qx = deepseek_tiles(np.asarray(x), 1, 128).astype(np.float64)
     qw = deepseek_tiles(np.asarray(params["w1"]), 128, 128).astype(np.float64)
     exact = qx @ qw

@@ -71,12 +71,12 @@ def test_rotation_spreads_outliers_and_cuts_the_rounding_error():
     rotated = np.asarray(hadamard_rotate(x, 256, 0, axis=1))
     crest = np.abs(x).max(axis=1) / np.sqrt((x**2).mean(axis=1))
     crest_rot = np.abs(rotated).max(axis=1) / np.sqrt((rotated**2).mean(axis=1))
-    assert np.median(crest) > 14 and np.median(crest_rot) < 5  # measured: 15.9 and ~3.3
+    assert np.median(crest) > 14 and np.median(crest_rot) < 3  # measured: 15.5 and 1.74
     plain = RoleSpec(format="int4", scaling="channel")
     rot = RoleSpec(format="int4", scaling="channel", rotation=256, rotation_seed=3)
     err = np.linalg.norm(np.asarray(jax.jit(lambda v: round_role(v, plain, axis=1))(x)) - x)
     err_rot = np.linalg.norm(np.asarray(jax.jit(lambda v: round_role(v, rot, axis=1))(x)) - x)
-    assert err_rot < 0.5 * err, (err_rot, err)
+    assert err_rot < 0.5 * err, (err_rot, err)  # measured: 45.8 against 115.5 (0.40x)
 
 
 @pytest.mark.slow  # compiles the fp8 block rounding for six operand layouts: ~8 s on 2 busy cores
