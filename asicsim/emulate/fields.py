@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from asicsim.numerics import FormatError, get_format
+from asicsim.numerics.formats import MAX_BLOCK_SIZE
 from asicsim.numerics.rounding import ALLOWED as ROUNDINGS
 from asicsim.numerics.rounding import Rounding, parse_rounding
 
@@ -121,6 +122,11 @@ def role_fields(spec) -> tuple[dict, Problems]:
     scaling = fixed["scaling"] = _enum(RoleScaling, "scaling", spec.scaling, out)
     fixed["amax_compute"] = _enum(AmaxCompute, "amax_compute", spec.amax_compute, out)
     bs = spec.block_size
+    tile = _tile_fields(spec, scaling, fmt is not None and fmt.kind == "block", out)
+    if tile:
+        fixed["tile"] = tile
+    if tile and scaling == RoleScaling.BLOCK:
+        fixed["block_size"] = bs = tile[0]
     if scaling == RoleScaling.BLOCK and not (_int(bs) and bs >= 1):
         out.append(("block_size", bs, "an integer >= 1 (required by scaling = 'block')"))
     elif scaling != RoleScaling.BLOCK and bs is not None:
@@ -139,11 +145,52 @@ def role_fields(spec) -> tuple[dict, Problems]:
     if spec.saturate is not None and not isinstance(spec.saturate, bool):
         out.append(("saturate", spec.saturate, "true or false (absent: the format's convention)"))
     fixed.update(_group_fields(spec, scaling, fixed.get("rounding"), out))
+    _rotation_fields(spec, scaling, out)
     if not (_int(spec.margin) and 0 <= spec.margin <= MAX_MARGIN):
         out.append(("margin", spec.margin, f"an integer in 0 .. {MAX_MARGIN}"))
     elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
         out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
     return fixed, out
+
+
+def _rotation_fields(spec, scaling, out: Problems) -> None:
+    """Checks of ``rotation`` (a power of two) and ``rotation_seed`` (an integer >= 0, only with
+    a rotation); delayed, static and group scaling keep unrotated tensors (their amax history,
+    calibration and exported codes are of the tensor itself)."""
+    from asicsim.numerics.rotation import MAX_ROTATION
+
+    n, seed = spec.rotation, spec.rotation_seed
+    if n is not None:
+        if not (_int(n) and 2 <= n <= MAX_ROTATION and not n & (n - 1)):
+            out.append(("rotation", n, f"a power of two in 2 .. {MAX_ROTATION} (the Hadamard block along the "
+                                       "contraction, e.g. 16 as Transformer Engine's NVFP4 wgrad), or absent"))
+        if scaling in (RoleScaling.DELAYED, RoleScaling.STATIC, RoleScaling.GROUP):
+            out.append(("rotation", n, "with scaling = none | tensor | channel | block (delayed, static and group "
+                                       "scales are of the unrotated tensor)"))
+    if not (_int(seed) and seed >= 0):
+        out.append(("rotation_seed", seed, "an integer >= 0"))
+    elif seed and n is None:
+        out.append(("rotation_seed", seed, "only with rotation"))
+
+
+def _tile_fields(spec, scaling, block_format: bool, out: Problems) -> tuple[int, int] | None:
+    """The normalised 2-D tile of ``scaling = "block"`` or of a block format's blocks (elements
+    along the contraction, lines across it), or None (absent, or a problem added to ``out``)."""
+    tile = spec.tile
+    if tile is None:
+        return None
+    allowed = ("[elements along the contraction, lines across it]: two integers in 1 .. "
+               f"{MAX_BLOCK_SIZE}, e.g. [128, 128] (DeepSeek-V3's weight tiles)")
+    if scaling != RoleScaling.BLOCK and not (block_format and scaling == RoleScaling.NONE):
+        out.append(("tile", tile, "only with scaling = 'block', or with a block format (e.g. nvfp4: [16, 16])"))
+    elif not (isinstance(tile, (list, tuple)) and len(tile) == 2 and all(_int(t) and 1 <= t <= MAX_BLOCK_SIZE
+                                                                          for t in tile)):
+        out.append(("tile", tile, allowed))
+    elif spec.block_size is not None and spec.block_size != tile[0]:
+        out.append(("block_size", spec.block_size, f"absent or {tile[0]} (the tile's first size) with tile = {list(tile)}"))
+    else:
+        return int(tile[0]), int(tile[1])
+    return None
 
 
 def _group_fields(spec, scaling, rounding, out: Problems) -> dict:

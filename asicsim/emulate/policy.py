@@ -99,7 +99,11 @@ def _settle(obj, fixed: dict, problems: list, what: str) -> None:
 class RoleSpec:
     """How one role's tensors are rounded: onto ``format`` with ``rounding``, after ``scaling``
     (``tensor``: per-tensor current amax; ``channel``: per output channel (last axis);
-    ``block``: per ``block_size`` elements along the last axis; ``group``: integer codes per
+    ``block``: per ``block_size`` elements along the last axis (a GEMM operand: along its
+    contraction), or per 2-D ``tile`` of (elements along the contraction, lines across it), as
+    DeepSeek-V3's 128x128 weight tiles; ``rotation``: the tensor is rotated by a seeded random
+    Hadamard transform of blocks of ``rotation`` elements along the contraction before rounding
+    and rotated back after (:mod:`asicsim.numerics.rotation`); ``group``: integer codes per
     ``group_size`` elements along the GEMM's contraction with a ``scale_format`` scale and, with
     ``zero_point``, a zero point (GPTQ/AWQ weights, :mod:`asicsim.numerics.group_quant`); ``delayed``: per tensor from an amax
     history, kept by the training loop (:mod:`asicsim.emulate.training`); ``static``: per tensor
@@ -120,6 +124,9 @@ class RoleSpec:
     group_size: int | None = None  # scaling = "group" only: elements per group along the contraction
     zero_point: bool = False  # scaling = "group": asymmetric (uint codes, a zero point per group)
     scale_format: str | None = None  # scaling = "group": fp32 (default) | fp16 | bf16 | e8m0
+    tile: tuple[int, int] | None = None  # scaling = "block" or a block format: 2-D tiles (along the contraction, across)
+    rotation: int | None = None  # a seeded random Hadamard rotation of this size along the contraction
+    rotation_seed: int = 0  # the rotation's random signs
 
     def __post_init__(self) -> None:
         _settle(self, *role_fields(self), "RoleSpec")
@@ -136,7 +143,8 @@ class RoleSpec:
     @property
     def is_identity(self) -> bool:
         """fp32 with round-to-nearest: the emulation may skip rounding (float32 is the carrier)."""
-        return self.spec.name == "float32" and self.rounding == "rne" and self.scaling == "none"
+        return (self.spec.name == "float32" and self.rounding == "rne" and self.scaling == "none"
+                and self.rotation is None)
 
 
 @dataclass(frozen=True)

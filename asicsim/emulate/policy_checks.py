@@ -65,8 +65,15 @@ def policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
     out += _format_problems(roles, edges, pol.layers)
     out += calibration_problems(pol.calibration_method, pol.calibration_percentile, pol.calibration_granularity,
                                 pol.calibration_bins)
-    return out + _history_problems([(f"roles.{r}", s) for r, s in roles]
-                                   + [(f"first_last.{r}", s) for r, s in edges] + rules)
+    named = [(f"roles.{r}", s) for r, s in roles] + [(f"first_last.{r}", s) for r, s in edges] + rules
+    out += [(f"{path}.rotation", s.rotation, f"only on a GEMM operand role ({', '.join(OPERAND_ROLES)}): "
+             "the rotation runs along the GEMM's contraction") for path, s in named
+            if s.rotation is not None and path.rsplit(".", 1)[-1] not in OPERAND_ROLES]
+    return out + _history_problems(named)
+
+
+#: the roles of GEMM operands, which a Hadamard rotation along the contraction may apply to
+OPERAND_ROLES = ("weight", "act", "grad", "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw")
 
 
 def normal_rule(rule):

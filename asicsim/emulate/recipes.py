@@ -4,8 +4,12 @@
 Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 
 ``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
-                    saturate, margin, amax_compute, group_size, zero_point, scale_format}``; ``scaling``
-                    is none | tensor | channel | block | delayed | static | group (``group_size``,
+                    saturate, margin, amax_compute, group_size, zero_point, scale_format, tile,
+                    rotation, rotation_seed}``; ``scaling``
+                    is none | tensor | channel | block | delayed | static | group (``tile`` = [r, c]:
+                    block only, 2-D tiles of r elements along the contraction by c across it;
+                    ``rotation`` = n: a random Hadamard rotation of n-element blocks along the
+                    contraction before rounding, undone after, signs from ``rotation_seed``; ``group_size``,
                     ``zero_point``, ``scale_format`` = fp32 | fp16 | bf16 | e8m0: group only, integer
                     codes per group along the contraction, GPTQ/AWQ weights; ``amax_history``, ``amax_compute`` = max | most_recent:
                     delayed only, the same for all delayed roles; ``margin``: delayed or static,
@@ -60,7 +64,7 @@ from asicsim.emulate.policy import (
 )
 
 _ROLE_KEYS = ("format", "rounding", "scaling", "block_size", "amax_history", "amax_compute", "saturate", "margin",
-              "group_size", "zero_point", "scale_format")
+              "group_size", "zero_point", "scale_format", "tile", "rotation", "rotation_seed")
 _CALIBRATION_KEYS = {"batches": "calibration_batches", "method": "calibration_method",
                      "percentile": "calibration_percentile", "granularity": "calibration_granularity",
                      "bins": "calibration_bins"}

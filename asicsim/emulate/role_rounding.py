@@ -3,6 +3,7 @@ static estimates, stochastic rounding's seed words (:func:`round_role`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax
@@ -17,7 +18,8 @@ from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_scale import quantize_static
 from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
-from asicsim.numerics.scaling import amax_bits
+from asicsim.numerics.rotation import hadamard_rotate
+from asicsim.numerics.scaling import Scaling, amax_bits, resolve_scaling
 
 
 def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
@@ -36,6 +38,8 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     """
     if spec is None or spec.is_identity:
         return x
+    if spec.rotation is not None:
+        return _round_rotated(x, spec, axis, key=key, amax=amax, words=words)
     if spec.scaling == "group":  # integer codes per group along the contraction (GPTQ/AWQ weights)
         return round_group(x, spec, axis)
     if spec.scaling == "channel" and axis is not None:
@@ -50,13 +54,40 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
         kw["scaling"] = "tensor"
     elif spec.scaling == "channel":
         kw["scaling"] = "channel"
+    elif spec.scaling == "block" and spec.tile is not None:  # 2-D tiles: along the axis x across it
+        kw["scaling"] = Scaling(granularity="block", axis=-1 if axis is None else int(axis),
+                                block_size=spec.tile[0], across=spec.tile[1])
     elif spec.scaling == "block":
         kw["block_size"] = spec.block_size
         kw["axis"] = -1 if axis is None else axis
+    elif spec.spec.kind == "block" and spec.tile is not None:  # the format's blocks as 2-D tiles
+        element, plan = resolve_scaling(spec.spec, axis=-1 if axis is None else int(axis))
+        plan = dataclasses.replace(plan, block_size=spec.tile[0], across=spec.tile[1], granularity="block")
+        sat = True if spec.saturate is None else spec.saturate  # block formats' elements saturate
+        y = quantize(x.astype(jnp.float32), element, spec.rounding, saturate=sat, words=words, scaling=plan)
+        return y.astype(x.dtype)
     elif spec.spec.kind == "block" and axis is not None:
         kw["axis"] = axis
     y = quantize(x.astype(jnp.float32), spec.format, spec.rounding, saturate=spec.saturate, words=words, **kw)
     return y.astype(x.dtype)
+
+
+def _round_rotated(x, spec: RoleSpec, axis, **kw) -> jax.Array:
+    """``round_role`` of ``x R`` times ``R^T``: ``R`` the role's random Hadamard rotation along the
+    contraction ``axis`` (axes: flattened in order; None: the last axis), which the rounding then
+    scales along as it would ``x``'s (block and channel scaling keep their meaning)."""
+    axes = (-1,) if axis is None else (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(int(a) % x.ndim for a in axes) if x.ndim else ()
+    if not axes:
+        raise ValueError(f"rotation = {spec.rotation}: a 0-d tensor has no contraction axis to rotate along")
+    keep = [i for i in range(x.ndim) if i not in axes]
+    moved = jnp.transpose(x, [*keep, *axes])
+    flat = moved.reshape(*moved.shape[:len(keep)], -1)
+    plain = dataclasses.replace(spec, rotation=None, rotation_seed=0)
+    rotated = hadamard_rotate(flat, spec.rotation, spec.rotation_seed, axis=-1)
+    y = round_role(rotated, plain, axis=len(keep), **kw)
+    back = hadamard_rotate(y, spec.rotation, spec.rotation_seed, axis=-1, inverse=True)
+    return jnp.transpose(back.reshape(moved.shape), np.argsort([*keep, *axes])).astype(x.dtype)
 
 
 def _round_per_channel(x, spec: RoleSpec, axis, **kw) -> jax.Array:
@@ -170,8 +201,10 @@ def _amax(x) -> jax.Array:
 
 
 def _blocked(spec: RoleSpec | None) -> bool:
-    """Whether rounding by ``spec`` depends on the axis (block scaling, an MX block format)."""
-    return spec is not None and not spec.is_identity and (spec.scaling == "block" or spec.spec.kind == "block")
+    """Whether rounding by ``spec`` depends on the axis (block scaling, an MX block format, a
+    rotation along the contraction)."""
+    return spec is not None and not spec.is_identity and (
+        spec.scaling == "block" or spec.spec.kind == "block" or spec.rotation is not None)
 
 
 def _stochastic(spec: RoleSpec | None) -> bool:

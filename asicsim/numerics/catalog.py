@@ -34,7 +34,7 @@ _FIXED_RE = re.compile(r"^(?P<u>u?)q(?P<i>\d+)\.(?P<f>\d+)$")
 
 _FLOAT_KEYS = {"exp_bits", "man_bits", "bias", "nan", "signed", "subnormals", "has_zero", "saturate"}
 _INT_KEYS = {"bits", "signed", "frac_bits", "symmetric", "saturate"}
-_BLOCK_KEYS = {"element", "scale", "block_size", "scale_rule"}
+_BLOCK_KEYS = {"element", "scale", "block_size", "scale_rule", "tensor_scale"}
 _COMMON_KEYS = {"name", "aliases", "kind", "spec", "description", "source"}
 
 
@@ -150,6 +150,11 @@ def _block_from_table(table, name, params, extra, where, resolve) -> BlockFormat
     if not isinstance(scale, str):
         raise FormatError(f"field 'scale' = {scale!r}; allowed: a format name such as 'e8m0fnu'")
     scale = resolve(scale)
+    tensor_scale = params.pop("tensor_scale", None)
+    if tensor_scale is not None and not isinstance(tensor_scale, str):
+        raise FormatError(f"field 'tensor_scale' = {tensor_scale!r}; allowed: a format name such as 'float32'")
+    if tensor_scale is not None:
+        params["tensor_scale"] = resolve(tensor_scale)
     if params.get("block_size") == "tensor":  # TOML has no null: one scale per tensor
         params["block_size"] = None
     return BlockFormat(name=name, element=element, scale=scale, **params, **extra)

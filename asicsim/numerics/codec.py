@@ -156,6 +156,7 @@ def encode(x, fmt: str | Format, rounding="rne", *, key=None, saturate=None, axi
     x = real_input(x, "encode")
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
+        _no_two_level_codes(spec, "encode to")
         return _encode_block(x, spec, rounding, key=key, saturate=saturate, axis=axis)
     values = quantize(x, spec, rounding, key=key, saturate=saturate)  # NaNs carry their sign
     if not (spec.kind == "float" and spec.has_nan):
@@ -185,6 +186,7 @@ def decode(codes, fmt: str | Format, *, scales=None, shape=None, axis=None) -> j
     ValueError (they used to wrap modulo ``2**bits``)."""
     spec = get_format(fmt)
     if isinstance(spec, BlockFormat):
+        _no_two_level_codes(spec, "decoding")
         if scales is None:
             raise ValueError(f"decoding {spec.name!r} needs scales= (the second output of encode)")
         scales = code_input(scales, spec.scale.bits, spec.name, "scale codes")
@@ -205,6 +207,15 @@ def _encode_float_jit(values: jax.Array, spec: FloatFormat) -> jax.Array:
 def _decode_float_jit(codes: jax.Array, spec: FloatFormat) -> jax.Array:
     bits = decode_float_bits(jnp, F32, codes.astype(jnp.uint32), spec)
     return jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _no_two_level_codes(spec: BlockFormat, what: str) -> None:
+    """Codes of a two-level block format need its tensor scale too: not written by ``encode``."""
+    if spec.two_level:
+        raise ValueError(f"{what} {spec.name!r}: a two-level block format (block scales in "
+                         f"{spec.scale.name}{', a tensor scale' if spec.tensor_scale else ''}) has no encode/decode; "
+                         "asicsim.numerics.two_level.two_level_parts(x, fmt) gives its element values, block "
+                         "scales and tensor amax (encode each onto its own format)")
 
 
 def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):

@@ -311,12 +311,16 @@ class IntFormat:
 
 @dataclass(frozen=True, kw_only=True)
 class BlockFormat:
-    """Elements in ``element`` format sharing one power-of-two scale per block.
+    """Elements in ``element`` format sharing one scale per block.
 
     ``block_size=None`` shares the scale over the whole tensor (Flexpoint). ``scale`` is the
-    format that stores the shared exponent (``float8_e8m0fnu`` for OCP MX). ``scale_rule`` picks
-    the exponent: ``floor`` is OCP MX v1.0 (floor(log2(amax)) - emax_elem), ``up`` never
-    saturates (ceil(log2(amax / max_elem))), ``nearest`` rounds log2(amax / max_elem).
+    format that stores the block scale: a pure exponent (``float8_e8m0fnu`` for OCP MX), whose
+    exponent ``scale_rule`` picks (``floor`` is OCP MX v1.0, floor(log2(amax)) - emax_elem; ``up``
+    never saturates, ceil(log2(amax / max_elem)); ``nearest`` rounds log2(amax / max_elem)), or
+    any float format (E4M3, bf16, fp32): the scale is ``amax / max_elem`` rounded onto it.
+    ``tensor_scale`` (a float format, e.g. float32) adds a second level, one scale per tensor
+    above the block scales, as NVFP4 does (:mod:`asicsim.numerics.two_level` says how both are
+    computed: Transformer Engine's NVFP4 quantizer, bit for bit).
     """
 
     name: str
@@ -324,6 +328,7 @@ class BlockFormat:
     scale: FloatFormat
     block_size: int | None = 32
     scale_rule: Literal["floor", "up", "nearest"] = "floor"
+    tensor_scale: FloatFormat | None = None
     description: str = field(default="", compare=False)
     source: str = field(default="", compare=False)
 
@@ -347,11 +352,20 @@ class BlockFormat:
                 f"block format {self.name!r}: scale_rule={self.scale_rule!r} "
                 "(allowed 'floor', 'up', 'nearest')"
             )
-        if self.scale.man_bits != 0:
-            raise FormatError(
-                f"block format {self.name!r}: scale format {self.scale.name!r} must be a pure "
-                "exponent (man_bits=0), e.g. float8_e8m0fnu"
-            )
+        if self.tensor_scale is not None and not isinstance(self.tensor_scale, FloatFormat):
+            raise FormatError(f"{what}: field 'tensor_scale' = {_spec_name(self.tensor_scale)}; allowed: a "
+                              "float format (e.g. float32), or absent")
+        if self.tensor_scale is not None and not self.element.max * self.scale.max < _FLOAT32_MAX:
+            raise FormatError(f"{what}: field 'tensor_scale' = {self.tensor_scale.name!r} with scale "
+                              f"{self.scale.name!r}: element max * scale max = {self.element.max * self.scale.max:g} "
+                              "overflows float32, where the tensor scale is computed; allowed: a block scale "
+                              "format of smaller range (e.g. float8_e4m3fn), or no tensor scale")
+
+    @property
+    def two_level(self) -> bool:
+        """Scales are values of a float format (not pure exponents) or there is a per-tensor
+        scale above the block scales: :mod:`asicsim.numerics.two_level` computes them."""
+        return self.scale.man_bits != 0 or self.tensor_scale is not None
 
     @property
     def bits(self) -> float:
@@ -368,8 +382,12 @@ class BlockFormat:
 
     @property
     def max(self) -> float:
+        if self.tensor_scale is not None:  # the tensor scale reaches as far as its own format
+            return self.tensor_scale.max
         return self.element.max * self.scale.max
 
+
+_FLOAT32_MAX = 3.4028234663852886e38
 
 Format = FloatFormat | IntFormat | BlockFormat
 

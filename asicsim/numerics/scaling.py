@@ -22,10 +22,11 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
-from .formats import BLOCK_SIZES, MAX_BLOCK_SIZE, BlockFormat, emax_of
+from .formats import BLOCK_SIZES, MAX_BLOCK_SIZE, BlockFormat, FloatFormat, emax_of
 from .fp32_scale import fp32_scaled
 from .fp32_scale import round_bits as _round_bits
 from .rounding import F32, Rounding, RoundMode
+from .two_level import two_level_groups
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +40,12 @@ class Scaling:
       (a power of two in [2**-127, 2**127], stored as float8_e8m0fnu).
     rule: how a power-of-two scale is picked: ``floor`` (OCP MX: floor(log2 amax) - emax_elem),
       ``up`` (smallest scale with no saturation), ``nearest`` (log2(amax / max) rounded).
+    across: block granularity over 2-D tiles: a block is ``block_size`` elements along ``axis``
+      by ``across`` consecutive lines of the other axes (flattened in order), e.g. DeepSeek-V3's
+      128x128 weight tiles; 1 (default) is a block along ``axis`` only.
+    block_scale: the float format a block scale is rounded onto (E4M3, bf16, fp32) with
+      ``tensor_scale`` (a per-tensor fp32 scale above the block scales) -- a two-level block
+      format such as NVFP4, computed by :mod:`asicsim.numerics.two_level`; None: ``scale_format``.
     """
 
     granularity: Literal["tensor", "channel", "block"] = "tensor"
@@ -48,6 +55,9 @@ class Scaling:
     scale_format: Literal["fp32", "pow2", "e8m0"] = "fp32"
     rule: Literal["floor", "up", "nearest"] = "floor"
     exp_range: tuple[int, int] | None = None
+    across: int = 1
+    block_scale: FloatFormat | None = None
+    tensor_scale: bool = False
 
     @property
     def exponent_range(self) -> tuple[int, int]:
@@ -80,6 +90,16 @@ class Scaling:
         if self.block_size is not None and not (
                 isinstance(self.block_size, (int, np.integer)) and not isinstance(self.block_size, bool)):
             raise ValueError(f"Scaling: block_size={self.block_size!r}; allowed: {BLOCK_SIZES} or None")
+        checks += [
+            (isinstance(self.across, (int, np.integer)) and not isinstance(self.across, bool)
+             and 1 <= self.across <= MAX_BLOCK_SIZE and (self.across == 1 or self.granularity == "block"),
+             "across", f"{BLOCK_SIZES}, and above 1 only with block granularity"),
+            (self.block_scale is None or isinstance(self.block_scale, FloatFormat), "block_scale",
+             "a float format (e.g. float8_e4m3fn) or None"),
+            (isinstance(self.tensor_scale, (bool, np.bool_)) and (not self.tensor_scale or self.block_scale is not None),
+             "tensor_scale", "True (with a block_scale) or False"),
+            (self.block_scale is None or self.symmetric, "symmetric", "True with a block_scale"),
+        ]
         for ok, name, allowed in checks:
             if not ok:
                 raise ValueError(f"Scaling: {name}={getattr(self, name)!r}; allowed: {allowed}")
@@ -90,6 +110,13 @@ def resolve_scaling(spec, *, axis=None, block_size=None, scaling=None):
     if isinstance(spec, BlockFormat):
         if scaling is not None:
             raise ValueError(f"{spec.name!r} brings its own block scaling; do not pass scaling=")
+        if spec.two_level:
+            return spec.element, Scaling(
+                granularity="tensor" if spec.block_size is None else "block",
+                axis=-1 if axis is None else axis,
+                block_size=spec.block_size if block_size is None else block_size,
+                block_scale=spec.scale, tensor_scale=spec.tensor_scale is not None,
+            )
         lo, hi = spec.scale.emin, spec.scale.emax
         plan = Scaling(
             granularity="tensor" if spec.block_size is None else "block",
@@ -137,6 +164,8 @@ def _grouped(x: jax.Array, plan: Scaling):
     if plan.granularity == "channel":
         flat = moved.reshape(-1, moved.shape[-1]).T  # (channels, members)
         return flat, lambda g: jnp.moveaxis(g.T.reshape(moved.shape), -1, axis)
+    if plan.across > 1:
+        return _tiles(moved, plan, axis)
     n, b = moved.shape[-1], min(plan.block_size, max(moved.shape[-1], 1))  # a longer block: one
     pad = (-n) % b
     padded = jnp.pad(moved, [(0, 0)] * (moved.ndim - 1) + [(0, pad)])
@@ -147,6 +176,25 @@ def _grouped(x: jax.Array, plan: Scaling):
         return jnp.moveaxis(back, -1, axis)
 
     return blocks, ungroup
+
+
+def _tiles(moved: jax.Array, plan: Scaling, axis: int):
+    """``moved`` (the block axis last) as (tiles, members): ``block_size`` along the last axis by
+    ``across`` lines of the others flattened, each tile a row (short edge tiles padded with +0,
+    which no amax sees)."""
+    n = moved.shape[-1]
+    lines = int(np.prod(moved.shape[:-1], dtype=np.int64))
+    b, a = min(plan.block_size, max(n, 1)), min(plan.across, max(lines, 1))
+    flat = moved.reshape(lines, n)
+    padded = jnp.pad(flat, [(0, (-lines) % a), (0, (-n) % b)])
+    rows, cols = padded.shape
+    tiles = padded.reshape(rows // a, a, cols // b, b).transpose(0, 2, 1, 3).reshape(-1, a * b)
+
+    def ungroup(g):
+        back = g.reshape(rows // a, cols // b, a, b).transpose(0, 2, 1, 3).reshape(rows, cols)
+        return jnp.moveaxis(back[:lines, :n].reshape(moved.shape), -1, axis)
+
+    return tiles, ungroup
 
 
 def group_amax_bits(groups: jax.Array) -> jax.Array:
@@ -217,6 +265,8 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     """(values, per-group scale) -- the scale is an exponent (int32) or an fp32 factor."""
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
+    if plan.block_scale is not None or plan.across > 1:  # two-level scales, 2-D tiles: per group
+        return _scaled_groups(x, words, element, plan, rnd, saturate)
     if plan.granularity == "block" and x.ndim >= 1:  # a block longer than its axis is one block,
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
         plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
@@ -448,7 +498,6 @@ def _magic_round(padded, s_field, *, element, plan: Scaling, n: int):
 
 def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
     """:func:`_scaled_jit` on the uint32 bits: every layout, rule and rounding mode."""
-    from .quantize import round_to_grid
 
     if plan.scale_format != "fp32" and _fast_layout(x.shape, plan) and element_qmin(element) >= -124:
         return _pow2_scaled_flat(x, words, element, plan, rnd, saturate)
@@ -472,8 +521,18 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         amax = amax_bits(x, axes=axes, keepdims=True)
         finite = amax < np.uint32(0x7F800000)
         return fp32_scaled(x, amax, finite, element, plan.symmetric, rnd, saturate, words, lambda v: v, axes)
+    return _scaled_groups(x, words, element, plan, rnd, saturate)
+
+
+def _scaled_groups(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """The general path: ``x`` viewed as (groups, members) by ``_grouped``, one scale per group."""
+    from .quantize import round_to_grid
+
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+    if plan.block_scale is not None:
+        values, _, scales, _ = two_level_groups(groups, element, plan.block_scale, plan.tensor_scale, rnd, saturate, rand)
+        return ungroup(values), scales
     amax = group_amax_bits(groups)
     finite = amax < np.uint32(0x7F800000)
     if plan.scale_format == "fp32":
@@ -593,7 +652,8 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
 
 def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     """Scale of each group as ``quantize`` picks it: int32 exponents for power-of-two scales
-    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales. ``axis``,
+    (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales and for the
+    block scales of two-level formats (NVFP4's E4M3 values; NaN for a NaN/inf group). ``axis``,
     ``scaling``: as for ``quantize``."""
     from .catalog import get_format
     from .inputs import real_input

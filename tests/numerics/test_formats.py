@@ -231,7 +231,7 @@ def test_bad_spec_objects():
         FloatFormat(name="x", exp_bits=4, man_bits=3, bias=7, nan="inf")
     with pytest.raises(FormatError, match=r"field 'block_size' = 0; allowed: an integer in 1\.\.16777216"):
         BlockFormat(name="b", element=get_format("fp4"), scale=get_format("e8m0fnu"), block_size=0)
-    with pytest.raises(FormatError, match="must be a pure exponent"):
-        BlockFormat(name="b", element=get_format("fp4"), scale=get_format("e4m3fn"))
+    # issue 34: an E4M3 block scale is no longer refused (two-level block formats, NVFP4)
+    assert BlockFormat(name="b", element=get_format("fp4"), scale=get_format("e4m3fn")).two_level
     with pytest.raises(FormatError, match="format must be a name, a path or a spec, got int"):
         get_format(8)
