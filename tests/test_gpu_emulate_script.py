@@ -5,7 +5,6 @@ differing bits (a check of the comparison, not of a GPU)."""
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -65,7 +64,7 @@ def test_gpu_benchmark_script_quick(tmp_path):
                     "--json", str(tmp_path / "out.json")])
     assert json.loads((tmp_path / "out.json").read_text())["status"] == out["status"]
     assert all(s == "done" for s in out["status"].values()), out["status"]
-    parts = sys.modules["gpu_emulate_parts"]
+    parts = _script("gpu_emulate_parts")
     assert [(r["model"], r["recipe"]) for r in out["step_time"]] == [
         (m, r) for m in ("mlp 64 wide", "transformer d64") for r in parts.QUICK_RECIPES]
     assert all(r["anchor_ms"] > 0 and r["step_x"] > 0 and r["compile_x"] > 0 for r in out["step_time"])
@@ -84,6 +83,14 @@ def test_a_part_past_its_deadline_keeps_its_rows(tmp_path):
     out = mod.main(["--quick", "--out", str(tmp_path), "--parts", "same_bits", "--budget", "1"])
     assert out["status"]["same_bits"].startswith("timed out after")
     assert (tmp_path / "same_bits.status").read_text().startswith("timed out")
+
+
+def test_every_shipped_recipe_is_timed_or_says_why_not():
+    from asicsim.emulate import list_recipes
+
+    parts = _script("gpu_emulate_parts")
+    assert not set(parts.TRAINING_RECIPES) & set(parts.NOT_TIMED)
+    assert set(parts.TRAINING_RECIPES) | set(parts.NOT_TIMED) == set(list_recipes())
 
 
 def test_unknown_part_is_an_error(capsys):
