@@ -139,7 +139,7 @@ KNOWN_CYCLES = {
                "asicsim.hw.vector_unit"}),
     frozenset({"asicsim.emulate.policy", "asicsim.emulate.policy_checks"}),
     frozenset({"asicsim.numerics.codec", "asicsim.numerics.fp32_exact", "asicsim.numerics.fp32_scale",
-               "asicsim.numerics.quantize", "asicsim.numerics.scaling"}),
+               "asicsim.numerics.quantize", "asicsim.numerics.scaling", "asicsim.numerics.two_level"}),
     frozenset({"asicsim.emulate.interpreter", "asicsim.emulate.layer_rules", "asicsim.emulate.transform"}),
     frozenset({"asicsim.workloads.models", "asicsim.workloads.speech_model"}),
     frozenset({"asicsim.workloads.datasets", "asicsim.workloads.speech_corpus"}),
