@@ -26,9 +26,9 @@ block does ``d = c + a_1 b_1 + ... + a_k b_k`` as one multi-operand addition:
 
 An exact-zero block sum is +0 unless every addend is -0. Any inf/NaN addend gives the IEEE sum.
 Presets per GPU and format: :mod:`.tc_presets`; ``MacSpec.parse("v100")`` etc. are the fp16
-ones. The fast kernel runs in float64 (see ``exact64.py``): truncation is a mask on the float64
-bits, and the addends are multiples of one quantum (half a quantum with sticky bits) below
-``2**53`` of them (``W <= 43``), so their float64 sum is exact in any order.
+ones. The fast kernel runs in float64 (see ``exact64.py``): each addend is scaled by a power of two so
+that the quantum is 1, truncated to an integer and summed: integers (halves with sticky bits)
+below ``2**53`` (``W <= 43``), so the float64 sum is exact in any order; scaling back is exact.
 :func:`asicsim.numerics.tc_ref.block_ref` is the scalar model.
 """
 
@@ -42,11 +42,15 @@ import numpy as np
 
 from .exact64 import add_round, round64
 from .mac import MacSpec
+from .rounding import RoundMode, parse_rounding
 
 _U64 = np.uint64
 _SIGN = _U64(1 << 63)
 _NONE = -100_000  # the alignment exponent of a zero addend (below every real one)
 C_EMIN_FP32 = -126
+_TILE = 1 << 16  # output elements per tile (see tensorcore_accumulate)
+# Blocks per scan step: XLA:CPU ran 16 products per step 3-5x faster than 4 or 8 (k = 4, 8 at
+# 256^3: 103 -> 22 ms, 61 -> 25 ms), and 32 or more (unrolled) slower again (benchmarks/RESULTS.md).
 
 
 def _bits(x):
@@ -69,25 +73,52 @@ def _flush(x, emin: int):
     return jnp.where(jnp.abs(x) < 2.0**emin, jnp.where(jnp.signbit(x), -0.0, 0.0), x)
 
 
+def fast_rounding(acc, rnd: str, sat) -> bool:
+    """Whether :func:`round_ieee` applies: an IEEE-style format (signed, subnormals, inf) and a
+    deterministic rounding other than round-half-away."""
+    mode = parse_rounding(rnd).mode
+    return (acc.kind == "float" and acc.signed and acc.subnormals and acc.has_inf and acc.nan == "ieee"
+            and mode in (RoundMode.RNE, RoundMode.RTZ, RoundMode.RUP, RoundMode.RDN))
+
+
+def round_ieee(s, acc, rnd: str, sat):
+    """``round64(s, acc, rnd, sat)`` for finite float64 ``s`` where :func:`fast_rounding` holds:
+    ``s`` scaled by a power of two onto its quantum (exact), rounded to an integer, scaled back
+    (``round64`` handles every format and mode at several times the cost;
+    tests/numerics/test_tensorcore_model.py compares the two)."""
+    mode = parse_rounding(rnd).mode
+    sat = acc.saturate if sat is None else sat
+    tq = jnp.maximum(_exp(s), acc.emin) - acc.man_bits  # the result's quantum exponent
+    y = s * _pow2(-tq)  # exact; |y| < 2**(man_bits + 1), or tiny
+    r = {RoundMode.RNE: jnp.rint, RoundMode.RTZ: jnp.trunc, RoundMode.RUP: jnp.ceil,
+         RoundMode.RDN: jnp.floor}[mode](y) * _pow2(tq)  # exact
+    neg = jnp.signbit(s)
+    if sat or mode is RoundMode.RTZ:
+        big = acc.max
+    elif mode is RoundMode.RNE:
+        big = jnp.inf
+    else:  # directed: overflow away from zero is inf, toward zero the largest finite
+        big = jnp.where(neg == (mode is RoundMode.RDN), jnp.inf, acc.max)
+    return jnp.where(jnp.abs(r) > acc.max, jnp.where(neg, -big, big), r)
+
+
 def _truncated_sum(terms: list, exps: list, mac: MacSpec, width: int):
-    """The exact sum of the addends, each truncated onto ``2**(e_max - width)`` (step 3)."""
+    """The exact sum of the addends, each truncated onto ``2**(e_max - width)`` (step 3): scaled
+    by ``2**-(e_max - width)`` (exact: a power of two, no result near the float64 subnormals),
+    truncated to integers below ``2**(width + 2)``, summed exactly and scaled back."""
     emax = functools.reduce(jnp.maximum, exps)
     if mac.tc_min_exp is not None:
         emax = jnp.maximum(emax, mac.tc_min_exp)
     qe = emax - width  # quantum exponent
-    half = jnp.where(emax > _NONE // 2, _pow2(qe - 1), 0.0)
+    scale = _pow2(-qe)
     s = None
     for t in terms:
-        x = _bits(t)
-        texp = ((x & ~_SIGN) >> _U64(52)).astype(jnp.int32)  # biased; 0 for zero
-        d = qe + 1075 - texp  # low significand bits below the quantum
-        mask = (_U64(1) << jnp.clip(d, 0, 63).astype(jnp.uint64)) - _U64(1)
-        kept = jax.lax.bitcast_convert_type(jnp.where(d >= 53, x & _SIGN, x & ~mask), jnp.float64)
-        if mac.tc_sticky:
-            lost = jnp.where(d >= 53, t != 0.0, (d > 0) & ((x & mask) != _U64(0)))
-            kept = kept + jnp.where(lost, jnp.where(t < 0.0, -half, half), 0.0)
-        s = kept if s is None else s + kept  # exact: multiples of half a quantum below 2**53 of them
-    return s
+        x = t * scale
+        kept = jnp.trunc(x)
+        if mac.tc_sticky:  # half a quantum where bits were lost
+            kept = kept + jnp.where(kept != x, jnp.where(x < 0.0, -0.5, 0.5), 0.0)
+        s = kept if s is None else s + kept  # exact: multiples of 1/2 below 2**53
+    return s * _pow2(qe)
 
 
 def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
@@ -110,7 +141,7 @@ def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
     if mac.tc_late_c is None:
         s = _truncated_sum(terms, [cexp, *pexps], mac, width)
         s = jnp.where(s == 0.0, jnp.where(all_neg, -0.0, 0.0), s)
-        d = round64(s, acc, rnd, sat)
+        d = round_ieee(s, acc, rnd, sat) if fast_rounding(acc, rnd, sat) else round64(s, acc, rnd, sat)
     elif products:
         s = _truncated_sum(products, pexps, mac, width)
         p_neg = functools.reduce(jnp.logical_and, [jnp.signbit(p) for p in products])
@@ -119,7 +150,10 @@ def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
     else:
         d = round64(c, acc, rnd, sat)
     finite = functools.reduce(jnp.logical_and, [jnp.isfinite(t) for t in terms])
-    d = jnp.where(finite, d, round64(functools.reduce(jnp.add, terms), acc, rnd, sat))  # IEEE specials
+    special = functools.reduce(jnp.add, terms)  # +-inf or NaN where an addend is not finite
+    if sat or (sat is None and acc.saturate) or not acc.has_inf:  # the format's own inf/NaN rule
+        special = round64(special, acc, rnd, sat)
+    d = jnp.where(finite, d, special)
     if mac.tc_product_limit and products:
         limit = 2.0 ** (acc.emax + 1)
         pos = functools.reduce(jnp.logical_or, [p >= limit for p in products])
@@ -138,7 +172,26 @@ def operand_exponents(x, fmt):
 
 def tensorcore_accumulate(at: jax.Array, bt: jax.Array, mac: MacSpec, c=None) -> jax.Array:
     """(K, M) x (K, N) float64 operands -> (M, N) float64 accumulator values, block by block,
-    starting from ``c`` ((M, N) float64 on the accumulator's input format; +0 if None)."""
+    starting from ``c`` ((M, N) float64 on the accumulator's input format; +0 if None).
+
+    Large outputs run in column tiles of about ``_TILE`` elements, one after another, so that a
+    block's (M, N) temporaries stay in cache."""
+    m, n = at.shape[1], bt.shape[1]
+    nb = max(1, min(n, _TILE // max(1, m)))
+    if nb >= n:
+        return _accumulate(at, bt, mac, c)
+    tiles = -(-n // nb)
+    pad = lambda x: jnp.pad(x, ((0, 0), (0, tiles * nb - n)))  # noqa: E731
+    bp = pad(bt).reshape(bt.shape[0], tiles, nb).transpose(1, 0, 2)
+    if c is None:
+        out = jax.lax.map(lambda b: _accumulate(at, b, mac, None), bp)
+    else:
+        cp = pad(c).reshape(m, tiles, nb).transpose(1, 0, 2)
+        out = jax.lax.map(lambda bc: _accumulate(at, bc[0], mac, bc[1]), (bp, cp))
+    return out.transpose(1, 0, 2).reshape(m, tiles * nb)[:, :n]
+
+
+def _accumulate(at, bt, mac: MacSpec, c):
     k, fa, fb = mac.order_size, mac.spec("a_fmt"), mac.spec("b_fmt")
     m, n = at.shape[1], bt.shape[1]
     if mac.tc_flush in ("in", "both"):
@@ -148,14 +201,14 @@ def tensorcore_accumulate(at: jax.Array, bt: jax.Array, mac: MacSpec, c=None) ->
     if mac.tc_flush in ("out", "both"):
         acc = _flush(acc, mac.spec("acc").emin)
 
-    def body(i, acc):
-        sl = lambda x: jax.lax.dynamic_slice_in_dim(x, i * k, k)  # noqa: E731
-        return block_fma(acc, sl(at), sl(bt), sl(ea), sl(eb), mac)
+    full = at.shape[0] // k * k
 
-    full = at.shape[0] // k
-    if full:
-        acc = jax.lax.fori_loop(0, full, body, acc)
-    if at.shape[0] % k:
-        t = slice(full * k, None)
-        acc = block_fma(acc, at[t], bt[t], ea[t], eb[t], mac)
+    def step(acc, blk):
+        return block_fma(acc, *blk, mac), None
+
+    if full:  # scan over (K / k, k, ...) views: the blocks in order
+        blocks = [x[:full].reshape(full // k, k, x.shape[1]) for x in (at, bt, ea, eb)]
+        acc, _ = jax.lax.scan(step, acc, blocks, unroll=max(1, min(4, 16 // k)))
+    if full < at.shape[0]:  # a last, shorter block
+        acc = block_fma(acc, at[full:], bt[full:], ea[full:], eb[full:], mac)
     return acc

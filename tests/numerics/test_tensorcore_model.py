@@ -7,16 +7,20 @@ Hand-worked values: ``W`` = acc fraction bits + guard bits; an addend is truncat
 
 from __future__ import annotations
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from asicsim._jax_compat import enable_x64
 from asicsim.numerics import get_format
+from asicsim.numerics.exact64 import round64
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
 from asicsim.numerics.matmul import dot, matmul
 from asicsim.numerics.tc_presets import source, supported, tensor_core
+from asicsim.numerics.tensorcore import fast_rounding, round_ieee
 
 X = np.ldexp
 
@@ -113,6 +117,28 @@ def test_c_is_taken_as_the_output_format():
     """An fp16 result reads C as fp16 (rounded to nearest): 1 + 2**-11 + 2**-20 becomes 1 + 2**-10."""
     mac = tensor_core("a100", "fp16", out="fp16")
     assert both(mac, [0.0], [0.0], c=1 + X(1, -11) + X(1, -20)) == 1 + X(1, -10)
+
+
+@pytest.mark.parametrize("acc", ["fp32", "fp16", "bf16", "e8m13", "e5m2"])
+def test_fast_block_rounding_equals_round64(acc):
+    """The block's fast rounding (round_ieee) gives round64's bits on values near every
+    rounding boundary: integers of up to 30 bits (ties, carries) at exponents across the range,
+    the subnormals and overflow included, in every mode and with and without saturation."""
+    spec = get_format(acc)
+    rng = np.random.default_rng(7)
+    ints = rng.integers(0, 2**30, 20000) >> rng.integers(0, 30, 20000)
+    exps = rng.integers(spec.emin - spec.man_bits - 8, spec.emax + 3, 20000) - 29
+    vals = np.ldexp(ints.astype(np.float64), exps) * rng.choice([-1.0, 1.0], 20000)
+    vals[:4] = [0.0, -0.0, spec.max, -spec.smallest_normal]
+    with enable_x64(True):
+        x = jnp.asarray(vals)
+        for rnd in ("rne", "rtz", "rup", "rdn"):
+            for sat in (None, True):
+                assert fast_rounding(spec, rnd, sat)
+                fast = np.asarray(round_ieee(x, spec, rnd, sat)).view(np.uint64)
+                slow = np.asarray(round64(x, spec, rnd, sat)).view(np.uint64)
+                bad = np.flatnonzero(fast != slow)
+                assert bad.size == 0, (rnd, sat, vals[bad[:3]])
 
 
 FORMATS = ["fp16", "bf16", "tf32", "fp8_e4m3", "fp8_e5m2"]
