@@ -19,7 +19,8 @@ A :class:`MacSpec` says what a processing element does with ``a[i, k] * b[k, j]`
   ``tree``           pairwise tree: adjacent pairs added (rounding at every node) level by level;
                      an odd last element moves up unchanged.
   ``tensorcore:k``   an NVIDIA-style block FMA (Fasi, Higham, Mikaitis & Pranesh, PeerJ CS 2021):
-                     see :mod:`asicsim.numerics.tensorcore`; ``guard_bits``/``carry_bits`` apply.
+                     see :mod:`asicsim.numerics.tensorcore`; ``guard_bits``/``carry_bits`` and
+                     the ``tc_*`` options apply; GPU presets: ``gpu=`` (:mod:`.tc_presets`).
   ``fast``           ``jnp.dot`` in float32 then one rounding onto ``out``. NOT bit-exact: a
                      quick approximation for large sweeps.
 
