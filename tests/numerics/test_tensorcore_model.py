@@ -248,3 +248,7 @@ def test_bad_input_is_refused_clearly(make, fragment):
 
 def test_supported_lists_forty_presets():
     assert len(supported()) == 40 and "h100/float8_e4m3fn/float32" in supported()
+    for line in supported():  # each preset's text form reads back as the same MAC
+        mac = tensor_core(*line.split("/"))
+        assert MacSpec.parse(str(mac)) == mac
+        assert MacSpec.parse("gpu={},a={},out={}".format(*line.split("/"))) == mac
