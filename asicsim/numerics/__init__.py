@@ -12,4 +12,5 @@ lazy_package(__name__, {
     ".quantize": ["quantize"],
     ".rounding": ["RoundMode", "parse_rounding"],
     ".scaling": ["Scaling", "block_scales"],
+    ".tc_presets": ["tensor_core"],
 })

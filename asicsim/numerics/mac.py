@@ -19,7 +19,8 @@ A :class:`MacSpec` says what a processing element does with ``a[i, k] * b[k, j]`
   ``tree``           pairwise tree: adjacent pairs added (rounding at every node) level by level;
                      an odd last element moves up unchanged.
   ``tensorcore:k``   an NVIDIA-style block FMA (Fasi, Higham, Mikaitis & Pranesh, PeerJ CS 2021):
-                     see :mod:`asicsim.numerics.tensorcore`; ``guard_bits``/``carry_bits`` apply.
+                     see :mod:`asicsim.numerics.tensorcore`; ``guard_bits``/``carry_bits`` and
+                     the ``tc_*`` options apply; GPU presets: ``gpu=`` (:mod:`.tc_presets`).
   ``fast``           ``jnp.dot`` in float32 then one rounding onto ``out``. NOT bit-exact: a
                      quick approximation for large sweeps.
 
@@ -53,16 +54,10 @@ ORDERS = "sequential, folded:R, chunk:C, tree, fast, tensorcore:k"
 _PARAM_ORDERS = ("folded", "chunk", "tensorcore")
 _ORDER_RE = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
 
-#: Tensor-core presets after Fasi et al. (2021): V100 sums 4 products + c per block with no
-#: extra alignment bits; A100 8 products with one extra bit (their suite's A100 vectors need
-#: exactly one: c = 1 plus four products of 2**-25 must give 1, and 1 - (1 - 2**-24) must give
-#: 2**-24; tests/numerics/test_tensorcore.py); an H100-style 16-product block with 3 extra bits is
-#: our extrapolation. All round the block sum toward zero into fp32.
-PRESETS = {
-    "v100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:4,acc_rounding=rtz,guard_bits=0",
-    "a100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:8,acc_rounding=rtz,guard_bits=1",
-    "h100": "a=fp16,b=fp16,acc=fp32,order=tensorcore:16,acc_rounding=rtz,guard_bits=3",
-}
+#: Tensor-core presets by GPU name: fp16 operands, fp32 results, as the GPU's measured inner
+#: products and Khattak & Mikaitis's models give them (every GPU and format: ``gpu=`` below and
+#: :mod:`.tc_presets`, where the sources are named).
+PRESETS = {name: f"gpu={name},a=fp16,out=fp32" for name in ("v100", "a100", "h100")}
 
 _KEYS = {
     "a": "a_fmt", "a_fmt": "a_fmt", "b": "b_fmt", "b_fmt": "b_fmt", "acc": "acc",
@@ -70,8 +65,12 @@ _KEYS = {
     "product_rounding": "product_rounding", "rounding": "acc_rounding",
     "acc_rounding": "acc_rounding", "out": "out", "out_rounding": "out_rounding",
     "saturate": "saturate", "overflow": "overflow", "guard": "guard_bits",
-    "guard_bits": "guard_bits", "carry_bits": "carry_bits",
+    "guard_bits": "guard_bits", "carry_bits": "carry_bits", "tc_exponent": "tc_exponent",
+    "tc_min_exp": "tc_min_exp", "tc_sticky": "tc_sticky", "tc_flush": "tc_flush",
+    "tc_product_limit": "tc_product_limit", "tc_late_c": "tc_late_c", "gpu": "gpu",
 }  # fmt: skip
+TC_EXPONENTS = ("product", "operands")
+TC_FLUSH = ("none", "in", "out", "both")
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -91,16 +90,26 @@ class MacSpec:
     out_rounding: str | None = None  # None: same as acc_rounding
     saturate: bool | None = None  # every rounding: operands, product, each add, out (see above)
     overflow: str = "wrap"  # integer accumulators: "wrap" or "saturate"
-    guard_bits: int = 0  # tensorcore: alignment bits kept below the acc significand
+    guard_bits: int = 0  # tensorcore: alignment bits kept below the acc significand (may be < 0)
     carry_bits: int = 2  # tensorcore: headroom bits above it (see tensorcore.py)
+    tc_exponent: str = "product"  # tensorcore: a product's alignment exponent (see tensorcore.py)
+    tc_min_exp: int | None = None  # tensorcore: lower limit of the block's alignment exponent
+    tc_sticky: bool = False  # tensorcore: one sticky bit per aligned addend
+    tc_flush: str = "none"  # tensorcore: flush subnormals: none, in (operands), out (c, d), both
+    tc_product_limit: bool = False  # tensorcore: a product >= 2**(acc emax + 1) overflows
+    tc_late_c: str | None = None  # tensorcore: c added after the products, rounded so (see tensorcore.py)
 
     def __post_init__(self) -> None:
         fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         check_flag(self.saturate, "MacSpec saturate")
-        if not isinstance(self.fused, bool | np.bool_):
-            raise TypeError(f"MacSpec fused={self.fused!r} ({type(self.fused).__name__}); allowed: True or False")
-        for name in ("guard_bits", "carry_bits"):
+        for name in ("fused", "tc_sticky", "tc_product_limit"):
             value = getattr(self, name)
+            if not isinstance(value, bool | np.bool_):
+                raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: True or False")
+        for name in ("guard_bits", "carry_bits", "tc_min_exp"):
+            value = getattr(self, name)
+            if value is None and name == "tc_min_exp":
+                continue
             if not isinstance(value, int | np.integer) or isinstance(value, bool):
                 raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: an integer")
         if self.b_fmt is None:
@@ -120,7 +129,7 @@ class MacSpec:
                     f"MacSpec {name}={value!r}: block formats are not MAC formats; quantize with "
                     "the block format first and give its element format here"
                 )
-        for name in ("product_rounding", "acc_rounding", "out_rounding"):
+        for name in ("product_rounding", "acc_rounding", "out_rounding", "tc_late_c"):
             value = getattr(self, name)
             if value is None:
                 continue
@@ -158,16 +167,33 @@ class MacSpec:
                 raise ValueError("MacSpec: order tensorcore:k needs a float accumulator")
         elif self.out is not None and specs["out"].kind != "float":
             raise ValueError(f"MacSpec out={self.out!r}: a float accumulator needs a float out format")
-        if kind == "tensorcore":
-            if self.product is not None or not self.fused:
-                raise ValueError("MacSpec: tensorcore:k multiplies exactly (product=None, fused)")
-            if not 0 <= self.guard_bits <= 20:
-                raise ValueError(f"MacSpec guard_bits={self.guard_bits}: allowed 0..20")
-            if self.carry_bits < 1:
-                raise ValueError(f"MacSpec carry_bits={self.carry_bits}: must be >= 1")
-            width = acc.man_bits + 2 + self.guard_bits + (param + 1).bit_length()
-            if width > 53 or param > 64:
-                raise ValueError(f"MacSpec {self.order}: block too large (k <= 64, exact in 53 bits)")
+        self._check_tensorcore(kind, param, acc)
+
+    def _check_tensorcore(self, kind: str, param: int | None, acc) -> None:
+        if kind != "tensorcore":
+            changed = [f.name for f in dataclasses.fields(self)
+                       if f.name.startswith("tc_") and getattr(self, f.name) != f.default]
+            if changed:
+                raise ValueError(f"MacSpec {', '.join(changed)}: tensorcore:k options; order is {self.order!r}")
+            return
+        if self.product is not None or not self.fused:
+            raise ValueError("MacSpec: tensorcore:k multiplies exactly (product=None, fused)")
+        if self.tc_exponent not in TC_EXPONENTS:
+            raise ValueError(f"MacSpec tc_exponent={self.tc_exponent!r}: allowed {', '.join(TC_EXPONENTS)}")
+        if self.tc_flush not in TC_FLUSH:
+            raise ValueError(f"MacSpec tc_flush={self.tc_flush!r}: allowed {', '.join(TC_FLUSH)}")
+        width = acc.man_bits + self.guard_bits  # fraction bits kept at alignment
+        if not 0 <= width <= 43:
+            raise ValueError(
+                f"MacSpec guard_bits={self.guard_bits}: acc man_bits + guard_bits = {width}; "
+                "allowed 0..43 (the block sum must stay exact in 53 bits)"
+            )
+        if self.carry_bits < 1:
+            raise ValueError(f"MacSpec carry_bits={self.carry_bits}: must be >= 1")
+        if param > 64:
+            raise ValueError(f"MacSpec {self.order}: block too large (k <= 64, exact in 53 bits)")
+        if self.tc_min_exp is not None and not -400 <= self.tc_min_exp <= 400:
+            raise ValueError(f"MacSpec tc_min_exp={self.tc_min_exp}: allowed -400..400 or None")
 
     def _parse_order(self) -> tuple[str, int | None]:
         m = _ORDER_RE.match(self.order)
@@ -217,7 +243,10 @@ class MacSpec:
     @classmethod
     def parse(cls, text: str | MacSpec) -> MacSpec:
         """``"a=bf16,b=bf16,acc=fp32,order=sequential"``; a leading preset (``v100``, ``a100``,
-        ``h100``) may be followed by overrides: ``"a100,acc_rounding=rne"``."""
+        ``h100``) may be followed by overrides: ``"a100,acc_rounding=rne"``. ``gpu=`` names a
+        GPU's tensor cores (:func:`.tc_presets.tensor_core`) for the ``a``/``b`` and ``out``
+        formats given (``out`` fp32 unless given): ``"gpu=h100,a=fp8_e4m3,out=fp32"``; other
+        keys then override the preset's fields."""
         if isinstance(text, MacSpec):
             return text
         kwargs: dict = {}
@@ -233,8 +262,13 @@ class MacSpec:
                 raise ValueError(
                     f"MacSpec {text!r}: cannot read {item!r}; keys: {', '.join(sorted(_KEYS))}"
                 )
+            if key.lower() == "gpu":
+                kwargs["gpu"] = value
+                continue
             field = _KEYS[key.lower()]
             kwargs[field] = _convert(field, value, text)
+        if "gpu" in kwargs:
+            return _from_gpu(kwargs, text)
         return cls(**kwargs)
 
     def __str__(self) -> str:
@@ -249,20 +283,33 @@ class MacSpec:
 
 def _convert(field: str, value: str, text):
     low = value.lower()
-    if field in ("fused", "saturate"):
+    if field in ("fused", "saturate", "tc_sticky", "tc_product_limit"):
         if field == "saturate" and low == "none":
             return None
         if low not in _BOOLS:
             raise ValueError(f"MacSpec {text!r}: {field}={value!r} is not a boolean")
         return _BOOLS[low]
-    if field in ("guard_bits", "carry_bits"):
+    if field == "tc_min_exp" and low == "none":
+        return None
+    if field in ("guard_bits", "carry_bits", "tc_min_exp"):
         try:
             return int(value)
         except ValueError:
             raise ValueError(f"MacSpec {text!r}: {field}={value!r} is not an integer") from None
-    if field in ("product", "out", "out_rounding", "b_fmt") and low == "none":
+    if field in ("product", "out", "out_rounding", "b_fmt", "tc_late_c") and low == "none":
         return None
     return value
+
+
+def _from_gpu(kwargs: dict, text) -> MacSpec:
+    from .tc_presets import tensor_core  # imports this module
+
+    gpu = kwargs.pop("gpu")
+    if "a_fmt" not in kwargs:
+        raise ValueError(f"MacSpec {text!r}: gpu={gpu} needs the input format, e.g. a=fp16")
+    out = kwargs.pop("out", None) or "fp32"
+    base = tensor_core(gpu, kwargs.pop("a_fmt"), out=out, b_fmt=kwargs.pop("b_fmt", None))
+    return dataclasses.replace(base, **kwargs) if kwargs else base
 
 
 def as_mac(mac) -> MacSpec:

@@ -15,6 +15,7 @@ import numpy as np
 
 from .mac import MacSpec, as_mac
 from .scalar import round_float, round_int
+from .tc_ref import block_ref, tensorcore_ref
 
 
 def _neg(x: float) -> bool:
@@ -85,26 +86,20 @@ class _IntRef(_FloatRef):
 
 def tensorcore_block(c: float, products: list[float], acc_spec, guard_bits: int, rounding: str,
                      saturate=None) -> float:
-    """One block ``c + sum(products)`` as the tensor-core model defines it (see tensorcore.py)."""
-    terms = [c, *products]
-    if not all(math.isfinite(t) for t in terms):
-        return round_float(sum(terms), acc_spec, rounding, saturate=saturate)
-    nonzero = [Fraction(t) for t in terms if t != 0]
-    total = Fraction(0)
-    if nonzero:
-        emax = max(math.frexp(t)[1] - 1 for t in terms if t != 0)  # |t| in [2**emax, 2**(emax+1))
-        quantum = Fraction(2) ** (emax - acc_spec.man_bits - guard_bits)
-        for t in nonzero:  # truncate each addend toward zero onto the quantum
-            mag = abs(t) // quantum * quantum
-            total += mag if t > 0 else -mag
-    if total == 0:
-        return round_float(-0.0 if all(_neg(t) for t in terms) else 0.0, acc_spec, rounding,
-                           saturate=saturate)
-    return round_float(total, acc_spec, rounding, saturate=saturate)
+    """One block ``c + sum(products)`` of the Fasi et al. model (alignment at each product's own
+    exponent): :func:`.tc_ref.block_ref` with the products as ``a`` and ones as ``b`` (``a_fmt``
+    only matters to the operands model, so the products need not be fp32 values)."""
+    mac = MacSpec(a_fmt="fp32", acc=acc_spec, order=f"tensorcore:{max(1, len(products))}",
+                  guard_bits=guard_bits, acc_rounding=rounding, saturate=saturate)
+    return block_ref(c, list(products), [1.0] * len(products), mac)
 
 
-def dot_ref(a, b, mac: MacSpec | str) -> np.ndarray:
-    """The scalar model of ``matmul`` for 2-D ``a`` (M, K) and ``b`` (K, N); float64 result."""
+def dot_ref(a, b, mac: MacSpec | str, c=None) -> np.ndarray:
+    """The scalar model of ``matmul`` for 2-D ``a`` (M, K) and ``b`` (K, N); float64 result.
+
+    ``c`` (M, N), if given, is the initial accumulator: rounded (rne) onto the ``out`` format
+    (the format the hardware takes C in), then rounded onto ``acc`` where that differs, except
+    for a tensor core, whose first block aligns c as it is."""
     mac = as_mac(mac)
     ref = _IntRef(mac) if mac.integer else _FloatRef(mac)
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
@@ -115,19 +110,37 @@ def dot_ref(a, b, mac: MacSpec | str) -> np.ndarray:
     kind, size = mac.order_kind, mac.order_size
     for i in range(m):
         for j in range(n):
+            c0 = None if c is None else initial_acc(float(np.asarray(c, np.float64)[i, j]), mac)
+            if kind == "tensorcore":
+                col = [qb[t][j] for t in range(k)]
+                out[i, j] = ref.finish(tensorcore_ref(0.0 if c0 is None else c0, qa[i], col, mac))
+                continue
             ps = [ref.product(qa[i][t], qb[t][j]) for t in range(k)]
-            out[i, j] = ref.finish(_reduce(ref, kind, size, ps, mac))
+            out[i, j] = ref.finish(_reduce(ref, kind, size, ps, mac, c0))
     return out
 
 
-def _reduce(ref, kind: str, size, ps: list, mac: MacSpec):
+def initial_acc(c: float, mac: MacSpec) -> float:
+    """An initial accumulator value as the MAC takes it: rne onto ``out``, then onto ``acc``
+    (unless a tensor core, whose block aligns it as it is)."""
+    c = round_float(c, mac.spec("out"), "rne", saturate=mac.saturate)
+    if mac.order_kind != "tensorcore":
+        c = round_float(c, mac.spec("acc"), "rne", saturate=mac.saturate)
+    return c
+
+
+def _reduce(ref, kind: str, size, ps: list, mac: MacSpec, init=None):
+    """The accumulation of ``ps`` in ``kind`` order from ``init`` (+0 if None; a tree adds it
+    to the root)."""
+    if init is not None and kind == "tree":
+        return ref.add(init, _reduce(ref, kind, size, ps, mac)) if ps else init
     if kind == "sequential":
-        acc = ref.zero()
+        acc = ref.zero() if init is None else init
         for p in ps:
             acc = ref.add(acc, p)
         return acc
     if kind in ("folded", "chunk"):
-        acc = ref.zero()
+        acc = ref.zero() if init is None else init
         for start in range(0, len(ps), size):
             part = ref.zero()
             for p in ps[start : start + size]:
@@ -148,10 +161,4 @@ def _reduce(ref, kind: str, size, ps: list, mac: MacSpec):
                 nraw.append(raw[-1])
             nodes, raw = nxt, nraw
         return ref.to_acc(nodes[0]) if raw[0] else nodes[0]
-    if kind == "tensorcore":
-        acc = 0.0
-        for start in range(0, len(ps), size):
-            acc = tensorcore_block(acc, ps[start : start + size], mac.spec("acc"), mac.guard_bits,
-                                   mac.acc_rounding, mac.saturate)
-        return acc
     raise ValueError(f"dot_ref: order {mac.order!r} has no exact scalar model (fast is not bit-exact)")

@@ -166,28 +166,33 @@ def _tree_blocked(ar, at, bt):
 
 @functools.partial(jax.jit, static_argnames=("mac", "unroll", "kernel"))
 def _matmul3d(a: jax.Array, b: jax.Array, mac: MacSpec, unroll: int = 1,
-              kernel: bool = True) -> jax.Array:
-    """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N).
+              kernel: bool = True, c: jax.Array | None = None) -> jax.Array:
+    """(B, M, K) x (B, K, N) float32 operand values (already on their formats) -> (B, M, N),
+    from the initial accumulator ``c`` (B, M, N) float32 (see :func:`_initial`) or +0.
 
     ``kernel=False`` keeps the XLA loops on a GPU too (benchmarks/gpu_emulate.py compares).
     A NaN result is the positive quiet NaN: the sign of the NaN an ``inf - inf`` makes is the
     host's (x86: negative; an NVIDIA GPU: positive), and the model leaves it unspecified."""
-    out = _matmul3d_any_nan(a, b, mac, unroll, kernel)
+    out = _matmul3d_any_nan(a, b, mac, unroll, kernel, c)
     if mac.integer:
         return out
     return jnp.where(jnp.isnan(out), np.float32(np.nan), out)
 
 
-def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool) -> jax.Array:
+def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool, c=None) -> jax.Array:
     if mac.order_kind == "fast":
         if mac.integer:
             return jnp.matmul(a.astype(jnp.int32), b.astype(jnp.int32), preferred_element_type=jnp.int32)
         s = jnp.matmul(a, b, precision=jax.lax.Precision.HIGHEST, preferred_element_type=jnp.float32)
+        s = s if c is None else s + c
         return fast32.round32(s, mac.spec("out"), mac.final_rounding, mac.saturate)
 
     def batched(ar, convert):
-        run = lambda x, y: _accumulate(ar, convert(x.T), convert(y), mac, unroll)  # noqa: E731
-        return jax.vmap(run)(a, b)
+        if c is None:
+            run = lambda x, y: _accumulate(ar, convert(x.T), convert(y), mac, unroll)  # noqa: E731
+            return jax.vmap(run)(a, b)
+        run = lambda x, y, z: _accumulate(ar, convert(x.T), convert(y), mac, unroll, z)  # noqa: E731
+        return jax.vmap(run)(a, b, f32_to_f64(c))
 
     with enable_x64(True):
         if mac.integer:
@@ -214,7 +219,7 @@ def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool) -> jax.Arra
                 acc = fast32.round32(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return acc
 
-        if fast32.eligible(mac):  # same bits, faster, where provably exact (see fast32.py)
+        if fast32.eligible(mac) and c is None:  # same bits, faster, where provably exact (fast32.py)
             return jax.lax.cond(fast32.safe(a, b, mac), run32, run64)  # one check for the batch
         return run64()
 
@@ -226,19 +231,21 @@ def _kernel_accumulate(a, b, mac: MacSpec, xla):
     return mac_kernel.accumulate(a, b, mac, native=path == "native")
 
 
-def _accumulate(ar, at, bt, mac: MacSpec, unroll: int):
+def _accumulate(ar, at, bt, mac: MacSpec, unroll: int, c=None):
+    """The accumulation in ``mac``'s order, from ``c`` (float64 (M, N)) where given."""
     kind, m, n = mac.order_kind, at.shape[1], bt.shape[1]
-    acc = ar.zeros((m, n))
-    if at.shape[0] == 0:  # an empty sum is +0
+    acc = ar.zeros((m, n)) if c is None else c
+    if at.shape[0] == 0:  # an empty sum is +0 (or c)
         return acc
     if kind == "sequential":
-        return _sequential(ar, at, bt, 0, at.shape[0], None, unroll)
+        return _sequential(ar, at, bt, 0, at.shape[0], c, unroll)
     if kind in ("folded", "chunk"):
         pad = 0 if mac.integer or mac.acc_rounding == "rdn" else -0.0
         return _chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
     if kind == "tree":
-        return _tree_blocked(ar, at, bt)
-    return tensorcore_accumulate(at, bt, mac)
+        root = _tree_blocked(ar, at, bt)
+        return root if c is None else ar.add(c, root)
+    return tensorcore_accumulate(at, bt, mac, c)
 
 
 def _operands(a, b, mac: MacSpec):
@@ -247,8 +254,29 @@ def _operands(a, b, mac: MacSpec):
             quantize(b, mac.spec("b_fmt"), "rne", saturate=mac.saturate))
 
 
-def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
-    """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it.
+def _initial(c, shape, mac: MacSpec):
+    """The initial accumulator ``c`` broadcast to ``shape`` and taken as the MAC takes it: rounded
+    (rne, saturating as ``mac.saturate`` says) onto ``out``, the format the hardware reads C in,
+    then onto ``acc`` where that is narrower -- except by a tensor core, whose first block aligns
+    c as it is (Hopper fp8 reads an fp32 C into its 13-bit-fraction accumulator)."""
+    if c is None:
+        return None
+    if mac.integer:
+        raise ValueError(f"c= needs a float accumulator; MacSpec acc={mac.acc!r} is an integer format")
+    c = c if isinstance(c, jax.Array) else np.asarray(c)  # float64 stays float64 (one rounding)
+    try:
+        c = (jnp if isinstance(c, jax.Array) else np).broadcast_to(c, shape)
+    except ValueError:
+        raise ValueError(f"c= has shape {c.shape}; the result's shape is {shape}") from None
+    c = quantize(c, mac.spec("out"), "rne", saturate=mac.saturate)
+    if mac.order_kind != "tensorcore":
+        c = quantize(c, mac.spec("acc"), "rne", saturate=mac.saturate)
+    return c
+
+
+def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32", c=None) -> jax.Array:
+    """``jnp.dot`` for 1-D and 2-D operands, computed as ``mac`` computes it; ``c + a . b`` where
+    ``c`` (broadcastable to the result) is given: the WMMA/MMA operation ``D = A B + C``.
 
     Inputs are rounded (rne) onto the operand formats first (saturating where ``mac.saturate``
     says). Returns float32 (int32 for an
@@ -264,7 +292,11 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     b2 = qb[:, None] if qb.ndim == 1 else qb
     if a2.shape[1] != b2.shape[0]:
         raise ValueError(f"dot: contracting dimensions differ: {qa.shape} and {qb.shape}")
-    out = _matmul3d(a2[None], b2[None], mac, kernel=mac_kernel.enabled())[0]
+    shape = (a2.shape[0], b2.shape[1])
+    c2 = _initial(c, qa.shape[:-1] + qb.shape[1:], mac)
+    if c2 is not None:
+        c2 = c2.reshape(shape)[None]
+    out = _matmul3d(a2[None], b2[None], mac, kernel=mac_kernel.enabled(), c=c2)[0]
     if qa.ndim == 1:
         out = out[0]
     if qb.ndim == 1:
@@ -272,17 +304,22 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
     return out
 
 
-def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32") -> jax.Array:
-    """``a @ b`` for (..., M, K) x (..., K, N) with broadcast batch dims, computed by ``mac``."""
+def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32", c=None) -> jax.Array:
+    """``a @ b`` (``c + a @ b`` where ``c`` is given, broadcast to the result) for (..., M, K) x
+    (..., K, N) with broadcast batch dims, computed by ``mac``."""
     mac = as_mac(mac)
     qa, qb = _operands(a, b, mac)
     if qa.ndim < 2 or qb.ndim < 2:
-        return dot(a, b, mac)
+        return dot(a, b, mac, c)
     if qa.shape[-1] != qb.shape[-2]:
         raise ValueError(f"matmul: contracting dimensions differ: {qa.shape} and {qb.shape}")
     batch = jnp.broadcast_shapes(qa.shape[:-2], qb.shape[:-2])
     count = math.prod(batch)  # not reshape(-1, ...): an empty K, M or N leaves -1 undetermined
     qa = jnp.broadcast_to(qa, batch + qa.shape[-2:]).reshape((count, *qa.shape[-2:]))
     qb = jnp.broadcast_to(qb, batch + qb.shape[-2:]).reshape((count, *qb.shape[-2:]))
-    out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled())
+    shape = (*batch, qa.shape[-2], qb.shape[-1])
+    c3 = _initial(c, shape, mac)
+    if c3 is not None:
+        c3 = c3.reshape((count, *shape[-2:]))
+    out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled(), c=c3)
     return out.reshape(batch + out.shape[-2:])

@@ -26,9 +26,9 @@ import pytest
 
 from asicsim._jax_compat import enable_x64
 from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.mac_ref import tensorcore_block
 from asicsim.numerics.scalar import round_float
-from asicsim.numerics.tensorcore import block_fma
+from asicsim.numerics.tc_ref import block_ref
+from asicsim.numerics.tensorcore import block_fma, operand_exponents
 
 X = np.ldexp  # X(1, -24) == 2**-24, as the suite writes ldexp(1., -24)
 BELOW1 = 1 - X(1, -24)  # nextafterf(1, 0)
@@ -112,16 +112,17 @@ def _run(preset: str, fmt: str, c: float, a: list, b: list) -> float:
     for x in (*a, *b):  # the inputs are exact in the input format, as the suite's are
         assert float(IN_DTYPE[fmt](x)) == x, (x, fmt)
     assert np.float32(c) == c
-    products = [x * y for x, y in zip(a, b, strict=True)]  # exact in float64 (fp16/bf16 inputs)
-    products += [0.0] * (16 - len(products))
-    k, acc_spec = mac.order_size, mac.spec("acc")
+    a, b = a + [0.0] * (16 - len(a)), b + [0.0] * (16 - len(b))
+    k = mac.order_size
     fast = ref = c
     with enable_x64(True):
+        col = lambda v: jnp.asarray(v, jnp.float64)[:, None]  # noqa: E731  (k, 1)
         for start in range(0, 16, k):
-            blk = products[start : start + k]
-            terms = [jnp.float64(fast)] + [jnp.float64(p) for p in blk]
-            fast = float(block_fma(terms, acc_spec, mac.guard_bits, mac.acc_rounding, mac.saturate))
-            ref = tensorcore_block(ref, blk, acc_spec, mac.guard_bits, mac.acc_rounding, mac.saturate)
+            ab, bb = a[start : start + k], b[start : start + k]
+            ea = operand_exponents(col(ab), mac.spec("a_fmt"))
+            eb = operand_exponents(col(bb), mac.spec("b_fmt"))
+            fast = float(block_fma(jnp.full((1, 1), fast, jnp.float64), col(ab), col(bb), ea, eb, mac)[0, 0])
+            ref = block_ref(ref, ab, bb, mac)
     assert np.float64(fast).view(np.uint64) == np.float64(ref).view(np.uint64), (fast, ref)
     return fast
 
