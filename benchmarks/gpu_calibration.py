@@ -94,7 +94,8 @@ class Group:
         """The datasheet roofline: flops at the precision's peak, each operand once at the bandwidth."""
         d, p = self.design, self.precision
         peak = {"fp32": d.fp32_tflops, "fp16_fp32math": d.fp16_nontensor_tflops or d.fp32_tflops,
-                "fp16_mixed": d.fp16_tensor_tflops, "fp16": d.fp16_tensor_tflops, "fp8": d.fp8_tflops,
+                "fp16_mixed": d.fp16_tensor_tflops, "fp16": d.fp16_tensor_tflops, "bf16": d.fp16_tensor_tflops,
+                "tf32": d.tf32_tflops, "fp8": d.fp8_tflops,
                 "int8": d.int8_tops or 4 * d.fp32_tflops}[p] * 1e12
         k = self.kernels
         by = stored_bytes(k) * k.batch + k.stream_bytes * k.a_bytes

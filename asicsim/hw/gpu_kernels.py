@@ -69,11 +69,21 @@ class Kernels:
         return cls(**cols, a_bytes=a_bytes, b_bytes=b_bytes, c_bytes=c_bytes)
 
 
+def gemm_align(op: Gemm) -> int:
+    """The gcd of the leading dimensions cuBLAS checks for its tensor-core kernels (column-major,
+    as DeepBench calls it): ``lda = K`` if A is transposed else ``M``, ``ldb = N`` if B is
+    transposed else ``K``, ``ldc = M`` (cuBLAS documentation, "Tensor Core Usage": the leading
+    dimensions must be multiples of 16 bytes / the path's element count)."""
+    lda = op.K if op.a_transposed else op.M
+    ldb = op.N if op.b_transposed else op.K
+    return math.gcd(lda, ldb, op.M)
+
+
 def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool = False) -> list[dict]:
     """The kernels of one operation (``pass_name`` selects a conv/RNN training pass).
 
     ``align`` is the gcd of the dimensions the library needs to be multiples of the path's
-    alignment for its tensor-core kernels: a GEMM's M, N and K (cuBLAS: every leading dimension), a
+    alignment for its tensor-core kernels: a GEMM's leading dimensions (:func:`gemm_align`), a
     conv's channels per group (cuDNN's tensor-op convolutions), an RNN's hidden and input sizes.
 
     ``rnn_skip_input``: no input projection (cuDNN's ``CUDNN_SKIP_INPUT``, which DeepBench's RNN
@@ -82,7 +92,7 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool =
     if isinstance(op, Gemm):
         sparse = op.sparse_format != "dense" and op.weight_sparsity > 0
         return [dict(owner=i, M=op.M, N=op.N, K=op.K, a_t=op.a_transposed, b_t=op.b_transposed,
-                     density=1.0 - op.weight_sparsity, sparse=sparse, align=math.gcd(op.M, op.N, op.K))]
+                     density=1.0 - op.weight_sparsity, sparse=sparse, align=gemm_align(op))]
     if isinstance(op, Conv):
         g, n = op.groups, op.batch
         c, k = op.in_channels // g, op.out_channels // g

@@ -87,7 +87,7 @@ MAX_CTAS_PER_SM = 8
 GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blackwell")
 #: Constants that are the generation's (``name@<generation>`` in the fit file).
 GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
-                   "eff_simt", "eff_tensor", "unaligned_eff", "occ_exp", "smax_p", "l2_fraction",
+                   "eff_simt", "eff_tensor", "eff_int8_tensor", "eff_fp8_tensor", "unaligned_eff", "occ_exp", "smax_p", "l2_fraction",
                    "l2_bw_ratio", "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
@@ -134,9 +134,13 @@ def _smax(a, b, p):
 
 
 def efficiency(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
-    """Achievable fraction of the path's datasheet peak (the design's own override first)."""
+    """Achievable fraction of the path's datasheet peak: the design's own override first, then the
+    path's own constant (``eff_<path>``, e.g. ``eff_int8_tensor``: a library whose kernels for one
+    path reach less of its peak than the class's), else the class's (``eff_<class>``)."""
     own = getattr(design, f"eff_{path.eff_class}")
-    return own if own is not None else c[f"eff_{path.eff_class}"]
+    if own is not None:
+        return own
+    return c.get(f"eff_{path.name}", c[f"eff_{path.eff_class}"])
 
 
 def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
