@@ -6,11 +6,12 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
              + seq x smax(t_compute, t_memory)
 
 * ``t_compute``: the library picks the best of a tile menu (``TILES``, down to GEMV-like 8 x 256
-  tiles) and split-K factors (``SPLITS``; implicit-GEMM forward and data-gradient convs do not split
-  K). ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
+  tiles) and split-K factors (``SPLITS``) where the library splits K (not implicit-GEMM forward
+  and data-gradient convs, not the paths in :data:`asicsim.hw.gpu_paths.NO_SPLIT_K`). ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
   ``n = ceil(CTAs / sm_count)`` of them, each doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops
   (K padded to the path's MMA step: tensor cores 8, DP4A 4) at the per-SM rate
-  ``peak x eff_<class> / sm_count``. An SM holds ``r = min(8, 128^2 / (tm tn))`` CTAs at once and
+  ``peak x eff / sm_count`` (``eff_<path>`` where the path has its own, e.g. int8 tensor cores,
+  else ``eff_<class>``). An SM holds ``r = min(8, 128^2 / (tm tn))`` CTAs at once and
   reaches that rate only when full: with ``min(n, r)`` resident it runs at
   ``(min(n, r) / r)^occ_exp`` of it (``occ_exp = 1``: a lone small tile leaves the SM as idle as
   one full wave would). The rate is slowed by ``1 + tile_cost (128/tm + 128/tn - 2)`` for small
@@ -31,10 +32,16 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   above ``l2_bytes``; a convolution's windows re-read its input from L2, so it moves its
   compulsory bytes (no proven conv bound has the constants, :mod:`asicsim.hw.bounds`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
   the H100 set time back-to-back calls on the same operands): a working set that fits stays in L2,
-  moves no DRAM bytes and streams at ``l2_bw_ratio`` x the DRAM bandwidth. DRAM streams at the
+  moves no DRAM bytes and streams at the L2 rate, ``l2_bytes_per_sm_clock`` x SMs x clock (a
+  property of the die: the H200's L2 is the H100's, whatever its HBM). DRAM streams at the
   design's published copy rate (``copy_bandwidth_gbps``) where it has one, else at ``bw_eff`` x
   the datasheet bandwidth.
-* ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly.
+* **What a few CTAs can draw**: a resident CTA streams its operand slabs, ``(tm + tn) x K/split``
+  elements, at most at ``cta_bw_gbps`` (bytes in flight over memory latency), so a kernel with
+  few CTAs and a long K loop is slower than its bytes over the DRAM bandwidth.
+* ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly;
+  a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
+  their own, max-like ``p = smax_p_stream``.
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
   energy per byte of each level) over ``t_full`` is its power at full clock; when that plus static
   power (``static_fraction x TDP``) exceeds the TDP the clock drops until it fits:
@@ -72,6 +79,7 @@ from asicsim._files import read_text_file
 from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
+from asicsim.hw.gpu_paths import NO_SPLIT_K
 from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.power import power_capped_time
 from asicsim.hw.sram_banks import buffer_access_energy_pj
@@ -87,8 +95,9 @@ MAX_CTAS_PER_SM = 8
 GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blackwell")
 #: Constants that are the generation's (``name@<generation>`` in the fit file).
 GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
-                   "eff_simt", "eff_tensor", "eff_int8_tensor", "eff_fp8_tensor", "unaligned_eff", "occ_exp", "smax_p", "l2_fraction",
-                   "l2_bw_ratio", "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio")
+                   "eff_simt", "eff_tensor", "eff_int8_tensor", "eff_fp8_tensor", "unaligned_eff",
+                   "occ_exp", "smax_p", "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock", "cta_bw_gbps",
+                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
 
@@ -159,6 +168,12 @@ def dram_rate(design: GpuDesign, c: Mapping) -> float:
     return design.bandwidth_bytes_per_s * c["bw_eff"]
 
 
+def l2_rate(design: GpuDesign, c: Mapping) -> float:
+    """Bytes/s the SMs stream from L2: ``l2_bytes_per_sm_clock`` x SMs x clock, a property of the
+    die (the H200's L2 is the H100's), not scaled from the DRAM datasheet."""
+    return c["l2_bytes_per_sm_clock"] * design.sm_count * design.clock_hz
+
+
 @functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
 def level_energies_pj_per_byte(design: GpuDesign) -> dict[str, tuple[float, str]]:
     """pJ per byte moved at each memory level, with the source of each figure."""
@@ -224,9 +239,19 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     warm = np.full(len(M), operands == "warm") | (k.seq > 1)
     warm3 = warm[:, None, None]
     dram = np.where(fits, np.where(warm3, 0.0, ideal_bytes), dram_big)
-    t_mem = np.where(warm3 & fits, working / (design.bandwidth_bytes_per_s * c["l2_bw_ratio"]), dram / bw)
-    t_tot = _smax(t_comp, t_mem, p)
-    t_tot = np.where(s <= k.max_split[:, None, None], t_tot, np.inf)
+    t_mem = np.where(warm3 & fits, working / l2_rate(design, c), dram / bw)
+    # a CTA streams its operand slabs (tm + tn) x ks at most at cta_bw: a few CTAs cannot draw the
+    # DRAM bandwidth, whatever the bytes in total
+    resident = np.minimum(per_sm, ctas)
+    cta_bytes = (tm * a_el / np.maximum(Mx * Kx, 1) + tn * b_el / np.maximum(Kx * Nx, 1)) * ks
+    t_draw = per_sm * cta_bytes / (resident * c["cta_bw_gbps"] * 1e9)
+    t_mem = np.maximum(t_mem, t_draw)
+    # tensor-core GEMV-like kernels (a tile side <= 16) stream their operands under the math: a
+    # max-like overlap (smax_p_stream); SIMT and DP4A kernels keep the fitted smax_p
+    streams = (path.eff_class == "tensor") & (np.minimum(tm, tn) <= 16)
+    t_tot = _smax(t_comp, t_mem, np.where(streams, c["smax_p_stream"], p))
+    max_split = k.max_split if path.name not in NO_SPLIT_K else np.ones(len(M))
+    t_tot = np.where(s <= max_split[:, None, None], t_tot, np.inf)
     flat = t_tot.reshape(len(M), -1)
     best = np.argmin(flat, axis=1)
 

@@ -56,6 +56,11 @@ K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
 #: at 230-290 TOPS where the same sizes at 0 mod 16 reach 580-720 (data/measured/h200/gemm.csv).
 #: MX fp8 assumed as fp8. Other paths take any size.
 PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "mxfp8_tensor": 16, "int8_tensor": 16}
+#: Paths whose library kernels take no split-K (the K loop of a CTA runs to the end): cuBLASLt's
+#: int8 kernels as torch._int_mm calls them (data/measured/h200/gemm.csv: an int8 GEMM 8 x 512 x
+#: 500 000 takes 2.24 ms and 8 x 1024 x 500 000 the same, twice the bytes in the same time: the CTAs
+#: along N run side by side, each streaming all of K; a split-K kernel would spread K over the SMs).
+NO_SPLIT_K = frozenset({"int8_tensor"})
 
 _E4M3, _E5M2 = "fp8_e4m3", "fp8_e5m2"
 _MX = ("mxfp8_e4m3", "mxfp8_e5m2")
