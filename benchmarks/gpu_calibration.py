@@ -46,7 +46,7 @@ from gpu_measured import DESIGNS, FORMATS, all_rows, design_for
 
 from asicsim.cli_progress import StepProgress
 from asicsim.hw.gpu import precision_path
-from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
+from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats, rnn_algos
 from asicsim.hw.gpu_kernels import Kernels, op_kernels, stored_bytes
 from asicsim.hw.gpu_model import (
     FIT_FILE,
@@ -70,8 +70,9 @@ class Group:
         self.passes = [p for r in rows for p in r["passes"]]
         self.ops = ops
         self.op_row = np.repeat(np.arange(len(rows)), [len(r["ops"]) for r in rows])
+        algos = rnn_algos(ops, self.passes, self.design, self.formats)
         krows = [k for i, (op, p) in enumerate(zip(ops, self.passes, strict=True))
-                 for k in op_kernels(op, i, p, rnn_skip_input=self.skip)]
+                 for k in op_kernels(op, i, p, rnn_skip_input=self.skip, rnn_algo=algos[i])]
         by = {r: self.formats[r].storage_bits / 8 for r in ("act", "weight", "out")}
         self.kernels = Kernels.build(krows, by["act"], by["weight"], by["out"])
         self.measured = np.array([r["time_us"] for r in rows]) * 1e-6

@@ -73,11 +73,54 @@ def table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                               fit_bias=("fit", lambda s: float(np.exp(np.median(s)))))
 
 
+def persistent_rows() -> list[dict]:
+    """The H200 RNN rows PyTorch runs with cuDNN's persistent kernel (asicsim.hw.gpu_rnn)."""
+    from asicsim.hw.gpu_rnn import rnn_algo
+    from gpu_measured import design_for
+
+    d = design_for("H200", "fp16")
+    return [r for r in h200_rows() if r["kind"] == "rnn_fwd" and r["precision"] == "fp16"
+            and rnn_algo(r["ops"][0], "fwd", d, "float16") != "standard"]
+
+
+def fit_persistent(rows: list[dict], fit: dict) -> dict:
+    """``persist_eff@Hopper`` and ``persist_step_us@Hopper`` by least squares on ln(pred/meas)."""
+    from scipy.optimize import least_squares
+
+    g = groups_of(rows)[0]
+    keys = ("persist_eff@Hopper", "persist_step_us@Hopper")
+
+    def resid(x):
+        return np.log(g.predict(fit | dict(zip(keys, x, strict=True))) / g.measured)
+
+    sol = least_squares(resid, [0.05, 1.0], bounds=([1e-3, 0.0], [1.0, 20.0]))
+    return dict(zip(keys, sol.x.tolist(), strict=True))
+
+
+def persistent_report(fit: dict) -> None:
+    """The persistent constants fitted on all persistent H200 rows (what the fit file ships), and
+    a two-fold check: fitted on the layers of hidden <= 512, predicting hidden 1024, and back."""
+    rows = persistent_rows()
+    print(f"# persistent RNN rows on the H200: {len(rows)}; constants on all of them:", fit_persistent(rows, fit))
+    for name, train, test in (("h<=512 -> h1024", lambda h: h <= 512, lambda h: h > 512),
+                              ("h1024 -> h<=512", lambda h: h > 512, lambda h: h <= 512)):
+        f = fit | fit_persistent([r for r in rows if train(r["ops"][0].hidden)], fit)
+        g = groups_of([r for r in rows if test(r["ops"][0].hidden)])[0]
+        e = np.abs(np.log(g.predict(f) / g.measured))
+        print(f"  {name}: {f['persist_eff@Hopper']:.4f}, {f['persist_step_us@Hopper']:.3f} us; held-out "
+              f"median {np.median(e):.3f} p90 {np.quantile(e, 0.9):.3f} ({len(e)} rows)")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--fit", help="a fit file written like asicsim/hw/data/gpu_fit.toml")
     ap.add_argument("--worst", type=int, default=10, help="rows listed with the largest error")
+    ap.add_argument("--persistent", action="store_true",
+                    help="fit the persistent-RNN constants on the H200's persistent rows, with a two-fold check")
     args = ap.parse_args(argv)
+    if args.persistent:
+        persistent_report(load_fit(args.fit) if args.fit else load_fit())
+        return
     df = heldout_frame(load_fit(args.fit) if args.fit else None)
     pd.set_option("display.width", 200)
     print(f"# H200 held out ({len(df)} rows): |ln(pred/meas)| median, p90; bias = exp(median signed)")

@@ -80,6 +80,7 @@ from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
 from asicsim.hw.gpu_paths import NO_SPLIT_K
+from asicsim.hw.gpu_rnn import persistent_steps
 from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.power import power_capped_time
 from asicsim.hw.sram_banks import buffer_access_energy_pj
@@ -97,7 +98,8 @@ GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blac
 GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
                    "eff_simt", "eff_tensor", "eff_int8_tensor", "eff_fp8_tensor", "unaligned_eff",
                    "occ_exp", "smax_p", "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock", "cta_bw_gbps",
-                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio")
+                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio",
+                   "persist_step_us", "persist_eff")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
 
@@ -261,6 +263,15 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     busy_sms = np.minimum(tiles_m * tiles_n * Bx * s / sm, 1.0)  # share of the SMs with a CTA
     d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (
         pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits, busy_sms))
+    # a persistent RNN kernel: weights on chip across the steps (asicsim.hw.gpu_rnn)
+    pk = k.persistent & gemm
+    if pk.any():
+        p_step, p_busy = persistent_steps(M, N, K, b_el[:, 0, 0], sm, rate / sm, c)
+        d_comp, d_tot, d_busy = (np.where(pk, a, b) for a, b in
+                                 ((p_step, d_comp), (p_step, d_tot), (p_busy, d_busy)))
+        d_mem, d_dram = np.where(pk, 0.0, d_mem), np.where(pk, 0.0, d_dram)
+        d_l2 = np.where(pk, (a_el[:, 0, 0] + c_el[:, 0, 0]) * B, d_l2)  # the state in and out
+        d_fits = d_fits | pk
     # cold operands: an RNN's weights come from DRAM once before its steps (its state is on chip)
     first = np.where((operands == "cold") & (k.seq > 1) & d_fits, b_el[:, 0, 0] * B, 0.0)
     # -- sparse GEMM (cuSPARSE-like CSR): nonzero MACs at sparse_eff of fp32, CSR bytes streamed
@@ -281,7 +292,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     ideal = np.where(is_stream, 0.0, ops / (path.peak_ops_per_s * eff))  # alignment losses are not work
     ideal = np.where(t_compute > 0, np.minimum(ideal, t_compute), ideal)  # pass factors may be < 1
     overhead = k.launches * c["launch_us"] * 1e-6 + (
-        k.steps * c["rnn_step_us"] + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
+        k.steps * np.where(k.persistent, c["persist_step_us"], c["rnn_step_us"]) + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
     t_full = overhead + k.seq * t_body + first / bw
     dram_b = k.seq * np.where(gemm, d_dram, np.where(k.sparse, sp_bytes, st_bytes)) + first
     compulsory = np.where(gemm & (k.seq > 1), b_el[:, 0, 0] * B, k.seq * np.where(
