@@ -69,15 +69,18 @@ Constants: ``asicsim/hw/data/gpu_fit.toml`` says which were fitted (least square
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
-from asicsim._files import read_text_file
 from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
+from asicsim.hw.gpu_fit import FIT_FILE as FIT_FILE  # re-exported: the model's public names
+from asicsim.hw.gpu_fit import GENERATION_KEYS as GENERATION_KEYS
+from asicsim.hw.gpu_fit import GENERATIONS as GENERATIONS
+from asicsim.hw.gpu_fit import fit_table as fit_table
+from asicsim.hw.gpu_fit import generation_constants as generation_constants
+from asicsim.hw.gpu_fit import load_fit as load_fit
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
 from asicsim.hw.gpu_paths import NO_SPLIT_K
 from asicsim.hw.gpu_rnn import persistent_steps
@@ -85,58 +88,14 @@ from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.power import power_capped_time
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
-FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
 #: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
 #: GEMV-like ones for batch-1..16 shapes (cuBLAS dispatches those to gemv/"skinny" kernels).
 TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32),
                   (32, 64), (32, 32), (8, 256), (256, 8), (16, 128), (128, 16)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
-#: GPU generations in order of release (GpuDesign.architecture).
-GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blackwell")
-#: Constants that are the generation's (``name@<generation>`` in the fit file).
-GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
-                   "eff_simt", "eff_tensor", "eff_int8_tensor", "eff_fp8_tensor", "unaligned_eff",
-                   "occ_exp", "smax_p", "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock", "cta_bw_gbps",
-                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio",
-                   "persist_step_us", "persist_eff")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
-
-
-@functools.cache
-def _load_fit_file(path: str) -> tuple[tuple[str, float], ...]:
-    table = tomllib.loads(read_text_file(path))  # not UTF-8: a TextFileError naming the file
-    return tuple((k, float(v["value"])) for k, v in table["constants"].items())
-
-
-def load_fit(path: str | Path | None = None) -> dict[str, float]:
-    """The model constants {name: value} from ``gpu_fit.toml`` (or another file written like it);
-    generation constants are keyed ``name@Generation``."""
-    return dict(_load_fit_file(str(path or FIT_FILE)))
-
-
-def fit_table(path: str | Path | None = None) -> dict[str, dict]:
-    """The whole fit file: per constant its value, how it was obtained and its bounds."""
-    return tomllib.loads(read_text_file(path or FIT_FILE))["constants"]
-
-
-def generation_constants(fit: Mapping, architecture: str) -> tuple[dict[str, float], dict[str, str]]:
-    """The flat constants for a GPU of ``architecture``: each generation key from that generation,
-    else from the nearest generation that has it (earlier on a tie), else the shared value. Also
-    returns, per borrowed key, the generation it came from."""
-    out = {k: v for k, v in fit.items() if "@" not in k}
-    borrowed: dict[str, str] = {}
-    here = GENERATIONS.index(architecture) if architecture in GENERATIONS else len(GENERATIONS)
-    for key in GENERATION_KEYS:
-        have = [g for g in GENERATIONS if f"{key}@{g}" in fit]
-        if not have:
-            continue
-        best = min(have, key=lambda g: (abs(GENERATIONS.index(g) - here), GENERATIONS.index(g)))
-        out[key] = fit[f"{key}@{best}"]
-        if best != architecture:
-            borrowed[key] = best
-    return out, borrowed
 
 
 def _smax(a, b, p):
