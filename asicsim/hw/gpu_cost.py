@@ -157,7 +157,8 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
         op_notes = notes
         if not aligned_all[i] and path.name in PATH_ALIGN:
             op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
-                                f"unaligned fallback at x{c['unaligned_eff']:.3f}")
+                                f"unaligned fallback (loads as wide as the dimensions' byte alignment: "
+                                f"unaligned_eff {c['unaligned_eff']:.3f} x (bytes / 16)^{c['unaligned_exp']:.2f})")
         if algos[i] != "standard":
             op_notes = (*op_notes, f"cuDNN's persistent RNN kernel ({algos[i].upper()}, as PyTorch picks it: "
                                    f"asicsim.hw.gpu_rnn): the recurrent weights stay on chip across the "

@@ -19,9 +19,12 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and by ``rnn_bwd_data``
   for an RNN's recurrent data-gradient GEMMs.
 * **Alignment** (:data:`asicsim.hw.gpu.PATH_ALIGN`): a tensor-core kernel needs the dimensions the
-  library checks (:func:`asicsim.hw.gpu_kernels.op_kernels`: a GEMM's M, N and K) to be multiples
-  of the path's alignment (fp16/bf16 and int8: 8, fp8: 16, tf32: 4); otherwise the library falls
-  back to a kernel at ``unaligned_eff`` of the aligned rate.
+  library checks (:func:`asicsim.hw.gpu_kernels.op_kernels`: a GEMM's leading dimensions) to be
+  multiples of 16 bytes (fp16/bf16: 8 elements, fp8 and int8: 16, tf32: 4); otherwise the library
+  falls back to a kernel whose loads are only as wide as the dimensions' byte alignment ``v``
+  (the largest power of two dividing them, in bytes): ``unaligned_eff x (v / 16)^unaligned_exp``
+  of the aligned rate (the H100 set: fp16 GEMMs with M = 35, 2-byte aligned, ran at 0.13-0.15 of the rate, with
+  M = 5124, 8-byte aligned, at about 0.4; H200 int8 at 8 mod 16 at 0.4).
 * **Memory levels.** ``l2_bytes``: what the SMs read from and write to L2: A once per column of
   tiles, B once per row of tiles, C once, split-K partials twice. ``dram_bytes`` (HBM/GDDR) follow
   the residency rule the systolic designs use (:mod:`asicsim.hw.bounds`): between operations nothing
@@ -129,6 +132,14 @@ def dram_rate(design: GpuDesign, c: Mapping) -> float:
     return design.bandwidth_bytes_per_s * c["bw_eff"]
 
 
+def unaligned_rate(k: Kernels, c: Mapping) -> np.ndarray:
+    """The unaligned fallback's rate, a fraction of the aligned one: ``unaligned_eff`` x (the bytes
+    each load can take (the largest power of two dividing the checked dimensions' byte size, at
+    most 16) / 16) ^ ``unaligned_exp`` (module docstring)."""
+    g = np.maximum(k.align, 1).astype(np.int64) * max(int(k.a_bytes), 1)
+    return c["unaligned_eff"] * (np.minimum(g & -g, 16) / 16.0) ** c["unaligned_exp"]
+
+
 def l2_rate(design: GpuDesign, c: Mapping) -> float:
     """Bytes/s the SMs stream from L2: ``l2_bytes_per_sm_clock`` x SMs x clock, a property of the
     die (the H200's L2 is the H100's), not scaled from the DRAM datasheet."""
@@ -157,7 +168,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     sm = design.sm_count
     align = PATH_ALIGN.get(path.name, 1)
     aligned = (k.align % align == 0) | (align == 1)
-    rate = path.peak_ops_per_s * eff * np.where(aligned, 1.0, c["unaligned_eff"])
+    rate = path.peak_ops_per_s * eff * np.where(aligned, 1.0, unaligned_rate(k, c))
     bw = dram_rate(design, c)
     p = c["smax_p"]
     factors = np.array([1.0] + [c[f] for f in PASS_FACTORS[1:]])
