@@ -185,6 +185,8 @@ def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
         "# data/measured/h100/ (GEMM fp32/fp16, conv fp32 three passes, RNN fp32 layers), all devices at",
         "# once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
         "# \"assumption\": not identifiable from the measured set (lower == upper: never fitted).",
+        "# data/measured/h200/ is never fitted (benchmarks/gpu_heldout.py checks against it); the few",
+        "# constants read off its notes or rows (no other set has them) say so in their `how`.",
         "# prior: the start of every fit (also of the leave-one-device-out fits).",
         f"# {note}",
     ]

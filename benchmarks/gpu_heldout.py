@@ -75,8 +75,9 @@ def table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 def persistent_rows() -> list[dict]:
     """The H200 RNN rows PyTorch runs with cuDNN's persistent kernel (asicsim.hw.gpu_rnn)."""
-    from asicsim.hw.gpu_rnn import rnn_algo
     from gpu_measured import design_for
+
+    from asicsim.hw.gpu_rnn import rnn_algo
 
     d = design_for("H200", "fp16")
     return [r for r in h200_rows() if r["kind"] == "rnn_fwd" and r["precision"] == "fp16"

@@ -39,9 +39,6 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   property of the die: the H200's L2 is the H100's, whatever its HBM). DRAM streams at the
   design's published copy rate (``copy_bandwidth_gbps``) where it has one, else at ``bw_eff`` x
   the datasheet bandwidth.
-* **What a few CTAs can draw**: a resident CTA streams its operand slabs, ``(tm + tn) x K/split``
-  elements, at most at ``cta_bw_gbps`` (bytes in flight over memory latency), so a kernel with
-  few CTAs and a long K loop is slower than its bytes over the DRAM bandwidth.
 * ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly;
   a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
   their own, max-like ``p = smax_p_stream``.
@@ -212,12 +209,6 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     warm3 = warm[:, None, None]
     dram = np.where(fits, np.where(warm3, 0.0, ideal_bytes), dram_big)
     t_mem = np.where(warm3 & fits, working / l2_rate(design, c), dram / bw)
-    # a CTA streams its operand slabs (tm + tn) x ks at most at cta_bw: a few CTAs cannot draw the
-    # DRAM bandwidth, whatever the bytes in total
-    resident = np.minimum(per_sm, ctas)
-    cta_bytes = (tm * a_el / np.maximum(Mx * Kx, 1) + tn * b_el / np.maximum(Kx * Nx, 1)) * ks
-    t_draw = per_sm * cta_bytes / (resident * c["cta_bw_gbps"] * 1e9)
-    t_mem = np.maximum(t_mem, t_draw)
     # tensor-core GEMV-like kernels (a tile side <= 16) stream their operands under the math: a
     # max-like overlap (smax_p_stream); SIMT and DP4A kernels keep the fitted smax_p
     streams = (path.eff_class == "tensor") & (np.minimum(tm, tn) <= 16)

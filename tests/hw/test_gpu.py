@@ -32,7 +32,7 @@ GPU_NAMES = list_designs("gpu")
 #: overhead, a 5 us launch, a hard max of compute and memory, no power cap (tiny energy per op);
 #: no generation's own constants (``name@Gen``), so the shared values below hold for every GPU.
 HAND = {k: v for k, v in load_fit().items() if "@" not in k} | {"eff_simt": 0.9, "eff_tensor": 0.9, "eff_dp4a": 0.9, "tile_cost": 0.0,
-                     "cta_k_overhead": 0.0, "launch_us": 5.0, "bw_eff": 1.0, "smax_p": 60.0,
+                     "cta_k_overhead": 0.0, "launch_us": 5.0, "bw_eff": 1.0, "smax_p": 60.0, "smax_p_stream": 60.0,
                      "e_simt_pj_12nm": 1e-3}
 
 
