@@ -7,7 +7,8 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
 
 * ``t_compute``: the library picks the best of a tile menu (``TILES``, down to GEMV-like 8 x 256
   tiles) and split-K factors (``SPLITS``) where the library splits K (not implicit-GEMM forward
-  and data-gradient convs, not the paths in :data:`asicsim.hw.gpu_paths.NO_SPLIT_K`). ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
+  and data-gradient convs, not the paths in :data:`asicsim.hw.gpu_paths.NO_SPLIT_K`).
+  ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
   ``n = ceil(CTAs / sm_count)`` of them, each doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops
   (K padded to the path's MMA step: tensor cores 8, DP4A 4) at the per-SM rate
   ``peak x eff / sm_count`` (``eff_<path>`` where the path has its own, e.g. int8 tensor cores,
@@ -23,8 +24,12 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   multiples of 16 bytes (fp16/bf16: 8 elements, fp8 and int8: 16, tf32: 4); otherwise the library
   falls back to a kernel whose loads are only as wide as the dimensions' byte alignment ``v``
   (the largest power of two dividing them, in bytes): ``unaligned_eff x (v / 16)^unaligned_exp``
-  of the aligned rate (the H100 set: fp16 GEMMs with M = 35, 2-byte aligned, ran at 0.13-0.15 of the rate, with
-  M = 5124, 8-byte aligned, at about 0.4; H200 int8 at 8 mod 16 at 0.4).
+  of the aligned rate (the H100 set: fp16 GEMMs with M = 35, 2-byte aligned, ran at 0.13-0.16 of
+  the rate, with M = 5124, 8-byte aligned, at about 0.3; H200 int8 at 8 mod 16 at about 0.4).
+* **Persistent RNN** (:mod:`asicsim.hw.gpu_rnn`): where PyTorch picks cuDNN's persistent kernel,
+  an RNN's recurrent steps run in one launch with the weights on chip: ``persist_step_us`` per step
+  (a grid barrier) instead of ``rnn_step_us``, the steps' math at ``persist_eff`` of the rate of
+  the SMs holding the weights, no weight bytes per step.
 * **Memory levels.** ``l2_bytes``: what the SMs read from and write to L2: A once per column of
   tiles, B once per row of tiles, C once, split-K partials twice. ``dram_bytes`` (HBM/GDDR) follow
   the residency rule the systolic designs use (:mod:`asicsim.hw.bounds`): between operations nothing
@@ -252,8 +257,9 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     ops = np.where(k.sparse, sp_ops, ops_useful)
     ideal = np.where(is_stream, 0.0, ops / (path.peak_ops_per_s * eff))  # alignment losses are not work
     ideal = np.where(t_compute > 0, np.minimum(ideal, t_compute), ideal)  # pass factors may be < 1
+    step_us = np.where(k.persistent, c["persist_step_us"], c["rnn_step_us"])
     overhead = k.launches * c["launch_us"] * 1e-6 + (
-        k.steps * np.where(k.persistent, c["persist_step_us"], c["rnn_step_us"]) + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
+        k.steps * step_us + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
     t_full = overhead + k.seq * t_body + first / bw
     dram_b = k.seq * np.where(gemm, d_dram, np.where(k.sparse, sp_bytes, st_bytes)) + first
     compulsory = np.where(gemm & (k.seq > 1), b_el[:, 0, 0] * B, k.seq * np.where(

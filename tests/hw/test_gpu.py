@@ -337,7 +337,7 @@ def test_calibration_error_on_the_measured_sets():
     """The shipped constants on DeepBench's 4 156 GEMM-based rows and the H100 set's 973 (see
     benchmarks/RESULTS.md): per device the median |ln(pred/meas)| <= 0.24 and p90 <= 0.75, overall
     median <= 0.20, and better than the datasheet roofline on every device (the shipped fit:
-    0.16-0.23 and 0.56-0.74; the roofline 0.85-1.11 and 1.86-2.94)."""
+    0.15-0.23 and 0.49-0.74; the roofline 0.85-1.11 and 1.86-2.94)."""
     gc = _calibration()
     groups = gc.groups_of(gc.all_rows())
     fit = load_fit()
