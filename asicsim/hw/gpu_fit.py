@@ -20,6 +20,9 @@ GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "c
                    "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock",
                    "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio",
                    "persist_step_us", "persist_eff")
+#: Generation keys never borrowed by another generation: one library's quirk on one path (cuBLASLt's
+#: int8 kernels on Hopper reach 0.42 of the peak; other generations keep their class's efficiency).
+OWN_GENERATION_ONLY = frozenset({"eff_int8_tensor"})
 
 
 @functools.cache
@@ -41,14 +44,15 @@ def fit_table(path: str | Path | None = None) -> dict[str, dict]:
 
 def generation_constants(fit: Mapping, architecture: str) -> tuple[dict[str, float], dict[str, str]]:
     """The flat constants for a GPU of ``architecture``: each generation key from that generation,
-    else from the nearest generation that has it (earlier on a tie), else the shared value. Also
-    returns, per borrowed key, the generation it came from."""
+    else from the nearest generation that has it (earlier on a tie; not the keys in
+    :data:`OWN_GENERATION_ONLY`), else the shared value. Also returns, per borrowed key, the
+    generation it came from."""
     out = {k: v for k, v in fit.items() if "@" not in k}
     borrowed: dict[str, str] = {}
     here = GENERATIONS.index(architecture) if architecture in GENERATIONS else len(GENERATIONS)
     for key in GENERATION_KEYS:
         have = [g for g in GENERATIONS if f"{key}@{g}" in fit]
-        if not have:
+        if not have or (key in OWN_GENERATION_ONLY and architecture not in have):
             continue
         best = min(have, key=lambda g: (abs(GENERATIONS.index(g) - here), GENERATIONS.index(g)))
         out[key] = fit[f"{key}@{best}"]
