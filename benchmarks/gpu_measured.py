@@ -26,19 +26,24 @@ from asicsim.hw.gpu_cost import resolve_gpu_formats
 ROOT = Path(__file__).resolve().parents[1]
 DEEPBENCH = ROOT / "data" / "deepbench" / "measured"
 H100 = ROOT / "data" / "measured" / "h100"
+H200 = ROOT / "data" / "measured" / "h200"  # held out: never in a fit (benchmarks/gpu_heldout.py)
 DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
            "P100": "gpu_p100", "T4": "gpu_t4", "H100": "gpu_h100"}
+#: Devices measured but never fitted on (the held-out check).
+HELD_OUT = {"H200": "gpu_h200"}
 FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
            "fp16_fp32math": "act=fp16,weight=fp16,acc=fp32,out=fp16",
            "fp16_mixed": "act=fp16,weight=fp16,acc=fp32,out=fp16",
            "fp16": "act=fp16,weight=fp16,acc=fp32,out=fp16",
+           "bf16": "act=bfloat16,weight=bfloat16,acc=fp32,out=bfloat16",
+           "tf32": "act=tf32,weight=tf32,acc=fp32,out=fp32",
            "fp8": "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,out=bfloat16",
            "int8": "act=int8,weight=int8,acc=int32,out=int32"}
 GEMM_CONV_ALGOS = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "LICIT_PRECOMP_GEMM", "GEMM"}
 
 
 def design_for(device: str, precision: str):
-    d = sim.load_design(DESIGNS[device])
+    d = sim.load_design((DESIGNS | HELD_OUT)[device])
     if device == "T4" and precision == "int8":  # DeepBench's T4 int8 rows did not use tensor cores
         d = dataclasses.replace(d, int8_path="dp4a")
     return d
@@ -104,6 +109,30 @@ def h100_rows(data: Path = H100) -> list[dict]:
                          ops=[sim.Gemm(int(r.M), int(r.N), int(r.K))], passes=["fwd"],
                          time_us=flops / (r.meas_tflops * 1e6), flops=flops, skip_input=False))
     return _gemm_based(rows)
+
+
+def h200_rows(data: Path = H200) -> list[dict]:
+    """The H200 set (held out). fp8 and int8 ran through ``torch._scaled_mm``/``torch._int_mm``
+    (README): row-major ``C[M, N] = A[M, K] @ B[K, N]`` with B column-major, whatever
+    ``a_t``/``b_t`` say. cuBLASLt (column-major) sees that as ``C^T = B^T A^T``: an ``N x M``
+    output with leading dimension N, both operands with leading dimension K, i.e. the GEMM
+    ``(N, M, K)`` with its first operand transposed; priced as that (the same flops and bytes; the
+    README's refusals, "N not a multiple of 8", are on that output's leading dimension)."""
+    rows = []
+    g = pd.read_csv(data / "gemm.csv")
+    for r in g.itertuples():
+        if r.precision in ("fp8", "int8"):
+            op = sim.Gemm(int(r.N), int(r.M), int(r.K), a_transposed=True, b_transposed=False)
+        else:
+            op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_t), b_transposed=bool(r.b_t))
+        rows.append(dict(device="H200", precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+    n = pd.read_csv(data / "rnn.csv")
+    for r in n.itertuples():
+        op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
+        rows.append(dict(device="H200", precision=r.precision, kind="rnn_fwd", ops=[op], passes=["fwd"],
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+    return rows
 
 
 def all_rows() -> list[dict]:

@@ -56,6 +56,15 @@ def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
     return f
 
 
+def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Mapping) -> list[str]:
+    """cuDNN's RNN algorithm per operation (``"standard"`` for anything but an Rnn)."""
+    from asicsim.hw.gpu_rnn import rnn_algo
+    from asicsim.hw.operations import Rnn
+
+    return [rnn_algo(op, ps, design, fmts["act"].name) if isinstance(op, Rnn) else "standard"
+            for op, ps in zip(ops, passes, strict=True)]
+
+
 def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
                   passes: Sequence[str] | None = None, rnn_skip_input: bool = False,
                   operands: str = "cold") -> list:
@@ -83,8 +92,9 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
         # vector work runs on the SIMT cores in any format (conversions are elementwise too)
         path = precision_path(design, default_formats())
     passes = list(passes) if passes is not None else ["fwd"] * len(ops)
+    algos = rnn_algos(ops, passes, design, fmts)
     rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
-            for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input)]
+            for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input, rnn_algo=algos[i])]
     n = len(ops)
     if not rows:
         return []
@@ -147,7 +157,12 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
         op_notes = notes
         if not aligned_all[i] and path.name in PATH_ALIGN:
             op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
-                                f"unaligned fallback at x{c['unaligned_eff']:.3f}")
+                                f"unaligned fallback (loads as wide as the dimensions' byte alignment: "
+                                f"unaligned_eff {c['unaligned_eff']:.3f} x (bytes / 16)^{c['unaligned_exp']:.2f})")
+        if algos[i] != "standard":
+            op_notes = (*op_notes, f"cuDNN's persistent RNN kernel ({algos[i].upper()}, as PyTorch picks it: "
+                                   f"asicsim.hw.gpu_rnn): the recurrent weights stay on chip across the "
+                                   f"{op.steps} steps, one launch, a grid barrier per step")
         kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
         # the SMs' operand traffic with L2 is a GPU's on-chip level, as a systolic array's with its buffers
         traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": l2_b,

@@ -52,6 +52,7 @@ class Kernels:
     pass_idx: np.ndarray  # index into PASS_FACTORS
     density: np.ndarray  # nonzero fraction of the weights (sparse kernels)
     sparse: np.ndarray  # bool: sparse (CSR) kernel
+    persistent: np.ndarray  # bool: an RNN's recurrent steps in one persistent kernel (asicsim.hw.gpu_rnn)
     stream_bytes: np.ndarray  # elementwise kernels: bytes streamed (M = N = K = 0)
     align: np.ndarray  # gcd of the dimensions a tensor-core path needs aligned (0: none)
     a_bytes: float
@@ -62,27 +63,41 @@ class Kernels:
     def build(cls, rows: list[dict], a_bytes: float, b_bytes: float, c_bytes: float) -> Kernels:
         d = dict(owner=0, M=0, N=0, K=0, batch=1, seq=1, launches=1, steps=0, calls=0, conv_calls=0,
                  max_split=64, a_elems=-1.0, b_elems=-1.0, c_elems=-1.0, a_t=False, b_t=False,
-                 pass_idx=0, density=1.0, sparse=False, stream_bytes=0.0, align=0)
+                 pass_idx=0, density=1.0, sparse=False, persistent=False, stream_bytes=0.0, align=0)
         cols = {k: np.asarray([r.get(k, v) for r in rows], dtype=np.float64) for k, v in d.items()}
         cols["sparse"] = cols["sparse"].astype(bool)
+        cols["persistent"] = cols["persistent"].astype(bool)
         cols["owner"] = cols["owner"].astype(np.int64)
         return cls(**cols, a_bytes=a_bytes, b_bytes=b_bytes, c_bytes=c_bytes)
 
 
-def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool = False) -> list[dict]:
+def gemm_align(op: Gemm) -> int:
+    """The gcd of the leading dimensions cuBLAS checks for its tensor-core kernels (column-major,
+    as DeepBench calls it): ``lda = K`` if A is transposed else ``M``, ``ldb = N`` if B is
+    transposed else ``K``, ``ldc = M`` (cuBLAS documentation, "Tensor Core Usage": the leading
+    dimensions must be multiples of 16 bytes / the path's element count)."""
+    lda = op.K if op.a_transposed else op.M
+    ldb = op.N if op.b_transposed else op.K
+    return math.gcd(lda, ldb, op.M)
+
+
+def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool = False,
+               rnn_algo: str = "standard") -> list[dict]:
     """The kernels of one operation (``pass_name`` selects a conv/RNN training pass).
 
     ``align`` is the gcd of the dimensions the library needs to be multiples of the path's
-    alignment for its tensor-core kernels: a GEMM's M, N and K (cuBLAS: every leading dimension), a
+    alignment for its tensor-core kernels: a GEMM's leading dimensions (:func:`gemm_align`), a
     conv's channels per group (cuDNN's tensor-op convolutions), an RNN's hidden and input sizes.
 
     ``rnn_skip_input``: no input projection (cuDNN's ``CUDNN_SKIP_INPUT``, which DeepBench's RNN
     benchmark uses: the input is added to the gates as is), so only the recurrent GEMMs remain.
+    ``rnn_algo``: cuDNN's algorithm for an RNN (:func:`asicsim.hw.gpu_rnn.rnn_algo`); a persistent
+    one runs the recurrent steps in one kernel that holds the weights on chip.
     """
     if isinstance(op, Gemm):
         sparse = op.sparse_format != "dense" and op.weight_sparsity > 0
         return [dict(owner=i, M=op.M, N=op.N, K=op.K, a_t=op.a_transposed, b_t=op.b_transposed,
-                     density=1.0 - op.weight_sparsity, sparse=sparse, align=math.gcd(op.M, op.N, op.K))]
+                     density=1.0 - op.weight_sparsity, sparse=sparse, align=gemm_align(op))]
     if isinstance(op, Conv):
         g, n = op.groups, op.batch
         c, k = op.in_channels // g, op.out_channels // g
@@ -100,7 +115,8 @@ def op_kernels(op, i: int = 0, pass_name: str = "fwd", *, rnn_skip_input: bool =
         x = op.input_size or h
         al = math.gcd(h, x)
         recurrent = dict(owner=i, M=b, N=gh, K=h, seq=t, launches=0, steps=t, calls=1, align=al,
-                         pass_idx=PASS_FACTORS.index("rnn_bwd_data") if pass_name == "bwd_data" else 0)
+                         pass_idx=PASS_FACTORS.index("rnn_bwd_data") if pass_name == "bwd_data" else 0,
+                         persistent=rnn_algo != "standard")
         if pass_name == "bwd_weights":  # dW = dY^T X and dU = dY^T H over all steps at once
             dw = [dict(owner=i, M=gh, N=h, K=b * t, align=al)]
             return dw if rnn_skip_input else [dict(owner=i, M=gh, N=x, K=b * t, align=al), *dw]

@@ -6,11 +6,13 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
              + seq x smax(t_compute, t_memory)
 
 * ``t_compute``: the library picks the best of a tile menu (``TILES``, down to GEMV-like 8 x 256
-  tiles) and split-K factors (``SPLITS``; implicit-GEMM forward and data-gradient convs do not split
-  K). ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
+  tiles) and split-K factors (``SPLITS``) where the library splits K (not implicit-GEMM forward
+  and data-gradient convs, not the paths in :data:`asicsim.hw.gpu_paths.NO_SPLIT_K`).
+  ``ceil(M/tm) ceil(N/tn) batch split`` CTAs spread over the SMs; the busiest SM runs
   ``n = ceil(CTAs / sm_count)`` of them, each doing ``2 tm tn (ceil(K/split) + cta_k_overhead)`` ops
   (K padded to the path's MMA step: tensor cores 8, DP4A 4) at the per-SM rate
-  ``peak x eff_<class> / sm_count``. An SM holds ``r = min(8, 128^2 / (tm tn))`` CTAs at once and
+  ``peak x eff / sm_count`` (``eff_<path>`` where the path has its own, e.g. int8 tensor cores,
+  else ``eff_<class>``). An SM holds ``r = min(8, 128^2 / (tm tn))`` CTAs at once and
   reaches that rate only when full: with ``min(n, r)`` resident it runs at
   ``(min(n, r) / r)^occ_exp`` of it (``occ_exp = 1``: a lone small tile leaves the SM as idle as
   one full wave would). The rate is slowed by ``1 + tile_cost (128/tm + 128/tn - 2)`` for small
@@ -18,9 +20,16 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and by ``rnn_bwd_data``
   for an RNN's recurrent data-gradient GEMMs.
 * **Alignment** (:data:`asicsim.hw.gpu.PATH_ALIGN`): a tensor-core kernel needs the dimensions the
-  library checks (:func:`asicsim.hw.gpu_kernels.op_kernels`: a GEMM's M, N and K) to be multiples
-  of the path's alignment (fp16/bf16 and int8: 8, fp8: 16, tf32: 4); otherwise the library falls
-  back to a kernel at ``unaligned_eff`` of the aligned rate.
+  library checks (:func:`asicsim.hw.gpu_kernels.op_kernels`: a GEMM's leading dimensions) to be
+  multiples of 16 bytes (fp16/bf16: 8 elements, fp8 and int8: 16, tf32: 4); otherwise the library
+  falls back to a kernel whose loads are only as wide as the dimensions' byte alignment ``v``
+  (the largest power of two dividing them, in bytes): ``unaligned_eff x (v / 16)^unaligned_exp``
+  of the aligned rate (the H100 set: fp16 GEMMs with M = 35, 2-byte aligned, ran at 0.13-0.16 of
+  the rate, with M = 5124, 8-byte aligned, at about 0.3; H200 int8 at 8 mod 16 at about 0.4).
+* **Persistent RNN** (:mod:`asicsim.hw.gpu_rnn`): where PyTorch picks cuDNN's persistent kernel,
+  an RNN's recurrent steps run in one launch with the weights on chip: ``persist_step_us`` per step
+  (a grid barrier) instead of ``rnn_step_us``, the steps' math at ``persist_eff`` of the rate of
+  the SMs holding the weights, no weight bytes per step.
 * **Memory levels.** ``l2_bytes``: what the SMs read from and write to L2: A once per column of
   tiles, B once per row of tiles, C once, split-K partials twice. ``dram_bytes`` (HBM/GDDR) follow
   the residency rule the systolic designs use (:mod:`asicsim.hw.bounds`): between operations nothing
@@ -31,10 +40,13 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   above ``l2_bytes``; a convolution's windows re-read its input from L2, so it moves its
   compulsory bytes (no proven conv bound has the constants, :mod:`asicsim.hw.bounds`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
   the H100 set time back-to-back calls on the same operands): a working set that fits stays in L2,
-  moves no DRAM bytes and streams at ``l2_bw_ratio`` x the DRAM bandwidth. DRAM streams at the
+  moves no DRAM bytes and streams at the L2 rate, ``l2_bytes_per_sm_clock`` x SMs x clock (a
+  property of the die: the H200's L2 is the H100's, whatever its HBM). DRAM streams at the
   design's published copy rate (``copy_bandwidth_gbps``) where it has one, else at ``bw_eff`` x
   the datasheet bandwidth.
-* ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly.
+* ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly;
+  a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
+  their own, max-like ``p = smax_p_stream``.
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
   energy per byte of each level) over ``t_full`` is its power at full clock; when that plus static
   power (``static_fraction x TDP``) exceeds the TDP the clock drops until it fits:
@@ -62,70 +74,33 @@ Constants: ``asicsim/hw/data/gpu_fit.toml`` says which were fitted (least square
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 
-from asicsim._files import read_text_file
 from asicsim.hw.energy import dram_energy_pj_per_bit
 from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
+from asicsim.hw.gpu_fit import FIT_FILE as FIT_FILE  # re-exported: the model's public names
+from asicsim.hw.gpu_fit import GENERATION_KEYS as GENERATION_KEYS
+from asicsim.hw.gpu_fit import GENERATIONS as GENERATIONS
+from asicsim.hw.gpu_fit import fit_table as fit_table
+from asicsim.hw.gpu_fit import generation_constants as generation_constants
+from asicsim.hw.gpu_fit import load_fit as load_fit
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
+from asicsim.hw.gpu_paths import NO_SPLIT_K
+from asicsim.hw.gpu_rnn import persistent_steps
 from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.power import power_capped_time
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
-FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
 #: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
 #: GEMV-like ones for batch-1..16 shapes (cuBLAS dispatches those to gemv/"skinny" kernels).
 TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 128), (64, 32),
                   (32, 64), (32, 32), (8, 256), (256, 8), (16, 128), (128, 16)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
-#: GPU generations in order of release (GpuDesign.architecture).
-GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blackwell")
-#: Constants that are the generation's (``name@<generation>`` in the fit file).
-GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
-                   "eff_simt", "eff_tensor", "unaligned_eff", "occ_exp", "smax_p", "l2_fraction",
-                   "l2_bw_ratio", "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio")
 #: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
 CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
-
-
-@functools.cache
-def _load_fit_file(path: str) -> tuple[tuple[str, float], ...]:
-    table = tomllib.loads(read_text_file(path))  # not UTF-8: a TextFileError naming the file
-    return tuple((k, float(v["value"])) for k, v in table["constants"].items())
-
-
-def load_fit(path: str | Path | None = None) -> dict[str, float]:
-    """The model constants {name: value} from ``gpu_fit.toml`` (or another file written like it);
-    generation constants are keyed ``name@Generation``."""
-    return dict(_load_fit_file(str(path or FIT_FILE)))
-
-
-def fit_table(path: str | Path | None = None) -> dict[str, dict]:
-    """The whole fit file: per constant its value, how it was obtained and its bounds."""
-    return tomllib.loads(read_text_file(path or FIT_FILE))["constants"]
-
-
-def generation_constants(fit: Mapping, architecture: str) -> tuple[dict[str, float], dict[str, str]]:
-    """The flat constants for a GPU of ``architecture``: each generation key from that generation,
-    else from the nearest generation that has it (earlier on a tie), else the shared value. Also
-    returns, per borrowed key, the generation it came from."""
-    out = {k: v for k, v in fit.items() if "@" not in k}
-    borrowed: dict[str, str] = {}
-    here = GENERATIONS.index(architecture) if architecture in GENERATIONS else len(GENERATIONS)
-    for key in GENERATION_KEYS:
-        have = [g for g in GENERATIONS if f"{key}@{g}" in fit]
-        if not have:
-            continue
-        best = min(have, key=lambda g: (abs(GENERATIONS.index(g) - here), GENERATIONS.index(g)))
-        out[key] = fit[f"{key}@{best}"]
-        if best != architecture:
-            borrowed[key] = best
-    return out, borrowed
 
 
 def _smax(a, b, p):
@@ -134,9 +109,13 @@ def _smax(a, b, p):
 
 
 def efficiency(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
-    """Achievable fraction of the path's datasheet peak (the design's own override first)."""
+    """Achievable fraction of the path's datasheet peak: the design's own override first, then the
+    path's own constant (``eff_<path>``, e.g. ``eff_int8_tensor``: a library whose kernels for one
+    path reach less of its peak than the class's), else the class's (``eff_<class>``)."""
     own = getattr(design, f"eff_{path.eff_class}")
-    return own if own is not None else c[f"eff_{path.eff_class}"]
+    if own is not None:
+        return own
+    return c.get(f"eff_{path.name}", c[f"eff_{path.eff_class}"])
 
 
 def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
@@ -153,6 +132,20 @@ def dram_rate(design: GpuDesign, c: Mapping) -> float:
     if design.copy_bandwidth_gbps is not None:
         return design.copy_bandwidth_gbps * 1e9
     return design.bandwidth_bytes_per_s * c["bw_eff"]
+
+
+def unaligned_rate(k: Kernels, c: Mapping) -> np.ndarray:
+    """The unaligned fallback's rate, a fraction of the aligned one: ``unaligned_eff`` x (the bytes
+    each load can take (the largest power of two dividing the checked dimensions' byte size, at
+    most 16) / 16) ^ ``unaligned_exp`` (module docstring)."""
+    g = np.maximum(k.align, 1).astype(np.int64) * max(int(k.a_bytes), 1)
+    return c["unaligned_eff"] * (np.minimum(g & -g, 16) / 16.0) ** c["unaligned_exp"]
+
+
+def l2_rate(design: GpuDesign, c: Mapping) -> float:
+    """Bytes/s the SMs stream from L2: ``l2_bytes_per_sm_clock`` x SMs x clock, a property of the
+    die (the H200's L2 is the H100's), not scaled from the DRAM datasheet."""
+    return c["l2_bytes_per_sm_clock"] * design.sm_count * design.clock_hz
 
 
 @functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
@@ -177,7 +170,7 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     sm = design.sm_count
     align = PATH_ALIGN.get(path.name, 1)
     aligned = (k.align % align == 0) | (align == 1)
-    rate = path.peak_ops_per_s * eff * np.where(aligned, 1.0, c["unaligned_eff"])
+    rate = path.peak_ops_per_s * eff * np.where(aligned, 1.0, unaligned_rate(k, c))
     bw = dram_rate(design, c)
     p = c["smax_p"]
     factors = np.array([1.0] + [c[f] for f in PASS_FACTORS[1:]])
@@ -220,9 +213,13 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     warm = np.full(len(M), operands == "warm") | (k.seq > 1)
     warm3 = warm[:, None, None]
     dram = np.where(fits, np.where(warm3, 0.0, ideal_bytes), dram_big)
-    t_mem = np.where(warm3 & fits, working / (design.bandwidth_bytes_per_s * c["l2_bw_ratio"]), dram / bw)
-    t_tot = _smax(t_comp, t_mem, p)
-    t_tot = np.where(s <= k.max_split[:, None, None], t_tot, np.inf)
+    t_mem = np.where(warm3 & fits, working / l2_rate(design, c), dram / bw)
+    # tensor-core GEMV-like kernels (a tile side <= 16) stream their operands under the math: a
+    # max-like overlap (smax_p_stream); SIMT and DP4A kernels keep the fitted smax_p
+    streams = (path.eff_class == "tensor") & (np.minimum(tm, tn) <= 16)
+    t_tot = _smax(t_comp, t_mem, np.where(streams, c["smax_p_stream"], p))
+    max_split = k.max_split if path.name not in NO_SPLIT_K else np.ones(len(M))
+    t_tot = np.where(s <= max_split[:, None, None], t_tot, np.inf)
     flat = t_tot.reshape(len(M), -1)
     best = np.argmin(flat, axis=1)
 
@@ -232,6 +229,15 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     busy_sms = np.minimum(tiles_m * tiles_n * Bx * s / sm, 1.0)  # share of the SMs with a CTA
     d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (
         pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits, busy_sms))
+    # a persistent RNN kernel: weights on chip across the steps (asicsim.hw.gpu_rnn)
+    pk = k.persistent & gemm
+    if pk.any():
+        p_step, p_busy = persistent_steps(M, N, K, b_el[:, 0, 0], sm, rate / sm, c)
+        d_comp, d_tot, d_busy = (np.where(pk, a, b) for a, b in
+                                 ((p_step, d_comp), (p_step, d_tot), (p_busy, d_busy)))
+        d_mem, d_dram = np.where(pk, 0.0, d_mem), np.where(pk, 0.0, d_dram)
+        d_l2 = np.where(pk, (a_el[:, 0, 0] + c_el[:, 0, 0]) * B, d_l2)  # the state in and out
+        d_fits = d_fits | pk
     # cold operands: an RNN's weights come from DRAM once before its steps (its state is on chip)
     first = np.where((operands == "cold") & (k.seq > 1) & d_fits, b_el[:, 0, 0] * B, 0.0)
     # -- sparse GEMM (cuSPARSE-like CSR): nonzero MACs at sparse_eff of fp32, CSR bytes streamed
@@ -251,8 +257,9 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     ops = np.where(k.sparse, sp_ops, ops_useful)
     ideal = np.where(is_stream, 0.0, ops / (path.peak_ops_per_s * eff))  # alignment losses are not work
     ideal = np.where(t_compute > 0, np.minimum(ideal, t_compute), ideal)  # pass factors may be < 1
+    step_us = np.where(k.persistent, c["persist_step_us"], c["rnn_step_us"])
     overhead = k.launches * c["launch_us"] * 1e-6 + (
-        k.steps * c["rnn_step_us"] + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
+        k.steps * step_us + k.calls * c["rnn_call_us"] + k.conv_calls * c["conv_call_us"]) * 1e-6
     t_full = overhead + k.seq * t_body + first / bw
     dram_b = k.seq * np.where(gemm, d_dram, np.where(k.sparse, sp_bytes, st_bytes)) + first
     compulsory = np.where(gemm & (k.seq > 1), b_el[:, 0, 0] * B, k.seq * np.where(

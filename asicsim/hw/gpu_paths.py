@@ -47,11 +47,20 @@ PATH_CLASS = {"fp32": "simt", "fp16_half2": "simt", "fp16_fp32math": "simt",
 #: 8, the cuBLAS alignment rule of the DeepBench era, "K multiple of 8"); DP4A takes 4 int8 per
 #: instruction; SIMT kernels take any K.
 K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
-#: Elements the library needs every checked dimension to be a multiple of for its tensor-core
-#: kernels (cuBLAS: 16-byte aligned leading dimensions, i.e. 8 fp16/bf16, 4 tf32; measured on an
-#: H100, data/measured/h100/README.md: fp16/bf16 off multiples of 8 ran up to 6x slower than
-#: padded, fp8 needs 16, int8 8 through cuBLASLt; MX fp8 assumed as fp8). Other paths take any size.
-PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "mxfp8_tensor": 16, "int8_tensor": 8}
+#: Elements the library needs every leading dimension to be a multiple of for its tensor-core
+#: kernels (:func:`asicsim.hw.gpu_kernels.gemm_align`): 16 bytes, i.e. 4 tf32, 8 fp16/bf16, 16 fp8
+#: or int8 (cuBLAS documentation, section 2.1.11 "Tensor Core Usage": 16-byte aligned pointers and
+#: leading dimensions; NVIDIA/cutlass issue #75: tensor-core kernels need 128-bit aligned
+#: accesses). Measured: H100 fp16/bf16 off multiples of 8 ran up to 6x slower than padded
+#: (data/measured/h100/README.md); H200 int8 GEMMs whose output leading dimension is 8 mod 16 run
+#: at 230-290 TOPS where the same sizes at 0 mod 16 reach 580-720 (data/measured/h200/gemm.csv).
+#: MX fp8 assumed as fp8. Other paths take any size.
+PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "mxfp8_tensor": 16, "int8_tensor": 16}
+#: Paths whose library kernels take no split-K (the K loop of a CTA runs to the end): cuBLASLt's
+#: int8 kernels as torch._int_mm calls them (data/measured/h200/gemm.csv: an int8 GEMM 8 x 512 x
+#: 500 000 takes 2.24 ms and 8 x 1024 x 500 000 the same, twice the bytes in the same time: the CTAs
+#: along N run side by side, each streaming all of K; a split-K kernel would spread K over the SMs).
+NO_SPLIT_K = frozenset({"int8_tensor"})
 
 _E4M3, _E5M2 = "fp8_e4m3", "fp8_e5m2"
 _MX = ("mxfp8_e4m3", "mxfp8_e5m2")
