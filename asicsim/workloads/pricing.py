@@ -244,7 +244,7 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32", *, objective: str =
                          "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
                          "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
                          "objective": scheduled_for(design, objective),
-                         "note": "; ".join(filter(None, part["note"].unique())),
+                         "note": merged_notes(part["note"]),
                          **{k: _first(ops, k) for k in ("idle_power_chip_w", "idle_power_board_w")}})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", *_TOTALLED_ENERGY, "dram_bytes"]].sum()
@@ -257,6 +257,13 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32", *, objective: str =
     power = derived_power({k: out[k].to_numpy(dtype=float) for k in SCOPE_ENERGY_KEYS},
                           out["time_s"].to_numpy(dtype=float), out["macs"].to_numpy(dtype=float))
     return out.assign(**{k: v for k, v in power.items() if k not in SCOPE_ENERGY_KEYS})
+
+
+def merged_notes(notes) -> str:
+    """The ops' notes of one role, each said once: a note that another one already holds (an op
+    with one caveat beside an op with that caveat and another) is not repeated."""
+    unique = list(dict.fromkeys(n for n in notes if isinstance(n, str) and n))
+    return "; ".join(n for n in unique if not any(n != m and n in m for m in unique))
 
 
 def _first(rows: pd.DataFrame, key: str):
