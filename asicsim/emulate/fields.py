@@ -18,6 +18,7 @@ from typing import Any
 
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import MAX_BLOCK_SIZE
+from asicsim.numerics.rotation_sizes import MAX_ROTATION
 from asicsim.numerics.rounding import ALLOWED as ROUNDINGS
 from asicsim.numerics.rounding import Rounding, parse_rounding
 
@@ -157,8 +158,6 @@ def _rotation_fields(spec, scaling, out: Problems) -> None:
     """Checks of ``rotation`` (a power of two) and ``rotation_seed`` (an integer >= 0, only with
     a rotation); delayed, static and group scaling keep unrotated tensors (their amax history,
     calibration and exported codes are of the tensor itself)."""
-    from asicsim.numerics.rotation import MAX_ROTATION
-
     n, seed = spec.rotation, spec.rotation_seed
     if n is not None:
         if not (_int(n) and 2 <= n <= MAX_ROTATION and not n & (n - 1)):

@@ -6,11 +6,10 @@ lazy_package(__name__, {
     ".catalog": ["aliases", "catalog", "get_format"],
     ".codec": ["decode", "encode"],
     ".formats": ["BlockFormat", "FloatFormat", "FormatError", "IntFormat"],
-    ".mac": ["MacSpec"],
+    ".mac": ["MacSpec", "tensor_core"],
     ".matmul": ["dot", "matmul"],
     ".ops": ["add", "div", "fma", "mul", "sqrt", "sub"],
     ".quantize": ["quantize"],
     ".rounding": ["RoundMode", "parse_rounding"],
     ".scaling": ["Scaling", "block_scales"],
-    ".tc_presets": ["tensor_core"],
 })

@@ -49,6 +49,7 @@ from .catalog import get_format
 from .formats import FormatError
 from .inputs import check_flag
 from .rounding import parse_rounding
+from .tc_presets import preset_text
 
 ORDERS = "sequential, folded:R, chunk:C, tree, fast, tensorcore:k"
 _PARAM_ORDERS = ("folded", "chunk", "tensorcore")
@@ -244,7 +245,7 @@ class MacSpec:
     def parse(cls, text: str | MacSpec) -> MacSpec:
         """``"a=bf16,b=bf16,acc=fp32,order=sequential"``; a leading preset (``v100``, ``a100``,
         ``h100``) may be followed by overrides: ``"a100,acc_rounding=rne"``. ``gpu=`` names a
-        GPU's tensor cores (:func:`.tc_presets.tensor_core`) for the ``a``/``b`` and ``out``
+        GPU's tensor cores (:func:`tensor_core`) for the ``a``/``b`` and ``out``
         formats given (``out`` fp32 unless given): ``"gpu=h100,a=fp8_e4m3,out=fp32"``; other
         keys then override the preset's fields."""
         if isinstance(text, MacSpec):
@@ -301,9 +302,18 @@ def _convert(field: str, value: str, text):
     return value
 
 
-def _from_gpu(kwargs: dict, text) -> MacSpec:
-    from .tc_presets import tensor_core  # imports this module
+def tensor_core(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = None) -> MacSpec:
+    """The MAC of ``gpu``'s tensor cores for ``a_fmt`` (and ``b_fmt``) inputs and ``out`` results,
+    from the published models (:mod:`.tc_presets` names each preset's source); an unsupported
+    combination is an error listing the supported ones.
 
+    >>> tensor_core("h100", "fp8_e4m3").order
+    'tensorcore:32'
+    """
+    return MacSpec.parse(preset_text(gpu, a_fmt, out, b_fmt))
+
+
+def _from_gpu(kwargs: dict, text) -> MacSpec:
     gpu = kwargs.pop("gpu")
     if "a_fmt" not in kwargs:
         raise ValueError(f"MacSpec {text!r}: gpu={gpu} needs the input format, e.g. a=fp16")

@@ -18,19 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-#: largest Hadamard block: the butterfly unrolls log2(n) stages
-MAX_ROTATION = 2**16
+from .rotation_sizes import MAX_ROTATION, check_rotation_size, random_signs
 
-
-def check_rotation_size(n) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2 or n > MAX_ROTATION or n & (n - 1):
-        raise ValueError(f"rotation size {n!r}; allowed: a power of two in 2 .. {MAX_ROTATION}")
-
-
-def random_signs(length: int, seed: int) -> np.ndarray:
-    """The diagonal ``D``: ``length`` float32 signs, +-1, drawn from ``seed`` (numpy's PCG64)."""
-    return np.where(np.random.default_rng(seed).integers(0, 2, length) == 1, 1, -1).astype(np.float32)
-
+__all__ = ["MAX_ROTATION", "check_rotation_size", "hadamard_rotate", "random_signs"]
 
 def _walsh_hadamard(v):
     """``v @ H`` over the last axis (a power of two ``n``) by the butterfly, unnormalised."""

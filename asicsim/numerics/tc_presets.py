@@ -25,7 +25,6 @@ Every preset is proven on the inner products the authors measured on each GPU
 from __future__ import annotations
 
 from .catalog import get_format
-from .mac import MacSpec
 
 SOURCE = ("github.com/north-numerical-computing/MATLAB-tensor-core "
           "@ b12b5a700957655375a1b0c1d0c26e76065da015")
@@ -98,12 +97,9 @@ def supported() -> list[str]:
     return [f"{g}/{a}/{o}" for g, a, o in PRESETS]
 
 
-def tensor_core(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = None) -> MacSpec:
-    """The MAC of ``gpu``'s tensor cores for ``a_fmt`` (and ``b_fmt``) inputs and ``out`` results.
-
-    >>> tensor_core("h100", "fp8_e4m3").order
-    'tensorcore:32'
-    """
+def preset_text(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = None) -> str:
+    """The :class:`~asicsim.numerics.mac.MacSpec` text of ``gpu``'s tensor cores for ``a_fmt``
+    (and ``b_fmt``) inputs and ``out`` results (:func:`asicsim.numerics.tensor_core` parses it)."""
     try:
         key = (str(gpu).strip().lower(), _fmt(a_fmt), _fmt(out))
         if b_fmt is not None and _fmt(b_fmt) != key[1]:
@@ -115,10 +111,10 @@ def tensor_core(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = Non
             f"tensor_core(gpu={gpu!r}, a={a_fmt!r}, b={b_fmt!r}, out={out!r}): no published model; "
             f"supported (gpu/a/out, b = a): {', '.join(supported())}"
         )
-    return MacSpec.parse(PRESETS[key][0])
+    return PRESETS[key][0]
 
 
 def source(gpu: str, a_fmt: str, out: str = "fp32") -> str:
     """Where the preset's parameters come from (repository, commit, model file)."""
-    tensor_core(gpu, a_fmt, out)
+    preset_text(gpu, a_fmt, out)
     return PRESETS[str(gpu).strip().lower(), _fmt(a_fmt), _fmt(out)][1]

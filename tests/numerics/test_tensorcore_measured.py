@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asicsim.numerics import matmul
+from asicsim.numerics import matmul, tensor_core
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
-from asicsim.numerics.tc_presets import PRESETS, tensor_core
+from asicsim.numerics.tc_presets import PRESETS
 
 DATA = Path(__file__).parents[1] / "data" / "tensorcore"
 FILE_FMT = {"float16": "fp16", "bfloat16": "bf16", "tf32": "tf32", "float8_e4m3fn": "e4m3",

@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asicsim._jax_compat import enable_x64
-from asicsim.numerics import get_format
+from asicsim.numerics import get_format, tensor_core
 from asicsim.numerics.exact64 import round64
 from asicsim.numerics.mac import MacSpec
 from asicsim.numerics.mac_ref import dot_ref
 from asicsim.numerics.matmul import dot, matmul
-from asicsim.numerics.tc_presets import source, supported, tensor_core
+from asicsim.numerics.tc_presets import source, supported
 from asicsim.numerics.tensorcore import fast_rounding, round_ieee
 
 X = np.ldexp
