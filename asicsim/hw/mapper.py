@@ -84,19 +84,20 @@ def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool) -> list[tuple]:
 def _most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
     """The largest tile along ``dim`` (0 M, 1 N, 2 K) that fits beside the other two of ``t``, at
     most ``D``; below 1 when none does. ``ps``: the partial-sum tile's rows and columns where fixed
-    (None: the tile's own)."""
-    m, n, k = t
-    pm, pn = ps
+    (None or NaN: the tile's own)."""
+    m, n, k = (0.0 if x is None else x for x in t)  # t[dim] is what is sought
+    fm, fn = (np.isnan(x) if x is not None else True for x in ps)  # follows the tile
+    pm = m if ps[0] is None else np.where(fm, m, ps[0])
+    pn = n if ps[1] is None else np.where(fn, n, ps[1])
     best = D
     for a, b, c, budget in rows:
         u = budget / np.where(db, 2.0, 1.0)
-        cm, cn = (m if pm is None else pm), (n if pn is None else pn)
         if dim == 0:
-            coef, const = a * k + (c * cn if pm is None else 0.0), b * k * n + (0.0 if pm is None else c * pm * cn)
+            coef, const = a * k + np.where(fm, c * pn, 0.0), b * k * n + np.where(fm, 0.0, c * pm * pn)
         elif dim == 1:
-            coef, const = b * k + (c * cm if pn is None else 0.0), a * m * k + (0.0 if pn is None else c * cm * pn)
+            coef, const = b * k + np.where(fn, c * pm, 0.0), a * m * k + np.where(fn, 0.0, c * pm * pn)
         else:
-            coef, const = a * m + b * n, c * cm * cn
+            coef, const = a * m + b * n, c * pm * pn
         room = np.where(coef > 0, (u - const) / np.where(coef > 0, coef, 1.0), np.inf)
         best = np.minimum(best, _floor(room))
     return best
@@ -140,68 +141,106 @@ def element_shape(p: GemmProblem, hw: ArrayHardware) -> tuple:
                                                         hw.rows, hw.cols, hw.dataflow, *hw.capacity)))
 
 
+def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
+    """The DRAM bytes per repetition of family ``fam`` with tiles ``t`` that depend on the tiles
+    (:mod:`asicsim.hw.counts`: the streamed operands times their trips, partial sums spilled)."""
+    M, N, K = p.M, p.N, p.K
+    Tm, Tn, Tk = np.ceil(M / t[0]), np.ceil(N / t[1]), np.ceil(K / t[2])
+    lay = hw.layout
+
+    def moved(op, S):
+        return np.where(p.off_chip[op], S, np.maximum(S - np.asarray(hw.capacity[lay.home(op)]), 0.0))
+
+    wa, wb = moved("ifmap", p.a_footprint), moved("filter", N * K * p.b_bytes)
+    if fam == OUTPUTS:
+        return wa * Tn + wb * Tm
+    spilled = 2 * M * N * p.acc_bytes * (Tk - 1)
+    return (wa * Tn if fam == WEIGHTS else wb * Tm) + spilled
+
+
+def trip_min(t, D):
+    """The least tile with the trip count of ``t`` (same trips, less space)."""
+    return np.where(t >= 1, np.ceil(D / np.ceil(D / np.maximum(t, 1))), t)
+
+
+def _pick(key, t: list) -> list:
+    """The tiles of the least ``key`` along the leading (list) axis (first on ties)."""
+    pick = np.argmin(np.where(np.isfinite(key), key, np.inf), axis=0)[None]
+    return [np.take_along_axis(np.broadcast_to(x, key.shape), pick, 0)[0] for x in t]
+
+
 def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
-    """The searched schedules (module docstring), in blocks with a leading candidate axis."""
+    """The searched schedules (module docstring)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
     lists = [trip_tiles(x, ndim) for x in D]
-    seeds = [[np.ones_like(x), np.minimum(x, hw.rows), np.minimum(x, hw.cols), x] for x in D]
-    side = [np.minimum(M, np.where(hw.dataflow == OS, hw.rows, hw.cols)), np.minimum(N, hw.cols)]
+    one = np.ones_like(M)
+    side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
+    k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
     out = []
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
-    for db in (False, True):
-        for spill in homes:
-            rows = buffer_rows(p, hw, spill)
-            dbs, sp = np.asarray(db), np.asarray(spill)
+    for db, spill in ((db, spill) for db in (False, True) for spill in homes):
+        rows = buffer_rows(p, hw, spill)
+        dbs, sp = np.asarray(db), np.asarray(spill)
 
-            def emit(fam, t, ok=True, sub=None):
-                t = np.broadcast_arrays(*t)
-                Ma, Na = (t[0], t[1]) if sub is None else sub
-                out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
+        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp):
+            Ma, Na = (t[0], t[1]) if sub is None else sub
+            out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
 
-            for x in (0, 1):  # outputs resident: enumerate Nt (Mt), K seeded or as long as fits
-                y = 1 - x
-                for k0 in seeds[2]:
-                    t = [None, None, k0]
-                    t[x] = lists[x]
-                    t[y] = _most(y, t, rows, db, D[y])
-                    emit(OUTPUTS, t)
-                    grown = list(t)
-                    grown[2] = _most(2, t, rows, db, K)
-                    emit(OUTPUTS, grown)
-            for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
-                # resident block of K x (enumerated) columns/rows, the streamed sliver seeded or
-                # as long as fits; with K cut (partial sums to DRAM) where allowed; the partial
-                # sums either the whole block wide (tall) or one array side, then as many as fit
-                for sub in (None, side[res]):
-                    ps = [None, None]
-                    ps[res] = sub
-
-                    def put(t, ok, sub=sub):
+        for x in (0, 1):
+            # outputs resident: every block width (height), the other side as tall (wide) as fits
+            # beside a K sliver one deep (array-independent: cheap on design sweeps), cut to the
+            # least with its trip count; then K as long as fits, or K one array side deep and the
+            # other side as tall (wide) as then fits
+            y = 1 - x
+            t = [None, None, one]
+            t[x] = lists[x]
+            t[y] = _most(y, t, rows, db, D[y])
+            t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
+            t[y] = trip_min(t[y], D[y])
+            emit(OUTPUTS, [t[0], t[1], _most(2, t, rows, db, K)])
+            t[2] = k_side
+            t[y] = trip_min(_most(y, t, rows, db, D[y]), D[y])
+            emit(OUTPUTS, t)
+        for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
+            # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
+            # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
+            # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
+            # with its trip count, or as wide as fits beside a sliver one array side long; the
+            # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
+            # wide as fits beside the rest
+            ps = [None, None]
+            ps[res] = one
+            for k in (K, lists[2]):
+                t = [None, None, k]
+                t[srm] = one
+                t[res] = _most(res, t, rows, db, D[res], ps)
+                if k is not K:
+                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
+                    t[2] = trip_min(t[2], K)
+                t[res] = trip_min(t[res], D[res])
+                ok = dram_spill | (t[2] >= K)
+                wide = list(t)
+                wide[srm] = side[srm]
+                wide[res] = trip_min(_most(res, wide, rows, db, D[res], ps), D[res])
+                half = list(t)  # the block at twice and four times its trips: room for the sliver
+                half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                quarter = list(t)
+                quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                for u in (t, wide, half, quarter):
+                    for sub in (None, one):
+                        g = list(u)
+                        g[srm] = _most(srm, u, rows, db, D[srm], [None, None] if sub is None else ps)
                         if sub is None:
-                            return emit(fam, t, ok)
-                        t = np.broadcast_arrays(*t)
-                        s_res = _most_sub(t, t[srm], rows, db, t[res])
-                        emit(fam, t, ok, (t[0], s_res) if res == 1 else (s_res, t[1]))
-
-                    for k_side in (True, False):
-                        for s0 in seeds[srm]:
-                            t = [None, None, K]
-                            t[res], t[srm] = lists[res], s0
-                            if not k_side:  # K enumerated, the resident side as wide as fits
-                                t[2] = lists[2]
-                                t[res] = _most(res, t, rows, db, D[res], ps)
-                            put(t, k_side | dram_spill)
-                            grown = list(t)
-                            grown[srm] = _most(srm, t, rows, db, D[srm], ps)
-                            put(grown, k_side | dram_spill)
-                    t = [None, None, None]  # resident side enumerated, K as long as fits
-                    t[res], t[srm] = lists[res], np.ones_like(D[srm])
-                    t[2] = _most(2, t, rows, db, K, ps)
-                    put(t, dram_spill | (t[2] >= K))
-    return [s for s in out] + [aligned(s, hw) for s in out]
+                            emit(fam, g, ok)
+                        else:
+                            s_res = _most_sub(g, g[srm], rows, db, g[res])
+                            emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
+        for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
+            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+    return out + [aligned(s, hw) for s in out]
 
 
 def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
@@ -296,8 +335,9 @@ def _search(p, hw, cands: Schedule, shape, score_energy, key) -> tuple:
         lo = prim.min(axis=0)
         sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
         pick = np.argmin(sec, axis=0)[None]
-        take = lambda a: np.take_along_axis(np.broadcast_to(a, prim.shape), pick, 0)[0]  # noqa: E731
-        won = ((take(prim), take(sec)), [take(getattr(chunk, f)) for f in _FIELDS])
+        won = [np.take_along_axis(np.broadcast_to(a, prim.shape), pick, 0)[0]
+               for a in (prim, sec, *(getattr(chunk, f) for f in _FIELDS))]
+        won = ((won[0], won[1]), won[2:])
         b = _better(won[0], best[0])
         best = ((np.where(b, won[0][0], best[0][0]), np.where(b, won[0][1], best[0][1])),
                 [np.where(b, w, o) for w, o in zip(won[1], best[1], strict=True)])
@@ -316,8 +356,9 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     with np.errstate(divide="ignore", invalid="ignore"):
         cands = _stack(candidates(p, hw), shape)
         if objective == "balanced":
-            fastest = _search(p, hw, cands, shape, score_energy, lambda m: (m["latency"], m["energy"]))[0][0]
+            (fastest, _), won = _search(p, hw, cands, shape, score_energy, lambda m: (m["latency"], m["energy"]))
             limit = fastest * (1.0 + BALANCED_SLACK)
+            cands = _stack([Schedule(*won), cands], shape)  # the fastest is within the slack
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = _SECOND[objective]
