@@ -29,6 +29,8 @@ energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy a
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from asicsim.hw.counts import (
@@ -45,100 +47,20 @@ from asicsim.hw.counts import (
     schedule_counts,
 )
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
+from asicsim.hw.tiles import (
+    aligned,
+    buffer_rows,
+    element_shape,
+    most,
+    most_sub,
+    trip_min,
+    trip_tiles,
+    valid,
+)
 
 _FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill", "Ma", "Na")
 #: tie-break measure of each objective
 _SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
-
-
-def _floor(x):
-    return np.floor(np.where(np.isfinite(x), x, 1e18))
-
-
-def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool) -> list[tuple]:
-    """Per buffer ``(a, b, c, budget)``: a schedule's tiles take ``a Mt Kt + b Kt Nt + c Mt Nt``
-    bytes there (``a``: the A tile's bytes per element if the ifmap streams from DRAM into this
-    buffer; ``b`` the B tile's; ``c`` the partial sums' if they live here, plus the output
-    staging's when the outputs leave through this buffer and partial sums live elsewhere), twice
-    that when double-buffered, and ``budget`` is the capacity less the tensors kept whole there
-    between operations (at most half of it: counts.py charges the overflow). ``spill``: partial
-    sums in the design's ``psum_spill`` buffer."""
-    lay = hw.layout
-    off = {k: np.asarray(v, dtype=bool) for k, v in p.off_chip.items()}
-    a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
-    psum_home = lay.psum_spill if spill else lay.home("psum")
-    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
-    rows = []
-    for i, cap in enumerate(hw.capacity):
-        cap = np.asarray(cap, dtype=np.float64)
-        kept = sum(np.where(off[k], 0.0, foot[k]) for k in foot if lay.home(k) == i)
-        a = np.where(off["ifmap"], a_eff, 0.0) if lay.home("ifmap") == i else 0.0
-        b = np.where(off["filter"], p.b_bytes, 0.0) if lay.home("filter") == i else 0.0
-        c = p.acc_bytes if psum_home == i else 0.0
-        if lay.home("ofmap") == i and psum_home != i:
-            c = c + np.where(off["ofmap"], p.out_bytes, 0.0)
-        rows.append((a, b, c, cap - np.minimum(kept, cap / 2)))
-    return rows
-
-
-def _most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
-    """The largest tile along ``dim`` (0 M, 1 N, 2 K) that fits beside the other two of ``t``, at
-    most ``D``; below 1 when none does. ``ps``: the partial-sum tile's rows and columns where fixed
-    (None or NaN: the tile's own)."""
-    m, n, k = (0.0 if x is None else x for x in t)  # t[dim] is what is sought
-    fm, fn = (np.isnan(x) if x is not None else True for x in ps)  # follows the tile
-    pm = m if ps[0] is None else np.where(fm, m, ps[0])
-    pn = n if ps[1] is None else np.where(fn, n, ps[1])
-    best = D
-    for a, b, c, budget in rows:
-        u = budget / np.where(db, 2.0, 1.0)
-        if dim == 0:
-            coef, const = a * k + np.where(fm, c * pn, 0.0), b * k * n + np.where(fm, 0.0, c * pm * pn)
-        elif dim == 1:
-            coef, const = b * k + np.where(fn, c * pm, 0.0), a * m * k + np.where(fn, 0.0, c * pm * pn)
-        else:
-            coef, const = a * m + b * n, c * pm * pn
-        room = np.where(coef > 0, (u - const) / np.where(coef > 0, coef, 1.0), np.inf)
-        best = np.minimum(best, _floor(room))
-    return best
-
-
-def _most_sub(t: list, other, rows: list, db, cap):
-    """The most rows (columns) of the partial-sum tile beside ``other`` columns (rows) that fit
-    with the tiles ``t``, at most ``cap``."""
-    m, n, k = t
-    best = cap
-    for a, b, c, budget in rows:
-        room = budget / np.where(db, 2.0, 1.0) - a * m * k - b * k * n
-        best = np.minimum(best, np.where(c * other > 0, _floor(room / np.where(c * other > 0, c * other, 1.0)), np.inf))
-    return best
-
-
-def fits(s: Schedule, rows: list) -> np.ndarray:
-    """Whether the tiles of ``s`` fit every buffer (:func:`buffer_rows`)."""
-    Ma = s.Mt if s.Ma is None else s.Ma
-    Na = s.Nt if s.Na is None else s.Na
-    ok = (s.Mt >= 1) & (s.Nt >= 1) & (s.Kt >= 1) & (Ma >= 1) & (Na >= 1) & (Ma <= s.Mt) & (Na <= s.Nt)
-    for a, b, c, budget in rows:
-        used = a * s.Mt * s.Kt + b * s.Kt * s.Nt + c * Ma * Na
-        ok = ok & (used * np.where(s.double_buffered, 2.0, 1.0) <= budget * (1 + 1e-12))
-    return ok
-
-
-def trip_tiles(D, ndim: int) -> np.ndarray:
-    """Every tile that is the smallest with its trip count (a leading axis before ``ndim`` element
-    axes; repeats allowed): ``ceil(D / t)`` and ``t`` for ``t <= sqrt(D)``."""
-    D = np.asarray(D, dtype=np.float64)
-    q = int(np.ceil(np.sqrt(np.max(D)))) if D.size else 1
-    t = np.arange(1, q + 1, dtype=np.float64).reshape((q,) + (1,) * ndim)
-    return np.concatenate([np.ceil(D / t), np.minimum(t, D)])
-
-
-def element_shape(p: GemmProblem, hw: ArrayHardware) -> tuple:
-    """The shape every count broadcasts to: design axes and GEMMs."""
-    return np.broadcast_shapes(*(np.shape(x) for x in (p.M, p.N, p.K, p.a_bytes, p.b_bytes, p.acc_bytes,
-                                                        p.out_bytes, p.a_footprint, p.reps, *p.off_chip.values(),
-                                                        hw.rows, hw.cols, hw.dataflow, *hw.capacity)))
 
 
 def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
@@ -158,11 +80,6 @@ def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
     return (wa * Tn if fam == WEIGHTS else wb * Tm) + spilled
 
 
-def trip_min(t, D):
-    """The least tile with the trip count of ``t`` (same trips, less space)."""
-    return np.where(t >= 1, np.ceil(D / np.ceil(D / np.maximum(t, 1))), t)
-
-
 def _pick(key, t: list) -> list:
     """The tiles of the least ``key`` along the leading (list) axis (first on ties)."""
     pick = np.argmin(np.where(np.isfinite(key), key, np.inf), axis=0)[None]
@@ -170,7 +87,7 @@ def _pick(key, t: list) -> list:
 
 
 def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
-    """The searched schedules (module docstring)."""
+    """The searched schedules (module docstring), before their array-aligned twins."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -197,12 +114,12 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             y = 1 - x
             t = [None, None, one]
             t[x] = lists[x]
-            t[y] = _most(y, t, rows, db, D[y])
+            t[y] = most(y, t, rows, db, D[y])
             t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
-            emit(OUTPUTS, [t[0], t[1], _most(2, t, rows, db, K)])
+            emit(OUTPUTS, [t[0], t[1], most(2, t, rows, db, K)])
             t[2] = k_side
-            t[y] = trip_min(_most(y, t, rows, db, D[y]), D[y])
+            t[y] = trip_min(most(y, t, rows, db, D[y]), D[y])
             emit(OUTPUTS, t)
         for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
             # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
@@ -216,7 +133,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             for k in (K, lists[2]):
                 t = [None, None, k]
                 t[srm] = one
-                t[res] = _most(res, t, rows, db, D[res], ps)
+                t[res] = most(res, t, rows, db, D[res], ps)
                 if k is not K:
                     t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
                     t[2] = trip_min(t[2], K)
@@ -224,7 +141,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 ok = dram_spill | (t[2] >= K)
                 wide = list(t)
                 wide[srm] = side[srm]
-                wide[res] = trip_min(_most(res, wide, rows, db, D[res], ps), D[res])
+                wide[res] = trip_min(most(res, wide, rows, db, D[res], ps), D[res])
                 half = list(t)  # the block at twice and four times its trips: room for the sliver
                 half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
                 quarter = list(t)
@@ -232,56 +149,20 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 for u in (t, wide, half, quarter):
                     for sub in (None, one):
                         g = list(u)
-                        g[srm] = _most(srm, u, rows, db, D[srm], [None, None] if sub is None else ps)
+                        g[srm] = most(srm, u, rows, db, D[srm], [None, None] if sub is None else ps)
                         if sub is None:
                             emit(fam, g, ok)
                         else:
-                            s_res = _most_sub(g, g[srm], rows, db, g[res])
+                            s_res = most_sub(g, g[srm], rows, db, g[res])
                             emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
-    return out + [aligned(s, hw) for s in out]
-
-
-def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
-    """``s`` with each spatially unrolled dimension of the array's tile cut to a multiple of the
-    array side it maps to (ws: Kt rows, Na columns; os: Ma rows, Na columns; is: Kt rows, Ma
-    columns), where it spans at least one side: no fold runs partly empty. The outputs family's
-    block is the array's tile, so it is cut with it. Smaller tiles, so still feasible."""
-    df = hw.dataflow
-
-    def cut(x, side):
-        return np.where(x >= side, np.floor(x / side) * side, x)
-
-    Ma = s.Mt if s.Ma is None else s.Ma
-    Na = s.Nt if s.Na is None else s.Na
-    Ma = np.where(df == OS, cut(Ma, hw.rows), np.where(df == IS, cut(Ma, hw.cols), Ma))
-    Kt = np.where(df == OS, s.Kt, cut(s.Kt, hw.rows))
-    Na = np.where(df == IS, Na, cut(Na, hw.cols))
-    out = s.family == OUTPUTS
-    return Schedule(s.family, np.where(out, Ma, s.Mt), np.where(out, Na, s.Nt), Kt, s.double_buffered,
-                    s.psum_spill, Ma, Na)
+    return out
 
 
 #: Candidates are evaluated in chunks of at most this many (candidate, element) pairs, keeping a
 #: running best, so memory stays bounded on large design sweeps.
 STACK_ELEMENTS = 1 << 18
-
-
-def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:
-    """Whether ``s`` is in the space: its tiles fit (:func:`fits`) and it cuts K outside the
-    outputs family only where partial sums may go to DRAM (the outputs leave through it)."""
-    rows = {sp: buffer_rows(p, hw, sp) for sp in ((False, True) if hw.layout.psum_spill is not None else (False,))}
-    ok = fits(s, rows[False])
-    if True in rows:
-        ok = np.where(s.psum_spill, fits(s, rows[True]), ok)
-    cut_k = (s.family != OUTPUTS) & (s.Kt < p.K)
-    Ma = s.Mt if s.Ma is None else s.Ma
-    Na = s.Nt if s.Na is None else s.Na
-    # the outputs family's block is the array's tile; the others split only their resident block
-    whole = np.where(s.family == OUTPUTS, (Ma == s.Mt) & (Na == s.Nt),
-                     np.where(s.family == WEIGHTS, Ma == s.Mt, Na == s.Nt))
-    return ok & whole & (s.family >= 0) & (~cut_k | np.asarray(p.off_chip["ofmap"], dtype=bool))
 
 
 def _measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> dict:
@@ -297,19 +178,12 @@ def _measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> d
 
 def _stack(blocks: list, shape) -> Schedule:
     """One schedule with a leading candidate axis from blocks (each with or without one)."""
-    def lead(s):
-        return max((np.shape(getattr(s, f))[0] for f in _FIELDS if np.ndim(getattr(s, f)) > len(shape)),
-                   default=1)
-    fields = []
-    for f in _FIELDS:
-        parts = []
-        for s in blocks:
-            v = np.asarray(getattr(s, f))
-            if v.ndim <= len(shape):
-                v = v[None]
-            parts.append(np.broadcast_to(v, (lead(s), *shape)))
-        fields.append(np.concatenate(parts))
-    return Schedule(*fields)
+    nd = len(shape)
+    cols = [[np.asarray(getattr(s, f)) for f in _FIELDS] for s in blocks]
+    leads = [max((v.shape[0] for v in c if v.ndim > nd), default=1) for c in cols]
+    return Schedule(*(np.concatenate([np.broadcast_to(v if v.ndim > nd else v[None], (n, *shape))
+                                      for c, n in zip(cols, leads, strict=True) for v in (c[k],)])
+                      for k in range(len(_FIELDS))))
 
 
 def _chunks(s: Schedule, shape):
@@ -344,6 +218,39 @@ def _search(p, hw, cands: Schedule, shape, score_energy, key) -> tuple:
     return best
 
 
+def distinct_gemms(p: GemmProblem, hw: ArrayHardware) -> tuple:
+    """``(q, inverse)``: the distinct GEMMs of ``p`` (a network repeats its shapes) and, for each
+    GEMM of ``p``, its row in ``q``; ``(p, None)`` where the design's fields vary along the GEMM
+    axis or nothing repeats. :func:`spread_counts` maps ``q``'s counts back."""
+    fields = [p.M, p.N, p.K, p.a_bytes, p.b_bytes, p.acc_bytes, p.out_bytes, p.a_footprint, p.reps,
+              p.shared_weights, p.density, *(p.off_chip[k] for k in sorted(p.off_chip))]
+    n = max(np.size(f) for f in fields)
+    if n < 2 or any(np.ndim(f) > 1 for f in fields) or any(np.shape(x)[-1:] not in ((), (1,)) for x in (
+            hw.rows, hw.cols, hw.dataflow, hw.dram_bytes_per_cycle, *hw.capacity)):
+        return p, None
+    rows = np.stack([np.broadcast_to(np.asarray(f, dtype=np.float64), (n,)) for f in fields], axis=1)
+    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    if len(uniq) == n:
+        return p, None
+    take = lambda v: np.broadcast_to(v, (n,))[first] if np.ndim(v) == 1 else v  # noqa: E731
+    q = GemmProblem(*(take(getattr(p, f.name)) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
+                    off_chip={k: take(v) for k, v in p.off_chip.items()})
+    return q, inverse.reshape(-1)
+
+
+def spread_counts(c: GemmCounts, inverse) -> GemmCounts:
+    """The counts of every GEMM from those of the distinct ones (:func:`distinct_gemms`)."""
+    if inverse is None:
+        return c
+    m = int(inverse.max()) + 1
+
+    def spread(v):
+        v = np.asarray(v)
+        return v[..., inverse] if v.ndim and v.shape[-1] == m else v
+
+    return GemmCounts(**{f.name: spread(getattr(c, f.name)) for f in dataclasses.fields(GemmCounts)})
+
+
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
     """The counts of the best schedule per element for ``objective`` (one of
     :data:`asicsim.hw.objectives.OBJECTIVES`). ``score_energy(counts) -> pJ`` prices a schedule
@@ -354,7 +261,10 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     check_objective(objective)
     shape = element_shape(p, hw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cands = _stack(candidates(p, hw), shape)
+        base = _stack(candidates(p, hw), shape)
+        twin = aligned(base, hw)  # every candidate's array-aligned twin
+        cands = Schedule(*(np.concatenate([getattr(base, f), np.broadcast_to(getattr(twin, f), base.Mt.shape)])
+                           for f in _FIELDS))
         if objective == "balanced":
             (fastest, _), won = _search(p, hw, cands, shape, score_energy, lambda m: (m["latency"], m["energy"]))
             limit = fastest * (1.0 + BALANCED_SLACK)

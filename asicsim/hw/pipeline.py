@@ -15,7 +15,7 @@ import numpy as np
 
 from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
 from asicsim.hw.design import SystolicDesign, buffer_tile_note
-from asicsim.hw.mapper import best_counts
+from asicsim.hw.mapper import best_counts, distinct_gemms, spread_counts
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE, check_objective
 from asicsim.hw.operations import (
     Elementwise,
@@ -130,8 +130,9 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
                            mac_rate=rate)
-        bpe_gemm = dict(bpe, filter=p.b_bytes)
-        c = best_counts(p, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates))
+        q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
+        bpe_gemm = dict(bpe, filter=q.b_bytes)
+        c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates)), inverse)
         onehot = np.zeros((len(lows), n))
         onehot[np.arange(len(lows)), owner] = 1.0
         # an operation's mapping is that of its largest GEMM
