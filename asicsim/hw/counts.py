@@ -19,9 +19,14 @@ family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
 ``activations`` ``S_A`` once            ``S_B x T_m``         ``S_C`` once
 =============== ======================= ===================== =============
 
-(``T_x = ceil(X / Xt)`` trips.) Partial sums never leave the chip: the ``outputs`` family keeps the
-``Mt x Nt`` block in the partial-sum buffer across all of K (or in the buffer the design marks
-``psum_spill``, at that buffer's access energy); the other two take ``Kt = K``. A
+(``T_x = ceil(X / Xt)`` trips.) The ``outputs`` family keeps the ``Mt x Nt`` block in the
+partial-sum buffer across all of K (or in the buffer the design marks ``psum_spill``, at that
+buffer's access energy). The other two keep their ``Mt x Na`` (weights) or ``Ma x Nt``
+(activations) partial-sum tile on chip while K is whole; with ``Kt < K`` every K sliver but the
+last writes the partial sums to DRAM and every one but the first reads them back
+(``dram_psum_bytes``: ``2 (T_k - 1) M N`` accumulator-width bytes, through the partial-sum
+buffer). The array works on ``Ma x Na`` of the block at a time (:class:`Schedule`; the whole
+block by default): its folds, streamed trips and SRAM reads follow that tile. A
 conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array), taken as the
 im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
 

@@ -1,35 +1,55 @@
-"""The mapper: for every GEMM on every design point, the best schedule the design allows.
+"""The mapper: for every GEMM on every design point, a schedule for the objective.
 
 The space (:mod:`asicsim.hw.counts` prices any point of it): the three loop-order families (which
 operand stays resident in SRAM while the innermost tile loop runs: the ``Mt x Nt`` output block,
-a ``Kt x Nt`` weight block or an ``Mt x Kt`` activation block), any tile sizes ``Mt <= M``,
-``Nt <= N``, ``Kt <= K`` whose tiles fit the buffers under *any* split of a shared buffer (the
-tiles of the live operands homed in a buffer, doubled when double-buffered, fit what the tensors
-kept whole there leave: :func:`buffer_rows`), where partial sums live (their buffer, or the one the
-design marks ``psum_spill``; with ``Kt < K`` in the weights and activations families they go to
-DRAM and back between K slivers, allowed where the outputs leave through DRAM), and double
-buffering or not. The array's dataflow fixes the spatial unrolling inside a tile.
+a ``Kt x Nt`` weight block or an ``Mt x Kt`` activation block), any tiles ``Mt <= M``, ``Nt <= N``,
+``Kt <= K`` that fit the buffers under *any* split of a shared buffer (the tiles homed in a
+buffer, doubled when double-buffered, fit what the tensors kept whole there leave:
+:func:`asicsim.hw.tiles.buffer_rows`), the array's tile ``Ma x Na`` (the partial sums') inside
+the resident block (the weights family works through its block ``Na`` columns at a time, the
+activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
+marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
+slivers (where the outputs leave through DRAM), and double buffering or not.
 
-The search (:func:`candidates`): for each family, buffering and partial-sum home, one tile
-dimension runs over every distinct trip count (``ceil(D / t)`` and ``t`` for ``t <= sqrt(D)``:
-every tile that is the smallest with its trip count) while the others are seeds (1, one array
-side, the whole dimension) or the most that fits beside them (closed form per buffer); then every
-candidate's array-aligned twin (:func:`aligned`). What is proven: the ``dram`` objective's choice
-is the least DRAM bytes over the whole space (DRAM bytes depend on the tiles only through the
-streamed operands' trip counts, never grow when a tile grows, and every family's trip count that
-matters is enumerated with the others at their most), tested against an enumerator of every tile
-(``tests/hw/test_mapper_search.py``); for ``energy`` and ``latency`` the same enumerator measures
-the gap (stated in that test). Every objective breaks ties on a second measure (``dram`` and
-``energy`` on cycles, ``latency`` on energy), so a DRAM-optimal schedule keeps the array busy.
+The search (:func:`candidates`), per buffering and partial-sum home:
+
+* outputs resident: every block width and every block height (the least tile of each trip count,
+  :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
+  sliver; the one of least DRAM bytes is kept (closed form, on the design's buffer axes only, so
+  cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least tile of its trip count, then K as long as
+  fits (or at twice and four times its trips), or K one array side deep and the other side
+  re-fitted;
+* weights (activations) resident: the block as wide (tall) as fits with K whole, or with K at
+  every trip count (partial sums to DRAM; least DRAM kept), beside a one-row sliver and partial-sum
+  tile; then that block, the block at twice and four times its trips, or as wide as fits beside a
+  sliver one array side long; the sliver as long as fits; the array's tile the whole block or as
+  wide as fits;
+* one array-sized tile per family; then every candidate's array-aligned twin
+  (:func:`asicsim.hw.tiles.aligned`).
+
+What is proven: the ``dram`` objective's choice moves the least DRAM bytes of the whole space.
+Per family the bytes depend on the tiles only through the streamed operands' trip counts
+(outputs: ``T_m`` and ``T_n``; weights: ``T_n``, and ``T_k`` when partial sums spill; activations:
+``T_m`` and ``T_k``) and never grow when a tile grows; the enumerated dimension runs over every
+trip count while the others take the least space any schedule can give them (a one-deep sliver,
+a one-column partial-sum tile), so the least trips of the other side for each is reached.
+``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
+none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
+(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds schedules up to 1.3x
+(energy) and 1.7x (latency) better, and 2x larger buffers can still choose a slower schedule
+(module docstring of that test; ``benchmarks/RESULTS.md``). Ties on the objective go to a second
+measure (``dram`` and ``energy``: cycles; ``latency``: energy), so the DRAM-optimal schedule keeps
+the array busy.
 
 The objective (:mod:`asicsim.hw.objectives`) is ``balanced`` (default: the least energy among the
-schedules within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and static energy; MAC
+candidates within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and static energy; MAC
 energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy and stall cycles).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 
@@ -106,18 +126,23 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             Ma, Na = (t[0], t[1]) if sub is None else sub
             out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
 
-        for x in (0, 1):
+        for x, widest in itertools.product((0, 1), (False, True)):
             # outputs resident: every block width (height), the other side as tall (wide) as fits
-            # beside a K sliver one deep (array-independent: cheap on design sweeps), cut to the
-            # least with its trip count; then K as long as fits, or K one array side deep and the
-            # other side as tall (wide) as then fits
+            # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
+            # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
+            # K as long as fits (or at twice and four times its trips), or K one array side deep
+            # and the other side as tall (wide) as then fits
             y = 1 - x
             t = [None, None, one]
-            t[x] = lists[x]
+            t[x] = D[x] if widest else lists[x]
             t[y] = most(y, t, rows, db, D[y])
-            t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
+            if not widest:
+                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
-            emit(OUTPUTS, [t[0], t[1], most(2, t, rows, db, K)])
+            k_most = most(2, t, rows, db, K)
+            for split in (1, 2, 4):
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                               if split > 1 else k_most])
             t[2] = k_side
             t[y] = trip_min(most(y, t, rows, db, D[y]), D[y])
             emit(OUTPUTS, t)
