@@ -48,7 +48,6 @@ energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy a
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import numpy as np
@@ -224,12 +223,17 @@ def _better(new: tuple, old: tuple) -> np.ndarray:
     return np.where(tie, new[1] < old[1], new[0] < old[0])
 
 
-def _search(p, hw, cands: Schedule, shape, score_energy, key) -> tuple:
+def _measured(p, hw, cands: Schedule, shape, score_energy) -> list:
+    """(chunk, its measures) for every chunk of the candidates."""
+    return [(chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(cands, shape)]
+
+
+def _search(measured: list, shape, key) -> tuple:
     """The best candidate per element by ``key(measures) -> (primary, secondary)``: ((primary,
     secondary), its schedule fields)."""
     best = ((np.full(shape, np.inf), np.full(shape, np.inf)), [np.zeros(shape) for _ in _FIELDS])
-    for chunk in _chunks(cands, shape):
-        prim, sec = key(_measures(p, hw, chunk, score_energy))
+    for chunk, m in measured:
+        prim, sec = key(m)
         # least primary, ties on the secondary (first in order on exact ties)
         lo = prim.min(axis=0)
         sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
@@ -243,44 +247,11 @@ def _search(p, hw, cands: Schedule, shape, score_energy, key) -> tuple:
     return best
 
 
-def distinct_gemms(p: GemmProblem, hw: ArrayHardware) -> tuple:
-    """``(q, inverse)``: the distinct GEMMs of ``p`` (a network repeats its shapes) and, for each
-    GEMM of ``p``, its row in ``q``; ``(p, None)`` where the design's fields vary along the GEMM
-    axis or nothing repeats. :func:`spread_counts` maps ``q``'s counts back."""
-    fields = [p.M, p.N, p.K, p.a_bytes, p.b_bytes, p.acc_bytes, p.out_bytes, p.a_footprint, p.reps,
-              p.shared_weights, p.density, *(p.off_chip[k] for k in sorted(p.off_chip))]
-    n = max(np.size(f) for f in fields)
-    if n < 2 or any(np.ndim(f) > 1 for f in fields) or any(np.shape(x)[-1:] not in ((), (1,)) for x in (
-            hw.rows, hw.cols, hw.dataflow, hw.dram_bytes_per_cycle, *hw.capacity)):
-        return p, None
-    rows = np.stack([np.broadcast_to(np.asarray(f, dtype=np.float64), (n,)) for f in fields], axis=1)
-    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    if len(uniq) == n:
-        return p, None
-    take = lambda v: np.broadcast_to(v, (n,))[first] if np.ndim(v) == 1 else v  # noqa: E731
-    q = GemmProblem(*(take(getattr(p, f.name)) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
-                    off_chip={k: take(v) for k, v in p.off_chip.items()})
-    return q, inverse.reshape(-1)
-
-
-def spread_counts(c: GemmCounts, inverse) -> GemmCounts:
-    """The counts of every GEMM from those of the distinct ones (:func:`distinct_gemms`)."""
-    if inverse is None:
-        return c
-    m = int(inverse.max()) + 1
-
-    def spread(v):
-        v = np.asarray(v)
-        return v[..., inverse] if v.ndim and v.shape[-1] == m else v
-
-    return GemmCounts(**{f.name: spread(getattr(c, f.name)) for f in dataclasses.fields(GemmCounts)})
-
-
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
     """The counts of the best schedule per element for ``objective`` (one of
     :data:`asicsim.hw.objectives.OBJECTIVES`). ``score_energy(counts) -> pJ`` prices a schedule
     for ``energy``, ``latency`` and ``balanced`` (the pricing pipeline's own rates). ``balanced``
-    takes the least energy among the schedules within
+    takes the least energy among the candidates within
     :data:`~asicsim.hw.objectives.BALANCED_SLACK` of the fastest one's cycles: never slower than
     ``latency``'s choice by more than the slack, never more energy."""
     check_objective(objective)
@@ -290,15 +261,18 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         twin = aligned(base, hw)  # every candidate's array-aligned twin
         cands = Schedule(*(np.concatenate([getattr(base, f), np.broadcast_to(getattr(twin, f), base.Mt.shape)])
                            for f in _FIELDS))
+        measured = _measured(p, hw, cands, shape, score_energy)  # measured once for both passes
         if objective == "balanced":
-            (fastest, _), won = _search(p, hw, cands, shape, score_energy, lambda m: (m["latency"], m["energy"]))
-            limit = fastest * (1.0 + BALANCED_SLACK)
-            cands = _stack([Schedule(*won), cands], shape)  # the fastest is within the slack
+            fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
+            won = _search(measured, shape, fast)
+            limit = won[0][0] * (1.0 + BALANCED_SLACK)
+            fastest = Schedule(*(np.asarray(f)[None] for f in won[1]))  # within the slack
+            measured = [*_measured(p, hw, fastest, shape, score_energy), *measured]
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = _SECOND[objective]
             key = lambda m: (m[objective], m[second])  # noqa: E731
-        (score, _), best = _search(p, hw, cands, shape, score_energy, key)
+        (score, _), best = _search(measured, shape, key)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")

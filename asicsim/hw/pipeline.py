@@ -15,7 +15,7 @@ import numpy as np
 
 from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
 from asicsim.hw.design import SystolicDesign, buffer_tile_note
-from asicsim.hw.mapper import best_counts, distinct_gemms, spread_counts
+from asicsim.hw.mapper import best_counts
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE, check_objective
 from asicsim.hw.operations import (
     Elementwise,
@@ -33,6 +33,7 @@ from asicsim.hw.pricing import (
     schedule_energy,
     traffic,
 )
+from asicsim.hw.tiles import distinct_gemms, spread_counts
 from asicsim.hw.vector_unit import vector_counts, vector_note
 
 _DATAFLOW = {"os": 0, "ws": 1, "is": 2}

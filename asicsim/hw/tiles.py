@@ -1,13 +1,25 @@
 """What fits the buffers: the bytes a schedule's tiles take per buffer under any split of a shared
 buffer, the largest tile that fits beside others (closed form), the tiles the mapper enumerates
-(the least tile of every trip count) and a schedule's array-aligned twin. Used by
+(the least tile of every trip count), a schedule's array-aligned twin, and the distinct GEMMs of
+a problem (a network repeats its shapes: each is searched once). Used by
 :mod:`asicsim.hw.mapper`; the model of a schedule's cost is :mod:`asicsim.hw.counts`."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from asicsim.hw.counts import IS, OS, OUTPUTS, WEIGHTS, ArrayHardware, GemmProblem, Schedule
+from asicsim.hw.counts import (
+    IS,
+    OS,
+    OUTPUTS,
+    WEIGHTS,
+    ArrayHardware,
+    GemmCounts,
+    GemmProblem,
+    Schedule,
+)
 
 
 def _floor(x):
@@ -139,3 +151,36 @@ def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:
     whole = np.where(s.family == OUTPUTS, (Ma == s.Mt) & (Na == s.Nt),
                      np.where(s.family == WEIGHTS, Ma == s.Mt, Na == s.Nt))
     return ok & whole & (s.family >= 0) & (~cut_k | np.asarray(p.off_chip["ofmap"], dtype=bool))
+
+
+def distinct_gemms(p: GemmProblem, hw: ArrayHardware) -> tuple:
+    """``(q, inverse)``: the distinct GEMMs of ``p`` (a network repeats its shapes) and, for each
+    GEMM of ``p``, its row in ``q``; ``(p, None)`` where the design's fields vary along the GEMM
+    axis or nothing repeats. :func:`spread_counts` maps ``q``'s counts back."""
+    fields = [p.M, p.N, p.K, p.a_bytes, p.b_bytes, p.acc_bytes, p.out_bytes, p.a_footprint, p.reps,
+              p.shared_weights, p.density, *(p.off_chip[k] for k in sorted(p.off_chip))]
+    n = max(np.size(f) for f in fields)
+    if n < 2 or any(np.ndim(f) > 1 for f in fields) or any(np.shape(x)[-1:] not in ((), (1,)) for x in (
+            hw.rows, hw.cols, hw.dataflow, hw.dram_bytes_per_cycle, *hw.capacity)):
+        return p, None
+    rows = np.stack([np.broadcast_to(np.asarray(f, dtype=np.float64), (n,)) for f in fields], axis=1)
+    uniq, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    if len(uniq) == n:
+        return p, None
+    take = lambda v: np.broadcast_to(v, (n,))[first] if np.ndim(v) == 1 else v  # noqa: E731
+    q = GemmProblem(*(take(getattr(p, f.name)) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
+                    off_chip={k: take(v) for k, v in p.off_chip.items()})
+    return q, inverse.reshape(-1)
+
+
+def spread_counts(c: GemmCounts, inverse) -> GemmCounts:
+    """The counts of every GEMM from those of the distinct ones (:func:`distinct_gemms`)."""
+    if inverse is None:
+        return c
+    m = int(inverse.max()) + 1
+
+    def spread(v):
+        v = np.asarray(v)
+        return v[..., inverse] if v.ndim and v.shape[-1] == m else v
+
+    return GemmCounts(**{f.name: spread(getattr(c, f.name)) for f in dataclasses.fields(GemmCounts)})
