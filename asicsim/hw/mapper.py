@@ -223,9 +223,10 @@ def _better(new: tuple, old: tuple) -> np.ndarray:
     return np.where(tie, new[1] < old[1], new[0] < old[0])
 
 
-def _measured(p, hw, cands: Schedule, shape, score_energy) -> list:
-    """(chunk, its measures) for every chunk of the candidates."""
-    return [(chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(cands, shape)]
+def _measured(p, hw, cands: Schedule, shape, score_energy):
+    """(chunk, its measures) for every chunk of the candidates, one chunk at a time (memory of
+    one chunk: :data:`STACK_ELEMENTS`)."""
+    return ((chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(cands, shape))
 
 
 def _search(measured: list, shape, key) -> tuple:
@@ -261,13 +262,11 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         twin = aligned(base, hw)  # every candidate's array-aligned twin
         cands = Schedule(*(np.concatenate([getattr(base, f), np.broadcast_to(getattr(twin, f), base.Mt.shape)])
                            for f in _FIELDS))
-        measured = _measured(p, hw, cands, shape, score_energy)  # measured once for both passes
-        if objective == "balanced":
+        measured = _measured(p, hw, cands, shape, score_energy)
+        if objective == "balanced":  # two passes: the fastest, then the least energy near it
             fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-            won = _search(measured, shape, fast)
-            limit = won[0][0] * (1.0 + BALANCED_SLACK)
-            fastest = Schedule(*(np.asarray(f)[None] for f in won[1]))  # within the slack
-            measured = [*_measured(p, hw, fastest, shape, score_energy), *measured]
+            limit = _search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+            measured = _measured(p, hw, cands, shape, score_energy)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = _SECOND[objective]
