@@ -35,9 +35,9 @@ trip count while the others take the least space any schedule can give them (a o
 a one-column partial-sum tile), so the least trips of the other side for each is reached.
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
-(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds schedules up to 1.3x
-(energy) and 1.7x (latency) better, and 2x larger buffers can still choose a slower schedule
-(module docstring of that test; ``benchmarks/RESULTS.md``). Ties on the objective go to a second
+(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds better schedules in about
+two thirds of the cases, up to 1.24x (energy) and 1.56x (latency), and 2x larger buffers can still
+choose a slower schedule (``benchmarks/RESULTS.md``, issue 31 section). Ties on the objective go to a second
 measure (``dram`` and ``energy``: cycles; ``latency``: energy), so the DRAM-optimal schedule keeps
 the array busy.
 

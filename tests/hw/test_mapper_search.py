@@ -104,9 +104,10 @@ def chosen(op, d, objective) -> float:
     return float(dict(measures(c), energy=se(c))[objective][0])
 
 
-#: the most the energy and latency objectives' choices have been measured above the enumerated
-#: least on these small problems (module docstring of asicsim.hw.mapper): they are not optimal
-GAP = {"dram": 1.0, "energy": 1.35, "latency": 1.8}
+#: what the energy and latency objectives' choices may cost above the enumerated least on these
+#: small problems: they are not optimal (measured on 360 random cases of this strategy: worse in
+#: about two thirds, at most 1.24x on energy and 1.56x on latency; DRAM exact in all)
+GAP = {"dram": 1.0, "energy": 1.3, "latency": 1.6}
 
 
 @settings(max_examples=40, deadline=None)
