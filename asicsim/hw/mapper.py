@@ -210,11 +210,24 @@ def _stack(blocks: list, shape) -> Schedule:
                       for k in range(len(_FIELDS))))
 
 
-def _chunks(s: Schedule, shape):
-    n = s.Mt.shape[0]
-    step = max(1, STACK_ELEMENTS // max(1, int(np.prod(shape))))
-    for i in range(0, n, step):
-        yield Schedule(*(getattr(s, f)[i:i + step] for f in _FIELDS))
+def _chunks(blocks: list, hw: ArrayHardware, shape):
+    """The candidate blocks and their array-aligned twins, stacked a few at a time: at most
+    :data:`STACK_ELEMENTS` (candidate, element) pairs per chunk (at least one block), so memory
+    stays that of one chunk however large the design sweep."""
+    size = max(1, int(np.prod(shape)))
+    group, n = [], 0
+    for b in [*blocks, None]:
+        lead = 0 if b is None else max((np.shape(getattr(b, f))[0] for f in _FIELDS
+                                        if np.ndim(getattr(b, f)) > len(shape)), default=1)
+        if group and (b is None or (n + lead) * 2 * size > STACK_ELEMENTS):
+            s = _stack(group, shape)
+            twin = aligned(s, hw)
+            yield Schedule(*(np.concatenate([getattr(s, f), np.broadcast_to(getattr(twin, f), s.Mt.shape)])
+                             for f in _FIELDS))
+            group, n = [], 0
+        if b is not None:
+            group.append(b)
+            n += lead
 
 
 def _better(new: tuple, old: tuple) -> np.ndarray:
@@ -223,10 +236,10 @@ def _better(new: tuple, old: tuple) -> np.ndarray:
     return np.where(tie, new[1] < old[1], new[0] < old[0])
 
 
-def _measured(p, hw, cands: Schedule, shape, score_energy):
-    """(chunk, its measures) for every chunk of the candidates, one chunk at a time (memory of
-    one chunk: :data:`STACK_ELEMENTS`)."""
-    return ((chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(cands, shape))
+def _measured(p, hw, blocks: list, shape, score_energy):
+    """(chunk, its measures) for every chunk of the candidates and their twins (:func:`_chunks`),
+    one chunk at a time."""
+    return ((chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(blocks, hw, shape))
 
 
 def _search(measured: list, shape, key) -> tuple:
@@ -258,10 +271,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     check_objective(objective)
     shape = element_shape(p, hw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        base = _stack(candidates(p, hw), shape)
-        twin = aligned(base, hw)  # every candidate's array-aligned twin
-        cands = Schedule(*(np.concatenate([getattr(base, f), np.broadcast_to(getattr(twin, f), base.Mt.shape)])
-                           for f in _FIELDS))
+        cands = candidates(p, hw)
         measured = _measured(p, hw, cands, shape, score_energy)
         if objective == "balanced":  # two passes: the fastest, then the least energy near it
             fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
