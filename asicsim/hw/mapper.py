@@ -272,11 +272,14 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     shape = element_shape(p, hw)
     with np.errstate(divide="ignore", invalid="ignore"):
         cands = candidates(p, hw)
+        # one chunk (a design point, small grids): measured once for both of balanced's passes
+        once = 2 * len(cands) * max(1, int(np.prod(shape))) <= STACK_ELEMENTS
         measured = _measured(p, hw, cands, shape, score_energy)
+        measured = list(measured) if once else measured
         if objective == "balanced":  # two passes: the fastest, then the least energy near it
             fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
             limit = _search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-            measured = _measured(p, hw, cands, shape, score_energy)
+            measured = measured if once else _measured(p, hw, cands, shape, score_energy)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = _SECOND[objective]
