@@ -12,13 +12,18 @@
 2. :func:`asicsim.cost_table` on the same layers for one design point (the design as catalogued)
    per format: the scalar, non-vectorised path, in ms per network per design point; beside it
    ``gemm_sweep`` for that one design point (no grid), for comparison.
+3. ``--networks``: :func:`asicsim.hw.cost_many` of ResNet-18 (the topology above), ResNet-50 (He et
+   al. 2016, Table 1, 224x224, batch 1; stride on the 3x3 convolutions) and one GPT-2 small block
+   (d_model 768, 12 heads, 1024 tokens: QKV, scores and values per head, projection, MLP 4x) on
+   ``--network-design`` (default ``edge_int8_32x32``), CPU ms per network, beside a numpy anchor
+   timed alternately in the same run (5 products of 256x256 float64 matrices).
 
 Both run for the mapping ``--objective`` (default: the default objective, ``balanced``) and, in the
 same run, for an ``--anchor`` objective (default ``energy``, the default before issue 30), so the
 ratio of the two is measured under the same load of a shared machine.
 
     python benchmarks/bench_cost_sweep.py [--design dc_bf16_128x128] [--step 8] [--rows-per-chunk 32] [--repeat 20]
-                                          [--objective balanced] [--anchor energy]
+                                          [--objective balanced] [--anchor energy] [--networks]
 """
 
 from __future__ import annotations
@@ -33,8 +38,14 @@ from pathlib import Path
 
 import numpy as np
 
-from asicsim import cost_table
-from asicsim.hw import gemm_sweep, load_design, read_scalesim_topology, topology_operations
+from asicsim import Conv, Gemm, cost_table
+from asicsim.hw import (
+    cost_many,
+    gemm_sweep,
+    load_design,
+    read_scalesim_topology,
+    topology_operations,
+)
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
@@ -118,6 +129,53 @@ def bench_scalar(ops, design: str, repeat: int, objective: str) -> float:
     return total
 
 
+def resnet50() -> list:
+    """ResNet-50's convolutions and classifier (He et al. 2016, Table 1; 224x224, batch 1)."""
+    ops = [Conv(224, 224, 3, 64, 7, 7, stride=2, padding=3)]
+    size, inp = 56, 64
+    for width, blocks in ((64, 3), (128, 4), (256, 6), (512, 3)):
+        for b in range(blocks):
+            stride = 2 if b == 0 and width != 64 else 1
+            out = size // stride
+            ops += [Conv(size, size, inp, width, 1, 1), Conv(size, size, width, width, 3, 3, stride=stride, padding=1),
+                    Conv(out, out, width, 4 * width, 1, 1)]
+            if b == 0:
+                ops.append(Conv(size, size, inp, 4 * width, 1, 1, stride=stride))
+            size, inp = out, 4 * width
+    return [*ops, Gemm(1, 1000, 2048)]
+
+
+def gpt2_block(tokens: int = 1024, d: int = 768, heads: int = 12) -> list:
+    """One GPT-2 small block's GEMMs (Radford et al. 2019: d_model 768, 12 heads, MLP 4x)."""
+    h = d // heads
+    return ([Gemm(tokens, 3 * d, d)] + [Gemm(tokens, tokens, h) for _ in range(heads)]
+            + [Gemm(tokens, h, tokens) for _ in range(heads)] + [Gemm(tokens, d, d), Gemm(tokens, 4 * d, d),
+                                                                  Gemm(tokens, d, 4 * d)])
+
+
+def _numpy_anchor() -> None:
+    a = np.random.default_rng(0).standard_normal((256, 256))
+    for _ in range(5):
+        a = a @ a
+        a /= np.abs(a).max()
+
+
+def bench_networks(design: str, repeat: int, objective: str) -> None:
+    nets = {"ResNet-18": topology_operations(read_scalesim_topology(TOPOLOGY)), "ResNet-50": resnet50(),
+            "GPT-2 block": gpt2_block()}
+    print(f"objective {objective}; cost_many per network on {design}, CPU ms (mean of {repeat}, after one warm-up), "
+          "beside a numpy anchor timed alternately")
+    print(f"{'network':12s} {'GEMMs':>5s} {'CPU ms':>8s} {'anchor CPU ms':>13s} {'network / anchor':>16s}")
+    for name, ops in nets.items():
+        run = functools.partial(cost_many, ops, design, objective=objective)
+        run()
+        net = anchor = 0.0
+        for _ in range(repeat):
+            net += _mean_s(run, 1)[0]
+            anchor += _mean_s(_numpy_anchor, 1)[0]
+        print(f"{name:12s} {len(ops):5d} {net / repeat * 1e3:8.2f} {anchor / repeat * 1e3:13.2f} {net / anchor:16.2f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--design", default="dc_bf16_128x128")
@@ -127,7 +185,12 @@ def main() -> None:
     ap.add_argument("--objective", choices=OBJECTIVES, default=DEFAULT_OBJECTIVE, help="the mapping objective timed")
     ap.add_argument("--anchor", choices=OBJECTIVES, default="energy",
                     help="an objective timed in the same run, for the ratio (default: energy)")
+    ap.add_argument("--networks", action="store_true", help="only the per-network timings (part 3)")
+    ap.add_argument("--network-design", default="edge_int8_32x32")
     args = ap.parse_args()
+    if args.networks:
+        bench_networks(args.network_design, args.repeat, args.objective)
+        return
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.processor() or platform.machine()}")
     ops = topology_operations(read_scalesim_topology(TOPOLOGY))
     sweep = {o: bench_sweep(ops, args.design, args.step, args.rows_per_chunk, o) for o in (args.anchor, args.objective)}

@@ -293,7 +293,7 @@ def _mapping_text(t: dict, i: int, d: SystolicDesign) -> str:
     off = {o: o in d.dram.holds for o in ("ifmap", "filter")}
     spill = next((b.name for b in d.buffers if b.psum_spill), "") if t["psum_spill"][i] else ""
     return describe(t["family"][i], t["Mt"][i], t["Nt"][i], t["Kt"][i], t["tiles_m"][i], t["tiles_n"][i],
-                    bool(t["double_buffered"][i]), off, spill)
+                    bool(t["double_buffered"][i]), off, spill, t["tiles_k"][i])
 
 
 def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,

@@ -19,9 +19,14 @@ family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
 ``activations`` ``S_A`` once            ``S_B x T_m``         ``S_C`` once
 =============== ======================= ===================== =============
 
-(``T_x = ceil(X / Xt)`` trips.) Partial sums never leave the chip: the ``outputs`` family keeps the
-``Mt x Nt`` block in the partial-sum buffer across all of K (or in the buffer the design marks
-``psum_spill``, at that buffer's access energy); the other two take ``Kt = K``. A
+(``T_x = ceil(X / Xt)`` trips.) The ``outputs`` family keeps the ``Mt x Nt`` block in the
+partial-sum buffer across all of K (or in the buffer the design marks ``psum_spill``, at that
+buffer's access energy). The other two keep their ``Mt x Na`` (weights) or ``Ma x Nt``
+(activations) partial-sum tile on chip while K is whole; with ``Kt < K`` every K sliver but the
+last writes the partial sums to DRAM and every one but the first reads them back
+(``dram_psum_bytes``: ``2 (T_k - 1) M N`` accumulator-width bytes, through the partial-sum
+buffer). The array works on ``Ma x Na`` of the block at a time (:class:`Schedule`; the whole
+block by default): its folds, streamed trips and SRAM reads follow that tile. A
 conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array), taken as the
 im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
 
@@ -115,6 +120,11 @@ class Schedule:
     Kt: np.ndarray
     double_buffered: np.ndarray
     psum_spill: np.ndarray = np.False_  # partial sums kept in the layout's psum_spill buffer
+    #: the array's tile (the partial sums' ``Ma x Na`` block) inside the resident block: the
+    #: weights family works through its ``Kt x Nt`` block ``Na`` columns at a time, the activations
+    #: family through its ``Mt x Kt`` block ``Ma`` rows at a time (None: the whole tile)
+    Ma: np.ndarray | None = None
+    Na: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,7 @@ class GemmCounts:
     dram_ifmap_bytes: np.ndarray
     dram_filter_bytes: np.ndarray
     dram_ofmap_bytes: np.ndarray
+    dram_psum_bytes: np.ndarray  # partial sums written to DRAM and read back (half each way)
     footprint_ifmap_bytes: np.ndarray
     footprint_filter_bytes: np.ndarray
     footprint_ofmap_bytes: np.ndarray
@@ -153,13 +164,16 @@ class GemmCounts:
     Kt: np.ndarray
     double_buffered: np.ndarray
     psum_spill: np.ndarray
+    Ma: np.ndarray
+    Na: np.ndarray
 
     #: fields that describe the mapping rather than add up over GEMMs
-    MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill")
+    MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill",
+               "Ma", "Na")
 
     @property
     def dram_bytes(self) -> np.ndarray:
-        return self.dram_ifmap_bytes + self.dram_filter_bytes + self.dram_ofmap_bytes
+        return self.dram_ifmap_bytes + self.dram_filter_bytes + self.dram_ofmap_bytes + self.dram_psum_bytes
 
     @property
     def busy_cycles(self) -> np.ndarray:
@@ -182,6 +196,9 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     M, N, K, R, C, df = p.M, p.N, p.K, hw.rows, hw.cols, hw.dataflow
     Mt, Nt, Kt = s.Mt, s.Nt, s.Kt
     Tm, Tn, Tk = ceil_div(M, Mt), ceil_div(N, Nt), ceil_div(K, Kt)
+    Ma = Mt if s.Ma is None else s.Ma  # the array's tile inside the resident block
+    Na = Nt if s.Na is None else s.Na
+    Tma, Tna = ceil_div(M, Ma), ceil_div(N, Na)
     fam = s.family
     reps = p.reps
 
@@ -202,15 +219,19 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     again_b = np.maximum(one_b - np.minimum(Kt * Nt * p.b_bytes, S_B), 0.0)
     dram_b = np.where(p.shared_weights, one_b + (reps - 1) * again_b, reps * one_b)
     dram_c = reps * moved("ofmap", S_C)
+    # weights/activations resident with K cut into Tk > 1 slivers: every sliver but the last
+    # writes its Mt x Nt partial sums to DRAM and every one but the first reads them back
+    spilled = np.where((fam != OUTPUTS) & (Tk > 1), (Tk - 1) * M * N, 0.0)
+    dram_p = reps * 2 * spilled * p.acc_bytes
 
     # --- the array: folds per tile step, streamed cycles, reloads --------------------------------
     os_, ws_, is_ = df == OS, df == WS, df == IS
     # folds along each spatial dimension, counted over its tiles (the last tile may be partial)
-    row_dim, row_tile = np.where(os_, M, K), np.where(os_, Mt, Kt)
-    col_dim, col_tile = np.where(is_, M, N), np.where(is_, Mt, Nt)
+    row_dim, row_tile = np.where(os_, M, K), np.where(os_, Ma, Kt)
+    col_dim, col_tile = np.where(is_, M, N), np.where(is_, Ma, Na)
     rows_f, cols_f = spatial_folds(row_dim, row_tile, R), spatial_folds(col_dim, col_tile, C)
     streamed_total = np.where(os_, K, np.where(ws_, M, N))
-    stream_trips = np.where(os_, Tk, np.where(ws_, Tm, Tn))
+    stream_trips = np.where(os_, Tk, np.where(ws_, Tma, Tna))
     steps = Tm * Tn * Tk
     folds = rows_f * cols_f * stream_trips
     compute = rows_f * cols_f * streamed_total / hw.mac_rate  # every fold streams its tile's share
@@ -221,14 +242,14 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
     fill_drain = 2 * R + C - 2 + reload
 
     # --- SRAM <-> array accesses (elements) -----------------------------------------------------
-    a_reads = np.where(is_, M * K * Tn, M * K * cols_f)
-    b_reads = np.where(os_, N * K * rows_f, np.where(ws_, N * K * Tm, N * K * cols_f))
+    a_reads = np.where(is_, M * K * Tna, M * K * cols_f)
+    b_reads = np.where(os_, N * K * rows_f, np.where(ws_, N * K * Tma, N * K * cols_f))
     contributions = np.where(os_, Tk, rows_f)  # partial sums per output added outside the PEs
     psum_rw = np.where(contributions > 1, M * N * contributions, 0.0)
     pes_used = np.where(os_, M * N, np.where(ws_, K * N, K * M))
 
     # --- stalls --------------------------------------------------------------------------------
-    dram = dram_a + dram_b + dram_c
+    dram = dram_a + dram_b + dram_c + dram_p
     transfer = dram / np.asarray(hw.dram_bytes_per_cycle, dtype=np.float64)
     busy = reps * (compute + fill_drain)
     db = s.double_buffered
@@ -243,11 +264,12 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
         cycles_stall=stall, transfer_cycles=transfer,
-        mapping_slots=reps * folds * R * C, mapped_pes=reps * pes_used * np.where(os_, Tk, np.where(ws_, Tm, Tn)),
+        mapping_slots=reps * folds * R * C, mapped_pes=reps * pes_used * np.where(os_, Tk, np.where(ws_, Tma, Tna)),
         sram_ifmap_reads=reps * a_reads, sram_filter_reads=reps * b_reads,
-        sram_psum_reads=reps * psum_rw * ~spill, sram_psum_writes=reps * psum_rw * ~spill,
+        sram_psum_reads=reps * (psum_rw * ~spill + spilled), sram_psum_writes=reps * (psum_rw * ~spill + spilled),
         sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
-        dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c,
+        dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c, dram_psum_bytes=dram_p,
         footprint_ifmap_bytes=reps * S_A, footprint_filter_bytes=np.where(p.shared_weights, S_B, reps * S_B),
         footprint_ofmap_bytes=reps * S_C, tiles_m=Tm, tiles_n=Tn, tiles_k=Tk,
-        family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill)
+        family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill,
+        Ma=np.broadcast_to(Ma, np.shape(Mt)) * 1.0, Na=np.broadcast_to(Na, np.shape(Nt)) * 1.0)

@@ -33,6 +33,7 @@ from asicsim.hw.pricing import (
     schedule_energy,
     traffic,
 )
+from asicsim.hw.tiles import distinct_gemms, spread_counts
 from asicsim.hw.vector_unit import vector_counts, vector_note
 
 _DATAFLOW = {"os": 0, "ws": 1, "is": 2}
@@ -130,8 +131,9 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
                            mac_rate=rate)
-        bpe_gemm = dict(bpe, filter=p.b_bytes)
-        c = best_counts(p, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates))
+        q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
+        bpe_gemm = dict(bpe, filter=q.b_bytes)
+        c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates)), inverse)
         onehot = np.zeros((len(lows), n))
         onehot[np.arange(len(lows)), owner] = 1.0
         # an operation's mapping is that of its largest GEMM

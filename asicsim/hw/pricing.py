@@ -52,7 +52,8 @@ def traffic(t: dict, bpe: dict) -> dict:
     sram[("psum", "reads")] = sram[("psum", "reads")] + spilled
     sram[("psum", "writes")] = sram[("psum", "writes")] + spilled
     dram = {("ifmap", "reads"): g("dram_ifmap_bytes"), ("filter", "reads"): g("dram_filter_bytes"),
-            ("ofmap", "writes"): g("dram_ofmap_bytes")}
+            ("ofmap", "writes"): g("dram_ofmap_bytes"), ("psum", "reads"): g("dram_psum_bytes") / 2,
+            ("psum", "writes"): g("dram_psum_bytes") / 2}
     tr = {"array_bytes": sum(v * bpe[o] for (o, _), v in sram.items()),
           "dram_transfer_cycles": g("transfer_cycles")}
     for opnd in OPERANDS:

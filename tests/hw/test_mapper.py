@@ -1,102 +1,29 @@
-"""The mapper (asicsim/hw/mapper.py): against brute force over its whole schedule space, against the
-hand tilings issue 17 measured, and each objective optimal for its own metric."""
+"""The mapper (asicsim/hw/mapper.py): against the hand tilings issue 17 measured, and each objective
+optimal for its own metric among the objectives (against an enumerator of every schedule:
+tests/hw/test_mapper_search.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import re
 
-import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import asicsim as sim
-from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign, load_design
-from asicsim.hw.counts import (
-    ACTIVATIONS,
-    OUTPUTS,
-    WEIGHTS,
-    ArrayHardware,
-    Schedule,
-    schedule_counts,
-)
-from asicsim.hw.mapper import _available, _shares
-from asicsim.hw.pipeline import gemm_problem, layout
+from asicsim.hw import load_design
 
 MIB = 2**20
-
-
-def small_design(R, C, df, caps, psum=None, holds=("ifmap", "filter", "ofmap"), spill=False):
-    """Separate ifmap, filter and ofmap buffers (``spill``: partial sums may be kept in the ofmap
-    one), and a partial-sum buffer of ``psum`` bytes (None: they share the ofmap buffer)."""
-    bufs = [BufferSpec(name=n, holds=(n,), capacity_kib=c / 1024, psum_spill=spill and n == "ofmap")
-            for n, c in zip(("ifmap", "filter", "ofmap"), caps, strict=True)]
-    if psum is not None:
-        bufs.append(BufferSpec(name="psum", holds=("psum",), capacity_kib=psum / 1024))
-    return SystolicDesign(name="m", technology_nm=45, clock_mhz=1000, static_power_w=0.0,
-                          array=ArraySpec(rows=R, cols=C, dataflow=df),
-                          pe=PESpec(a_format="int8", b_format="int8", acc_format="int32"), buffers=tuple(bufs),
-                          dram=DramSpec(kind="DDR4", bandwidth_gbps=1.0, holds=holds))
-
-
-def brute_force_min_dram(op, d) -> float:
-    """Every tiling of every family, double-buffered or not, at every searched share, that fits the
-    tile space the mapper gives each operand: the least DRAM bytes any of them moves."""
-    bpe = {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0}
-    p = gemm_problem(op.lower(), [op], d, bpe)
-    hw = ArrayHardware(rows=np.float64(d.array.rows), cols=np.float64(d.array.cols),
-                       dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
-                       capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
-                       dram_bytes_per_cycle=np.float64(1.0))
-    M, N, K = int(p.M[0]), int(p.N[0]), int(p.K[0])
-    raw = min(float(p.a_footprint[0]) / (M * K), 1.0)
-    best = np.inf
-    spills = (False, True) if hw.layout.psum_spill is not None else (False,)
-    for fam, db, spill in itertools.product((OUTPUTS, WEIGHTS, ACTIVATIONS), (False, True), spills):
-        ks = range(1, K + 1) if fam == OUTPUTS else (K,)
-        tiles = np.array([(m, n, k) for m in range(1, M + 1) for n in range(1, N + 1) for k in ks], dtype=float)
-        Mt, Nt, Kt = tiles.T
-        for share in _shares(p, hw, fam, spill):
-            av = {k: float(np.asarray(v).reshape(-1)[0])
-                  for k, v in _available(p, hw, fam, db, share, spill).items()}
-            fits = ((Mt * Kt * raw <= av["ifmap"]) & (Kt * Nt <= av["filter"]) & (Mt * Nt * 4 <= av["psum"])
-                    & (Mt * Nt <= av["ofmap"]))
-            if not fits.any():
-                continue
-            c = schedule_counts(p, hw, Schedule(np.full(fits.sum(), float(fam)), Mt[fits], Nt[fits], Kt[fits],
-                                                np.asarray(db), np.asarray(spill)))
-            best = min(best, float(c.dram_bytes.min()))
-    return best
-
-
-@settings(max_examples=60, deadline=None)
-@given(M=st.integers(1, 14), N=st.integers(1, 14), K=st.integers(1, 14), df=st.sampled_from(["os", "ws", "is"]),
-       caps=st.tuples(*[st.integers(8, 300)] * 3), psum=st.one_of(st.none(), st.integers(4, 1200)),
-       spill=st.booleans())
-def test_nothing_pruned_wins_on_dram(M, N, K, df, caps, psum, spill):
-    """The mapper's pruning claim (module docstring): its best DRAM bytes equal the least over the
-    whole space it searches, enumerated tile by tile. (Checked to fail when any one of several
-    candidates is dropped from the mapper: 1-6 mismatches in 150 random cases each.)"""
-    op = sim.Gemm(M, N, K)
-    d = small_design(2, 3, df, caps, psum, spill=spill and psum is not None)
-    try:
-        got = sim.cost(op, d, objective="dram").dram_bytes
-    except ValueError:  # no schedule fits: brute force must find none either
-        assert brute_force_min_dram(op, d) == np.inf
-        return
-    assert got == pytest.approx(brute_force_min_dram(op, d))
 
 
 def test_issue_hand_tilings_are_matched_or_beaten():
     """Issue 17's hand tilings (same buffer capacities, double-buffered halves): 4096^3 bf16 on
     dc_bf16_128x128 192 MiB, 8192^3 2304 MiB, fp8_128x128 8192^3 640 MiB (the fixed loop order
-    moved 840, 7944 and 3720 MiB). Every objective stays within the hand figure; the DRAM objective
-    at or above the compulsory 3 n^2 bytes per element width."""
+    moved 840, 7944 and 3720 MiB). The energy and DRAM objectives stay within the hand figure, at
+    or above the compulsory 3 n^2 bytes per element width (``latency`` trades bytes for cycles:
+    416, 3456 and 8256 MiB for 6.2 %, 5.4 % and 1.8 % fewer cycles than the DRAM-optimal schedule)."""
     for design, n, hand in (("dc_bf16_128x128", 4096, 192), ("dc_bf16_128x128", 8192, 2304),
                             ("fp8_128x128", 8192, 640)):
-        for objective in ("energy", "dram", "latency"):
+        for objective in ("energy", "dram"):
             r = sim.cost(sim.Gemm(n, n, n), design, objective=objective)
             assert r.dram_bound_bytes <= r.dram_bytes <= hand * MIB, (design, n, objective)
     r = sim.cost(sim.Gemm(4096, 4096, 4096), "dc_bf16_128x128", objective="dram")

@@ -46,16 +46,17 @@ def test_default_is_within_the_slack_of_the_fastest_and_never_more_energy(design
 def test_default_on_resnet18_edge_is_not_the_energy_schedule():
     """The issue: ResNet-18 on edge_int8_32x32 ran 1.57x (this topology; 1.73x on ZigZag's layers)
     slower under the old default (energy) than at its fastest, for 20 % less energy. The default
-    now runs within 0.2 % of the fastest for 11 % less board energy (2,361 us and 2,957 uJ against
-    2,357 us and 3,316 uJ); with the board's idle power priced (issue 30) ``energy`` itself is
-    still 1.09x slower (2,568 us, 2,839 uJ)."""
+    now runs within 0.7 % of the fastest for 5 % less board energy (2,347 us and 2,919 uJ against
+    2,331 us and 3,080 uJ; before issue 31's search: 2,361 us and 2,957 uJ against 2,357 us and
+    3,316 uJ); with the board's idle power priced (issue 30) ``energy`` itself is still 1.10x
+    slower (2,571 us, 2,806 uJ)."""
     t = {o: sum(r.time_s for r in cost_many(RESNET18, "edge_int8_32x32", objective=o)) * 1e6
          for o in ("balanced", "latency", "energy")}
     e = {o: sum(r.energy_total_pj for r in cost_many(RESNET18, "edge_int8_32x32", objective=o)) * 1e-6
          for o in ("balanced", "latency")}
     d = sum(r.time_s for r in cost_many(RESNET18, "edge_int8_32x32")) * 1e6
     assert d == t["balanced"] <= 1.01 * t["latency"] and t["energy"] > 1.05 * t["latency"]
-    assert e["balanced"] < 0.9 * e["latency"]
+    assert e["balanced"] < 0.96 * e["latency"]
 
 
 def test_latency_finds_the_fastest_twin():

@@ -141,8 +141,9 @@ def test_persistent_rnn_changes_the_small_batch_regime():
     """tpu_v1's 256 KiB weight FIFO cannot hold a GRU-1024 layer's 3 MiB of int8 recurrent weights,
     so every time step streams them over 34 GB/s DDR3; with an 8 MiB weight buffer they stay on
     chip (Baidu's persistent RNN). Batch 1 gets ~4.6x faster and cheaper; by batch 256 the gap
-    halves because the refetch is amortised over the batch (it closes only past TPU v1's ridge,
-    ~1350 MACs per weight byte, Jouppi et al. 2017 Fig. 5)."""
+    about halves (2.5x; 2.2x before issue 31's mapper search) because the refetch is amortised over
+    the batch (it closes only past TPU v1's ridge, ~1350 MACs per weight byte, Jouppi et al. 2017
+    Fig. 5)."""
     base = load_design("tpu_v1")
     res = weight_residency("gru_speech", base)
     assert res["recurrent_weights_mib"] == pytest.approx(3.0) and not res["fits"]
@@ -151,7 +152,7 @@ def test_persistent_rnn_changes_the_small_batch_regime():
     a, b = service_table("gru_speech", base, max_batch=256), service_table("gru_speech", big, max_batch=256)
     assert a.service_s(1) / b.service_s(1) > 4
     assert a.energy_j[0] / b.energy_j[0] > 4
-    assert a.service_s(256) / b.service_s(256) < 0.5 * a.service_s(1) / b.service_s(1)
+    assert a.service_s(256) / b.service_s(256) < 0.6 * a.service_s(1) / b.service_s(1)
     # on dc_bf16_128x128 (weights fit) shrinking the weight buffer costs energy, hardly time: HBM
     # refetches each step's weights about as fast as the weight-stationary array reloads them at
     # batch 1 (the energy-optimal schedule gives up a little time to move fewer bytes; the

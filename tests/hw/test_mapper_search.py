@@ -1,0 +1,202 @@
+"""The mapper's search (asicsim/hw/mapper.py) against an enumerator written here from the loop-nest
+definition, sharing none of the mapper's candidate lists or buffer shares: every tile of every
+family, buffering and partial-sum home, with its own rule for what fits. Prices come from the
+model's own counts (asicsim.hw.counts.schedule_counts and the pipeline's energy)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import asicsim as sim
+from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign, load_design
+from asicsim.hw.cost import bytes_per_element, resolve_formats
+from asicsim.hw.counts import ArrayHardware, Schedule, schedule_counts
+from asicsim.hw.mapper import best_counts
+from asicsim.hw.pipeline import gemm_problem, layout
+from asicsim.hw.pricing import energy_rates, schedule_energy
+
+MIB = 2**20
+
+
+def small_design(R, C, df, caps, psum=None, spill=False):
+    """Separate ifmap, filter and ofmap buffers (``spill``: partial sums may be kept in the ofmap
+    one), and a partial-sum buffer of ``psum`` bytes (None: they share the ofmap buffer)."""
+    bufs = [BufferSpec(name=n, holds=(n,), capacity_kib=c / 1024, psum_spill=spill and n == "ofmap")
+            for n, c in zip(("ifmap", "filter", "ofmap"), caps, strict=True)]
+    if psum is not None:
+        bufs.append(BufferSpec(name="psum", holds=("psum",), capacity_kib=psum / 1024))
+    return SystolicDesign(name="m", technology_nm=45, clock_mhz=1000, static_power_w=0.0,
+                          array=ArraySpec(rows=R, cols=C, dataflow=df),
+                          pe=PESpec(a_format="int8", b_format="int8", acc_format="int32"), buffers=tuple(bufs),
+                          dram=DramSpec(kind="DDR4", bandwidth_gbps=1.0))
+
+
+def model(op, d):
+    """The problem, hardware and energy score the pipeline gives the mapper for ``op`` on ``d``."""
+    fmts = resolve_formats(d, None)
+    bpe = bytes_per_element(fmts)
+    lows = op.lower()
+    p = gemm_problem(lows, [op] * len(lows), d, bpe)
+    hw = ArrayHardware(rows=np.float64(d.array.rows), cols=np.float64(d.array.cols),
+                       dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
+                       capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
+                       dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle))
+    rates = energy_rates(d, fmts)
+    return p, hw, (lambda c: schedule_energy(c, dict(bpe, filter=p.b_bytes), rates))
+
+
+def measures(c):
+    return {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
+
+
+def enumerate_space(op, d, score_energy) -> dict:
+    """The least latency, energy and DRAM bytes over every schedule of the loop nest: families
+    outputs (k innermost: the Mt x Nt block accumulates over K on chip), weights (m innermost: a
+    Kt x Nt block resident, its partial-sum tile Mt x Na with Na <= Nt) and activations (n
+    innermost: Mt x Kt resident, tile Ma x Nt); Kt < K outside the outputs family sends partial
+    sums to DRAM, allowed where the outputs go to DRAM. A schedule fits when, in every buffer, the
+    tiles homed there (A Mt x Kt if the ifmap streams from DRAM, B Kt x Nt likewise, the partial
+    sums Ma x Na in their buffer, the outputs Ma x Na where they leave through another buffer),
+    doubled when double-buffered, fit the capacity less what is kept whole there (the on-chip
+    tensors, at most half of it)."""
+    b = d
+    assert all(len(x.holds) == 1 for x in b.buffers)
+    bpe = {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0}
+    M, N, K = op.M, op.N, op.K
+    cap = {x.holds[0]: x.capacity_bytes for x in d.buffers}
+    psum_homes = ["psum" if "psum" in cap else "ofmap"] + (["ofmap"] if any(x.psum_spill for x in d.buffers) else [])
+    p, hw, _ = model(op, d)
+    best = {"latency": np.inf, "energy": np.inf, "dram": np.inf}
+    for fam, db, home in itertools.product((0, 1, 2), (False, True), psum_homes):
+        rows = []
+        for m, n, k in itertools.product(range(1, M + 1), range(1, N + 1), range(1, K + 1)):
+            if fam != 0 and k < K and "ofmap" not in d.dram.holds:
+                continue
+            subs = [(m, n)] if fam == 0 else [(m, s) for s in range(1, n + 1)] if fam == 1 else \
+                [(s, n) for s in range(1, m + 1)]
+            for ma, na in subs:
+                use = {"ifmap": m * k * bpe["ifmap"], "filter": k * n * bpe["filter"], "ofmap": 0.0, "psum": 0.0}
+                use[home] += ma * na * bpe["psum"]
+                if home != "ofmap":
+                    use["ofmap"] += ma * na * bpe["ofmap"]
+                if all(use[x] * (2 if db else 1) <= cap[x] for x in cap):
+                    rows.append((m, n, k, ma, na))
+        if not rows:
+            continue
+        m, n, k, ma, na = np.array(rows, dtype=np.float64).T
+        c = schedule_counts(p, hw, Schedule(np.full(m.shape, float(fam)), m, n, k, np.asarray(db),
+                                            np.asarray(home == "ofmap" and "psum" in cap), ma, na))
+        got = dict(measures(c), energy=score_energy(c))
+        for key in best:
+            best[key] = min(best[key], float(np.min(got[key])))
+    return best
+
+
+def chosen(op, d, objective) -> float:
+    p, hw, se = model(op, d)
+    c = best_counts(p, hw, objective, se)
+    return float(dict(measures(c), energy=se(c))[objective][0])
+
+
+#: what the energy and latency objectives' choices may cost above the enumerated least on these
+#: small problems: they are not optimal (measured on 360 random cases of this strategy: worse in
+#: about two thirds, at most 1.24x on energy and 1.56x on latency; DRAM exact in all)
+GAP = {"dram": 1.0, "energy": 1.3, "latency": 1.6}
+
+
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["os", "ws", "is"]),
+       R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
+       psum=st.one_of(st.none(), st.integers(4, 1200)), spill=st.booleans(),
+       objective=st.sampled_from(["dram", "energy", "latency"]))
+def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, objective):
+    """``dram``: the least bytes of the whole space, exactly. ``energy`` and ``latency``: within
+    :data:`GAP` of their least."""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum, spill=spill and psum is not None)
+    best = enumerate_space(op, d, model(op, d)[2])
+    try:
+        got = chosen(op, d, objective)
+    except ValueError:  # no schedule fits: the enumerator must find none either
+        assert best[objective] == np.inf
+        return
+    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+
+
+def with_buffers(design, kib):
+    d = load_design(design)
+    return dataclasses.replace(d, buffers=tuple(dataclasses.replace(b, capacity_kib=c)
+                                                for b, c in zip(d.buffers, kib, strict=True)))
+
+
+def test_issue_31_any_buffer_split():
+    """dc_bf16_128x128 with 1024/512/256 KiB buffers: the resident A block takes 97 % of the
+    activation buffer, so the GEMM moves its compulsory 3.686 MiB (the 1/2 and 7/8 splits: 6.02)."""
+    r = sim.cost(sim.Gemm(304, 796, 1537), with_buffers("dc_bf16_128x128", (1024, 512, 256)), objective="dram")
+    assert r.dram_bytes == r.dram_bound_bytes == pytest.approx(3.686 * MIB, rel=1e-3)
+
+
+def test_issue_31_output_blocks_narrower_than_n():
+    """tpu_v1 with 4x its DRAM bandwidth, Gemm(200, 2000, 2000) under ``latency``: 20,854 cycles
+    with a 200 x 223 output block (blocks the full N wide: 54,066)."""
+    d = load_design("tpu_v1")
+    d = dataclasses.replace(d, dram=dataclasses.replace(d.dram, bandwidth_gbps=4 * d.dram.bandwidth_gbps))
+    assert sim.cost(sim.Gemm(200, 2000, 2000), d, objective="latency").cycles <= 20_856
+
+
+def test_issue_31_partial_sums_spilled_to_dram():
+    """Gemm(4096^3) on edge_int8_32x32: K cut in three, partial sums to DRAM and back, 640 MiB
+    (partial sums kept on chip: 1,216 MiB)."""
+    r = sim.cost(sim.Gemm(4096, 4096, 4096), "edge_int8_32x32", objective="dram")
+    assert r.dram_bytes == 640 * MIB
+    assert "partial sums to DRAM and back" in r.mapping
+    assert r.traffic["dram.psum.reads_bytes"] == r.traffic["dram.psum.writes_bytes"] > 0
+
+
+def test_issue_31_dram_objective_keeps_the_array_busy():
+    """The edge conv 3x3 128->128 28x28 batch 8 under ``dram``: the least bytes with the array's
+    tile decoupled from the resident block (utilisation 0.12 and 9,203 us before)."""
+    conv = sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8)
+    r = sim.cost(conv, "edge_int8_32x32", objective="dram")
+    assert r.utilization > 0.6 and r.time_s < 2e-3
+    assert r.dram_bytes <= sim.cost(conv, "edge_int8_32x32", objective="latency").dram_bytes
+
+
+def test_issue_31_larger_buffers_not_slower():
+    """Gemm(59, 94, 1350) on edge_int8_32x32: twice the buffers ran 20,961 cycles against 14,540."""
+    op = sim.Gemm(59, 94, 1350)
+    e = load_design("edge_int8_32x32")
+    big = with_buffers("edge_int8_32x32", tuple(2 * b.capacity_kib for b in e.buffers))
+    for objective in ("latency", "balanced"):
+        assert sim.cost(op, big, objective=objective).cycles <= sim.cost(op, e, objective=objective).cycles
+
+
+@pytest.mark.parametrize("objective", ["latency", "dram"])
+def test_more_bandwidth_never_worse(objective):
+    """The searched schedules do not depend on the DRAM bandwidth and each one's cycles never grow
+    with it, so the chosen one never gets slower (or moves more bytes). Energy is not held: a wider
+    DRAM interface has more idle power (asicsim.hw.power)."""
+    ops = [sim.Gemm(200, 2000, 2000), sim.Gemm(59, 94, 1350), sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8),
+           sim.Gemm(1000, 3000, 700)]
+    metric = {"latency": "cycles", "energy": "energy_total_pj", "dram": "dram_bytes"}[objective]
+    for design in ("edge_int8_32x32", "tpu_v1"):
+        d = load_design(design)
+        fast = dataclasses.replace(d, dram=dataclasses.replace(d.dram, bandwidth_gbps=2 * d.dram.bandwidth_gbps))
+        for a, b in zip(sim.hw.cost_many(ops, d, objective=objective), sim.hw.cost_many(ops, fast, objective=objective),
+                        strict=True):
+            assert getattr(b, metric) <= getattr(a, metric) * (1 + 1e-12)
+
+
+def test_issue_31_narrower_operands_not_slower():
+    """int4 on edge_int8_32x32's int8 array, Gemm 512^3: half the bytes, so never slower than int8
+    (it took 176.6 us against 165.9)."""
+    op = sim.Gemm(512, 512, 512)
+    t = {f: sim.cost(op, "edge_int8_32x32", f"act={f},weight={f}", objective="latency").time_s
+         for f in ("int8", "int4")}
+    assert t["int4"] <= t["int8"]
