@@ -57,6 +57,7 @@ Conditions and how they are met:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +99,8 @@ def _check_off_chip(off_chip: dict) -> dict[str, np.ndarray]:
 
 def _check_positive(**values) -> None:
     for name, v in values.items():
+        if type(v) in (int, float) and math.isfinite(v) and v >= 0:  # the common case, without numpy
+            continue
         a = _f(v)
         if not np.all(np.isfinite(a) & (a >= 0)):
             raise ValueError(f"{name} = {v!r}; allowed: finite numbers >= 0")

@@ -7,7 +7,10 @@ and the bounds count only the elements some window reads.
 
 from __future__ import annotations
 
+import functools
 
+
+@functools.lru_cache(maxsize=4096)  # a pure function of whole numbers: the same answer
 def _window_cover(size: int, kernel: int, stride: int, pad: int, out: int) -> int:
     """Input positions in ``[0, size)`` that some window reads (windows start at ``o s - pad``)."""
     covered, end = 0, 0  # `end`: first position not yet counted

@@ -200,33 +200,46 @@ def _measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> d
     return {k: np.where(ok, v, np.inf) for k, v in out.items()}
 
 
-def _stack(blocks: list, shape) -> Schedule:
-    """One schedule with a leading candidate axis from blocks (each with or without one)."""
-    nd = len(shape)
-    cols = [[np.asarray(getattr(s, f)) for f in _FIELDS] for s in blocks]
-    leads = [max((v.shape[0] for v in c if v.ndim > nd), default=1) for c in cols]
-    return Schedule(*(np.concatenate([np.broadcast_to(v if v.ndim > nd else v[None], (n, *shape))
-                                      for c, n in zip(cols, leads, strict=True) for v in (c[k],)])
-                      for k in range(len(_FIELDS))))
+def _lead(b: Schedule, nd: int) -> int:
+    """The candidates in block ``b``: the leading axis of a field with one more axis than the
+    elements (1 where none has)."""
+    return max((np.shape(v)[0] for v in (getattr(b, f) for f in _FIELDS) if np.ndim(v) > nd), default=1)
+
+
+def _stack(blocks: list, shape, leads: list) -> Schedule:
+    """One schedule with a leading candidate axis from blocks (each with or without one), written
+    into arrays allocated once (assignment broadcasts each block: the values of
+    ``np.concatenate`` of the broadcast blocks, without a broadcast copy per block)."""
+    nd, total = len(shape), sum(leads)
+    out = []
+    for f in _FIELDS:
+        vals = [np.asarray(getattr(b, f)) for b in blocks]
+        a = np.empty((total, *shape), dtype=np.result_type(*vals))
+        at = 0
+        for v, n in zip(vals, leads, strict=True):
+            a[at:at + n] = v if v.ndim > nd else v[None]
+            at += n
+        out.append(a)
+    return Schedule(*out)
 
 
 def _chunks(blocks: list, hw: ArrayHardware, shape):
     """The candidate blocks and their array-aligned twins, stacked a few at a time: at most
     :data:`STACK_ELEMENTS` (candidate, element) pairs per chunk (at least one block), so memory
     stays that of one chunk however large the design sweep."""
-    size = max(1, int(np.prod(shape)))
-    group, n = [], 0
+    size, nd = max(1, int(np.prod(shape))), len(shape)
+    group, leads, n = [], [], 0
     for b in [*blocks, None]:
-        lead = 0 if b is None else max((np.shape(getattr(b, f))[0] for f in _FIELDS
-                                        if np.ndim(getattr(b, f)) > len(shape)), default=1)
+        lead = 0 if b is None else _lead(b, nd)
         if group and (b is None or (n + lead) * 2 * size > STACK_ELEMENTS):
-            s = _stack(group, shape)
+            s = _stack(group, shape, leads)
             twin = aligned(s, hw)
             yield Schedule(*(np.concatenate([getattr(s, f), np.broadcast_to(getattr(twin, f), s.Mt.shape)])
                              for f in _FIELDS))
-            group, n = [], 0
+            group, leads, n = [], [], 0
         if b is not None:
             group.append(b)
+            leads.append(lead)
             n += lead
 
 
