@@ -57,6 +57,7 @@ Conditions and how they are met:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -197,15 +198,33 @@ def operation_bounds(op, design, formats=None) -> DramBounds:
     it; adding them is not proven). Placement follows :func:`asicsim.hw.cost.cost_many`.
     Work without a GEMM (elementwise) gets 0: its traffic is the cost model's stream, not bounded here.
     """
-    from asicsim.hw.cost import resolve_formats  # here: cost.py may import this module
     from asicsim.hw.design import SystolicDesign
     from asicsim.hw.design_files import load_design
-    from asicsim.hw.operations import Conv, weight_store_bits
 
     design = load_design(design)
     if not isinstance(design, SystolicDesign):
         raise ValueError(f"design = {design.name!r} ({type(design).__name__}); allowed: a systolic design "
                          "(the GPU baseline has no buffer model to bound)")
+    try:  # the operation, the resolved design and the formats by value (frozen dataclasses, strings)
+        return _bounds_of(op, design, formats)
+    except TypeError:  # formats given as a dict: not hashable, computed each time
+        return _operation_bounds(op, design, formats)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounds_of(op, design, formats) -> DramBounds:
+    """:func:`_operation_bounds`, cached by the content of its arguments (equal operations and
+    designs give equal bounds); the arrays are read-only."""
+    b = _operation_bounds(op, design, formats)
+    for a in (b.compulsory, b.pebble):
+        a.flags.writeable = False
+    return b
+
+
+def _operation_bounds(op, design, formats) -> DramBounds:
+    from asicsim.hw.cost import resolve_formats  # here: cost.py may import this module
+    from asicsim.hw.operations import Conv, weight_store_bits
+
     fm = resolve_formats(design, formats)
     by = {r: f.bits / 8 for r, f in fm.items()}
     fast = fast_memory_bytes([b.capacity_bytes for b in design.buffers], design.array.rows, design.array.cols,

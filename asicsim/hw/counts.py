@@ -185,14 +185,22 @@ class GemmCounts:
 
 
 
+#: fields :func:`schedule_counts` leaves None when ``lean`` (no measure of a schedule reads them;
+#: a use raises)
+LEAN_SKIPS = ("macs_nonzero", "folds", "mapping_slots", "mapped_pes", "footprint_ifmap_bytes",
+              "footprint_filter_bytes", "footprint_ofmap_bytes", "Ma", "Na")
+
+
 def spatial_folds(dim, tile, side):
     """Folds of a ``side``-wide array over ``dim`` cut into tiles of ``tile`` (the last partial)."""
     full = np.floor(dim / tile)
     return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
 
 
-def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCounts:
-    """Counts of ``p`` on ``hw`` under schedule ``s`` (module docstring for the model)."""
+def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool = False) -> GemmCounts:
+    """Counts of ``p`` on ``hw`` under schedule ``s`` (module docstring for the model). ``lean``: only
+    the fields the mapper's measures read (:data:`LEAN_SKIPS` are None, not computed; the others are
+    the same values, from the same expressions)."""
     M, N, K, R, C, df = p.M, p.N, p.K, hw.rows, hw.cols, hw.dataflow
     Mt, Nt, Kt = s.Mt, s.Nt, s.Kt
     Tm, Tn, Tk = ceil_div(M, Mt), ceil_div(N, Nt), ceil_div(K, Kt)
@@ -260,6 +268,18 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> GemmCount
 
     macs = reps * M * N * K
     spill = np.asarray(s.psum_spill, dtype=bool)
+    if lean:
+        psum_sram = reps * (psum_rw * ~spill + spilled)
+        return GemmCounts(**dict.fromkeys(LEAN_SKIPS), macs=macs,
+            psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
+            cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
+            cycles_stall=stall, transfer_cycles=transfer,
+            sram_ifmap_reads=reps * a_reads, sram_filter_reads=reps * b_reads,
+            sram_psum_reads=psum_sram, sram_psum_writes=psum_sram,
+            sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
+            dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c, dram_psum_bytes=dram_p,
+            tiles_m=Tm, tiles_n=Tn, tiles_k=Tk, family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db,
+            psum_spill=spill)
     return GemmCounts(
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,

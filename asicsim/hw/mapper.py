@@ -48,6 +48,7 @@ energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -193,7 +194,7 @@ def _measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> d
     """``latency`` (busy and stall cycles), ``energy`` (``score_energy``) and ``dram`` bytes of
     schedule ``s`` (fields may carry a leading candidate axis); inf outside the space."""
     c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                        s.psum_spill, s.Ma, s.Na))
+                                        s.psum_spill, s.Ma, s.Na), lean=True)
     ok = valid(p, hw, s)
     out = {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
     out["energy"] = score_energy(c) if score_energy is not None else out["dram"]
@@ -249,10 +250,55 @@ def _better(new: tuple, old: tuple) -> np.ndarray:
     return np.where(tie, new[1] < old[1], new[0] < old[0])
 
 
-def _measured(p, hw, blocks: list, shape, score_energy):
-    """(chunk, its measures) for every chunk of the candidates and their twins (:func:`_chunks`),
-    one chunk at a time."""
-    return ((chunk, _measures(p, hw, chunk, score_energy)) for chunk in _chunks(blocks, hw, shape))
+def _measured(p, hw, blocks: list, shape, score_energy, chunks=None):
+    """(chunk, its measures) for every chunk of the candidates and their twins (:func:`_chunks`;
+    ``chunks``: those chunks already stacked), one chunk at a time."""
+    return ((chunk, _measures(p, hw, chunk, score_energy))
+            for chunk in (_chunks(blocks, hw, shape) if chunks is None else chunks))
+
+
+#: The stacked candidates of small problems (a network on one design point), by the content of the
+#: problem and the hardware (every array's dtype, shape and bytes, the buffer layout: never a
+#: name): pricing the same GEMMs on the same design point again skips generating them. The
+#: candidates are a function of exactly these (:func:`candidates`, :func:`_chunks`), so a hit
+#: gives the arrays a miss would build; they are read-only. Design sweeps (more than
+#: :data:`CACHE_PAIRS` candidate-element pairs) are not kept.
+_CACHE: dict = {}
+CACHE_ENTRIES = 128
+CACHE_PAIRS = 1 << 16
+
+
+def clear_cache() -> None:
+    """Forget the cached candidates (timing a first call)."""
+    _CACHE.clear()
+
+
+def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
+    arrays = [*(getattr(p, f.name) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
+              *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
+              hw.dram_bytes_per_cycle, *hw.capacity]
+    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate,
+            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
+
+
+def _searched(p: GemmProblem, hw: ArrayHardware, shape) -> tuple:
+    """(candidate blocks, their stacked chunks or None where there are several): from the cache
+    where the content matches."""
+    small = max(1, int(np.prod(shape))) <= CACHE_PAIRS // 1024
+    key = _content_key(p, hw) if small else None
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
+    cands = candidates(p, hw)
+    if 2 * len(cands) * max(1, int(np.prod(shape))) > min(STACK_ELEMENTS, CACHE_PAIRS) or key is None:
+        return cands, None
+    chunks = list(_chunks(cands, hw, shape))
+    for c in chunks:
+        for f in _FIELDS:
+            getattr(c, f).flags.writeable = False
+    if len(_CACHE) >= CACHE_ENTRIES:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (cands, chunks)
+    return cands, chunks
 
 
 def _search(measured: list, shape, key) -> tuple:
@@ -274,6 +320,53 @@ def _search(measured: list, shape, key) -> tuple:
     return best
 
 
+#: at most this many (candidate, element) pairs of ``balanced``'s first pass are kept for its second
+#: (24 bytes each); chunks past it are measured again
+KEEP_PAIRS = 1 << 23
+
+
+def _keeping(measured, kept: list, blocks: int):
+    """``measured`` (chunks and their measures, for ``balanced``'s first pass), recording in ``kept``
+    per chunk the (flat index, latency, energy) of every pair that can meet the second pass's
+    limit (None: too many kept, measure that chunk again).
+
+    Proof that a pair left out cannot: let ``P_j`` be :func:`_search`'s best primary (latency)
+    after chunk ``j`` and ``lo_j`` chunk ``j``'s least. A chunk replaces ``P`` only with a winner
+    below it or within the tie tolerance above it, so ``P_j <= P_(j-1) (1 + 1e-12)``; a winner not
+    taken is at least ``P_(j-1)`` less the tolerance and a winner is at most ``lo_j`` plus it, so
+    ``P_j <= lo_j (1 + 3e-12)``. Hence ``P_j <= R_j (1 + 3e-12)^j`` with ``R_j`` the least of
+    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= blocks`` chunks
+    (each holds at least one block). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
+    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(blocks + 1)`` (the extra for rounding) is
+    above it, so its key in the second pass is inf, as for a pair not kept."""
+    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (blocks + 1)
+    least, total = None, 0
+    for chunk, m in measured:
+        lat = m["latency"]
+        lo = np.fmin.reduce(lat, axis=0)
+        least = lo if least is None else np.fmin(least, lo)
+        idx = np.flatnonzero(lat <= least * margin)  # NaN and inf never below a finite bound
+        total += idx.size
+        kept.append((idx, lat.reshape(-1)[idx], m["energy"].reshape(-1)[idx]) if total <= KEEP_PAIRS else None)
+        yield chunk, m
+
+
+def _kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
+    """``balanced``'s second pass: every chunk again (stacked anew, :func:`_chunks`) with the
+    latency and energy kept by :func:`_keeping` and inf elsewhere (keys identical to measuring it
+    again: a pair not kept has an inf key either way, and a chunk whose least key is inf picks its
+    first pair in both), or measured again where nothing was kept."""
+    for chunk, k in zip(_chunks(blocks, hw, shape), kept, strict=True):
+        if k is None:
+            yield chunk, _measures(p, hw, chunk, score_energy)
+            continue
+        idx, lat, en = k
+        m = {"latency": np.full(chunk.Mt.shape, np.inf), "energy": np.full(chunk.Mt.shape, np.inf)}
+        m["latency"].reshape(-1)[idx] = lat
+        m["energy"].reshape(-1)[idx] = en
+        yield chunk, m
+
+
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
     """The counts of the best schedule per element for ``objective`` (one of
     :data:`asicsim.hw.objectives.OBJECTIVES`). ``score_energy(counts) -> pJ`` prices a schedule
@@ -284,15 +377,19 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     check_objective(objective)
     shape = element_shape(p, hw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cands = candidates(p, hw)
+        cands, chunks = _searched(p, hw, shape)
         # one chunk (a design point, small grids): measured once for both of balanced's passes
         once = 2 * len(cands) * max(1, int(np.prod(shape))) <= STACK_ELEMENTS
-        measured = _measured(p, hw, cands, shape, score_energy)
+        measured = _measured(p, hw, cands, shape, score_energy, chunks)
         measured = list(measured) if once else measured
         if objective == "balanced":  # two passes: the fastest, then the least energy near it
             fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-            limit = _search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-            measured = measured if once else _measured(p, hw, cands, shape, score_energy)
+            if once:
+                limit = _search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+            else:
+                kept: list = []
+                limit = _search(_keeping(measured, kept, len(cands)), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+                measured = _kept_measures(p, hw, cands, shape, score_energy, kept)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = _SECOND[objective]

@@ -1,0 +1,160 @@
+"""The mapper's fast path (asicsim/hw/mapper.py: lean counts, balanced's kept first pass, the
+content-keyed candidate cache; asicsim/hw/bounds.py's cache) chooses bit for bit what the
+unpruned evaluation chooses: every candidate measured with the full counts, balanced's second
+pass measured again, nothing cached. The reference below is that evaluation, written from the
+mapper's candidate list and selection rule (what is compared is the speed-ups, not the search)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import asicsim as sim
+import asicsim.hw.mapper as mapper
+import asicsim.hw.pipeline as pipeline
+from asicsim.hw import cost_many, gemm_sweep
+from asicsim.hw.bounds import _operation_bounds, operation_bounds
+from asicsim.hw.counts import LEAN_SKIPS, Schedule, schedule_counts
+from asicsim.hw.objectives import BALANCED_SLACK, OBJECTIVES
+from asicsim.hw.tiles import element_shape, valid
+
+
+def unpruned_best_counts(p, hw, objective, score_energy=None):
+    """The search as measured before the fast path: full counts of every candidate of every chunk,
+    balanced's second pass measured anew, no cache."""
+    shape = element_shape(p, hw)
+
+    def measured():
+        for s in mapper._chunks(mapper.candidates(p, hw), hw, shape):
+            c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
+                                                s.psum_spill, s.Ma, s.Na))
+            m = {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
+            m["energy"] = score_energy(c) if score_energy is not None else m["dram"]
+            ok = valid(p, hw, s)
+            yield s, {k: np.where(ok, v, np.inf) for k, v in m.items()}
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if objective == "balanced":
+            limit = mapper._search(measured(), shape, lambda m: (m["latency"], m["energy"]))[0][0] * (
+                1.0 + BALANCED_SLACK)
+            key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
+        else:
+            second = mapper._SECOND[objective]
+            key = lambda m: (m[objective], m[second])  # noqa: E731
+        (score, _), b = mapper._search(measured(), shape, key)
+    assert np.all(np.isfinite(score))
+    return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, b[6], b[7]))
+
+
+def _sweep(ops, design, grid, objective):
+    return gemm_sweep(ops, design, rows=grid[0], cols=grid[1], dataflow=grid[2], buffer_scale=grid[3],
+                      objective=objective)
+
+
+def _same(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert np.array_equal(np.asarray(a[k]), np.asarray(b[k]), equal_nan=True), k
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_fast_path_chooses_what_the_unpruned_evaluation_chooses(monkeypatch, seed, objective):
+    """Random GEMMs on random design grids, in small chunks (many chunks: balanced keeps its first
+    pass; seed 2 keeps almost nothing and measures chunks again): every figure of the sweep equal."""
+    rng = np.random.default_rng(seed)
+    ops = [sim.Gemm(*(int(x) for x in rng.integers(1, 1500, 3))) for _ in range(5)]
+    ops.append(sim.Conv(14, 14, int(rng.integers(1, 200)), int(rng.integers(1, 200)), 3, 3, padding=1))
+    grid = (rng.integers(1, 257, 3)[:, None, None, None], rng.integers(1, 257, 2)[None, :, None, None],
+            np.array(["os", "ws", "is"])[None, None, :, None], 2.0 ** rng.integers(-4, 4, 2)[None, None, None, :])
+    design = ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1")[seed]
+    monkeypatch.setattr(mapper, "STACK_ELEMENTS", 1 << 11)
+    monkeypatch.setattr(mapper, "KEEP_PAIRS", 1 << 8 if seed == 2 else mapper.KEEP_PAIRS)
+    fast = _sweep(ops, design, grid, objective)
+    monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
+    _same(fast, _sweep(ops, design, grid, objective))
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective):
+    """A network priced twice on a design point (the second from the cache) and after clearing
+    it, and against the unpruned evaluation; a design point that differs only in a buffer's size
+    does not hit the first one's entry."""
+    ops = [sim.Conv(28, 28, 64, 64, 3, 3, padding=1), sim.Gemm(197, 768, 3072), sim.Gemm(1, 1000, 2048),
+           sim.Conv(28, 28, 64, 64, 3, 3, padding=1)]
+    mapper.clear_cache()
+    cold = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
+    assert len(mapper._CACHE) == 1
+    warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
+    assert warm == cold
+    small = sim.hw.load_design("edge_int8_32x32")
+    small = dataclasses.replace(small, buffers=tuple(dataclasses.replace(b, capacity_kib=b.capacity_kib / 2)
+                                                     for b in small.buffers))
+    halved = cost_many(ops, small, objective=objective)
+    assert len(mapper._CACHE) == 2
+    monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
+    ref = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
+    assert cold == ref
+    assert repr(halved) == repr(cost_many(ops, small, objective=objective))
+    assert repr(halved) != cold
+
+
+def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
+    """schedule_counts(lean=True): every field it computes equals the full counts' (same
+    expressions); the skipped ones are None, so an energy that read one would raise, not
+    silently use a zero."""
+    ops = [sim.Gemm(300, 500, 700), sim.Conv(14, 14, 32, 48, 3, 3, padding=1)]
+    d = sim.hw.load_design("dc_bf16_128x128")
+    seen = []
+
+    def spy(p, hw, objective, score_energy=None):
+        shape = element_shape(p, hw)
+        for s in mapper._chunks(mapper.candidates(p, hw), hw, shape):
+            full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
+                                                          s.psum_spill, s.Ma, s.Na), lean=b) for b in (False, True))
+            for f in type(full).names():
+                v = getattr(lean, f)
+                if f in LEAN_SKIPS:
+                    assert v is None
+                else:
+                    assert np.array_equal(np.broadcast_to(v, np.shape(getattr(full, f))), getattr(full, f),
+                                          equal_nan=True), f
+            seen.append(score_energy(lean))
+        return mapper.best_counts(p, hw, objective, score_energy)
+
+    pipeline_best = pipeline.best_counts
+    try:
+        pipeline.best_counts = spy
+        cost_many(ops, d)
+    finally:
+        pipeline.best_counts = pipeline_best
+    assert seen
+    with pytest.raises(TypeError):
+        schedule_counts(*_one_problem(), lean=True).mapping_slots + 1
+
+
+def _one_problem():
+    from asicsim.hw.counts import OUTPUTS, ArrayHardware, BufferLayout, GemmProblem
+    one = np.float64(1)
+    p = GemmProblem(M=np.float64(8), N=np.float64(8), K=np.float64(8), a_bytes=one, b_bytes=one, acc_bytes=one * 4,
+                    out_bytes=one, a_footprint=np.float64(64), reps=one, shared_weights=np.False_,
+                    density=one, off_chip={"ifmap": np.True_, "filter": np.True_, "ofmap": np.True_})
+    hw = ArrayHardware(rows=one * 4, cols=one * 4, dataflow=np.int64(0), capacity=(np.float64(1 << 20),),
+                       layout=BufferLayout(names=("b",), holds=(("ifmap", "filter", "ofmap", "psum"),)),
+                       dram_bytes_per_cycle=one * 8)
+    return p, hw, Schedule(np.float64(OUTPUTS), p.M, p.N, p.K, np.False_)
+
+
+def test_cached_bounds_equal_uncached_and_are_read_only():
+    d = sim.hw.load_design("edge_int8_32x32")
+    for op in (sim.Conv(56, 56, 64, 64, 1, 1, stride=2), sim.Gemm(197, 768, 3072)):
+        for fmts in (None, "act=int8,weight=int8"):
+            b = operation_bounds(op, d, fmts)
+            ref = _operation_bounds(op, d, fmts)
+            assert np.array_equal(b.compulsory, ref.compulsory) and np.array_equal(b.pebble, ref.pebble)
+            assert operation_bounds(op, d, fmts) is b  # the second from the cache
+            assert not b.compulsory.flags.writeable
+    by_dict = operation_bounds(op, d, {"act": "int8", "weight": "int8"})  # a dict: not cached, same bounds
+    assert np.array_equal(by_dict.compulsory, operation_bounds(op, d, "act=int8,weight=int8").compulsory)
