@@ -186,8 +186,8 @@ def bench_networks(design: str, repeat: int, objective: str) -> None:
 def _clear_caches() -> None:
     """Forget what the mapper and the bounds cache by content (code before them has none)."""
     try:
-        from asicsim.hw import bounds, conv_windows, mapper
-        mapper.clear_cache()
+        from asicsim.hw import bounds, conv_windows, mapper_passes
+        mapper_passes.clear_cache()
         bounds._bounds_of.cache_clear()
         conv_windows._window_cover.cache_clear()
     except AttributeError:

@@ -1,4 +1,4 @@
-"""The mapper's fast path (asicsim/hw/mapper.py: lean counts, balanced's kept first pass, the
+"""The mapper's fast path (asicsim/hw/mapper_passes.py: lean counts, balanced's kept first pass, the
 content-keyed candidate cache; asicsim/hw/bounds.py's cache) chooses bit for bit what the
 unpruned evaluation chooses: every candidate measured with the full counts, balanced's second
 pass measured again, nothing cached. The reference below is that evaluation, written from the
@@ -13,6 +13,7 @@ import pytest
 
 import asicsim as sim
 import asicsim.hw.mapper as mapper
+import asicsim.hw.mapper_passes as passes
 import asicsim.hw.pipeline as pipeline
 from asicsim.hw import cost_many, gemm_sweep
 from asicsim.hw.bounds import _operation_bounds, operation_bounds
@@ -27,7 +28,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None):
     shape = element_shape(p, hw)
 
     def measured():
-        for s in mapper._chunks(mapper.candidates(p, hw), hw, shape):
+        for s in passes.stacked_chunks(mapper.candidates(p, hw), hw, shape):
             c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
                                                 s.psum_spill, s.Ma, s.Na))
             m = {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
@@ -37,13 +38,13 @@ def unpruned_best_counts(p, hw, objective, score_energy=None):
 
     with np.errstate(divide="ignore", invalid="ignore"):
         if objective == "balanced":
-            limit = mapper._search(measured(), shape, lambda m: (m["latency"], m["energy"]))[0][0] * (
+            limit = passes.search(measured(), shape, lambda m: (m["latency"], m["energy"]))[0][0] * (
                 1.0 + BALANCED_SLACK)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             second = mapper._SECOND[objective]
             key = lambda m: (m[objective], m[second])  # noqa: E731
-        (score, _), b = mapper._search(measured(), shape, key)
+        (score, _), b = passes.search(measured(), shape, key)
     assert np.all(np.isfinite(score))
     return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, b[6], b[7]))
 
@@ -70,8 +71,8 @@ def test_fast_path_chooses_what_the_unpruned_evaluation_chooses(monkeypatch, see
     grid = (rng.integers(1, 257, 3)[:, None, None, None], rng.integers(1, 257, 2)[None, :, None, None],
             np.array(["os", "ws", "is"])[None, None, :, None], 2.0 ** rng.integers(-4, 4, 2)[None, None, None, :])
     design = ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1")[seed]
-    monkeypatch.setattr(mapper, "STACK_ELEMENTS", 1 << 11)
-    monkeypatch.setattr(mapper, "KEEP_PAIRS", 1 << 8 if seed == 2 else mapper.KEEP_PAIRS)
+    monkeypatch.setattr(passes, "STACK_ELEMENTS", 1 << 11)
+    monkeypatch.setattr(passes, "KEEP_PAIRS", 1 << 8 if seed == 2 else passes.KEEP_PAIRS)
     fast = _sweep(ops, design, grid, objective)
     monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
     _same(fast, _sweep(ops, design, grid, objective))
@@ -84,16 +85,16 @@ def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective)
     does not hit the first one's entry."""
     ops = [sim.Conv(28, 28, 64, 64, 3, 3, padding=1), sim.Gemm(197, 768, 3072), sim.Gemm(1, 1000, 2048),
            sim.Conv(28, 28, 64, 64, 3, 3, padding=1)]
-    mapper.clear_cache()
+    passes.clear_cache()
     cold = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
-    assert len(mapper._CACHE) == 1
+    assert len(passes._CACHE) == 1
     warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
     assert warm == cold
     small = sim.hw.load_design("edge_int8_32x32")
     small = dataclasses.replace(small, buffers=tuple(dataclasses.replace(b, capacity_kib=b.capacity_kib / 2)
                                                      for b in small.buffers))
     halved = cost_many(ops, small, objective=objective)
-    assert len(mapper._CACHE) == 2
+    assert len(passes._CACHE) == 2
     monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
     ref = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
     assert cold == ref
@@ -111,7 +112,7 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
 
     def spy(p, hw, objective, score_energy=None):
         shape = element_shape(p, hw)
-        for s in mapper._chunks(mapper.candidates(p, hw), hw, shape):
+        for s in passes.stacked_chunks(mapper.candidates(p, hw), hw, shape):
             full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
                                                           s.psum_spill, s.Ma, s.Na), lean=b) for b in (False, True))
             for f in type(full).names():

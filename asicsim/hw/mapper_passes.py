@@ -1,0 +1,198 @@
+"""How the mapper's candidates are measured and one chosen per element (:mod:`asicsim.hw.mapper`
+generates them): stacked in chunks with their array-aligned twins, measured with the lean counts,
+the least key kept chunk by chunk; ``balanced``'s first pass keeps what its second can use; the
+candidates of small problems cached by content."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from asicsim.hw.counts import ArrayHardware, GemmProblem, Schedule, schedule_counts
+from asicsim.hw.objectives import BALANCED_SLACK
+from asicsim.hw.tiles import aligned, valid
+
+FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill", "Ma", "Na")
+
+
+#: Candidates are evaluated in chunks of at most this many (candidate, element) pairs, keeping a
+#: running best, so memory stays bounded on large design sweeps.
+STACK_ELEMENTS = 1 << 18
+
+
+def measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> dict:
+    """``latency`` (busy and stall cycles), ``energy`` (``score_energy``) and ``dram`` bytes of
+    schedule ``s`` (fields may carry a leading candidate axis); inf outside the space."""
+    c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
+                                        s.psum_spill, s.Ma, s.Na), lean=True)
+    ok = valid(p, hw, s)
+    out = {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
+    out["energy"] = score_energy(c) if score_energy is not None else out["dram"]
+    return {k: np.where(ok, v, np.inf) for k, v in out.items()}
+
+
+def _lead(b: Schedule, nd: int) -> int:
+    """The candidates in block ``b``: the leading axis of a field with one more axis than the
+    elements (1 where none has)."""
+    return max((np.shape(v)[0] for v in (getattr(b, f) for f in FIELDS) if np.ndim(v) > nd), default=1)
+
+
+def _stack(blocks: list, shape, leads: list) -> Schedule:
+    """One schedule with a leading candidate axis from blocks (each with or without one), written
+    into arrays allocated once (assignment broadcasts each block: the values of
+    ``np.concatenate`` of the broadcast blocks, without a broadcast copy per block)."""
+    nd, total = len(shape), sum(leads)
+    out = []
+    for f in FIELDS:
+        vals = [np.asarray(getattr(b, f)) for b in blocks]
+        a = np.empty((total, *shape), dtype=np.result_type(*vals))
+        at = 0
+        for v, n in zip(vals, leads, strict=True):
+            a[at:at + n] = v if v.ndim > nd else v[None]
+            at += n
+        out.append(a)
+    return Schedule(*out)
+
+
+def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
+    """The candidate blocks and their array-aligned twins, stacked a few at a time: at most
+    :data:`STACK_ELEMENTS` (candidate, element) pairs per chunk (at least one block), so memory
+    stays that of one chunk however large the design sweep."""
+    size, nd = max(1, int(np.prod(shape))), len(shape)
+    group, leads, n = [], [], 0
+    for b in [*blocks, None]:
+        lead = 0 if b is None else _lead(b, nd)
+        if group and (b is None or (n + lead) * 2 * size > STACK_ELEMENTS):
+            s = _stack(group, shape, leads)
+            twin = aligned(s, hw)
+            yield Schedule(*(np.concatenate([getattr(s, f), np.broadcast_to(getattr(twin, f), s.Mt.shape)])
+                             for f in FIELDS))
+            group, leads, n = [], [], 0
+        if b is not None:
+            group.append(b)
+            leads.append(lead)
+            n += lead
+
+
+def _better(new: tuple, old: tuple) -> np.ndarray:
+    """(primary, secondary) lexicographically less; primaries within 1e-12 are ties."""
+    tie = np.abs(new[0] - old[0]) <= 1e-12 * np.abs(old[0])
+    return np.where(tie, new[1] < old[1], new[0] < old[0])
+
+
+def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
+    """(chunk, its measures) for every chunk of the candidates and their twins (:func:`stacked_chunks`;
+    ``chunks``: those chunks already stacked), one chunk at a time."""
+    return ((chunk, measures(p, hw, chunk, score_energy))
+            for chunk in (stacked_chunks(blocks, hw, shape) if chunks is None else chunks))
+
+
+#: The stacked candidates of small problems (a network on one design point), by the content of the
+#: problem and the hardware (every array's dtype, shape and bytes, the buffer layout: never a
+#: name): pricing the same GEMMs on the same design point again skips generating them. The
+#: candidates are a function of exactly these (:func:`asicsim.hw.mapper.candidates`, :func:`stacked_chunks`), so a hit
+#: gives the arrays a miss would build; they are read-only. Design sweeps (more than
+#: :data:`CACHE_PAIRS` candidate-element pairs) are not kept.
+_CACHE: dict = {}
+CACHE_ENTRIES = 128
+CACHE_PAIRS = 1 << 16
+
+
+def clear_cache() -> None:
+    """Forget the cached candidates (timing a first call)."""
+    _CACHE.clear()
+
+
+def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
+    arrays = [*(getattr(p, f.name) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
+              *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
+              hw.dram_bytes_per_cycle, *hw.capacity]
+    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate,
+            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
+
+
+def searched(p: GemmProblem, hw: ArrayHardware, shape, generate) -> tuple:
+    """(candidate blocks ``generate(p, hw)``, their stacked chunks or None where there are
+    several): from the cache where the content matches (one ``generate``: the mapper's)."""
+    small = max(1, int(np.prod(shape))) <= CACHE_PAIRS // 1024
+    key = _content_key(p, hw) if small else None
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
+    cands = generate(p, hw)
+    if 2 * len(cands) * max(1, int(np.prod(shape))) > min(STACK_ELEMENTS, CACHE_PAIRS) or key is None:
+        return cands, None
+    chunks = list(stacked_chunks(cands, hw, shape))
+    for c in chunks:
+        for f in FIELDS:
+            getattr(c, f).flags.writeable = False
+    if len(_CACHE) >= CACHE_ENTRIES:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = (cands, chunks)
+    return cands, chunks
+
+
+def search(measured: list, shape, key) -> tuple:
+    """The best candidate per element by ``key(measures) -> (primary, secondary)``: ((primary,
+    secondary), its schedule fields)."""
+    best = ((np.full(shape, np.inf), np.full(shape, np.inf)), [np.zeros(shape) for _ in FIELDS])
+    for chunk, m in measured:
+        prim, sec = key(m)
+        # least primary, ties on the secondary (first in order on exact ties)
+        lo = prim.min(axis=0)
+        sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
+        pick = np.argmin(sec, axis=0)[None]
+        won = [np.take_along_axis(np.broadcast_to(a, prim.shape), pick, 0)[0]
+               for a in (prim, sec, *(getattr(chunk, f) for f in FIELDS))]
+        won = ((won[0], won[1]), won[2:])
+        b = _better(won[0], best[0])
+        best = ((np.where(b, won[0][0], best[0][0]), np.where(b, won[0][1], best[0][1])),
+                [np.where(b, w, o) for w, o in zip(won[1], best[1], strict=True)])
+    return best
+
+
+#: at most this many (candidate, element) pairs of ``balanced``'s first pass are kept for its second
+#: (24 bytes each); chunks past it are measured again
+KEEP_PAIRS = 1 << 23
+
+
+def keeping(measured, kept: list, blocks: int):
+    """``measured`` (chunks and their measures, for ``balanced``'s first pass), recording in ``kept``
+    per chunk the (flat index, latency, energy) of every pair that can meet the second pass's
+    limit (None: too many kept, measure that chunk again).
+
+    Proof that a pair left out cannot: let ``P_j`` be :func:`search`'s best primary (latency)
+    after chunk ``j`` and ``lo_j`` chunk ``j``'s least. A chunk replaces ``P`` only with a winner
+    below it or within the tie tolerance above it, so ``P_j <= P_(j-1) (1 + 1e-12)``; a winner not
+    taken is at least ``P_(j-1)`` less the tolerance and a winner is at most ``lo_j`` plus it, so
+    ``P_j <= lo_j (1 + 3e-12)``. Hence ``P_j <= R_j (1 + 3e-12)^j`` with ``R_j`` the least of
+    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= blocks`` chunks
+    (each holds at least one block). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
+    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(blocks + 1)`` (the extra for rounding) is
+    above it, so its key in the second pass is inf, as for a pair not kept."""
+    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (blocks + 1)
+    least, total = None, 0
+    for chunk, m in measured:
+        lat = m["latency"]
+        lo = np.fmin.reduce(lat, axis=0)
+        least = lo if least is None else np.fmin(least, lo)
+        idx = np.flatnonzero(lat <= least * margin)  # NaN and inf never below a finite bound
+        total += idx.size
+        kept.append((idx, lat.reshape(-1)[idx], m["energy"].reshape(-1)[idx]) if total <= KEEP_PAIRS else None)
+        yield chunk, m
+
+
+def kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
+    """``balanced``'s second pass: every chunk again (stacked anew, :func:`stacked_chunks`) with the
+    latency and energy kept by :func:`keeping` and inf elsewhere (keys identical to measuring it
+    again: a pair not kept has an inf key either way, and a chunk whose least key is inf picks its
+    first pair in both), or measured again where nothing was kept."""
+    for chunk, k in zip(stacked_chunks(blocks, hw, shape), kept, strict=True):
+        if k is None:
+            yield chunk, measures(p, hw, chunk, score_energy)
+            continue
+        idx, lat, en = k
+        m = {"latency": np.full(chunk.Mt.shape, np.inf), "energy": np.full(chunk.Mt.shape, np.inf)}
+        m["latency"].reshape(-1)[idx] = lat
+        m["energy"].reshape(-1)[idx] = en
+        yield chunk, m
