@@ -169,7 +169,9 @@ def keeping(measured, kept: list, blocks: int):
     ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= blocks`` chunks
     (each holds at least one block). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
     above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(blocks + 1)`` (the extra for rounding) is
-    above it, so its key in the second pass is inf, as for a pair not kept."""
+    above it, so its key in the second pass is inf, as for a pair not kept. (The step from the
+    initial inf uses that a candidate of finite latency has finite energy, its tie-break: valid
+    schedules have finite counts and the rates are finite.)"""
     margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (blocks + 1)
     least, total = None, 0
     for chunk, m in measured:
