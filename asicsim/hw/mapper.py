@@ -44,6 +44,10 @@ the array busy.
 The objective (:mod:`asicsim.hw.objectives`) is ``balanced`` (default: the least energy among the
 candidates within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and static energy; MAC
 energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy and stall cycles).
+
+The candidates are measured and one chosen per element by :mod:`asicsim.hw.mapper_passes`
+(chunks, lean counts, ``balanced``'s kept first pass, a cache by content), which
+``tests/hw/test_mapper_fast.py`` holds to the unpruned evaluation bit for bit.
 """
 
 from __future__ import annotations
