@@ -282,7 +282,12 @@ def test_gpu_designs_when_present():
     except Exception:  # the GPU catalog is optional here
         pytest.skip("no gpu_v100 design")
     t = service_table("gru_speech", gpu, "act=fp16,weight=fp16,acc=fp32", max_batch=16)
-    assert np.all(np.diff(t.time_s) >= 0) and t.energy_j[15] / 16 < t.energy_j[0]
+    # cuDNN's persistent RNN kernel runs where PyTorch picks it (asicsim.hw.gpu_rnn: on Volta a
+    # batch multiple of 8 with enough steps): much faster there; the standard kernel elsewhere, whose
+    # time grows with the batch
+    persistent = np.arange(1, 17) % 8 == 0
+    assert np.all(np.diff(t.time_s[~persistent]) >= 0) and np.all(t.time_s[persistent] < t.time_s[0])
+    assert t.energy_j[15] / 16 < t.energy_j[0]
     assert weight_residency("gru_speech", gpu) is None and residency_comparison("gru_speech", gpu) == []
     r = simulate(t, 0.5 * t.capacity(16), BatchingPolicy(16, 2 * MS), requests=20_000)
     assert r.stable and r.latency_p99_s > t.service_s(1)

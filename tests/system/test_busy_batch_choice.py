@@ -30,12 +30,15 @@ def test_the_smallest_batch_that_unbinds_the_gpu():
     cands = candidate_batches(w.batch, input_bytes_per_example(w))
     assert cands == [256, 512, 1024, 2048, 4096, 8192, 16384]  # 128 x 2**k, 3,136 bytes an example
     busy = busy_batch(w, "bf16", True, [h100])
-    # measured here: at 2,048 the H100 is occupancy-bound (launch 49 %, 42 % of SMs), at 4,096 busy
-    # (launch 32 %, 56 % of SMs); the old rule (the largest 128 x 4**k) took 8,192
-    assert (busy.batch, busy.gpus, busy.bound) == (4096, ("gpu_h100",), {})
-    assert _state(w, 4096, h100) == "" and _state(w, 2048, h100) == "occupancy"
+    # every candidate priced here: the choice is the first the H100 is busy at, all before it bound
+    # (with issue 32's GPU model: launch-bound to 1,024, occupancy-bound at 2,048 and 4,096, busy at
+    # 8,192; with the model before it, busy at 4,096)
+    states = {b: _state(w, b, h100) for b in cands}
+    first = next(b for b in cands if states[b] == "")
+    assert (busy.batch, busy.gpus, busy.bound) == (first, ("gpu_h100",), {})
+    assert all(states[b] for b in cands if b < first) and first > cands[0]
     assert gpu_state(busy.trace, h100, "bf16") == ""
-    assert len(busy.trace) == len(workload_trace(w, "bf16", batch=4096, training=True))
+    assert len(busy.trace) == len(workload_trace(w, "bf16", batch=first, training=True))
 
 
 def test_no_batch_within_the_caps_unbinds_it():
