@@ -135,7 +135,7 @@ def recipe_passes(recipes: list[str], quick: bool, on_row=None) -> list[dict]:
 
     from asicsim.emulate import make_train_step
 
-    width, batch = (64, 8) if quick else (4096, 256)
+    width, batch = (64, 16) if quick else (4096, 256)  # 16: nvfp4's wgrad rotation takes 16-row blocks
     init, loss = mlp(width, 2 if quick else 4)
     params, tx = init(0), optax.adam(1e-4)
     data = (jnp.zeros((batch, width), jnp.float32), jnp.zeros((batch,), jnp.int32))

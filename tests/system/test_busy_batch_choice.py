@@ -64,9 +64,10 @@ def test_a_sweep_records_the_batch_chosen_for_its_gpus(tmp_path):
     alone = Job([p for p in one.points if p.inputs["design"] == "dc_bf16_128x128"], one.workload,
                 {"dc_bf16_128x128": one.designs["dc_bf16_128x128"]}, one.recipes, one.gpus)
     both = run_job(one)
+    chosen = busy_batch(load_workload("fmnist_cnn"), "bf16", True, [load_design("gpu_h100")]).batch
     for r in both + run_job(alone):
         assert r["status"] == "done"
-        assert (r["result"]["busy_batch"], r["result"]["busy_gpu"]) == (4096, "gpu_h100")
+        assert (r["result"]["busy_batch"], r["result"]["busy_gpu"]) == (chosen, "gpu_h100")
     gpu = next(r for r in both if r["labels"]["design"] == "gpu_h100")["result"]
     assert gpu_bound(gpu["busy_launch_fraction"], gpu["busy_sm_fraction"]) == ""
     assert gpu_bound(gpu["launch_fraction"], gpu["sm_fraction"]) == "launch"
