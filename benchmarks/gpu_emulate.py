@@ -70,10 +70,12 @@ def run_tests(out: Path, deadline: float, on_row) -> None:
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     t = time.perf_counter()
     with open(out / "tests.log", "w") as log:
+        p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         try:
-            rc = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                timeout=max(1.0, deadline - 5)).returncode
+            rc = p.wait(timeout=max(1.0, deadline - 5))
         except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # pytest and its xdist workers, which hold the device
+            p.wait()
             rc = "timed out"
     lines = [ln for ln in (out / "tests.log").read_text().splitlines() if ln.strip()]
     on_row({"summary": lines[-1] if lines else "", "exit": rc, "seconds": time.perf_counter() - t})
