@@ -5,6 +5,7 @@ differing bits (a check of the comparison, not of a GPU)."""
 
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script(name: str):
+    if str(ROOT / "benchmarks") not in sys.path:  # as when run as a script: its siblings importable
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
