@@ -57,7 +57,6 @@ Conditions and how they are met:
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -190,58 +189,41 @@ def dram_bounds(M, N, K, *, a_bytes, b_bytes, out_bytes, acc_bytes, off_chip: di
                                  acc_bytes=acc_bytes, classical=classical, **common))
 
 
-def operation_bounds(op, design, formats=None) -> DramBounds:
-    """Bounds of one operation on one systolic design, in the formats the cost model would use.
-
-    Several lowerings (an RNN's projection and steps): compulsory bytes add (disjoint data); the
-    pebble bound is the largest lowering's (a schedule restricted to one lowering is a schedule of
-    it; adding them is not proven). Placement follows :func:`asicsim.hw.cost.cost_many`.
-    Work without a GEMM (elementwise) gets 0: its traffic is the cost model's stream, not bounded here.
-    """
-    from asicsim.hw.design import SystolicDesign
-    from asicsim.hw.design_files import load_design
-
-    design = load_design(design)
-    if not isinstance(design, SystolicDesign):
-        raise ValueError(f"design = {design.name!r} ({type(design).__name__}); allowed: a systolic design "
-                         "(the GPU baseline has no buffer model to bound)")
-    try:  # the operation, the resolved design and the formats by value (frozen dataclasses, strings)
-        return _bounds_of(op, design, formats)
-    except TypeError:  # formats given as a dict: not hashable, computed each time
-        return _operation_bounds(op, design, formats)
+def classical(op) -> bool:
+    """Does the pebble bound apply to ``op``'s GEMMs: dense weights, and a conv only when it is an
+    unpadded 1 x 1 (its im2col matrix is then a plain GEMM's operand; module docstring)."""
+    if getattr(op, "weight_sparsity", 0.0) != 0:
+        return False
+    if getattr(op, "kind", "") != "conv":
+        return True
+    pads = (op.padding, op.padding if op.padding_w is None else op.padding_w)
+    return op.kernel_h == op.kernel_w == 1 and all(p in (0, "valid") for p in pads)
 
 
-@functools.lru_cache(maxsize=4096)
-def _bounds_of(op, design, formats) -> DramBounds:
-    """:func:`_operation_bounds`, cached by the content of its arguments (equal operations and
-    designs give equal bounds); the arrays are read-only."""
-    b = _operation_bounds(op, design, formats)
-    for a in (b.compulsory, b.pebble):
-        a.flags.writeable = False
-    return b
+def problem_bounds(p, activations_on_chip, owner, n: int, on_chip_bytes, classical_gemm) -> DramBounds:
+    """Bounds per operation of the pipeline's problem (:func:`asicsim.hw.pipeline.gemm_problem`:
+    the lowered GEMMs, their stored bytes per element and placement, exactly as priced), arrays of
+    shape ``on_chip_bytes.shape + (n,)``. ``activations_on_chip[j]``: lowering ``j``'s ifmap and
+    ofmap never leave the chip (RNN steps); ``owner[j]``: the operation lowering ``j`` belongs to (in
+    order); ``classical_gemm[j]``: whether the pebble bound applies to it (:func:`classical`).
 
-
-def _operation_bounds(op, design, formats) -> DramBounds:
-    from asicsim.hw.cost import resolve_formats  # here: cost.py may import this module
-    from asicsim.hw.operations import Conv, weight_store_bits
-
-    fm = resolve_formats(design, formats)
-    by = {r: f.bits / 8 for r, f in fm.items()}
-    fast = fast_memory_bytes([b.capacity_bytes for b in design.buffers], design.array.rows, design.array.cols,
-                         a_bytes=by["act"], b_bytes=by["weight"], acc_bytes=by["acc"])
-    sparsity, fmt = getattr(op, "weight_sparsity", 0.0), getattr(op, "sparse_format", "dense")
-    conv = isinstance(op, Conv)
-    one_by_one = conv and op.kernel_h == op.kernel_w == 1 and all(
-        p in (0, "valid") for p in (op.padding, op.padding if op.padding_w is None else op.padding_w))
-    comp, peb = 0.0, 0.0
-    for low in op.lower():
-        off = {o: (o in design.dram.holds) and (o == "filter" or not low.activations_on_chip)
-               for o in OPERANDS}
-        b = dram_bounds(low.M, low.N, low.K, a_bytes=by["act"], out_bytes=by["out"], acc_bytes=by["acc"],
-                        b_bytes=weight_store_bits(fm["weight"].bits, sparsity, fmt, low.K, low.N) / 8,
-                        off_chip=off, on_chip_bytes=fast,
-                        ifmap_elems=conv_ifmap_read_elems(op) if conv else None, reps=low.reps,
-                        shared_weights=low.shared_weights, activations_on_chip=low.activations_on_chip,
-                        classical=sparsity == 0 and (not conv or one_by_one))
-        comp, peb = comp + b.compulsory, np.maximum(peb, b.pebble)
-    return DramBounds(compulsory=_f(comp), pebble=_f(peb))
+    Several lowerings of one operation (an RNN's projection and steps): compulsory bytes add
+    (disjoint data); the pebble bound is the largest lowering's (a schedule restricted to one
+    lowering is a schedule of it; adding them is not proven). Work without a GEMM gets 0: its
+    traffic is the cost model's stream, not bounded here."""
+    fast = _f(on_chip_bytes)[..., None]
+    shape = (*fast.shape[:-1], n)
+    owner = np.asarray(owner, dtype=np.int64)
+    if owner.size == 0:
+        return DramBounds(np.zeros(shape), np.zeros(shape))
+    b = dram_bounds(p.M, p.N, p.K, a_bytes=p.a_bytes, b_bytes=p.b_bytes, out_bytes=p.out_bytes,
+                    acc_bytes=p.acc_bytes, off_chip=p.off_chip, on_chip_bytes=fast,
+                    ifmap_elems=p.a_footprint / _f(p.a_bytes), reps=p.reps, shared_weights=p.shared_weights,
+                    activations_on_chip=np.asarray(activations_on_chip, dtype=bool), classical=np.asarray(classical_gemm, dtype=bool))
+    comp = np.broadcast_to(b.compulsory, (*shape[:-1], owner.size))
+    peb = np.broadcast_to(b.pebble, (*shape[:-1], owner.size))
+    mine, starts = np.unique(owner, return_index=True)  # lowerings come grouped by operation
+    out_c, out_p = np.zeros(shape), np.zeros(shape)
+    out_c[..., mine] = np.add.reduceat(comp, starts, axis=-1)
+    out_p[..., mine] = np.maximum.reduceat(peb, starts, axis=-1)
+    return DramBounds(compulsory=out_c, pebble=out_p)

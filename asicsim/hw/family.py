@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Operation
 from asicsim.hw.pipeline import price
-from asicsim.hw.pricing import BOUNDS
+from asicsim.hw.result import Price
+from asicsim.hw.roles import bytes_per_element, mac_execution, resolve_formats
 
 #: The fields a family's members may differ in (``buffers.<name>.capacity_kib`` for any buffer).
 VECTOR_FIELDS = ("array.rows", "array.cols", "array.dataflow", "buffers.*.capacity_kib")
@@ -43,10 +43,9 @@ def family_key(design) -> tuple | None:
 
 
 def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
-                formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> dict[str, np.ndarray]:
-    """Every operation on every design of one family: arrays of shape ``(designs, ops)`` —
-    ``time_s``, ``cycles``, ``utilization``, ``dram_bytes``, ``sram_array_bytes``, ``bound``
-    (``compute`` | ``bandwidth`` | ``occupancy``), ``energy_pj`` and ``energy.<component>_pj``."""
+                formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> Price:
+    """Every operation on every design of one family: a :class:`~asicsim.hw.result.Price` of shape
+    ``(designs, ops)`` (time, cycles, utilization, typed traffic and energy, bound codes, mapping)."""
     d0 = designs[0]
     key = family_key(d0)
     bad = [d.name for d in designs if family_key(d) != key]
@@ -61,20 +60,6 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
             for j in range(len(d0.buffers))]
     zero = ZERO_CODES[d0.array.zero_weights]
     gemms = any(op.kind in ("gemm", "conv", "rnn") for op in ops)
-    pr = price(ops, d0, fmts, bytes_per_element(fmts), rows=rows, cols=cols, dataflow=flow,
-               capacity_bytes=caps, objective=objective, zero=zero,
-               rate=mac_execution(d0, fmts, formats).rate if gemms else 1.0)  # asicsim.hw.native
-    shape = (len(designs), len(ops))
-    t = pr.counts
-    performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
-    cycles = np.broadcast_to(pr.cycles, shape)
-    pes = pr.pes[:, None]
-    util = np.divide(performed, cycles * pes, out=np.zeros(shape), where=cycles > 0)
-    out = {"cycles": cycles, "time_s": np.broadcast_to(pr.time_s, shape), "utilization": util,
-           "bound": np.asarray(BOUNDS)[np.broadcast_to(pr.bound, shape)],
-           "macs": np.broadcast_to(t["macs"], shape),
-           "dram_bytes": np.broadcast_to(pr.traffic["dram_bytes"], shape),
-           "sram_array_bytes": np.broadcast_to(pr.traffic["array_bytes"], shape),
-           "energy_pj": sum(np.broadcast_to(v, shape) for v in pr.energy.values())}
-    out |= {f"energy.{k}_pj": np.broadcast_to(v, shape) for k, v in pr.energy.items()}
-    return out
+    return price(ops, d0, fmts, bytes_per_element(fmts), rows=rows, cols=cols, dataflow=flow,
+                 capacity_bytes=caps, objective=objective, zero=zero,
+                 rate=mac_execution(d0, fmts, formats).rate if gemms else 1.0)  # asicsim.hw.native

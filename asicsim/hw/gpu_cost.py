@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from asicsim.hw.cost_record import CostResult
 from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, default_formats, precision_path
 from asicsim.hw.gpu_kernels import Kernels, op_kernels
 from asicsim.hw.gpu_model import (
@@ -38,12 +39,13 @@ from asicsim.hw.gpu_model import (
 )
 from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.operations import Elementwise
+from asicsim.hw.result import OPERANDS, EnergySplit, Traffic
 
 
 def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
     """Format specs per role for a GPU: fp32 unless given (the accumulator of integer operands:
     int32, as cuBLAS's integer GEMM); ``out`` defaults to ``act``."""
-    from asicsim.hw.cost import parse_formats
+    from asicsim.hw.roles import parse_formats
     from asicsim.numerics import get_format
     from asicsim.numerics.formats import IntFormat
 
@@ -76,12 +78,10 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
     ``operands="warm"`` prices back-to-back calls on the same operands (the measurement protocol)
     instead of the residency rule.
     """
-    from asicsim.hw.cost import CostResult
-
     fit = dict(load_fit() if fit is None else fit)
     c, borrowed = generation_constants(fit, design.architecture)
-    from asicsim.hw.cost import parse_formats
     from asicsim.hw.operations import OperationError
+    from asicsim.hw.roles import parse_formats
 
     fmts = resolve_gpu_formats(design, formats)
     try:
@@ -165,15 +165,12 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
                                    f"{op.steps} steps, one launch, a grid barrier per step")
         kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
         # the SMs' operand traffic with L2 is a GPU's on-chip level, as a systolic array's with its buffers
-        traffic = {"dram_bytes": dram_b, "l2_bytes": l2_b, "array_bytes": l2_b,
-                   "dram_transfer_cycles": float(mem * clock)}
-        for operand, (rd, wr) in _operand_shares(op, fmts, kinds).items():
-            bytes_el = by["act"] if operand == "ifmap" else by["weight"] if operand == "filter" else by["out"]
-            for level, total in (("dram", dram_b), ("l2", l2_b)):
-                traffic[f"{level}.{operand}.reads_bytes"] = total * rd
-                traffic[f"{level}.{operand}.writes_bytes"] = total * wr
-                traffic[f"{level}.{operand}.reads"] = total * rd / bytes_el
-                traffic[f"{level}.{operand}.writes"] = total * wr / bytes_el
+        shares = _operand_shares(op, fmts, kinds)
+        per_el = {"ifmap": by["act"], "filter": by["weight"], "ofmap": by["out"], "psum": by["out"]}
+        moved = np.array([[[total * shares.get(o, (0.0, 0.0))[k] for k in range(2)] for o in OPERANDS]
+                          for total in (l2_b, dram_b)])
+        traffic = Traffic(("l2", "dram"), moved, moved / np.array([per_el[o] for o in OPERANDS])[None, :, None],
+                          np.float64(l2_b), np.float64(mem * clock))
         out.append(CostResult(
             operation=op.label, kind=op.kind, design=design.name, formats=names, pes=pes, clock_hz=clock,
             cycles_compute=float((ideal + capped) * clock), cycles_fill_drain=float(fill * clock),
@@ -181,7 +178,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             macs_performed=float(sums["ops"][i] / 2),
             mapping_efficiency=float(ideal / quant) if quant > 0 else math.nan,
             vector_ops=float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)),
-            traffic=traffic, energy_pj=e, sources=src, bound=bound, notes=op_notes,
+            traffic=traffic, energy_pj=EnergySplit.from_parts(e), sources=src, bound=bound, notes=op_notes,
             dram_bound_bytes=float(sums["compulsory_bytes"][i]), dram_bound="compulsory",
             idle_power_w={"chip": split["static.chip"], "board": static_w},
             launch_fraction=float(overhead / time_s) if time_s > 0 else math.nan,

@@ -2,17 +2,18 @@
 
 :func:`price` takes operations and a design, optionally with design axes (array rows, columns,
 dataflow, buffer capacities as arrays that broadcast: a design space), and returns per-operation
-arrays of shape ``design_shape + (operations,)``. :func:`asicsim.cost_many` (one design, results
+a :class:`asicsim.hw.result.Price` of shape ``design_shape + (operations,)``. :func:`asicsim.cost_many` (one design, results
 as records), :func:`asicsim.hw.family.cost_family` and :func:`asicsim.hw.gemm_sweep` are front ends
 of it, so the three give the same numbers by construction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import fields
 
 import numpy as np
 
+from asicsim.hw.bounds import DramBounds, classical, fast_memory_bytes, problem_bounds
 from asicsim.hw.counts import ZERO_CODES, ArrayHardware, BufferLayout, GemmCounts, GemmProblem
 from asicsim.hw.design import SystolicDesign, buffer_tile_note
 from asicsim.hw.mapper import best_counts
@@ -26,13 +27,13 @@ from asicsim.hw.operations import (
 )
 from asicsim.hw.power import component, power_capped_time
 from asicsim.hw.pricing import (
-    BOUNDS,
     classify_bound,
     energy,
     energy_rates,
     schedule_energy,
     traffic,
 )
+from asicsim.hw.result import Bound, EnergySplit, Price, Schedule
 from asicsim.hw.tiles import distinct_gemms, spread_counts
 from asicsim.hw.vector_unit import vector_counts, vector_note
 
@@ -42,6 +43,7 @@ _VECTOR_KEYS = {"cycles_compute": "cycles_compute", "vector_ops": "vector_ops", 
                 "cycles_stall": "cycles_stall", "sram.ifmap.reads": "sram_ifmap_reads",
                 "sram.ofmap.writes": "sram_ofmap_writes", "dram.ifmap.reads_bytes": "dram_ifmap_bytes",
                 "dram.ofmap.writes_bytes": "dram_ofmap_bytes"}
+_SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
 
 
 def lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
@@ -81,30 +83,19 @@ def gemm_problem(lows: list[GemmLowering], ops: list, d: SystolicDesign, bpe: di
         density=1.0 - sparsity, off_chip=off)
 
 
-@dataclass(frozen=True)
-class Priced:
-    """Per-operation arrays (``design_shape + (operations,)``): ``counts`` keyed by
-    :class:`GemmCounts` names (plus ``vector_ops``), ``traffic``, ``energy`` (pJ per component),
-    ``bound`` (indices into :data:`asicsim.hw.pricing.BOUNDS`), ``pes`` and the energy ``sources``."""
-
-    counts: dict
-    traffic: dict
-    energy: dict
-    bound: np.ndarray
-    pes: np.ndarray
-    sources: dict
-    notes: list  # per operation: what the price leaves out and why
-    time_s: np.ndarray  # the cycles at the design's clock, or longer where its TDP caps the clock
-    idle_w: dict  # scope -> the design's idle power (asicsim.hw.power.PowerModel.idle_w)
-
-    @property
-    def cycles(self) -> np.ndarray:
-        c = self.counts
-        return c["cycles_compute"] + c["cycles_fill_drain"] + c["cycles_stall"] + c["cycles_sync"]
+def gemm_bounds(p: GemmProblem, lows: list[GemmLowering], ops: list, owner, n: int, bpe: dict, caps, rows,
+                cols) -> DramBounds:
+    """DRAM lower bounds per operation (:func:`asicsim.hw.bounds.problem_bounds`) of the problem
+    :func:`gemm_problem` made (``ops[j]`` owns ``lows[j]``; ``owner[j]`` its index of ``n``), with
+    all on-chip storage of buffers ``caps`` and a ``rows x cols`` array as fast memory."""
+    fast = fast_memory_bytes(list(caps), rows, cols, a_bytes=bpe["ifmap"], b_bytes=bpe["filter"],
+                             acc_bytes=bpe["psum"])
+    return problem_bounds(p, [low.activations_on_chip for low in lows], owner, n, fast,
+                          [classical(op) for op in ops])
 
 
 def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None, dataflow=None,
-          capacity_bytes=None, objective: str = DEFAULT_OBJECTIVE, zero: int = 0, rate=1.0) -> Priced:
+          capacity_bytes=None, objective: str = DEFAULT_OBJECTIVE, zero: int = 0, rate=1.0) -> Price:
     """Every operation on every design point (module docstring). ``bpe``: stored bytes per element
     per operand; ``rate``: MACs per PE per cycle of the formats' native mode (1 = full rate);
     ``objective``: what the mapper chooses schedules for (:mod:`asicsim.hw.objectives`)."""
@@ -125,12 +116,14 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     owner = np.asarray([i for i, (ls, _) in enumerate(lowered) for _ in ls], dtype=np.int64)
     lows = [low for ls, _ in lowered for low in ls]
     t: dict[str, np.ndarray] = {}
+    bounds = DramBounds(np.zeros((*shape, n)), np.zeros((*shape, n)))
     if lows:
         p = gemm_problem(lows, [ops[i] for i in owner], d, bpe)
         hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
                            mac_rate=rate)
+        bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
         q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
         bpe_gemm = dict(bpe, filter=q.b_bytes)
         c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates)), inverse)
@@ -167,7 +160,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     tile = buffer_tile_note(d) if rows is None and cols is None and capacity_bytes is None else None
     notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None, tile if ls else None]))
              for ls, vec in lowered]
-    tr = traffic(t, dict(bpe, filter=t["filter_bytes"]))
+    tr = traffic(t, dict(bpe, filter=t["filter_bytes"]), (*shape, n))
     e = energy(t, tr, rates, zero, bpe["psum"])
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
     busy = t["cycles_compute"] + t["cycles_fill_drain"]
@@ -178,12 +171,24 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         capped = power_capped_time(time_s, dyn_chip * 1e-12, d.tdp_w, rates.power.idle_w("chip"))
         if np.any(capped > time_s):
             e = energy(t, tr, rates, zero, bpe["psum"], time_s=capped)
-            bound = np.where(capped > time_s, BOUNDS.index("power"), bound)
+            bound = np.where(capped > time_s, Bound.POWER.code, bound)
             time_s = capped
     if d.tdp_w is not None and np.any(rates.power.idle_w("chip") >= d.tdp_w):
         said = (f"the chip's idle power ({np.max(rates.power.idle_w('chip')):.3g} W) reaches its tdp_w "
                 f"({d.tdp_w:g} W): no power-capped clock fits; priced at the design's clock")
         notes = [(*n, said) for n in notes]
     idle = {s: rates.power.idle_w(s) for s in ("core", "chip", "board")}
-    return Priced(t, tr, e, bound, pes, rates.sources, notes, time_s, idle)
+    full = (*shape, n)
 
+    def arr(v):
+        return np.broadcast_to(np.asarray(v, dtype=np.float64), full)
+
+    return Price(
+        cycles_compute=arr(t["cycles_compute"]), cycles_fill_drain=arr(t["cycles_fill_drain"]),
+        cycles_stall=arr(t["cycles_stall"]), cycles_sync=arr(t["cycles_sync"]), macs=arr(t["macs"]),
+        macs_performed=arr(performed), mapped_pes=arr(t["mapped_pes"]), mapping_slots=arr(t["mapping_slots"]),
+        vector_ops=arr(t["vector_ops"]), time_s=arr(time_s), pes=np.asarray(pes, dtype=np.float64)[..., None],
+        traffic=tr, energy=EnergySplit.from_parts(e, full), bound=np.broadcast_to(bound, full),
+        schedule=Schedule(**{f: arr(t[f]) for f in _SCHEDULE_FIELDS}), sources=rates.sources,
+        notes=tuple(notes), idle_w=idle, dram_compulsory_bytes=arr(bounds.compulsory),
+        dram_pebble_bytes=arr(bounds.pebble))

@@ -25,52 +25,42 @@ from asicsim.hw.energy import (
 )
 from asicsim.hw.native import mac_hardware
 from asicsim.hw.power import PowerModel, add_overheads, power_model, static_energy
+from asicsim.hw.result import BOUNDS as BOUNDS
+from asicsim.hw.result import DIRECTIONS, OPERANDS, Bound, Traffic
 from asicsim.hw.sram_banks import buffer_access_energy_pj
 
-OPERANDS = ("ifmap", "filter", "ofmap", "psum")
 
-BOUNDS = ("compute", "bandwidth", "occupancy", "power")  # power: a GPU whose TDP sets the clock
-#: The traffic keys a result carries: ``level.operand.reads|writes`` in elements and ``..._bytes``.
-TRAFFIC_KEYS = tuple(f"{lvl}.{o}.{k}{u}" for lvl in ("sram", "dram") for o in OPERANDS
-                     for k in ("reads", "writes") for u in ("", "_bytes"))
-
-
-def traffic(t: dict, bpe: dict) -> dict:
+def traffic(t: dict, bpe: dict, shape=()) -> Traffic:
     """Reads and writes per level (``sram``, ``dram``) and operand, in elements and bytes.
 
     ``t``: counts keyed by :class:`~asicsim.hw.counts.GemmCounts` names (absent ones are zero);
-    ``bpe``: bytes per element per operand as stored (sparse weights: per dense position). SRAM
-    counts are the array-side accesses plus the fills from and drains to DRAM.
+    ``bpe``: bytes per element per operand as stored (sparse weights: per dense position); ``shape``:
+    the result's. SRAM counts are the array-side accesses plus the fills from and drains to DRAM;
     ``array_bytes`` is what crosses the SRAM/array boundary.
     """
     z = 0.0
     g = lambda k: t.get(k, z)  # noqa: E731 - counts an operation never has are zero
-    sram = {("ifmap", "reads"): g("sram_ifmap_reads"), ("filter", "reads"): g("sram_filter_reads"),
-            ("ofmap", "writes"): g("sram_ofmap_writes"), ("psum", "reads"): g("sram_psum_reads"),
-            ("psum", "writes"): g("sram_psum_writes")}
     spilled = g("sram_psum_spilled")  # partial sums kept in the design's psum_spill buffer
-    sram[("psum", "reads")] = sram[("psum", "reads")] + spilled
-    sram[("psum", "writes")] = sram[("psum", "writes")] + spilled
     dram = {("ifmap", "reads"): g("dram_ifmap_bytes"), ("filter", "reads"): g("dram_filter_bytes"),
             ("ofmap", "writes"): g("dram_ofmap_bytes"), ("psum", "reads"): g("dram_psum_bytes") / 2,
             ("psum", "writes"): g("dram_psum_bytes") / 2}
-    tr = {"array_bytes": sum(v * bpe[o] for (o, _), v in sram.items()),
-          "dram_transfer_cycles": g("transfer_cycles")}
-    for opnd in OPERANDS:
-        for kind in ("reads", "writes"):
-            b = dram.get((opnd, kind), z)
-            tr[f"dram.{opnd}.{kind}"] = b / bpe[opnd]
-            tr[f"dram.{opnd}.{kind}_bytes"] = b
-    sram[("ifmap", "writes")] = tr["dram.ifmap.reads"]
-    sram[("filter", "writes")] = tr["dram.filter.reads"]
-    sram[("ofmap", "reads")] = tr["dram.ofmap.writes"]
-    for opnd in OPERANDS:
-        for kind in ("reads", "writes"):
-            n = sram.get((opnd, kind), z)
-            tr[f"sram.{opnd}.{kind}"] = n
-            tr[f"sram.{opnd}.{kind}_bytes"] = n * bpe[opnd]
-    tr["dram_bytes"] = sum(dram.values())
-    return tr
+    dram_el = {k: v / bpe[k[0]] for k, v in dram.items()}
+    sram = {("ifmap", "reads"): g("sram_ifmap_reads"), ("filter", "reads"): g("sram_filter_reads"),
+            ("ofmap", "writes"): g("sram_ofmap_writes"), ("psum", "reads"): g("sram_psum_reads") + spilled,
+            ("psum", "writes"): g("sram_psum_writes") + spilled}
+    array_bytes = sum(v * bpe[o] for (o, _), v in sram.items())
+    sram |= {("ifmap", "writes"): dram_el[("ifmap", "reads")], ("filter", "writes"): dram_el[("filter", "reads")],
+             ("ofmap", "reads"): dram_el[("ofmap", "writes")]}
+
+    def grid(level: dict, per_byte: bool) -> np.ndarray:
+        return np.stack([np.stack([np.broadcast_to(np.asarray(level.get((o, d), z) * (bpe[o] if per_byte else 1.0),
+                                                              dtype=np.float64), shape)
+                                   for d in DIRECTIONS]) for o in OPERANDS])
+
+    return Traffic(("sram", "dram"), np.stack([grid(sram, True), grid(dram_el, True)]),
+                   np.stack([grid(sram, False), grid(dram_el, False)]),
+                   np.broadcast_to(np.asarray(array_bytes, dtype=np.float64), shape),
+                   np.broadcast_to(np.asarray(g("transfer_cycles"), dtype=np.float64), shape))
 
 
 @dataclass(frozen=True)
@@ -138,7 +128,7 @@ def energy_rates(design: SystolicDesign, fmts: dict, *, pes=None, buffer_kib=Non
                        np.asarray(pm.idle_w("board")) / design.clock_hz * 1e12, pm, src)
 
 
-def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float, time_s=None) -> dict:
+def energy(t: dict, tr: Traffic, rates: EnergyRates, zero: int, psum_bytes: float, time_s=None) -> dict:
     """Energy in pJ per component (scopes and kinds: :data:`asicsim.hw.power.COMPONENTS`): mult,
     add, registers, vector, buffer.<name>, dram, the static components over the busy time and the
     chip/board overheads (control, regulator losses). ``time_s``: the busy time when a power cap
@@ -155,11 +145,11 @@ def energy(t: dict, tr: dict, rates: EnergyRates, zero: int, psum_bytes: float, 
         if o == "psum_spill":
             e[f"buffer.{name}"] = e[f"buffer.{name}"] + spilled * (rates.sram_read[o] + rates.sram_write[o])
             continue
-        rd, wr = tr[f"sram.{o}.reads_bytes"], tr[f"sram.{o}.writes_bytes"]
+        rd, wr = tr.of("sram", o, "reads"), tr.of("sram", o, "writes")
         if o == "psum":
             rd, wr = rd - spilled, wr - spilled
         e[f"buffer.{name}"] = e[f"buffer.{name}"] + rd * rates.sram_read[o] + wr * rates.sram_write[o]
-    e["dram"] = tr["dram_bytes"] * rates.dram
+    e["dram"] = tr.dram_bytes * rates.dram
     cycles = g("cycles_compute") + g("cycles_fill_drain") + g("cycles_stall") + g("cycles_sync")
     e |= static_energy(rates.power, cycles / rates.power.clock_hz if time_s is None else time_s)
     return add_overheads(e, rates.power)
@@ -184,14 +174,15 @@ def schedule_energy(c, bpe: dict, rates: EnergyRates):
 
 
 def classify_bound(transfer, busy, performed, pes, macs):
-    """DeepBench's three regimes, as indices into :data:`BOUNDS`: ``bandwidth`` when moving the
+    """DeepBench's three regimes, as :class:`~asicsim.hw.result.Bound` codes: ``bandwidth`` when moving the
     data over the DRAM link takes at least as long as the array's work, else ``occupancy`` when
     fill/drain, reloads and unmapped PEs cost more than the ideal compute time (utilization of
     the busy array < 50 %), else ``compute``."""
     transfer, busy = np.asarray(transfer, dtype=np.float64), np.asarray(busy, dtype=np.float64)
     ideal = np.asarray(performed, dtype=np.float64) / pes
-    return np.where((transfer > 0) & (transfer >= busy), 1,
-                    np.where((np.asarray(macs) > 0) & (ideal < 0.5 * busy), 2, 0))
+    return np.where((transfer > 0) & (transfer >= busy), Bound.BANDWIDTH.code,
+                    np.where((np.asarray(macs) > 0) & (ideal < 0.5 * busy), Bound.OCCUPANCY.code,
+                             Bound.COMPUTE.code))
 
 
 def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capacity_kib):

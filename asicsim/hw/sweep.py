@@ -2,8 +2,8 @@
 
 >>> import numpy as np, asicsim as sim
 >>> r = gemm_sweep([sim.Gemm(256, 256, 256)], "tpu_v1", rows=np.array([[64], [256]]))
->>> r["cycles_compute"].shape, r["cycles_compute"][:, 0, 0].tolist()
-((2, 1, 1), [1024.0, 512.0])
+>>> r.cycles_compute.shape, r.cycles_compute[:, 0, 0].tolist(), r.bound_names[:, 0, 0].tolist()
+((2, 1, 1), [1024.0, 512.0], ['compute', 'bandwidth'])
 
 The design variants are numpy arrays that broadcast against each other (``rows``, ``cols``,
 ``dataflow``, ``buffer_scale`` multiplying every buffer's capacity); layers form one more, last,
@@ -18,14 +18,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from asicsim.hw import limits as lim
-from asicsim.hw.cost import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Conv, Gemm, OperationError
 from asicsim.hw.pipeline import price
-from asicsim.hw.pricing import BOUNDS as BOUNDS
+from asicsim.hw.result import BOUNDS as BOUNDS
+from asicsim.hw.result import Price
+from asicsim.hw.roles import bytes_per_element, mac_execution, resolve_formats
 from asicsim.hw.scalesim_compute import dataflow_codes
 
 
@@ -35,10 +36,11 @@ def _knob(name: str, value, limit: lim.Limit) -> np.ndarray:
 
 def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows=None, cols=None,
                dataflow=None, buffer_scale=1.0, formats: str | Mapping | None = None,
-               objective: str = DEFAULT_OBJECTIVE) -> dict:
-    """Cycles, traffic, energy and bound of every layer on every design variant (arrays of shape
-    ``broadcast(rows, cols, dataflow, buffer_scale) + (layers,)``). ``bound`` holds indices into
-    :data:`BOUNDS`. Unset knobs keep the design's values."""
+               objective: str = DEFAULT_OBJECTIVE) -> Price:
+    """Cycles, traffic, energy and bound of every layer on every design variant: a
+    :class:`~asicsim.hw.result.Price` of shape ``broadcast(rows, cols, dataflow, buffer_scale) +
+    (layers,)`` (``bound`` holds :class:`~asicsim.hw.result.Bound` codes). Unset knobs keep the
+    design's values."""
     d = load_design(design)
     bad = [op for op in ops if not isinstance(op, (Gemm, Conv))]
     if bad:
@@ -56,18 +58,6 @@ def gemm_sweep(ops: Sequence[Gemm | Conv], design: str | SystolicDesign, *, rows
     ndim = len(np.broadcast_shapes(*(k.shape for k in knobs)))
     R, C, df, scale = (k.reshape((1,) * (ndim - k.ndim) + k.shape) for k in knobs)
     zero = ZERO_CODES[d.array.zero_weights]
-    pr = price(ops, d, fmts, bytes_per_element(fmts), rows=R, cols=C, dataflow=df,
-               capacity_bytes=[b.capacity_bytes * scale for b in d.buffers], objective=objective, zero=zero,
-               rate=mac_execution(d, fmts, formats).rate if ops else 1.0)  # asicsim.hw.native
-    t = pr.counts
-    performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]
-    cycles = pr.cycles
-    pes = pr.pes[..., None]
-    return {
-        "cycles": cycles, "cycles_compute": t["cycles_compute"],
-        "cycles_fill_drain": t["cycles_fill_drain"], "cycles_stall": t["cycles_stall"],
-        "time_s": pr.time_s, "utilization": performed / (cycles * pes),
-        "mapping_efficiency": t["mapped_pes"] / t["mapping_slots"], "bound": pr.bound,
-        "dram_bytes": pr.traffic["dram_bytes"], "sram_array_bytes": pr.traffic["array_bytes"],
-        "energy_pj": sum(pr.energy.values()), **{f"energy.{k}_pj": v for k, v in pr.energy.items()},
-    }
+    return price(ops, d, fmts, bytes_per_element(fmts), rows=R, cols=C, dataflow=df,
+                 capacity_bytes=[b.capacity_bytes * scale for b in d.buffers], objective=objective, zero=zero,
+                 rate=mac_execution(d, fmts, formats).rate if ops else 1.0)  # asicsim.hw.native

@@ -345,7 +345,6 @@ def _kernels(job: Job) -> list[dict]:
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.family import cost_family
     from asicsim.hw.interface import roof
-    from asicsim.hw.power import is_static, scoped_energy
     from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
     from asicsim.workloads.deepbench import load_suite, suite_costs
 
@@ -369,10 +368,9 @@ def _kernels(job: Job) -> list[dict]:
         flops = suite.flops()
         each = (time.perf_counter() - t1) / len(fam)
         for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            split = {k[len("energy."):-len("_pj")]: c[k][i] for k in c if k.startswith("energy.")}
-            static = sum(v for k, v in split.items() if is_static(k))
-            result = _suite_totals(c["time_s"][i], c["energy_pj"][i] * 1e-12, static * 1e-12,
-                                   c["dram_bytes"][i], flops, scoped_energy(split)) | roof(d) | {"objective": scheduled_for(d)}
+            e = c.energy.take(i)
+            result = _suite_totals(c.time_s[i], e.total * 1e-12, e.static * 1e-12, c.dram_bytes[i], flops,
+                                   e.scoped()) | roof(d) | {"objective": scheduled_for(d)}
             out.append(record(p, "done", "", result | _rates(result), {}, each))
     for p in singles:
         t1 = time.perf_counter()

@@ -210,11 +210,11 @@ def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32", *,
         if kind == "gemm":
             out["macs"] += float(part["macs"].sum())
         c = cost_family(ops, designs, fmts, objective=objective)
-        out["time_s"] += c["time_s"] @ reps
-        out["energy_j"] += c["energy_pj"] @ reps * 1e-12
-        out["dram_bytes"] += c["dram_bytes"] @ reps
-        out["sram_bytes"] += c["sram_array_bytes"] @ reps
-        split = {k[len("energy."):-len("_pj")]: c[k] @ reps for k in c if k.startswith("energy.")}
+        out["time_s"] += c.time_s @ reps
+        out["energy_j"] += c.energy.total @ reps * 1e-12
+        out["dram_bytes"] += c.dram_bytes @ reps
+        out["sram_bytes"] += c.sram_array_bytes @ reps
+        split = dict(zip(c.energy.components, c.energy.pj @ reps, strict=True))  # pJ per component and design
         for k, v in split.items():
             out[_energy_column(k)] += v * 1e-12
         for k, v in scoped_energy(split).items():

@@ -414,8 +414,10 @@ def test_sweep_equals_cost_per_variant():
                     for m, op in enumerate(ops):
                         row = cost(op, d).row()
                         for key in ("cycles", "energy_pj", "dram_bytes", "utilization"):
-                            assert out[key][i, j, k, m] == pytest.approx(row[key], rel=1e-12), key
-                        assert BOUNDS[out["bound"][i, j, k, m]] == row["bound"]
+                            assert getattr(out, key)[i, j, k, m] == pytest.approx(row[key], rel=1e-12), key
+                        assert out.bound_names[i, j, k, m] == row["bound"] == BOUNDS[out.bound[i, j, k, m]]
+                        assert out.dram_bound_bytes[i, j, k, m] == pytest.approx(row["dram_bound_bytes"],
+                                                                                 rel=1e-12)
 
 
 # --- tables, CLI and errors ----------------------------------------------------------------------

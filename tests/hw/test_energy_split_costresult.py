@@ -11,6 +11,7 @@ import pytest
 import asicsim as sim
 from asicsim.hw import Elementwise
 from asicsim.hw.power import is_static
+from asicsim.hw.result import EnergySplit
 
 CASES = [(sim.Gemm(64, 64, 64), "gpu_h100"), (sim.Gemm(64, 64, 64), "edge_int8_32x32"),
          (sim.Gemm(256, 128, 512), "tpu_v1"), (Elementwise(4096, 4), "tpu_v1")]
@@ -38,7 +39,8 @@ def test_a_gpus_microsecond_gemm_is_mostly_static():
 
 def test_a_result_without_static_is_all_dynamic():
     r = sim.cost(sim.Gemm(64, 64, 64), "tpu_v1")
-    r = dataclasses.replace(r, energy_pj={k: v for k, v in r.energy_pj.items() if not is_static(k)})
+    r = dataclasses.replace(r, energy_pj=EnergySplit.from_parts({k: v for k, v in r.energy_pj.items()
+                                                                 if not is_static(k)}))
     assert r.energy_static_pj == 0.0 and r.energy_dynamic_pj == r.energy_total_pj
     assert r.row()["energy_static_j"] == 0.0
 

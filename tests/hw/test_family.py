@@ -12,6 +12,7 @@ import asicsim as sim
 from asicsim.hw.cost import cost_many
 from asicsim.hw.family import cost_family, family_key
 from asicsim.hw.native import MacMode
+from asicsim.hw.result import Bound
 
 OPS = [sim.Gemm(100, 64, 800), sim.Gemm(32, 10, 64), sim.Conv(28, 28, 16, 32, 3, 3, padding=1, batch=4),
        sim.Gemm(512, 512, 512, weight_sparsity=0.9), sim.Rnn("gru", 256, 16, 10),
@@ -43,14 +44,18 @@ def test_family_equals_cost_many_on_every_member(base, formats):
     for i, d in enumerate(designs):
         ref = cost_many(OPS, d, formats)
         for j, r in enumerate(ref):
-            assert fam["time_s"][i, j] == pytest.approx(r.time_s, rel=1e-12, abs=0)
-            assert fam["energy_pj"][i, j] == pytest.approx(r.energy_total_pj, rel=1e-12)
-            assert fam["dram_bytes"][i, j] == pytest.approx(r.dram_bytes, rel=1e-12, abs=1e-9)
-            assert fam["sram_array_bytes"][i, j] == pytest.approx(r.sram_array_bytes, rel=1e-12, abs=1e-9)
-            assert fam["utilization"][i, j] == pytest.approx(r.utilization, rel=1e-12, abs=1e-15)
-            assert fam["bound"][i, j] == r.bound
+            assert fam.time_s[i, j] == pytest.approx(r.time_s, rel=1e-12, abs=0)
+            assert fam.energy_pj[i, j] == pytest.approx(r.energy_total_pj, rel=1e-12)
+            assert fam.dram_bytes[i, j] == pytest.approx(r.dram_bytes, rel=1e-12, abs=1e-9)
+            assert fam.sram_array_bytes[i, j] == pytest.approx(r.sram_array_bytes, rel=1e-12, abs=1e-9)
+            assert fam.utilization[i, j] == pytest.approx(r.utilization, rel=1e-12, abs=1e-15)
+            assert Bound.of(fam.bound[i, j]) == r.bound and fam.bound_names[i, j] == r.row()["bound"]
+            assert fam.dram_bound_bytes[i, j] == pytest.approx(r.dram_bound_bytes, rel=1e-12)
+            one = fam.take((i, j))  # the typed parts, element by element
+            assert one.traffic.bytes == pytest.approx(r.traffic.bytes, rel=1e-12, abs=1e-9)
+            assert one.energy.components == r.energy_pj.components
             for k, v in r.energy_pj.items():
-                assert fam[f"energy.{k}_pj"][i, j] == pytest.approx(v, rel=1e-12, abs=1e-9), k
+                assert fam.energy[k][i, j] == pytest.approx(v, rel=1e-12, abs=1e-9), k
 
 
 def test_family_key_separates_what_cannot_be_vectorised():
@@ -60,7 +65,7 @@ def test_family_key_separates_what_cannot_be_vectorised():
     assert family_key(sim.load_design("gpu_v100")) is None
     with pytest.raises(ValueError, match="differ from"):
         cost_family(OPS, [d, dataclasses.replace(d, clock_mhz=900)])
-    assert np.all(cost_family(OPS[:1], [d])["time_s"] > 0)
+    assert np.all(cost_family(OPS[:1], [d]).time_s > 0)
 
 
 def test_trace_totals_family_equal_trace_costs_per_design():

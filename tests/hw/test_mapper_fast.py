@@ -16,7 +16,7 @@ import asicsim.hw.mapper as mapper
 import asicsim.hw.mapper_passes as passes
 import asicsim.hw.pipeline as pipeline
 from asicsim.hw import cost_many, gemm_sweep
-from asicsim.hw.bounds import _operation_bounds, operation_bounds
+from asicsim.hw.cost import _operation_bounds, operation_bounds
 from asicsim.hw.counts import LEAN_SKIPS, Schedule, schedule_counts
 from asicsim.hw.objectives import BALANCED_SLACK, OBJECTIVES
 from asicsim.hw.tiles import element_shape, valid
@@ -51,7 +51,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None):
 
 def _sweep(ops, design, grid, objective):
     return gemm_sweep(ops, design, rows=grid[0], cols=grid[1], dataflow=grid[2], buffer_scale=grid[3],
-                      objective=objective)
+                      objective=objective).arrays()
 
 
 def _same(a: dict, b: dict) -> None:

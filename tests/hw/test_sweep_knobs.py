@@ -75,4 +75,4 @@ def test_cost_family_members_are_checked_when_built(part, field, value):
 
 def test_good_knobs_still_price():
     r = gemm_sweep(OPS, "edge_int8_32x32", rows=np.array([8.0, 32]), buffer_scale=np.array([[0.5], [2]]))
-    assert r["cycles"].shape == (2, 2, 1) and np.isfinite(r["cycles"]).all()
+    assert r.cycles.shape == (2, 2, 1) and np.isfinite(r.cycles).all()

@@ -87,7 +87,7 @@ def test_sync_cycles_are_added_per_operation_as_their_own_component():
     assert r1.energy_static_pj - r0.energy_static_pj == pytest.approx(r1.idle_power_w["board"] * 1000e-9 * 1e12)
     # the vectorised family pass agrees
     fam = cost_family(ops, [design(sync=1000)])
-    assert fam["cycles"][0].tolist() == pytest.approx([s.cycles for s in sync])
+    assert fam.cycles[0].tolist() == pytest.approx([s.cycles for s in sync])
     # work done elsewhere (no vector unit) does not wait for this design's synchronisation
     assert cost(Elementwise(64, 2), design(lanes=None, sync=1000)).cycles == 0
 

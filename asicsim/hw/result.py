@@ -1,0 +1,312 @@
+"""The one typed price every front end returns: :class:`Price` (and its parts).
+
+A price is vectorised: each figure is an array of the result's ``shape`` (``design_shape +
+(operations,)`` from :func:`asicsim.hw.pipeline.price`; ``()`` for one operation on one design).
+Its parts are typed, not string-keyed:
+
+* :class:`Traffic`: bytes and elements per memory level x operand x direction (as ZigZag types its
+  data movement: ``LEVELS`` x :data:`OPERANDS` x :data:`DIRECTIONS`), and the bytes that cross the
+  array boundary;
+* :class:`EnergySplit`: picojoules per component (:data:`asicsim.hw.power.COMPONENTS`,
+  ``buffer.<name>``), with the static/dynamic split and the scopes;
+* :class:`Bound`: the regime, one encoding (members are their names; arrays hold their ``code``);
+* :class:`Schedule`: the mapping the mapper chose (NaN where an operation runs no GEMM).
+
+Both parts are also read-only mappings under the record keys the cost rows and ``asicsim cost
+--json`` print (``traffic["dram.filter.reads_bytes"]``, ``energy["dram"]``), so a row is built from
+the typed arrays and never the other way round. This module is low: it imports nothing of the
+model but the scopes of :mod:`asicsim.hw.power`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import StrEnum
+
+import numpy as np
+
+from asicsim.hw.power import is_static, scoped_energy
+
+OPERANDS = ("ifmap", "filter", "ofmap", "psum")
+DIRECTIONS = ("reads", "writes")
+
+
+class Bound(StrEnum):
+    """DeepBench's three regimes and a power cap; ``code`` is a member's index in arrays."""
+
+    COMPUTE = "compute"
+    BANDWIDTH = "bandwidth"
+    OCCUPANCY = "occupancy"
+    POWER = "power"  # the design's TDP sets the clock
+
+    @property
+    def code(self) -> int:
+        return _BOUND_LIST.index(self)
+
+    @classmethod
+    def of(cls, code) -> Bound:
+        return _BOUND_LIST[int(code)]
+
+    @classmethod
+    def names(cls, codes) -> np.ndarray:
+        """An array of codes as an array of names."""
+        return np.asarray([b.value for b in _BOUND_LIST])[np.asarray(codes, dtype=np.int64)]
+
+
+_BOUND_LIST = tuple(Bound)
+#: The bound names in code order.
+BOUNDS = tuple(b.value for b in Bound)
+
+
+def _scalar(v):
+    a = np.asarray(v)
+    return float(a) if a.ndim == 0 else a
+
+
+@dataclass(frozen=True)
+class Traffic(Mapping):
+    """Data movement per memory level, operand and direction (arrays ``(level, operand,
+    direction) + shape``): ``bytes`` and ``elements`` (a sparse weight counts per dense position).
+    ``array_bytes``: what crosses the boundary between the innermost level and the array (or a
+    GPU's SMs); ``transfer_cycles``: the cycles the DRAM link is busy."""
+
+    levels: tuple[str, ...]  # outermost last: ("sram", "dram") on a systolic design, ("l2", "dram") on a GPU
+    bytes: np.ndarray
+    elements: np.ndarray
+    array_bytes: np.ndarray
+    transfer_cycles: np.ndarray
+
+    def __post_init__(self):
+        want = (len(self.levels), len(OPERANDS), len(DIRECTIONS))
+        for name in ("bytes", "elements"):
+            got = np.shape(getattr(self, name))[:3]
+            if got != want:
+                raise ValueError(f"Traffic.{name}: leading axes {got}; allowed: {want} (levels {self.levels} "
+                                 f"x operands {OPERANDS} x directions {DIRECTIONS})")
+
+    def of(self, level: str, operand: str, direction: str, *, unit: str = "bytes"):
+        """One level's, operand's and direction's movement in ``bytes`` or ``elements``."""
+        a = self.bytes if unit == "bytes" else self.elements
+        return a[self.levels.index(level), OPERANDS.index(operand), DIRECTIONS.index(direction)]
+
+    def level_bytes(self, level: str) -> np.ndarray:
+        return self.bytes[self.levels.index(level)].sum(axis=(0, 1))
+
+    @property
+    def dram_bytes(self) -> np.ndarray:
+        return self.level_bytes("dram")
+
+    def take(self, index) -> Traffic:
+        """The movement at ``index`` of the result's shape (``...`` keeps the typed axes)."""
+        idx = (slice(None),) * 3 + (index if isinstance(index, tuple) else (index,))
+        return Traffic(self.levels, self.bytes[idx], self.elements[idx],
+                       np.asarray(self.array_bytes)[index], np.asarray(self.transfer_cycles)[index])
+
+    # -- the record keys: "level.operand.direction" (elements) and "..._bytes"; totals ---------
+    def _keys(self) -> tuple[str, ...]:
+        per = tuple(f"{lvl}.{o}.{d}{u}" for lvl in self.levels for o in OPERANDS for d in DIRECTIONS
+                    for u in ("", "_bytes"))
+        return (*per, *(f"{lvl}_bytes" for lvl in self.levels if lvl != "sram"), "array_bytes",
+                "dram_transfer_cycles")
+
+    def __getitem__(self, key: str):
+        if key == "array_bytes":
+            return _scalar(self.array_bytes)
+        if key == "dram_transfer_cycles":
+            return _scalar(self.transfer_cycles)
+        if key.endswith("_bytes") and key[:-6] in self.levels and key[:-6] != "sram":
+            return _scalar(self.level_bytes(key[:-6]))
+        parts = key.split(".")
+        if len(parts) == 3 and parts[0] in self.levels and parts[1] in OPERANDS:
+            d, unit = (parts[2][:-6], "bytes") if parts[2].endswith("_bytes") else (parts[2], "elements")
+            if d in DIRECTIONS:
+                return _scalar(self.of(parts[0], parts[1], d, unit=unit))
+        raise KeyError(key)
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+
+@dataclass(frozen=True)
+class EnergySplit(Mapping):
+    """Energy in pJ per component (``pj``: ``(component,) + shape``); a mapping component -> pJ."""
+
+    components: tuple[str, ...]
+    pj: np.ndarray
+
+    def __post_init__(self):
+        if np.shape(self.pj)[:1] != (len(self.components),):
+            raise ValueError(f"EnergySplit.pj: leading axis {np.shape(self.pj)[:1]}; allowed: "
+                             f"({len(self.components)},), one per component {self.components}")
+
+    @classmethod
+    def from_parts(cls, parts: dict, shape=()) -> EnergySplit:
+        names = tuple(parts)
+        return cls(names, np.stack([np.broadcast_to(np.asarray(parts[k], dtype=np.float64), shape)
+                                    for k in names]) if names else np.zeros((0, *shape)))
+
+    def __getitem__(self, key: str):
+        return _scalar(self.pj[self.components.index(key)]) if key in self.components else _missing(key)
+
+    def __iter__(self):
+        return iter(self.components)
+
+    def __len__(self) -> int:
+        return len(self.components)
+
+    @property
+    def total(self):
+        return _scalar(self.pj.sum(axis=0))
+
+    @property
+    def static(self):
+        """Every static component (:func:`asicsim.hw.power.is_static`): the idle power over the time."""
+        keep = [i for i, k in enumerate(self.components) if is_static(k)]
+        return _scalar(self.pj[keep].sum(axis=0))
+
+    @property
+    def dynamic(self):
+        return _scalar(np.asarray(self.total) - np.asarray(self.static))
+
+    def scoped(self, *, has_core: bool = True) -> dict:
+        """The schema's ``energy_<scope>_j`` and ``energy_dynamic_<scope>_j`` (joules)."""
+        return scoped_energy(dict(self.items()), has_core=has_core)
+
+    def take(self, index) -> EnergySplit:
+        idx = (slice(None),) + (index if isinstance(index, tuple) else (index,))
+        return EnergySplit(self.components, self.pj[idx])
+
+
+def _missing(key):
+    raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The mapping the mapper chose per operation (its largest GEMM's): the resident operand's
+    family (an index into :data:`asicsim.hw.counts.FAMILIES`), tile sizes, trip counts, double
+    buffering and partial-sum spill. NaN where an operation runs no GEMM."""
+
+    family: np.ndarray
+    Mt: np.ndarray
+    Nt: np.ndarray
+    Kt: np.ndarray
+    tiles_m: np.ndarray
+    tiles_n: np.ndarray
+    tiles_k: np.ndarray
+    double_buffered: np.ndarray
+    psum_spill: np.ndarray
+
+    def take(self, index) -> Schedule:
+        return Schedule(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class Price:
+    """What operations cost on designs: arrays of one ``shape`` (module docstring)."""
+
+    cycles_compute: np.ndarray
+    cycles_fill_drain: np.ndarray
+    cycles_stall: np.ndarray
+    cycles_sync: np.ndarray
+    macs: np.ndarray
+    macs_performed: np.ndarray  # nonzero MACs when the design skips zero weights
+    mapped_pes: np.ndarray  # mapping efficiency = mapped_pes / mapping_slots
+    mapping_slots: np.ndarray
+    vector_ops: np.ndarray
+    time_s: np.ndarray  # the cycles at the design's clock, or longer where its TDP caps the clock
+    pes: np.ndarray  # broadcasts against the shape
+    traffic: Traffic
+    energy: EnergySplit
+    bound: np.ndarray  # Bound codes
+    schedule: Schedule
+    sources: dict  # component -> where its energy per event comes from
+    notes: tuple  # per operation (the last axis): what the price leaves out and why
+    idle_w: dict  # scope -> the design's idle power (asicsim.hw.power.PowerModel.idle_w)
+    # lower bounds on the DRAM bytes of the priced problem (asicsim.hw.bounds.problem_bounds)
+    dram_compulsory_bytes: np.ndarray
+    dram_pebble_bytes: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return np.shape(self.time_s)
+
+    @property
+    def cycles(self) -> np.ndarray:
+        return self.cycles_compute + self.cycles_fill_drain + self.cycles_stall + self.cycles_sync
+
+    @property
+    def utilization(self) -> np.ndarray:
+        """Useful MACs over what the whole array could do in the total time (0 with no cycles)."""
+        cycles = np.broadcast_to(self.cycles, self.shape)
+        work = np.broadcast_to(cycles * self.pes, self.shape)
+        return _scalar(np.divide(np.broadcast_to(self.macs_performed, self.shape), work,
+                                 out=np.zeros(self.shape), where=work > 0))
+
+    @property
+    def mapping_efficiency(self) -> np.ndarray:
+        slots = np.broadcast_to(self.mapping_slots, self.shape)
+        return _scalar(np.divide(np.broadcast_to(self.mapped_pes, self.shape), slots,
+                                 out=np.full(self.shape, np.nan), where=slots > 0))
+
+    @property
+    def dram_bytes(self) -> np.ndarray:
+        return self.traffic.dram_bytes
+
+    @property
+    def sram_array_bytes(self) -> np.ndarray:
+        return self.traffic.array_bytes
+
+    @property
+    def energy_pj(self) -> np.ndarray:
+        """The total energy (pJ): every component summed."""
+        return self.energy.total
+
+    @property
+    def dram_bound_bytes(self) -> np.ndarray:
+        """No schedule moves fewer DRAM bytes (the larger of the two bounds)."""
+        return np.maximum(self.dram_compulsory_bytes, self.dram_pebble_bytes)
+
+    @property
+    def dram_bound(self) -> np.ndarray:
+        """Which bound binds: ``pebble`` where it is the larger, else ``compulsory``."""
+        return np.where(self.dram_pebble_bytes > self.dram_compulsory_bytes, "pebble", "compulsory")
+
+    @property
+    def bound_names(self) -> np.ndarray:
+        return Bound.names(self.bound)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every figure as one flat mapping of arrays of ``shape`` (to compare or store prices):
+        the counts and times, ``traffic.<level>.<operand>.<direction>[_bytes]``, ``energy.<component>``,
+        ``bound`` (codes), ``schedule.<field>`` and the DRAM bounds."""
+        full = self.shape
+        out = {f.name: np.broadcast_to(np.asarray(getattr(self, f.name)), full) for f in fields(self)
+               if f.name not in ("traffic", "energy", "schedule", "sources", "notes", "idle_w")}
+        for k in self.traffic:
+            if k.count(".") == 2:
+                out[f"traffic.{k}"] = np.broadcast_to(self.traffic[k], full)
+        out |= {f"energy.{k}": np.broadcast_to(v, full) for k, v in self.energy.items()}
+        out |= {f"schedule.{f.name}": getattr(self.schedule, f.name) for f in fields(self.schedule)}
+        return out
+
+    def take(self, index) -> Price:
+        """The price at ``index`` of ``shape`` (e.g. ``(..., i)`` for one operation on every design)."""
+        parts = (Traffic, EnergySplit, Schedule)
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, parts):
+                out[f.name] = v.take(index)
+            elif f.name in ("sources", "idle_w"):
+                out[f.name] = v
+            elif f.name == "notes":
+                last = index[-1] if isinstance(index, tuple) else index
+                out[f.name] = self.notes[last] if isinstance(last, (int, np.integer)) else self.notes
+            else:
+                out[f.name] = np.broadcast_to(np.asarray(v), self.shape)[index]
+        return Price(**out)
