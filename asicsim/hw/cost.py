@@ -32,6 +32,7 @@ from asicsim.hw.counts import FAMILIES, ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import labelled_designs, load_design
 from asicsim.hw.gpu import GpuDesign
+from asicsim.hw.gpu_cost import gpu_costs
 from asicsim.hw.mapper import describe
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE, FASTEST, check_objective
 from asicsim.hw.operations import Conv, Gemm, Operation
@@ -72,7 +73,7 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     check_objective(objective)
     d = load_design(design)
     if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
-        return d.cost_many(ops, formats)
+        return gpu_costs(ops, d, formats)
     fmts = resolve_formats(d, formats)
     zero = ZERO_CODES[d.array.zero_weights]
     has_gemm = [op.kind in ("gemm", "conv", "rnn") for op in ops]
@@ -177,7 +178,7 @@ def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign]
     check_objective(objective)
     rows = []
     for label, d in labelled_designs(designs):
-        many = d.cost_many(ops, formats) if isinstance(d, GpuDesign) else cost_many(ops, d, formats, objective=objective)
+        many = cost_many(ops, d, formats, objective=objective)
         rows += [r.row() | {"design": label} for r in many]
     return pd.DataFrame(rows)
 

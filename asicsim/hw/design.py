@@ -25,7 +25,10 @@ from asicsim.hw.design_parts import BufferSpec as BufferSpec
 from asicsim.hw.design_parts import DramSpec as DramSpec
 from asicsim.hw.design_parts import PESpec as PESpec
 from asicsim.hw.design_parts import VectorUnitSpec as VectorUnitSpec
+from asicsim.hw.design_parts import WeightBuffer
+from asicsim.hw.operations import OperationError
 from asicsim.hw.power_spec import PowerSpec as PowerSpec
+from asicsim.hw.roles import mac_execution, resolve_formats
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,9 +161,6 @@ class SystolicDesign:
         is the error that names its modes)."""
         if formats is None:
             return 2 * self.peak_macs_per_s
-        from asicsim.hw.cost import mac_execution, resolve_formats  # cost.py imports this module
-        from asicsim.hw.operations import OperationError
-
         try:
             rate = mac_execution(self, resolve_formats(self, formats), formats).rate
         except OperationError:
@@ -180,21 +180,9 @@ class SystolicDesign:
     def has_vector_unit(self) -> bool:
         return self.vector is not None
 
-    def cost_many(self, ops, formats=None) -> list:
-        from asicsim.hw.cost import cost_many  # cost.py imports this module
-
-        return cost_many(ops, self, formats)
-
-    def family_key(self) -> tuple | None:
-        from asicsim.hw.family import family_key
-
-        return family_key(self)
-
     def weight_buffer(self):
         """The buffer holding ``filter`` (construction checks there is one) as a
         :class:`~asicsim.hw.interface.WeightBuffer`."""
-        from asicsim.hw.interface import WeightBuffer
-
         bufs = self.buffers_holding("filter")
         return WeightBuffer(capacity_kib=sum(b.capacity_kib for b in bufs),
                             resident_kib=sum(b.capacity_kib for b in bufs),  # the mapper may use it whole

@@ -205,3 +205,16 @@ class VectorUnitSpec:
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
+
+
+@dataclass(frozen=True)
+class WeightBuffer:
+    """The buffer(s) holding weights (``filter``): total capacity, the part that can keep weights
+    resident (all of it: the mapper double-buffers per operation, and a resident weight block
+    needs no second half), whether the design file calls it double-buffered (SCALE-Sim's
+    schedule), and the bits of one stored weight in the design's own weight format."""
+
+    capacity_kib: float
+    resident_kib: float
+    double_buffered: bool
+    weight_bits: float

@@ -36,15 +36,15 @@ def energy_per_mac_pj(design, formats=None) -> dict[str, float]:
 def _rates(d, formats):
     """A systolic design's energy rates in ``formats`` (:func:`asicsim.hw.pricing.energy_rates`):
     built once per figure set (:func:`power_figures`), the per-MAC energies and idle power both read them."""
-    from asicsim.hw.cost import resolve_formats
     from asicsim.hw.pricing import energy_rates
+    from asicsim.hw.roles import resolve_formats
 
     return energy_rates(d, resolve_formats(d, formats))
 
 
 def _per_mac(d, formats, r) -> dict[str, float]:
     """:func:`energy_per_mac_pj` of systolic design ``d`` from its energy rates ``r``."""
-    from asicsim.hw.cost import mac_execution, resolve_formats
+    from asicsim.hw.roles import mac_execution, resolve_formats
 
     rate = mac_execution(d, resolve_formats(d, formats), formats).rate
     pm = r.power

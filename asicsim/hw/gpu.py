@@ -28,7 +28,10 @@ from asicsim.hw.gpu_paths import PATH_ALIGN as PATH_ALIGN
 from asicsim.hw.gpu_paths import PATH_CLASS as PATH_CLASS
 from asicsim.hw.gpu_paths import PrecisionPath as PrecisionPath
 from asicsim.hw.gpu_paths import precision_path as precision_path
+from asicsim.hw.operations import OperationError
+from asicsim.hw.roles import parse_formats
 from asicsim.numerics import get_format
+from asicsim.numerics.formats import IntFormat
 from asicsim.numerics.mac import PRESETS
 
 INT8_PATHS = ("dp4a", "tensor")
@@ -146,10 +149,6 @@ class GpuDesign:
     def peak_ops_per_s(self, formats=None) -> float:
         """The datasheet dense peak of the precision path ``formats`` take (fp32 when none); NaN
         for formats the chip does not execute (pricing them is the error that names its paths)."""
-        from asicsim.hw.cost import parse_formats
-        from asicsim.hw.gpu_cost import resolve_gpu_formats
-        from asicsim.hw.operations import OperationError
-
         try:
             return precision_path(self, resolve_gpu_formats(self, formats),
                                   parse_formats(formats).get("emulate")).peak_ops_per_s
@@ -170,32 +169,6 @@ class GpuDesign:
         """Elementwise work runs on the SIMT cores."""
         return True
 
-    def cost_many(self, ops, formats=None) -> list:
-        """:func:`asicsim.hw.gpu_cost.gpu_cost_many`. An RNN whose lowering has no input
-        projection (every GEMM shares the recurrent weights: DeepBench's kernels, which call cuDNN
-        with ``CUDNN_SKIP_INPUT``) is priced with ``rnn_skip_input``, as the systolic model prices
-        only what the lowering lists."""
-        from asicsim.hw.gpu_cost import gpu_cost_many
-        from asicsim.hw.operations import Rnn
-
-        ops = list(ops)
-        skip = [isinstance(op, Rnn) and all(low.shared_weights for low in op.lower()) for op in ops]
-        if not any(skip):
-            return gpu_cost_many(ops, self, formats)
-        if all(skip):
-            return gpu_cost_many(ops, self, formats, rnn_skip_input=True)
-        out: list = [None] * len(ops)  # each op's price is its own: price both groups, keep the order
-        for skips in (False, True):
-            idx = [i for i, s in enumerate(skip) if s is skips]
-            for i, r in zip(idx, gpu_cost_many([ops[i] for i in idx], self, formats, rnn_skip_input=skips),
-                            strict=True):
-                out[i] = r
-        return out
-
-    def family_key(self) -> None:
-        """GPUs are priced one by one (no vectorised family)."""
-        return None
-
     def weight_buffer(self) -> None:
         """None: the L2 is a cache the model does not schedule, not a weight buffer."""
         return None
@@ -210,6 +183,18 @@ def default_formats() -> dict:
     """A GPU's formats when none are given: fp32 for every role (what DeepBench's fp32 rows ran)."""
     f = get_format("fp32")
     return {"act": f, "weight": f, "acc": f, "out": f}
+
+
+def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
+    """Format specs per role for a GPU: fp32 unless given (the accumulator of integer operands:
+    int32, as cuBLAS's integer GEMM); ``out`` defaults to ``act``."""
+    given = parse_formats(formats)  # an ``emulate`` key is read by precision_path
+    f = default_formats()
+    f = {r: get_format(given[r]) if r in given else v for r, v in f.items() if r != "out"}
+    if "acc" not in given and all(isinstance(f[r], IntFormat) for r in ("act", "weight")):
+        f["acc"] = get_format("int32")
+    f["out"] = get_format(given["out"]) if "out" in given else f["act"]
+    return f
 
 
 def gpu_design_from_table(table: dict, source: str = "<table>") -> GpuDesign:

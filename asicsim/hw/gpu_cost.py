@@ -28,6 +28,7 @@ import numpy as np
 
 from asicsim.hw.cost_record import CostResult
 from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, default_formats, precision_path
+from asicsim.hw.gpu import resolve_gpu_formats as resolve_gpu_formats
 from asicsim.hw.gpu_kernels import Kernels, op_kernels
 from asicsim.hw.gpu_model import (
     efficiency,
@@ -38,24 +39,8 @@ from asicsim.hw.gpu_model import (
     load_fit,
 )
 from asicsim.hw.node_scaling import energy_factor
-from asicsim.hw.operations import Elementwise
+from asicsim.hw.operations import Elementwise, Rnn
 from asicsim.hw.result import OPERANDS, EnergySplit, Traffic
-
-
-def resolve_gpu_formats(design: GpuDesign, formats=None) -> dict:
-    """Format specs per role for a GPU: fp32 unless given (the accumulator of integer operands:
-    int32, as cuBLAS's integer GEMM); ``out`` defaults to ``act``."""
-    from asicsim.hw.roles import parse_formats
-    from asicsim.numerics import get_format
-    from asicsim.numerics.formats import IntFormat
-
-    given = parse_formats(formats)  # an ``emulate`` key is read by precision_path
-    f = default_formats()
-    f = {r: get_format(given[r]) if r in given else v for r, v in f.items() if r != "out"}
-    if "acc" not in given and all(isinstance(f[r], IntFormat) for r in ("act", "weight")):
-        f["acc"] = get_format("int32")
-    f["out"] = get_format(given["out"]) if "out" in given else f["act"]
-    return f
 
 
 def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Mapping) -> list[str]:
@@ -183,6 +168,26 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
             idle_power_w={"chip": split["static.chip"], "board": static_w},
             launch_fraction=float(overhead / time_s) if time_s > 0 else math.nan,
             sm_fraction=float(sums["sm_busy_time"][i] / time_s) if time_s > 0 else math.nan))
+    return out
+
+
+def gpu_costs(ops: Sequence, design: GpuDesign, formats=None) -> list:
+    """:func:`gpu_cost_many` as :func:`asicsim.hw.cost.cost_many` prices a GPU. An RNN whose
+    lowering has no input projection (every GEMM shares the recurrent weights: DeepBench's kernels,
+    which call cuDNN with ``CUDNN_SKIP_INPUT``) is priced with ``rnn_skip_input``, as the systolic
+    model prices only what the lowering lists."""
+    ops = list(ops)
+    skip = [isinstance(op, Rnn) and all(low.shared_weights for low in op.lower()) for op in ops]
+    if not any(skip):
+        return gpu_cost_many(ops, design, formats)
+    if all(skip):
+        return gpu_cost_many(ops, design, formats, rnn_skip_input=True)
+    out: list = [None] * len(ops)  # each op's price is its own: price both groups, keep the order
+    for skips in (False, True):
+        idx = [i for i, s in enumerate(skip) if s is skips]
+        for i, r in zip(idx, gpu_cost_many([ops[i] for i in idx], design, formats, rnn_skip_input=skips),
+                        strict=True):
+            out[i] = r
     return out
 
 

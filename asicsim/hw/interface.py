@@ -3,7 +3,9 @@
 Sweeps, batching, DeepBench pricing and the report take a design (a systolic array,
 :class:`~asicsim.hw.design.SystolicDesign`, or a GPU, :class:`~asicsim.hw.gpu.GpuDesign`) and ask
 it the questions below; they never ask which class it is (``tests/hw/test_design_interface.py``
-fails if a module outside ``asicsim/hw`` does). Each kind answers from its own model:
+fails if a module outside ``asicsim/hw`` does). Each kind answers from its own model. A design
+describes hardware and does not price: :func:`asicsim.hw.cost.cost_many` prices operations on any
+kind, and :func:`asicsim.hw.family.family_key` says which designs one vectorised pass can price.
 
 - ``peak_ops_per_s(formats)``: dense peak, 2 ops per MAC as vendors count TOPS/FLOPS. A GPU's
   depends on the precision path the formats take (:func:`asicsim.hw.gpu.precision_path`: the
@@ -16,9 +18,6 @@ fails if a module outside ``asicsim/hw`` does). Each kind answers from its own m
   the design file gives none (``dc_bf16_128x128``, ``fp8_128x128``, the SCALE-Sim designs): no
   estimate is made here; the cost model's energy over time is the figure to read then.
   The report's peak-flops-per-watt column divides by it and leaves such designs out.
-- ``cost_many(ops, formats)``: one :class:`~asicsim.hw.cost.CostResult` per operation.
-- ``family_key()``: equal keys mark designs that :func:`asicsim.hw.family.cost_family` prices in
-  one vectorised pass; None for a design that cannot join a family (a GPU).
 - ``has_vector_unit``: whether elementwise work (activations, an RNN's gate nonlinearities) runs
   on the chip: a systolic design's ``[vector]`` table, a GPU's SIMT cores (always).
 - ``weight_buffer()`` / ``with_weight_buffer(kib)``: the on-chip buffer(s) that hold weights, for
@@ -28,25 +27,13 @@ fails if a module outside ``asicsim/hw`` does). Each kind answers from its own m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
+
+from asicsim.hw.design_parts import WeightBuffer as WeightBuffer
 
 #: The kinds of design there are (a design's ``kind``; the records' ``design_kind`` column).
 DESIGN_KINDS = ("systolic", "gpu")
-
-
-@dataclass(frozen=True)
-class WeightBuffer:
-    """The buffer(s) holding weights (``filter``): total capacity, the part that can keep weights
-    resident (all of it: the mapper double-buffers per operation, and a resident weight block
-    needs no second half), whether the design file calls it double-buffered (SCALE-Sim's
-    schedule), and the bits of one stored weight in the design's own weight format."""
-
-    capacity_kib: float
-    resident_kib: float
-    double_buffered: bool
-    weight_bits: float
 
 
 @runtime_checkable
@@ -70,10 +57,6 @@ class Design(Protocol):
 
     @property
     def has_vector_unit(self) -> bool: ...
-
-    def cost_many(self, ops: Sequence, formats: str | Mapping | None = None) -> list: ...
-
-    def family_key(self) -> tuple | None: ...
 
     def weight_buffer(self) -> WeightBuffer | None: ...
 

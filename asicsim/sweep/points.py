@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from asicsim.hw.family import family_key
 from asicsim.hw.operations import OperationError
 from asicsim.sweep.spec import ID_SCHEME, Point
 
@@ -209,7 +210,7 @@ def _split_families(job: Job) -> tuple[list[list[Point]], list[Point]]:
     groups: dict = {}
     singles = []
     for p in job.points:
-        key = job.designs[p.inputs["design"]].family_key()
+        key = family_key(job.designs[p.inputs["design"]])
         if key is None:
             singles.append(p)
         else:

@@ -5,7 +5,7 @@ batch at a time) launches a batch when ``max_batch`` requests are waiting or the
 waited ``max_wait_s``, whichever comes first, and only when it is free (a batch that could
 launch while the chip is busy launches the moment it frees, with up to ``max_batch`` of the
 waiting requests, oldest first). A batch of ``b`` requests takes the time and energy the cost
-model gives the model's operations at batch ``b`` (the design's ``cost_many``, summed; the
+model gives the model's operations at batch ``b`` (``asicsim.hw.cost_many`` on the design, summed; the
 operations run one after another), so the service table depends on the design and the formats.
 
 Reported per run: throughput (requests served per second, first arrival to last completion),
@@ -43,7 +43,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from asicsim.hw.cost import parse_formats
+from asicsim.hw.cost import cost_many, parse_formats
 from asicsim.hw.design_files import load_design
 from asicsim.hw.operations import Elementwise, Gemm, Rnn
 
@@ -195,7 +195,7 @@ def _table(model: InferenceModel, design, formats: tuple, max_batch: int) -> Ser
     fm = dict(formats) or None
     ops = [model.ops(b) for b in range(1, max_batch + 1)]
     flat = [op for o in ops for op in o]
-    res = d.cost_many(flat, fm)
+    res = cost_many(flat, d, fm)
     owner = np.repeat(np.arange(max_batch), [len(o) for o in ops])
     t = np.bincount(owner, weights=[r.time_s for r in res], minlength=max_batch)
     e = np.bincount(owner, weights=[r.energy_total_pj for r in res], minlength=max_batch) * 1e-12

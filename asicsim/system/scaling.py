@@ -3,7 +3,7 @@
 One step on ``N`` chips, each holding a full model copy and ``b`` samples (the per-chip batch):
 
 - compute: the per-chip forward and backward operations priced by the chip's design (its
-  ``cost_many``: a systolic design's physical model, a GPU design's GPU baseline; every
+  ``asicsim.hw.cost_many``: a systolic design's physical model, a GPU design's GPU baseline; every
   operation is priced as a forward kernel of its shape). A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
   GEMMs with the same MACs each: ``dX = dY W^T``, ``(b x N)(N x K)``, and ``dW = X^T dY``,
   ``(K x b)(b x N)``; the first layer skips ``dX`` (nobody needs the input's gradient). An RNN layer
@@ -32,6 +32,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+from asicsim.hw.cost import cost_many
 from asicsim.hw.design_files import load_design
 from asicsim.hw.interface import Design
 from asicsim.hw.links import (
@@ -182,7 +183,7 @@ def _compute(model: TrainingModel, batch: int, design, formats) -> tuple[list[fl
     for li, (fwd, bwd) in enumerate(layers):
         ops += fwd + bwd
         owner += [(li, 0)] * len(fwd) + [(li, 1)] * len(bwd)
-    res = load_design(design).cost_many(ops, formats)
+    res = cost_many(ops, load_design(design), formats)
     times = [[0.0, 0.0] for _ in layers]
     for (li, phase), r in zip(owner, res, strict=True):
         times[li][phase] += r.time_s

@@ -317,7 +317,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     """
     import pandas as pd
 
-    from asicsim.hw.cost import parse_formats
+    from asicsim.hw.cost import cost_many, parse_formats
     from asicsim.hw.design_files import labelled_designs
 
     s = load_suite(suite)
@@ -335,7 +335,7 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     for label, spec in labelled_designs(_designs(design)):
         gates = spec.has_vector_unit
         ops = s.operations(vector_gates=gates)
-        rows = [r.row() for r in spec.cost_many(ops, fmts or None)]
+        rows = [r.row() for r in cost_many(ops, spec, fmts or None)]
         f = pd.DataFrame(rows)
         out = s.shapes.reset_index(drop=True).copy()
         out["time_us"] = f["time_us"]

@@ -11,7 +11,6 @@ from asicsim.hw.energy import (
     DRAM_KINDS,
     Energy,
     adder_energy_pj,
-    design_energy_table,
     dram_energy_pj_per_bit,
     mac_energy_pj,
     multiplier_energy_pj,
@@ -20,6 +19,7 @@ from asicsim.hw.energy import (
     sram_access_energy_pj,
     sram_energy_pj_per_bit,
 )
+from asicsim.hw.energy_table import design_energy_table
 from asicsim.numerics import get_format
 
 F = get_format

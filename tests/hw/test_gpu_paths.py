@@ -77,7 +77,7 @@ def test_emulation_runs_at_the_stated_slowdown_of_the_fastest_path():
 
 
 def test_vector_work_in_any_format_runs_on_the_simt_cores():
-    (r,) = load_design("gpu_v100").cost_many([Elementwise(4096, 2)], FP8)
+    (r,) = sim.hw.cost_many([Elementwise(4096, 2)], load_design("gpu_v100"), FP8)
     assert r.time_s > 0 and r.formats["path"] == "fp32"
 
 

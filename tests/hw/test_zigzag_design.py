@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asicsim.hw import cost_many, load_design
-from asicsim.hw.energy import design_energy_table
+from asicsim.hw.energy_table import design_energy_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "zigzag"
