@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.bounds import operation_bounds
+from asicsim.hw.cost import operation_bounds
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu_cost import gpu_cost_many
 from asicsim.hw.operations import Conv, Gemm, Rnn
