@@ -85,7 +85,7 @@ def bench_sweep(ops, design: str, step: int, rows_per_chunk: int, objective: str
             r = gemm_sweep(ops, with_pe(design, fname), rows=rows, cols=cols, dataflow=dfs, buffer_scale=scales,
                            objective=objective)
             for key in best:
-                total = r[key].sum(axis=-1)
+                total = getattr(r, key).sum(axis=-1)
                 i = np.unravel_index(int(total.argmin()), total.shape)
                 if total[i] < best[key][0]:
                     best[key] = (float(total[i]), (fname, int(rows[i[0], 0, 0, 0]), int(side[i[1]]),

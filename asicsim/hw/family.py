@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from asicsim.hw.cost import cost_many
+from asicsim.hw.cost_record import stack
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
@@ -63,3 +65,17 @@ def cost_family(ops: Sequence[Operation], designs: Sequence[SystolicDesign],
     return price(ops, d0, fmts, bytes_per_element(fmts), rows=rows, cols=cols, dataflow=flow,
                  capacity_bytes=caps, objective=objective, zero=zero,
                  rate=mac_execution(d0, fmts, formats).rate if gemms else 1.0)  # asicsim.hw.native
+
+
+def cost_designs(ops: Sequence[Operation], designs: Sequence, formats: str | Mapping | None = None, *,
+                 objective: str = DEFAULT_OBJECTIVE) -> Price:
+    """Every operation on each of ``designs``: one :class:`~asicsim.hw.result.Price` of shape
+    ``(designs, ops)``, whatever the kind. Several designs of one family are priced in one
+    vectorised pass (:func:`cost_family`); one design alone (any kind) by
+    :func:`asicsim.hw.cost.cost_many`, its records stacked (:func:`asicsim.hw.cost_record.stack`)."""
+    designs = list(designs)
+    if len(designs) == 1:  # alone: its own records (a systolic design's notes on its own buffers)
+        return stack(cost_many(list(ops), designs[0], formats, objective=objective))
+    if family_key(designs[0]) is None:
+        raise ValueError(f"cost_designs: {designs[0].name!r} joins no family (a GPU); allowed: it alone")
+    return cost_family(ops, designs, formats, objective=objective)

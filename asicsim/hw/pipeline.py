@@ -181,6 +181,8 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     full = (*shape, n)
 
     def arr(v):
+        if isinstance(v, np.ndarray) and v.shape == full and v.dtype == np.float64:
+            return v
         return np.broadcast_to(np.asarray(v, dtype=np.float64), full)
 
     return Price(
@@ -191,4 +193,4 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         traffic=tr, energy=EnergySplit.from_parts(e, full), bound=np.broadcast_to(bound, full),
         schedule=Schedule(**{f: arr(t[f]) for f in _SCHEDULE_FIELDS}), sources=rates.sources,
         notes=tuple(notes), idle_w=idle, dram_compulsory_bytes=arr(bounds.compulsory),
-        dram_pebble_bytes=arr(bounds.pebble))
+        dram_pebble_bytes=arr(bounds.pebble), formats={r: f.name for r, f in fmts.items()})

@@ -52,15 +52,15 @@ def traffic(t: dict, bpe: dict, shape=()) -> Traffic:
     sram |= {("ifmap", "writes"): dram_el[("ifmap", "reads")], ("filter", "writes"): dram_el[("filter", "reads")],
              ("ofmap", "reads"): dram_el[("ofmap", "writes")]}
 
-    def grid(level: dict, per_byte: bool) -> np.ndarray:
-        return np.stack([np.stack([np.broadcast_to(np.asarray(level.get((o, d), z) * (bpe[o] if per_byte else 1.0),
-                                                              dtype=np.float64), shape)
-                                   for d in DIRECTIONS]) for o in OPERANDS])
-
-    return Traffic(("sram", "dram"), np.stack([grid(sram, True), grid(dram_el, True)]),
-                   np.stack([grid(sram, False), grid(dram_el, False)]),
-                   np.broadcast_to(np.asarray(array_bytes, dtype=np.float64), shape),
-                   np.broadcast_to(np.asarray(g("transfer_cycles"), dtype=np.float64), shape))
+    moved, count = np.zeros((2, len(OPERANDS), len(DIRECTIONS), *shape)), np.zeros((2, len(OPERANDS),
+                                                                                    len(DIRECTIONS), *shape))
+    for lvl, level in enumerate((sram, dram_el)):
+        for (o, d), v in level.items():  # assignment broadcasts each count to the result's shape
+            i, j = OPERANDS.index(o), DIRECTIONS.index(d)
+            count[lvl, i, j] = v
+            moved[lvl, i, j] = v * bpe[o]
+    full = np.zeros(shape)
+    return Traffic(("sram", "dram"), moved, count, full + array_bytes, full + g("transfer_cycles"))
 
 
 @dataclass(frozen=True)

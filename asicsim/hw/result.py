@@ -21,12 +21,12 @@ model but the scopes of :mod:`asicsim.hw.power`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 
 import numpy as np
 
-from asicsim.hw.power import is_static, scoped_energy
+from asicsim.hw.power import component, is_static, scoped_energy
 
 OPERANDS = ("ifmap", "filter", "ofmap", "psum")
 DIRECTIONS = ("reads", "writes")
@@ -39,6 +39,9 @@ class Bound(StrEnum):
     BANDWIDTH = "bandwidth"
     OCCUPANCY = "occupancy"
     POWER = "power"  # the design's TDP sets the clock
+
+    def __repr__(self) -> str:  # a member reads as its name, as the bound was before it was typed
+        return repr(self.value)
 
     @property
     def code(self) -> int:
@@ -146,8 +149,10 @@ class EnergySplit(Mapping):
     @classmethod
     def from_parts(cls, parts: dict, shape=()) -> EnergySplit:
         names = tuple(parts)
-        return cls(names, np.stack([np.broadcast_to(np.asarray(parts[k], dtype=np.float64), shape)
-                                    for k in names]) if names else np.zeros((0, *shape)))
+        pj = np.empty((len(names), *shape))
+        for i, k in enumerate(names):
+            pj[i] = parts[k]  # broadcast to the shape by assignment
+        return cls(names, pj)
 
     def __getitem__(self, key: str):
         return _scalar(self.pj[self.components.index(key)]) if key in self.components else _missing(key)
@@ -160,21 +165,23 @@ class EnergySplit(Mapping):
 
     @property
     def total(self):
-        return _scalar(self.pj.sum(axis=0))
+        """Every component summed in order (as :func:`asicsim.hw.power.scoped_energy` sums the
+        board scope, so the two agree to the last bit)."""
+        return _scalar(sum((self.pj[i] for i in range(len(self.components))), 0.0))
 
     @property
     def static(self):
         """Every static component (:func:`asicsim.hw.power.is_static`): the idle power over the time."""
-        keep = [i for i, k in enumerate(self.components) if is_static(k)]
-        return _scalar(self.pj[keep].sum(axis=0))
+        return _scalar(sum((self.pj[i] for i, k in enumerate(self.components) if is_static(k)), 0.0))
 
     @property
     def dynamic(self):
         return _scalar(np.asarray(self.total) - np.asarray(self.static))
 
-    def scoped(self, *, has_core: bool = True) -> dict:
-        """The schema's ``energy_<scope>_j`` and ``energy_dynamic_<scope>_j`` (joules)."""
-        return scoped_energy(dict(self.items()), has_core=has_core)
+    def scoped(self) -> dict:
+        """The schema's ``energy_<scope>_j`` and ``energy_dynamic_<scope>_j`` (joules); the core
+        scope is NaN where no component is the core's (a GPU has no separable core)."""
+        return scoped_energy(dict(self.items()), has_core=any(component(k)[0] == "core" for k in self.components))
 
     def take(self, index) -> EnergySplit:
         idx = (slice(None),) + (index if isinstance(index, tuple) else (index,))
@@ -230,6 +237,10 @@ class Price:
     # lower bounds on the DRAM bytes of the priced problem (asicsim.hw.bounds.problem_bounds)
     dram_compulsory_bytes: np.ndarray
     dram_pebble_bytes: np.ndarray
+    # a GPU's: share of the time in the launch floor, time-weighted share of SMs busy (NaN elsewhere)
+    launch_fraction: np.ndarray | float = np.nan
+    sm_fraction: np.ndarray | float = np.nan
+    formats: dict = field(default_factory=dict)  # role -> the format name priced (a GPU adds its "path")
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -294,6 +305,18 @@ class Price:
         out |= {f"schedule.{f.name}": getattr(self.schedule, f.name) for f in fields(self.schedule)}
         return out
 
+    def _notes_at(self, index):
+        """The notes at ``index``: they run along the last axis (one per operation)."""
+        idx = index if isinstance(index, tuple) else (index,)
+        if idx and idx[0] is Ellipsis:
+            idx = (slice(None),) * (len(self.shape) - len(idx) + 1) + idx[1:]
+        if len(idx) < len(self.shape):
+            return self.notes  # the operations axis is kept whole
+        last = idx[len(self.shape) - 1]
+        if isinstance(last, (int, np.integer)):
+            return self.notes[last]
+        return tuple(self.notes[j] for j in np.atleast_1d(np.arange(len(self.notes))[last]))
+
     def take(self, index) -> Price:
         """The price at ``index`` of ``shape`` (e.g. ``(..., i)`` for one operation on every design)."""
         parts = (Traffic, EnergySplit, Schedule)
@@ -302,11 +325,10 @@ class Price:
             v = getattr(self, f.name)
             if isinstance(v, parts):
                 out[f.name] = v.take(index)
-            elif f.name in ("sources", "idle_w"):
+            elif f.name in ("sources", "idle_w", "formats"):
                 out[f.name] = v
             elif f.name == "notes":
-                last = index[-1] if isinstance(index, tuple) else index
-                out[f.name] = self.notes[last] if isinstance(last, (int, np.integer)) else self.notes
+                out[f.name] = self._notes_at(index)
             else:
                 out[f.name] = np.broadcast_to(np.asarray(v), self.shape)[index]
         return Price(**out)

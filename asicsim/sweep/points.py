@@ -204,36 +204,21 @@ def _infer(job: Job) -> list[dict]:
     return out
 
 
-def _split_families(job: Job) -> tuple[list[list[Point]], list[Point]]:
-    """Points whose designs form a family of two or more (:mod:`asicsim.hw.family`: one design
-    space's variants of array shape, dataflow and buffer sizes), and the rest."""
-    groups: dict = {}
-    singles = []
-    for p in job.points:
-        key = family_key(job.designs[p.inputs["design"]])
-        if key is None:
-            singles.append(p)
-        else:
-            groups.setdefault(key, []).append(p)
-    families = [g for g in groups.values() if len(g) >= 2]
-    singles += [p for g in groups.values() if len(g) < 2 for p in g]
-    return families, singles
-
-
 def _rates(result: dict) -> dict:
     t, e, f = result.get("time_s"), result.get("energy_j"), result.get("flops")
     return {"flops_per_s": f / t if t else None, "flops_per_j": f / e if e and e == e else None}
 
 
 def _cost(job: Job) -> list[dict]:
-    """A workload's op trace (traced once) priced on each design of the job. Designs of one
-    family are priced in one vectorised pass and keep totals only (no per-op table)."""
+    """A workload's op trace (traced once) priced on each design of the job: one pricing call per
+    group of designs (:func:`_design_groups`; a family in one vectorised pass,
+    :func:`asicsim.workloads.pricing.trace_price`) and one reshaping of its totals into records. A
+    design priced alone keeps its per-op table; a family of several keeps totals only. Rows in
+    formats a design does not execute leave its totals NaN, the reason said."""
     from asicsim.hw.cost import scheduled_for
     from asicsim.hw.interface import roof
-    from asicsim.hw.power import derived_power
-    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
-    from asicsim.system.busy import busy_batch, busy_family, busy_figures, trace_totals
-    from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
+    from asicsim.system.busy import busy_batch, busy_group
+    from asicsim.workloads.pricing import trace_price, workload_trace
 
     t0 = time.perf_counter()
     p0 = job.points[0]
@@ -243,48 +228,30 @@ def _cost(job: Job) -> list[dict]:
     big = busy_batch(job.workload, recipe, training, job.gpus)  # every design again at a batch keeping the GPUs busy
     share = (time.perf_counter() - t0) / len(job.points)
     batch = int(getattr(job.workload, "batch", 0))
-    families, singles = _split_families(job)
     out = []
-    for fam in families:
+    for group in _design_groups(job):
         t1 = time.perf_counter()
-        designs = [job.designs[p.inputs["design"]] for p in fam]
+        designs = [job.designs[p.inputs["design"]] for p in group]
         try:
-            tot = trace_totals_family(trace, designs, recipe)
-            busy = busy_family(big, designs, recipe)
-        except OperationError as err:  # formats the family does not execute: said, not priced
-            out += [_not_executed(p, d, err, {"batch": batch}) for p, d in zip(fam, designs, strict=True)]
+            priced = trace_price(trace, designs, recipe)
+            tot = priced.totals()
+            busy = busy_group(big, designs, recipe)
+        except Exception as err:  # the group fails together, the sweep goes on
+            out += [record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1)
+                    for p in group]
             continue
-        except Exception as err:  # the family fails together, the sweep goes on
-            out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
-            continue
-        each = (time.perf_counter() - t1) / len(fam) + share
-        for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d)
+        reason = next((f"not priced: {part.error}" for part in priced.parts if part.price is None), "")
+        forward = [part for part in priced.parts if part.role == "forward"] or list(priced.parts)
+        fmts = {k: forward[0].formats[k] for k in ("act", "weight", "acc")} if forward else None
+        each = (time.perf_counter() - t1) / len(group) + share
+        for i, (p, d) in enumerate(zip(group, designs, strict=True)):
+            t2 = time.perf_counter()
+            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d, fmts)
                       | {"batch": batch, "objective": scheduled_for(d)} | busy[i])
             result["flops"] = 2.0 * result["macs"]
-            out.append(record(p, "done", "", result | _rates(result), {}, each))
-    for p in singles:
-        t1 = time.perf_counter()
-        try:
-            design = job.designs[p.inputs["design"]]
-            ops = trace_costs(trace, design, recipe)
-            busy = busy_figures(big, design, recipe)
-        except Exception as err:  # one design failing does not fail the others
-            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
-            continue
-        # rows the design cannot run (formats it does not execute) leave the totals unknown: NaN
-        totals = {c: float(ops[c].sum(skipna=False)) for c in ops.columns
-                  if c.startswith(("energy_", "sram_", "dram_")) or c in ("time_s", "macs")}
-        unpriced = ops["note"].astype(str).str.startswith("not priced") if "note" in ops else ops["time_s"].isna()
-        reason = str(ops.loc[unpriced, "note"].iloc[0]) if unpriced.any() else ""
-        result = {**totals, **roof(design, _first_formats(ops)), "flops": 2.0 * totals["macs"],
-                  "batch": batch, "objective": scheduled_for(design), **busy}
-        fractions = trace_totals(ops)  # a GPU's launch and SM shares, weighted by each op's time
-        result |= {k: fractions[k] for k in ("launch_fraction", "sm_fraction")}
-        result |= derived_power({k: totals[k] for k in SCOPE_ENERGY_KEYS}, totals["time_s"], totals["macs"])
-        ops = ops.rename(columns={"kind": "op"})  # "kind" is the point's (cost) in the ops table
-        out.append(record(p, "done", reason, result | _rates(result), {"ops": ops.to_dict("records")},
-                          time.perf_counter() - t1 + share))
+            tables = ({"ops": priced.rows(i).rename(columns={"kind": "op"}).to_dict("records")}  # "kind" is the point's
+                      if len(group) == 1 else {})
+            out.append(record(p, "done", reason, result | _rates(result), tables, each + time.perf_counter() - t2))
     return out
 
 
@@ -305,14 +272,6 @@ def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
                   | {"objective": scheduled_for(design)})
 
 
-def _first_formats(ops) -> dict | None:
-    rows = ops[ops["role"] == "forward"] if "role" in ops else ops
-    if not len(rows):
-        return None
-    f = rows.iloc[0]
-    return {k: f[f"format_{k}"] for k in ("act", "weight", "acc") if f"format_{k}" in rows}
-
-
 def kernel_formats(inputs: dict) -> dict | None:
     """A kernel point's formats: its DeepBench precision's, with its ``formats`` on top."""
     from asicsim.hw.cost import parse_formats
@@ -323,74 +282,70 @@ def kernel_formats(inputs: dict) -> dict | None:
     return fmts or None
 
 
-def _suite_totals(time_s, energy_j, energy_static_j, dram_bytes, flops, scoped: dict) -> dict:
-    """A suite's totals on one design (arrays over its kernels; energy split into dynamic and
-    static, and per scope: ``scoped`` holds the :data:`asicsim.hw.power.SCOPE_ENERGY_KEYS` per
-    kernel) and the geometric mean of the kernels' TFLOP/s (DeepBench's flop counts)."""
+def _suite_totals(table, flops) -> dict:
+    """A suite's totals on one design from its per-kernel table (:func:`asicsim.workloads.deepbench.kernel_table`):
+    time, energy split into dynamic and static and per scope, DRAM bytes, DeepBench's flops, and
+    the geometric mean of the kernels' TFLOP/s."""
     from asicsim.hw.power import derived_power
     from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
+    time_s = table["time_us"].to_numpy(dtype=float) * 1e-6
     tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
-    total, static = float(energy_j.sum()), float(energy_static_j.sum())
-    sums = {k: float(np.sum(scoped[k])) for k in SCOPE_ENERGY_KEYS}
+    total, static = float(table["energy_j"].sum()), float(table["energy_static_j"].sum())
+    sums = {k: float(np.sum(table[k].to_numpy(dtype=float))) for k in SCOPE_ENERGY_KEYS}
     return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": total,
             "energy_dynamic_j": total - static, "energy_static_j": static,
             **derived_power(sums, float(time_s.sum()), float(flops.sum()) / 2),
-            "dram_bytes": float(dram_bytes.sum()), "flops": float(flops.sum()),
+            "dram_bytes": float(table["dram_bytes"].sum()), "flops": float(flops.sum()),
             "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
 
 
-def _kernels(job: Job) -> list[dict]:
-    """A DeepBench suite priced on each design of the job; a family of designs in one
-    vectorised pass, keeping totals only (no per-kernel table)."""
-    from asicsim.hw.cost import scheduled_for
-    from asicsim.hw.family import cost_family
-    from asicsim.hw.interface import roof
-    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
-    from asicsim.workloads.deepbench import load_suite, suite_costs
+def _design_groups(job: Job) -> list[list[Point]]:
+    """The job's points grouped as one pricing call takes them: the designs of one family
+    (:mod:`asicsim.hw.family`, any number) together, a design that joins none (a GPU) alone."""
+    groups: dict = {}
+    for i, p in enumerate(job.points):
+        key = family_key(job.designs[p.inputs["design"]])
+        groups.setdefault(("family", key) if key is not None else ("alone", i), []).append(p)
+    return list(groups.values())
 
-    p0 = job.points[0]
-    families, singles = _split_families(job)
+
+def _kernels(job: Job) -> list[dict]:
+    """A DeepBench suite priced on each design of the job: one pricing call per group of designs
+    (:func:`_design_groups`; a family in one vectorised pass) and one reshaping of its price into
+    records (:func:`asicsim.workloads.deepbench.kernel_table`). A design priced alone keeps its
+    per-kernel table; a family of several keeps totals only."""
+    from asicsim.hw.cost import scheduled_for
+    from asicsim.hw.family import cost_designs
+    from asicsim.hw.interface import roof
+    from asicsim.workloads.deepbench import kernel_table, load_suite
+
     out = []
-    for fam in families:
+    for group in _design_groups(job):
         t1 = time.perf_counter()
-        designs = [job.designs[p.inputs["design"]] for p in fam]
+        p0 = group[0]
+        designs = [job.designs[p.inputs["design"]] for p in group]
+        gates = designs[0].has_vector_unit
         try:
             suite = load_suite(p0.inputs["suite"])
             fmts = kernel_formats(p0.inputs)
-            c = cost_family(suite.operations(vector_gates=designs[0].has_vector_unit), designs, fmts)
-        except OperationError as err:  # formats the family does not execute: said, not priced
-            out += [_not_executed(p, d, err, {"kernels": len(suite.flops())})
-                    for p, d in zip(fam, designs, strict=True)]
+            priced = cost_designs(suite.operations(vector_gates=gates), designs, fmts)
+        except OperationError as err:  # formats the designs do not execute: said, not priced
+            out += [_not_executed(p, d, err, {"kernels": len(load_suite(p0.inputs["suite"]).flops())})
+                    for p, d in zip(group, designs, strict=True)]
             continue
-        except Exception as err:  # the family fails together, the sweep goes on
-            out += [record(p, "failed", f"{type(err).__name__}: {err}") for p in fam]
+        except Exception as err:  # the group fails together, the sweep goes on
+            out += [record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1)
+                    for p in group]
             continue
         flops = suite.flops()
-        each = (time.perf_counter() - t1) / len(fam)
-        for i, (p, d) in enumerate(zip(fam, designs, strict=True)):
-            e = c.energy.take(i)
-            result = _suite_totals(c.time_s[i], e.total * 1e-12, e.static * 1e-12, c.dram_bytes[i], flops,
-                                   e.scoped()) | roof(d) | {"objective": scheduled_for(d)}
-            out.append(record(p, "done", "", result | _rates(result), {}, each))
-    for p in singles:
-        t1 = time.perf_counter()
-        try:
-            design = job.designs[p.inputs["design"]]
-            table = suite_costs(p.inputs["suite"], design, p.inputs.get("formats"), precision=p.inputs["precision"])
-            flops = load_suite(p.inputs["suite"]).flops()
-        except OperationError as err:  # formats the design does not execute: said, not priced
-            out.append(_not_executed(p, design, err, {"kernels": len(load_suite(p.inputs["suite"]).flops())}))
-            continue
-        except Exception as err:  # one design failing does not fail the others
-            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1))
-            continue
-        table = table.assign(design=p.labels["design"])
-        fmts = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
-        v = {c: table[c].to_numpy(dtype=float) for c in ("time_us", "energy_j", "energy_static_j", "dram_bytes")}
-        result = _suite_totals(v["time_us"] * 1e-6, v["energy_j"], v["energy_static_j"], v["dram_bytes"],
-                               flops, {k: table[k].to_numpy(dtype=float) for k in SCOPE_ENERGY_KEYS}
-                               ) | roof(design, fmts) | {"objective": scheduled_for(design)}
-        out.append(record(p, "done", "", result | _rates(result), {"kernels": table.to_dict("records")},
-                          time.perf_counter() - t1))
+        each = (time.perf_counter() - t1) / len(group)
+        for i, (p, d) in enumerate(zip(group, designs, strict=True)):
+            t2 = time.perf_counter()
+            table = kernel_table(suite, priced.take(i), p.labels["design"], p0.inputs["precision"], gates,
+                                 scheduled_for(d))
+            fmts_used = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
+            result = _suite_totals(table, flops) | roof(d, fmts_used or None) | {"objective": scheduled_for(d)}
+            tables = {"kernels": table.to_dict("records")} if len(group) == 1 else {}
+            out.append(record(p, "done", "", result | _rates(result), tables, each + time.perf_counter() - t2))
     return out

@@ -201,30 +201,24 @@ def trace_totals(costs: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def busy_figures(busy: Busy | None, design, recipe, *, objective: str | None = None) -> dict:
-    """The record keys :data:`BUSY_KEYS` for ``design``: the workload's trace at its busy batch
-    (``busy``, :func:`busy_batch`) priced (systolic schedules mapped for ``objective``, default the
-    mapper's default), totalled; ``{}`` when there is no busy batch."""
-    if busy is None or busy.batch is None:
-        return {}
-    from asicsim.hw.objectives import DEFAULT_OBJECTIVE
-    from asicsim.workloads.pricing import trace_costs
-
-    t = trace_totals(trace_costs(busy.trace, design, recipe, objective=objective or DEFAULT_OBJECTIVE))
-    return {"busy_batch": int(busy.batch), "busy_gpu": ",".join(busy.gpus), **{f"busy_{k}": v for k, v in t.items()}}
-
-
-def busy_family(busy: Busy | None, designs, recipe) -> list[dict]:
-    """:func:`busy_figures` for every design of one family (:mod:`asicsim.hw.family`), priced in
-    one vectorised pass (:func:`asicsim.workloads.pricing.trace_totals_family`)."""
+def busy_group(busy: Busy | None, designs, recipe, *, objective: str | None = None) -> list[dict]:
+    """The record keys :data:`BUSY_KEYS` for each of ``designs`` (one family, or one design
+    alone): the workload's trace at its busy batch (``busy``, :func:`busy_batch`) priced in one
+    pass (:func:`asicsim.workloads.pricing.trace_price`; systolic schedules mapped for
+    ``objective``, default the mapper's default), totalled; ``{}`` each when there is no busy batch."""
     if busy is None or busy.batch is None:
         return [{} for _ in designs]
-    from asicsim.workloads.pricing import trace_totals_family
+    from asicsim.hw.objectives import DEFAULT_OBJECTIVE
+    from asicsim.workloads.pricing import trace_price
 
-    tot = trace_totals_family(busy.trace, designs, recipe)
-    nan = np.full(len(designs), math.nan)
-    keys = ["time_s", "energy_j", "energy_dynamic_j", *SCOPE_ENERGY_KEYS,
-            "launch_fraction", "sm_fraction"]
+    tot = trace_price(busy.trace, designs, recipe, objective=objective or DEFAULT_OBJECTIVE).totals()
+    keys = ["time_s", "energy_j", "energy_dynamic_j", *SCOPE_ENERGY_KEYS, "launch_fraction", "sm_fraction"]
     return [{"busy_batch": int(busy.batch), "busy_gpu": ",".join(busy.gpus),
-             **{f"busy_{k}": float(np.asarray(tot.get(k, nan))[i]) for k in keys}}
-            for i in range(len(designs))]
+             **{f"busy_{k}": float(tot[k][i]) for k in keys}} for i in range(len(designs))]
+
+
+def busy_figures(busy: Busy | None, design, recipe, *, objective: str | None = None) -> dict:
+    """:func:`busy_group` for one design."""
+    return busy_group(busy, [design], recipe, objective=objective)[0]
+
+

@@ -21,7 +21,7 @@ its columns. How each DeepBench row becomes an asicsim operation:
   timesteps counts the ``timesteps`` recurrent GEMMs alone; the gate nonlinearities run on the
   design's vector unit (a design without one, e.g. the SCALE-Sim designs, prices the GEMMs only and
   says so in the ``note`` column). GPU designs price them without the input projection too (the
-  GPU model's ``rnn_skip_input``, which ``GpuDesign.cost_many`` picks for such a lowering);
+  GPU model's ``rnn_skip_input``, which :func:`asicsim.hw.cost_many` picks for such a lowering);
   a model that still counts other work than DeepBench gets a ``note`` saying by how much its flop
   count differs.
 - ``sparse_gemm``: DeepBench's sparse operand is A (M x K, ``nnz_A`` nonzeros) times a dense B
@@ -317,8 +317,9 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
     """
     import pandas as pd
 
-    from asicsim.hw.cost import cost_many, parse_formats
+    from asicsim.hw.cost import parse_formats, scheduled_for
     from asicsim.hw.design_files import labelled_designs
+    from asicsim.hw.family import cost_designs
 
     s = load_suite(suite)
     if precision is not None and precision not in PRECISIONS:
@@ -330,41 +331,55 @@ def suite_costs(suite: str | Path | Suite, design, formats: str | Mapping | None
             raise WorkloadError(f"suite {s.name!r}: precision/formats = {precision or formats!r}; "
                                 "allowed: none (DeepBench's all-reduce moves fp32 values)")
         return _allreduce_costs(s, design)
-    flops = s.flops()
     frames = []
     for label, spec in labelled_designs(_designs(design)):
         gates = spec.has_vector_unit
-        ops = s.operations(vector_gates=gates)
-        rows = [r.row() for r in cost_many(ops, spec, fmts or None)]
-        f = pd.DataFrame(rows)
-        out = s.shapes.reset_index(drop=True).copy()
-        out["time_us"] = f["time_us"]
-        out["tflops"] = np.divide(flops, f["time_s"].to_numpy() * 1e12,
-                                  out=np.zeros(len(f)), where=f["time_s"].to_numpy() > 0)
-        out["tops"] = f["tops"]
-        for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", *SCOPED_COLUMNS):
-            out[c] = f[c]
-        out["design"] = label  # the name or path as given
-        out["precision"] = precision
-        for c in f.columns:
-            if c.startswith("format_"):
-                out[c] = f[c]
-        out["suite"] = s.name
-        for c in ("idx", "application"):
-            if c in s.table:
-                out[c] = s.table[c].to_numpy()
-        notes = np.full(len(out), "" if gates or s.kind != "rnn" else
-                        "design has no vector unit: gate nonlinearities not priced", dtype=object)
-        if s.kind != "sparse_gemm":  # the model's dense flop count should be DeepBench's
-            ratio = np.divide(out["tops"].to_numpy(), out["tflops"].to_numpy(),
-                              out=np.ones(len(out)), where=out["tflops"].to_numpy() > 0)
-            for i in np.flatnonzero(np.abs(ratio - 1) > 1e-6):
-                notes[i] = "; ".join(filter(None, [notes[i], (
-                    f"the model prices {ratio[i]:.3g}x DeepBench's flops"
-                    + (" (it adds the input projection DeepBench skips)" if s.kind == "rnn" else ""))]))
-        out["note"] = notes
-        frames.append(out)
+        pr = cost_designs(s.operations(vector_gates=gates), [spec], fmts or None).take(0)
+        frames.append(kernel_table(s, pr, label, precision, gates, scheduled_for(spec)))
     return pd.concat(frames, ignore_index=True)
+
+
+def kernel_table(s: Suite, pr, label: str, precision: str | None, gates: bool, objective: str) -> pd.DataFrame:
+    """One design's price of a suite's kernels (``pr``: a :class:`~asicsim.hw.result.Price` over
+    them, in order) as :func:`suite_costs`' rows: the one place a suite's price becomes columns."""
+
+    from asicsim.hw.power import derived_power
+
+    n = len(s.shapes)
+    flops, t = s.flops(), np.broadcast_to(np.asarray(pr.time_s, dtype=np.float64), (n,))
+    macs = np.broadcast_to(pr.macs, (n,))
+    zeros = np.zeros(n)
+    out = s.shapes.reset_index(drop=True).copy()
+    out["time_us"] = t * 1e6
+    out["tflops"] = np.divide(flops, t * 1e12, out=zeros.copy(), where=t > 0)
+    out["tops"] = np.divide(2 * macs, t, out=zeros.copy(), where=t > 0) / 1e12  # the model's dense count
+    e = pr.energy
+    cols = {"energy_j": np.asarray(e.total) * 1e-12, "energy_dynamic_j": np.asarray(e.dynamic) * 1e-12,
+            "energy_static_j": np.asarray(e.static) * 1e-12, "dram_bytes": pr.dram_bytes,
+            "bound": pr.bound_names, **derived_power(e.scoped(), t, macs),
+            **{f"idle_power_{k}_w": float(pr.idle_w.get(k, np.nan)) for k in ("chip", "board")},
+            "launch_fraction": pr.launch_fraction, "sm_fraction": pr.sm_fraction, "objective": objective}
+    for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", *SCOPED_COLUMNS):
+        out[c] = np.broadcast_to(cols[c], (n,)) if np.ndim(cols[c]) else cols[c]
+    out["design"] = label  # the name or path as given
+    out["precision"] = precision
+    for role, name in pr.formats.items():
+        out[f"format_{role}"] = name
+    out["suite"] = s.name
+    for c in ("idx", "application"):
+        if c in s.table:
+            out[c] = s.table[c].to_numpy()
+    notes = np.full(len(out), "" if gates or s.kind != "rnn" else
+                    "design has no vector unit: gate nonlinearities not priced", dtype=object)
+    if s.kind != "sparse_gemm":  # the model's dense flop count should be DeepBench's
+        ratio = np.divide(out["tops"].to_numpy(), out["tflops"].to_numpy(),
+                          out=np.ones(len(out)), where=out["tflops"].to_numpy() > 0)
+        for i in np.flatnonzero(np.abs(ratio - 1) > 1e-6):
+            notes[i] = "; ".join(filter(None, [notes[i], (
+                f"the model prices {ratio[i]:.3g}x DeepBench's flops"
+                + (" (it adds the input projection DeepBench skips)" if s.kind == "rnn" else ""))]))
+    out["note"] = notes
+    return out
 
 
 def _allreduce_costs(s: Suite, topologies) -> pd.DataFrame:

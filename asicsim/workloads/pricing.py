@@ -26,15 +26,19 @@ and says so in the row's ``note``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from asicsim.emulate import load_recipe, op_trace
-from asicsim.hw.cost import cost_many, scheduled_for
-from asicsim.hw.design_files import labelled_designs
+from asicsim.hw.cost import scheduled_for
+from asicsim.hw.design_files import labelled_designs, load_design
+from asicsim.hw.family import cost_designs
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.operations import Elementwise, Gemm, OperationError
-from asicsim.hw.power import derived_power, is_static, scoped_energy
+from asicsim.hw.power import derived_power, is_static
+from asicsim.hw.result import EnergySplit, Price
 from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.numerics.catalog import FormatError, get_format
 from asicsim.numerics.formats import IntFormat
@@ -154,6 +158,124 @@ def _groups(trace: pd.DataFrame):
                 yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
 
 
+@dataclass(frozen=True)
+class TracePart:
+    """One priced group of a trace's rows (one role, kind and set of formats): its operations'
+    :class:`~asicsim.hw.result.Price` on every design of the group (``(designs, ops)``), or the
+    reason it is not priced (formats the designs do not execute)."""
+
+    role: str
+    kind: str
+    rows: pd.DataFrame
+    formats: dict
+    ops: list
+    reps: np.ndarray
+    price: Price | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class TracePrice:
+    """A trace priced on a group of designs (one family, or one design alone) in one pass per
+    :class:`TracePart`: :meth:`totals` sums it per design (vectorised), :meth:`rows` lays out one
+    design's per-row table. Both read the same typed prices."""
+
+    designs: tuple
+    parts: tuple[TracePart, ...]
+    scheduled: tuple[str, ...]  # per design: what its schedules were chosen for
+
+    def totals(self) -> dict[str, np.ndarray]:
+        """Arrays over the designs: ``time_s``, ``energy_j``, the ``energy_*_j`` split,
+        ``energy_dynamic_j``, the per-scope energies, ``dram_bytes``, ``sram_bytes``, ``macs``,
+        a GPU's ``launch_fraction`` and ``sm_fraction`` weighted by time (NaN elsewhere), and the
+        derived powers. A part that is not priced leaves every summed figure NaN."""
+        n = len(self.designs)
+        keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, *SCOPE_ENERGY_KEYS, "dram_bytes", "sram_bytes")
+        out = {k: np.zeros(n) for k in keys} | {"macs": np.zeros(n)}
+        launch, sm = np.zeros(n), np.zeros(n)
+        for part in self.parts:
+            if part.kind == "gemm":
+                out["macs"] += float(part.rows["macs"].sum())
+            c, reps = part.price, part.reps
+            if c is None:
+                for k in keys:
+                    out[k] += np.nan
+                continue
+            time = np.broadcast_to(c.time_s, (n, len(reps))) * reps
+            out["time_s"] += time.sum(axis=-1)
+            out["energy_j"] += c.energy.total @ reps * 1e-12
+            out["dram_bytes"] += c.dram_bytes @ reps
+            out["sram_bytes"] += c.sram_array_bytes @ reps
+            summed = EnergySplit(c.energy.components, c.energy.pj @ reps)  # pJ per component and design
+            for k, v in summed.items():
+                out[_energy_column(k)] += v * 1e-12
+            for k, v in summed.scoped().items():
+                out[k] += v
+            launch += (np.broadcast_to(c.launch_fraction, time.shape) * time).sum(axis=-1)
+            sm += (np.broadcast_to(c.sm_fraction, time.shape) * time).sum(axis=-1)
+        out["energy_dynamic_j"] = out["energy_j"] - out["energy_static_j"]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = out["time_s"]
+            out["launch_fraction"] = np.where(t > 0, launch / np.where(t > 0, t, 1.0), np.nan)
+            out["sm_fraction"] = np.where(t > 0, sm / np.where(t > 0, t, 1.0), np.nan)
+        return derived_power(out, out["time_s"], out["macs"])
+
+    def rows(self, i: int = 0) -> pd.DataFrame:
+        """Design ``i``'s table: one row per trace row (:func:`trace_costs`)."""
+        design, scheduled = self.designs[i], self.scheduled[i]
+        rows = []
+        for part in self.parts:
+            if part.price is None:
+                rows += [_not_priced(r, part.role, part.kind, design, part.formats, part.error, n)
+                         | {"objective": scheduled} for r, n in zip(part.rows.itertuples(), part.reps, strict=True)]
+                continue
+            c = part.price.take(i)
+            e = c.energy
+            scoped = derived_power(e.scoped(), c.time_s, c.macs)
+            power = {k: v for k, v in scoped.items() if k.startswith(("power_", "tops_per_w_"))}
+            idle = {f"idle_power_{s}_w": float(c.idle_w.get(s, np.nan)) for s in ("chip", "board")}
+            cols = {"time_s": c.time_s, "energy_j": e.total * 1e-12, "energy_dynamic_j": e.dynamic * 1e-12,
+                    "dram_bytes": c.dram_bytes, "sram_bytes": c.sram_array_bytes,
+                    **{k: scoped[k] for k in SCOPE_ENERGY_KEYS}}
+            split = {col: np.zeros(len(part.ops)) for col in _ENERGY_COLUMNS}
+            for k, v in e.items():
+                split[_energy_column(k)] = split[_energy_column(k)] + v * 1e-12
+            each = {k: np.broadcast_to(v, (len(part.ops),)).tolist()
+                    for k, v in {**cols, **split, **power, "launch_fraction": c.launch_fraction,
+                                 "sm_fraction": c.sm_fraction, "utilization": c.utilization}.items()}
+            bounds = np.broadcast_to(c.bound_names, (len(part.ops),)).tolist()
+            for j, (r, op, n) in enumerate(zip(part.rows.itertuples(), part.ops, part.reps, strict=True)):
+                shape = ({"M": int(r.M), "N": int(r.N), "K": int(r.K), "work": ""} if part.kind == "gemm"
+                         else {"M": op.elements, "N": 1, "K": op.ops_per_element, "work": op.work})
+                v = {k: x[j] for k, x in each.items()}
+                rows.append({"design": design.name, "role": part.role, "kind": part.kind, **shape, "reps": float(n),
+                             "macs": float(r.macs), "time_s": n * v["time_s"], "energy_j": n * v["energy_j"],
+                             **{k: n * v[k] for k in _ENERGY_COLUMNS}, "energy_dynamic_j": n * v["energy_dynamic_j"],
+                             **{k: n * v[k] for k in SCOPE_ENERGY_KEYS}, **{k: v[k] for k in power}, **idle,
+                             "dram_bytes": n * v["dram_bytes"], "sram_bytes": n * v["sram_bytes"],
+                             "launch_fraction": v["launch_fraction"], "sm_fraction": v["sm_fraction"],
+                             "bound": bounds[j], "utilization": v["utilization"],
+                             **{f"format_{k}": f for k, f in part.formats.items()}, "objective": scheduled,
+                             "note": "; ".join(c.notes[j])})
+        return pd.DataFrame(rows)
+
+
+def trace_price(trace: pd.DataFrame, designs, recipe="fp32", *, objective: str = DEFAULT_OBJECTIVE) -> TracePrice:
+    """Price a trace on a group of designs (one family, or one design alone): each priced group
+    of its rows (role, kind, formats) in one call (:func:`asicsim.hw.family.cost_designs`)."""
+    policy = load_recipe(recipe)
+    designs = tuple(load_design(d) for d in designs)
+    parts = []
+    for role, kind, part, formats_of, ops, reps in _groups(trace):
+        fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
+        try:
+            pr, err = cost_designs(ops, designs, fmts, objective=objective), ""
+        except OperationError as e:  # formats the designs do not execute: said, not priced
+            pr, err = None, str(e)
+        parts.append(TracePart(role, kind, part, fmts, ops, reps, pr, err))
+    return TracePrice(designs, tuple(parts), tuple(scheduled_for(d, objective) for d in designs))
+
+
 def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = DEFAULT_OBJECTIVE) -> pd.DataFrame:
     """One row per trace row on one design: the GEMM (or the elementwise work, or the optimizer
     update) priced in its role's formats, times its repetitions (``reps`` = batch x count):
@@ -163,65 +285,15 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = 
     formats, ``work`` (elementwise rows), ``objective`` (what a systolic design's GEMMs were mapped
     for, :mod:`asicsim.hw.objectives`; ``fastest`` on a GPU) and a ``note`` (e.g. no vector unit:
     priced at zero)."""
-    policy = load_recipe(recipe)
-    scheduled = scheduled_for(design, objective)
-    rows = []
-    for role, kind, part, formats_of, ops, reps in _groups(trace):
-        fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
-        try:
-            res = cost_many(ops, design, fmts, objective=objective)
-        except OperationError as err:  # formats the design does not execute: said, not priced
-            rows += [_not_priced(r, role, kind, design, fmts, err, n) | {"objective": scheduled}
-                     for r, n in zip(part.itertuples(), reps, strict=True)]
-            continue
-        for r, op, c, n in zip(part.itertuples(), ops, res, reps, strict=True):
-            energy = {k: n * v for k, v in _energy_columns(c.energy_pj).items()}
-            shape = ({"M": int(r.M), "N": int(r.N), "K": int(r.K), "work": ""} if kind == "gemm"
-                     else {"M": op.elements, "N": 1, "K": op.ops_per_element, "work": op.work})
-            scoped = c.scoped()
-            rows.append({"design": c.design, "role": role, "kind": kind, **shape, "reps": float(n),
-                         "macs": float(r.macs), "time_s": n * c.time_s,
-                         "energy_j": n * c.energy_total_pj * 1e-12, **energy,
-                         "energy_dynamic_j": n * c.energy_dynamic_pj * 1e-12,
-                         **{k: n * scoped[k] for k in SCOPE_ENERGY_KEYS},
-                         **{k: scoped[k] for k in scoped if k.startswith(("power_", "idle_power_", "tops_per_w_"))},
-                         "dram_bytes": n * c.dram_bytes, "sram_bytes": n * c.sram_array_bytes,
-                         "launch_fraction": c.launch_fraction, "sm_fraction": c.sm_fraction,
-                         "bound": c.bound, "utilization": c.utilization,
-                         **{f"format_{k}": v for k, v in fmts.items()}, "objective": c.objective,
-                         "note": "; ".join(c.notes)})
-    return pd.DataFrame(rows)
+    return trace_price(trace, [design], recipe, objective=objective).rows(0)
 
 
 def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32", *,
                         objective: str = DEFAULT_OBJECTIVE) -> dict[str, np.ndarray]:
     """The trace's totals on every design of one family (:mod:`asicsim.hw.family`) in one
-    vectorised pass: arrays over the designs of ``time_s``, ``energy_j``, the ``energy_*_j``
-    split and ``energy_dynamic_j``, ``dram_bytes``, ``sram_bytes``, ``macs`` — the sums
-    :func:`trace_costs` gives per design, every GEMM mapped for ``objective``."""
-    from asicsim.hw.family import cost_family
-
-    policy = load_recipe(recipe)
-    n = len(designs)
-    keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, *SCOPE_ENERGY_KEYS, "dram_bytes", "sram_bytes", "macs")
-    out = {k: np.zeros(n) for k in keys}
-    for role, kind, part, formats_of, ops, reps in _groups(trace):
-        fmts = formats_of(policy) if role == "optimizer" else formats_of(part)
-        if kind == "gemm":
-            out["macs"] += float(part["macs"].sum())
-        c = cost_family(ops, designs, fmts, objective=objective)
-        out["time_s"] += c.time_s @ reps
-        out["energy_j"] += c.energy.total @ reps * 1e-12
-        out["dram_bytes"] += c.dram_bytes @ reps
-        out["sram_bytes"] += c.sram_array_bytes @ reps
-        split = dict(zip(c.energy.components, c.energy.pj @ reps, strict=True))  # pJ per component and design
-        for k, v in split.items():
-            out[_energy_column(k)] += v * 1e-12
-        for k, v in scoped_energy(split).items():
-            out[k] += v
-    out["energy_dynamic_j"] = out["energy_j"] - out["energy_static_j"]
-    out["launch_fraction"] = out["sm_fraction"] = np.full(n, np.nan)  # a family is systolic: no GPU shares
-    return derived_power(out, out["time_s"], out["macs"])
+    vectorised pass (:meth:`TracePrice.totals`): the sums :func:`trace_costs` gives per design,
+    every GEMM mapped for ``objective``."""
+    return trace_price(trace, designs, recipe, objective=objective).totals()
 
 
 #: The energies :func:`price_trace` sums: the total and its dynamic and static shares, and per scope.

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from asicsim.hw import Elementwise, Gemm, load_design
+from asicsim.hw import Elementwise, Gemm, cost_many, load_design
 from asicsim.system.batching import BatchingError, max_throughput_under_p99
 from asicsim.system.batching_cli import add_cli, run_cli
 from asicsim.system.workload_batching import workload_service_table
@@ -29,7 +29,7 @@ def test_logreg_service_is_its_gemm_and_bias_add_by_hand():
     table = workload_service_table("mnist1d_logreg", design, "bf16", 8)
     for b in (1, 3, 8):
         ops = [Gemm(b, 10, 40), Elementwise(b * 10, 1, inputs=2, work="elementwise", input_elements=b * 10 + 10)]
-        res = design.cost_many(ops, fmts)
+        res = cost_many(ops, design, fmts)
         assert table.service_s(b) == pytest.approx(sum(r.time_s for r in res), rel=1e-12)
         assert table.energy_j[b - 1] == pytest.approx(sum(r.energy_total_pj for r in res) * 1e-12, rel=1e-12)
     assert table.formats == fmts and table.model == "mnist1d_logreg (bf16)"
