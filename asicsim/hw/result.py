@@ -277,6 +277,15 @@ class Price:
         """The total energy (pJ): every component summed."""
         return self.energy.total
 
+    def idle_power_w(self, scope: str) -> float:
+        """The design's idle power at ``scope`` (``core``, ``chip``, ``board``; NaN where not
+        modelled), for a price of one design (its value is the same along the operations)."""
+        w = np.ravel(np.asarray(self.idle_w.get(scope, np.nan), dtype=np.float64))
+        if w.size and np.any(w != w[0]):
+            raise ValueError(f"idle_power_w({scope!r}): the price spans designs of different idle power; "
+                             "allowed: one design's price (take one)")
+        return float(w[0]) if w.size else float("nan")
+
     @property
     def dram_bound_bytes(self) -> np.ndarray:
         """No schedule moves fewer DRAM bytes (the larger of the two bounds)."""
@@ -325,7 +334,9 @@ class Price:
             v = getattr(self, f.name)
             if isinstance(v, parts):
                 out[f.name] = v.take(index)
-            elif f.name in ("sources", "idle_w", "formats"):
+            elif f.name == "idle_w":  # per design: broadcast along the operations, then selected
+                out[f.name] = {k: w if np.ndim(w) == 0 else np.broadcast_to(w, self.shape)[index] for k, w in v.items()}
+            elif f.name in ("sources", "formats"):
                 out[f.name] = v
             elif f.name == "notes":
                 out[f.name] = self._notes_at(index)

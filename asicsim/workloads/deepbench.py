@@ -357,7 +357,7 @@ def kernel_table(s: Suite, pr, label: str, precision: str | None, gates: bool, o
     cols = {"energy_j": np.asarray(e.total) * 1e-12, "energy_dynamic_j": np.asarray(e.dynamic) * 1e-12,
             "energy_static_j": np.asarray(e.static) * 1e-12, "dram_bytes": pr.dram_bytes,
             "bound": pr.bound_names, **derived_power(e.scoped(), t, macs),
-            **{f"idle_power_{k}_w": float(pr.idle_w.get(k, np.nan)) for k in ("chip", "board")},
+            **{f"idle_power_{k}_w": pr.idle_power_w(k) for k in ("chip", "board")},
             "launch_fraction": pr.launch_fraction, "sm_fraction": pr.sm_fraction, "objective": objective}
     for c in ("energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "bound", *SCOPED_COLUMNS):
         out[c] = np.broadcast_to(cols[c], (n,)) if np.ndim(cols[c]) else cols[c]

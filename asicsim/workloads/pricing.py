@@ -233,7 +233,7 @@ class TracePrice:
             e = c.energy
             scoped = derived_power(e.scoped(), c.time_s, c.macs)
             power = {k: v for k, v in scoped.items() if k.startswith(("power_", "tops_per_w_"))}
-            idle = {f"idle_power_{s}_w": float(c.idle_w.get(s, np.nan)) for s in ("chip", "board")}
+            idle = {f"idle_power_{s}_w": c.idle_power_w(s) for s in ("chip", "board")}
             cols = {"time_s": c.time_s, "energy_j": e.total * 1e-12, "energy_dynamic_j": e.dynamic * 1e-12,
                     "dram_bytes": c.dram_bytes, "sram_bytes": c.sram_array_bytes,
                     **{k: scoped[k] for k in SCOPE_ENERGY_KEYS}}

@@ -100,3 +100,14 @@ def test_a_price_selects_along_its_axes_and_keeps_notes_per_operation():
     assert p.take((1,)).notes == p.notes and p.take((..., 0)).notes == p.notes[0]
     flat = p.arrays()
     assert flat["traffic.dram.filter.reads_bytes"].shape == p.shape and flat["bound"].dtype.kind == "i"
+
+
+def test_a_family_member_keeps_its_own_idle_power():
+    base = sim.load_design("edge_int8_32x32")
+    designs = [dataclasses.replace(base, name=f"w{k}", buffers=tuple(
+        dataclasses.replace(b, capacity_kib=b.capacity_kib * k) for b in base.buffers)) for k in (1, 4)]
+    fam = cost_designs(OPS, designs)  # SRAM leakage grows with the buffers
+    idle = [fam.take(i).idle_power_w("chip") for i in range(2)]
+    assert idle == [cost_designs(OPS, [d]).take(0).idle_power_w("chip") for d in designs] and idle[1] > idle[0]
+    with pytest.raises(ValueError, match="designs of different idle power"):
+        fam.idle_power_w("chip")
