@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 from asicsim.hw.bounds import DramBounds
 from asicsim.hw.cost_record import CostResult as CostResult
+from asicsim.hw.cost_record import stack
 from asicsim.hw.counts import FAMILIES, ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import labelled_designs, load_design
@@ -60,27 +61,39 @@ def scheduled_for(design: str | SystolicDesign | GpuDesign, objective: str = DEF
     return FASTEST if isinstance(load_design(design), GpuDesign) else objective
 
 
+class Costs(list):
+    """:func:`cost_many`'s answer: a list of :class:`CostResult` records, one per operation, and
+    ``price``, the one typed :class:`~asicsim.hw.result.Price` (shape ``(operations,)``) they are
+    views of."""
+
+    def __init__(self, records: list[CostResult], price: Price):
+        super().__init__(records)
+        self.price = price
+
+
 def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign,
-              formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> list[CostResult]:
+              formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> Costs:
     """Price several operations on one design in one vectorised pass (same numbers as :func:`cost`).
 
     Every GEMM the operations lower to (a conv's groups, an RNN's input projection and recurrent
     steps) is mapped by :mod:`asicsim.hw.mapper` for ``objective`` (:mod:`asicsim.hw.objectives`:
     ``balanced`` by default, ``energy``, ``dram`` bytes or ``latency``) and priced by
     :func:`asicsim.hw.pipeline.price`; each result says its ``objective``. A GPU's results say
-    ``fastest``: its model takes its fastest kernel whatever the objective.
+    ``fastest``: its model takes its fastest kernel whatever the objective. The records are
+    views of one typed price: the answer's ``price`` (:class:`Costs`).
     """
     check_objective(objective)
     d = load_design(design)
     if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
-        return gpu_costs(ops, d, formats)
+        gpu = gpu_costs(ops, d, formats)
+        return Costs(gpu, stack(gpu).take(0))
     fmts = resolve_formats(d, formats)
     zero = ZERO_CODES[d.array.zero_weights]
     has_gemm = [op.kind in ("gemm", "conv", "rnn") for op in ops]
     mode = mac_execution(d, fmts, formats) if any(has_gemm) else None  # raises for formats d does not run
     pr = price(ops, d, fmts, bytes_per_element(fmts), objective=objective, zero=zero,
                rate=mode.rate if mode else 1.0)
-    return records(pr, ops, d, fmts, [mode if g else None for g in has_gemm], objective)
+    return Costs(records(pr, ops, d, fmts, [mode if g else None for g in has_gemm], objective), pr)
 
 
 def records(pr: Price, ops: Sequence[Operation], d: SystolicDesign, fmts: dict, modes: list,

@@ -111,3 +111,12 @@ def test_a_family_member_keeps_its_own_idle_power():
     assert idle == [cost_designs(OPS, [d]).take(0).idle_power_w("chip") for d in designs] and idle[1] > idle[0]
     with pytest.raises(ValueError, match="designs of different idle power"):
         fam.idle_power_w("chip")
+
+
+@pytest.mark.parametrize("design", ["tpu_v1", "gpu_v100"])
+def test_cost_many_answers_records_and_the_price_they_view(design):
+    res = sim.hw.cost_many(OPS, design)
+    assert isinstance(res, list) and len(res) == len(OPS) and res.price.shape == (len(OPS),)
+    assert res.price.time_s.tolist() == [r.time_s for r in res]
+    assert res.price.dram_bytes.tolist() == [r.dram_bytes for r in res]
+    assert res.price.bound_names.tolist() == [r.row()["bound"] for r in res]
