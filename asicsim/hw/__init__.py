@@ -3,7 +3,9 @@ elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and i
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
 GPU baseline (``designs/gpu_*.toml``, ``kind = "gpu"``): :class:`GpuDesign`, priced by the same
-:func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_cost`, :mod:`asicsim.hw.gpu_model`).
+:func:`cost` / :func:`cost_many` (:mod:`asicsim.hw.gpu_cost`, :mod:`asicsim.hw.gpu_model`). Every
+front end returns one typed price (:class:`Price`, :class:`Bound`: :mod:`asicsim.hw.result`) or
+records that view it.
 """
 
 from asicsim._lazy import lazy_package
@@ -27,6 +29,7 @@ lazy_package(__name__, {
         "scalesim_report_from_files"],
     ".scalesim_files": ["ScaleSimConfig", "ScaleSimFileError", "Topology", "read_scalesim_config",
         "read_scalesim_topology"],
+    ".result": ["Bound", "Price"],
     ".sweep": ["BOUNDS", "gemm_sweep"],
 })
 
@@ -35,6 +38,7 @@ __all__ = [
     "REPORT_COLUMNS",
     "AllReduce",
     "ArraySpec",
+    "Bound",
     "BufferSpec",
     "Conv",
     "CostResult",
@@ -48,6 +52,7 @@ __all__ = [
     "PESpec",
     "PowerSpec",
     "PrecisionPath",
+    "Price",
     "Rnn",
     "ScaleSimConfig",
     "ScaleSimFileError",
