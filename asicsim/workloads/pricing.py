@@ -3,7 +3,8 @@
 ``workload_trace`` traces one training step (or one inference batch) of a workload under a recipe
 with :func:`asicsim.emulate.op_trace` (shapes only, nothing is computed); ``trace_costs`` prices
 each of its rows on a design (time, energy split, traffic, bound) and ``price_trace`` sums them per role,
-pricing every GEMM with :func:`asicsim.hw.cost.cost_many` in the formats its role uses:
+pricing each group of rows in the formats its role uses with one call on a group of designs
+(:func:`trace_price`: :func:`asicsim.hw.family.cost_designs`, one typed price per group):
 
 ============ ================ ================ ============
 trace role   A operand        B operand        output
@@ -111,14 +112,6 @@ def _energy_column(key: str) -> str:
     if is_static(key):
         return "energy_static_j"
     return f"energy_{key}_j" if f"energy_{key}_j" in _ENERGY_COLUMNS else "energy_other_j"
-
-
-def _energy_columns(energy_pj: dict) -> dict[str, float]:
-    """A cost result's energy split (picojoules per key) as joules per column."""
-    out = dict.fromkeys(_ENERGY_COLUMNS, 0.0)
-    for k, v in energy_pj.items():
-        out[_energy_column(k)] += v * 1e-12
-    return out
 
 
 def _update_formats(policy) -> dict[str, str]:
