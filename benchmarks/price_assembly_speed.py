@@ -6,8 +6,14 @@ GEMMs on the design as catalogued; CPU seconds (``time.process_time``), mean of 
 after one warm-up. Run it in two checkouts, alternating, to compare (RESULTS.md, issue 31 item 7).
 """
 
-import time, numpy as np, asicsim as sim, sys
+import sys
+import time
+
+import numpy as np
+
+import asicsim as sim
 from asicsim.hw import gemm_sweep
+
 ops = [sim.Gemm(256, 256, 256), sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8), sim.Gemm(197, 768, 3072)] * 7
 side = np.arange(8, 257, 8)
 rows = side[:16, None, None, None]; cols = side[None, :, None, None]
