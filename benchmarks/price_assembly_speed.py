@@ -16,8 +16,10 @@ from asicsim.hw import gemm_sweep
 
 ops = [sim.Gemm(256, 256, 256), sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8), sim.Gemm(197, 768, 3072)] * 7
 side = np.arange(8, 257, 8)
-rows = side[:16, None, None, None]; cols = side[None, :, None, None]
-dfs = np.array(["os", "ws", "is"])[None, None, :, None]; sc = np.array([0.5, 1, 2])[None, None, None, :]
+rows = side[:16, None, None, None]
+cols = side[None, :, None, None]
+dfs = np.array(["os", "ws", "is"])[None, None, :, None]
+sc = np.array([0.5, 1, 2])[None, None, None, :]
 gemm_sweep(ops, "edge_int8_32x32", rows=rows, cols=cols, dataflow=dfs, buffer_scale=sc)
 c0 = time.process_time()
 for _ in range(3):
@@ -29,4 +31,4 @@ c0 = time.process_time()
 for _ in range(10):
     sim.hw.cost_many(big, "edge_int8_32x32")
 many = (time.process_time() - c0) / 10
-print(f"{sys.argv[1]}: gemm_sweep {sweep:.3f} s CPU; cost_many 50 GEMMs {many*1e3:.1f} ms CPU")
+print(f"{sys.argv[1] if len(sys.argv) > 1 else 'this checkout'}: gemm_sweep {sweep:.3f} s CPU; cost_many 50 GEMMs {many*1e3:.1f} ms CPU")
