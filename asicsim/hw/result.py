@@ -145,7 +145,7 @@ class Price:
         ``bound`` (codes), ``schedule.<field>`` and the DRAM bounds."""
         full = self.shape
         out = {f.name: np.broadcast_to(np.asarray(getattr(self, f.name)), full) for f in fields(self)
-               if f.name not in ("traffic", "energy", "schedule", "sources", "notes", "idle_w")}
+               if f.name not in ("traffic", "energy", "schedule", "sources", "notes", "idle_w", "formats")}
         for k in self.traffic:
             if k.count(".") == 2:
                 out[f"traffic.{k}"] = np.broadcast_to(self.traffic[k], full)

@@ -100,6 +100,7 @@ def test_a_price_selects_along_its_axes_and_keeps_notes_per_operation():
     assert p.take((1,)).notes == p.notes and p.take((..., 0)).notes == p.notes[0]
     flat = p.arrays()
     assert flat["traffic.dram.filter.reads_bytes"].shape == p.shape and flat["bound"].dtype.kind == "i"
+    assert all(np.shape(v) == p.shape and np.asarray(v).dtype.kind in "fib" for v in flat.values())
 
 
 def test_a_family_member_keeps_its_own_idle_power():
