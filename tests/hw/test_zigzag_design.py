@@ -74,3 +74,39 @@ def test_operations_match_zigzag_layers():
     with pytest.raises(ValueError, match="output"):
         mod.to_operation(bad)
     assert mod.stride_of("IX = 2*OX + 1*FX; IY = 2*OY + 1*FY", "Y") == 2
+
+
+@pytest.mark.parametrize("network", ["resnet18", "alexnet"])
+def test_every_layer_within_10_percent_of_zigzag(network):
+    """Issue 31 item 5: asicsim's energy (energy objective, as ZigZag's search) within 10 % of
+    ZigZag's best on every layer of ResNet-18 and of AlexNet (the held-back network: ZigZag's
+    shipped alexnet.onnx, never used to fit or choose anything), DRAM bytes within 1 %. The first
+    layers (C = 3) are compared without ZigZag's charge for 24-bit input reads at its SRAM's 64-bit
+    minimum (zigzag_anchor.zigzag_narrow_read_excess_pj: 10.0 and 8.6 uJ; raw ratios 0.89 and 0.88).
+    Before the design's [power] table (asicsim's static, control and board terms priced on a
+    design whose ZigZag counterpart has none) ResNet-18 had 0 of 21 layers within 10 % (1.36-1.97)."""
+    mod = _anchor()
+    energy_csv = mod.NETWORKS[network][0]
+    rows = mod.read_zigzag_csv(energy_csv)
+    assert any("zigzag-dse 3.9.1" in h and f"{network}.onnx" in h for h in mod.header(energy_csv))
+    res = cost_many([mod.to_operation(r) for r in rows], load_design(DATA / "tpu_like.toml"), objective="energy")
+    narrow = []
+    for r, a in zip(rows, res, strict=True):
+        excess = mod.zigzag_narrow_read_excess_pj(r)
+        assert a.energy_total_pj == pytest.approx(r["energy_total_pj"] - excess, rel=0.10), r["name"]
+        assert a.dram_bytes == pytest.approx(mod.zigzag_dram_bytes(r), rel=0.01), r["name"]
+        if excess:
+            narrow.append(r["name"])
+            assert 0.85 <= a.energy_total_pj / r["energy_total_pj"] < 0.90  # the raw gap, as RESULTS.md says
+    assert narrow == [rows[0]["name"]]  # conv1 alone: C = 3
+
+
+def test_zigzag_narrow_read_excess_is_its_minimum_access():
+    """conv1 of ResNet-18: ZigZag reads the 3 input channels (24 bits) once per temporal cycle,
+    1,229,312 cycles, as 38,416 accesses of 2048 bits (416.16 pJ each; yaml bandwidth_min 64): 24 of
+    every 64 charged bits are read, so 5/8 of 15.99 uJ is the excess. Layers with C >= 8 have none."""
+    mod = _anchor()
+    rows = mod.read_zigzag_csv(mod.ENERGY_CSV)
+    assert rows[0]["mem_levels"]["I@sram_2MB"]["rd_out_to_low"] * 2048 / 64 == 1_229_312
+    assert mod.zigzag_narrow_read_excess_pj(rows[0]) == pytest.approx(38416 * 416.16 * 5 / 8)
+    assert all(mod.zigzag_narrow_read_excess_pj(r) == 0 for r in rows[1:])
