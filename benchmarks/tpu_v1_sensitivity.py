@@ -11,6 +11,10 @@ ISCA 2017 (arXiv:1704.04760; page numbers of the arXiv version):
 * Table 3 (p. 7): hardware counters per application. Rows 1, 4, 5 and 6 total 100 %: array active
   cycles, weight stall cycles, weight shift cycles and non-matrix cycles (MLP0: 12.7, 53.9, 15.9,
   17.5 %). Row 9: measured TeraOps/s (MLP0 12.3). Host server overhead excluded.
+* Sec. 7 (p. 12): "the average performance in Figure 11 slightly degrades when the matrix unit
+  expands from 256x256 to 512x512 for all apps"; the caption: "A bigger matrix multiply unit
+  doesn't help any DNN". LSTM1's 600x600 matrix takes 9 steps of ~2 us (18 us) on 256x256 and 4
+  steps of ~8 us (32 us) on 512x512: each step costs a whole tile's weight fetch.
 * Table 7 (p. 11): the paper's performance model differs from the counters by 8 % on average: the
   tolerance used for the active-cycle shares below.
 * Table 1 (p. 2): per application, layers by kind, weights, TPU batch size, ops per weight byte.
@@ -71,10 +75,11 @@ def operations(app: str) -> list:
     return [Gemm(batch, n, n, name=f"{app}.fc{i}") for i in range(layers)]
 
 
-def scaled(design, bandwidth: float = 1.0):
-    """``design`` with ``bandwidth`` x its DRAM bandwidth."""
-    return dataclasses.replace(design, dram=dataclasses.replace(design.dram,
-                                                                bandwidth_gbps=bandwidth * design.dram.bandwidth_gbps))
+def scaled(design, bandwidth: float = 1.0, side: int | None = None):
+    """``design`` with ``bandwidth`` x its DRAM bandwidth (and a ``side`` x ``side`` array, buffers kept)."""
+    d = dataclasses.replace(design, dram=dataclasses.replace(design.dram,
+                                                             bandwidth_gbps=bandwidth * design.dram.bandwidth_gbps))
+    return d if side is None else dataclasses.replace(d, array=dataclasses.replace(d.array, rows=side, cols=side))
 
 
 def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
@@ -83,11 +88,12 @@ def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
     d = load_design(design)
     ops = operations(app)
 
-    def run(k):
-        rs = cost_many(ops, scaled(d, k), objective=objective)
+    def run(k, side=None):
+        rs = cost_many(ops, scaled(d, k, side), objective=objective)
         return sum(r.cycles for r in rs), sum(r.cycles_compute for r in rs), sum(2 * r.macs for r in rs)
 
     (c1, active, ops_count), (c4, _, _), (cq, _, _) = run(1.0), run(4.0), run(0.25)
+    c512, _, _ = run(1.0, 512)
     row1, row4, row5, row6, tops = TABLE3[app]
     fixed = row6 / (row1 + row4 + row5) * c1  # Table 3's non-matrix cycles, as cycles beside the model's
     return {
@@ -97,6 +103,7 @@ def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
         "memory_4x": c1 / c4, "memory_4x_nonmatrix_fixed": (c1 + fixed) / (c4 + fixed),
         # 4x clock at the same DRAM bytes per second: a quarter of the bytes per cycle, 4x the cycles per second
         "clock_4x": 4 * c1 / cq,
+        "matrix_512": c1 / c512,  # Figure 11's "matrix": a 512x512 unit, the same accumulators and buffers
         "tops": ops_count / (c1 / d.clock_hz) / 1e12, "paper_tops": tops,
     }
 
@@ -108,13 +115,14 @@ def main(argv=None) -> list[dict]:
     rows = [measure(app, args.objective) for app in TABLE3]
     print(f"tpu_v1, objective {args.objective}; paper: Jouppi et al. ISCA 2017 Table 3 (p. 7), Figure 11 (p. 11)")
     print(f"{'app':<7}{'active/matrix':>14}{'paper':>7}{'active/all':>11}{'paper':>7}{'mem 4x':>8}"
-          f"{'mem 4x, row 6 fixed':>20}{'paper':>7}{'clock 4x':>9}{'TOPS':>7}{'paper':>7}")
+          f"{'mem 4x, row 6 fixed':>20}{'paper':>7}{'clock 4x':>9}{'512x512':>14}{'TOPS':>7}{'paper':>7}")
     for r in rows:
         paper_mem = "~1" if r["app"] == "CNN0" else f"{PAPER_MEMORY_4X_MLP_LSTM:.0f}"
         paper_clock = f"{PAPER_CLOCK_4X_CNN:.0f}" if r["app"] == "CNN0" else "~1"
         print(f"{r['app']:<7}{r['active_share']:14.3f}{r['paper_active_share']:7.3f}{r['active_share_all']:11.3f}"
               f"{r['paper_active_share_all']:7.3f}{r['memory_4x']:8.2f}{r['memory_4x_nonmatrix_fixed']:20.2f}"
-              f"{paper_mem:>7}{r['clock_4x']:9.2f} ({paper_clock}){r['tops']:7.1f}{r['paper_tops']:7.1f}")
+              f"{paper_mem:>7}{r['clock_4x']:9.2f} ({paper_clock}){r['matrix_512']:9.3f} (<=1){r['tops']:7.1f}"
+              f"{r['paper_tops']:7.1f}")
     return rows
 
 
