@@ -38,7 +38,10 @@ def test_active_share_of_the_matrix_unit_matches_table3(measured, app):
     82.5 = 15.4 %): within 8 %, the paper's own model-vs-counter difference (Table 7). The LSTMs
     are left out: their rows 2 and 9 disagree by 2x (LSTM0: 8.2 % of peak useful MACs = 7.5 TOPS
     against 3.7 measured), and a 64-row batch per 64 KiB weight tile at 34 GB/s cannot keep the
-    array active more than 64 / 1349 = 4.7 % of the time; the model says 5.1 %."""
+    array active more than 64 / 1349 = 4.7 % of the time; the model says 5.1 %. MLP1's square
+    1118-wide layers are an assumption (Table 1 gives 5M weights in 4 layers): were weights fetched
+    as whole 256x256 tiles (Sec. 7's LSTM1 example; not modelled) they would pad to 1280 and its
+    share would be 12.3 %."""
     m = measured[app]
     assert m["active_share"] == pytest.approx(m["paper_active_share"], rel=BENCH.MODEL_VS_COUNTERS)
 
