@@ -9,9 +9,9 @@ import dataclasses
 
 import numpy as np
 
-from asicsim.hw.counts import ArrayHardware, GemmProblem, Schedule, schedule_counts
+from asicsim.hw.counts import ArrayHardware, GemmCounts, GemmProblem, Schedule, schedule_counts
 from asicsim.hw.objectives import BALANCED_SLACK
-from asicsim.hw.tiles import aligned, valid
+from asicsim.hw.tiles import aligned, element_shape, valid
 
 FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill", "Ma", "Na")
 
@@ -41,12 +41,15 @@ def _lead(b: Schedule, nd: int) -> int:
 def _stack(blocks: list, shape, leads: list) -> Schedule:
     """One schedule with a leading candidate axis from blocks (each with or without one), written
     into arrays allocated once (assignment broadcasts each block: the values of
-    ``np.concatenate`` of the broadcast blocks, without a broadcast copy per block)."""
+    ``np.concatenate`` of the broadcast blocks, without a broadcast copy per block). Each field
+    keeps the element shape its blocks need (a tile that depends only on the buffers and the
+    GEMM is not copied across the array axes: the counts broadcast it, value for value)."""
     nd, total = len(shape), sum(leads)
     out = []
     for f in FIELDS:
         vals = [np.asarray(getattr(b, f)) for b in blocks]
-        a = np.empty((total, *shape), dtype=np.result_type(*vals))
+        own = np.broadcast_shapes(*(v.shape[1:] if v.ndim > nd else v.shape for v in vals))
+        a = np.empty((total, *(1,) * (nd - len(own)), *own), dtype=np.result_type(*vals))
         at = 0
         for v, n in zip(vals, leads, strict=True):
             a[at:at + n] = v if v.ndim > nd else v[None]
@@ -55,30 +58,57 @@ def _stack(blocks: list, shape, leads: list) -> Schedule:
     return Schedule(*out)
 
 
+@dataclasses.dataclass(frozen=True)
+class Chunk(Schedule):
+    """Stacked candidates with their place in the search order (``order``: one whole number per
+    candidate; ties on both measures go to the least)."""
+
+    order: np.ndarray | None = None
+
+
+def _signature(b: Schedule, nd: int) -> tuple:
+    """The element axes a block's fields vary along (its stacked fields' union shape)."""
+    vals = [np.asarray(getattr(b, f)) for f in FIELDS]
+    own = np.broadcast_shapes(*(v.shape[1:] if v.ndim > nd else v.shape for v in vals))
+    return tuple(int(x > 1) for x in (1,) * (nd - len(own)) + own)
+
+
 def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
-    """The candidate blocks and their array-aligned twins, stacked a few at a time: at most
-    :data:`STACK_ELEMENTS` (candidate, element) pairs per chunk (at least one block), so memory
-    stays that of one chunk however large the design sweep."""
+    """The candidate blocks, stacked a few at a time, each group followed by its array-aligned
+    twins (:func:`asicsim.hw.tiles.aligned`) as a chunk of their own: at most :data:`STACK_ELEMENTS` (candidate, element) pairs per
+    chunk (at least one block), so memory stays that of one chunk however large the design sweep.
+
+    The search order (:class:`Chunk` ``order``) is that of one chunk of every block followed by
+    every twin, however they are chunked: a design point of a sweep gets the schedule it gets
+    priced alone. Where there are several chunks, blocks that vary along the same element axes
+    are stacked together (in order within a chunk): a chunk of candidates that depend only on
+    the buffers and the GEMM is counted at that shape, not over the array axes of the grid."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
-    group, leads, n = [], [], 0
-    for b in [*blocks, None]:
-        lead = 0 if b is None else _lead(b, nd)
-        if group and (b is None or (n + lead) * 2 * size > STACK_ELEMENTS):
-            s = _stack(group, shape, leads)
-            twin = aligned(s, hw)
-            yield Schedule(*(np.concatenate([getattr(s, f), np.broadcast_to(getattr(twin, f), s.Mt.shape)])
-                             for f in FIELDS))
-            group, leads, n = [], [], 0
-        if b is not None:
-            group.append(b)
-            leads.append(lead)
-            n += lead
+    leads = [_lead(b, nd) for b in blocks]
+    at = np.cumsum([0, *leads])
+    order = [(int(at[j]), int(at[-1] + at[j])) for j in range(len(blocks))]
+    several = 2 * sum(leads) * size > STACK_ELEMENTS
+    sigs = [_signature(b, nd) for b in blocks] if several else [()] * len(blocks)
+    for sig in dict.fromkeys(sigs):
+        mine = [i for i in range(len(blocks)) if sigs[i] == sig]
+        group, n = [], 0
+        for i in [*mine, None]:
+            lead = 0 if i is None else leads[i]
+            if group and (i is None or (n + lead) * size > STACK_ELEMENTS):
+                s = _stack([blocks[j] for j in group], shape, [leads[j] for j in group])
+                for twin, c in ((0, s), (1, aligned(s, hw))):
+                    yield Chunk(*(getattr(c, f) for f in FIELDS),
+                                order=np.concatenate([np.arange(order[j][twin], order[j][twin] + leads[j]) for j in group]))
+                group, n = [], 0
+            if i is not None:
+                group.append(i)
+                n += lead
 
 
 def _better(new: tuple, old: tuple) -> np.ndarray:
-    """(primary, secondary) lexicographically less; primaries within 1e-12 are ties."""
+    """(primary, secondary, order) lexicographically less; primaries within 1e-12 are ties."""
     tie = np.abs(new[0] - old[0]) <= 1e-12 * np.abs(old[0])
-    return np.where(tie, new[1] < old[1], new[0] < old[0])
+    return np.where(tie, (new[1] < old[1]) | ((new[1] == old[1]) & (new[2] < old[2])), new[0] < old[0])
 
 
 def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
@@ -86,6 +116,39 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
             for chunk in (stacked_chunks(blocks, hw, shape) if chunks is None else chunks))
+
+
+def by_dataflow(p: GemmProblem, hw: ArrayHardware):
+    """``[(code, hw with that one dataflow)]`` where ``hw`` sweeps several dataflows over a grid
+    of more than :data:`SPLIT_ELEMENTS` elements, else None. Searched one dataflow at a time, a
+    schedule's array-aligned twin follows one array side per tile dimension (rows or columns,
+    never both), so its fields and the counts that follow from them keep the shape of the axes
+    they depend on instead of the whole grid's. Every element is the same search on the same
+    values either way (:func:`merge_by_dataflow` takes each element from its own dataflow's)."""
+    df = np.asarray(hw.dataflow)
+    if df.size < 2 or max(1, int(np.prod(element_shape(p, hw)))) <= SPLIT_ELEMENTS:
+        return None
+    codes = np.unique(df)
+    if codes.size < 2:
+        return None
+    return [(c, dataclasses.replace(hw, dataflow=np.full((1,) * df.ndim, c, dtype=df.dtype))) for c in codes]
+
+
+#: grids of at most this many elements are searched over all their dataflows at once
+SPLIT_ELEMENTS = 1 << 12
+
+
+def merge_by_dataflow(hw: ArrayHardware, parts: list) -> GemmCounts:
+    """The counts of every element from those searched under its own dataflow (:func:`by_dataflow`)."""
+    df = np.asarray(hw.dataflow)
+    out = {}
+    for f in dataclasses.fields(GemmCounts):
+        vals = [np.asarray(getattr(c, f.name)) for _, c in parts]
+        merged = vals[0]
+        for (code, _), v in zip(parts[1:], vals[1:], strict=True):
+            merged = np.where(df == code, v, merged)
+        out[f.name] = merged
+    return GemmCounts(**out)
 
 
 #: The stacked candidates of small problems (a network on one design point), by the content of the
@@ -132,23 +195,33 @@ def searched(p: GemmProblem, hw: ArrayHardware, shape, generate) -> tuple:
     return cands, chunks
 
 
+def _full(v, chunk: Schedule, shape) -> np.ndarray:
+    """A measure of ``chunk`` broadcast to (its candidates, every element)."""
+    return np.broadcast_to(v, (np.shape(chunk.family)[0], *shape))
+
+
 def search(measured: list, shape, key) -> tuple:
     """The best candidate per element by ``key(measures) -> (primary, secondary)``: ((primary,
-    secondary), its schedule fields)."""
-    best = ((np.full(shape, np.inf), np.full(shape, np.inf)), [np.zeros(shape) for _ in FIELDS])
+    secondary), its schedule fields). Within a chunk the least primary, ties (within 1e-12) on
+    the secondary, then on the search order (:func:`stacked_chunks`); a chunk's winner replaces
+    the best so far by :func:`_better`."""
+    best = ((np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.inf)),
+            [np.zeros(shape) for _ in FIELDS])
     for chunk, m in measured:
-        prim, sec = key(m)
-        # least primary, ties on the secondary (first in order on exact ties)
+        prim, sec = (_full(v, chunk, shape) for v in key(m))
         lo = prim.min(axis=0)
         sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
-        pick = np.argmin(sec, axis=0)[None]
-        won = [np.take_along_axis(np.broadcast_to(a, prim.shape), pick, 0)[0]
-               for a in (prim, sec, *(getattr(chunk, f) for f in FIELDS))]
-        won = ((won[0], won[1]), won[2:])
-        b = _better(won[0], best[0])
-        best = ((np.where(b, won[0][0], best[0][0]), np.where(b, won[0][1], best[0][1])),
-                [np.where(b, w, o) for w, o in zip(won[1], best[1], strict=True)])
-    return best
+        pick = np.argmin(sec, axis=0)[None]  # first in the chunk: least in the search order
+        order = np.asarray(chunk.order if isinstance(chunk, Chunk) else np.arange(np.shape(chunk.family)[0]),
+                           dtype=np.float64)
+        won = (np.take_along_axis(prim, pick, 0)[0], np.take_along_axis(sec, pick, 0)[0], order[pick[0]])
+        b = _better(won, best[0])
+        # each field gathered where it has a value per element (a field that does not vary along
+        # an axis is gathered without broadcasting it first)
+        fields = [np.take_along_axis(getattr(chunk, f), pick, 0)[0] for f in FIELDS]
+        best = (tuple(np.where(b, w, o) for w, o in zip(won, best[0], strict=True)),
+                [np.where(b, w, o) for w, o in zip(fields, best[1], strict=True)])
+    return best[0][:2], best[1]
 
 
 #: at most this many (candidate, element) pairs of ``balanced``'s first pass are kept for its second
@@ -156,7 +229,7 @@ def search(measured: list, shape, key) -> tuple:
 KEEP_PAIRS = 1 << 23
 
 
-def keeping(measured, kept: list, blocks: int):
+def keeping(measured, kept: list, blocks: int, shape):
     """``measured`` (chunks and their measures, for ``balanced``'s first pass), recording in ``kept``
     per chunk the (flat index, latency, energy) of every pair that can meet the second pass's
     limit (None: too many kept, measure that chunk again).
@@ -166,21 +239,22 @@ def keeping(measured, kept: list, blocks: int):
     below it or within the tie tolerance above it, so ``P_j <= P_(j-1) (1 + 1e-12)``; a winner not
     taken is at least ``P_(j-1)`` less the tolerance and a winner is at most ``lo_j`` plus it, so
     ``P_j <= lo_j (1 + 3e-12)``. Hence ``P_j <= R_j (1 + 3e-12)^j`` with ``R_j`` the least of
-    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= blocks`` chunks
-    (each holds at least one block). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
-    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(blocks + 1)`` (the extra for rounding) is
+    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= 2 blocks`` chunks
+    (each holds at least one block or the twins of at least one). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
+    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(2 blocks + 1)`` (the extra for rounding) is
     above it, so its key in the second pass is inf, as for a pair not kept. (The step from the
     initial inf uses that a candidate of finite latency has finite energy, its tie-break: valid
     schedules have finite counts and the rates are finite.)"""
-    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (blocks + 1)
+    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (2 * blocks + 1)
     least, total = None, 0
     for chunk, m in measured:
-        lat = m["latency"]
+        lat = _full(m["latency"], chunk, shape)
         lo = np.fmin.reduce(lat, axis=0)
         least = lo if least is None else np.fmin(least, lo)
         idx = np.flatnonzero(lat <= least * margin)  # NaN and inf never below a finite bound
         total += idx.size
-        kept.append((idx, lat.reshape(-1)[idx], m["energy"].reshape(-1)[idx]) if total <= KEEP_PAIRS else None)
+        kept.append((idx, lat.reshape(-1)[idx], _full(m["energy"], chunk, shape).reshape(-1)[idx])
+                    if total <= KEEP_PAIRS else None)
         yield chunk, m
 
 
@@ -194,7 +268,8 @@ def kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
             yield chunk, measures(p, hw, chunk, score_energy)
             continue
         idx, lat, en = k
-        m = {"latency": np.full(chunk.Mt.shape, np.inf), "energy": np.full(chunk.Mt.shape, np.inf)}
+        full = (np.shape(chunk.family)[0], *shape)
+        m = {"latency": np.full(full, np.inf), "energy": np.full(full, np.inf)}
         m["latency"].reshape(-1)[idx] = lat
         m["energy"].reshape(-1)[idx] = en
         yield chunk, m
