@@ -1,7 +1,9 @@
 """How the mapper's candidates are measured and one chosen per element (:mod:`asicsim.hw.mapper`
 generates them): stacked in chunks with their array-aligned twins, measured with the lean counts,
-the least key kept chunk by chunk; ``balanced``'s first pass keeps what its second can use; the
-candidates of small problems cached by content."""
+the least key kept chunk by chunk, ties to the first in one search order; ``balanced``'s first
+pass keeps what its second can use; the candidates of small problems cached by content. On
+large grids: one dataflow at a time, fields at the shape of the axes they vary along, and
+each element's distinct candidates only, where they vary along few axes."""
 
 from __future__ import annotations
 
@@ -73,33 +75,78 @@ def _signature(b: Schedule, nd: int) -> tuple:
     return tuple(int(x > 1) for x in (1,) * (nd - len(own)) + own)
 
 
+#: blocks whose fields vary along axes that hold at most this share of the grid keep only each
+#: element's distinct candidates (:func:`stacked_chunks`)
+DISTINCT_SHARE = 16
+
+
+def _distinct(s: Schedule, order: np.ndarray) -> tuple:
+    """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
+    equal in every field, in order; elements with fewer keep copies of one of theirs (equal
+    fields, later in order: never chosen before it). ``order``: the candidates' search order."""
+    vals = [np.asarray(getattr(s, f)) for f in FIELDS]
+    n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
+    flat = [np.broadcast_to(v, (n, *own)).reshape(n, -1) for v in vals]
+    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    for v in flat:
+        same &= v[:, None] == v[None, :]
+    earlier = np.tri(n, k=-1, dtype=bool)[..., None]  # [j, i]: i before j
+    dup = (same & earlier).any(axis=1)
+    k = max(1, int((~dup).sum(axis=0).max()))
+    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
+    fields = [np.take_along_axis(v, keep, 0).reshape(k, *own) for v in flat]
+    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
+
+
 def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
-    """The candidate blocks, stacked a few at a time, each group followed by its array-aligned
-    twins (:func:`asicsim.hw.tiles.aligned`) as a chunk of their own: at most :data:`STACK_ELEMENTS` (candidate, element) pairs per
-    chunk (at least one block), so memory stays that of one chunk however large the design sweep.
+    """The candidate blocks and their array-aligned twins (:func:`asicsim.hw.tiles.aligned`) in
+    chunks: one chunk of both where all of them make at most :data:`STACK_ELEMENTS`
+    (candidate, element) pairs, else groups of blocks, each followed by its twins as a chunk of
+    their own, at most :data:`STACK_ELEMENTS` pairs per chunk (at least one block), so memory
+    stays that of one chunk however large the design sweep.
 
     The search order (:class:`Chunk` ``order``) is that of one chunk of every block followed by
     every twin, however they are chunked: a design point of a sweep gets the schedule it gets
     priced alone. Where there are several chunks, blocks that vary along the same element axes
     are stacked together (in order within a chunk): a chunk of candidates that depend only on
-    the buffers and the GEMM is counted at that shape, not over the array axes of the grid."""
+    the buffers and the GEMM is counted at that shape, not over the array axes of the grid; and
+    where those axes hold at most 1 / :data:`DISTINCT_SHARE` of the grid, each of their elements
+    keeps only its distinct candidates (:func:`_distinct`: a candidate equal in every field to an
+    earlier one has the same counts and a later place in the order, so it is never chosen, nor
+    its twin)."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
     leads = [_lead(b, nd) for b in blocks]
     at = np.cumsum([0, *leads])
-    order = [(int(at[j]), int(at[-1] + at[j])) for j in range(len(blocks))]
-    several = 2 * sum(leads) * size > STACK_ELEMENTS
+    total = int(at[-1])
+    several = 2 * total * size > STACK_ELEMENTS
     sigs = [_signature(b, nd) for b in blocks] if several else [()] * len(blocks)
     for sig in dict.fromkeys(sigs):
         mine = [i for i in range(len(blocks)) if sigs[i] == sig]
-        group, n = [], 0
+        first = np.concatenate([np.arange(at[j], at[j] + leads[j]) for j in mine])
+        if several and DISTINCT_SHARE * int(np.prod([x for x, v in zip(shape, sig, strict=True) if v])) <= size:
+            s, order = _distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
+            step = max(1, STACK_ELEMENTS // size)
+            for lo in range(0, s.family.shape[0], step):
+                part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
+                for twin, c in ((0, part), (total, aligned(part, hw))):
+                    yield Chunk(*(getattr(c, f) for f in FIELDS), order=order[lo:lo + step] + twin)
+            continue
+        group, n, done = [], 0, 0
         for i in [*mine, None]:
             lead = 0 if i is None else leads[i]
-            if group and (i is None or (n + lead) * size > STACK_ELEMENTS):
+            if group and (i is None or (several and (n + lead) * size > STACK_ELEMENTS)):
                 s = _stack([blocks[j] for j in group], shape, [leads[j] for j in group])
-                for twin, c in ((0, s), (1, aligned(s, hw))):
-                    yield Chunk(*(getattr(c, f) for f in FIELDS),
-                                order=np.concatenate([np.arange(order[j][twin], order[j][twin] + leads[j]) for j in group]))
-                group, n = [], 0
+                order = first[done:done + n]
+                if not several:  # one chunk of both (one measure of a few elements)
+                    t = aligned(s, hw)
+                    full = (n, *shape)
+                    yield Chunk(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
+                                                  np.broadcast_to(getattr(t, f), full)]) for f in FIELDS),
+                                order=np.concatenate([order, order + total]))
+                    return
+                for twin, c in ((0, s), (total, aligned(s, hw))):
+                    yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
+                group, done, n = [], done + n, 0
             if i is not None:
                 group.append(i)
                 n += lead
@@ -214,7 +261,9 @@ def search(measured: list, shape, key) -> tuple:
         pick = np.argmin(sec, axis=0)[None]  # first in the chunk: least in the search order
         order = np.asarray(chunk.order if isinstance(chunk, Chunk) else np.arange(np.shape(chunk.family)[0]),
                            dtype=np.float64)
-        won = (np.take_along_axis(prim, pick, 0)[0], np.take_along_axis(sec, pick, 0)[0], order[pick[0]])
+        order = order.reshape(order.shape + (1,) * (len(shape) + 1 - order.ndim))
+        won = (np.take_along_axis(prim, pick, 0)[0], np.take_along_axis(sec, pick, 0)[0],
+               np.take_along_axis(order, pick, 0)[0])
         b = _better(won, best[0])
         # each field gathered where it has a value per element (a field that does not vary along
         # an axis is gathered without broadcasting it first)

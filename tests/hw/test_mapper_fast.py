@@ -86,6 +86,7 @@ def test_fast_path_chooses_what_the_unpruned_evaluation_chooses(monkeypatch, see
     design = ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1")[seed]
     monkeypatch.setattr(passes, "STACK_ELEMENTS", 1 << 11)
     monkeypatch.setattr(passes, "SPLIT_ELEMENTS", 1 << 6)  # searched one dataflow at a time
+    monkeypatch.setattr(passes, "DISTINCT_SHARE", 1)  # every element keeps its distinct candidates
     monkeypatch.setattr(passes, "KEEP_PAIRS", 1 << 8 if seed == 2 else passes.KEEP_PAIRS)
     fast = _sweep(ops, design, grid, objective)
     monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
