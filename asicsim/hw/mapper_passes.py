@@ -68,6 +68,25 @@ class Chunk(Schedule):
     order: np.ndarray | None = None
 
 
+def _narrow(v, lead: bool):
+    """``v`` cut to one row along every element axis it is constant along (the same values
+    wherever it broadcasts; NaN never counts as constant). ``lead``: axis 0 holds candidates."""
+    v = np.asarray(v)
+    for ax in range(int(lead), v.ndim):
+        if v.shape[ax] > 1:
+            one = v.take([0], axis=ax)
+            if np.array_equal(v, np.broadcast_to(one, v.shape)):
+                v = one
+    return v
+
+
+def _narrowed(b: Schedule, nd: int) -> Schedule:
+    """Block ``b`` with each field cut to the element axes it varies along (:func:`_narrow`: a
+    selection such as ``np.where(dataflow == IS, cols, rows)`` spans both array axes though one
+    dataflow reads one)."""
+    return Schedule(*(_narrow(getattr(b, f), np.ndim(getattr(b, f)) > nd) for f in FIELDS))
+
+
 def _signature(b: Schedule, nd: int) -> tuple:
     """The element axes a block's fields vary along (its stacked fields' union shape)."""
     vals = [np.asarray(getattr(b, f)) for f in FIELDS]
@@ -119,6 +138,8 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     at = np.cumsum([0, *leads])
     total = int(at[-1])
     several = 2 * total * size > STACK_ELEMENTS
+    if several:
+        blocks = [_narrowed(b, nd) for b in blocks]
     sigs = [_signature(b, nd) for b in blocks] if several else [()] * len(blocks)
     for sig in dict.fromkeys(sigs):
         mine = [i for i in range(len(blocks)) if sigs[i] == sig]
@@ -128,7 +149,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
             step = max(1, STACK_ELEMENTS // size)
             for lo in range(0, s.family.shape[0], step):
                 part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
-                for twin, c in ((0, part), (total, aligned(part, hw))):
+                for twin, c in ((0, part), (total, _narrowed(aligned(part, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order[lo:lo + step] + twin)
             continue
         group, n, done = [], 0, 0
@@ -144,7 +165,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
                                                   np.broadcast_to(getattr(t, f), full)]) for f in FIELDS),
                                 order=np.concatenate([order, order + total]))
                     return
-                for twin, c in ((0, s), (total, aligned(s, hw))):
+                for twin, c in ((0, s), (total, _narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
                 group, done, n = [], done + n, 0
             if i is not None:
