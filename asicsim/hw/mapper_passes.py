@@ -286,6 +286,8 @@ def search(measured: list, shape, key) -> tuple:
         won = (np.take_along_axis(prim, pick, 0)[0], np.take_along_axis(sec, pick, 0)[0],
                np.take_along_axis(order, pick, 0)[0])
         b = _better(won, best[0])
+        if not b.any():  # nothing replaced
+            continue
         # each field gathered where it has a value per element (a field that does not vary along
         # an axis is gathered without broadcasting it first)
         fields = [np.take_along_axis(getattr(chunk, f), pick, 0)[0] for f in FIELDS]
