@@ -11,12 +11,17 @@ import dataclasses
 
 import numpy as np
 
-from asicsim.hw.counts import ArrayHardware, GemmCounts, GemmProblem, Schedule, schedule_counts
+from asicsim.hw.counts import ArrayHardware, GemmProblem, Schedule, schedule_counts
+from asicsim.hw.mapper_shapes import (  # noqa: F401 (by_dataflow, merge_by_dataflow: the mapper's)
+    FIELDS,
+    by_dataflow,
+    distinct,
+    merge_by_dataflow,
+    narrowed,
+    signature,
+)
 from asicsim.hw.objectives import BALANCED_SLACK
-from asicsim.hw.tiles import aligned, element_shape, valid
-
-FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill", "Ma", "Na")
-
+from asicsim.hw.tiles import aligned, valid
 
 #: Candidates are evaluated in chunks of at most this many (candidate, element) pairs, keeping a
 #: running best, so memory stays bounded on large design sweeps.
@@ -68,53 +73,9 @@ class Chunk(Schedule):
     order: np.ndarray | None = None
 
 
-def _narrow(v, lead: bool):
-    """``v`` cut to one row along every element axis it is constant along (the same values
-    wherever it broadcasts; NaN never counts as constant). ``lead``: axis 0 holds candidates."""
-    v = np.asarray(v)
-    for ax in range(int(lead), v.ndim):
-        if v.shape[ax] > 1:
-            one = v.take([0], axis=ax)
-            if np.array_equal(v, np.broadcast_to(one, v.shape)):
-                v = one
-    return v
-
-
-def _narrowed(b: Schedule, nd: int) -> Schedule:
-    """Block ``b`` with each field cut to the element axes it varies along (:func:`_narrow`: a
-    selection such as ``np.where(dataflow == IS, cols, rows)`` spans both array axes though one
-    dataflow reads one)."""
-    return Schedule(*(_narrow(getattr(b, f), np.ndim(getattr(b, f)) > nd) for f in FIELDS))
-
-
-def _signature(b: Schedule, nd: int) -> tuple:
-    """The element axes a block's fields vary along (its stacked fields' union shape)."""
-    vals = [np.asarray(getattr(b, f)) for f in FIELDS]
-    own = np.broadcast_shapes(*(v.shape[1:] if v.ndim > nd else v.shape for v in vals))
-    return tuple(int(x > 1) for x in (1,) * (nd - len(own)) + own)
-
-
 #: blocks whose fields vary along axes that hold at most this share of the grid keep only each
 #: element's distinct candidates (:func:`stacked_chunks`)
 DISTINCT_SHARE = 16
-
-
-def _distinct(s: Schedule, order: np.ndarray) -> tuple:
-    """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
-    equal in every field, in order; elements with fewer keep copies of one of theirs (equal
-    fields, later in order: never chosen before it). ``order``: the candidates' search order."""
-    vals = [np.asarray(getattr(s, f)) for f in FIELDS]
-    n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
-    flat = [np.broadcast_to(v, (n, *own)).reshape(n, -1) for v in vals]
-    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
-    for v in flat:
-        same &= v[:, None] == v[None, :]
-    earlier = np.tri(n, k=-1, dtype=bool)[..., None]  # [j, i]: i before j
-    dup = (same & earlier).any(axis=1)
-    k = max(1, int((~dup).sum(axis=0).max()))
-    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
-    fields = [np.take_along_axis(v, keep, 0).reshape(k, *own) for v in flat]
-    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
 
 
 def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
@@ -130,7 +91,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     are stacked together (in order within a chunk): a chunk of candidates that depend only on
     the buffers and the GEMM is counted at that shape, not over the array axes of the grid; and
     where those axes hold at most 1 / :data:`DISTINCT_SHARE` of the grid, each of their elements
-    keeps only its distinct candidates (:func:`_distinct`: a candidate equal in every field to an
+    keeps only its distinct candidates (:func:`asicsim.hw.mapper_shapes.distinct`: a candidate equal in every field to an
     earlier one has the same counts and a later place in the order, so it is never chosen, nor
     its twin)."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
@@ -139,17 +100,17 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     total = int(at[-1])
     several = 2 * total * size > STACK_ELEMENTS
     if several:
-        blocks = [_narrowed(b, nd) for b in blocks]
-    sigs = [_signature(b, nd) for b in blocks] if several else [()] * len(blocks)
+        blocks = [narrowed(b, nd) for b in blocks]
+    sigs = [signature(b, nd) for b in blocks] if several else [()] * len(blocks)
     for sig in dict.fromkeys(sigs):
         mine = [i for i in range(len(blocks)) if sigs[i] == sig]
         first = np.concatenate([np.arange(at[j], at[j] + leads[j]) for j in mine])
         if several and DISTINCT_SHARE * int(np.prod([x for x, v in zip(shape, sig, strict=True) if v])) <= size:
-            s, order = _distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
+            s, order = distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
             step = max(1, STACK_ELEMENTS // size)
             for lo in range(0, s.family.shape[0], step):
                 part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
-                for twin, c in ((0, part), (total, _narrowed(aligned(part, hw), nd))):
+                for twin, c in ((0, part), (total, narrowed(aligned(part, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order[lo:lo + step] + twin)
             continue
         group, n, done = [], 0, 0
@@ -165,7 +126,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
                                                   np.broadcast_to(getattr(t, f), full)]) for f in FIELDS),
                                 order=np.concatenate([order, order + total]))
                     return
-                for twin, c in ((0, s), (total, _narrowed(aligned(s, hw), nd))):
+                for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
                 group, done, n = [], done + n, 0
             if i is not None:
@@ -184,39 +145,6 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
             for chunk in (stacked_chunks(blocks, hw, shape) if chunks is None else chunks))
-
-
-def by_dataflow(p: GemmProblem, hw: ArrayHardware):
-    """``[(code, hw with that one dataflow)]`` where ``hw`` sweeps several dataflows over a grid
-    of more than :data:`SPLIT_ELEMENTS` elements, else None. Searched one dataflow at a time, a
-    schedule's array-aligned twin follows one array side per tile dimension (rows or columns,
-    never both), so its fields and the counts that follow from them keep the shape of the axes
-    they depend on instead of the whole grid's. Every element is the same search on the same
-    values either way (:func:`merge_by_dataflow` takes each element from its own dataflow's)."""
-    df = np.asarray(hw.dataflow)
-    if df.size < 2 or max(1, int(np.prod(element_shape(p, hw)))) <= SPLIT_ELEMENTS:
-        return None
-    codes = np.unique(df)
-    if codes.size < 2:
-        return None
-    return [(c, dataclasses.replace(hw, dataflow=np.full((1,) * df.ndim, c, dtype=df.dtype))) for c in codes]
-
-
-#: grids of at most this many elements are searched over all their dataflows at once
-SPLIT_ELEMENTS = 1 << 12
-
-
-def merge_by_dataflow(hw: ArrayHardware, parts: list) -> GemmCounts:
-    """The counts of every element from those searched under its own dataflow (:func:`by_dataflow`)."""
-    df = np.asarray(hw.dataflow)
-    out = {}
-    for f in dataclasses.fields(GemmCounts):
-        vals = [np.asarray(getattr(c, f.name)) for _, c in parts]
-        merged = vals[0]
-        for (code, _), v in zip(parts[1:], vals[1:], strict=True):
-            merged = np.where(df == code, v, merged)
-        out[f.name] = merged
-    return GemmCounts(**out)
 
 
 #: The stacked candidates of small problems (a network on one design point), by the content of the

@@ -14,6 +14,7 @@ import pytest
 import asicsim as sim
 import asicsim.hw.mapper as mapper
 import asicsim.hw.mapper_passes as passes
+import asicsim.hw.mapper_shapes as shapes
 import asicsim.hw.pipeline as pipeline
 from asicsim.hw import cost_many, gemm_sweep
 from asicsim.hw.bounds import _operation_bounds, operation_bounds
@@ -85,7 +86,7 @@ def test_fast_path_chooses_what_the_unpruned_evaluation_chooses(monkeypatch, see
             np.array(["os", "ws", "is"])[None, None, :, None], 2.0 ** rng.integers(-4, 4, 2)[None, None, None, :])
     design = ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1")[seed]
     monkeypatch.setattr(passes, "STACK_ELEMENTS", 1 << 11)
-    monkeypatch.setattr(passes, "SPLIT_ELEMENTS", 1 << 6)  # searched one dataflow at a time
+    monkeypatch.setattr(shapes, "SPLIT_ELEMENTS", 1 << 6)  # searched one dataflow at a time
     monkeypatch.setattr(passes, "DISTINCT_SHARE", 1)  # every element keeps its distinct candidates
     monkeypatch.setattr(passes, "KEEP_PAIRS", 1 << 8 if seed == 2 else passes.KEEP_PAIRS)
     fast = _sweep(ops, design, grid, objective)
