@@ -210,7 +210,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
                 limit = passes.search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
             else:
                 kept: list = []
-                limit = passes.search(passes.keeping(measured, kept, len(cands), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+                limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
                 measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:

@@ -39,6 +39,11 @@ def measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> di
     return {k: np.where(ok, v, np.inf) for k, v in out.items()}
 
 
+def candidate_count(blocks: list, shape) -> int:
+    """The candidates in ``blocks`` (without their twins)."""
+    return sum(_lead(b, len(shape)) for b in blocks)
+
+
 def _lead(b: Schedule, nd: int) -> int:
     """The candidates in block ``b``: the leading axis of a field with one more axis than the
     elements (1 where none has)."""
@@ -229,7 +234,7 @@ def search(measured: list, shape, key) -> tuple:
 KEEP_PAIRS = 1 << 23
 
 
-def keeping(measured, kept: list, blocks: int, shape):
+def keeping(measured, kept: list, candidates: int, shape):
     """``measured`` (chunks and their measures, for ``balanced``'s first pass), recording in ``kept``
     per chunk the (flat index, latency, energy) of every pair that can meet the second pass's
     limit (None: too many kept, measure that chunk again).
@@ -239,13 +244,14 @@ def keeping(measured, kept: list, blocks: int, shape):
     below it or within the tie tolerance above it, so ``P_j <= P_(j-1) (1 + 1e-12)``; a winner not
     taken is at least ``P_(j-1)`` less the tolerance and a winner is at most ``lo_j`` plus it, so
     ``P_j <= lo_j (1 + 3e-12)``. Hence ``P_j <= R_j (1 + 3e-12)^j`` with ``R_j`` the least of
-    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= 2 blocks`` chunks
-    (each holds at least one block or the twins of at least one). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
-    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(2 blocks + 1)`` (the extra for rounding) is
+    ``lo_1 .. lo_j``, and the final ``P <= R_j (1 + 3e-12)^n`` over ``n <= 2 candidates`` chunks
+    (each holds at least one candidate or the twins of at least one; ``candidates``: their number,
+    :func:`candidate_count`). The limit is ``P (1 + BALANCED_SLACK)``; a pair of latency
+    above ``R_j (1 + BALANCED_SLACK) (1 + 4e-12)^(2 candidates + 1)`` (the extra for rounding) is
     above it, so its key in the second pass is inf, as for a pair not kept. (The step from the
     initial inf uses that a candidate of finite latency has finite energy, its tie-break: valid
     schedules have finite counts and the rates are finite.)"""
-    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (2 * blocks + 1)
+    margin = (1.0 + BALANCED_SLACK) * (1.0 + 4e-12) ** (2 * candidates + 1)
     least, total = None, 0
     for chunk, m in measured:
         lat = _full(m["latency"], chunk, shape)
