@@ -13,7 +13,8 @@ import numpy as np
 from asicsim.hw.counts import ArrayHardware, GemmCounts, GemmProblem, Schedule
 from asicsim.hw.tiles import element_shape
 
-FIELDS = ("family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill", "Ma", "Na")
+#: a schedule's fields, in order (every one is stacked, narrowed, compared and chosen)
+FIELDS = tuple(f.name for f in dataclasses.fields(Schedule))
 
 
 def _narrow(v, lead: bool):
