@@ -94,11 +94,12 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     every twin, however they are chunked: a design point of a sweep gets the schedule it gets
     priced alone. Where there are several chunks, blocks that vary along the same element axes
     are stacked together (in order within a chunk): a chunk of candidates that depend only on
-    the buffers and the GEMM is counted at that shape, not over the array axes of the grid; and
-    where those axes hold at most 1 / :data:`DISTINCT_SHARE` of the grid, each of their elements
-    keeps only its distinct candidates (:func:`asicsim.hw.mapper_shapes.distinct`: a candidate equal in every field to an
-    earlier one has the same counts and a later place in the order, so it is never chosen, nor
-    its twin)."""
+    the buffers and the GEMM is counted at that shape, not over the array axes of the grid (each
+    field cut to the axes it varies along: :func:`asicsim.hw.mapper_shapes.narrowed`); and where
+    those axes hold at most 1 / :data:`DISTINCT_SHARE` of the grid, each of their elements keeps
+    only its distinct candidates (:func:`asicsim.hw.mapper_shapes.distinct`: a candidate equal in
+    every field to an earlier one has the same counts and a later place in the order, so it is
+    never chosen, nor its twin)."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
     leads = [_lead(b, nd) for b in blocks]
     at = np.cumsum([0, *leads])
