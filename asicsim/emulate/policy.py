@@ -167,8 +167,9 @@ class Policy:
     """A whole recipe; frozen and hashable (usable as a static argument under ``jax.jit``).
     Checked at construction, as a recipe file is: roles from :data:`ROLES` with ``weight``,
     ``act`` and ``acc`` present, the MAC order or spec, calibration batches, method, percentile,
-    granularity and bins, the delayed roles' shared history settings (a :class:`RecipeError`
-    lists every problem)."""
+    granularity and bins, the delayed roles' shared history settings, the tensor cores' GPU and
+    the operand roles they read (:mod:`.tensor_core_checks`; a :class:`RecipeError` lists every
+    problem)."""
 
     name: str
     roles: tuple[tuple[str, RoleSpec], ...]

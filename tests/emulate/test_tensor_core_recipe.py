@@ -208,3 +208,22 @@ def test_bad_tensor_core_fields_are_refused_clearly(table, fragment):
     with pytest.raises(RecipeError) as err:
         policy_from_table(table)
     assert fragment in str(err.value)
+
+
+@pytest.mark.slow  # six compiled V100 GEMMs: ~8 s
+def test_unscaled_roles_match_the_mac_spec_path():
+    """fp16 roles (no scales: the codes are the values) on tensor_core = "v100" give the bits of
+    tensorcore_fp16, which runs the same preset through ``[mac] spec = "v100"`` on the rounded
+    values: forward, dX and dW (a batched GEMM, so the transposes carry batch axes too)."""
+    base = load_recipe("tensorcore_fp16")
+    tc = dataclasses.replace(base, mac="", tensor_core="v100")
+    w = jax.random.normal(jax.random.key(6), (3, 20, 5))
+    x = jax.random.normal(jax.random.key(7), (3, 4, 20))
+    g = jax.random.normal(jax.random.key(8), (3, 4, 5))
+
+    def run(pol):
+        f = emulate(lambda w, x: jnp.einsum("bmk,bkn->bmn", x, w), pol)
+        return jax.jit(lambda w, x, g: (f(w, x), jax.vjp(f, w, x)[1](g)))(w, x, g)
+
+    for got, want in zip(jax.tree_util.tree_leaves(run(tc)), jax.tree_util.tree_leaves(run(base)), strict=True):
+        assert np.array_equal(_bits(got), _bits(want))
