@@ -39,6 +39,7 @@ import jax.numpy as jnp
 
 from asicsim.emulate.policy import RoleSpec
 from asicsim.emulate.role_rounding import _estimate, _sr_words, delayed_codes
+from asicsim.emulate.tensor_core_checks import _operand_problem
 from asicsim.numerics import get_format, quantize
 from asicsim.numerics.fp32_exact import fp32_mul
 from asicsim.numerics.fp32_scale import static_codes
@@ -52,6 +53,9 @@ def role_codes(x, spec: RoleSpec, *, amax=None, words=None):
     docstring): float32 codes on the role's format and a float32 scalar, whose product (rounded to
     float32) is what :func:`~asicsim.emulate.role_rounding.round_role` returns; ``amax`` and
     ``words`` as ``round_role`` takes them."""
+    problem = _operand_problem(spec)
+    if problem is not None:  # a role the recipe's checks did not see (they check the GEMMs' roles)
+        raise ValueError(f"tensor_core: a GEMM operand rounded by {spec!r} needs {problem}")
     xf = jnp.asarray(x, jnp.float32)
     words = _sr_words(spec, None, words)
     sat = True if spec.saturate is None else spec.saturate

@@ -5,6 +5,7 @@ the float32 result, as cuBLASLt/CUTLASS do (asicsim/emulate/tensor_core_gemm.py)
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 
 import jax
@@ -201,6 +202,13 @@ BAD = [
     (_table(tensor_core={"wgrad": "h100"}, roles={"grad_dw": "fp16"}), "the dW GEMM under roles reads act_dw"),
     (_table(tensor_core="h100", mac={"order": "sequential"}), "absent with tensor_core"),
 ]
+
+
+def test_an_operand_role_the_checks_did_not_see_is_refused():
+    with pytest.raises(ValueError, match="needs a tensor-core input format"):
+        role_codes(jnp.ones(3), RoleSpec("fp32"))
+    with pytest.raises(ValueError, match=re.escape("scaling none | tensor | delayed | static")):
+        role_codes(jnp.ones(3), RoleSpec("fp8_e4m3", scaling="block", block_size=2))
 
 
 @pytest.mark.parametrize("table, fragment", BAD, ids=[b[1][:40] for b in BAD])
