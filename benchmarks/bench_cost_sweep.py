@@ -16,7 +16,8 @@
    al. 2016, Table 1, 224x224, batch 1; stride on the 3x3 convolutions) and one GPT-2 small block
    (d_model 768, 12 heads, 1024 tokens: QKV, scores and values per head, projection, MLP 4x) on
    ``--network-design`` (default ``edge_int8_32x32``), CPU ms per network, beside a numpy anchor
-   timed alternately in the same run (5 products of 256x256 float64 matrices).
+   timed alternately in the same run (5 products of 256x256 float64 matrices), and per design point
+   of a :func:`asicsim.hw.gemm_sweep` of the network over 384 design points of that design.
 
 Both run for the mapping ``--objective`` (default: the default objective, ``balanced``) and, in the
 same run, for an ``--anchor`` objective (default ``energy``, the default before issue 30), so the
@@ -166,8 +167,14 @@ def bench_networks(design: str, repeat: int, objective: str) -> None:
     print(f"objective {objective}; cost_many per network on {design}, CPU ms (mean of {repeat}, after one warm-up), "
           "beside a numpy anchor timed alternately; 'cold': the mapper's candidate cache and the bounds' cache "
           "cleared before each call (a design point priced for the first time), 'warm': the same network again")
+    side = np.arange(8, 65, 8)
+    grid = dict(rows=side[:, None, None, None], cols=side[None, :, None, None], dataflow=np.arange(3)[None, None, :, None],
+                buffer_scale=np.array([0.5, 1.0])[None, None, None, :])
+    points = side.size ** 2 * 3 * 2
+    print(f"'grid': gemm_sweep of the network over {points} design points of {design} (rows, cols 8..64 step 8 x "
+          "os/ws/is x buffer_scale 0.5, 1; caches cleared), CPU ms per design point, once per repeat")
     print(f"{'network':12s} {'GEMMs':>5s} {'cold CPU ms':>11s} {'warm CPU ms':>11s} {'anchor CPU ms':>13s} "
-          f"{'cold / anchor':>13s}")
+          f"{'cold / anchor':>13s} {'grid CPU ms/point':>17s}")
     for name, ops in nets.items():
         run = functools.partial(cost_many, ops, design, objective=objective)
         run()
@@ -179,8 +186,14 @@ def bench_networks(design: str, repeat: int, objective: str) -> None:
             run()
             cold += time.process_time() - c0
             anchor += _mean_s(_numpy_anchor, 1)[0]
+        swept = 0.0
+        for _ in range(repeat):
+            _clear_caches()
+            c0 = time.process_time()
+            gemm_sweep(ops, design, objective=objective, **grid)
+            swept += time.process_time() - c0
         print(f"{name:12s} {len(ops):5d} {cold / repeat * 1e3:11.2f} {warm / repeat * 1e3:11.2f} "
-              f"{anchor / repeat * 1e3:13.2f} {cold / anchor:13.2f}")
+              f"{anchor / repeat * 1e3:13.2f} {cold / anchor:13.2f} {swept / repeat / points * 1e3:17.3f}")
 
 
 def _clear_caches() -> None:

@@ -21,9 +21,8 @@ import numpy as np
 from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
-from asicsim.numerics import fast32
+from asicsim.numerics import fast32, tensor_core
 from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.tc_presets import tensor_core
 
 CASES = [  # (gpu, input format, output format)
     ("v100", "fp16", "fp32"),

@@ -39,12 +39,14 @@ _BACKWARD_WORDS = 0x5EED_B0  # stream offset of a user's backward GEMMs
 
 @functools.lru_cache(maxsize=64)
 def backward_policy(pol: Policy, out_role: str) -> Policy:
-    """``pol`` with role ``out`` replaced by ``out_role``'s spec (a gradient GEMM's result)."""
+    """``pol`` with role ``out`` replaced by ``out_role``'s spec (a gradient GEMM's result), and
+    run on the tensor cores ``out_role``'s GEMM runs on (``tensor_core``)."""
     spec = pol.role(out_role)
     roles = [(r, s) for r, s in pol.roles if r != "out"]
     if spec is not None:
         roles.append(("out", spec))
-    return dataclasses.replace(pol, roles=tuple(roles))
+    gpu = pol.tensor_core_gpu(out_role)
+    return dataclasses.replace(pol, roles=tuple(roles), tensor_core=(("out", gpu),) if gpu else "")
 
 
 def _name(eqn) -> str:

@@ -17,7 +17,9 @@ role equals the forward one the gradient GEMM reads the forward-rounded operand 
 residual) with its own role, as microxcaling re-quantizes the stashed input for each gradient
 GEMM. Delayed and static scaling scale a tensor by its one amax row (lhs, rhs, grad) whichever
 role rounds it: the amax is the tensor's, the format's max comes from the role (Transformer
-Engine's ``scale = fp8_max / amax`` per format).
+Engine's ``scale = fp8_max / amax`` per format). Under a recipe's ``tensor_core`` a GEMM runs
+that GPU's tensor-core MAC on its operands' codes and applies their scales to the result
+(:mod:`.tensor_core_gemm`).
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
-from jax.extend import core as jcore
 
-from asicsim._jax_compat import bind_args
+from asicsim.emulate.contract import contract as _contract
+from asicsim.emulate.contract import contract_grad as _contract_grad
+from asicsim.emulate.contract import mac_dot_general as _mac_dot_general
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_role
-from asicsim.emulate.tensor_cores import fast_dot, narrow_dtype
+from asicsim.emulate.tensor_core_checks import TC_GEMMS, gemm_mac
+from asicsim.emulate.tensor_core_gemm import apply_scales, role_codes
 from asicsim.numerics.fusion import computed_once
 from asicsim.numerics.random import derive
 
@@ -88,11 +90,16 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
-    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
-                                        axis=tuple(dn[0][0]))
-    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
-                                        axis=tuple(dn[0][1]))
-    y = _contract(qa, qb, dn, policy, (policy.role(roles[0]), policy.role(roles[1])))
+    specs = (policy.role(roles[0]), policy.role(roles[1]))
+    gpu = policy.tensor_core_gpu("out")
+    if gpu is not None:  # the GPU's MAC on the operands' codes, their scales applied after
+        (ca, sa), (cb, sb) = role_codes(a, specs[0], amax=ma, words=ka), role_codes(b, specs[1], amax=mb, words=kb)
+        mac = gemm_mac(gpu, specs[0].format, specs[1].format, policy.role("acc").format)
+        y = apply_scales(_mac_dot_general(ca, cb, dn, mac), sa, sb)
+    else:
+        qa = a if ongrid[0] else round_role(a, specs[0], words=ka, amax=ma, axis=tuple(dn[0][0]))
+        qb = b if ongrid[1] else round_role(b, specs[1], words=kb, amax=mb, axis=tuple(dn[0][1]))
+        y = _contract(qa, qb, dn, policy, specs)
     out = policy.role("out")
     y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
     if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
@@ -102,8 +109,11 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     # contraction axis, and one with a backward role of its own is rounded by that: keep it
     # unrounded for that.
     bwd = _operand_bwd_specs(policy, roles)
-    keep = tuple(x if _blocked(policy.role(r)) or s != policy.role(r) else q
-                 for x, q, r, s in zip((a, b), (qa, qb), roles, bwd, strict=True))
+    if _tensor_cores(policy):  # unrounded: a gradient GEMM takes codes or rounds them again alike
+        keep = (a, b)
+    else:
+        keep = tuple(x if _blocked(policy.role(r)) or s != policy.role(r) else q
+                     for x, q, r, s in zip((a, b), (qa, qb), roles, bwd, strict=True))
     return y.astype(out_dtype), (*keep, seen, est, words)
 
 
@@ -114,19 +124,63 @@ def _dot_bwd(cfg, policy, res, g):
     ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
     g32 = g.astype(jnp.float32)
     (rga, _), (rgb, _) = _bwd_roles(roles)
-    ga, gb = _round_cotangent(g32, policy.role(rga), policy.role(rgb), dn, xa.ndim, kg,
-                              None if est is None else est[2])
+    ma, mb, mg = (None, None, None) if est is None else (est[0], est[1], est[2])
     ba, bb = _operand_bwd_specs(policy, roles)
-    xa = _operand_for_grad(xa, policy.role(roles[0]), ba, _again(ka), None if est is None else est[0], dn, 0)
-    xb = _operand_for_grad(xb, policy.role(roles[1]), bb, _again(kb), None if est is None else est[1], dn, 1)
-    xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
-    da = _contract_grad(xa32, xb32, ga, dn, policy, 0, (policy.role(rga), bb))
-    db = _contract_grad(xa32, xb32, gb, dn, policy, 1, (ba, policy.role(rgb)))
+    gpus = [policy.tensor_core_gpu(_grad_role(r)) for r in roles]
+    if any(gpus):
+        da, db = _tc_grads(xa, xb, g32, dn, policy, roles, gpus, (ka, kb, kg), (ma, mb, mg))
+    else:
+        ga, gb = _round_cotangent(g32, policy.role(rga), policy.role(rgb), dn, xa.ndim, kg, mg)
+        xa = _operand_for_grad(xa, policy.role(roles[0]), ba, _again(ka), ma, dn, 0)
+        xb = _operand_for_grad(xb, policy.role(roles[1]), bb, _again(kb), mb, dn, 1)
+        xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
+        da = _contract_grad(xa32, xb32, ga, dn, policy, 0, (policy.role(rga), bb))
+        db = _contract_grad(xa32, xb32, gb, dn, policy, 1, (ba, policy.role(rgb)))
     ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
     da = _materialize(round_role(_accumulate(da, policy, words=_again(kda)), ra, words=kda), ra)
     db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
+
+
+def _tensor_cores(policy: Policy) -> bool:
+    return any(policy.tensor_core_gpu(g) for g in TC_GEMMS)
+
+
+def _tc_grads(xa, xb, g32, dn, policy: Policy, roles, gpus, words, amax):
+    """(dA, dB) where a gradient GEMM runs on ``gpus``' tensor cores (None: as without them),
+    from the unrounded operands ``xa``, ``xb``: a tensor-core GEMM reads the codes of the
+    cotangent and of the other operand, each rounded as the other path rounds it (the forward's
+    words and amax where the backward role is the forward one), its result times their scales."""
+    (rga, _), (rgb, _) = _bwd_roles(roles)
+    fwd, bwd = (policy.role(roles[0]), policy.role(roles[1])), _operand_bwd_specs(policy, roles)
+    sg = (policy.role(rga), policy.role(rgb))
+    gwords = (words[2], words[2]) if sg[0] == sg[1] and not _blocked(sg[0]) else (words[2], _again(words[2]))
+    xs, outs = (xa, xb), []
+    for wrt, gpu in enumerate(gpus):
+        side = 1 - wrt  # the other operand: read by this gradient GEMM with role spec bwd[side]
+        x, f, b, k, m = xs[side], fwd[side], bwd[side], words[side], amax[side]
+        if gpu is None:  # as without tensor cores
+            if b == f and not _blocked(f):  # the forward's rounding, again
+                q = round_role(x, f, words=k, amax=m, axis=tuple(dn[0][side]))
+            else:
+                q = _operand_for_grad(x, f, b, _again(k), m, dn, side)
+            gq = _round_cotangent(g32, sg[0], sg[1], dn, xa.ndim, words[2], amax[2])[wrt]
+            ops = [v.astype(jnp.float32) for v in xs]
+            ops[side] = q.astype(jnp.float32)
+            outs.append(_contract_grad(*ops, gq, dn, policy, wrt, (sg[0], b) if wrt == 0 else (b, sg[1])))
+            continue
+        cg, s_g = role_codes(g32, sg[wrt], amax=amax[2], words=gwords[wrt])
+        co, s_o = role_codes(x, b, amax=m, words=k if b == f else _again(k))
+        fmts = {2: sg[wrt].format, side: b.format}
+
+        def macs(lhs, rhs, fmts=fmts, gpu=gpu):
+            return gemm_mac(gpu, fmts[lhs], fmts[rhs], policy.role("acc").format)
+
+        ops = [jnp.zeros(v.shape, jnp.float32) for v in xs]  # dA reads g and B only (dB: A and g)
+        ops[side] = co
+        outs.append(apply_scales(_contract_grad(*ops, cg, dn, policy, wrt, macs=macs), s_g, s_o))
+    return outs[0], outs[1]
 
 
 def _round_cotangent(g32, sa: RoleSpec | None, sb: RoleSpec | None, dn, a_ndim: int, kg, amax):
@@ -185,81 +239,3 @@ def _accumulate(y: jax.Array, policy: Policy, words=None) -> jax.Array:
     if policy.mac_spec() is not None:
         return y
     return round_role(y, policy.role("acc"), words=words)
-
-
-def _contract(a, b, dn, policy: Policy, specs=(None, None)):
-    """The GEMM itself on operands rounded by ``specs``, accumulated in float32 (on narrow inputs
-    where that is exact: :mod:`.tensor_cores`) or by a MAC order."""
-    a, b = a.astype(jnp.float32), b.astype(jnp.float32)
-    mac = policy.mac_spec()
-    if mac is not None:
-        return _mac_dot_general(a, b, dn, mac)
-    return fast_dot(a, b, dn, specs)
-
-
-def _contract_grad(a, b, g, dn, policy: Policy, wrt: int, specs=(None, None)):
-    """The gradient of the contraction with respect to operand ``wrt`` (0: dA, 1: dB) at
-    cotangent ``g``: a gradient GEMM on the two operands rounded by ``specs``, accumulated as the
-    forward one is (a bit-exact MAC order, or narrow inputs, run on the transposed product JAX's
-    own rule forms: JAX's transpose of a narrow-input GEMM would round dA to the input dtype)."""
-    def grad(x, w, ct, contract):
-        if wrt == 0:
-            return jax.vjp(lambda v: contract(v, w), x)[1](ct)[0]
-        return jax.vjp(lambda v: contract(x, v), w)[1](ct)[0]
-
-    mac = policy.mac_spec()
-    if mac is None and narrow_dtype(specs) is None:
-        return grad(a, b, g, lambda x, w: _contract(x, w, dn, policy))
-    if mac is None:
-        def dot(x, y, d):
-            return fast_dot(x, y, d, specs)
-    else:
-        def dot(x, y, d):
-            return _mac_dot_general(x, y, d, mac)
-
-    def fast(x, w, ct):
-        return grad(x, w, ct, lambda x_, w_: lax.dot_general(x_, w_, dn, preferred_element_type=jnp.float32))
-
-    closed = jax.make_jaxpr(fast)(a, b, g)
-    env: dict = {}
-
-    def read(v):
-        return v.val if isinstance(v, jcore.Literal) else env[v]
-
-    for v, c in zip(closed.jaxpr.constvars, closed.consts, strict=True):
-        env[v] = c
-    for v, x in zip(closed.jaxpr.invars, (a, b, g), strict=True):
-        env[v] = x
-    used = {v for e in closed.jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
-    used |= {v for v in closed.jaxpr.outvars if not isinstance(v, jcore.Literal)}
-    for eqn in closed.jaxpr.eqns:
-        if not any(v in used for v in eqn.outvars):
-            continue  # the forward product jax.vjp traces too: not needed, and costly by a MAC order
-        invals = [read(v) for v in eqn.invars]
-        if eqn.primitive.name == "dot_general":
-            outs = [dot(invals[0].astype(jnp.float32), invals[1].astype(jnp.float32),
-                        eqn.params["dimension_numbers"])]
-        else:
-            subfuns, params = bind_args(eqn.primitive, eqn.params)
-            out = eqn.primitive.bind(*subfuns, *invals, **params)
-            outs = out if eqn.primitive.multiple_results else [out]
-        for v, o in zip(eqn.outvars, outs, strict=True):
-            env[v] = o
-    return read(closed.jaxpr.outvars[0])
-
-
-def _mac_dot_general(a, b, dn, mac):
-    """``dot_general`` by a bit-exact MAC order: operands transposed and reshaped to batched
-    (B, M, K) x (B, K, N) products for :func:`asicsim.numerics.matmul`, the result laid out as
-    ``dot_general`` lays it out (batch, lhs free, rhs free)."""
-    from asicsim.numerics import matmul
-
-    (lc, rc), (lb, rb) = dn
-    lf = [i for i in range(a.ndim) if i not in lc and i not in lb]
-    rf = [i for i in range(b.ndim) if i not in rc and i not in rb]
-    size = lambda x, dims: int(np.prod([x.shape[i] for i in dims], dtype=np.int64))  # noqa: E731
-    at = jnp.transpose(a, (*lb, *lf, *lc)).reshape(size(a, lb), size(a, lf), size(a, lc))
-    bt = jnp.transpose(b, (*rb, *rc, *rf)).reshape(size(b, rb), size(b, rc), size(b, rf))
-    out = matmul(at, bt, mac)
-    shape = (*[a.shape[i] for i in lb], *[a.shape[i] for i in lf], *[b.shape[i] for i in rf])
-    return out.astype(jnp.float32).reshape(shape)

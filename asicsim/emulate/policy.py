@@ -167,8 +167,9 @@ class Policy:
     """A whole recipe; frozen and hashable (usable as a static argument under ``jax.jit``).
     Checked at construction, as a recipe file is: roles from :data:`ROLES` with ``weight``,
     ``act`` and ``acc`` present, the MAC order or spec, calibration batches, method, percentile,
-    granularity and bins, the delayed roles' shared history settings (a :class:`RecipeError`
-    lists every problem)."""
+    granularity and bins, the delayed roles' shared history settings, the tensor cores' GPU and
+    the operand roles they read (:mod:`.tensor_core_checks`; a :class:`RecipeError` lists every
+    problem)."""
 
     name: str
     roles: tuple[tuple[str, RoleSpec], ...]
@@ -199,12 +200,16 @@ class Policy:
     # static scaling: ((row, operand 0 | 1), ...) calibration did not observe (never executed on its
     # batches, or only zeros): no static scale, scaled by their current amax (asicsim.emulate.ptq)
     uncalibrated: tuple = field(default=(), repr=False)
+    # the GPU whose tensor cores run the GEMMs ("h100"), or per GEMM ((role it writes: out,
+    # grad_out, wgrad), GPU) pairs; "": none (asicsim.emulate.tensor_core_gemm)
+    tensor_core: str | tuple = ""
 
     def __post_init__(self) -> None:
         from asicsim.emulate.policy_checks import (  # they check these classes
             normal_rule,
             policy_problems,
         )
+        from asicsim.emulate.tensor_core_checks import normal_tensor_core
 
         fixed = {k: tuple(v.items()) if isinstance(v, dict) else tuple(v)
                  for k, v in (("roles", self.roles), ("first_last", self.first_last))
@@ -213,6 +218,7 @@ class Policy:
             fixed["layers"] = tuple(normal_rule(r) for r in self.layers)
         if isinstance(self.opaque, list):
             fixed["opaque"] = tuple(self.opaque)
+        fixed["tensor_core"] = normal_tensor_core(self.tensor_core)
         _settle(self, fixed, [], "")
         _settle(self, {}, policy_problems(self) + opaque_problems(self.opaque), f"recipe {self.name!r}")
 
@@ -270,6 +276,13 @@ class Policy:
             return None
         acc = self.role("acc")
         return MacSpec(a_fmt="fp32", acc=acc.format if acc else "fp32", order=self.mac_order)
+
+    def tensor_core_gpu(self, gemm: str) -> str | None:
+        """The GPU whose tensor cores run the GEMM that writes role ``gemm`` (``out``: forward,
+        ``grad_out``: dX, ``wgrad``: dW), or None (:mod:`asicsim.emulate.tensor_core_gemm`)."""
+        from asicsim.emulate.tensor_core_checks import gpu_for
+
+        return gpu_for(self.tensor_core, gemm)
 
     def role(self, name: str) -> RoleSpec | None:
         roles = dict(self.roles)

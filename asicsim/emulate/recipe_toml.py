@@ -63,6 +63,9 @@ def recipe_table(policy: Policy) -> dict:
            if _plain(getattr(policy, f)) != _plain(pol[f])}
     if cal:
         t["calibration"] = cal
+    if policy.tensor_core:
+        tc = policy.tensor_core
+        t["tensor_core"] = tc if isinstance(tc, str) else dict(tc)
     if policy.layers:
         t["layers"] = [{"match": m, "roles": {r: _role(s) for r, s in roles}} for m, roles in policy.layers]
     return t
@@ -86,8 +89,10 @@ def recipe_toml(policy: Policy) -> str:
     """The recipe file's text: top-level keys, then ``[roles]``, ``[first_last]``,
     ``[loss_scaling]``, ``[mac]``, ``[calibration]`` and ``[[layers]]``."""
     t = recipe_table(policy)
-    lines = [f"{k} = {_value(t[k])}" for k in ("name", "description", "source") if k in t]
-    for table in ("roles", "first_last", "loss_scaling", "mac", "calibration"):
+    tops = ("name", "description", "source") + (("tensor_core",) if isinstance(t.get("tensor_core"), str) else ())
+    lines = [f"{k} = {_value(t[k])}" for k in tops if k in t]
+    tables = ("roles", "first_last", "loss_scaling", "mac", "calibration", "tensor_core")
+    for table in (k for k in tables if k not in tops):
         if table in t:
             lines += ["", f"[{table}]", *(f"{k} = {_value(v)}" for k, v in t[table].items())]
     for rule in t.get("layers", []):

@@ -40,6 +40,10 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
                     path, ``"*/attn/*"``) and ``roles`` (a table like ``[roles]``, overriding the
                     recipe's for GEMMs whose weight matches); ``[first_last]`` applies on top
                     (:mod:`asicsim.emulate.layer_rules`)
+``tensor_core``     the GPU whose tensor cores run every GEMM (``"h100"``), or a table of the GEMMs
+                    by the role each writes (``out``, ``grad_out``, ``wgrad``) = GPU: the GEMMs
+                    compute on the operands' codes with that GPU's MAC and apply the scales after
+                    (:mod:`asicsim.emulate.tensor_core_gemm`)
 ``opaque``          primitives to run unemulated, with a warning, where the emulation cannot see
                     their work (``["pallas_call"]``; absent: such a primitive is an error naming
                     it, :mod:`asicsim.emulate.opaque`)
@@ -136,7 +140,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
     """Build a policy from a parsed recipe table; every problem in one :class:`RecipeError`."""
     out: list = []
     top = {"name", "description", "source", "roles", "loss_scaling", "mac", "first_last", "calibration", "layers",
-           "opaque"}
+           "opaque", "tensor_core"}
     for k in sorted(set(table) - top):
         out.append((k, table[k], f"no such field; fields are {sorted(top)}"))
     roles_t = table.get("roles", {})
@@ -164,6 +168,7 @@ def policy_from_table(table: dict, source: str = "<table>") -> Policy:
                   loss_scaling=ls or LossScaling(), mac_order=subtables["mac"].get("order", "fast"),
                   mac=subtables["mac"].get("spec", ""), description=table.get("description", ""),
                   source=table.get("source", ""), opaque=table.get("opaque", ()),
+                  tensor_core=table.get("tensor_core", ""),
                   **{f: subtables["calibration"][k] for k, f in _CALIBRATION_KEYS.items() if k in subtables["calibration"]})
     try:
         policy = Policy(**fields)

@@ -57,7 +57,7 @@ def record_elementwise(eqn, count: int, policy) -> None:
         _ACTIVE[-1].append({**e, "N": 1, "batch": 1, "lhs_role": "act", "rhs_role": "", "lhs_shape": (),
                             "rhs_shape": (), "format_lhs": lhs, "format_rhs": "",
                             "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name,
-                            "format_lhs_bwd": blhs, "format_out_bwd": bout})
+                            "format_lhs_bwd": blhs, "format_out_bwd": bout, "tensor_core": ""})
 
 
 def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=None) -> None:
@@ -76,7 +76,17 @@ def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=Non
                         "rhs_shape": shapes[1], "format_lhs": lhs, "format_rhs": rhs,
                         "format_acc": acc, "format_out": out, "recipe": policy.name,
                         "grad_formats": {} if formats else gradient_formats(policy, roles),
-                        "backward": formats is None})
+                        "backward": formats is None, **tensor_core_columns(policy, formats is None)})
+
+
+def tensor_core_columns(policy, emulated: bool = True) -> dict:
+    """The GPU whose tensor cores run a GEMM (``tensor_core``, "" for none) and its gradient
+    GEMMs (``grad-input`` writes ``grad_out``, ``grad-weight`` writes ``wgrad``)."""
+    def gpu(role):
+        return (policy.tensor_core_gpu(role) or "") if emulated else ""
+
+    return {"tensor_core": gpu("out"), "grad_tensor_core": {"grad-input": gpu("grad_out"),
+                                                            "grad-weight": gpu("wgrad")}}
 
 
 def dtype_formats(eqn) -> tuple[str, str, str, str]:
@@ -144,12 +154,13 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
         if training and e["backward"]:  # an integer GEMM has no gradient
             # dX = dY (M x N) times W^T (N x K); dW = X^T (K x M) times dY (M x N)
             rows.append({**e, "role": "grad-input", "M": e["M"], "N": e["K"], "K": e["N"],
-                         **_grad_formats(e, "grad-input")})
+                         **_grad_formats(e, "grad-input"), "tensor_core": e["grad_tensor_core"]["grad-input"]})
             if "weight" in (e["lhs_role"], e["rhs_role"]):
                 rows.append({**e, "role": "grad-weight", "M": e["K"], "N": e["N"], "K": e["M"],
-                             **_grad_formats(e, "grad-weight")})
+                             **_grad_formats(e, "grad-weight"),
+                             "tensor_core": e["grad_tensor_core"]["grad-weight"]})
     cols = ["role", "kind", "M", "N", "K", "batch", "count", "lhs_role", "rhs_role", "format_lhs",
-            "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe"]
+            "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe", "tensor_core"]
     df = pd.DataFrame(rows, columns=cols)
     df["macs"] = df.M * df.N * df.K * df.batch * df["count"]
     ew = [e for e in entries if e["kind"] == "elementwise"]

@@ -194,6 +194,9 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     :data:`~asicsim.hw.objectives.BALANCED_SLACK` of the fastest one's cycles: never slower than
     ``latency``'s choice by more than the slack, never more energy."""
     check_objective(objective)
+    split = passes.by_dataflow(p, hw)
+    if split is not None:  # a sweep over dataflows: each searched on its own (module docstring)
+        return passes.merge_by_dataflow(hw, [(v, best_counts(p, h, objective, score_energy)) for v, h in split])
     shape = element_shape(p, hw)
     with np.errstate(divide="ignore", invalid="ignore"):
         cands, chunks = passes.searched(p, hw, shape, candidates)
@@ -207,7 +210,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
                 limit = passes.search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
             else:
                 kept: list = []
-                limit = passes.search(passes.keeping(measured, kept, len(cands)), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+                limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
                 measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:

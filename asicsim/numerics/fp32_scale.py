@@ -80,16 +80,36 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
     ``finite``: where a group's amax is finite (elsewhere values and scales are NaN)."""
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     if symmetric:
-        amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
-        scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
-        y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
-        y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
-        q = jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32)
+        q, scale = _codes(groups, amax, element, rnd, saturate, rand)
         values = fp32_product(q, scale, products_are_normal(amax, element))
     else:
         values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
     values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
+
+
+def _codes(groups, amax, element, rnd: Rounding, saturate: bool, rand):
+    """(codes, scale) of symmetric fp32 scaling: ``s = amax / max`` (1 where amax is 0), the
+    codes ``q`` = ``x / s`` rounded onto the element (``q * s`` is the value)."""
+    amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
+    scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
+    y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
+    y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
+    return jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32), scale
+
+
+def static_codes(x, amax, element, rnd: Rounding, saturate: bool, words=None):
+    """(codes, scale) of symmetric fp32 scaling of float32 ``x`` by one float32 ``amax`` (a
+    scalar; its magnitude taken) onto a scalar ``element`` format: the codes :func:`quantize_static`
+    (and ``quantize(..., scaling="tensor")`` with the tensor's own amax) multiplies by the scale,
+    as a GEMM on the codes reads them (a tensor core computes on the fp8 codes; the library
+    applies the scales to its result). NaN codes and scale where the amax is not finite."""
+    x = jnp.asarray(x, jnp.float32)
+    mag = jax.lax.bitcast_convert_type(jnp.asarray(amax, jnp.float32), jnp.uint32) & _MAG
+    rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
+    q, scale = _codes(x, mag, element, rnd, saturate, rand)
+    finite = mag < np.uint32(F32.inf)
+    return jnp.where(finite, q, np.float32(np.nan)), jnp.where(finite, scale, np.float32(np.nan))
 
 
 def quantize_static(x, amax, fmt, rounding="rne", *, saturate: bool | None = None, words=None) -> jax.Array:

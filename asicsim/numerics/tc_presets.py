@@ -97,21 +97,36 @@ def supported() -> list[str]:
     return [f"{g}/{a}/{o}" for g, a, o in PRESETS]
 
 
+#: fp8 operands of the two fp8 formats in one GEMM (E4M3 x E5M2: the backward GEMMs of fp8
+#: "hybrid" training, Micikevicius et al. 2022): Hopper's and Ada's MMA take the pair
+#: (PTX ISA, ``mma``/``wgmma`` ``.e4m3``/``.e5m2`` operand types). The published models have the
+#: same parameters for both formats (``models/<GPU>TC.m``: one fp8 branch); the mixed pair runs
+#: them with each operand on its own format. Not measured: the published vectors are same-format.
+MIXED_FP8 = ("float8_e4m3fn", "float8_e5m2")
+
+
+def gpus() -> list[str]:
+    """The GPUs with presets."""
+    return sorted({g for g, _, _ in PRESETS})
+
+
 def preset_text(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = None) -> str:
     """The :class:`~asicsim.numerics.mac.MacSpec` text of ``gpu``'s tensor cores for ``a_fmt``
-    (and ``b_fmt``) inputs and ``out`` results (:func:`asicsim.numerics.tensor_core` parses it)."""
+    (and ``b_fmt``) inputs and ``out`` results (:func:`asicsim.numerics.tensor_core` parses it);
+    ``b_fmt`` is ``a_fmt``, or the other fp8 format (:data:`MIXED_FP8`)."""
     try:
         key = (str(gpu).strip().lower(), _fmt(a_fmt), _fmt(out))
-        if b_fmt is not None and _fmt(b_fmt) != key[1]:
+        b = key[1] if b_fmt is None else _fmt(b_fmt)
+        if b != key[1] and not {b, key[1]} <= set(MIXED_FP8):
             raise KeyError(b_fmt)
     except Exception:  # an unknown format name is an unsupported combination too
         key = None
-    if key not in PRESETS:
+    if key not in PRESETS or (b != key[1] and (key[0], b, key[2]) not in PRESETS):
         raise ValueError(
             f"tensor_core(gpu={gpu!r}, a={a_fmt!r}, b={b_fmt!r}, out={out!r}): no published model; "
-            f"supported (gpu/a/out, b = a): {', '.join(supported())}"
+            f"supported (gpu/a/out, b = a): {', '.join(supported())}; with an fp8 a, b may be the other fp8 format"
         )
-    return PRESETS[key][0]
+    return PRESETS[key][0] + ("" if b == key[1] else f",b={b}")
 
 
 def source(gpu: str, a_fmt: str, out: str = "fp32") -> str:

@@ -9,7 +9,8 @@ lpf_limit=6, nb_spatial_mappings_generated=3, loma, uneven) with one stage added
 that times each layer's search (spatial + temporal mapping generation and the cost model), so the CSV
 holds the wall time and the CPU time (``time.process_time``, less sensitive to a shared machine)
 ZigZag spends per layer. Inputs are the package's own ``inputs/hardware/tpu_like.yaml``,
-``inputs/mapping/tpu_like.yaml`` and ``inputs/workload/resnet18.onnx``.
+``inputs/mapping/tpu_like.yaml`` and ``inputs/workload/resnet18.onnx`` (``--workload alexnet``: its
+``alexnet.onnx``, the held-back network of issue 31 item 5).
 """
 
 import argparse
@@ -44,7 +45,7 @@ except Exception:  # pragma: no cover - metadata missing only in odd installs
 PKG = os.path.dirname(zigzag.__file__)
 HARDWARE = os.path.join(PKG, "inputs", "hardware", "tpu_like.yaml")
 MAPPING = os.path.join(PKG, "inputs", "mapping", "tpu_like.yaml")
-WORKLOAD = os.path.join(PKG, "inputs", "workload", "resnet18.onnx")
+WORKLOADS = ("resnet18", "alexnet", "mobilenetv2")  # the .onnx files the package ships in inputs/workload/
 DIMS = ("B", "K", "C", "OY", "OX", "FY", "FX", "G")
 DIRS = ("rd_out_to_low", "wr_in_by_low", "rd_out_to_high", "wr_in_by_high")
 
@@ -117,6 +118,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True, help="CSV to write")
     ap.add_argument("--opt", default="energy", choices=("energy", "latency"))
     ap.add_argument("--lpf-limit", type=int, default=6, help="LOMA lpf_limit (api default 6)")
+    ap.add_argument("--workload", default="resnet18", choices=WORKLOADS, help="the package's own inputs/workload/<name>.onnx")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     reduce_stage = MinimalEnergyStage if args.opt == "energy" else MinimalLatencyStage
@@ -136,7 +138,7 @@ def main(argv=None):
         main_stage = MainStage(
             list_of_callables=stages,
             accelerator=HARDWARE,
-            workload=WORKLOAD,
+            workload=os.path.join(PKG, "inputs", "workload", f"{args.workload}.onnx"),
             mapping=MAPPING,
             dump_folder=dump,
             pickle_filename=os.path.join(dump, "cmes.pickle"),
@@ -155,7 +157,7 @@ def main(argv=None):
     with open(args.out, "w", newline="") as f:
         f.write(f"# zigzag-dse {ZIGZAG_VERSION}, LOMA, opt={args.opt}, lpf_limit={args.lpf_limit}, uneven, "
                 f"nb_spatial_mappings_generated=3; inputs: zigzag/inputs/hardware/tpu_like.yaml, "
-                "inputs/mapping/tpu_like.yaml, inputs/workload/resnet18.onnx\n")
+                f"inputs/mapping/tpu_like.yaml, inputs/workload/{args.workload}.onnx\n")
         f.write(f"# command: {sys.executable} benchmarks/zigzag/run_zigzag.py "
                 f"{' '.join(argv if argv is not None else sys.argv[1:])}\n")
         f.write(f"# date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M UTC}; machine: "

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from asicsim.emulate import RoleSpec, emulate
-from asicsim.emulate import gemm as gemm_mod
+from asicsim.emulate import contract as gemm_mod  # the GEMM itself (fast_dot) runs there
 from asicsim.emulate.tensor_cores import _in_range, grid_dtypes, narrow_dot, narrow_dtype
 
 

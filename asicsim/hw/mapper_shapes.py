@@ -1,0 +1,94 @@
+"""The element shapes of the mapper's candidates on large grids (:mod:`asicsim.hw.mapper_passes`
+evaluates them): a grid over dataflows searched one dataflow at a time, a candidate's fields cut
+to the axes they vary along, and each element's distinct candidates. Each keeps every value
+(the same search on the same numbers), so ``tests/hw/test_mapper_fast.py`` holds the result to
+one list over the whole grid bit for bit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from asicsim.hw.counts import ArrayHardware, GemmCounts, GemmProblem, Schedule
+from asicsim.hw.tiles import element_shape
+
+#: a schedule's fields, in order (every one is stacked, narrowed, compared and chosen)
+FIELDS = tuple(f.name for f in dataclasses.fields(Schedule))
+
+
+def _narrow(v, lead: bool):
+    """``v`` cut to one row along every element axis it is constant along (the same values
+    wherever it broadcasts; NaN never counts as constant). ``lead``: axis 0 holds candidates."""
+    v = np.asarray(v)
+    for ax in range(int(lead), v.ndim):
+        if v.shape[ax] > 1:
+            one = v.take([0], axis=ax)
+            if np.array_equal(v, np.broadcast_to(one, v.shape)):
+                v = one
+    return v
+
+
+def narrowed(b: Schedule, nd: int) -> Schedule:
+    """Block ``b`` with each field cut to the element axes it varies along (:func:`_narrow`: a
+    selection such as ``np.where(dataflow == IS, cols, rows)`` spans both array axes though one
+    dataflow reads one)."""
+    return Schedule(*(_narrow(getattr(b, f), np.ndim(getattr(b, f)) > nd) for f in FIELDS))
+
+
+def signature(b: Schedule, nd: int) -> tuple:
+    """The element axes a block's fields vary along (its stacked fields' union shape)."""
+    vals = [np.asarray(getattr(b, f)) for f in FIELDS]
+    own = np.broadcast_shapes(*(v.shape[1:] if v.ndim > nd else v.shape for v in vals))
+    return tuple(int(x > 1) for x in (1,) * (nd - len(own)) + own)
+
+
+def distinct(s: Schedule, order: np.ndarray) -> tuple:
+    """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
+    equal in every field, in order; elements with fewer keep copies of one of theirs (equal
+    fields, later in order: never chosen before it). ``order``: the candidates' search order."""
+    vals = [np.asarray(getattr(s, f)) for f in FIELDS]
+    n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
+    flat = [np.broadcast_to(v, (n, *own)).reshape(n, -1) for v in vals]
+    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    for v in flat:
+        same &= v[:, None] == v[None, :]
+    earlier = np.tri(n, k=-1, dtype=bool)[..., None]  # [j, i]: i before j
+    dup = (same & earlier).any(axis=1)
+    k = max(1, int((~dup).sum(axis=0).max()))
+    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
+    fields = [np.take_along_axis(v, keep, 0).reshape(k, *own) for v in flat]
+    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
+
+
+def by_dataflow(p: GemmProblem, hw: ArrayHardware):
+    """``[(code, hw with that one dataflow)]`` where ``hw`` sweeps several dataflows over a grid
+    of more than :data:`SPLIT_ELEMENTS` elements, else None. Searched one dataflow at a time, a
+    schedule's array-aligned twin follows one array side per tile dimension (rows or columns,
+    never both), so its fields and the counts that follow from them keep the shape of the axes
+    they depend on instead of the whole grid's. Every element is the same search on the same
+    values either way (:func:`merge_by_dataflow` takes each element from its own dataflow's)."""
+    df = np.asarray(hw.dataflow)
+    if df.size < 2 or max(1, int(np.prod(element_shape(p, hw)))) <= SPLIT_ELEMENTS:
+        return None
+    codes = np.unique(df)
+    if codes.size < 2:
+        return None
+    return [(c, dataclasses.replace(hw, dataflow=np.full((1,) * df.ndim, c, dtype=df.dtype))) for c in codes]
+
+
+#: grids of at most this many elements are searched over all their dataflows at once
+SPLIT_ELEMENTS = 1 << 12
+
+
+def merge_by_dataflow(hw: ArrayHardware, parts: list) -> GemmCounts:
+    """The counts of every element from those searched under its own dataflow (:func:`by_dataflow`)."""
+    df = np.asarray(hw.dataflow)
+    out = {}
+    for f in dataclasses.fields(GemmCounts):
+        vals = [np.asarray(getattr(c, f.name)) for _, c in parts]
+        merged = vals[0]
+        for (code, _), v in zip(parts[1:], vals[1:], strict=True):
+            merged = np.where(df == code, v, merged)
+        out[f.name] = merged
+    return GemmCounts(**out)

@@ -1,0 +1,130 @@
+"""TPU v1's published sensitivities against the cost model (issue 31, item 5).
+
+Source: N. P. Jouppi et al., "In-Datacenter Performance Analysis of a Tensor Processing Unit",
+ISCA 2017 (arXiv:1704.04760; page numbers of the arXiv version):
+
+* Figure 11 and its caption (p. 11) with Sec. 7's text (p. 12): "MLPs and LSTMs improve 3X with 4X
+  memory bandwidth, but get nothing from a higher clock. For CNNs it's vice versa; 2X for 4X
+  clock, but get little benefit from faster memory"; "increasing the clock rate by 4X has almost
+  no impact on MLPs and LSTMs but improves performance of CNNs by about 2X". Figure 11 is the
+  paper's performance model and excludes host server time.
+* Table 3 (p. 7): hardware counters per application. Rows 1, 4, 5 and 6 total 100 %: array active
+  cycles, weight stall cycles, weight shift cycles and non-matrix cycles (MLP0: 12.7, 53.9, 15.9,
+  17.5 %). Row 9: measured TeraOps/s (MLP0 12.3). Host server overhead excluded.
+* Sec. 7 (p. 12): "the average performance in Figure 11 slightly degrades when the matrix unit
+  expands from 256x256 to 512x512 for all apps"; the caption: "A bigger matrix multiply unit
+  doesn't help any DNN". LSTM1's 600x600 matrix takes 9 steps of ~2 us (18 us) on 256x256 and 4
+  steps of ~8 us (32 us) on 512x512: each step costs a whole tile's weight fetch.
+* Table 7 (p. 11): the paper's performance model differs from the counters by 8 % on average: the
+  tolerance used for the active-cycle shares below.
+* Table 1 (p. 2): per application, layers by kind, weights, TPU batch size, ops per weight byte.
+
+The applications are rebuilt from Table 1 (the paper gives no layer shapes): each fully connected
+layer is a square ``Gemm(batch, n, n)`` with ``n = round(sqrt(weights / FC layers))``, the shapes
+issue 31 measured with (MLP0: five ``Gemm(200, 2000, 2000)``). CNN0 is sixteen 3x3 convolutions of
+256 -> 256 channels on a 19x19 board at batch 8: 16 x 3 x 3 x 256 x 256 = 9.4 M weights (Table 1:
+8M) and 19 x 19 x 8 = 2888 MACs per weight byte, Table 1's 2888 ops per weight byte exactly (Table 1
+names DeepMind AlphaGo among the CNNs; its board is 19x19). The LSTMs' vector layers and CNN1 (89
+layers, no shapes published) are not modelled.
+
+What the cost model prices is the matrix unit's time: array active (``cycles_compute``), fill and
+drain (the weight shift a pass does not hide) and the DRAM stall. Table 3's rows 1, 4 and 5 are
+that same scope; row 6 (non-matrix cycles: activation, synchronisation, RAW and PCIe input stalls,
+which "our counters cannot exactly explain") is outside it. So like with like:
+
+* active share: the model's ``cycles_compute / cycles`` against row 1 / (rows 1 + 4 + 5);
+* 4x bandwidth: the model's matrix-unit speed-up is an upper bound (non-matrix time scaling like
+  the rest), and the same with Table 3's non-matrix cycles added as a fixed time a lower bound
+  (non-matrix time not scaling at all); the paper's 3X must lie between them.
+
+    python benchmarks/tpu_v1_sensitivity.py [--objective balanced]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+
+from asicsim.hw import Conv, Gemm, cost_many, load_design
+
+#: Table 3 (p. 7), % of cycles: rows 1 (array active), 4 (weight stall), 5 (weight shift), 6 (non-matrix), 9 (TOPS)
+TABLE3 = {
+    "MLP0": (12.7, 53.9, 15.9, 17.5, 12.3),
+    "MLP1": (10.6, 44.2, 13.4, 31.9, 9.7),
+    "LSTM0": (8.2, 58.1, 15.8, 17.9, 3.7),
+    "LSTM1": (10.5, 62.1, 17.1, 10.3, 2.8),
+    "CNN0": (78.2, 0.0, 0.0, 21.8, 86.0),
+}
+#: Table 1 (p. 2): fully connected layers, weights, TPU batch size
+TABLE1_FC = {"MLP0": (5, 20e6, 200), "MLP1": (4, 5e6, 168), "LSTM0": (24, 52e6, 64), "LSTM1": (37, 34e6, 96)}
+#: Figure 11's caption (p. 11) and Sec. 7 (p. 12)
+PAPER_MEMORY_4X_MLP_LSTM = 3.0  # "MLPs and LSTMs improve 3X with 4X memory bandwidth"
+PAPER_CLOCK_4X_CNN = 2.0  # "improves performance of CNNs by about 2X"
+#: Table 7 (p. 11): the performance model is within 8 % of the counters on average
+MODEL_VS_COUNTERS = 0.08
+
+
+def operations(app: str) -> list:
+    """The application's layers, rebuilt from Table 1 (module docstring)."""
+    if app == "CNN0":
+        return [Conv(19, 19, 256, 256, 3, 3, padding=1, batch=8, name=f"CNN0.conv{i}") for i in range(16)]
+    layers, weights, batch = TABLE1_FC[app]
+    n = round(math.sqrt(weights / layers))
+    return [Gemm(batch, n, n, name=f"{app}.fc{i}") for i in range(layers)]
+
+
+def scaled(design, bandwidth: float = 1.0, side: int | None = None):
+    """``design`` with ``bandwidth`` x its DRAM bandwidth (and a ``side`` x ``side`` array, buffers kept)."""
+    d = dataclasses.replace(design, dram=dataclasses.replace(design.dram,
+                                                             bandwidth_gbps=bandwidth * design.dram.bandwidth_gbps))
+    return d if side is None else dataclasses.replace(d, array=dataclasses.replace(d.array, rows=side, cols=side))
+
+
+def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
+    """The model's figures for one application: cycles of the matrix unit at 1x, 4x and 1/4 of the
+    DRAM bandwidth, the active share and the like-with-like speed-ups (module docstring)."""
+    d = load_design(design)
+    ops = operations(app)
+
+    def run(k, side=None):
+        rs = cost_many(ops, scaled(d, k, side), objective=objective)
+        return sum(r.cycles for r in rs), sum(r.cycles_compute for r in rs), sum(2 * r.macs for r in rs)
+
+    (c1, active, ops_count), (c4, _, _), (cq, _, _) = run(1.0), run(4.0), run(0.25)
+    c512, _, _ = run(1.0, 512)
+    row1, row4, row5, row6, tops = TABLE3[app]
+    fixed = row6 / (row1 + row4 + row5) * c1  # Table 3's non-matrix cycles, as cycles beside the model's
+    return {
+        "app": app, "cycles": c1, "active_share": active / c1,
+        "paper_active_share": row1 / (row1 + row4 + row5), "paper_active_share_all": row1 / 100,
+        "active_share_all": active / (c1 + fixed),
+        "memory_4x": c1 / c4, "memory_4x_nonmatrix_fixed": (c1 + fixed) / (c4 + fixed),
+        # 4x clock at the same DRAM bytes per second: a quarter of the bytes per cycle, 4x the cycles per second
+        "clock_4x": 4 * c1 / cq,
+        "matrix_512": c1 / c512,  # Figure 11's "matrix": a 512x512 unit, the same accumulators and buffers
+        "tops": ops_count / (c1 / d.clock_hz) / 1e12, "paper_tops": tops,
+    }
+
+
+def main(argv=None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--objective", default="balanced")
+    args = ap.parse_args(argv)
+    rows = [measure(app, args.objective) for app in TABLE3]
+    print(f"tpu_v1, objective {args.objective}; paper: Jouppi et al. ISCA 2017 Table 3 (p. 7), Figure 11 (p. 11)")
+    print(f"{'app':<7}{'active/matrix':>14}{'paper':>7}{'active/all':>11}{'paper':>7}{'mem 4x':>8}"
+          f"{'mem 4x, row 6 fixed':>20}{'paper':>7}{'clock 4x':>9}{'512x512':>14}{'TOPS':>7}{'paper':>7}")
+    for r in rows:
+        paper_mem = "~1" if r["app"] == "CNN0" else f"{PAPER_MEMORY_4X_MLP_LSTM:.0f}"
+        paper_clock = f"{PAPER_CLOCK_4X_CNN:.0f}" if r["app"] == "CNN0" else "~1"
+        print(f"{r['app']:<7}{r['active_share']:14.3f}{r['paper_active_share']:7.3f}{r['active_share_all']:11.3f}"
+              f"{r['paper_active_share_all']:7.3f}{r['memory_4x']:8.2f}{r['memory_4x_nonmatrix_fixed']:20.2f}"
+              f"{paper_mem:>7}{r['clock_4x']:9.2f} ({paper_clock}){r['matrix_512']:9.3f} (<=1){r['tops']:7.1f}"
+              f"{r['paper_tops']:7.1f}")
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main() and 0)

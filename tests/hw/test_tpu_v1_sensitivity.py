@@ -1,0 +1,103 @@
+"""TPU v1's published sensitivities (issue 31, item 5), measured by benchmarks/tpu_v1_sensitivity.py.
+
+Paper: Jouppi et al., ISCA 2017 (arXiv:1704.04760): Table 1 (p. 2), Table 3 (p. 7), Table 7 and
+Figure 11 (p. 11), Sec. 7 (p. 12). The benchmark's docstring says how the applications are rebuilt
+from Table 1 and why the model's figures are compared with the matrix-unit rows of Table 3.
+On the mapper before issue 31 (b0c40f6) these fail: MLP0's active share 0.595 (paper 0.154),
+4x bandwidth 1.54-2.14x (paper 3X), CNN0's active share 0.891."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("tpu_v1_sensitivity", ROOT / "benchmarks" / "tpu_v1_sensitivity.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["tpu_v1_sensitivity"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+BENCH = _bench()
+MEMORY_BOUND = ("MLP0", "MLP1", "LSTM0", "LSTM1")
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {app: BENCH.measure(app) for app in BENCH.TABLE3}
+
+
+@pytest.mark.parametrize("app", ["MLP0", "MLP1", "CNN0"])
+def test_active_share_of_the_matrix_unit_matches_table3(measured, app):
+    """Array active cycles over the matrix unit's cycles (Table 3 rows 1 / (1 + 4 + 5); MLP0 12.7 /
+    82.5 = 15.4 %): within 8 %, the paper's own model-vs-counter difference (Table 7). The LSTMs
+    are left out: their rows 2 and 9 disagree by 2x (LSTM0: 8.2 % of peak useful MACs = 7.5 TOPS
+    against 3.7 measured), and a 64-row batch per 64 KiB weight tile at 34 GB/s cannot keep the
+    array active more than 64 / 1349 = 4.7 % of the time; the model says 5.1 %. MLP1's square
+    1118-wide layers are an assumption (Table 1 gives 5M weights in 4 layers): were weights fetched
+    as whole 256x256 tiles (Sec. 7's LSTM1 example; not modelled) they would pad to 1280 and its
+    share would be 12.3 %."""
+    m = measured[app]
+    assert m["active_share"] == pytest.approx(m["paper_active_share"], rel=BENCH.MODEL_VS_COUNTERS)
+
+
+def test_mlp0_active_cycles_are_12_7_percent_with_table3_non_matrix_cycles(measured):
+    """Table 3 row 1: MLP0's array is active 12.7 % of all cycles. The model prices the matrix unit;
+    with row 6's 17.5 % non-matrix cycles beside it, its share is 12.8 % (issue 31: 59.5 %)."""
+    assert measured["MLP0"]["active_share_all"] == pytest.approx(0.127, rel=BENCH.MODEL_VS_COUNTERS)
+
+
+@pytest.mark.parametrize("app", MEMORY_BOUND)
+def test_four_times_the_bandwidth_triples_mlps_and_lstms(measured, app):
+    """Figure 11's caption: "MLPs and LSTMs improve 3X with 4X memory bandwidth". The model's
+    matrix-unit speed-up (non-matrix time scaling too) and the same with Table 3's non-matrix cycles
+    held fixed bound what the paper's model can give: 3 lies between them, and their geometric
+    mean is within "3X"'s rounding interval [2.5, 3.5]. Measured: upper 3.55-3.96, lower 1.96-2.96."""
+    m = measured[app]
+    lower, upper = m["memory_4x_nonmatrix_fixed"], m["memory_4x"]
+    assert lower <= BENCH.PAPER_MEMORY_4X_MLP_LSTM <= upper <= 4.0
+    assert 2.5 <= (lower * upper) ** 0.5 <= 3.5
+
+
+def test_cnn0_gets_little_from_memory_and_about_2x_from_4x_clock(measured):
+    """Figure 11's caption: CNNs get "2X for 4X clock, but little benefit from faster memory"; Sec. 7:
+    "improves performance of CNNs by about 2X" ("about 2X": within [1.5, 2.5], its rounding).
+    CNN0 at 2888 MACs per weight byte turns memory-bound past 4x the clock (the ridge moves from
+    1350 to 5400): the model gives 2.03x. Table 3 row 9: CNN0 runs at 86.0 TOPS; the model 84.8."""
+    m = measured["CNN0"]
+    assert 1.5 <= m["clock_4x"] <= 2.5
+    assert m["memory_4x"] < 1.25
+    assert m["tops"] == pytest.approx(m["paper_tops"], rel=BENCH.MODEL_VS_COUNTERS)
+
+
+@pytest.mark.parametrize("app", MEMORY_BOUND)
+def test_mlps_and_lstms_get_nothing_from_a_faster_clock(measured, app):
+    """Figure 11's caption: MLPs and LSTMs "get nothing from a higher clock" (Sec. 7: "almost no impact")."""
+    assert 1.0 <= measured[app]["clock_4x"] <= 1.1
+
+
+def test_applications_follow_table1():
+    """Table 1: MLP0 is 5 FC layers, 20M weights, batch 200; CNN0's 3x3 256-channel 19x19 convs at
+    batch 8 reuse each weight 2888 times (its ops per weight byte)."""
+    mlp0 = BENCH.operations("MLP0")
+    assert len(mlp0) == 5 and all((op.M, op.N, op.K) == (200, 2000, 2000) for op in mlp0)
+    assert sum(op.N * op.K for op in mlp0) == 20_000_000
+    cnn0 = BENCH.operations("CNN0")
+    assert len(cnn0) == 16 and cnn0[0].out_h * cnn0[0].out_w * cnn0[0].batch == 2888
+
+
+@pytest.mark.parametrize("app", [*MEMORY_BOUND, "CNN0"])
+def test_a_512x512_matrix_unit_does_not_help(measured, app):
+    """Sec. 7: performance "slightly degrades when the matrix unit expands from 256x256 to 512x512
+    for all apps"; Figure 11's caption: "A bigger matrix multiply unit doesn't help any DNN". The
+    model: 0.98-1.00 on the MLPs and LSTMs (DRAM-bound, the larger array's fill and drain); CNN0
+    1.09 (its 256 output channels fill half the columns and it turns DRAM-bound at 2888 MACs per
+    weight byte; the paper's whole-tile weight steps, which cost LSTM1's 600x600 matrix 18 -> 32 us,
+    are not in the model: it fetches the weights' bytes). Held: no gain beyond 10 %."""
+    bound = 1.0 if app in MEMORY_BOUND else 1.10
+    assert 0.9 <= measured[app]["matrix_512"] <= bound
