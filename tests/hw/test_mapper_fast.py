@@ -189,9 +189,10 @@ def test_a_design_point_of_a_sweep_gets_the_schedule_it_gets_priced_alone(monkey
     grid = (np.array(rows)[:, None, None, None], np.array(cols)[None, :, None, None],
             np.array(["os", "ws", "is"])[None, None, :, None], np.array(scales)[None, None, None, :])
     monkeypatch.setattr(passes, "STACK_ELEMENTS", 1 << 12)  # many chunks
-    swept = _sweep(ops, "tpu_v1", grid, "dram")
+    swept = gemm_sweep(ops, "tpu_v1", rows=grid[0], cols=grid[1], dataflow=grid[2], buffer_scale=grid[3],
+                       objective="dram")
     for i, j, k, m in np.ndindex(2, 3, 3, 3):
         alone = gemm_sweep(ops, "tpu_v1", rows=rows[i], cols=cols[j], dataflow=("os", "ws", "is")[k],
                            buffer_scale=scales[m], objective="dram")
         for key in ("sram_array_bytes", "cycles", "dram_bytes", "energy_pj"):
-            assert np.array_equal(swept[key][i, j, k, m], alone[key]), (key, i, j, k, m)
+            assert np.array_equal(getattr(swept, key)[i, j, k, m], getattr(alone, key)), (key, i, j, k, m)
