@@ -1,0 +1,213 @@
+"""Serving a model on exported weights (:mod:`.export`): every GEMM whose weight operand is an
+exported leaf runs on its codes, the rest of the model as written:
+
+    served = serve(apply_fn, codes, "mxint8_e8m0")    # codes = export_codes(params, policy)
+    y = served(x)                                     # apply_fn(params, x), GEMMs on the codes
+    served.gemms                                      # per GEMM: leaf path and "int" or "table"
+
+**int**: an integer weight under an integer activation role (int8, int4, MXINT8, group codes
+without zero points) runs as ``lax.dot_general`` on the integer codes with
+``preferred_element_type=int32``, one per scale block along K, and the scales are applied after:
+``y = sum_j (acc_j * 2**-frac) * s_a * s_w`` (exact power-of-two shifts for ``pow2`` and
+``none`` scales, float32 products for ``fp32`` ones), blocks summed in order in float32.
+This is bit-identical to the emulated GEMM where the emulated arithmetic is exact: power-of-two
+(or no) scales on both operands, one scale block along K, and every partial sum of the float32
+accumulation exact (``K * max|k_a| * max|k_w| <= 2**24``, e.g. int8 x int8 with K <= 1040).
+With fp32 scales (TensorRT-style int8) the emulated GEMM multiplies the rounded products
+``fl(q_a s_a) * fl(q_w s_w)`` where serving scales the exact integer sum: the two differ by
+float32 rounding (tested: within ``2**-21`` relative of the larger).
+
+**table**: any other weight (fp8, MX fp8/fp6/fp4, NVFP4, bf16, group codes under float
+activations) is decoded through a lookup table of its format's values (one entry per code),
+scaled as the export says (exactly), and multiplied in float32 after the activation is rounded by
+its role (:func:`asicsim.emulate.round_role`): bit-identical to the emulated GEMM.
+
+The output is rounded by the recipe's ``acc`` and ``out`` roles, as the emulated GEMM's. Not
+served (an error says so): bit-exact MAC orders, recipes that round non-GEMM ops (``vector``
+roles), a weight that reaches anything but a ``dot_general`` (a convolution, a scan, a gather).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend import core as jcore
+
+from asicsim._jax_compat import bind_args
+from asicsim.emulate.export import WeightCodes, canonical, dequantize_tensor, export_tensor, spread
+from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
+from asicsim.emulate.recipes import load_recipe
+from asicsim.emulate.role_rounding import round_role
+from asicsim.emulate.tensor_cores import fast_dot
+from asicsim.numerics import get_format
+from asicsim.numerics.quantize import mul_pow2
+
+_CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
+          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr",
+          "checkpoint": "jaxpr"}
+
+
+class Served:
+    """``apply_fn(params, *args)`` with params from the export and GEMMs on its codes."""
+
+    def __init__(self, apply_fn: Callable, codes, policy):
+        self.fn, self.policy = apply_fn, load_recipe(policy)
+        if self.policy.mac_spec() is not None or self.policy.role("vector") is not None:
+            raise ValueError(f"serve: recipe {self.policy.name!r} has a bit-exact MAC order or vector roles; "
+                             "serving runs plain float32/int32 GEMMs and leaves non-GEMM ops unrounded")
+        flat, self.treedef = jax.tree_util.tree_flatten_with_path(codes, is_leaf=lambda x: isinstance(x, WeightCodes))
+        self.paths = ["/".join(key_name(k) for k in keys) for keys, _ in flat]
+        self.leaves = [leaf for _, leaf in flat]
+        self.gemms: list[dict] = []
+
+    def __call__(self, *args):
+        params = [dequantize_tensor(x) if isinstance(x, WeightCodes) else x for x in self.leaves]
+        n = len(params)
+
+        def whole(flat_params, args):
+            return self.fn(jax.tree_util.tree_unflatten(self.treedef, flat_params), *args)
+
+        closed = jax.make_jaxpr(whole)(params, args)
+        flat_args = jax.tree_util.tree_leaves(args)
+        tags = list(range(n)) + [None] * len(flat_args)
+        self.gemms = []
+        outs = self._run(closed.jaxpr, closed.consts, [*params, *flat_args], tags)
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(jax.eval_shape(whole, params, args)), outs)
+
+    def _run(self, jaxpr, consts, vals, tags):
+        env, tag = {}, {}
+        for v, c in zip(jaxpr.constvars, consts, strict=True):
+            env[v] = c
+        for v, x, t in zip(jaxpr.invars, vals, tags, strict=True):
+            env[v] = x
+            if t is not None and isinstance(self.leaves[t], WeightCodes):
+                tag[v] = t
+
+        def read(v):
+            return v.val if isinstance(v, jcore.Literal) else env[v]
+
+        for eqn in jaxpr.eqns:
+            invals = [read(v) for v in eqn.invars]
+            itags = [None if isinstance(v, jcore.Literal) else tag.get(v) for v in eqn.invars]
+            name = eqn.primitive.name
+            if name == "dot_general" and any(t is not None for t in itags):
+                outs = [self._gemm(eqn, invals, itags)]
+            elif name in _CALLS and any(t is not None for t in itags):
+                sub = eqn.params[_CALLS[name]]
+                inner, sconsts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
+                outs = self._run(inner, sconsts, invals[len(invals) - len(inner.invars):],
+                                 itags[len(itags) - len(inner.invars):])
+            else:
+                used = [self.paths[t] for t in itags if t is not None]
+                if used:
+                    raise ValueError(f"serve: the exported weight {used[0]!r} reaches `{name}`, not a dot_general: "
+                                     "export it out (export_codes(..., where=...)) or serve a model whose "
+                                     "weights feed dot_generals directly")
+                subfuns, params = bind_args(eqn.primitive, eqn.params)
+                out = eqn.primitive.bind(*subfuns, *invals, **params)
+                outs = out if eqn.primitive.multiple_results else [out]
+            for v, o in zip(eqn.outvars, outs, strict=True):
+                env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+    def _gemm(self, eqn, invals, itags):
+        (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+        side = 0 if itags[0] is not None else 1
+        wc: WeightCodes = self.leaves[itags[side]]
+        path = self.paths[itags[side]]
+        w_axes, x_axes = (tuple(lc), tuple(rc)) if side == 0 else (tuple(rc), tuple(lc))
+        if lb or rb or itags[1 - side] is not None or tuple(wc.axes) != w_axes:
+            raise ValueError(f"serve: {path}: a dot_general contracting the weight along {w_axes} (batch "
+                             f"{tuple(lb)}), exported along {tuple(wc.axes)}; export with axis={w_axes}")
+        x = invals[1 - side]
+        pol = gemm_policy(self.policy, match_rule(self.policy.layers, path) if self.policy.layers else None, False)
+        act = pol.role("act")
+        mode = "int" if _integer(wc, act) else "table"
+        if mode == "int":
+            xc = canonical(x.astype(jnp.float32), x_axes)  # (M, K)
+            y = _int_gemm(export_tensor(xc, act, (1,), what=f"the activation of {path}"), _canon(wc))
+            x_free = [x.shape[i] for i in range(x.ndim) if i not in x_axes]
+            w_free = [wc.codes.shape[i] for i in range(wc.codes.ndim) if i not in w_axes]
+            y = y.reshape(*x_free, *w_free)
+            if side == 0:  # the weight is the lhs: its free axes first
+                y = jnp.transpose(y, [*range(len(x_free), y.ndim), *range(len(x_free))])
+        else:  # as the emulated GEMM: the same operands in the same layout, the same dot
+            qa = round_role(x.astype(jnp.float32), act, axis=x_axes, amax=_est(act))
+            ops = (table_dequantize(wc), qa) if side == 0 else (qa, table_dequantize(wc))
+            specs = (pol.role("weight"), act) if side == 0 else (act, pol.role("weight"))
+            y = fast_dot(*ops, eqn.params["dimension_numbers"], specs)
+        y = round_role(round_role(y, pol.role("acc")), pol.role("out"))
+        self.gemms.append({"path": path, "mode": mode})
+        return y.astype(eqn.outvars[0].aval.dtype)
+
+
+def serve(apply_fn: Callable, codes, policy) -> Served:
+    """A function of ``apply_fn``'s remaining arguments running ``apply_fn(params, ...)`` on the
+    exported ``codes`` (a tree from :func:`~asicsim.emulate.export.export_codes`) under the recipe
+    it was exported with (see the module doc)."""
+    return Served(apply_fn, codes, policy)
+
+
+def _est(spec):
+    """The amax the emulated GEMM passes an uncalibrated delayed/static role: 0, its own amax."""
+    return jnp.float32(0) if spec is not None and spec.scaling in ("delayed", "static") else None
+
+
+def _integer(wc: WeightCodes, act) -> bool:
+    """Integer weight codes (no zero point) under an integer activation role with its own scales."""
+    if act is None or act.scaling in ("delayed", "static") or act.stochastic or act.rotation is not None:
+        return False
+    fmt = act.spec
+    elem = fmt.element if fmt.kind == "block" else fmt
+    w = get_format(wc.element)
+    return (elem.kind == "int" and w.kind == "int" and wc.zeros is None and not getattr(fmt, "two_level", False)
+            and wc.scale_kind in ("none", "pow2", "fp32", "group"))
+
+
+def _canon(wc: WeightCodes) -> WeightCodes:
+    return wc._replace(codes=np.asarray(canonical(jnp.asarray(wc.codes), wc.axes)), axes=(1,))
+
+
+def table_dequantize(wc: WeightCodes) -> jax.Array:
+    """``wc``'s weight with its codes decoded through a lookup table of the format's values
+    (float bit patterns: one float32 entry per code) and its scales applied as the export says."""
+    fmt = get_format(wc.element)
+    if fmt.kind != "float":
+        return dequantize_tensor(wc)
+    from asicsim.numerics.codec import decode
+
+    table = decode(np.arange(2**fmt.bits, dtype=np.uint32), fmt)
+    values = jnp.take(table, jnp.asarray(wc.codes).astype(jnp.int32))
+    return dequantize_tensor(wc, values)
+
+
+def _scaled(acc, a: WeightCodes, w: WeightCodes, cols: slice):
+    """float32 ``acc * 2**-(frac_a + frac_w) * s_a * s_w`` for K-block ``cols`` (exact shifts)."""
+    y = mul_pow2(acc.astype(jnp.float32), -(get_format(a.element).frac_bits + get_format(w.element).frac_bits))
+    for wc, rows in ((a, acc.shape[0]), (w, acc.shape[1])):
+        if wc.scale_kind == "none":
+            continue
+        s = spread(wc.scales, wc.tile, (rows, wc.codes.shape[1]))[:, cols][:, :1]
+        s = s if wc is a else s.T
+        y = mul_pow2(y, s) if wc.scale_kind == "pow2" else y * s.astype(jnp.float32)
+    return y
+
+
+def _int_gemm(a: WeightCodes, w: WeightCodes) -> jax.Array:
+    """(M, N) float32 of canonical integer codes (M, K) x (N, K): an int32 ``dot_general`` per
+    common scale block along K, scaled and summed in order."""
+    k = a.codes.shape[1]
+    step = k if all(c.scale_kind == "none" for c in (a, w)) else min(
+        c.tile[1] for c in (a, w) if c.scale_kind != "none")
+    y = None
+    for j in range(0, k, step):
+        cols = slice(j, min(j + step, k))
+        acc = lax.dot_general(jnp.asarray(a.codes[:, cols]), jnp.asarray(w.codes[:, cols]),
+                              (((1,), (1,)), ((), ())), preferred_element_type=jnp.int32)
+        part = _scaled(acc, a, w, cols)
+        y = part if y is None else y + part
+    return y
