@@ -4,7 +4,7 @@ codes, zero points), OCP MX (E8M0 exponents), two-level NVFP4 (E4M3 block scales
 fp32 tensor amax), and unscaled formats (fp8, bf16, int8, fixed point):
 
     codes = export_codes(params, "int8_ptq_channel")   # {leaf: WeightCodes or the float leaf}
-    save_codes("model.npz", codes); flat = load_codes("model.npz")
+    save_codes("model.npz", codes); flat = load_codes("model.npz")   # .export_io
     weights = dequantize_codes(codes)  # float32, bit for bit the weights the emulated GEMMs use
 
 A weight is exported in its GEMM's view: its contraction axes ``axes`` (flattened in the order
@@ -152,7 +152,7 @@ def _to_codes(q, element) -> np.ndarray:
     raise ValueError(f"export: {element.name}: codes wider than 32 bits")
 
 
-def _element_name(element) -> str:
+def element_name(element) -> str:
     """A name :func:`~asicsim.numerics.get_format` resolves to ``element``'s values (an MX
     format's inline element, such as MXINT8's, by the format grammar: ``q1.6``)."""
     from asicsim.numerics import get_format
@@ -189,10 +189,10 @@ def export_tensor(x, spec: RoleSpec, axes: Sequence[int], what: str = "tensor") 
     axes = tuple(int(a) % x.ndim for a in axes)
     c = canonical(x.astype(jnp.float32), axes)
     nk = tuple(c.shape)
-    kind, tile, element, fmt_name = _layout(spec, nk)
-    q, scales, zeros, amax_t = (None if v is None else np.asarray(v) for v in _parts(c, spec))
+    kind, tile, element, fmt_name = role_layout(spec, nk)
+    q, scales, zeros, amax_t = (None if v is None else np.asarray(v) for v in role_parts(c, spec))
     out = WeightCodes(codes=np.asarray(from_canonical(jnp.asarray(_to_codes(q, element)), x.shape, axes)),
-                      element=_element_name(element), scale_kind=kind,
+                      element=element_name(element), scale_kind=kind,
                       scales=None if scales is None else _grid(scales, tile, nk), tile=tile, axes=axes,
                       zeros=None if zeros is None else _grid(zeros, tile, nk).astype(np.uint8),
                       tensor_amax=None if amax_t is None else np.float32(amax_t), scale_format=fmt_name)
@@ -210,7 +210,7 @@ def _emulated(x, spec: RoleSpec, axes):
     return round_role(x, spec, axis=axes)
 
 
-def _layout(spec: RoleSpec, nk) -> tuple[str, tuple[int, int], object, str]:
+def role_layout(spec: RoleSpec, nk) -> tuple[str, tuple[int, int], object, str]:
     """(scale kind, tile, element format, scale format name) of role ``spec`` on an (N, K) matrix."""
     if spec.scaling == "group":
         return "group", (1, min(spec.group_size, max(nk[1], 1))), spec.spec, spec.scale_format
@@ -223,10 +223,10 @@ def _layout(spec: RoleSpec, nk) -> tuple[str, tuple[int, int], object, str]:
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _parts(c, spec: RoleSpec):
+def role_parts(c, spec: RoleSpec):
     """(element values, flat scales, flat zero points, tensor amax) of the (N, K) matrix ``c``."""
     nk = tuple(c.shape)
-    kind, tile, element, _ = _layout(spec, nk)
+    kind, tile, element, _ = role_layout(spec, nk)
     if kind == "group":
         g = group_quantize(c, fmt=spec.format, group_size=spec.group_size, axis=-1, zero_point=spec.zero_point,
                            scale_format=spec.scale_format)
@@ -321,37 +321,3 @@ def dequantize_codes(tree):
     return jax.tree_util.tree_map(lambda x: dequantize_tensor(x) if isinstance(x, WeightCodes) else x, tree,
                                   is_leaf=lambda x: isinstance(x, WeightCodes))
 
-
-_FIELDS = ("codes", "scales", "zeros", "tensor_amax")
-
-
-def save_codes(path, tree) -> None:
-    """``tree``'s exported weights (and its other array leaves) in one ``.npz``, keyed by leaf
-    path, with each :class:`WeightCodes`' metadata as JSON (numpy only to read it back)."""
-    import json
-
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree, is_leaf=lambda x: isinstance(x, WeightCodes))
-    arrays, meta = {}, {}
-    for keys, leaf in flat:
-        path_ = "/".join(key_name(k) for k in keys)
-        if isinstance(leaf, WeightCodes):
-            arrays.update({f"{path_}:{f}": np.asarray(getattr(leaf, f)) for f in _FIELDS if getattr(leaf, f) is not None})
-            meta[path_] = {"element": leaf.element, "scale_kind": leaf.scale_kind, "tile": list(leaf.tile),
-                           "axes": list(leaf.axes), "scale_format": leaf.scale_format}
-        else:
-            arrays[path_] = np.asarray(leaf)
-    np.savez(path, __meta__=np.array(json.dumps(meta)), **arrays)
-
-
-def load_codes(path) -> dict:
-    """{leaf path: :class:`WeightCodes` or array} from :func:`save_codes`."""
-    import json
-
-    with np.load(path) as z:
-        meta = json.loads(str(z["__meta__"]))
-        out = {k: z[k] for k in z.files if k != "__meta__" and ":" not in k}
-        for p, m in meta.items():
-            got = {f: z[f"{p}:{f}"] if f"{p}:{f}" in z.files else None for f in _FIELDS}
-            out[p] = WeightCodes(**got, element=m["element"], scale_kind=m["scale_kind"], tile=tuple(m["tile"]),
-                                 axes=tuple(m["axes"]), scale_format=m["scale_format"])
-    return out

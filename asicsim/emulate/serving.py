@@ -38,7 +38,15 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
-from asicsim.emulate.export import WeightCodes, canonical, dequantize_tensor, export_tensor, spread
+from asicsim.emulate.export import (
+    WeightCodes,
+    canonical,
+    dequantize_tensor,
+    element_name,
+    role_layout,
+    role_parts,
+    spread,
+)
 from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
@@ -129,7 +137,7 @@ class Served:
         mode = "int" if _integer(wc, act) else "table"
         if mode == "int":
             xc = canonical(x.astype(jnp.float32), x_axes)  # (M, K)
-            y = _int_gemm(export_tensor(xc, act, (1,), what=f"the activation of {path}"), _canon(wc))
+            y = _int_gemm(_activation_codes(xc, act), _canon(wc))
             x_free = [x.shape[i] for i in range(x.ndim) if i not in x_axes]
             w_free = [wc.codes.shape[i] for i in range(wc.codes.ndim) if i not in w_axes]
             y = y.reshape(*x_free, *w_free)
@@ -159,13 +167,26 @@ def _est(spec):
 
 def _integer(wc: WeightCodes, act) -> bool:
     """Integer weight codes (no zero point) under an integer activation role with its own scales."""
-    if act is None or act.scaling in ("delayed", "static") or act.stochastic or act.rotation is not None:
+    if (act is None or act.scaling in ("delayed", "static") or act.stochastic or act.rotation is not None
+            or act.zero_point):
         return False
     fmt = act.spec
     elem = fmt.element if fmt.kind == "block" else fmt
     w = get_format(wc.element)
     return (elem.kind == "int" and w.kind == "int" and wc.zeros is None and not getattr(fmt, "two_level", False)
             and wc.scale_kind in ("none", "pow2", "fp32", "group"))
+
+
+def _activation_codes(xc, act) -> WeightCodes:
+    """The (M, K) activation as integer codes and scales under role ``act`` (traceable: the
+    same :func:`~asicsim.emulate.export.role_parts` an export runs, whose dequantized values are
+    checked there against the emulated rounding)."""
+    kind, tile, element, fmt = role_layout(act, tuple(xc.shape))
+    q, scales, _, _ = role_parts(xc, act)
+    codes = mul_pow2(q, element.frac_bits).astype(jnp.int32)
+    rows = -(-max(xc.shape[0], 1) // tile[0])
+    return WeightCodes(codes, element_name(element), kind, None if scales is None else scales.reshape(rows, -1),
+                       tile, (1,), scale_format=fmt)
 
 
 def _canon(wc: WeightCodes) -> WeightCodes:
@@ -206,8 +227,11 @@ def _int_gemm(a: WeightCodes, w: WeightCodes) -> jax.Array:
     y = None
     for j in range(0, k, step):
         cols = slice(j, min(j + step, k))
-        acc = lax.dot_general(jnp.asarray(a.codes[:, cols]), jnp.asarray(w.codes[:, cols]),
-                              (((1,), (1,)), ((), ())), preferred_element_type=jnp.int32)
+        ka, kw = jnp.asarray(a.codes[:, cols]), jnp.asarray(w.codes[:, cols])
+        narrow = jnp.int8 if w.codes.dtype == np.int8 and get_format(a.element).min >= -128 and \
+            get_format(a.element).max <= 127 else jnp.int32  # int8 x int8 where both fit
+        acc = lax.dot_general(ka.astype(narrow), kw.astype(narrow), (((1,), (1,)), ((), ())),
+                              preferred_element_type=jnp.int32)
         part = _scaled(acc, a, w, cols)
         y = part if y is None else y + part
     return y
