@@ -66,6 +66,7 @@ class WeightCodes(NamedTuple):
     zeros: np.ndarray | None = None  # group zero points (like scales), uint8
     tensor_amax: np.float32 | None = None  # two-level: the fp32 tensor amax
     scale_format: str = ""  # fp32, e8m0, float8_e4m3fn, fp16, ...
+    dtype: str = "float32"  # the weight's dtype: the emulated GEMM reads its rounded values cast to it
 
 
 def canonical(x, axes: Sequence[int]):
@@ -195,9 +196,10 @@ def export_tensor(x, spec: RoleSpec, axes: Sequence[int], what: str = "tensor") 
                       element=element_name(element), scale_kind=kind,
                       scales=None if scales is None else _grid(scales, tile, nk), tile=tile, axes=axes,
                       zeros=None if zeros is None else _grid(zeros, tile, nk).astype(np.uint8),
-                      tensor_amax=None if amax_t is None else np.float32(amax_t), scale_format=fmt_name)
-    want = np.asarray(_emulated(x.astype(jnp.float32), spec, axes)).view(np.uint32)
-    got = np.asarray(dequantize_tensor(out)).view(np.uint32)
+                      tensor_amax=None if amax_t is None else np.float32(amax_t), scale_format=fmt_name,
+                      dtype=str(x.dtype))
+    want = np.asarray(_emulated(x, spec, axes).astype(jnp.float32)).view(np.uint32)
+    got = np.asarray(dequantize_tensor(out).astype(jnp.float32)).view(np.uint32)
     if not np.array_equal(want, got):
         raise ValueError(f"export: {what}: {np.sum(want != got)} of {want.size} element(s) do not dequantize to "
                          f"the emulated weight bit for bit (format {spec.format}, scaling {spec.scaling}): a NaN/inf "
@@ -247,7 +249,7 @@ def role_parts(c, spec: RoleSpec):
 
 
 def dequantize_tensor(wc: WeightCodes, values=None) -> jax.Array:
-    """The float32 tensor ``wc`` holds: bit for bit the emulated GEMM's rounded operand
+    """The tensor ``wc`` holds (in its ``dtype``): bit for bit the emulated GEMM's rounded operand
     (``values``: its codes' element values, decoded elsewhere; default :func:`element_values`)."""
     if wc.scale_kind not in ("none", "fp32", "pow2", "two_level", "group"):
         raise ValueError(f"dequantize: scale_kind={wc.scale_kind!r}; allowed: none, fp32, pow2, two_level, group")
@@ -256,11 +258,12 @@ def dequantize_tensor(wc: WeightCodes, values=None) -> jax.Array:
         np.int32 if wc.scale_kind == "pow2" else np.float32))
     amax = None if wc.tensor_amax is None else jnp.float32(wc.tensor_amax)
     q = element_values(wc.codes, wc.element) if values is None else jnp.asarray(values, jnp.float32)
-    return _dequantize(q, scales, zeros, amax, wc.scale_kind, wc.tile, tuple(wc.axes), wc.element, wc.scale_format)
+    return _dequantize(q, scales, zeros, amax, wc.scale_kind, wc.tile, tuple(wc.axes), wc.element, wc.scale_format,
+                       wc.dtype)
 
 
-@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8))
-def _dequantize(q, scales, zeros, amax, kind, tile, axes, element, scale_format):
+@functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8, 9))
+def _dequantize(q, scales, zeros, amax, kind, tile, axes, element, scale_format, dtype):
     from asicsim.numerics import get_format
 
     shape = q.shape
@@ -279,7 +282,7 @@ def _dequantize(q, scales, zeros, amax, kind, tile, axes, element, scale_format)
             c = fp32_mul(q, s)
         else:
             c = two_level_dequantize(q, s, amax, get_format(element), get_format(scale_format))
-    return from_canonical(c, shape, axes)
+    return from_canonical(c, shape, axes).astype(dtype)
 
 
 def is_weight_leaf(x) -> bool:

@@ -26,7 +26,7 @@ def save_codes(path, tree) -> None:
         if isinstance(leaf, WeightCodes):
             arrays.update({f"{path_}:{f}": np.asarray(getattr(leaf, f)) for f in _FIELDS if getattr(leaf, f) is not None})
             meta[path_] = {"element": leaf.element, "scale_kind": leaf.scale_kind, "tile": list(leaf.tile),
-                           "axes": list(leaf.axes), "scale_format": leaf.scale_format}
+                           "axes": list(leaf.axes), "scale_format": leaf.scale_format, "dtype": leaf.dtype}
         else:
             arrays[path_] = np.asarray(leaf)
     np.savez(path, __meta__=np.array(json.dumps(meta)), **arrays)
@@ -40,7 +40,7 @@ def load_codes(path) -> dict:
         for p, m in meta.items():
             got = {f: z[f"{p}:{f}"] if f"{p}:{f}" in z.files else None for f in _FIELDS}
             out[p] = WeightCodes(**got, element=m["element"], scale_kind=m["scale_kind"], tile=tuple(m["tile"]),
-                                 axes=tuple(m["axes"]), scale_format=m["scale_format"])
+                                 axes=tuple(m["axes"]), scale_format=m["scale_format"], dtype=m["dtype"])
     return out
 
 

@@ -144,7 +144,7 @@ class Served:
             if side == 0:  # the weight is the lhs: its free axes first
                 y = jnp.transpose(y, [*range(len(x_free), y.ndim), *range(len(x_free))])
         else:  # as the emulated GEMM: the same operands in the same layout, the same dot
-            qa = round_role(x.astype(jnp.float32), act, axis=x_axes, amax=_est(act))
+            qa = round_role(x, act, axis=x_axes, amax=_est(act))  # in x's dtype, as the emulated GEMM
             ops = (table_dequantize(wc), qa) if side == 0 else (qa, table_dequantize(wc))
             specs = (pol.role("weight"), act) if side == 0 else (act, pol.role("weight"))
             y = fast_dot(*ops, eqn.params["dimension_numbers"], specs)
@@ -190,7 +190,10 @@ def _activation_codes(xc, act) -> WeightCodes:
 
 
 def _canon(wc: WeightCodes) -> WeightCodes:
-    return wc._replace(codes=np.asarray(canonical(jnp.asarray(wc.codes), wc.axes)), axes=(1,))
+    c = wc.codes  # numpy: constants of the traced function, not staged ops
+    keep = [i for i in range(c.ndim) if i not in wc.axes]
+    moved = np.transpose(c, [*keep, *wc.axes])
+    return wc._replace(codes=moved.reshape(int(np.prod([c.shape[i] for i in keep], dtype=np.int64)), -1), axes=(1,))
 
 
 def table_dequantize(wc: WeightCodes) -> jax.Array:
@@ -218,6 +221,12 @@ def _scaled(acc, a: WeightCodes, w: WeightCodes, cols: slice):
     return y
 
 
+def _int8_codes(element: str) -> bool:
+    """Every code k of integer format ``element`` (value k * 2**-frac) fits int8."""
+    f = get_format(element)
+    return -128 <= f.min * 2**f.frac_bits and f.max * 2**f.frac_bits <= 127
+
+
 def _int_gemm(a: WeightCodes, w: WeightCodes) -> jax.Array:
     """(M, N) float32 of canonical integer codes (M, K) x (N, K): an int32 ``dot_general`` per
     common scale block along K, scaled and summed in order."""
@@ -228,8 +237,7 @@ def _int_gemm(a: WeightCodes, w: WeightCodes) -> jax.Array:
     for j in range(0, k, step):
         cols = slice(j, min(j + step, k))
         ka, kw = jnp.asarray(a.codes[:, cols]), jnp.asarray(w.codes[:, cols])
-        narrow = jnp.int8 if w.codes.dtype == np.int8 and get_format(a.element).min >= -128 and \
-            get_format(a.element).max <= 127 else jnp.int32  # int8 x int8 where both fit
+        narrow = jnp.int8 if w.codes.dtype == np.int8 and _int8_codes(a.element) else jnp.int32
         acc = lax.dot_general(ka.astype(narrow), kw.astype(narrow), (((1,), (1,)), ((), ())),
                               preferred_element_type=jnp.int32)
         part = _scaled(acc, a, w, cols)
