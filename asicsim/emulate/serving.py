@@ -29,6 +29,7 @@ roles), a weight that reaches anything but a ``dot_general`` (a convolution, a s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import jax
@@ -64,9 +65,15 @@ class Served:
 
     def __init__(self, apply_fn: Callable, codes, policy):
         self.fn, self.policy = apply_fn, load_recipe(policy)
-        if self.policy.mac_spec() is not None or self.policy.role("vector") is not None:
-            raise ValueError(f"serve: recipe {self.policy.name!r} has a bit-exact MAC order or vector roles; "
-                             "serving runs plain float32/int32 GEMMs and leaves non-GEMM ops unrounded")
+        pol = self.policy
+        why = ("a bit-exact MAC order" if pol.mac_spec() is not None else
+               "rounding of non-GEMM ops (vector roles)" if any(pol.role(r) for r in ("vector", "transcendental",
+                                                                                         "reduction")) else
+               "[first_last] roles (they follow the GEMM order)" if pol.first_last else
+               "calibrated static scales (per GEMM row)" if pol.static_scales or pol.channel_scales else None)
+        if why:
+            raise ValueError(f"serve: recipe {pol.name!r} has {why}; serving runs each weight's GEMM on its codes "
+                             "by the recipe's roles alone, with float32/int32 accumulation")
         flat, self.treedef = jax.tree_util.tree_flatten_with_path(codes, is_leaf=lambda x: isinstance(x, WeightCodes))
         self.paths = ["/".join(key_name(k) for k in keys) for keys, _ in flat]
         self.leaves = [leaf for _, leaf in flat]
@@ -79,12 +86,12 @@ class Served:
         def whole(flat_params, args):
             return self.fn(jax.tree_util.tree_unflatten(self.treedef, flat_params), *args)
 
-        closed = jax.make_jaxpr(whole)(params, args)
+        closed, shape = jax.make_jaxpr(whole, return_shape=True)(params, args)
         flat_args = jax.tree_util.tree_leaves(args)
         tags = list(range(n)) + [None] * len(flat_args)
         self.gemms = []
         outs = self._run(closed.jaxpr, closed.consts, [*params, *flat_args], tags)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(jax.eval_shape(whole, params, args)), outs)
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), outs)
 
     def _run(self, jaxpr, consts, vals, tags):
         env, tag = {}, {}
@@ -231,8 +238,7 @@ def _int_gemm(a: WeightCodes, w: WeightCodes) -> jax.Array:
     """(M, N) float32 of canonical integer codes (M, K) x (N, K): an int32 ``dot_general`` per
     common scale block along K, scaled and summed in order."""
     k = a.codes.shape[1]
-    step = k if all(c.scale_kind == "none" for c in (a, w)) else min(
-        c.tile[1] for c in (a, w) if c.scale_kind != "none")
+    step = math.gcd(*(c.tile[1] for c in (a, w) if c.scale_kind != "none")) or k  # blocks of both
     y = None
     for j in range(0, k, step):
         cols = slice(j, min(j + step, k))

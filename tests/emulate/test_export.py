@@ -4,6 +4,8 @@ ml_dtypes' fp8 decoding, numpy integer arithmetic, the OCP MX v1.0 scale rule.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -135,6 +137,12 @@ def test_unexportable_roles_are_refused(spec, fragment):
     (lambda: export_codes({"w": W}, "mxfp8", axis=5), "axis=5"),
     (lambda: export_codes({"w": W}, "mxfp8", axis=(0, 1)), "leaves no output axis"),
     (lambda: serve(lambda p, x: x @ p["w"].T, export_codes({"w": W}, "mxfp8"), "mxfp8")(X[:, :24]), "transpose"),
+    (lambda: serve(lambda p, x: x @ p["w"], {"w": W}, "mxfp8_bf16_vector"), "non-GEMM ops"),
+    (lambda: serve(lambda p, x: x @ p["w"], {"w": W}, {"name": "t", "first_last": {"weight": "bf16"},
+                                                      "roles": {"weight": "fp8_e4m3", "act": "bf16", "acc": "fp32"}}),
+     "first_last"),
+    (lambda: serve(lambda p, x: x @ p["w"], {"w": W}, dataclasses.replace(
+        load_recipe("int8_ptq_tensor"), static_scales=((0, (1.0, 1.0, 0.0)),))), "calibrated static scales"),
 ])
 def test_bad_exports_and_serves_say_why(call, fragment):
     with pytest.raises(ValueError, match=fragment):
