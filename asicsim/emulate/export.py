@@ -20,13 +20,16 @@ bit patterns (uint8 / uint16), as ml_dtypes stores them. Scales by ``scale_kind`
 int32 exponents (MX's E8M0: value ``q * 2**e``, exact), ``fp32`` float32 factors (value the
 float32 product ``q * s``), ``two_level`` float32 E4M3 values with ``tensor_amax``
 (:func:`asicsim.numerics.two_level.two_level_dequantize`), ``group`` scales in the scale format
-with ``zeros`` (``s * (k - z)``), ``none`` (the codes are the values).
+with ``zeros`` (``s * (k - z)``), ``delayed`` Transformer Engine's ``scale_inv`` (value the
+float32 product ``q * scale_inv``; fp8_hybrid's weights), ``none`` (the codes are the values).
 
 Each export is checked at once: its dequantized weight must equal, bit for bit, what
 :func:`asicsim.emulate.round_role` gives the GEMM (an error names the leaf otherwise). Not
 exported (an error says so): stochastic weight rounding (its bits come from the run's key),
-rotations, ``delayed`` and ``static`` weight scaling (their scale comes from a training state
-or a calibration), ``[first_last]`` (it depends on the GEMM order, not on the weight).
+rotations, ``delayed``/``static`` weight scaling with a margin, ``[first_last]`` (it depends on
+the GEMM order, not on the weight). ``delayed`` and ``static`` weights are scaled by their
+current amax, as the emulated model scales them without a training state or a calibration
+(an amax history or a calibrated weight scale is not taken).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import numpy as np
 from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.policy import RoleSpec
 from asicsim.emulate.recipes import load_recipe
-from asicsim.emulate.role_rounding import round_role
+from asicsim.emulate.role_rounding import _amax, delayed_parts, round_role
 from asicsim.numerics.codec import _encode_float_jit, decode
 from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_exact import fp32_mul
@@ -104,8 +107,8 @@ def _axes(axis, ndim: int, what: str) -> tuple[int, ...]:
 def _refuse(spec: RoleSpec, what: str) -> None:
     why = ("stochastic rounding: its bits come from the run's key" if spec.stochastic else
            "a rotation: the codes would be of the rotated weight" if spec.rotation is not None else
-           f"scaling = {str(spec.scaling)!r}: its scale comes from a training state or a calibration"
-           if spec.scaling in ("delayed", "static") else None)
+           f"scaling = {str(spec.scaling)!r} with a margin" if spec.scaling in ("delayed", "static") and spec.margin
+           else None)
     if why:
         raise ValueError(f"export: {what}: the weight role ({spec.format}) has {why}; codes and scales "
                          "are exported for deterministic per-tensor, channel, block, tile, group, MX, "
@@ -124,7 +127,7 @@ def _plan(spec: RoleSpec):
     if spec.scaling == "block":
         size, across = (spec.block_size, 1) if spec.tile is None else spec.tile
         return fmt, Scaling(granularity="block", axis=-1, block_size=size, across=across), sat
-    plans = {"none": None, "tensor": Scaling(), "channel": Scaling(granularity="channel", axis=0)}
+    plans = {"none": None, "tensor": Scaling(), "static": Scaling(), "channel": Scaling(granularity="channel", axis=0)}
     return fmt, plans[str(spec.scaling)], sat
 
 
@@ -209,13 +212,17 @@ def export_tensor(x, spec: RoleSpec, axes: Sequence[int], what: str = "tensor") 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _emulated(x, spec: RoleSpec, axes):
-    return round_role(x, spec, axis=axes)
+    """The weight as the emulated GEMM rounds it (delayed/static roles: by an estimate of 0, the
+    interpreter's value without a training state or calibration: their current amax)."""
+    return round_role(x, spec, axis=axes, amax=jnp.float32(0) if spec.scaling in ("delayed", "static") else None)
 
 
 def role_layout(spec: RoleSpec, nk) -> tuple[str, tuple[int, int], object, str]:
     """(scale kind, tile, element format, scale format name) of role ``spec`` on an (N, K) matrix."""
     if spec.scaling == "group":
         return "group", (1, min(spec.group_size, max(nk[1], 1))), spec.spec, spec.scale_format
+    if spec.scaling == "delayed":
+        return "delayed", (max(nk[0], 1), max(nk[1], 1)), spec.spec, "fp32"
     element, plan, _ = _plan(spec)
     if plan is None:
         return "none", _tile(plan, nk), element, ""
@@ -233,6 +240,9 @@ def role_parts(c, spec: RoleSpec):
         g = group_quantize(c, fmt=spec.format, group_size=spec.group_size, axis=-1, zero_point=spec.zero_point,
                            scale_format=spec.scale_format)
         return g.codes.astype(jnp.float32), g.scales, g.zeros if spec.zero_point else None, None
+    if kind == "delayed":  # Transformer Engine's arithmetic, by the current amax
+        q, scale_inv = delayed_parts(c, spec, _amax(c))
+        return q, scale_inv.reshape(1), None, None
     _, plan, sat = _plan(spec)
     if kind == "none":
         return quantize(c, element, spec.rounding, saturate=sat), None, None, None
@@ -251,8 +261,8 @@ def role_parts(c, spec: RoleSpec):
 def dequantize_tensor(wc: WeightCodes, values=None) -> jax.Array:
     """The tensor ``wc`` holds (in its ``dtype``): bit for bit the emulated GEMM's rounded operand
     (``values``: its codes' element values, decoded elsewhere; default :func:`element_values`)."""
-    if wc.scale_kind not in ("none", "fp32", "pow2", "two_level", "group"):
-        raise ValueError(f"dequantize: scale_kind={wc.scale_kind!r}; allowed: none, fp32, pow2, two_level, group")
+    if wc.scale_kind not in ("none", "fp32", "pow2", "two_level", "group", "delayed"):
+        raise ValueError(f"dequantize: scale_kind={wc.scale_kind!r}; allowed: none, fp32, pow2, two_level, group, delayed")
     zeros = None if wc.zeros is None else jnp.asarray(wc.zeros.astype(np.int32))
     scales = None if wc.scales is None else jnp.asarray(np.asarray(wc.scales).astype(
         np.int32 if wc.scale_kind == "pow2" else np.float32))
@@ -278,6 +288,8 @@ def _dequantize(q, scales, zeros, amax, kind, tile, axes, element, scale_format,
         s = spread(scales, tile, nk)
         if kind == "pow2":
             c = mul_pow2(q, s)
+        elif kind == "delayed":  # the float32 product as the emulated GEMM computes it
+            c = q * s
         elif kind == "fp32":
             c = fp32_mul(q, s)
         else:

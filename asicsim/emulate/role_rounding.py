@@ -158,17 +158,25 @@ def _round_scaled(x, spec: RoleSpec, amax, words):
     amax = jnp.asarray(amax, jnp.float32)
     est = jnp.where(_positive(amax), amax, _amax(xf))
     sat = True if spec.saturate is None else spec.saturate
-    fmax = jnp.float32(spec.spec.max)
     if spec.scaling == "delayed":
-        sf = divide(fmax, est) / jnp.float32(2.0**spec.margin)  # by a power of two: exact
-        sf = jnp.where(_positive(est) & jnp.isfinite(est), sf, jnp.float32(1.0))
-        sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
-        y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
-        return (y * divide(jnp.float32(1.0), sf)).astype(x.dtype)
+        y, scale_inv = delayed_parts(xf, spec, est, words)
+        return (y * scale_inv).astype(x.dtype)
     # the scale's arithmetic, exact on every backend: numerics.fp32_scale (amax * 2**margin is
     # exact on the bits; it used to be a float32 product, flushed where subnormal on XLA:CPU)
     est = mul_pow2(est, spec.margin) if spec.margin else est
     return quantize_static(xf, est, spec.format, spec.rounding, saturate=sat, words=words).astype(x.dtype)
+
+
+def delayed_parts(xf, spec: RoleSpec, est, words=None):
+    """(element values, scale_inv) of delayed scaling by the amax estimate ``est`` (> 0 and
+    finite; else sf = 1): ``x * sf`` rounded onto the format and ``1 / sf`` (the value is their
+    float32 product), as :func:`_round_scaled` says."""
+    sat = True if spec.saturate is None else spec.saturate
+    sf = divide(jnp.float32(spec.spec.max), est) / jnp.float32(2.0**spec.margin)  # by a power of two: exact
+    sf = jnp.where(_positive(est) & jnp.isfinite(est), sf, jnp.float32(1.0))
+    sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
+    y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
+    return y, divide(jnp.float32(1.0), sf)
 
 
 def _positive(v) -> jax.Array:

@@ -34,7 +34,7 @@ def _bits(x):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe", ["int8_ptq_tensor", "int8_ptq_channel", "fp8_deepseek_v3", "mxfp8", "mxfp4",
+@pytest.mark.parametrize("recipe", ["int8_ptq_tensor", "int8_ptq_channel", "fp8_deepseek_v3", "fp8_hybrid", "mxfp8", "mxfp4",
                                     "mxfp6", "nvfp4", "int4_w_g128", "w4a8_g128", "bf16", "fixed16_rn"])
 def test_every_weight_recipe_dequantizes_to_the_emulated_weight(recipe, tmp_path):
     """Through an .npz file and back: every field of every scale kind survives it."""
@@ -94,6 +94,8 @@ SMALL = {"w1": W[:32, :16], "b1": np.zeros(16, np.float32), "w2": W[:16, 16:]}  
     ({"weight": "mxint8", "act": "mxint8", "acc": "fp32"}, "int"),  # int8 codes k * 2**-6, one 2**e per row
     pytest.param({"weight": INT8_POW2, "act": INT8_POW2, "acc": "fp32"}, "int", marks=pytest.mark.slow),
     ({"weight": "mxfp8_e4m3", "act": "mxfp8_e4m3", "acc": "fp32", "out": "bf16"}, "table"),
+    pytest.param({"weight": {"format": "fp8_e4m3", "scaling": "delayed"}, "act": {"format": "fp8_e4m3",
+                  "scaling": "delayed"}, "acc": "fp32", "out": "bf16"}, "table", marks=pytest.mark.slow),  # fp8_hybrid
 ])
 def test_served_model_is_bit_identical_to_the_emulated_one(roles, mode):
     """int: an int32 dot_general of the codes, scaled after; exact, so equal to the emulated float
@@ -124,7 +126,7 @@ def test_integer_gemm_is_numpys_and_fp32_scales_agree_within_rounding():
 
 @pytest.mark.parametrize("spec, fragment", [
     (RoleSpec(format="int8", scaling="tensor", rounding="sr"), "stochastic rounding"),
-    (RoleSpec(format="fp8_e4m3", scaling="delayed"), "scaling = 'delayed'"),
+    (RoleSpec(format="fp8_e4m3", scaling="delayed", margin=1), "scaling = 'delayed' with a margin"),
     (RoleSpec(format="mxfp8_e4m3", rotation=16), "a rotation"),
 ])
 def test_unexportable_roles_are_refused(spec, fragment):
