@@ -3,7 +3,7 @@ exported leaf runs on its codes, the rest of the model as written:
 
     served = serve(apply_fn, codes, "mxint8_e8m0")    # codes = export_codes(params, policy)
     y = served(x)                                     # apply_fn(params, x), GEMMs on the codes
-    served.gemms                                      # per GEMM: leaf path and "int" or "table"
+    served.gemms                    # per GEMM: leaf path, mode ("int", "table", "float") and row
 
 **int**: an integer weight under an integer activation role (int8, int4, MXINT8, group codes
 without zero points) runs as ``lax.dot_general`` on the integer codes with
@@ -22,9 +22,14 @@ activations) is decoded through a lookup table of its format's values (one entry
 scaled as the export says (exactly), and multiplied in float32 after the activation is rounded by
 its role (:func:`asicsim.emulate.round_role`): bit-identical to the emulated GEMM.
 
-The output is rounded by the recipe's ``acc`` and ``out`` roles, as the emulated GEMM's. Not
-served (an error says so): bit-exact MAC orders, recipes that round non-GEMM ops (``vector``
-roles), a weight that reaches anything but a ``dot_general`` (a convolution, a scan, a gather).
+The output is rounded by the recipe's ``acc`` and ``out`` roles, as the emulated GEMM's; a
+delayed or static activation role scales by its calibrated amax (``calibrate``'s per-row static
+scales, GEMM rows numbered as :func:`asicsim.emulate` numbers them), else by its current amax.
+A GEMM with no exported weight (attention's ``q k^T``) runs as written, in float, unrounded
+(``served.gemms`` lists it with mode ``float``). Not served (an error says so): bit-exact MAC
+orders, recipes that round non-GEMM ops (``vector`` roles), ``[first_last]``, calibrated scales
+in a model with a loop or branch (rows not numbered here), a weight that reaches anything but a
+``dot_general`` (a convolution, a scan, a gather).
 """
 
 from __future__ import annotations
@@ -69,8 +74,7 @@ class Served:
         why = ("a bit-exact MAC order" if pol.mac_spec() is not None else
                "rounding of non-GEMM ops (vector roles)" if any(pol.role(r) for r in ("vector", "transcendental",
                                                                                          "reduction")) else
-               "[first_last] roles (they follow the GEMM order)" if pol.first_last else
-               "calibrated static scales (per GEMM row)" if pol.static_scales or pol.channel_scales else None)
+               "[first_last] roles (they follow the GEMM order)" if pol.first_last else None)
         if why:
             raise ValueError(f"serve: recipe {pol.name!r} has {why}; serving runs each weight's GEMM on its codes "
                              "by the recipe's roles alone, with float32/int32 accumulation")
@@ -78,6 +82,10 @@ class Served:
         self.paths = ["/".join(key_name(k) for k in keys) for keys, _ in flat]
         self.leaves = [leaf for _, leaf in flat]
         self.gemms: list[dict] = []
+        # calibrated amax per GEMM row (asicsim.emulate.ptq): rows counted as emulate counts them
+        self.static = {row: v for row, v in pol.static_scales}
+        self.channel = {(row, side): np.asarray(v, np.float32) for row, side, v in pol.channel_scales}
+        self.row = 0
 
     def __call__(self, *args):
         params = [dequantize_tensor(x) if isinstance(x, WeightCodes) else x for x in self.leaves]
@@ -89,7 +97,7 @@ class Served:
         closed, shape = jax.make_jaxpr(whole, return_shape=True)(params, args)
         flat_args = jax.tree_util.tree_leaves(args)
         tags = list(range(n)) + [None] * len(flat_args)
-        self.gemms = []
+        self.gemms, self.row = [], 0
         outs = self._run(closed.jaxpr, closed.consts, [*params, *flat_args], tags)
         return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shape), outs)
 
@@ -109,9 +117,10 @@ class Served:
             invals = [read(v) for v in eqn.invars]
             itags = [None if isinstance(v, jcore.Literal) else tag.get(v) for v in eqn.invars]
             name = eqn.primitive.name
+            row = self._count(eqn, invals)
             if name == "dot_general" and any(t is not None for t in itags):
-                outs = [self._gemm(eqn, invals, itags)]
-            elif name in _CALLS and any(t is not None for t in itags):
+                outs = [self._gemm(eqn, invals, itags, row)]
+            elif name in _CALLS:
                 sub = eqn.params[_CALLS[name]]
                 inner, sconsts = (sub.jaxpr, sub.consts) if hasattr(sub, "consts") else (sub, ())
                 outs = self._run(inner, sconsts, invals[len(invals) - len(inner.invars):],
@@ -125,11 +134,36 @@ class Served:
                 subfuns, params = bind_args(eqn.primitive, eqn.params)
                 out = eqn.primitive.bind(*subfuns, *invals, **params)
                 outs = out if eqn.primitive.multiple_results else [out]
+                if row is not None:  # a GEMM without an exported weight: as written, unrounded
+                    self.gemms.append({"path": None, "mode": "float", "row": row})
             for v, o in zip(eqn.outvars, outs, strict=True):
                 env[v] = o
         return [read(v) for v in jaxpr.outvars]
 
-    def _gemm(self, eqn, invals, itags):
+    def _count(self, eqn, invals) -> int | None:
+        """The GEMM row of ``eqn`` (a float dot_general or convolution), in emulate's order, or
+        None; a loop or branch is refused under calibrated scales (its rows are not counted here)."""
+        name = eqn.primitive.name
+        if name in ("scan", "while", "cond") and (self.static or self.channel):
+            raise ValueError(f"serve: recipe {self.policy.name!r} has calibrated static scales per GEMM row and "
+                             f"the model has a `{name}`: serve numbers the rows of straight-line models only")
+        if name not in ("dot_general", "conv_general_dilated") or not all(
+                jnp.issubdtype(jnp.result_type(v), jnp.floating) for v in invals[:2]):
+            return None
+        self.row += 1
+        return self.row - 1
+
+    def _estimate(self, act, row: int, side: int):
+        """The amax the emulated GEMM passes operand ``side`` of row ``row``: the calibrated one
+        (a vector per contraction index where calibrated per channel), else 0 for delayed and
+        static roles (their current amax), None for the others."""
+        if act is None or act.scaling not in ("delayed", "static"):
+            return None
+        if (row, side) in self.channel:
+            return jnp.asarray(self.channel[(row, side)])
+        return jnp.float32(self.static[row][side]) if row in self.static else jnp.float32(0)
+
+    def _gemm(self, eqn, invals, itags, row):
         (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
         side = 0 if itags[0] is not None else 1
         wc: WeightCodes = self.leaves[itags[side]]
@@ -141,6 +175,7 @@ class Served:
         x = invals[1 - side]
         pol = gemm_policy(self.policy, match_rule(self.policy.layers, path) if self.policy.layers else None, False)
         act = pol.role("act")
+        est = self._estimate(act, row, 1 - side)
         mode = "int" if _integer(wc, act) else "table"
         if mode == "int":
             xc = canonical(x.astype(jnp.float32), x_axes)  # (M, K)
@@ -151,12 +186,12 @@ class Served:
             if side == 0:  # the weight is the lhs: its free axes first
                 y = jnp.transpose(y, [*range(len(x_free), y.ndim), *range(len(x_free))])
         else:  # as the emulated GEMM: the same operands in the same layout, the same dot
-            qa = round_role(x, act, axis=x_axes, amax=_est(act))  # in x's dtype, as the emulated GEMM
+            qa = round_role(x, act, axis=x_axes, amax=est)  # in x's dtype, as the emulated GEMM
             ops = (table_dequantize(wc), qa) if side == 0 else (qa, table_dequantize(wc))
             specs = (pol.role("weight"), act) if side == 0 else (act, pol.role("weight"))
             y = fast_dot(*ops, eqn.params["dimension_numbers"], specs)
         y = round_role(round_role(y, pol.role("acc")), pol.role("out"))
-        self.gemms.append({"path": path, "mode": mode})
+        self.gemms.append({"path": path, "mode": mode, "row": row})
         return y.astype(eqn.outvars[0].aval.dtype)
 
 
@@ -165,11 +200,6 @@ def serve(apply_fn: Callable, codes, policy) -> Served:
     exported ``codes`` (a tree from :func:`~asicsim.emulate.export.export_codes`) under the recipe
     it was exported with (see the module doc)."""
     return Served(apply_fn, codes, policy)
-
-
-def _est(spec):
-    """The amax the emulated GEMM passes an uncalibrated delayed/static role: 0, its own amax."""
-    return jnp.float32(0) if spec is not None and spec.scaling in ("delayed", "static") else None
 
 
 def _integer(wc: WeightCodes, act) -> bool:
