@@ -43,11 +43,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from asicsim.emulate.codes_layout import (
+    canonical,
+    element_name,
+    element_values,
+    from_canonical,
+    spread,
+    to_codes,
+)
 from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.policy import RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import _amax, delayed_parts, round_role
-from asicsim.numerics.codec import _encode_float_jit, decode
 from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_exact import fp32_mul
 from asicsim.numerics.group_quant import GroupCodes, group_dequantize, group_quantize
@@ -70,27 +77,6 @@ class WeightCodes(NamedTuple):
     tensor_amax: np.float32 | None = None  # two-level: the fp32 tensor amax
     scale_format: str = ""  # fp32, e8m0, float8_e4m3fn, fp16, ...
     dtype: str = "float32"  # the weight's dtype: the emulated GEMM reads its rounded values cast to it
-
-
-def canonical(x, axes: Sequence[int]):
-    """``x`` as the (N, K) matrix of its GEMM view (``axes`` contracted, flattened in order)."""
-    keep = [i for i in range(x.ndim) if i not in axes]
-    moved = jnp.transpose(x, [*keep, *axes])
-    n = int(np.prod([x.shape[i] for i in keep], dtype=np.int64))
-    return moved.reshape(n, -1)
-
-
-def from_canonical(c, shape: tuple[int, ...], axes: Sequence[int]):
-    """The inverse of :func:`canonical` for a tensor of ``shape``."""
-    keep = [i for i in range(len(shape)) if i not in axes]
-    perm = [*keep, *axes]
-    return jnp.transpose(c.reshape([shape[i] for i in perm]), np.argsort(perm))
-
-
-def spread(grid, tile: tuple[int, int], nk: tuple[int, int]):
-    """A per-tile grid repeated over the (N, K) elements it scales."""
-    g = jnp.repeat(jnp.repeat(jnp.asarray(grid), tile[0], axis=0), tile[1], axis=1)
-    return g[: nk[0], : nk[1]]
 
 
 def _axes(axis, ndim: int, what: str) -> tuple[int, ...]:
@@ -145,45 +131,6 @@ def _grid(scales, tile, nk):
     return np.asarray(scales).reshape(rows, cols)
 
 
-def _to_codes(q, element) -> np.ndarray:
-    """Element values (float32, on the format's grid) as integer codes or float bit patterns."""
-    if element.kind == "float":
-        return np.asarray(_encode_float_jit(jnp.asarray(q, jnp.float32), element))
-    k = np.asarray(mul_pow2(jnp.asarray(q, jnp.float32), element.frac_bits)).astype(np.int64)
-    for dt in (np.uint8, np.uint16, np.uint32) if element.min >= 0 else (np.int8, np.int16, np.int32):
-        if np.iinfo(dt).min <= element.min * 2**element.frac_bits and element.max * 2**element.frac_bits <= np.iinfo(dt).max:
-            return k.astype(dt)
-    raise ValueError(f"export: {element.name}: codes wider than 32 bits")
-
-
-def element_name(element) -> str:
-    """A name :func:`~asicsim.numerics.get_format` resolves to ``element``'s values (an MX
-    format's inline element, such as MXINT8's, by the format grammar: ``q1.6``)."""
-    from asicsim.numerics import get_format
-    from asicsim.numerics.formats import FormatError
-
-    try:
-        if get_format(element.name) == element:
-            return element.name
-    except FormatError:
-        pass
-    if element.kind == "int":
-        i = element.bits - element.frac_bits - (1 if element.signed else 0)
-        return f"{'' if element.signed else 'u'}q{i}.{element.frac_bits}" if element.frac_bits else \
-            f"{'' if element.signed else 'u'}int{element.bits}"
-    raise ValueError(f"export: element format {element.name!r} has no catalog or grammar name")
-
-
-def element_values(codes, element) -> jax.Array:
-    """float32 values of ``codes`` (integers, or float bit patterns decoded as ml_dtypes does)."""
-    from asicsim.numerics import get_format
-
-    fmt = get_format(element)
-    if fmt.kind == "float":
-        return decode(np.asarray(codes), fmt)
-    return mul_pow2(jnp.asarray(np.asarray(codes), jnp.float32), -fmt.frac_bits)
-
-
 def export_tensor(x, spec: RoleSpec, axes: Sequence[int], what: str = "tensor") -> WeightCodes:
     """``x`` rounded as role ``spec`` rounds a GEMM operand contracted along ``axes``, as codes
     and scales (checked: :func:`dequantize_tensor` of the result is ``round_role(x, spec,
@@ -195,7 +142,7 @@ def export_tensor(x, spec: RoleSpec, axes: Sequence[int], what: str = "tensor") 
     nk = tuple(c.shape)
     kind, tile, element, fmt_name = role_layout(spec, nk)
     q, scales, zeros, amax_t = (None if v is None else np.asarray(v) for v in role_parts(c, spec))
-    out = WeightCodes(codes=np.asarray(from_canonical(jnp.asarray(_to_codes(q, element)), x.shape, axes)),
+    out = WeightCodes(codes=np.asarray(from_canonical(jnp.asarray(to_codes(q, element)), x.shape, axes)),
                       element=element_name(element), scale_kind=kind,
                       scales=None if scales is None else _grid(scales, tile, nk), tile=tile, axes=axes,
                       zeros=None if zeros is None else _grid(zeros, tile, nk).astype(np.uint8),

@@ -44,15 +44,8 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
-from asicsim.emulate.export import (
-    WeightCodes,
-    canonical,
-    dequantize_tensor,
-    element_name,
-    role_layout,
-    role_parts,
-    spread,
-)
+from asicsim.emulate.codes_layout import canonical, element_name, spread
+from asicsim.emulate.export import WeightCodes, dequantize_tensor, role_layout, role_parts
 from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
