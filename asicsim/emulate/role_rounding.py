@@ -15,6 +15,7 @@ from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import quantize
 from asicsim.numerics.exact_div import divide
+from asicsim.numerics.fp32_exact import scale_up_if_subnormal
 from asicsim.numerics.fp32_scale import quantize_static
 from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
@@ -177,6 +178,16 @@ def delayed_parts(xf, spec: RoleSpec, est, words=None):
     sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
     y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
     return y, divide(jnp.float32(1.0), sf)
+
+
+def static_scale(xf, spec: RoleSpec, amax) -> jax.Array:
+    """The float32 scale static scaling by the estimate ``amax`` (<= 0: the current amax of
+    ``xf``) divides by, as :func:`_round_scaled` and ``fp32_scale`` compute it: ``amax *
+    2**margin / format max``, rounded up where subnormal, 1 for an amax of 0."""
+    est = jnp.where(_positive(amax), amax, _amax(xf))
+    est = mul_pow2(est, spec.margin) if spec.margin else est
+    zero = (lax.bitcast_convert_type(est, jnp.uint32) & np.uint32(0x7FFFFFFF)) == 0
+    return jnp.where(zero, jnp.float32(1), scale_up_if_subnormal(est, spec.spec.max))
 
 
 def _positive(v) -> jax.Array:

@@ -5,8 +5,9 @@ exported leaf runs on its codes, the rest of the model as written:
     y = served(x)                                     # apply_fn(params, x), GEMMs on the codes
     served.gemms                    # per GEMM: leaf path, mode ("int", "table", "float") and row
 
-**int**: an integer weight under an integer activation role (int8, int4, MXINT8, group codes
-without zero points) runs as ``lax.dot_general`` on the integer codes with
+**int** (``integer=True``, the default): an integer weight under an integer activation role
+(int8, int4, MXINT8, group codes without zero points; dynamic scales, or static ones by the
+calibrated amax) runs as ``lax.dot_general`` on the integer codes with
 ``preferred_element_type=int32``, one per scale block along K, and the scales are applied after:
 ``y = sum_j (acc_j * 2**-frac) * s_a * s_w`` (exact power-of-two shifts for ``pow2`` and
 ``none`` scales, float32 products for ``fp32`` ones), blocks summed in order in float32.
@@ -14,8 +15,10 @@ This is bit-identical to the emulated GEMM where the emulated arithmetic is exac
 (or no) scales on both operands, one scale block along K, and every partial sum of the float32
 accumulation exact (``K * max|k_a| * max|k_w| <= 2**24``, e.g. int8 x int8 with K <= 1040).
 With fp32 scales (TensorRT-style int8) the emulated GEMM multiplies the rounded products
-``fl(q_a s_a) * fl(q_w s_w)`` where serving scales the exact integer sum: the two differ by
-float32 rounding (tested: within ``2**-21`` relative of the larger).
+``fl(q_a s_a) * fl(q_w s_w)`` where serving scales the exact integer sum: per GEMM the two
+differ by float32 rounding (a calibrated int8 MLP: 29 of 40 outputs differ, by at most
+5.6e-8 of the largest; in a deeper model such a difference can flip an activation code's
+rounding). ``integer=False`` serves such GEMMs by the table instead: bit-identical.
 
 **table**: any other weight (fp8, MX fp8/fp6/fp4, NVFP4, bf16, group codes under float
 activations) is decoded through a lookup table of its format's values (one entry per code),
@@ -48,10 +51,11 @@ from asicsim.emulate.codes_layout import canonical, element_name, spread
 from asicsim.emulate.export import WeightCodes, dequantize_tensor, role_layout, role_parts
 from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.recipes import load_recipe
-from asicsim.emulate.role_rounding import round_role
+from asicsim.emulate.role_rounding import round_role, static_scale
 from asicsim.emulate.tensor_cores import fast_dot
 from asicsim.numerics import get_format
-from asicsim.numerics.quantize import mul_pow2
+from asicsim.numerics.exact_div import divide
+from asicsim.numerics.quantize import mul_pow2, quantize
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
           "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr",
@@ -61,8 +65,8 @@ _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "custom_
 class Served:
     """``apply_fn(params, *args)`` with params from the export and GEMMs on its codes."""
 
-    def __init__(self, apply_fn: Callable, codes, policy):
-        self.fn, self.policy = apply_fn, load_recipe(policy)
+    def __init__(self, apply_fn: Callable, codes, policy, integer: bool = True):
+        self.fn, self.policy, self.integer = apply_fn, load_recipe(policy), bool(integer)
         pol = self.policy
         why = ("a bit-exact MAC order" if pol.mac_spec() is not None else
                "rounding of non-GEMM ops (vector roles)" if any(pol.role(r) for r in ("vector", "transcendental",
@@ -169,10 +173,10 @@ class Served:
         pol = gemm_policy(self.policy, match_rule(self.policy.layers, path) if self.policy.layers else None, False)
         act = pol.role("act")
         est = self._estimate(act, row, 1 - side)
-        mode = "int" if _integer(wc, act) else "table"
+        mode = "int" if self.integer and _integer(wc, act, est) else "table"
         if mode == "int":
             xc = canonical(x.astype(jnp.float32), x_axes)  # (M, K)
-            y = _int_gemm(_activation_codes(xc, act), _canon(wc))
+            y = _int_gemm(_activation_codes(xc, act, est), _canon(wc))
             x_free = [x.shape[i] for i in range(x.ndim) if i not in x_axes]
             w_free = [wc.codes.shape[i] for i in range(wc.codes.ndim) if i not in w_axes]
             y = y.reshape(*x_free, *w_free)
@@ -188,17 +192,19 @@ class Served:
         return y.astype(eqn.outvars[0].aval.dtype)
 
 
-def serve(apply_fn: Callable, codes, policy) -> Served:
+def serve(apply_fn: Callable, codes, policy, *, integer: bool = True) -> Served:
     """A function of ``apply_fn``'s remaining arguments running ``apply_fn(params, ...)`` on the
     exported ``codes`` (a tree from :func:`~asicsim.emulate.export.export_codes`) under the recipe
-    it was exported with (see the module doc)."""
-    return Served(apply_fn, codes, policy)
+    it was exported with (see the module doc). ``integer=False``: every GEMM by the table, the
+    emulated arithmetic (bit-identical also where fp32 scales make the integer GEMM differ)."""
+    return Served(apply_fn, codes, policy, integer)
 
 
-def _integer(wc: WeightCodes, act) -> bool:
-    """Integer weight codes (no zero point) under an integer activation role with its own scales."""
-    if (act is None or act.scaling in ("delayed", "static") or act.stochastic or act.rotation is not None
-            or act.zero_point):
+def _integer(wc: WeightCodes, act, est) -> bool:
+    """Integer weight codes (no zero point) under an integer activation role with one scale per
+    row (not per contraction index: a per-channel calibration's vector)."""
+    if (act is None or act.scaling == "delayed" or act.stochastic or act.rotation is not None
+            or act.zero_point or (est is not None and jnp.ndim(est) > 0)):
         return False
     fmt = act.spec
     elem = fmt.element if fmt.kind == "block" else fmt
@@ -207,10 +213,15 @@ def _integer(wc: WeightCodes, act) -> bool:
             and wc.scale_kind in ("none", "pow2", "fp32", "group"))
 
 
-def _activation_codes(xc, act) -> WeightCodes:
+def _activation_codes(xc, act, est) -> WeightCodes:
     """The (M, K) activation as integer codes and scales under role ``act`` (traceable: the
     same :func:`~asicsim.emulate.export.role_parts` an export runs, whose dequantized values are
-    checked there against the emulated rounding)."""
+    checked there against the emulated rounding; a static role by its estimate ``est``)."""
+    if act.scaling == "static":  # the element value of each emulated value q * s (exact: q has <= 8 bits)
+        s = static_scale(xc, act, jnp.float32(0) if est is None else est)
+        q = quantize(divide(round_role(xc, act, amax=jnp.float32(0) if est is None else est), s), act.spec,
+                     "rne", saturate=True)
+        return WeightCodes(q.astype(jnp.int32), act.format, "fp32", s.reshape(1, 1), tuple(xc.shape), (1,))
     kind, tile, element, fmt = role_layout(act, tuple(xc.shape))
     q, scales, _, _ = role_parts(xc, act)
     codes = mul_pow2(q, element.frac_bits).astype(jnp.int32)
