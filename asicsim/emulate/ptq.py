@@ -156,7 +156,8 @@ def export_params(params, policy, *, axis: int = -2):
     spec = pol.role("weight")
     if spec is None or spec.scaling != "group":
         raise ValueError(f"export_params: recipe {pol.name!r} has weight scaling "
-                         f"{None if spec is None else str(spec.scaling)!r}; integer codes need scaling = 'group'")
+                         f"{None if spec is None else str(spec.scaling)!r}; integer codes need scaling = 'group' "
+                         "(asicsim.emulate.export.export_codes exports every weight recipe as codes and scales)")
     return export_weights(params, spec, axis)
 
 

@@ -13,12 +13,13 @@ from jax import lax
 
 from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
-from asicsim.numerics import quantize
+from asicsim.numerics import get_format, quantize
 from asicsim.numerics.exact_div import divide
-from asicsim.numerics.fp32_scale import quantize_static
+from asicsim.numerics.fp32_scale import quantize_static, static_codes
 from asicsim.numerics.quantize import mul_pow2
 from asicsim.numerics.random import key_words
 from asicsim.numerics.rotation import hadamard_rotate
+from asicsim.numerics.rounding import parse_rounding
 from asicsim.numerics.scaling import Scaling, amax_bits, resolve_scaling
 
 
@@ -173,7 +174,7 @@ def _estimate(xf, amax) -> jax.Array:
     return jnp.where(_positive(amax), amax, _amax(xf))
 
 
-def delayed_codes(xf, spec: RoleSpec, est, words):
+def delayed_codes(xf, spec: RoleSpec, est, words=None):
     """(codes, scale_inv) of delayed scaling by the amax estimate ``est`` (Transformer Engine's
     DelayedScaling, see :func:`_round_scaled`): the codes are ``x * sf`` cast onto the format,
     ``scale_inv = 1 / sf`` the factor TE hands cuBLASLt as the operand's scale."""
@@ -183,6 +184,29 @@ def delayed_codes(xf, spec: RoleSpec, est, words):
     sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
     y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
     return y, divide(jnp.float32(1.0), sf)
+
+
+def tensor_codes(x, spec: RoleSpec, *, amax=None, words=None):
+    """(codes, scale) of ``x`` rounded by a per-tensor role ``spec`` (scaling none, tensor,
+    delayed or static): float32 codes on the role's format and a float32 scalar, whose product
+    (rounded to float32) is what :func:`round_role` returns; ``amax`` and ``words`` as
+    ``round_role`` takes them. The codes come from the quantiser itself, never divided back out."""
+    xf = jnp.asarray(x, jnp.float32)
+    words = _sr_words(spec, None, words)
+    sat = True if spec.saturate is None else spec.saturate
+    fmt, rnd = get_format(spec.format), parse_rounding(str(spec.rounding))
+    if spec.scaling == "none":
+        return quantize(xf, spec.format, spec.rounding, saturate=spec.saturate, words=words), jnp.float32(1)
+    if spec.scaling in ("delayed", "static") and (amax is not None or spec.margin):
+        est = _estimate(xf, jnp.float32(0) if amax is None else amax)
+        if spec.scaling == "delayed":
+            return delayed_codes(xf, spec, est, words)
+        return static_codes(xf, mul_pow2(est, spec.margin) if spec.margin else est, fmt, rnd, sat, words)
+    # no estimate: the current amax, as quantize(..., scaling="tensor") scales (fp32 scale)
+    bits = amax_bits(xf, tuple(range(xf.ndim)), keepdims=False) if xf.size else jnp.uint32(0)
+    cur = jax.lax.bitcast_convert_type(bits, jnp.float32)
+    sat = fmt.saturate if spec.saturate is None else spec.saturate
+    return static_codes(xf, cur, fmt, rnd, sat, words)
 
 
 def _positive(v) -> jax.Array:

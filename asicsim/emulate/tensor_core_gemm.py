@@ -34,44 +34,19 @@ Transformer Engine uses for its dX and dW GEMMs.
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
-
 from asicsim.emulate.policy import RoleSpec
-from asicsim.emulate.role_rounding import _estimate, _sr_words, delayed_codes
+from asicsim.emulate.role_rounding import tensor_codes
 from asicsim.emulate.tensor_core_checks import _operand_problem
-from asicsim.numerics import get_format, quantize
 from asicsim.numerics.fp32_exact import fp32_mul
-from asicsim.numerics.fp32_scale import static_codes
-from asicsim.numerics.quantize import mul_pow2
-from asicsim.numerics.rounding import parse_rounding
-from asicsim.numerics.scaling import amax_bits
 
 
 def role_codes(x, spec: RoleSpec, *, amax=None, words=None):
-    """(codes, scale) of ``x`` rounded by role ``spec`` (a per-tensor scaling, see the module
-    docstring): float32 codes on the role's format and a float32 scalar, whose product (rounded to
-    float32) is what :func:`~asicsim.emulate.role_rounding.round_role` returns; ``amax`` and
-    ``words`` as ``round_role`` takes them."""
+    """(codes, scale) of ``x`` rounded by role ``spec`` as a tensor core reads them: refuses a
+    role the recipe's checks did not see, else :func:`~asicsim.emulate.role_rounding.tensor_codes`."""
     problem = _operand_problem(spec)
     if problem is not None:  # a role the recipe's checks did not see (they check the GEMMs' roles)
         raise ValueError(f"tensor_core: a GEMM operand rounded by {spec!r} needs {problem}")
-    xf = jnp.asarray(x, jnp.float32)
-    words = _sr_words(spec, None, words)
-    sat = True if spec.saturate is None else spec.saturate
-    fmt, rnd = get_format(spec.format), parse_rounding(str(spec.rounding))
-    if spec.scaling == "none":
-        return quantize(xf, spec.format, spec.rounding, saturate=spec.saturate, words=words), jnp.float32(1)
-    if spec.scaling in ("delayed", "static") and (amax is not None or spec.margin):
-        est = _estimate(xf, jnp.float32(0) if amax is None else amax)
-        if spec.scaling == "delayed":
-            return delayed_codes(xf, spec, est, words)
-        return static_codes(xf, mul_pow2(est, spec.margin) if spec.margin else est, fmt, rnd, sat, words)
-    # no estimate: the current amax, as quantize(..., scaling="tensor") scales (fp32 scale)
-    bits = amax_bits(xf, tuple(range(xf.ndim)), keepdims=False) if xf.size else jnp.uint32(0)
-    cur = jax.lax.bitcast_convert_type(bits, jnp.float32)
-    sat = fmt.saturate if spec.saturate is None else spec.saturate
-    return static_codes(xf, cur, fmt, rnd, sat, words)
+    return tensor_codes(x, spec, amax=amax, words=words)
 
 
 def apply_scales(d, scale_a, scale_b):

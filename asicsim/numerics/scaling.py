@@ -665,3 +665,19 @@ def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     if x.size == 0:  # no group: no scale
         return jnp.zeros(0, jnp.float32 if plan.scale_format == "fp32" else jnp.int32)
     return _scaled_jit(x, words, element, plan, parse_rounding("rne"), True)[1]
+
+
+def scaled_parts(x, element, plan: Scaling, rounding="rne", saturate: bool | None = None):
+    """(values, scales) of float32 ``x`` rounded onto ``element`` (a scalar format) by ``plan``
+    in one pass, as ``quantize(x, element, rounding, saturate=saturate, scaling=plan)`` rounds it:
+    the values, and one scale per group in :func:`block_scales`' order and kind (int32
+    exponents, or float32 factors and two-level block scales). Deterministic rounding only
+    (asicsim.emulate.export reads a weight's codes and scales from it)."""
+    from .rounding import parse_rounding
+
+    rnd = parse_rounding(rounding)
+    if rnd.stochastic:
+        raise ValueError(f"scaled_parts: rounding {rounding!r} is stochastic; its bits need seed words")
+    sat = element.saturate if saturate is None else bool(saturate)
+    x, _ = _as_scalable(jnp.asarray(x, jnp.float32), plan)
+    return _scaled_jit(x, jnp.zeros(2, jnp.uint32), element, plan, rnd, sat)

@@ -93,14 +93,21 @@ def two_level_groups(groups, element, scale, tensor_scale: bool, rnd: Rounding, 
     yb = _bits(y)
     y = _f32((yb & _SIGN) | jnp.minimum(yb & _MAG, c["E"].view(np.uint32)))
     q = _f32(round_bits(_bits(y), element, rnd, saturate, rand))
-    if tensor_scale:  # TE's order; where d * amax overflows (amax > ~2**119 / S), d * (amax * inv)
-        d_amax = fp32_mul(d, amax_t)
-        final = jnp.where(_bits(d_amax) >= _INF, fp32_mul(d, fp32_mul(amax_t, c["inv_ES"])),
-                          fp32_mul(d_amax, c["inv_ES"]))
-    else:
-        final = d
-    values = jnp.where(finite, fp32_mul(q, final), np.float32(np.nan))
+    values = jnp.where(finite, two_level_dequantize(q, d, amax_t if tensor_scale else None, element, scale),
+                       np.float32(np.nan))
     return values, q, jnp.where(finite, d, np.float32(np.nan))[..., 0], amax_t
+
+
+def two_level_dequantize(q, d, amax_t, element, scale) -> jax.Array:
+    """float32 values of element values ``q`` under block scales ``d`` (broadcastable against
+    ``q``) and tensor amax ``amax_t`` (None: no tensor scale), as the module says (TE's order;
+    where ``d * amax`` overflows, amax > ~2**119 / S: ``d * (amax * (1 / (E * S)))``)."""
+    if amax_t is None:
+        return fp32_mul(q, d)
+    inv_es = constants(element, scale)["inv_ES"]
+    d_amax = fp32_mul(d, amax_t)
+    final = jnp.where(_bits(d_amax) >= _INF, fp32_mul(d, fp32_mul(amax_t, inv_es)), fp32_mul(d_amax, inv_es))
+    return fp32_mul(q, final)
 
 
 def two_level_parts(x, fmt, *, axis: int = -1, scaling=None):
