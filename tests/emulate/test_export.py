@@ -107,7 +107,7 @@ def test_served_model_is_bit_identical_to_the_emulated_one(roles, mode):
     assert np.array_equal(_bits(y), _bits(asicsim.emulate(_mlp, pol)(SMALL, X[:, :32])))
 
 
-@pytest.mark.slow  # 16 s on 2 cores: the int8 bit-identity of the default run is test_served_model_...
+@pytest.mark.slow  # 16 s on 2 cores; test_served_model_is_bit_identical_to_the_emulated_one covers int8 by default
 def test_integer_gemm_is_numpys_and_fp32_scales_agree_within_rounding():
     roles = {"weight": {"format": "int8", "scaling": "channel"}, "act": {"format": "int8", "scaling": "tensor"},
              "acc": "fp32"}
