@@ -138,6 +138,11 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             t[x] = D[x] if widest else lists[x]
             t[y] = most(y, t, rows, db, D[y])
             if not widest:
+                if db:  # double-buffered: every block height (width), K one deep or as long as fits
+                    every = [t[0], t[1], one]
+                    every[y] = trip_min(t[y], D[y])
+                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
+                    emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
                 t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
@@ -173,14 +178,18 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 quarter = list(t)
                 quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
                 for u in (t, wide, half, quarter):
-                    for sub in (None, one):
+                    g = list(u)  # the partial-sum tile the whole block wide (tall)
+                    g[srm] = most(srm, u, rows, db, D[srm], [None, None])
+                    emit(fam, g, ok)
+                    longest = most(srm, u, rows, db, D[srm], ps)
+                    slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
+                    if db and u is t:  # double-buffered: every sliver length (more steps hide more)
+                        slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
+                    for sliver in slivers:  # the partial-sum tile as wide (tall) as fits beside it
                         g = list(u)
-                        g[srm] = most(srm, u, rows, db, D[srm], [None, None] if sub is None else ps)
-                        if sub is None:
-                            emit(fam, g, ok)
-                        else:
-                            s_res = most_sub(g, g[srm], rows, db, g[res])
-                            emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
+                        g[srm] = sliver
+                        s_res = most_sub(g, g[srm], rows, db, g[res])
+                        emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
     return out
