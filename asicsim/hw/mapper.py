@@ -140,12 +140,14 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             if not widest:
                 if db:  # double-buffered: every block height (width), K one deep or as long as fits
                     every = [t[0], t[1], one]
-                    every[y] = trip_min(t[y], D[y])
                     emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
+                    every[y] = trip_min(t[y], D[y])
                     emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
                 t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
+            if db:  # every K sliver length (more steps hide more, fewer partial-sum passes)
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)])
             for split in (1, 2, 4):
                 emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
                                if split > 1 else k_most])
@@ -185,11 +187,14 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                     slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
                     if db and u is t:  # double-buffered: every sliver length (more steps hide more)
                         slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
-                    for sliver in slivers:  # the partial-sum tile as wide (tall) as fits beside it
+                    for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
                         g = list(u)
                         g[srm] = sliver
                         s_res = most_sub(g, g[srm], rows, db, g[res])
-                        emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
+                        # or no taller than a fold's stream (os: no reload outlasts it)
+                        short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
+                        for sub in (s_res, np.minimum(s_res, short)) if i in (0, 2) else (s_res,):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
     return out

@@ -200,3 +200,66 @@ def test_issue_31_narrower_operands_not_slower():
     t = {f: sim.cost(op, "edge_int8_32x32", f"act={f},weight={f}", objective="latency").time_s
          for f in ("int8", "int4")}
     assert t["int4"] <= t["int8"]
+
+
+# --- monotone where physics says so (issue 31 item 2) -----------------------------------------
+def _scaled(d, change):
+    """``d`` with twice its buffers, twice its DRAM bandwidth or twice its array's rows and
+    columns (buffers as they were)."""
+    if change == "buffers":
+        return dataclasses.replace(d, buffers=tuple(dataclasses.replace(b, capacity_kib=2 * b.capacity_kib)
+                                                    for b in d.buffers))
+    if change == "bandwidth":
+        return dataclasses.replace(d, dram=dataclasses.replace(d.dram, bandwidth_gbps=2 * d.dram.bandwidth_gbps))
+    return dataclasses.replace(d, array=dataclasses.replace(d.array, rows=2 * d.array.rows, cols=2 * d.array.cols))
+
+
+#: what each objective measures on a result
+OWN = {"latency": lambda r: r.cycles, "energy": lambda r: r.energy_total_pj, "dram": lambda r: r.dram_bytes}
+#: the objectives physics holds monotone under each change. Energy is not held under larger
+#: buffers (a larger SRAM costs more per access), more bandwidth (a wider DRAM interface idles at
+#: more power) or a larger array (more PEs idle at more power).
+HELD = {"buffers": ("latency", "dram"), "bandwidth": ("latency", "dram"), "array": ("latency", "dram"),
+        "int4": ("latency", "energy", "dram")}
+
+
+def _allowance(d, change) -> float:
+    """Cycles a larger array may add: its longer one-time fill/drain (``2R + C - 2`` once per
+    repetition, asicsim.hw.counts), which no schedule avoids: operands and results cross the
+    whole array once. Per fold, a schedule uses only the rows its tile spans, so nothing else."""
+    return 2 * d.array.rows + d.array.cols if change == "array" else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(M=st.integers(1, 40), N=st.integers(1, 40), K=st.integers(1, 40), df=st.sampled_from(["os", "ws", "is"]),
+       R=st.integers(1, 6), C=st.integers(1, 6), caps=st.tuples(*[st.integers(16, 600)] * 3),
+       psum=st.one_of(st.none(), st.integers(16, 2000)), change=st.sampled_from(sorted(HELD)))
+def test_better_hardware_never_worse(M, N, K, df, R, C, caps, psum, change):
+    """Twice the buffers, twice the bandwidth, twice the array (same buffers) or int4 operands
+    instead of int8 never make the chosen schedule worse on its own objective, for every
+    objective physics holds (:data:`HELD`; a larger array: up to its longer one-time fill/drain)."""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum)
+    for objective in HELD[change]:
+        try:
+            before = sim.cost(op, d, objective=objective)
+        except ValueError:  # nothing fits the smaller hardware
+            continue
+        if change == "int4":
+            after = sim.cost(op, d, "act=int4,weight=int4", objective=objective)
+        else:
+            after = sim.cost(op, _scaled(d, change), objective=objective)
+        slack = _allowance(d, change) if objective == "latency" else 0.0
+        assert OWN[objective](after) <= OWN[objective](before) * (1 + 1e-9) + slack, (objective, change)
+
+
+@pytest.mark.parametrize("design", ["edge_int8_32x32", "tpu_v1"])
+def test_larger_array_uses_part_of_it(design):
+    """Gemm(626, 704, 575) on tpu_v1 and Gemm(59, 94, 1350) on edge_int8_32x32 under ``latency``:
+    twice the array's rows and columns at the same buffers costs at most the larger array's
+    one-time fill/drain more (a 512x512 tpu_v1 took 1.47x the cycles of 256x256 on the issue's
+    sample when every fold reloaded all 512 rows)."""
+    op = {"tpu_v1": sim.Gemm(626, 704, 575), "edge_int8_32x32": sim.Gemm(59, 94, 1350)}[design]
+    d = load_design(design)
+    small, big = sim.cost(op, d, objective="latency"), sim.cost(op, _scaled(d, "array"), objective="latency")
+    assert big.cycles <= small.cycles + _allowance(d, "array")
