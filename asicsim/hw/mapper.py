@@ -117,6 +117,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
     k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
+    # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
+    sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
+                np.where(hw.dataflow == IS, np.inf, hw.cols)]
     out = []
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
     for db, spill in ((db, spill) for db in (False, True) for spill in homes):
@@ -191,9 +194,12 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                         g = list(u)
                         g[srm] = sliver
                         s_res = most_sub(g, g[srm], rows, db, g[res])
-                        # or no taller than a fold's stream (os: no reload outlasts it)
+                        # or no taller than a fold's stream (os: no reload outlasts it), or cut
+                        # to a multiple of the array side it spans (the other tiles uncut)
                         short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
-                        for sub in (s_res, np.minimum(s_res, short)) if i in (0, 2) else (s_res,):
+                        across = sub_side[res]
+                        cut = np.where(s_res >= across, np.floor(s_res / across) * across, s_res)
+                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
                             emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
