@@ -149,7 +149,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
-            if db:  # every K sliver length (more steps hide more, fewer partial-sum passes)
+            if db and not widest:  # every K sliver length (more steps hide more; fewer partial-sum passes)
                 emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)])
             for split in (1, 2, 4):
                 emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
