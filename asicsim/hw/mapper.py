@@ -16,16 +16,24 @@ The search (:func:`candidates`), per buffering and partial-sum home:
 * outputs resident: every block width and every block height (the least tile of each trip count,
   :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
   sliver; the one of least DRAM bytes is kept (closed form, on the design's buffer axes only, so
-  cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least tile of its trip count, then K as long as
-  fits (or at twice and four times its trips), or K one array side deep and the other side
-  re-fitted;
+  cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least
+  tile of its trip count, then K as long as fits (or at twice and four times its trips), or K one
+  array side deep and the other side re-fitted. Double-buffered, also every block height (width)
+  with K one deep or as long as fits, and the kept block with K at every trip count;
 * weights (activations) resident: the block as wide (tall) as fits with K whole, or with K at
   every trip count (partial sums to DRAM; least DRAM kept), beside a one-row sliver and partial-sum
   tile; then that block, the block at twice and four times its trips, or as wide as fits beside a
-  sliver one array side long; the sliver as long as fits; the array's tile the whole block or as
-  wide as fits;
+  sliver one array side long; the sliver as long as fits, one array side long or one deep (and,
+  double-buffered, at every trip count beside the first block); the array's tile the whole block,
+  or as wide as fits beside the sliver, or no taller than a fold's stream (os: its reload hides)
+  or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's array-aligned twin
   (:func:`asicsim.hw.tiles.aligned`).
+
+Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
++ ...``, :mod:`asicsim.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
+fits (more steps) or a block at more trips can be the fastest or the least energy, and which one
+depends on the rates: none of the trip counts is dominated.
 
 What is proven: the ``dram`` objective's choice moves the least DRAM bytes of the whole space.
 Per family the bytes depend on the tiles only through the streamed operands' trip counts
@@ -35,11 +43,12 @@ trip count while the others take the least space any schedule can give them (a o
 a one-column partial-sum tile), so the least trips of the other side for each is reached.
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
-(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds better schedules in about
-two thirds of the cases, up to 1.24x (energy) and 1.56x (latency), and 2x larger buffers can still
-choose a slower schedule (``benchmarks/RESULTS.md``, issue 31 section). Ties on the objective go to a second
-measure (``dram`` and ``energy``: cycles; ``latency``: energy), so the DRAM-optimal schedule keeps
-the array busy.
+(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
+1 of 100 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100, up
+to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
+counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``. Ties on
+the objective go to a second measure (``dram`` and ``energy``: cycles; ``latency``: energy), so
+the DRAM-optimal schedule keeps the array busy.
 
 The objective (:mod:`asicsim.hw.objectives`) is ``balanced`` (default: the least energy among the
 candidates within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and static energy; MAC
@@ -197,8 +206,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                         # or no taller than a fold's stream (os: no reload outlasts it), or cut
                         # to a multiple of the array side it spans (the other tiles uncut)
                         short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
-                        across = sub_side[res]
-                        cut = np.where(s_res >= across, np.floor(s_res / across) * across, s_res)
+                        across = sub_side[res]  # inf where the tile is streamed, not spatial
+                        step = np.where(np.isfinite(across), across, 1.0)
+                        cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
                         for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
                             emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
