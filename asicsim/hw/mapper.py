@@ -18,15 +18,15 @@ The search (:func:`candidates`), per buffering and partial-sum home:
   sliver; the one of least DRAM bytes is kept (closed form, on the design's buffer axes only, so
   cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least
   tile of its trip count, then K as long as fits (or at twice and four times its trips), or K one
-  array side deep and the other side re-fitted. Double-buffered, also every block height (width)
-  with K one deep or as long as fits, and the kept block with K at every trip count;
+  array side deep and the other side re-fitted; every block height (width) with K as long as
+  fits (double-buffered, also K one deep, and the kept block with K at every trip count);
 * weights (activations) resident: the block as wide (tall) as fits with K whole, or with K at
   every trip count (partial sums to DRAM; least DRAM kept), beside a one-row sliver and partial-sum
   tile; then that block, the block at twice and four times its trips, or as wide as fits beside a
   sliver one array side long; the sliver as long as fits, one array side long or one deep (and,
-  double-buffered, at every trip count beside the first block); the array's tile the whole block,
-  or as wide as fits beside the sliver, or no taller than a fold's stream (os: its reload hides)
-  or cut to a multiple of the array side it spans;
+  double-buffered, at every trip count beside the first block with K whole); the array's tile
+  the whole block, or as wide as fits beside the sliver, or no taller than a fold's stream (os:
+  its reload hides) or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's array-aligned twin
   (:func:`asicsim.hw.tiles.aligned`).
 
@@ -150,11 +150,13 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             t[x] = D[x] if widest else lists[x]
             t[y] = most(y, t, rows, db, D[y])
             if not widest:
-                if db:  # double-buffered: every block height (width), K one deep or as long as fits
-                    every = [t[0], t[1], one]
+                # every block height (width) with K as long as fits; double-buffered, also K one
+                # deep (the most steps)
+                every = [t[0], t[1], one]
+                if db:
                     emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
-                    every[y] = trip_min(t[y], D[y])
-                    emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
+                every[y] = trip_min(t[y], D[y])
+                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
                 t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
@@ -197,7 +199,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                     emit(fam, g, ok)
                     longest = most(srm, u, rows, db, D[srm], ps)
                     slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
-                    if db and u is t:  # double-buffered: every sliver length (more steps hide more)
+                    if db and u is t and k is K:  # double-buffered, K whole: every sliver length
                         slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
                     for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
                         g = list(u)
