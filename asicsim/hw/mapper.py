@@ -44,8 +44,8 @@ a one-column partial-sum tile), so the least trips of the other side for each is
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
 (1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
-1 of 100 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100, up
-to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
+3 of 1,000 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100,
+up to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
 counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``. Ties on
 the objective go to a second measure (``dram`` and ``energy``: cycles; ``latency``: energy), so
 the DRAM-optimal schedule keeps the array busy.
