@@ -5,7 +5,10 @@ objective (latency: cycles, energy: total energy, dram: bytes) counts the GEMMs 
 schedule is worse after: 2x every buffer, 2x the DRAM bandwidth, 2x the array's rows and columns at
 fixed buffers (energy not counted: more PEs have more static power), and int4 instead of int8
 operands on edge_int8_32x32. Energy under larger buffers or more bandwidth is not held by physics
-either (larger SRAMs cost more per access, a wider DRAM interface more idle power).
+either (larger SRAMs cost more per access, a wider DRAM interface more idle power). A larger array
+also lengthens the one-time fill/drain (``2R + C - 2`` cycles once per GEMM: operands and results
+cross the whole array), which no schedule avoids; the array line also counts the GEMMs worse by
+more than that.
 
     python benchmarks/mapper_monotone.py [GEMMs, default 30]
 """
@@ -45,16 +48,19 @@ def main(n: int) -> None:
         for obj in ("latency", "energy", "dram"):
             if name.startswith("array") and obj == "energy":
                 continue
-            worse, worst, total = 0, 1.0, 0
+            worse, worst, total, beyond = 0, 1.0, 0, 0
             for d in designs:
                 before = sim.hw.cost_many(ops, d, objective=obj)
                 after = sim.hw.cost_many(ops, change(d), objective=obj)
+                fill = 2 * d.array.rows + d.array.cols  # the larger array's longer fill/drain
                 for a, b in zip(before, after, strict=True):
                     total += 1
                     r = METRIC[obj](b) / METRIC[obj](a)
                     worse += r > 1 + 1e-9
                     worst = max(worst, r)
-            print(f"{name:26s} {obj:8s} worse in {worse:3d} of {total}, worst {worst:.3f}x", flush=True)
+                    beyond += obj == "latency" and b.cycles > a.cycles * (1 + 1e-9) + fill
+            extra = f"; {beyond} beyond the one-time fill/drain" if name.startswith("array") and obj == "latency" else ""
+            print(f"{name:26s} {obj:8s} worse in {worse:3d} of {total}, worst {worst:.3f}x{extra}", flush=True)
     edge = designs[0]
     for obj in ("latency", "energy", "dram"):
         worse, worst = 0, 1.0

@@ -31,10 +31,19 @@ conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array),
 im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
 
 Time: compute is the streamed cycles of every fold; fill/drain is ``2R + C - 2`` once per
-repetition plus, for every later fold, the cycles by which reloading the stationary operand (a
-whole ``R``-row tile even when a fold uses fewer rows) outlasts the previous fold's stream
-(``max(0, R - stream)``). DRAM transfers ``X`` overlap compute only when double-buffered: the
-first of ``s`` tile steps waits for its data and the later ones hide theirs behind the work,
+repetition plus, for every later fold, the cycles by which reloading the stationary operand
+outlasts the previous fold's stream (``max(0, r - stream)``). ``r = min(R, row tile)`` is the rows
+the schedule's array tile spans (``Ma`` for os, ``Kt`` for ws and is): the tile sits in the rows
+nearest the edge its stationary operand crosses (ws/is: weights or inputs shift in from the top,
+so ``r`` rows take ``r`` shifts; os: outputs drain out at the bottom, ``r`` rows take ``r``
+cycles), and the other operands pass the unused rows as pipeline stages, a latency paid once in
+the ``2R + C - 2``. A fold narrower than ``r`` still loads (drains) all ``r`` rows, as a 256-row
+TPU weight tile is loaded whole. So a schedule uses part of a larger array at the smaller array's
+per-fold cost. (SCALE-Sim's first-order model likewise charges an operand that fits the array by
+its own spatial size ``S_R x S_C``, ``2 S_R + S_C + T - 2`` cycles: Samajdar et al., "A Systematic
+Methodology for Characterizing Scalability of DNN Accelerators using SCALE-Sim", ISPASS 2020, eq. 1.)
+
+DRAM transfers ``X`` overlap compute only when double-buffered: the first of ``s`` tile steps waits for its data and the later ones hide theirs behind the work,
 ``stall = X / s + max(0, X - busy) (s - 1) / s``; single-buffered, ``stall = X``.
 """
 
@@ -246,7 +255,8 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     if hw.zero_weights == ZERO_CODES["skip"]:
         compute = np.ceil(compute * p.density)
     stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
-    reload = (folds - 1) * np.maximum(R - stream, 0)  # a whole R-row tile per fold, even a partial one
+    used_rows = np.minimum(R, row_tile)  # the rows the array's tile spans (module docstring)
+    reload = (folds - 1) * np.maximum(used_rows - stream, 0)  # all of them per fold, even a partial one
     fill_drain = 2 * R + C - 2 + reload
 
     # --- SRAM <-> array accesses (elements) -----------------------------------------------------

@@ -16,16 +16,24 @@ The search (:func:`candidates`), per buffering and partial-sum home:
 * outputs resident: every block width and every block height (the least tile of each trip count,
   :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
   sliver; the one of least DRAM bytes is kept (closed form, on the design's buffer axes only, so
-  cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least tile of its trip count, then K as long as
-  fits (or at twice and four times its trips), or K one array side deep and the other side
-  re-fitted;
+  cheap on sweeps over array shapes), and the full-width (full-height) one; each cut to the least
+  tile of its trip count, then K as long as fits (or at twice and four times its trips), or K one
+  array side deep and the other side re-fitted; every block height (width) with K as long as
+  fits (double-buffered, also K one deep, and the kept block with K at every trip count);
 * weights (activations) resident: the block as wide (tall) as fits with K whole, or with K at
   every trip count (partial sums to DRAM; least DRAM kept), beside a one-row sliver and partial-sum
   tile; then that block, the block at twice and four times its trips, or as wide as fits beside a
-  sliver one array side long; the sliver as long as fits; the array's tile the whole block or as
-  wide as fits;
+  sliver one array side long; the sliver as long as fits, one array side long or one deep (and,
+  double-buffered, at every trip count beside the first block with K whole); the array's tile
+  the whole block, or as wide as fits beside the sliver, or no taller than a fold's stream (os:
+  its reload hides) or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's array-aligned twin
   (:func:`asicsim.hw.tiles.aligned`).
+
+Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
++ ...``, :mod:`asicsim.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
+fits (more steps) or a block at more trips can be the fastest or the least energy, and which one
+depends on the rates: none of the trip counts is dominated.
 
 What is proven: the ``dram`` objective's choice moves the least DRAM bytes of the whole space.
 Per family the bytes depend on the tiles only through the streamed operands' trip counts
@@ -35,11 +43,12 @@ trip count while the others take the least space any schedule can give them (a o
 a one-column partial-sum tile), so the least trips of the other side for each is reached.
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
-(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds better schedules in about
-two thirds of the cases, up to 1.24x (energy) and 1.56x (latency), and 2x larger buffers can still
-choose a slower schedule (``benchmarks/RESULTS.md``, issue 31 section). Ties on the objective go to a second
-measure (``dram`` and ``energy``: cycles; ``latency``: energy), so the DRAM-optimal schedule keeps
-the array busy.
+(1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
+3 of 1,000 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100,
+up to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
+counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``. Ties on
+the objective go to a second measure (``dram`` and ``energy``: cycles; ``latency``: energy), so
+the DRAM-optimal schedule keeps the array busy.
 
 The objective (:mod:`asicsim.hw.objectives`) is ``balanced`` (default: the least energy among the
 candidates within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and static energy; MAC
@@ -117,6 +126,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
     k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
+    # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
+    sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
+                np.where(hw.dataflow == IS, np.inf, hw.cols)]
     out = []
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
     for db, spill in ((db, spill) for db in (False, True) for spill in homes):
@@ -138,9 +150,18 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             t[x] = D[x] if widest else lists[x]
             t[y] = most(y, t, rows, db, D[y])
             if not widest:
+                # every block height (width) with K as long as fits; double-buffered, also K one
+                # deep (the most steps)
+                every = [t[0], t[1], one]
+                if db:
+                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
+                every[y] = trip_min(t[y], D[y])
+                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
                 t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
+            if db and not widest:  # every K sliver length (more steps hide more; fewer partial-sum passes)
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)])
             for split in (1, 2, 4):
                 emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
                                if split > 1 else k_most])
@@ -173,14 +194,25 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 quarter = list(t)
                 quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
                 for u in (t, wide, half, quarter):
-                    for sub in (None, one):
+                    g = list(u)  # the partial-sum tile the whole block wide (tall)
+                    g[srm] = most(srm, u, rows, db, D[srm], [None, None])
+                    emit(fam, g, ok)
+                    longest = most(srm, u, rows, db, D[srm], ps)
+                    slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
+                    if db and u is t and k is K:  # double-buffered, K whole: every sliver length
+                        slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
+                    for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
                         g = list(u)
-                        g[srm] = most(srm, u, rows, db, D[srm], [None, None] if sub is None else ps)
-                        if sub is None:
-                            emit(fam, g, ok)
-                        else:
-                            s_res = most_sub(g, g[srm], rows, db, g[res])
-                            emit(fam, g, ok, (g[0], s_res) if res == 1 else (s_res, g[1]))
+                        g[srm] = sliver
+                        s_res = most_sub(g, g[srm], rows, db, g[res])
+                        # or no taller than a fold's stream (os: no reload outlasts it), or cut
+                        # to a multiple of the array side it spans (the other tiles uncut)
+                        short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
+                        across = sub_side[res]  # inf where the tile is streamed, not spatial
+                        step = np.where(np.isfinite(across), across, 1.0)
+                        cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
+                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
     return out

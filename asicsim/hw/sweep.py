@@ -3,7 +3,7 @@
 >>> import numpy as np, asicsim as sim
 >>> r = gemm_sweep([sim.Gemm(256, 256, 256)], "tpu_v1", rows=np.array([[64], [256]]))
 >>> r.cycles_compute.shape, r.cycles_compute[:, 0, 0].tolist(), r.bound_names[:, 0, 0].tolist()
-((2, 1, 1), [1024.0, 512.0], ['compute', 'bandwidth'])
+((2, 1, 1), [1024.0, 256.0], ['compute', 'occupancy'])
 
 The design variants are numpy arrays that broadcast against each other (``rows``, ``cols``,
 ``dataflow``, ``buffer_scale`` multiplying every buffer's capacity); layers form one more, last,

@@ -69,7 +69,9 @@ def most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
             coef, const = b * k + np.where(fn, c * pm, 0.0), a * m * k + np.where(fn, 0.0, c * pm * pn)
         else:
             coef, const = a * m + b * n, c * pm * pn
-        room = np.where(coef > 0, (u - const) / np.where(coef > 0, coef, 1.0), np.inf)
+        # a buffer the sought tile takes nothing of still bounds it: none fits where the rest overflows
+        free = np.where(const <= u * (1 + 1e-12), np.inf, -1.0)
+        room = np.where(coef > 0, (u - const) / np.where(coef > 0, coef, 1.0), free)
         best = np.minimum(best, _floor(room))
     return best
 
@@ -80,8 +82,10 @@ def most_sub(t: list, other, rows: list, db, cap):
     m, n, k = t
     best = cap
     for a, b, c, budget in rows:
-        room = budget / np.where(db, 2.0, 1.0) - a * m * k - b * k * n
-        best = np.minimum(best, np.where(c * other > 0, _floor(room / np.where(c * other > 0, c * other, 1.0)), np.inf))
+        u = budget / np.where(db, 2.0, 1.0)
+        room = u - a * m * k - b * k * n
+        free = np.where(room >= -1e-12 * u, np.inf, -1.0)
+        best = np.minimum(best, np.where(c * other > 0, _floor(room / np.where(c * other > 0, c * other, 1.0)), free))
     return best
 
 

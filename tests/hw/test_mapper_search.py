@@ -104,20 +104,26 @@ def chosen(op, d, objective) -> float:
     return float(dict(measures(c), energy=se(c))[objective][0])
 
 
-#: what the energy and latency objectives' choices may cost above the enumerated least on these
-#: small problems: they are not optimal (measured on 360 random cases of this strategy: worse in
-#: about two thirds, at most 1.24x on energy and 1.56x on latency; DRAM exact in all)
-GAP = {"dram": 1.0, "energy": 1.3, "latency": 1.6}
+#: What each objective's choice may cost above the enumerated least on these small problems.
+#: ``dram``: nothing (proven, asicsim/hw/mapper.py). ``energy`` and ``latency``: 3 of 1,080
+#: (case, objective) pairs above the least, by at most 1.0033x (before issue 31's second pass:
+#: 468, up to 1.42x); 1.021x is the worst seen on other samples (benchmarks/RESULTS.md). Why not
+#: exact: the misses cut two tile dimensions below what fits at once to gain tile steps (an
+#: outputs block 3 x 3 of 9 x 8 where 3 x 8 fits), which only listing every pair of trip counts
+#: finds, O(sqrt(M) sqrt(N)) candidates per GEMM (about twice the whole search at 1000 x 1000).
+#: Double buffering trades tile steps against bytes and folds (``stall = X / s + ...``,
+#: asicsim/hw/counts.py), so no trip count of the misses' kind is dominated and none can be pruned.
+GAP = {"dram": 1.0, "energy": 1.025, "latency": 1.025}
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["os", "ws", "is"]),
        R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
        psum=st.one_of(st.none(), st.integers(4, 1200)), spill=st.booleans(),
        objective=st.sampled_from(["dram", "energy", "latency"]))
 def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, objective):
     """``dram``: the least bytes of the whole space, exactly. ``energy`` and ``latency``: within
-    :data:`GAP` of their least."""
+    :data:`GAP` of their least (equal in all but about 3 in 1,000)."""
     op = sim.Gemm(M, N, K)
     d = small_design(R, C, df, caps, psum, spill=spill and psum is not None)
     best = enumerate_space(op, d, model(op, d)[2])
@@ -127,6 +133,26 @@ def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, obje
         assert best[objective] == np.inf
         return
     assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("shape", "df", "R", "C", "caps", "psum", "objective"), [
+    ((3, 9, 3), "os", 3, 1, (44, 50, 16), None, "latency"),  # 1.247x before: one-column slivers
+    ((7, 3, 2), "ws", 2, 2, (89, 60, 230), 778, "latency"),  # 1.233x: one-row slivers, more steps
+    ((3, 9, 3), "os", 3, 1, (44, 50, 16), None, "energy"),  # 1.131x
+    ((7, 3, 2), "ws", 2, 2, (89, 60, 230), 778, "energy"),  # 1.106x
+    ((4, 5, 4), "os", 3, 1, (60, 194, 263), None, "latency"),  # 1.415x
+    ((8, 4, 2), "ws", 1, 1, (63, 129, 139), 912, "latency"),  # 1.292x
+    # dram, 144 B where 135 B move: the K-cut weights block was picked by a sliver that does not
+    # fit (a buffer the sought tile takes nothing of was taken as no bound)
+    ((3, 3, 9), "os", 1, 1, (8, 15, 8), None, "dram"),
+])
+def test_issue_31_energy_and_latency_cases(shape, df, R, C, caps, psum, objective):
+    """The worst of the search's misses before its second pass, now the enumerated least (each
+    fails on 9aa296c)."""
+    op = sim.Gemm(*shape)
+    d = small_design(R, C, df, caps, psum)
+    best = enumerate_space(op, d, model(op, d)[2])
+    assert chosen(op, d, objective) == pytest.approx(best[objective], rel=1e-12)
 
 
 def with_buffers(design, kib):
@@ -200,3 +226,72 @@ def test_issue_31_narrower_operands_not_slower():
     t = {f: sim.cost(op, "edge_int8_32x32", f"act={f},weight={f}", objective="latency").time_s
          for f in ("int8", "int4")}
     assert t["int4"] <= t["int8"]
+
+
+# --- monotone where physics says so (issue 31 item 2) -----------------------------------------
+def _scaled(d, change):
+    """``d`` with twice its buffers, twice its DRAM bandwidth or twice its array's rows and
+    columns (buffers as they were)."""
+    if change == "buffers":
+        return dataclasses.replace(d, buffers=tuple(dataclasses.replace(b, capacity_kib=2 * b.capacity_kib)
+                                                    for b in d.buffers))
+    if change == "bandwidth":
+        return dataclasses.replace(d, dram=dataclasses.replace(d.dram, bandwidth_gbps=2 * d.dram.bandwidth_gbps))
+    return dataclasses.replace(d, array=dataclasses.replace(d.array, rows=2 * d.array.rows, cols=2 * d.array.cols))
+
+
+#: what each objective measures on a result
+OWN = {"latency": lambda r: r.cycles, "energy": lambda r: r.energy_total_pj, "dram": lambda r: r.dram_bytes}
+#: the objectives physics holds monotone under each change. Energy is not held under larger
+#: buffers (a larger SRAM costs more per access), more bandwidth (a wider DRAM interface idles at
+#: more power) or a larger array (more PEs idle at more power).
+HELD = {"buffers": ("latency", "dram"), "bandwidth": ("latency", "dram"), "array": ("latency", "dram"),
+        "int4": ("latency", "energy", "dram")}
+
+
+def _allowance(d, change) -> float:
+    """Cycles a larger array may add: its longer one-time fill/drain (``2R + C - 2`` once per
+    repetition, asicsim.hw.counts), which no schedule avoids: operands and results cross the
+    whole array once. Per fold, a schedule uses only the rows its tile spans, so nothing else."""
+    return 2 * d.array.rows + d.array.cols if change == "array" else 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(M=st.integers(1, 40), N=st.integers(1, 40), K=st.integers(1, 40), df=st.sampled_from(["os", "ws", "is"]),
+       R=st.integers(1, 6), C=st.integers(1, 6), caps=st.tuples(*[st.integers(16, 600)] * 3),
+       psum=st.one_of(st.none(), st.integers(16, 2000)), change=st.sampled_from(sorted(HELD)))
+def test_better_hardware_never_worse(M, N, K, df, R, C, caps, psum, change):
+    """Twice the buffers, twice the bandwidth, twice the array (same buffers) or int4 operands
+    instead of int8 never make the chosen schedule worse on its own objective, for every
+    objective physics holds (:data:`HELD`; a larger array: up to its longer one-time fill/drain).
+    Exact for ``dram`` (its search is proven) and under more bandwidth (the candidates do not
+    depend on it and none gets slower); ``latency`` and ``energy`` otherwise up to the search's
+    gap (:data:`GAP`): with larger buffers or narrower operands the feasible set holds the other's
+    schedules and none costs more there, so only a miss of the search can make it worse. (On a
+    larger array a tile taller than the smaller array reloads more rows a fold; a schedule
+    with tiles the smaller array's height exists for it, which the property checks.)"""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum)
+    for objective in HELD[change]:
+        try:
+            before = sim.cost(op, d, objective=objective)
+        except ValueError:  # nothing fits the smaller hardware
+            continue
+        if change == "int4":
+            after = sim.cost(op, d, "act=int4,weight=int4", objective=objective)
+        else:
+            after = sim.cost(op, _scaled(d, change), objective=objective)
+        slack = _allowance(d, change) if objective == "latency" else 0.0
+        gap = 1.0 if change == "bandwidth" else GAP[objective]
+        assert OWN[objective](after) <= OWN[objective](before) * gap * (1 + 1e-9) + slack, (objective, change)
+
+
+def test_larger_array_uses_part_of_it():
+    """Gemm(1257, 242, 97) on tpu_v1 under ``latency``: twice the array's rows and columns at the
+    same buffers costs exactly the larger array's longer one-time fill/drain more (2,063 + 768
+    cycles): its 97-row weight tiles reload 97 rows a fold, not 512. Before: 2,138 -> 3,138
+    cycles (every fold reloaded all 512 rows; 1.47x)."""
+    op, d = sim.Gemm(1257, 242, 97), load_design("tpu_v1")
+    small, big = sim.cost(op, d, objective="latency"), sim.cost(op, _scaled(d, "array"), objective="latency")
+    assert big.cycles <= small.cycles + _allowance(d, "array")
+    assert big.schedule["Kt"] == 97

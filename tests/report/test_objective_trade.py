@@ -54,12 +54,13 @@ def test_the_table_holds_each_objective_as_priced_here(swept, monkeypatch):
     assert base["time_s"] == pytest.approx(float(rec["time_s"]), rel=1e-9)  # the record, reproduced
     assert (df["time_x"] * base["time_s"]).tolist() == pytest.approx(df["time_s"].tolist(), rel=1e-12)
     # measured with issue 31's mapper: the objectives differ by 3.2 % (energy 1.8 % less energy than
-    # balanced in 1.6 % more time; with the earlier mapper 0.9 % and 2.0 %); under a 5 % threshold
-    # the choice is said not to matter
-    assert 0.01 < trade.spread(df) < 0.05
-    monkeypatch.setattr(trade, "MATTERS", 0.05)
+    # balanced in 1.6 % more time; with the earlier mapper 0.9 % and 2.0 %); with its second pass
+    # 8.0 % (balanced takes energy's schedule; latency's is 0.2 % faster for 8.0 % more energy);
+    # under a 10 % threshold the choice is said not to matter
+    assert 0.05 < trade.spread(df) < 0.10
+    monkeypatch.setattr(trade, "MATTERS", 0.10)
     s = trade.section(res, opts)
-    assert s.blocks[1].text == ("The four objectives price every pick within 5 % of each other in time and energy: "
+    assert s.blocks[1].text == ("The four objectives price every pick within 10 % of each other in time and energy: "
                                 "the choice does not matter here.")
     table = s.blocks[2].df
     assert table["mapping objective"].tolist() == ["balanced (the answer's)", "energy", "dram", "latency"]
@@ -70,12 +71,12 @@ def test_a_sentence_where_the_choice_matters(swept, monkeypatch):
     monkeypatch.setattr(trade, "MATTERS", 0.005)
     text = trade.section(res, opts).blocks[1].text
     df, _ = trade.trade(res, opts)
-    low = df.sort_values("energy_j").iloc[0]
-    assert low["mapping"] == "energy"
+    low = df.sort_values("energy_j", kind="stable").iloc[0]
+    assert low["mapping"] == "balanced"  # it takes energy's schedule here (issue 31's second pass)
     assert text.startswith("On dc_bf16_128x128 (fmnist_cnn, training step, bf16) the mapping objective matters: "
                            f"the objectives differ by up to {100 * trade.spread(df):.1f} % in time or energy.")
-    assert ("The fastest, balanced: 145 µs and 2.02 mJ; the least energy, energy: 1.99 mJ (-1.8 %) in 148 µs "
-            "(+1.6 % time)") in text
+    assert ("The fastest, latency: 145 µs and 2.13 mJ; the least energy, balanced: 1.97 mJ (-7.4 %) in 145 µs "
+            "(+0.2 % time)") in text
     assert text.endswith("; the answer uses balanced.")
 
 
