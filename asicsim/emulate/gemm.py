@@ -31,7 +31,7 @@ from jax import lax
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
-from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.policy import ATTENTION_ROLES, Policy, RoleSpec
 from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_role
 from asicsim.emulate.tensor_cores import fast_dot, narrow_dtype
 from asicsim.numerics.fusion import computed_once
@@ -39,7 +39,7 @@ from asicsim.numerics.random import derive
 
 # the roles an emulated GEMM rounds
 _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad",
-               "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw")
+               "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw", *ATTENTION_ROLES)
 
 
 def _grad_role(role: str) -> str:
@@ -52,7 +52,8 @@ def _bwd_roles(roles) -> tuple[tuple[str, str], tuple[str, str]]:
     out = []
     for wrt in (0, 1):
         kind = "dw" if roles[wrt] == "weight" else "dx"
-        out.append((f"grad_{kind}", f"{roles[1 - wrt]}_{kind}"))
+        other = "act" if roles[1 - wrt] in ATTENTION_ROLES else roles[1 - wrt]  # forward-only roles
+        out.append((f"grad_{kind}", f"{other}_{kind}"))
     return out[0], out[1]
 
 
@@ -67,6 +68,14 @@ def _role_words(words, n: int):
     if words is None:
         return [None] * n
     return [derive(words, i) for i in range(n)]
+
+
+def _scale_axes(spec: RoleSpec | None, dn, side: int, ndim: int) -> tuple[int, ...]:
+    """The axes operand ``side`` is rounded along: its contraction axes, or for ``head`` scaling
+    (attention roles) every axis but the batch axes, so that each (sequence, head) has a scale."""
+    if spec is not None and spec.scaling == "head":
+        return tuple(i for i in range(ndim) if i not in dn[1][side])
+    return tuple(dn[0][side])
 
 
 def _free_axes(dn, side: int, ndim: int) -> list[int]:
@@ -88,10 +97,9 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
     ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
-    qa = a if ongrid[0] else round_role(a, policy.role(roles[0]), words=ka, amax=ma,
-                                        axis=tuple(dn[0][0]))
-    qb = b if ongrid[1] else round_role(b, policy.role(roles[1]), words=kb, amax=mb,
-                                        axis=tuple(dn[0][1]))
+    sa, sb = policy.role(roles[0]), policy.role(roles[1])
+    qa = a if ongrid[0] else round_role(a, sa, words=ka, amax=ma, axis=_scale_axes(sa, dn, 0, a.ndim))
+    qb = b if ongrid[1] else round_role(b, sb, words=kb, amax=mb, axis=_scale_axes(sb, dn, 1, b.ndim))
     y = _contract(qa, qb, dn, policy, (policy.role(roles[0]), policy.role(roles[1])))
     out = policy.role("out")
     y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
