@@ -6,6 +6,8 @@ as the unmarked model. Oracles: ml_dtypes' float8_e4m3fn casts and a numpy int8 
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -79,13 +81,44 @@ def _marked_vs_unmarked(monkeypatch, names):
             assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True)), n
 
 
-def test_unmarked_roles_keep_recipes_bit_identical(monkeypatch):
-    _marked_vs_unmarked(monkeypatch, ["fp8_hybrid", "mxfp8"])
+def _training_recipes():
+    return [n for n in list_recipes() if not load_recipe(n).inference_only]
 
 
-@pytest.mark.slow  # every shipped training recipe: a minute or more on 2 cores
+def test_unmarked_attention_gemms_keep_recipes_bit_identical():
+    """Per-tensor (fp8_hybrid), block (mxfp8, re-rounded for the gradient GEMMs) and stochastic
+    (fixed16_sr) recipes; every shipped one: the slow test below."""
+    _gemms_marked_vs_unmarked(["fp8_hybrid", "mxfp8", "fixed16_sr"])
+
+
+@pytest.mark.slow  # every shipped training recipe, run eagerly: a minute on 2 cores
+def test_unmarked_attention_gemms_keep_every_shipped_recipe_bit_identical():
+    _gemms_marked_vs_unmarked(_training_recipes())
+
+
+def _gemms_marked_vs_unmarked(names):
+    """Q K^T and P V with their operands marked, under each recipe of ``names`` (none has
+    attention roles): the same values and gradients as unmarked."""
+    q, k = _data()
+    p = jax.nn.softmax(_qk(q, k), axis=-1)
+
+    def both(a, b, c, marks=True):
+        mark = attention_role if marks else (lambda x, role: x)
+        s = jnp.einsum("bqhd,bkhd->bhqk", mark(a, "query"), mark(b, "key"))
+        return jnp.sum(s ** 2) + jnp.sum(jnp.einsum("bhqk,bkhd->bqhd", mark(c, "probabilities"), mark(b, "value")) ** 2)
+
+    for name in names:
+        pol = load_recipe(name)
+        kw = {"asicsim_key": jax.random.key(3)} if pol.stochastic else {}
+        fns = [emulate(functools.partial(both, marks=m), pol, weights=None) for m in (True, False)]
+        out = [jax.value_and_grad(lambda *xs, f=f, kw=kw: f(*xs, **kw), argnums=(0, 1, 2))(q, k, p) for f in fns]
+        a, b = (jax.tree_util.tree_leaves(o) for o in out)
+        assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True)), name
+
+
+@pytest.mark.slow  # the transformer's gradient under every shipped training recipe: minutes on 2 cores
 def test_unmarked_roles_keep_every_shipped_recipe_bit_identical(monkeypatch):
-    _marked_vs_unmarked(monkeypatch, [n for n in list_recipes() if not load_recipe(n).inference_only])
+    _marked_vs_unmarked(monkeypatch, _training_recipes())
 
 
 @pytest.mark.parametrize("role", ROLES4)
