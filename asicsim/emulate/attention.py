@@ -6,8 +6,9 @@ recipe without them gives the same bits as before).
 The mark is :func:`jax.ad_checkpoint.checkpoint_name` with the name ``asicsim:<role>``: an
 identity in plain JAX (jit, grad, remat policies see a named value), which the interpreter
 (:mod:`asicsim.emulate.interpreter`) follows through value-preserving ops (reshapes,
-transposes, slices, casts) and nested calls to the GEMM that reads it. A GEMM operand that is a
-weight keeps role ``weight``; a mark on a weight does nothing.
+transposes, slices, casts) and nested calls (``jit``) to the GEMM that reads it; not into the
+body of a ``scan``, ``while`` or ``cond`` (mark the operands inside the body). A GEMM operand
+that is a weight keeps role ``weight``; a mark on a weight does nothing.
 
 This is how Transformer Engine and microxcaling give attention its own formats: TE's
 ``DotProductAttention`` under an FP8 recipe quantizes Q, K, V and the softmax output S (its
