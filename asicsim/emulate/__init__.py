@@ -7,7 +7,7 @@ name), while ``asicsim.emulate.load_recipe`` and the other names below stay reac
 from asicsim._lazy import LazyPackage, lazy_package
 
 __all__ = ["ROLES", "LossScaling", "OpaqueError", "OpaquePrimitive", "Policy", "RecipeError", "RoleSpec",
-           "TrainState", "emulate", "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace",
+           "TrainState", "attention_role", "emulate", "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace",
            "round_role"]
 
 
@@ -19,6 +19,7 @@ class _CallableModule(LazyPackage):
 
 
 lazy_package(__name__, {
+    ".attention": ["attention_role"],
     ".layer_rules": ["layer_report"],
     ".opaque": ["OpaqueError", "OpaquePrimitive"],
     ".policy": ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "list_recipes"],

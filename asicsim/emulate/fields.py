@@ -43,6 +43,7 @@ class RoleScaling(_Name):
     DELAYED = "delayed"
     STATIC = "static"
     GROUP = "group"  # integer codes per group of group_size along the contraction, see numerics.group_quant
+    HEAD = "head"  # attention roles only: one current-amax scale per index of the GEMM's batch axes
 
 
 class LossScalingKind(_Name):

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 from asicsim.emulate.contract import contract as _contract
 from asicsim.emulate.contract import contract_grad as _contract_grad
 from asicsim.emulate.contract import mac_dot_general as _mac_dot_general
-from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate.policy import ATTENTION_ROLES, Policy, RoleSpec
 from asicsim.emulate.role_rounding import _amax, _blocked, _stochastic, round_role
 from asicsim.emulate.tensor_core_checks import TC_GEMMS, gemm_mac
 from asicsim.emulate.tensor_core_gemm import apply_scales, role_codes
@@ -41,7 +41,7 @@ from asicsim.numerics.random import derive
 
 # the roles an emulated GEMM rounds
 _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad",
-               "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw")
+               "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw", *ATTENTION_ROLES)
 
 
 def _grad_role(role: str) -> str:
@@ -54,7 +54,8 @@ def _bwd_roles(roles) -> tuple[tuple[str, str], tuple[str, str]]:
     out = []
     for wrt in (0, 1):
         kind = "dw" if roles[wrt] == "weight" else "dx"
-        out.append((f"grad_{kind}", f"{roles[1 - wrt]}_{kind}"))
+        other = "act" if roles[1 - wrt] in ATTENTION_ROLES else roles[1 - wrt]  # forward-only roles
+        out.append((f"grad_{kind}", f"{other}_{kind}"))
     return out[0], out[1]
 
 
@@ -69,6 +70,14 @@ def _role_words(words, n: int):
     if words is None:
         return [None] * n
     return [derive(words, i) for i in range(n)]
+
+
+def _scale_axes(spec: RoleSpec | None, dn, side: int, ndim: int) -> tuple[int, ...]:
+    """The axes operand ``side`` is rounded along: its contraction axes, or for ``head`` scaling
+    (attention roles) every axis but the batch axes, so that each (sequence, head) has a scale."""
+    if spec is not None and spec.scaling == "head":
+        return tuple(i for i in range(ndim) if i not in dn[1][side])
+    return tuple(dn[0][side])
 
 
 def _free_axes(dn, side: int, ndim: int) -> list[int]:
@@ -97,8 +106,8 @@ def _dot_fwd(a, b, meta, words, cfg, policy):
         mac = gemm_mac(gpu, specs[0].format, specs[1].format, policy.role("acc").format)
         y = apply_scales(_mac_dot_general(ca, cb, dn, mac), sa, sb)
     else:
-        qa = a if ongrid[0] else round_role(a, specs[0], words=ka, amax=ma, axis=tuple(dn[0][0]))
-        qb = b if ongrid[1] else round_role(b, specs[1], words=kb, amax=mb, axis=tuple(dn[0][1]))
+        qa = a if ongrid[0] else round_role(a, specs[0], words=ka, amax=ma, axis=_scale_axes(specs[0], dn, 0, a.ndim))
+        qb = b if ongrid[1] else round_role(b, specs[1], words=kb, amax=mb, axis=_scale_axes(specs[1], dn, 1, b.ndim))
         y = _contract(qa, qb, dn, policy, specs)
     out = policy.role("out")
     y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)

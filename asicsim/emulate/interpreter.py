@@ -13,6 +13,7 @@ from jax.extend import core as jcore
 
 from asicsim._jax_compat import bind_args
 from asicsim.emulate import control_flow, custom_rules, opaque
+from asicsim.emulate.attention import marked_role
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
@@ -113,6 +114,11 @@ class _Interpreter:
         self.vector = vector_rounder(policy)  # None unless the recipe rounds non-GEMM ops
         # per-channel static amax of an operand (row, side) -> vector (asicsim.emulate.ptq)
         self.channel = {(s, side): np.asarray(v, np.float32) for s, side, v in policy.channel_scales}
+        # attention roles (asicsim.emulate.attention): the marks of the next ``run``'s inputs (a
+        # nested call's), and of the operands of the equation being evaluated
+        self.pending_tags: list | None = None
+        self.operand_tags: list = []
+        self.out_tags: list | None = None
 
     def _site(self, path=None):
         """(meta, words, policy) of the next GEMM; meta: (tap, estimate) rows of the amax (the
@@ -151,6 +157,8 @@ class _Interpreter:
         weights: dict = {}  # var -> weight level (1 or 2, see the class docstring)
         paths: dict = {}  # var -> the weight leaf's path
         dep = {v for v, d in zip(jaxpr.invars, input_data(weight_flags, data), strict=True) if d}
+        pending, self.pending_tags = self.pending_tags, None
+        tags = {v: t for v, t in zip(jaxpr.invars, pending or (), strict=False) if t is not None}
 
         def read(v):
             return v.val if isinstance(v, jcore.Literal) else env[v]
@@ -169,13 +177,16 @@ class _Interpreter:
             flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in eqn.invars]
             vpaths = [None if isinstance(v, jcore.Literal) else paths.get(v) for v in eqn.invars]
             vdata = operand_data(eqn, dep)
+            self.operand_tags = [None if isinstance(v, jcore.Literal) else tags.get(v) for v in eqn.invars]
+            in_tags, self.out_tags = self.operand_tags, None
             outs = self.eqn(eqn, invals, flags, vpaths, vdata)
+            tags.update(_out_tags(eqn, in_tags, self.out_tags if _inlined(eqn) else None))
             if any(vdata):
                 dep.update(eqn.outvars)
             if GRAD in flags:  # anything computed from a cotangent is a gradient
                 weights.update((v, GRAD) for v in eqn.outvars)
-            elif moves_weight(eqn.primitive.name, flags, vdata):
-                level = _grid_level(eqn, flags)
+            elif moves_weight(eqn.primitive.name, flags, vdata) or (marked_role(eqn) and flags[0]):
+                level = flags[0] if marked_role(eqn) else _grid_level(eqn, flags)  # a mark: an identity
                 weights.update((v, level) for v in eqn.outvars)
                 path = next((q for q in vpaths if q is not None), None)  # concatenate: the first
                 paths.update((v, path) for v in eqn.outvars)
@@ -188,6 +199,7 @@ class _Interpreter:
         # residuals, the results of an inlined call)
         self.out_flags = [0 if isinstance(v, jcore.Literal) else weights.get(v, 0) for v in jaxpr.outvars]
         self.out_paths = [None if isinstance(v, jcore.Literal) else paths.get(v) for v in jaxpr.outvars]
+        self.out_tags = [None if isinstance(v, jcore.Literal) else tags.get(v) for v in jaxpr.outvars]
         return [read(v) for v in jaxpr.outvars]
 
     def eqn(self, eqn, invals, flags, paths=None, data=None):
@@ -198,8 +210,10 @@ class _Interpreter:
             self._record("gemm" if name == "dot_general" else "conv", eqn, _dot_roles(flags), self.policy,
                          dtype_formats(eqn))
             return self._bind(eqn, invals)
+        if marked_role(eqn) is not None:  # an attention operand's mark: an identity, no work
+            return list(invals)
         if name == "dot_general":
-            roles = _dot_roles(flags)
+            roles = _attention_roles(_dot_roles(flags), self.operand_tags)
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site(_gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
@@ -231,6 +245,7 @@ class _Interpreter:
         if _inlined(eqn):
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
+            self.pending_tags = list(self.operand_tags) if any(self.operand_tags) else None
             return self.run(closed.jaxpr, closed.consts, invals, flags, paths, data)
         if name in REMAT and "jaxpr" in p:
             return custom_rules.checkpoint(self, eqn, invals, flags, paths, data)
@@ -269,6 +284,27 @@ class _Interpreter:
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
                params=eqn.params, count=self.multiplier, policy=policy, formats=formats)
+
+
+def _attention_roles(roles, tags) -> tuple[str, str]:
+    """``roles`` with each activation operand marked as an attention operand given that role."""
+    tags = list(tags[:2]) + [None] * (2 - len(tags[:2]))
+    return tuple(t if r == "act" and t is not None else r for r, t in zip(roles, tags, strict=True))
+
+
+def _out_tags(eqn, in_tags, inner_tags) -> dict:
+    """The attention marks of ``eqn``'s outputs: its own mark, a nested call's results' marks
+    (``inner_tags``), or the one mark of the inputs of an op that only moves values."""
+    role = marked_role(eqn)
+    if role is not None:
+        return {eqn.outvars[0]: role}
+    if inner_tags is not None and len(inner_tags) == len(eqn.outvars):
+        return {v: t for v, t in zip(eqn.outvars, inner_tags, strict=True) if t is not None}
+    name = eqn.primitive.name
+    if name not in _VALUE_PRESERVING and name != "convert_element_type":
+        return {}
+    marks = {t for t in in_tags if t is not None}
+    return {v: marks.pop() for v in eqn.outvars} if len(marks) == 1 else {}
 
 
 def _inlined(eqn) -> bool:

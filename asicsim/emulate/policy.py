@@ -18,6 +18,11 @@ One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op tr
             gradient GEMMs are dX GEMMs) or of two weights (AQT's dlhs/drhs, microxcaling's
             ``*_bp`` formats: :mod:`asicsim.emulate.gemm`); ``[first_last]`` overrides only
             the roles it names (a ``weight_dx`` in ``[roles]`` applies to the edge layers too)
+``query``, ``key`` the operands of attention's score GEMM (Q K^T), ``probabilities``, ``value``
+            the operands of its output GEMM (P V), where the model marks them
+            (:func:`asicsim.emulate.attention_role`; absent: ``act``); forward only (their
+            gradient GEMMs read them as ``act_dx``); ``scaling = "head"``: one scale per index
+            of the GEMM's batch axes (per sequence and head)
 ``vector``  the result of every float elementwise op, reduction and pooling outside the GEMMs
             (and its gradient; absent: not rounded), as microxcaling's ``bfloat`` rounds its
             vector ops (:mod:`asicsim.emulate.vector_roles` lists the primitives)
@@ -54,11 +59,14 @@ from asicsim.numerics import get_format
 
 ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "opt_state", "update",
          "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw",
-         "vector", "transcendental", "reduction")
+         "vector", "transcendental", "reduction", "query", "key", "probabilities", "value")
+#: attention's GEMM operand roles (Q K^T and P V), each ``act`` where a recipe leaves it out
+ATTENTION_ROLES = ("query", "key", "probabilities", "value")
 # a role a recipe may leave out, and the one it then follows (a backward GEMM operand role equal
 # to its forward role reads the forward-rounded operand: see asicsim.emulate.gemm)
 _FALLBACK = {"grad_out": "grad", "grad_dx": "grad", "grad_dw": "grad", "act_dx": "act", "act_dw": "act",
-             "weight_dx": "weight", "weight_dw": "weight", "transcendental": "vector", "reduction": "vector"}
+             "weight_dx": "weight", "weight_dw": "weight", "transcendental": "vector", "reduction": "vector",
+             **{r: "act" for r in ATTENTION_ROLES}}
 _REQUIRED = ("weight", "act", "acc")
 SCALINGS = tuple(m.value for m in RoleScaling)
 LOSS_SCALING = tuple(m.value for m in LossScalingKind)

@@ -7,7 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from asicsim.emulate.fields import calibration_problems, mac_problems, vector_role_problems
-from asicsim.emulate.policy import _FALLBACK, _REQUIRED, ROLES, LossScaling, Policy, RoleSpec
+from asicsim.emulate.policy import (
+    _FALLBACK,
+    _REQUIRED,
+    ATTENTION_ROLES,
+    ROLES,
+    LossScaling,
+    Policy,
+    RoleSpec,
+)
 from asicsim.emulate.tensor_core_checks import tensor_core_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.embed import embeds
@@ -70,6 +78,9 @@ def policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
     out += [(f"{path}.rotation", s.rotation, f"only on a GEMM operand role ({', '.join(OPERAND_ROLES)}): "
              "the rotation runs along the GEMM's contraction") for path, s in named
             if s.rotation is not None and path.rsplit(".", 1)[-1] not in OPERAND_ROLES]
+    out += [(f"{path}.scaling", "head", f"only on an attention role ({', '.join(ATTENTION_ROLES)}): one scale "
+             "per index of the attention GEMM's batch axes (sequence, head)") for path, s in named
+            if s.scaling == "head" and path.rsplit(".", 1)[-1] not in ATTENTION_ROLES]
     return out + _history_problems(named) + tensor_core_problems(pol, _FALLBACK)
 
 

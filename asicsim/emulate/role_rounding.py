@@ -36,6 +36,8 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     scaling the same ``axis`` names the contraction: one scale per index of the other axes (a
     weight's output channel whether it is stored (in, out) or (out, in)); without it, the last axis.
     ``group`` scaling groups along ``axis`` too (the contraction; without it, the last axis).
+    ``head`` scaling (attention roles): one scale per index of the axes *not* in ``axis`` (an
+    attention GEMM passes every axis but its batch axes: a scale per sequence and head).
     """
     if spec is None or spec.is_identity:
         return x
@@ -43,6 +45,10 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
         return _round_rotated(x, spec, axis, key=key, amax=amax, words=words)
     if spec.scaling == "group":  # integer codes per group along the contraction (GPTQ/AWQ weights)
         return round_group(x, spec, axis)
+    if spec.scaling == "head":  # one scale per index of the axes outside ``axis`` (a GEMM's batch axes)
+        every = tuple(range(x.ndim)) if axis is None else axis
+        return _round_per_channel(x, dataclasses.replace(spec, scaling="channel"), every, key=key, amax=amax,
+                                  words=words)
     if spec.scaling == "channel" and axis is not None:
         return _round_per_channel(x, spec, axis, key=key, amax=amax, words=words)
     if axis is not None and not isinstance(axis, (int, np.integer)):

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from asicsim.emulate.elementwise_trace import ELEMENTWISE_COLUMNS, elementwise_entries
+from asicsim.emulate.policy import ATTENTION_ROLES
 from asicsim.emulate.vector_roles import role_of
 
 _ACTIVE: list[list[dict]] = []
@@ -67,7 +68,8 @@ def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=Non
     if not _ACTIVE:
         return
     M, N, K, batch = gemm_dims(kind, shapes, out_shape, params)
-    fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32") for r in ("act", "weight", "acc", "out")}
+    fmt = {r: (policy.role(r).spec.name if policy.role(r) else "float32")
+           for r in {"act", "weight", "acc", "out", *roles}}
     lhs, rhs, acc, out = formats or (fmt[roles[0]], fmt[roles[1]], fmt["acc"], fmt["out"])
     if roles == ("weight", "act"):  # W @ x (Equinox's Linear): the same GEMM with the act first
         M, N, roles, shapes, lhs, rhs = N, M, ("act", "weight"), shapes[::-1], rhs, lhs
@@ -107,6 +109,7 @@ def gradient_formats(policy, roles) -> dict[str, tuple[str, str, str, str]]:
         spec = policy.role(role)
         return spec.spec.name if spec is not None else "float32"
 
+    roles = tuple("act" if r in ATTENTION_ROLES else r for r in roles)  # forward-only roles
     other = roles[1] if roles[0] == "act" else roles[0]  # the operand beside the activation
     return {"grad-input": (name("grad_dx"), name(f"{other}_dx"), name("acc"), name("grad_out")),
             "grad-weight": (name(f"{roles[0]}_dw"), name("grad_dw"), name("acc"), name("wgrad"))}

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from asicsim.emulate.attention import attention_role
 from asicsim.workloads.workload_checks import MODELS
 
 
@@ -260,11 +261,33 @@ def _layer_norm(p, x, eps=1e-5):
     return (x - mu) * lax.rsqrt(var + eps) * _lead(p["g"], x.ndim) + _lead(p["b"], x.ndim)
 
 
+def attend(q, k, v, mask):
+    """Causal softmax attention: q (B, Tq, H, Dh), k and v (B, Tk, H, Dh), ``mask`` (broadcast
+    to (B, H, Tq, Tk)) True where a query may see a key; (B, Tq, H, Dh). Its four GEMM operands
+    are marked as the attention roles (:mod:`asicsim.emulate.attention`)."""
+    q, k = attention_role(q, "query"), attention_role(k, "key")
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(q.shape[-1])
+    a = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", attention_role(a, "probabilities"), attention_role(v, "value"))
+
+
+def transformer_block(p, h, heads: int, attention, name: str, taps=None, sink=None):
+    """One pre-LayerNorm block on h (B, T, d_model); ``attention(q, k, v)`` -> (B, T, H, Dh) (the
+    full forward's causal :func:`attend`, or a KV cache's, :mod:`asicsim.workloads.lm_generate`)."""
+    b, t, d = h.shape
+    z = _tap(_layer_norm(p["ln1"], h), f"{name}_qkv_in", taps, sink)
+    q, k, v = jnp.split(_dense(p["qkv"], z).reshape(b, t, 3 * heads, d // heads), 3, axis=2)
+    o = attention(q, k, v).reshape(b, t, d)
+    h = h + _dense(p["proj"], _tap(o, f"{name}_proj_in", taps, sink))
+    z = _tap(_layer_norm(p["ln2"], h), f"{name}_fc_in", taps, sink)
+    m = _tap(jax.nn.gelu(_dense(p["fc"], z)), f"{name}_fc_out_in", taps, sink)
+    return h + _dense(p["fc_out"], m)
+
+
 def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio=4) -> Model:
     """Causal LM: tokens (B, T) int -> logits (B, T, vocab); embeddings are gathers, not GEMMs."""
     if d_model % heads:
         raise ValueError(f"d_model must be a multiple of heads; got {d_model=}, {heads=}")
-    dh = d_model // heads
 
     def init(key):
         rng = _rng(key)
@@ -286,20 +309,12 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
         return p
 
     def apply(params, x, taps=None, sink=None):
-        b, t = x.shape
+        t = x.shape[1]
         h = params["embed"][x] + params["pos"][None, :t]
         mask = jnp.tril(jnp.ones((1, 1, t, t), bool))
         for i in range(layers):
-            p = params[f"block{i}"]
-            z = _tap(_layer_norm(p["ln1"], h), f"block{i}_qkv_in", taps, sink)
-            q, k, v = jnp.split(_dense(p["qkv"], z).reshape(b, t, 3 * heads, dh), 3, axis=2)
-            s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(dh)
-            a = jax.nn.softmax(jnp.where(mask, s, -1e9), axis=-1)
-            o = jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(b, t, d_model)
-            h = h + _dense(p["proj"], _tap(o, f"block{i}_proj_in", taps, sink))
-            z = _tap(_layer_norm(p["ln2"], h), f"block{i}_fc_in", taps, sink)
-            m = _tap(jax.nn.gelu(_dense(p["fc"], z)), f"block{i}_fc_out_in", taps, sink)
-            h = h + _dense(p["fc_out"], m)
+            h = transformer_block(params[f"block{i}"], h, heads, lambda q, k, v: attend(q, k, v, mask),
+                                  f"block{i}", taps, sink)
         return _dense(params["out"], _tap(_layer_norm(params["ln_f"], h), "out_in", taps, sink))
 
     sizes = {"vocab": vocab, "context": context, "d_model": d_model, "heads": heads,
