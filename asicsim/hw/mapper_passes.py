@@ -125,12 +125,14 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
             if group and (i is None or (several and (n + lead) * size > STACK_ELEMENTS)):
                 s = _stack([blocks[j] for j in group], shape, [leads[j] for j in group])
                 order = first[done:done + n]
-                if not several:  # one chunk of both (one measure of a few elements)
+                if not several:  # one chunk of both (one measure of a few elements), each
+                    # element's distinct candidates only (:func:`asicsim.hw.mapper_shapes.distinct`)
                     t = aligned(s, hw)
                     full = (n, *shape)
-                    yield Chunk(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
-                                                  np.broadcast_to(getattr(t, f), full)]) for f in FIELDS),
-                                order=np.concatenate([order, order + total]))
+                    both = Schedule(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
+                                                      np.broadcast_to(getattr(t, f), full)]) for f in FIELDS))
+                    both, order = distinct(both, np.concatenate([order, order + total]))
+                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order)
                     return
                 for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)

@@ -46,19 +46,31 @@ def signature(b: Schedule, nd: int) -> tuple:
 def distinct(s: Schedule, order: np.ndarray) -> tuple:
     """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
     equal in every field, in order; elements with fewer keep copies of one of theirs (equal
-    fields, later in order: never chosen before it). ``order``: the candidates' search order."""
+    fields, later in order: never chosen before it). ``order``: the candidates' search order.
+    Equal values of different bits (0.0 and -0.0) are both kept: a copy, never chosen."""
     vals = [np.asarray(getattr(s, f)) for f in FIELDS]
     n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
-    flat = [np.broadcast_to(v, (n, *own)).reshape(n, -1) for v in vals]
-    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    # (element, candidate), each element's candidates contiguous
+    flat = [np.ascontiguousarray(np.broadcast_to(v, (n, *own)).reshape(n, -1).T) for v in vals]
+    # per element, the candidates sorted (stably: equal ones in order) by a hash of their fields'
+    # bits, each one equal in every field to the one before it a copy (NaN equals nothing):
+    # O(n log n), not n^2. Unequal fields with one hash between equal ones only keep a copy
+    # (never chosen: equal to an earlier one), so the choice never depends on the hash.
+    h = np.zeros(flat[0].shape, dtype=np.uint64)
     for v in flat:
-        same &= v[:, None] == v[None, :]
-    earlier = np.tri(n, k=-1, dtype=bool)[..., None]  # [j, i]: i before j
-    dup = (same & earlier).any(axis=1)
-    k = max(1, int((~dup).sum(axis=0).max()))
-    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
-    fields = [np.take_along_axis(v, keep, 0).reshape(k, *own) for v in flat]
-    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
+        h = h * np.uint64(0x9E3779B97F4A7C15) + np.asarray(v, dtype=np.float64).view(np.uint64)
+    by = np.argsort(h, axis=1, kind="stable")
+    dup = np.zeros(flat[0].shape, dtype=bool)
+    if n > 1:
+        same = np.ones((flat[0].shape[0], n - 1), dtype=bool)
+        for v in flat:
+            w = np.take_along_axis(v, by, 1)
+            same &= w[:, 1:] == w[:, :-1]
+        np.put_along_axis(dup, by[:, 1:], same, 1)
+    k = max(1, int((~dup).sum(axis=1).max()))
+    keep = np.argsort(dup, axis=1, kind="stable")[:, :k]  # the firsts, in order, then copies
+    fields = [np.take_along_axis(v, keep, 1).T.reshape(k, *own) for v in flat]
+    return Schedule(*fields), np.asarray(order)[keep].T.reshape(k, *own)
 
 
 def by_dataflow(p: GemmProblem, hw: ArrayHardware):
