@@ -100,6 +100,9 @@ def most_sub(t: list, other, rows: list, db, cap):
         u = budget / np.where(db, 2.0, 1.0)
         room = u - a * m * k - b * k * n
         free = np.where(room >= -1e-12 * u, np.inf, -1.0)
+        if isinstance(c, float) and c == 0.0:  # no partial sums here: c * other > 0 nowhere
+            best = np.minimum(best, free)
+            continue
         best = np.minimum(best, np.where(c * other > 0, _floor(room / np.where(c * other > 0, c * other, 1.0)), free))
     return best
 
