@@ -3,7 +3,8 @@ generates them): stacked in chunks with their array-aligned twins, measured with
 the least key kept chunk by chunk, ties to the first in one search order; ``balanced``'s first
 pass keeps what its second can use; the candidates of small problems cached by content. On
 large grids: one dataflow at a time, fields at the shape of the axes they vary along, and
-each element's distinct candidates only, where they vary along few axes."""
+each element's distinct candidates only, where they vary along few axes (and in the one chunk of
+a few elements: a network on one design point)."""
 
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     those axes hold at most 1 / :data:`DISTINCT_SHARE` of the grid, each of their elements keeps
     only its distinct candidates (:func:`asicsim.hw.mapper_shapes.distinct`: a candidate equal in
     every field to an earlier one has the same counts and a later place in the order, so it is
-    never chosen, nor its twin)."""
+    never chosen, nor its twin). The one chunk of both keeps each element's distinct candidates
+    and twins the same way."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
     leads = [_lead(b, nd) for b in blocks]
     at = np.cumsum([0, *leads])
@@ -125,12 +127,14 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
             if group and (i is None or (several and (n + lead) * size > STACK_ELEMENTS)):
                 s = _stack([blocks[j] for j in group], shape, [leads[j] for j in group])
                 order = first[done:done + n]
-                if not several:  # one chunk of both (one measure of a few elements)
+                if not several:  # one chunk of both (one measure of a few elements), each
+                    # element's distinct candidates only (:func:`asicsim.hw.mapper_shapes.distinct`)
                     t = aligned(s, hw)
                     full = (n, *shape)
-                    yield Chunk(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
-                                                  np.broadcast_to(getattr(t, f), full)]) for f in FIELDS),
-                                order=np.concatenate([order, order + total]))
+                    both = Schedule(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
+                                                      np.broadcast_to(getattr(t, f), full)]) for f in FIELDS))
+                    both, order = distinct(both, np.concatenate([order, order + total]))
+                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order)
                     return
                 for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)

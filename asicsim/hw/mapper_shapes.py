@@ -46,19 +46,60 @@ def signature(b: Schedule, nd: int) -> tuple:
 def distinct(s: Schedule, order: np.ndarray) -> tuple:
     """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
     equal in every field, in order; elements with fewer keep copies of one of theirs (equal
-    fields, later in order: never chosen before it). ``order``: the candidates' search order."""
+    fields, later in order: never chosen before it). ``order``: the candidates' search order.
+    Equal values of different bits (0.0 and -0.0, outside whole numbers) may both be kept: a
+    copy, never chosen."""
     vals = [np.asarray(getattr(s, f)) for f in FIELDS]
     n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
-    flat = [np.broadcast_to(v, (n, *own)).reshape(n, -1) for v in vals]
-    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    # (element, candidate), each element's candidates contiguous
+    flat = [np.ascontiguousarray(np.broadcast_to(v, (n, *own)).reshape(n, -1).T) for v in vals]
+    # per element, the candidates sorted stably (equal ones in order), each one equal in every
+    # field to the one before it a copy: O(n log n), not n^2
+    dup = np.zeros(flat[0].shape, dtype=bool)
+    if n > 1:
+        keys = _packed(flat)
+        if keys is not None:  # whole numbers packed exactly into two keys: equal keys, equal fields
+            by = np.lexsort(keys[::-1], axis=1)
+            cmp = keys
+        else:  # by a hash of the fields' bits, then the fields compared (NaN equals nothing);
+            # unequal fields of one hash between equal ones only keep a copy (never chosen)
+            h = np.zeros(flat[0].shape, dtype=np.uint64)
+            for v in flat:
+                h = h * np.uint64(0x9E3779B97F4A7C15) + np.asarray(v, dtype=np.float64).view(np.uint64)
+            by = np.argsort(h, axis=1, kind="stable")
+            cmp = flat
+        same = np.ones((flat[0].shape[0], n - 1), dtype=bool)
+        for v in cmp:
+            w = np.take_along_axis(v, by, 1)
+            same &= w[:, 1:] == w[:, :-1]
+        np.put_along_axis(dup, by[:, 1:], same, 1)
+    k = max(1, int((~dup).sum(axis=1).max()))
+    keep = np.argsort(dup, axis=1, kind="stable")[:, :k]  # the firsts, in order, then copies
+    fields = [np.take_along_axis(v, keep, 1).T.reshape(k, *own) for v in flat]
+    return Schedule(*fields), np.asarray(order)[keep].T.reshape(k, *own)
+
+
+def _packed(flat: list):
+    """The fields as two unsigned 64-bit keys holding each value exactly (whole numbers from -1,
+    at most 64 bits a key), or None where they do not fit (then compared as they are)."""
+    widths, ints = [], []
     for v in flat:
-        same &= v[:, None] == v[None, :]
-    earlier = np.tri(n, k=-1, dtype=bool)[..., None]  # [j, i]: i before j
-    dup = (same & earlier).any(axis=1)
-    k = max(1, int((~dup).sum(axis=0).max()))
-    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
-    fields = [np.take_along_axis(v, keep, 0).reshape(k, *own) for v in flat]
-    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
+        lo, hi = (float(x) for x in (np.min(v), np.max(v)))  # NaN: not whole, returns None below
+        if not (lo >= -1 and hi < 2.0 ** 52 and np.array_equal(v, np.floor(v))):
+            return None
+        widths.append(int(hi + 1).bit_length())
+        ints.append((np.asarray(v, dtype=np.int64) + 1).astype(np.uint64))
+    keys, at, key = [], 0, None
+    for w, x in zip(widths, ints, strict=True):
+        if key is not None and at + w > 64:
+            keys.append(key)
+            key, at = None, 0
+        if w > 64:
+            return None
+        key = x if key is None else key | (x << np.uint64(at))
+        at += w
+    keys.append(key)
+    return keys if len(keys) <= 2 else None
 
 
 def by_dataflow(p: GemmProblem, hw: ArrayHardware):

@@ -57,16 +57,17 @@ def most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
     most ``D``; below 1 when none does. ``ps``: the partial-sum tile's rows and columns where fixed
     (None or NaN: the tile's own)."""
     m, n, k = (0.0 if x is None else x for x in t)  # t[dim] is what is sought
-    fm, fn = (np.isnan(x) if x is not None else True for x in ps)  # follows the tile
-    pm = m if ps[0] is None else np.where(fm, m, ps[0])
-    pn = n if ps[1] is None else np.where(fn, n, ps[1])
+    # True: the partial-sum tile follows the tile along that side (False: fixed), else per element
+    fm, fn = (True if x is None else _all_or_none(np.isnan(x)) for x in ps)
+    pm = m if fm is True else (ps[0] if fm is False else np.where(fm, m, ps[0]))
+    pn = n if fn is True else (ps[1] if fn is False else np.where(fn, n, ps[1]))
     best = D
     for a, b, c, budget in rows:
         u = budget / np.where(db, 2.0, 1.0)
         if dim == 0:
-            coef, const = a * k + np.where(fm, c * pn, 0.0), b * k * n + np.where(fm, 0.0, c * pm * pn)
+            coef, const = a * k + _where(fm, lambda c=c: c * pn, 0.0), b * k * n + _where(fm, 0.0, lambda c=c: c * pm * pn)
         elif dim == 1:
-            coef, const = b * k + np.where(fn, c * pm, 0.0), a * m * k + np.where(fn, 0.0, c * pm * pn)
+            coef, const = b * k + _where(fn, lambda c=c: c * pm, 0.0), a * m * k + _where(fn, 0.0, lambda c=c: c * pm * pn)
         else:
             coef, const = a * m + b * n, c * pm * pn
         # a buffer the sought tile takes nothing of still bounds it: none fits where the rest overflows
@@ -74,6 +75,20 @@ def most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
         room = np.where(coef > 0, (u - const) / np.where(coef > 0, coef, 1.0), free)
         best = np.minimum(best, _floor(room))
     return best
+
+
+def _all_or_none(mask):
+    """``mask`` as True or False where it holds one value everywhere (a fast path), else itself."""
+    return True if mask.all() else (False if not mask.any() else mask)
+
+
+def _where(cond, yes, no):
+    """``np.where(cond, yes, no)`` with a callable branch computed only where ``cond`` can take it
+    (``cond`` True or False: that branch alone, the same values)."""
+    if cond is True or cond is False:
+        v = yes if cond else no
+        return v() if callable(v) else v
+    return np.where(cond, *(v() if callable(v) else v for v in (yes, no)))
 
 
 def most_sub(t: list, other, rows: list, db, cap):
@@ -85,6 +100,9 @@ def most_sub(t: list, other, rows: list, db, cap):
         u = budget / np.where(db, 2.0, 1.0)
         room = u - a * m * k - b * k * n
         free = np.where(room >= -1e-12 * u, np.inf, -1.0)
+        if isinstance(c, float) and c == 0.0:  # no partial sums here: c * other > 0 nowhere
+            best = np.minimum(best, free)
+            continue
         best = np.minimum(best, np.where(c * other > 0, _floor(room / np.where(c * other > 0, c * other, 1.0)), free))
     return best
 

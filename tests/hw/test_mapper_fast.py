@@ -196,3 +196,32 @@ def test_a_design_point_of_a_sweep_gets_the_schedule_it_gets_priced_alone(monkey
                            buffer_scale=scales[m], objective="dram")
         for key in ("sram_array_bytes", "cycles", "dram_bytes", "energy_pj"):
             assert np.array_equal(getattr(swept, key)[i, j, k, m], getattr(alone, key)), (key, i, j, k, m)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
+    """mapper_shapes.distinct (sorted by a hash of the fields) keeps per element exactly what the
+    pairwise definition keeps: the first of candidates equal in every field, in order (NaN equal
+    to nothing), then copies, and the same search order."""
+    rng = np.random.default_rng(seed)
+    n, own = int(rng.integers(1, 40)), (int(rng.integers(1, 4)), int(rng.integers(1, 5)))
+
+    def field():
+        if rng.random() < 0.5:
+            return rng.choice([0.0, 1.0, 2.0, 3.0, np.nan], size=(n, *own))
+        return rng.integers(0, 2, (n, 1, own[1])).astype(float)
+
+    s = Schedule(rng.integers(-1, 3, (n, *own)), field(), field(), field(), rng.random((n, 1, 1)) < 0.5,
+                 rng.random((n, *own)) < 0.5, field(), field())
+    flat = [np.broadcast_to(np.asarray(getattr(s, f)), (n, *own)).reshape(n, -1) for f in shapes.FIELDS]
+    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    for v in flat:
+        same &= v[:, None] == v[None, :]
+    dup = (same & np.tri(n, k=-1, dtype=bool)[..., None]).any(axis=1)  # [j]: equal to an earlier one
+    k = max(1, int((~dup).sum(axis=0).max()))
+    keep = np.argsort(dup, axis=0, kind="stable")[:k]
+    order = 3 * np.arange(n)
+    got, got_order = shapes.distinct(s, order)
+    for f, v in zip(shapes.FIELDS, flat, strict=True):
+        assert np.array_equal(getattr(got, f), np.take_along_axis(v, keep, 0).reshape(k, *own), equal_nan=True), f
+    assert np.array_equal(got_order, order[keep].reshape(k, *own))
