@@ -25,6 +25,7 @@ from asicsim.hw.bounds import (
     pebble_words,
 )
 from asicsim.hw.cost import operation_bounds
+from asicsim.hw.pipeline import OVERFLOW_NOTE
 
 cost_many = asicsim.hw.cost_many
 ALL_OFF = {"ifmap": True, "filter": True, "ofmap": True}
@@ -234,8 +235,22 @@ def test_cost_model_never_beats_the_bound(name, op, rows, cols, scale):
     # the default (energy) schedule and the mapper's DRAM-optimal one
     results = [cost_many([op], d)[0], cost_many([op], d, objective="dram")[0]]
     for r in results:
-        assert r.dram_bytes >= float(b.bound) * (1 - 1e-12), (op, rows, cols, scale, float(b.compulsory),
-                                                               float(b.pebble))
+        # below the bound only where the result says its DRAM may be under-counted (tensors kept on
+        # chip overflowing half their buffer: a known limit, issue 31), never in silence
+        assert r.dram_bytes >= float(b.bound) * (1 - 1e-12) or OVERFLOW_NOTE in r.notes, (
+            op, rows, cols, scale, float(b.compulsory), float(b.pebble))
+
+
+def test_on_chip_overflow_is_said_where_the_model_beats_the_pebble_bound():
+    # found by the property test above: tpu_v1 with 1/64 of its buffers keeps the activations in a
+    # 384 KiB unified buffer; A (2.1 MB) overflows it and the model reads the overflow once, as if
+    # resident: 14.7 bytes below the pebble bound, so the result must say so
+    d = with_shape(load_design("tpu_v1"), 1, 1, [1 / 64] * 3)
+    op = Gemm(1080, 1450, 2024)
+    r = cost_many([op], d, objective="dram")[0]
+    assert r.dram_bytes < float(operation_bounds(op, d).bound)
+    assert OVERFLOW_NOTE in r.notes
+    assert OVERFLOW_NOTE not in cost_many([Gemm(1024, 1024, 1024)], load_design("tpu_v1"))[0].notes
 
 
 def test_bound_beside_a_published_shape():
