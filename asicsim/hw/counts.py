@@ -206,17 +206,22 @@ def spatial_folds(dim, tile, side):
     return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
 
 
+def kept_on_chip(p: GemmProblem, hw: ArrayHardware, buffer: int):
+    """Bytes of the tensors kept whole in buffer ``buffer`` between operations: the footprints of
+    the operands homed there that do not live in DRAM."""
+    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
+    return sum(np.where(p.off_chip[k], 0.0, foot[k]) for k in foot if hw.layout.home(k) == buffer)
+
+
 def overflowing_on_chip(p: GemmProblem, hw: ArrayHardware) -> np.ndarray:
     """Where (per element) a tensor kept on chip between operations takes more than half of its
     home buffer. The tiles then get the other half (``tiles.buffer_rows``) while the DRAM count
     subtracts the whole capacity from each such tensor and reads an on-chip operand's overflow once
     per pass as if it stayed resident: DRAM is under-counted there (it can fall below the pebble
     bound, ``tests/hw/test_dram_bounds.py``), so results carry a note (issue 31)."""
-    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
     out = np.False_
     for i, cap in enumerate(hw.capacity):
-        kept = sum(np.where(p.off_chip[k], 0.0, foot[k]) for k in foot if hw.layout.home(k) == i)
-        out = out | (kept > np.asarray(cap, dtype=np.float64) / 2)
+        out = out | (kept_on_chip(p, hw, i) > np.asarray(cap, dtype=np.float64) / 2)
     return out
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from asicsim.hw.bounds import DramBounds
 from asicsim.hw.result_parts import BOUNDS as BOUNDS
 from asicsim.hw.result_parts import DIRECTIONS as DIRECTIONS
 from asicsim.hw.result_parts import OPERANDS as OPERANDS
@@ -126,14 +127,18 @@ class Price:
         return float(w[0]) if w.size else float("nan")
 
     @property
+    def dram_bounds(self) -> DramBounds:
+        return DramBounds(compulsory=self.dram_compulsory_bytes, pebble=self.dram_pebble_bytes)
+
+    @property
     def dram_bound_bytes(self) -> np.ndarray:
         """No schedule moves fewer DRAM bytes (the larger of the two bounds)."""
-        return np.maximum(self.dram_compulsory_bytes, self.dram_pebble_bytes)
+        return self.dram_bounds.bound
 
     @property
     def dram_bound(self) -> np.ndarray:
         """Which bound binds: ``pebble`` where it is the larger, else ``compulsory``."""
-        return np.where(self.dram_pebble_bytes > self.dram_compulsory_bytes, "pebble", "compulsory")
+        return self.dram_bounds.binding
 
     @property
     def bound_names(self) -> np.ndarray:

@@ -19,6 +19,7 @@ from asicsim.hw.counts import (
     GemmCounts,
     GemmProblem,
     Schedule,
+    kept_on_chip,
 )
 
 
@@ -38,11 +39,10 @@ def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool) -> list[tuple]:
     off = {k: np.asarray(v, dtype=bool) for k, v in p.off_chip.items()}
     a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
     psum_home = lay.psum_spill if spill else lay.home("psum")
-    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
     rows = []
     for i, cap in enumerate(hw.capacity):
         cap = np.asarray(cap, dtype=np.float64)
-        kept = sum(np.where(off[k], 0.0, foot[k]) for k in foot if lay.home(k) == i)
+        kept = kept_on_chip(p, hw, i)
         a = np.where(off["ifmap"], a_eff, 0.0) if lay.home("ifmap") == i else 0.0
         b = np.where(off["filter"], p.b_bytes, 0.0) if lay.home("filter") == i else 0.0
         c = p.acc_bytes if psum_home == i else 0.0
