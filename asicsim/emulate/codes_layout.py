@@ -10,7 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from asicsim.numerics import get_format
 from asicsim.numerics.codec import _encode_float_jit, decode
+from asicsim.numerics.formats import FormatError
 from asicsim.numerics.quantize import mul_pow2
 
 
@@ -49,9 +51,6 @@ def to_codes(q, element) -> np.ndarray:
 def element_name(element) -> str:
     """A name :func:`~asicsim.numerics.get_format` resolves to ``element``'s values (an MX
     format's inline element, such as MXINT8's, by the format grammar: ``q1.6``)."""
-    from asicsim.numerics import get_format
-    from asicsim.numerics.formats import FormatError
-
     try:
         if get_format(element.name) == element:
             return element.name
@@ -66,8 +65,6 @@ def element_name(element) -> str:
 
 def element_values(codes, element) -> jax.Array:
     """float32 values of ``codes`` (integers, or float bit patterns decoded as ml_dtypes does)."""
-    from asicsim.numerics import get_format
-
     fmt = get_format(element)
     if fmt.kind == "float":
         return decode(np.asarray(codes), fmt)

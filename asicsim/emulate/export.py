@@ -55,6 +55,7 @@ from asicsim.emulate.layer_rules import gemm_policy, key_name, match_rule
 from asicsim.emulate.policy import RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import _amax, delayed_codes, round_role
+from asicsim.numerics import get_format
 from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_exact import fp32_mul
 from asicsim.numerics.group_quant import GroupCodes, group_dequantize, group_quantize
@@ -221,8 +222,6 @@ def dequantize_tensor(wc: WeightCodes, values=None) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=(4, 5, 6, 7, 8, 9))
 def _dequantize(q, scales, zeros, amax, kind, tile, axes, element, scale_format, dtype):
-    from asicsim.numerics import get_format
-
     shape = q.shape
     q = canonical(q, axes)
     nk = tuple(q.shape)

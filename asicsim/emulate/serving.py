@@ -54,6 +54,7 @@ from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role, tensor_codes
 from asicsim.emulate.tensor_cores import fast_dot
 from asicsim.numerics import get_format
+from asicsim.numerics.codec import decode
 from asicsim.numerics.quantize import mul_pow2
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
@@ -240,7 +241,6 @@ def table_dequantize(wc: WeightCodes) -> jax.Array:
     fmt = get_format(wc.element)
     if fmt.kind != "float":
         return dequantize_tensor(wc)
-    from asicsim.numerics.codec import decode
 
     table = decode(np.arange(2**fmt.bits, dtype=np.uint32), fmt)
     values = jnp.take(table, jnp.asarray(wc.codes).astype(jnp.int32))

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from asicsim.numerics import get_format, quantize
+from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_exact import scale_up_if_subnormal
 
 FORMATS = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp8_e4m3": jnp.float8_e4m3fn, "int8": jnp.int8}
@@ -78,8 +79,6 @@ def kv_scale(amax, fmt: str) -> jax.Array:
 def encode(x, scale, fmt: str) -> jax.Array:
     """Codes of float32 ``x`` (scale broadcastable against it; ignored for fp32/bf16): ``x / scale``
     rounded to nearest even onto ``fmt``, saturating, in ``fmt``'s storage dtype."""
-    from asicsim.numerics.exact_div import divide
-
     x = jnp.asarray(x, jnp.float32)
     if fmt not in SCALED:
         return x.astype(FORMATS[fmt])
