@@ -68,9 +68,6 @@ _FALLBACK = {"grad_out": "grad", "grad_dx": "grad", "grad_dw": "grad", "act_dx":
              "weight_dx": "weight", "weight_dw": "weight", "transcendental": "vector", "reduction": "vector",
              **{r: "act" for r in ATTENTION_ROLES}}
 _REQUIRED = ("weight", "act", "acc")
-SCALINGS = tuple(m.value for m in RoleScaling)
-LOSS_SCALING = tuple(m.value for m in LossScalingKind)
-AMAX_COMPUTE = tuple(m.value for m in AmaxCompute)  # Transformer Engine's amax_compute_algo
 __all__ = [
     "AmaxCompute",
     "LossScaling",

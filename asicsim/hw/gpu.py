@@ -25,7 +25,6 @@ from asicsim.hw.design_checks import DesignError as DesignError
 from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
 from asicsim.hw.gpu_paths import K_ALIGN as K_ALIGN
 from asicsim.hw.gpu_paths import PATH_ALIGN as PATH_ALIGN
-from asicsim.hw.gpu_paths import PATH_CLASS as PATH_CLASS
 from asicsim.hw.gpu_paths import PrecisionPath as PrecisionPath
 from asicsim.hw.gpu_paths import precision_path as precision_path
 from asicsim.hw.operations import OperationError

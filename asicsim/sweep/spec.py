@@ -59,7 +59,6 @@ from asicsim._files import TextFileError, beside, read_text_file
 from asicsim.hw.scopes import SCOPES
 
 RUN_KINDS = ("train", "infer", "cost")
-POINT_KINDS = ("train", "infer", "cost", "kernels")
 _TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
         "design_space", "point_timeout_s", "report"}
 _WORKLOAD_KEYS = {"name", "run", "scale", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
@@ -437,11 +436,6 @@ def content_key(what: str, obj) -> str:
     computed from; a worker recomputes it from what it runs, and a point whose input changed
     on the way (a format file edited while the sweep ran) fails saying so."""
     return identity({what: canon(obj)})
-
-
-def design_tables(spec: SweepSpec) -> dict[str, Any]:
-    """label -> design object, for workers that receive a point by its design label."""
-    return dict(spec.designs)
 
 
 def _named(spec: SweepSpec) -> list[str]:

@@ -39,7 +39,7 @@ from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.workloads import tasks
 from asicsim.workloads.trace_price import TracePrice as TracePrice
 from asicsim.workloads.trace_price import trace_price
-from asicsim.workloads.training import _batch_fn, _loss_fn, build
+from asicsim.workloads.training import build
 from asicsim.workloads.workload import load_workload
 
 #: Elementwise operations per parameter of one update (multiplies, adds, divides, square roots):
@@ -57,9 +57,9 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
     params = model.init(0)
     n = len(data.x_train) - (w.context + 1 if data.task == "lm" else 0)  # examples (LM: window starts)
     idx = np.arange(b, dtype=np.int64) % max(n, 1)  # a priced batch may exceed the dataset: shapes only
-    sample = _batch_fn(data.task, w.context)(tasks.train_arrays(data), idx)
+    sample = tasks.batch_fn(data.task, w.context)(tasks.train_arrays(data), idx)
     if training:
-        trace = op_trace(_loss_fn(model, data.task), policy, params, sample, training=True, elementwise=True)
+        trace = op_trace(tasks.loss_fn(model, data.task), policy, params, sample, training=True, elementwise=True)
         opt = "sgd_momentum" if w.optimizer == "sgd" and w.momentum else w.optimizer
         update = {"role": "optimizer", "kind": "elementwise", "M": model.num_params(params), "N": 1,
                   "K": OPTIMIZER_OPS[opt], "batch": 1, "count": 1, "macs": 0, "recipe": policy.name}

@@ -138,16 +138,6 @@ def describe(stats: dict, spec: RoleSpec | None, *, histogram: bool = True) -> d
     return out
 
 
-def tree_stats(tree: dict, spec: RoleSpec | None, prefix: str = "") -> dict:
-    """:func:`tensor_stats` of every leaf of ``tree``, keyed by its path ``a/b/c``."""
-    flat = jax.tree_util.tree_flatten_with_path(tree)[0]
-    out = {}
-    for path, leaf in flat:
-        name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
-        out[prefix + name] = tensor_stats(leaf, spec)
-    return out
-
-
 def summarize(stats: dict) -> dict:
     """Size-weighted mean underflow/overflow per group (``weights``, ``act``, ``grad``, ``wgrad``)."""
     groups: dict = {}

@@ -87,12 +87,6 @@ def make_optimizer(name: str, lr: float, momentum: float = 0.0) -> optax.Gradien
     return optax.GradientTransformation(init, update)
 
 
-# the per-task pieces live in .tasks; these names stay for pricing and the benchmarks
-_cross_entropy = tasks.cross_entropy
-_loss_fn = tasks.loss_fn
-_batch_fn = tasks.batch_fn
-
-
 def _batch_order(data: Dataset, workload: Workload, steps: int, batch: int, seed: int) -> np.ndarray:
     """(steps, batch) int32: example indices (epochs of seeded permutations, or the dataset order
     when the workload says ``shuffle = false``) or LM window starts."""
@@ -189,8 +183,8 @@ class _Runner:
                  tx: optax.GradientTransformation | None, stats: bool):
         self.w, self.policy, self.data, self.model = workload, policy, data, model
         self.task = data.task
-        self.loss = _loss_fn(model, data.task)
-        self.make_batch = _batch_fn(data.task, workload.context)
+        self.loss = tasks.loss_fn(model, data.task)
+        self.make_batch = tasks.batch_fn(data.task, workload.context)
         self.train_data = tasks.train_arrays(data)
         fwd = emulate(model.apply, policy)
         kw = _sr_key(policy)
@@ -453,7 +447,7 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
     for s, p in zip(seeds, params, strict=True):
         fp32.append(ref.evaluate(p)[value])
         order = _batch_order(data, w, policy.calibration_batches, w.batch, int(s))
-        mb = _batch_fn(data.task, w.context)
+        mb = tasks.batch_fn(data.task, w.context)
         batches = [mb(ref.train_data, jnp.asarray(i)) for i in order]
         xs = [tasks.model_input(data.task, b) for b in batches]
         pol, how = _calibrate(policy, model.apply, p, xs)
