@@ -20,7 +20,7 @@ class _CallableModule(LazyPackage):
 
 lazy_package(__name__, {
     ".attention": ["attention_role"],
-    ".layer_rules": ["layer_report"],
+    ".layer_report": ["layer_report"],
     ".opaque": ["OpaqueError", "OpaquePrimitive"],
     ".policy": ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "list_recipes"],
     ".recipes": ["load_recipe"],

@@ -13,7 +13,7 @@ import numpy as np
 from asicsim.numerics import get_format
 from asicsim.numerics.codec import _encode_float_jit, decode
 from asicsim.numerics.formats import FormatError
-from asicsim.numerics.quantize import mul_pow2
+from asicsim.numerics.grid_rounding import mul_pow2
 
 
 def canonical(x, axes: Sequence[int]):

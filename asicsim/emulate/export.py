@@ -58,11 +58,12 @@ from asicsim.emulate.role_rounding import _amax, delayed_codes, round_role
 from asicsim.numerics import get_format
 from asicsim.numerics.exact_div import divide
 from asicsim.numerics.fp32_exact import fp32_mul
+from asicsim.numerics.grid_rounding import mul_pow2
 from asicsim.numerics.group_quant import GroupCodes, group_dequantize, group_quantize
-from asicsim.numerics.quantize import mul_pow2, quantize
+from asicsim.numerics.quantize import quantize
 from asicsim.numerics.rounding import parse_rounding
 from asicsim.numerics.scaling import Scaling, _grouped, resolve_scaling, scaled_parts
-from asicsim.numerics.two_level import two_level_dequantize, two_level_groups
+from asicsim.numerics.two_level_kernel import two_level_dequantize, two_level_groups
 
 
 class WeightCodes(NamedTuple):

@@ -11,7 +11,7 @@ GEMM with its own lhs/rhs quantizer (``aqt/jax/v2/aqt_dot_general.py``), named b
 microxcaling's backward formats are (``mx/specs.py``: ``w_elem_format_bp`` the weight of the dX
 GEMM, ``a_elem_format_bp`` the stashed activation of the dW GEMM, ``a_elem_format_bp_os`` and
 ``a_elem_format_bp_ex`` the output gradient of the dX and of the dW GEMM; ``mx/linear.py``).
-Absent, a backward role is its forward role (``policy._FALLBACK``). Where a backward operand
+Absent, a backward role is its forward role (``role_spec._FALLBACK``). Where a backward operand
 role equals the forward one the gradient GEMM reads the forward-rounded operand (AQT's
 ``use_fwd_quant``); where it differs it rounds the *unrounded* forward operand (kept as the
 residual) with its own role, as microxcaling re-quantizes the stashed input for each gradient

@@ -34,8 +34,6 @@ import contextlib
 import dataclasses
 import fnmatch
 import functools
-import warnings
-from typing import Any, NamedTuple
 
 import jax
 
@@ -99,43 +97,3 @@ def collecting():
         yield buf
     finally:
         _LOGS.pop()
-
-
-class LayerReport(NamedTuple):
-    """``gemms``: one dict per GEMM as traced (the middle iterations of a scan over layers share
-    one), with its ``row`` (None inside such a scan's middle iterations), weight ``path``,
-    ``rule`` (the pattern, or None), ``edge`` (the first or last row: ``[first_last]`` applied),
-    ``formats`` (role -> format name of the roles a GEMM rounds) and ``policy``; ``unused``: the
-    patterns that matched no GEMM."""
-
-    gemms: list[dict[str, Any]]
-    unused: tuple[str, ...]
-
-
-def layer_report(fn, policy, *args, weights: int | None = 0, **kwargs) -> LayerReport:
-    """Which rule and formats every GEMM of ``fn(*args, **kwargs)`` gets under ``policy`` (traced
-    only, nothing runs)."""
-    from asicsim.emulate.recipes import load_recipe
-    from asicsim.emulate.transform import emulate, split_arrays
-
-    pol = load_recipe(policy)
-    emulated = emulate(fn, pol, weights=weights)
-    arrays, _, rebuild = split_arrays((args, kwargs))  # an Equinox module's functions stay static
-
-    def call(*xs):
-        a, k = rebuild(xs)
-        return emulated(*a, **k)
-
-    with collecting() as log, warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnusedLayerRule)  # reported in ``unused`` instead
-        jax.eval_shape(call, *arrays)
-    roles = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad")
-    for e in log:
-        e["formats"] = {r: e["policy"].role(r).format for r in roles if e["policy"].role(r) is not None}
-    return LayerReport(log, unused_rules(pol, log))
-
-
-def unused_rules(policy, log) -> tuple[str, ...]:
-    """The patterns of ``policy.layers`` no entry of ``log`` matched."""
-    used = {e["rule"] for e in log}
-    return tuple(p for p, _ in policy.layers if p not in used)

@@ -4,21 +4,23 @@ calibration and vector-role fields; every problem as (field, value, allowed)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asicsim.emulate.fields import calibration_problems, mac_problems, vector_role_problems
-from asicsim.emulate.policy import (
+from asicsim.emulate.role_spec import (
     _FALLBACK,
     _REQUIRED,
     ATTENTION_ROLES,
     ROLES,
     LossScaling,
-    Policy,
     RoleSpec,
 )
 from asicsim.emulate.tensor_core_checks import tensor_core_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.embed import embeds
+
+if TYPE_CHECKING:
+    from asicsim.emulate.policy import Policy
 
 #: The most calibration batches a recipe may ask for: they are drawn and held in memory at once
 #: (TensorRT's calibrators take a few hundred images; 10000 batches is far beyond).

@@ -15,12 +15,13 @@ from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import get_format, quantize
 from asicsim.numerics.exact_div import divide
-from asicsim.numerics.fp32_scale import quantize_static, static_codes
-from asicsim.numerics.quantize import mul_pow2
+from asicsim.numerics.fp32_scale import static_codes
+from asicsim.numerics.grid_rounding import mul_pow2
 from asicsim.numerics.random import key_words
 from asicsim.numerics.rotation import hadamard_rotate
 from asicsim.numerics.rounding import parse_rounding
 from asicsim.numerics.scaling import Scaling, amax_bits, resolve_scaling
+from asicsim.numerics.static_scale import quantize_static
 
 
 def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,

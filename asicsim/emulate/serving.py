@@ -55,7 +55,7 @@ from asicsim.emulate.role_rounding import round_role, tensor_codes
 from asicsim.emulate.tensor_cores import fast_dot
 from asicsim.numerics import get_format
 from asicsim.numerics.codec import decode
-from asicsim.numerics.quantize import mul_pow2
+from asicsim.numerics.grid_rounding import mul_pow2
 
 _CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "custom_jvp_call": "call_jaxpr",
           "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr", "remat": "jaxpr",

@@ -1,5 +1,5 @@
 """Rows: the numbering of GEMM sites that delayed scaling's amax history, static (calibrated)
-scales, ``[first_last]`` and :func:`asicsim.emulate.layer_rules.layer_report` share.
+scales, ``[first_last]`` and :func:`asicsim.emulate.layer_report.layer_report` share.
 
 A *row* is one GEMM or convolution of one layer. Transformer Engine keeps one amax history per
 module (``transformer_engine.pytorch.module.base.TransformerEngineBaseModule.fp8_meta``: each

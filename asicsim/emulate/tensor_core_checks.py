@@ -53,7 +53,7 @@ def tensor_core_problems(pol, fallback: dict) -> list[tuple[str, Any, str]]:
     """Problems of a Policy's ``tensor_core`` field: a known GPU per GEMM, no ``[mac]`` beside it,
     and in every table of roles (``roles``, ``first_last``, each layer rule) operand roles a
     tensor core reads (a preset for the pair and the ``acc`` format, a per-tensor scaling);
-    ``fallback``: the role a role left out follows (``policy._FALLBACK``)."""
+    ``fallback``: the role a role left out follows (``role_spec._FALLBACK``)."""
     field, out = pol.tensor_core, []
     if not (isinstance(field, str) or (isinstance(field, tuple) and all(
             isinstance(p, tuple) and len(p) == 2 for p in field))):

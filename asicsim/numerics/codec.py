@@ -16,10 +16,11 @@ import numpy as np
 
 from .catalog import get_format
 from .formats import BlockFormat, FloatFormat, Format, IntFormat
+from .grid_rounding import decode_float_bits, mul_pow2
 from .inputs import code_input, real_input
-from .quantize import mul_pow2, quantize
+from .quantize import quantize
 from .rounding import F32, Carrier, bit_length
-from .scaling import _grouped, resolve_scaling
+from .scaling import _grouped, block_scales, resolve_scaling
 
 
 def code_dtype(bits: float):
@@ -80,46 +81,6 @@ def encode_float_bits(xp, c: Carrier, v, spec: FloatFormat):
         code = xp.where(code == (1 << (spec.bits - 1)), 0, code)  # -0 does not exist
         code = xp.where(a > u(c.inf), nan_code(spec), code)
     return code
-
-
-def decode_float_bits(xp, c: Carrier, code, spec: FloatFormat):
-    """Carrier bits of the values of integer ``code`` (unsigned array) in ``spec``."""
-    u = np.uint32 if c.width == 32 else np.uint64
-    i = xp.int32 if c.width == 32 else xp.int64
-    code = code.astype(u)
-    m_mask = (1 << spec.man_bits) - 1
-    e_all = (1 << spec.exp_bits) - 1
-    man = code & u(m_mask)
-    e_field = ((code >> u(spec.man_bits)) & u(e_all)).astype(i)
-    neg = ((code >> u(spec.bits - 1)) & u(1)) if spec.signed else xp.zeros_like(code)
-    zero_exp = (e_field == 0) & bool(spec.subnormals or spec.has_zero)
-    # Normal: exponent re-biased, mantissa widened.
-    exp_c = e_field - spec.bias + c.bias
-    normal = (exp_c.astype(u) << u(c.man)) | (man << u(c.man - spec.man_bits))
-    # A normal of the format below the carrier's normal range (e8m0's 2**-127): a carrier subnormal.
-    full = man | u(1 << spec.man_bits)
-    normal_tiny = full << xp.clip(exp_c - 1 + c.man - spec.man_bits, 0, c.width - 1).astype(u)
-    normal = xp.where(exp_c >= 1, normal, normal_tiny)
-    # Subnormal (field 0): man * 2**(emin - M), normalised with a leading-zero count.
-    lead = bit_length(xp, man, c) - 1  # position of the leading one
-    e_sub = spec.emin - spec.man_bits + lead
-    frac_sub = (man << xp.clip(c.man - lead, 0, c.width - 1).astype(u)) & u((1 << c.man) - 1)
-    sub_normal = ((e_sub + c.bias).astype(u) << u(c.man)) | frac_sub
-    sub_tiny = man << xp.clip(spec.emin - spec.man_bits + c.bias - 1 + c.man, 0, c.width - 1)
-    sub = xp.where(man == u(0), u(0), xp.where(e_sub >= 1 - c.bias, sub_normal, sub_tiny.astype(u)))
-    bits = xp.where(zero_exp, sub, normal)
-    top = e_field == e_all
-    if spec.nan == "ieee":
-        bits = xp.where(top, xp.where(man == u(0), u(c.inf), u(c.nan)), bits)
-    elif spec.nan == "ones":
-        bits = xp.where(top & (man == u(m_mask)), u(c.nan), bits)
-    elif spec.nan == "negzero":
-        bits = xp.where((neg == u(1)) & (e_field == 0) & (man == u(0)), u(c.nan), bits)
-    # Every code keeps its sign bit, NaNs included, as in ml_dtypes (e4m3fn 0xFF is -NaN; the fnuz
-    # NaN, the negative-zero code, -NaN; e8m0fnu's 0xFF, unsigned, +NaN). A NaN is the quiet one,
-    # as ml_dtypes' float8 types give it; numpy's float16 and ml_dtypes' bfloat16 keep a payload,
-    # signalling NaNs too, which would then warn at every numpy cast: not kept here.
-    return bits | (neg.astype(u) << u(c.width - 1))
 
 
 # --- integers -----------------------------------------------------------------------------------
@@ -219,7 +180,6 @@ def _no_two_level_codes(spec: BlockFormat, what: str) -> None:
 
 
 def _encode_block(x, spec: BlockFormat, rounding, *, key, saturate, axis):
-    from .scaling import block_scales
 
     values = quantize(x, spec, rounding, key=key, saturate=saturate, axis=axis)
     exps = block_scales(x, spec, axis=axis)

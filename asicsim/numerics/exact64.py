@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .grid_rounding import round_to_grid
 from .mac import MacSpec
-from .quantize import round_to_grid
 from .rounding import F64, RoundMode, parse_rounding
 
 _U64 = np.uint64

@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .grid_rounding import round_to_grid
 from .mac import MacSpec
-from .quantize import round_to_grid
 from .rounding import F32, RoundMode, parse_rounding
 
 _U32 = np.uint32

@@ -28,7 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
+from .catalog import get_format
 from .exact_div import divide
+from .grid_rounding import round_to_grid
 from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
 
 _FLOAT32 = None
@@ -37,8 +39,6 @@ _FLOAT32 = None
 def _float32_spec():
     global _FLOAT32
     if _FLOAT32 is None:
-        from .catalog import get_format
-
         _FLOAT32 = get_format("float32")
     return _FLOAT32
 
@@ -91,7 +91,6 @@ def _product(a, b) -> jax.Array:
 
 def _to_f32_grid(v):
     """float64 values rounded (rne) onto float32's grid, still float64 (under x64)."""
-    from .quantize import round_to_grid
 
     bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
     out = round_to_grid(jnp, F64, bits, _float32_spec(), Rounding(RoundMode.RNE), False)

@@ -1,6 +1,6 @@
 """fp32-scaled quantization: one float32 scale per tensor, channel or block, computed from the
 group's amax (``scaling.Scaling(scale_format="fp32")``), or from a given amax estimate
-(:func:`quantize_static`, static scaling by a calibrated amax).
+(:func:`asicsim.numerics.static_scale.quantize_static`, static scaling by a calibrated amax).
 
 Symmetric: ``s = amax / max``, ``y = x / s``, ``q`` = ``y`` rounded onto the element, ``q * s``,
 each step rounded to float32 as a fake-quant unit computes it (``fp32_exact`` says where that
@@ -27,8 +27,6 @@ lies within ``[lo, hi]``), as PyTorch's fake quantization clamps its codes.
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -41,6 +39,7 @@ from .fp32_exact import (
     products_are_normal,
     scale_up_if_subnormal,
 )
+from .grid_rounding import fast_round32, round_to_grid
 from .rounding import F32, Rounding
 
 _MAG = np.uint32(0x7FFFFFFF)
@@ -50,8 +49,6 @@ _SIGN = np.uint32(0x80000000)
 def round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
     """``round_to_grid`` of float32 bits onto the element grid (the float fast path where it
     applies: same bits, several times faster on XLA:CPU)."""
-    from .quantize import fast_round32, round_to_grid
-
     if rand is None:
         fast = fast_round32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate)
         if fast is not None:
@@ -110,58 +107,3 @@ def static_codes(x, amax, element, rnd: Rounding, saturate: bool, words=None):
     q, scale = _codes(x, mag, element, rnd, saturate, rand)
     finite = mag < np.uint32(F32.inf)
     return jnp.where(finite, q, np.float32(np.nan)), jnp.where(finite, scale, np.float32(np.nan))
-
-
-def quantize_static(x, amax, fmt, rounding="rne", *, saturate: bool | None = None, words=None) -> jax.Array:
-    """``x`` (float32) quantized onto ``fmt`` by symmetric fp32 scaling from a given ``amax``
-    (static scaling: a calibrated estimate; float32, a scalar or broadcastable against ``x``,
-    its magnitude taken): ``s = amax / max`` (1 where amax is 0; NaN values where it is inf or
-    NaN), the rules of the module docstring, ``q * s``. Elements beyond the amax overflow as
-    ``saturate`` says (None: the format's convention). A block format (MX, BFP) brings its own
-    scales: it is rounded as ``quantize`` rounds it, the amax unused (as before: its max, beyond
-    float32, made the static scale 1). ``words``: stochastic rounding's seed
-    words. The gradient passes straight through to ``x``.
-
-    >>> import numpy as np
-    >>> [round(float(v), 4) for v in quantize_static(np.float32([1, -2, np.inf, 3]), 4.0, "int8", saturate=True)]
-    [1.0079, -2.0157, 4.0, 2.9921]
-    """
-    from .catalog import get_format
-    from .rounding import parse_rounding
-
-    spec = get_format(fmt)
-    rnd = parse_rounding(rounding)
-    if saturate is not None and not isinstance(saturate, (bool, np.bool_)):
-        raise ValueError(f"static scaling: saturate={saturate!r}; allowed: True, False or None")
-    sat = (True if spec.kind == "block" else spec.saturate) if saturate is None else bool(saturate)
-    if rnd.stochastic and words is None:
-        raise ValueError(f"static scaling: rounding {rounding!r} is stochastic; pass words "
-                         "(asicsim.numerics.random.key_words(key))")
-    words = jnp.asarray(words, jnp.uint32) if rnd.stochastic else None
-    x = jnp.asarray(x, jnp.float32)
-    mag = jax.lax.bitcast_convert_type(jnp.asarray(amax, jnp.float32), jnp.uint32) & _MAG
-    if mag.ndim > x.ndim or any(m not in (1, n) for m, n in zip(mag.shape[::-1], x.shape[::-1], strict=False)):
-        raise ValueError(f"static scaling: an amax of shape {mag.shape} does not broadcast against x of shape {x.shape}")
-    mag = mag.reshape((1,) * (x.ndim - mag.ndim) + mag.shape)
-    return _static_ste(x, mag, words, spec, rnd, sat)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
-def _static_ste(x, amax, words, element, rnd, saturate):
-    return _static_jit(x, amax, words, element, rnd, saturate)
-
-
-@_static_ste.defjvp
-def _static_ste_jvp(element, rnd, saturate, primals, tangents):
-    return _static_ste(*primals, element, rnd, saturate), tangents[0]
-
-
-@functools.partial(jax.jit, static_argnums=(3, 4, 5))
-def _static_jit(x, amax, words, element, rnd, saturate):
-    if x.size == 0:
-        return x
-    if element.kind == "block":  # a block format (MX, BFP) brings its own scales
-        from .quantize import quantize
-
-        return quantize(x, element, rnd, saturate=saturate, words=words)
-    return fp32_scaled(x, amax, amax < np.uint32(F32.inf), element, True, rnd, saturate, words, lambda v: v)[0]

@@ -44,10 +44,11 @@ import numpy as np
 from jax import lax
 
 from asicsim.numerics.formats import BLOCK_SIZES, MAX_BLOCK_SIZE
+from asicsim.numerics.grid_rounding import mul_pow2
 from asicsim.numerics.group_codes import SCALE_FORMATS as SCALE_FORMATS
 from asicsim.numerics.group_codes import code_range as code_range
 from asicsim.numerics.inputs import real_input
-from asicsim.numerics.quantize import mul_pow2, quantize
+from asicsim.numerics.quantize import quantize
 
 #: AWQ's floor on a group's range: ``(max - min).clamp(min=1e-5)``
 MIN_RANGE = np.float32(1e-5)

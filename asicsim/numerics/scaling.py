@@ -21,12 +21,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import random as _random
+from .catalog import get_format
 from .exact_div import divide
 from .formats import BLOCK_SIZES, MAX_BLOCK_SIZE, BlockFormat, FloatFormat, emax_of
 from .fp32_scale import fp32_scaled
 from .fp32_scale import round_bits as _round_bits
-from .rounding import F32, Rounding, RoundMode
-from .two_level import two_level_groups
+from .grid_rounding import fast_round32, round_to_grid
+from .inputs import real_input
+from .rounding import F32, Rounding, RoundMode, parse_rounding
+from .two_level_kernel import two_level_groups
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,7 +305,6 @@ def _floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool
     ``2**-127`` (built from ``w = |q| * 2**(s + 149)``, an exact float: its integer value below
     2**23 is the subnormal's bits, above it ``w``'s exponent less 149).
     """
-    from .quantize import fast_round32
 
     if emax_of(element) < 1 or element_qmin(element) < -24:
         return None
@@ -526,7 +528,6 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
 
 def _scaled_groups(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
     """The general path: ``x`` viewed as (groups, members) by ``_grouped``, one scale per group."""
-    from .quantize import round_to_grid
 
     groups, ungroup = _grouped(x, plan)
     rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
@@ -655,9 +656,6 @@ def block_scales(x, fmt, *, axis: int | None = None, scaling=None) -> jax.Array:
     (``int32.min`` where the group holds NaN/inf), float32 factors for fp32 scales and for the
     block scales of two-level formats (NVFP4's E4M3 values; NaN for a NaN/inf group). ``axis``,
     ``scaling``: as for ``quantize``."""
-    from .catalog import get_format
-    from .inputs import real_input
-    from .rounding import parse_rounding
 
     element, plan = resolve_scaling(get_format(fmt), axis=axis, scaling=scaling)
     words = jnp.zeros(2, jnp.uint32)
@@ -673,7 +671,6 @@ def scaled_parts(x, element, plan: Scaling, rounding="rne", saturate: bool | Non
     the values, and one scale per group in :func:`block_scales`' order and kind (int32
     exponents, or float32 factors and two-level block scales). Deterministic rounding only
     (asicsim.emulate.export reads a weight's codes and scales from it)."""
-    from .rounding import parse_rounding
 
     rnd = parse_rounding(rounding)
     if rnd.stochastic:

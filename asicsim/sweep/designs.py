@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from asicsim._files import TextFileError, beside, read_text_file
-from asicsim.sweep.spec import SweepError, SweepWarning
+from asicsim.sweep.errors import SweepError, SweepWarning
 
 #: The most designs one sweep builds (named ones and design-space grid points together): a
 #: million would take hours to build before the first point runs.

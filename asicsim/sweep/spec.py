@@ -57,19 +57,14 @@ from typing import Any
 from asicsim._catalogs import shipped_dir
 from asicsim._files import TextFileError, beside, read_text_file
 from asicsim.hw.scopes import SCOPES
+from asicsim.sweep.designs import spec_designs
+from asicsim.sweep.errors import SweepError as SweepError
+from asicsim.sweep.errors import SweepWarning as SweepWarning
 
 RUN_KINDS = ("train", "infer", "cost")
 _TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
         "design_space", "point_timeout_s", "report"}
 _WORKLOAD_KEYS = {"name", "run", "scale", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
-
-
-class SweepError(ValueError):
-    """A bad sweep spec, or a sweep that cannot run (the message says which field and why)."""
-
-
-class SweepWarning(UserWarning):
-    """A spec that runs, but with something said about it (e.g. a very large design space)."""
 
 
 #: What the report's answer minimises, per training step (inference batch for inference): total
@@ -192,8 +187,6 @@ def _list(t: dict, key: str, kind: type, where: str, problems: list, default=())
 
 
 def _designs(t: dict, problems: list, folder: str | None) -> tuple[tuple[str, Any], ...]:
-    from asicsim.sweep.designs import spec_designs
-
     return spec_designs(t, _list(t, "designs", str, "", problems), problems, folder)
 
 

@@ -31,68 +31,24 @@ import gzip
 import importlib.util
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from asicsim._files import atomic_path
+from asicsim.workloads.dataset_store import OPTIONAL as OPTIONAL
+from asicsim.workloads.dataset_store import Dataset as Dataset
+from asicsim.workloads.dataset_store import DatasetUnavailable as DatasetUnavailable
+from asicsim.workloads.dataset_store import cache_dir as cache_dir
+from asicsim.workloads.dataset_store import cached_arrays
+from asicsim.workloads.speech_corpus import load_speech
 
 #: Seed of every fixed split (train/test shuffles); the splits never change between runs.
 SPLIT_SEED = 0
 DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "gcide", "speech", "speech_large")
-OPTIONAL = {"vowels": "pip install 'asicsim[vowels]' (the aeon package ships JapaneseVowels)",
-            "fmnist": "apt-get install dataset-fashion-mnist (Debian), or set $ASICSIM_FASHION_MNIST "
-                      "to a folder holding the four *-ubyte.gz files",
-            "gcide": "apt-get install dict-gcide (Debian), or set $ASICSIM_GCIDE to a gcide.dict.dz",
-            "speech": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)",
-            "speech_large": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)"}
 GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
 ASCII_VOCAB = "".join(chr(c) for c in range(32, 127)) + "\n"  # printable ASCII + newline
 FMNIST_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist",
                "/usr/share/datasets/fashion-mnist")
-
-
-class DatasetUnavailable(RuntimeError):
-    """An optional dataset is not installed; the message says how to install it."""
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """A dataset as numpy arrays.
-
-    Classification (``task == "classify"``): ``x_train`` (N, *feature_shape) float32, ``y_train``
-    (N,) int32, same for test. Language model (``task == "lm"``): ``x_train``/``x_test`` are 1-D
-    int32 token streams (train: the first 90 %, test: the last 10 %), ``y_*`` empty, ``vocab`` the
-    characters. Speech recognition (``task == "ctc"``): ``x_*`` (N, T, features) float32 frames,
-    zero-padded after each utterance's ``x_len_*[i]`` frames; ``y_*`` (N, L) int32 character ids
-    padded with -1; ``vocab[0]`` is the CTC blank (never a label), ``num_classes == len(vocab)``;
-    ``speakers_*`` (N,) int32 index into ``speaker_names`` (the test split's speakers are not the
-    training split's).
-    """
-
-    name: str
-    task: str
-    x_train: np.ndarray
-    y_train: np.ndarray
-    x_test: np.ndarray
-    y_test: np.ndarray
-    num_classes: int
-    vocab: str = ""
-    description: str = ""
-    x_len_train: np.ndarray | None = None
-    x_len_test: np.ndarray | None = None
-    speakers_train: np.ndarray | None = None
-    speakers_test: np.ndarray | None = None
-    speaker_names: tuple[str, ...] = ()
-
-    @property
-    def feature_shape(self) -> tuple[int, ...]:
-        return tuple(self.x_train.shape[1:])
-
-    def summary(self) -> dict:
-        return {"name": self.name, "task": self.task, "train": tuple(self.x_train.shape),
-                "test": tuple(self.x_test.shape), "classes": self.num_classes}
 
 
 def _split(x: np.ndarray, y: np.ndarray, test_fraction: float, seed: int = SPLIT_SEED):
@@ -112,36 +68,6 @@ def _digits() -> Dataset:
                    description="scikit-learn digits, 8x8 pixels / 16, 80/20 split (seed 0)")
 
 
-def cache_dir() -> Path:
-    """Where generated datasets are kept between processes: ``$ASICSIM_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/asicsim``, else ``~/.cache/asicsim``."""
-    if os.environ.get("ASICSIM_CACHE_DIR"):
-        return Path(os.environ["ASICSIM_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "asicsim"
-
-
-def _generated(name: str, key: str, make) -> dict[str, np.ndarray]:
-    """``make()``'s arrays, generated once and kept in :func:`cache_dir` (MNIST-1D takes seconds
-    to generate; every training or sweep worker process would otherwise pay that)."""
-    import hashlib
-
-    path = cache_dir() / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.npz"
-    try:
-        with np.load(path) as f:
-            return dict(f)
-    except (OSError, ValueError):  # absent or unreadable: generate it
-        pass
-    arrays = make()
-    try:  # atomic: a concurrent reader sees the whole file or none
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path, suffix=".tmp.npz") as tmp:  # (np.savez appends .npz otherwise)
-            np.savez(tmp, **arrays)
-    except OSError:  # a read-only home: the data is still right, only not kept for the next process
-        pass
-    return arrays
-
-
 def _mnist1d() -> Dataset:
     from importlib.metadata import version
 
@@ -154,7 +80,7 @@ def _mnist1d() -> Dataset:
         d = make_dataset(args)  # generated offline; get_dataset would download
         return {k: np.asarray(d[k]) for k in keep}
 
-    d = _generated("mnist1d", f"mnist1d {version('mnist1d')} {sorted(vars(args).items())}", make)
+    d = cached_arrays("mnist1d", f"mnist1d {version('mnist1d')} {sorted(vars(args).items())}", make)
     return Dataset("mnist1d", "classify", d["x"].astype(np.float32), d["y"].astype(np.int32),
                    d["x_test"].astype(np.float32), d["y_test"].astype(np.int32), 10,
                    description="MNIST-1D, make_dataset(get_dataset_args()) (seed 42), 4000/1000")
@@ -216,7 +142,7 @@ def _gcide() -> Dataset:
         raw = gzip.decompress(path.read_bytes())  # a dictzip file is a gzip file
         return {"tokens": _ascii_tokens(re.sub(rb" +", b" ", raw))}
 
-    d = _generated("gcide", f"gcide v1 {path.resolve()} {st.st_size} {st.st_mtime_ns}", make)
+    d = cached_arrays("gcide", f"gcide v1 {path.resolve()} {st.st_size} {st.st_mtime_ns}", make)
     return _lm("gcide", d["tokens"], f"GCIDE ({path}), spaces collapsed, printable ASCII + "
                                      "newline, first 90 % train / last 10 % validation")
 
@@ -293,8 +219,6 @@ def _fmnist() -> Dataset:
 
 
 def _speech(name: str) -> Dataset:
-    from asicsim.workloads.speech_corpus import load_speech  # (it imports this module)
-
     return load_speech(name)
 
 

@@ -21,7 +21,8 @@ import numpy as np
 
 from asicsim.workloads import kv_cache
 from asicsim.workloads.kv_cache import KVCacheSpec
-from asicsim.workloads.models import _dense, _layer_norm, attend, transformer_block
+from asicsim.workloads.model_parts import dense
+from asicsim.workloads.models import _layer_norm, attend, transformer_block
 
 UNQUANTIZED = KVCacheSpec("fp32")  # the default cache: K and V kept as computed
 
@@ -50,7 +51,7 @@ def forward_cached(params, sizes: dict, spec: KVCacheSpec, cache: dict, tokens, 
             return attend(q, keys, values, mask)
 
         h = transformer_block(params[name], h, heads, attention, name)
-    return _dense(params["out"], _layer_norm(params["ln_f"], h)), new
+    return dense(params["out"], _layer_norm(params["ln_f"], h)), new
 
 
 def _empty(sizes: dict, spec: KVCacheSpec, batch: int) -> dict:

@@ -24,8 +24,6 @@ points, so the gradient with respect to zero taps is the activation gradient the
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -33,56 +31,17 @@ import numpy as np
 from jax import lax
 
 from asicsim.emulate.attention import attention_role
+from asicsim.workloads.model_parts import (
+    Model,
+    dense,
+    dense_init,
+    host_rng,
+    lead,
+    tap,
+    uniform_init,
+)
+from asicsim.workloads.speech_model import ds2
 from asicsim.workloads.workload_checks import MODELS
-
-
-@dataclass(frozen=True)
-class Model:
-    """``init(key) -> params``; ``apply(params, x, taps=None, sink=None) -> logits``."""
-
-    kind: str
-    init: Callable
-    apply: Callable
-    sizes: dict = field(default_factory=dict)
-
-    def num_params(self, params) -> int:
-        return int(sum(np.size(p) for p in jax.tree_util.tree_leaves(params)))
-
-
-def _tap(h, name: str, taps, sink):
-    if taps is not None and name in taps:
-        h = h + taps[name]
-    if sink is not None:
-        sink[name] = h
-    return h
-
-
-def _rng(key) -> np.random.Generator:
-    """A numpy generator seeded from a JAX key (or an int): initialization draws on the host, as
-    compiling threefry for every weight costs seconds on a CPU."""
-    if isinstance(key, int):
-        return np.random.default_rng(key)
-    return np.random.default_rng(np.asarray(jax.random.key_data(key)).ravel().tolist())
-
-
-def _uniform(rng, shape, fan_in):
-    bound = 1.0 / math.sqrt(fan_in)
-    return jnp.asarray(rng.uniform(-bound, bound, shape), jnp.float32)
-
-
-def _dense_init(rng, n_in, n_out):
-    return {"w": _uniform(rng, (n_in, n_out), n_in), "b": _uniform(rng, (n_out,), n_in)}
-
-
-def _lead(v, ndim):
-    """``v`` with leading unit axes up to rank ``ndim`` (explicit broadcasting)."""
-    return v.reshape((1,) * (ndim - v.ndim) + v.shape)
-
-
-def _dense(p, h):
-    y = h @ p["w"]
-    return y + _lead(p["b"], y.ndim)
-
 
 # --- logistic regression and MLP ---------------------------------------------------------------
 
@@ -90,11 +49,11 @@ def logreg(input_shape, num_classes) -> Model:
     n_in = int(np.prod(input_shape))
 
     def init(key):
-        return {"out": _dense_init(_rng(key), n_in, num_classes)}
+        return {"out": dense_init(host_rng(key), n_in, num_classes)}
 
     def apply(params, x, taps=None, sink=None):
-        h = _tap(x.reshape(x.shape[0], -1), "input", taps, sink)
-        return _dense(params["out"], h)
+        h = tap(x.reshape(x.shape[0], -1), "input", taps, sink)
+        return dense(params["out"], h)
 
     return Model("logreg", init, apply, {"inputs": n_in, "classes": num_classes})
 
@@ -104,18 +63,18 @@ def mlp(input_shape, num_classes, hidden=(100, 100), residual=False) -> Model:
     widths = [n_in, *hidden]
 
     def init(key):
-        rng = _rng(key)
-        p = {f"fc{i}": _dense_init(rng, widths[i], widths[i + 1]) for i in range(len(hidden))}
-        p["out"] = _dense_init(rng, widths[-1], num_classes)
+        rng = host_rng(key)
+        p = {f"fc{i}": dense_init(rng, widths[i], widths[i + 1]) for i in range(len(hidden))}
+        p["out"] = dense_init(rng, widths[-1], num_classes)
         return p
 
     def apply(params, x, taps=None, sink=None):
         h = x.reshape(x.shape[0], -1)
         for i in range(len(hidden)):
-            z = _tap(h, "input" if i == 0 else f"fc{i}_in", taps, sink)
-            y = jax.nn.relu(_dense(params[f"fc{i}"], z))
+            z = tap(h, "input" if i == 0 else f"fc{i}_in", taps, sink)
+            y = jax.nn.relu(dense(params[f"fc{i}"], z))
             h = h + y if residual and i > 0 and widths[i] == widths[i + 1] else y
-        return _dense(params["out"], _tap(h, "out_in", taps, sink))
+        return dense(params["out"], tap(h, "out_in", taps, sink))
 
     return Model("mlp", init, apply, {"inputs": n_in, "hidden": list(hidden), "residual": residual,
                                       "classes": num_classes})
@@ -158,18 +117,18 @@ def _cnn(dims: int, input_shape, num_classes, channels, kernels, strides, pads) 
     im2col = im2col_1d if dims == 1 else im2col_2d
 
     def init(key):
-        rng = _rng(key)
-        p = {f"conv{i}": _dense_init(rng, kernels[i] ** dims * c_in[i], channels[i])
+        rng = host_rng(key)
+        p = {f"conv{i}": dense_init(rng, kernels[i] ** dims * c_in[i], channels[i])
              for i in range(n_layers)}
-        p["out"] = _dense_init(rng, flat, num_classes)
+        p["out"] = dense_init(rng, flat, num_classes)
         return p
 
     def apply(params, x, taps=None, sink=None):
         h = x.reshape(x.shape[0], *shape)
         for i in range(n_layers):
-            cols = _tap(im2col(h, kernels[i], strides[i], pads[i]), f"conv{i}_in", taps, sink)
-            h = jax.nn.relu(_dense(params[f"conv{i}"], cols))
-        return _dense(params["out"], _tap(h.reshape(h.shape[0], -1), "out_in", taps, sink))
+            cols = tap(im2col(h, kernels[i], strides[i], pads[i]), f"conv{i}_in", taps, sink)
+            h = jax.nn.relu(dense(params[f"conv{i}"], cols))
+        return dense(params["out"], tap(h.reshape(h.shape[0], -1), "out_in", taps, sink))
 
     sizes = {"input": list(shape), "channels": list(channels), "kernels": list(kernels),
              "strides": list(strides), "pads": list(pads), "flat": flat, "classes": num_classes}
@@ -195,24 +154,24 @@ def _rnn(cell: str, input_shape, num_classes, hidden=6, bidirectional=True, read
     flat = hidden * len(dirs) * (steps if readout == "all" else 1)
 
     def init(key):
-        rng = _rng(key)
+        rng = host_rng(key)
         p = {}
         for d in dirs:
-            p[d] = {"wx": _uniform(rng, (feats, gates * hidden), hidden),
-                    "wh": _uniform(rng, (hidden, gates * hidden), hidden),
-                    "bx": _uniform(rng, (gates * hidden,), hidden),
-                    "bh": _uniform(rng, (gates * hidden,), hidden)}
-        p["out"] = _dense_init(rng, flat, num_classes)
+            p[d] = {"wx": uniform_init(rng, (feats, gates * hidden), hidden),
+                    "wh": uniform_init(rng, (hidden, gates * hidden), hidden),
+                    "bx": uniform_init(rng, (gates * hidden,), hidden),
+                    "bh": uniform_init(rng, (gates * hidden,), hidden)}
+        p["out"] = dense_init(rng, flat, num_classes)
         return p
 
     def run(p, x, reverse):
         batch = x.shape[0]
         xs = jnp.swapaxes(x, 0, 1) @ p["wx"]  # (T, B, gates*H): one GEMM for all steps
-        xs = xs + _lead(p["bx"], 3)
+        xs = xs + lead(p["bx"], 3)
 
         def step(carry, xg):
             h, c = carry
-            hg = h @ p["wh"] + _lead(p["bh"], 2)
+            hg = h @ p["wh"] + lead(p["bh"], 2)
             if cell == "gru":  # PyTorch's GRU: n = tanh(x_n + r * (W_hn h + b_hn))
                 xr, xz, xn = jnp.split(xg, 3, axis=-1)
                 hr, hz, hn = jnp.split(hg, 3, axis=-1)
@@ -230,15 +189,15 @@ def _rnn(cell: str, input_shape, num_classes, hidden=6, bidirectional=True, read
         return jnp.swapaxes(hs, 0, 1)  # (B, T, H), hs[t] aligned with input step t
 
     def apply(params, x, taps=None, sink=None):
-        x = _tap(x.reshape(x.shape[0], steps, feats), "input", taps, sink)
+        x = tap(x.reshape(x.shape[0], steps, feats), "input", taps, sink)
         outs = [run(params[d], x, reverse=(d == "bwd")) for d in dirs]
         hs = jnp.concatenate(outs, axis=-1)  # (B, T, dirs*H)
-        hs = _tap(hs, "hidden", taps, sink)
+        hs = tap(hs, "hidden", taps, sink)
         if readout == "all":
             feat = hs.reshape(hs.shape[0], -1)
         else:  # last step of each direction
             feat = jnp.concatenate([o[:, -1] if d == "fwd" else o[:, 0] for d, o in zip(dirs, outs, strict=True)], -1)
-        return _dense(params["out"], feat)
+        return dense(params["out"], feat)
 
     sizes = {"steps": steps, "features": feats, "hidden": hidden, "bidirectional": bidirectional,
              "readout": readout, "classes": num_classes}
@@ -258,7 +217,7 @@ def lstm(input_shape, num_classes, hidden=6, bidirectional=True, readout="all") 
 def _layer_norm(p, x, eps=1e-5):
     mu = x.mean(-1, keepdims=True)
     var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) * lax.rsqrt(var + eps) * _lead(p["g"], x.ndim) + _lead(p["b"], x.ndim)
+    return (x - mu) * lax.rsqrt(var + eps) * lead(p["g"], x.ndim) + lead(p["b"], x.ndim)
 
 
 def attend(q, k, v, mask):
@@ -275,13 +234,13 @@ def transformer_block(p, h, heads: int, attention, name: str, taps=None, sink=No
     """One pre-LayerNorm block on h (B, T, d_model); ``attention(q, k, v)`` -> (B, T, H, Dh) (the
     full forward's causal :func:`attend`, or a KV cache's, :mod:`asicsim.workloads.lm_generate`)."""
     b, t, d = h.shape
-    z = _tap(_layer_norm(p["ln1"], h), f"{name}_qkv_in", taps, sink)
-    q, k, v = jnp.split(_dense(p["qkv"], z).reshape(b, t, 3 * heads, d // heads), 3, axis=2)
+    z = tap(_layer_norm(p["ln1"], h), f"{name}_qkv_in", taps, sink)
+    q, k, v = jnp.split(dense(p["qkv"], z).reshape(b, t, 3 * heads, d // heads), 3, axis=2)
     o = attention(q, k, v).reshape(b, t, d)
-    h = h + _dense(p["proj"], _tap(o, f"{name}_proj_in", taps, sink))
-    z = _tap(_layer_norm(p["ln2"], h), f"{name}_fc_in", taps, sink)
-    m = _tap(jax.nn.gelu(_dense(p["fc"], z)), f"{name}_fc_out_in", taps, sink)
-    return h + _dense(p["fc_out"], m)
+    h = h + dense(p["proj"], tap(o, f"{name}_proj_in", taps, sink))
+    z = tap(_layer_norm(p["ln2"], h), f"{name}_fc_in", taps, sink)
+    m = tap(jax.nn.gelu(dense(p["fc"], z)), f"{name}_fc_out_in", taps, sink)
+    return h + dense(p["fc_out"], m)
 
 
 def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio=4) -> Model:
@@ -290,7 +249,7 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
         raise ValueError(f"d_model must be a multiple of heads; got {d_model=}, {heads=}")
 
     def init(key):
-        rng = _rng(key)
+        rng = host_rng(key)
 
         def normal(shape):
             return jnp.asarray(0.02 * rng.standard_normal(shape), jnp.float32)
@@ -299,13 +258,13 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
             return {"g": jnp.ones(d_model, jnp.float32), "b": jnp.zeros(d_model, jnp.float32)}
 
         p = {"embed": normal((vocab, d_model)), "pos": normal((context, d_model)), "ln_f": norm(),
-             "out": _dense_init(rng, d_model, vocab)}
+             "out": dense_init(rng, d_model, vocab)}
         for i in range(layers):
             p[f"block{i}"] = {
-                "ln1": norm(), "qkv": _dense_init(rng, d_model, 3 * d_model),
-                "proj": _dense_init(rng, d_model, d_model), "ln2": norm(),
-                "fc": _dense_init(rng, d_model, mlp_ratio * d_model),
-                "fc_out": _dense_init(rng, mlp_ratio * d_model, d_model)}
+                "ln1": norm(), "qkv": dense_init(rng, d_model, 3 * d_model),
+                "proj": dense_init(rng, d_model, d_model), "ln2": norm(),
+                "fc": dense_init(rng, d_model, mlp_ratio * d_model),
+                "fc_out": dense_init(rng, mlp_ratio * d_model, d_model)}
         return p
 
     def apply(params, x, taps=None, sink=None):
@@ -315,7 +274,7 @@ def transformer(vocab: int, context=64, d_model=64, heads=4, layers=2, mlp_ratio
         for i in range(layers):
             h = transformer_block(params[f"block{i}"], h, heads, lambda q, k, v: attend(q, k, v, mask),
                                   f"block{i}", taps, sink)
-        return _dense(params["out"], _tap(_layer_norm(params["ln_f"], h), "out_in", taps, sink))
+        return dense(params["out"], tap(_layer_norm(params["ln_f"], h), "out_in", taps, sink))
 
     sizes = {"vocab": vocab, "context": context, "d_model": d_model, "heads": heads,
              "layers": layers, "mlp_ratio": mlp_ratio}
@@ -326,8 +285,7 @@ def make_model(kind: str, input_shape, num_classes: int, **sizes) -> Model:
     """Build model ``kind`` (one of :data:`MODELS`) for inputs of ``input_shape`` (per example)."""
     if kind == "transformer":
         return transformer(num_classes, **sizes)
-    if kind == "ds2":  # speech: asicsim.workloads.speech_model (imports this module)
-        from asicsim.workloads.speech_model import ds2
+    if kind == "ds2":  # speech: asicsim.workloads.speech_model
         return ds2(tuple(input_shape), num_classes, **sizes)
     builders = {"logreg": logreg, "mlp": mlp, "cnn1d": cnn1d, "cnn2d": cnn2d, "gru": gru,
                 "lstm": lstm}

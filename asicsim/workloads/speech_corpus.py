@@ -40,7 +40,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from asicsim.workloads.datasets import OPTIONAL, Dataset, DatasetUnavailable, _generated
+from asicsim.workloads.dataset_store import OPTIONAL, Dataset, DatasetUnavailable, cached_arrays
 from asicsim.workloads.logmel import log_mel, mel_filterbank
 
 VOCAB = "_ '" + "abcdefghijklmnopqrstuvwxyz"
@@ -300,7 +300,7 @@ def cache_key(name: str, s: SpeechSettings, version: str) -> str:
 
 def load_speech(name: str, settings: SpeechSettings | None = None) -> Dataset:
     """Dataset ``name`` (``speech``, ``speech_large``, or any name with ``settings``), generated once
-    and kept in :func:`asicsim.workloads.datasets.cache_dir`."""
+    and kept in :func:`asicsim.workloads.dataset_store.cache_dir`."""
     s = settings or PRESETS[name]
     version = espeak_version()
-    return to_dataset(name, s, _generated(name, cache_key(name, s, version), lambda: generate(s)), version)
+    return to_dataset(name, s, cached_arrays(name, cache_key(name, s, version), lambda: generate(s)), version)

@@ -42,7 +42,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from asicsim.workloads.models import Model, _dense, _dense_init, _lead, _rng, _tap, _uniform
+from asicsim.workloads.model_parts import (
+    Model,
+    dense,
+    dense_init,
+    host_rng,
+    lead,
+    tap,
+    uniform_init,
+)
 
 #: the clipped ReLU's ceiling (Amodei et al. 2016, eq. 1)
 RELU_CLIP = 20.0
@@ -89,7 +97,7 @@ def _gru_scan(wh, bh, xs, mask, reverse: bool):
 
     def step(h, inp):
         xg, live = inp
-        hg = h @ wh + _lead(bh, 2)
+        hg = h @ wh + lead(bh, 2)
         xr, xz, xn = jnp.split(xg, 3, axis=-1)
         hr, hz, hn = jnp.split(hg, 3, axis=-1)
         r, z = jax.nn.sigmoid(xr + hr), jax.nn.sigmoid(xz + hz)
@@ -135,15 +143,15 @@ def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11
         return max(n, 0) if isinstance(n, numbers.Integral) else jnp.maximum(n, 0)
 
     def init(key):
-        rng = _rng(key)
-        p = {f"conv{i}": _dense_init(rng, ks[i][0] * ks[i][1] * c_in[i], channels[i])
+        rng = host_rng(key)
+        p = {f"conv{i}": dense_init(rng, ks[i][0] * ks[i][1] * c_in[i], channels[i])
              for i in range(len(channels))}
         for i in range(layers):
-            p[f"gru{i}"] = {"wx": _uniform(rng, (rnn_in[i], 2 * 3 * hidden), hidden),
-                            "bx": _uniform(rng, (2 * 3 * hidden,), hidden),
-                            **{f"{d}_{w}": _uniform(rng, shape, hidden) for d in ("fwd", "bwd")
+            p[f"gru{i}"] = {"wx": uniform_init(rng, (rnn_in[i], 2 * 3 * hidden), hidden),
+                            "bx": uniform_init(rng, (2 * 3 * hidden,), hidden),
+                            **{f"{d}_{w}": uniform_init(rng, shape, hidden) for d in ("fwd", "bwd")
                                for w, shape in (("wh", (hidden, 3 * hidden)), ("bh", (3 * hidden,)))}}
-        p["out"] = _dense_init(rng, hidden, num_classes)
+        p["out"] = dense_init(rng, hidden, num_classes)
         return p
 
     def apply(params, x, taps=None, sink=None):
@@ -153,21 +161,21 @@ def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11
         h = frames.reshape(b, t, feats, 1)
         n = lengths
         for i in range(len(channels)):
-            cols = _tap(patches(h, ks[i], ss[i], ps[i]), f"conv{i}_in", taps, sink)
-            h = jnp.clip(_dense(params[f"conv{i}"], cols), 0.0, RELU_CLIP)
+            cols = tap(patches(h, ks[i], ss[i], ps[i]), f"conv{i}_in", taps, sink)
+            h = jnp.clip(dense(params[f"conv{i}"], cols), 0.0, RELU_CLIP)
             n = _out_len(n, ks[i][0], ss[i][0], ps[i][0])
             h = h * (jnp.arange(h.shape[1])[None, :] < n[:, None]).astype(h.dtype)[:, :, None, None]
         h = h.reshape(b, h.shape[1], -1)
         mask = (jnp.arange(h.shape[1])[:, None] < n[None, :])[:, :, None]  # (T', B, 1)
         for i in range(layers):
             p = params[f"gru{i}"]
-            z = _tap(h, f"gru{i}_in", taps, sink)
-            xs = jnp.swapaxes(z, 0, 1) @ p["wx"] + _lead(p["bx"], 3)  # (T', B, 6H): one GEMM
+            z = tap(h, f"gru{i}_in", taps, sink)
+            xs = jnp.swapaxes(z, 0, 1) @ p["wx"] + lead(p["bx"], 3)  # (T', B, 6H): one GEMM
             xf, xb = jnp.split(xs, 2, axis=-1)
             hf = _gru_scan(p["fwd_wh"], p["fwd_bh"], xf, mask, reverse=False)
             hb = _gru_scan(p["bwd_wh"], p["bwd_bh"], xb, mask, reverse=True)
             h = jnp.swapaxes(hf + hb, 0, 1)  # the directions summed (section 3.2)
-        return _dense(params["out"], _tap(h, "out_in", taps, sink))
+        return dense(params["out"], tap(h, "out_in", taps, sink))
 
     sizes = {"features": feats, "channels": channels, "kernels": [list(k) for k in ks],
              "strides": [list(s) for s in ss], "pads": [list(p) for p in ps], "hidden": int(hidden),

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from asicsim.emulate import Policy, RecipeError, RoleSpec, emulate, load_recipe, op_trace
-from asicsim.emulate.layer_rules import UnusedLayerRule, layer_report, leaf_paths
+from asicsim.emulate.layer_report import layer_report
+from asicsim.emulate.layer_rules import UnusedLayerRule, leaf_paths
 from asicsim.emulate.recipes import policy_from_table
 
 # The README's example: attention in bf16, the MLP in fp8 (E4M3, per-tensor scale), the first

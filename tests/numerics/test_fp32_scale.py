@@ -22,7 +22,7 @@ import pytest
 from asicsim.emulate.policy import RoleSpec
 from asicsim.emulate.role_rounding import round_role
 from asicsim.numerics import Scaling, block_scales, get_format, quantize
-from asicsim.numerics.fp32_scale import quantize_static
+from asicsim.numerics.static_scale import quantize_static
 
 F32_MAX = float(np.finfo(np.float32).max)
 # amax from the smallest subnormal to the largest float: the 7.79e-43, scales around
