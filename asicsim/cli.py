@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import warnings
@@ -229,9 +230,12 @@ def _json_default(v):
     raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``asicsim`` parser with every command (``argv`` None), or for this command line: the
+    command it names in full, the other layers' commands as their one-line help only."""
     from . import __version__
     from .cli_catalog import add_cli as add_catalog_cli
+    from .cli_commands import LAYER_COMMANDS, command_help
     from .cli_types import Parser, number
     from .hw.scopes import DEFAULT_SCOPE, SCOPES
 
@@ -305,18 +309,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", help="the workload's scale (default: small; asicsim workloads lists them)")
     p.add_argument("--json", action="store_true", help="machine-readable output (trace and costs)")
     p.set_defaults(func=cmd_trace)
-    # system questions register their own commands (options live beside their models)
-    from .report.cli import add_cli as add_report_cli
-    from .sweep.cli import add_cli as add_sweep_cli
-    from .system.batching_cli import add_cli as add_batching_cli
-    from .system.scaling import add_cli as add_scaling_cli
-    from .workloads.cli import add_cli as add_workloads_cli
-
-    add_batching_cli(sub)
-    add_scaling_cli(sub)
-    add_workloads_cli(sub)
-    add_sweep_cli(sub)
-    add_report_cli(sub)
+    # other layers register their own commands (options live beside their models); only the one
+    # that runs is imported, the rest are listed from asicsim.cli_commands (a light --help)
+    chosen = None if argv is None else next((a for a in argv if not a.startswith("-")), "")
+    for module in dict.fromkeys(m for m, _ in LAYER_COMMANDS.values()):
+        names = [n for n, (m, _) in LAYER_COMMANDS.items() if m == module]
+        if chosen is None or chosen in names:
+            importlib.import_module(module).add_cli(sub)
+        else:
+            for name in names:
+                sub.add_parser(name, help=command_help(name))
     return parser
 
 
@@ -325,7 +327,8 @@ def _warning_line(message, category, filename, lineno, line=None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv).parse_args(argv)
     warnings.formatwarning = _warning_line  # one line a user reads, not our source line
     try:
         return args.func(args)

@@ -1,6 +1,7 @@
 """``asicsim --help``, ``--version`` and the catalog listings load neither JAX nor pandas (they took
-2.5x an ``import jax``): the package's names load on first use (:mod:`asicsim._lazy`), and load as
-they did when imported eagerly."""
+2.5x an ``import jax``), and ``--help``/``--version`` not even numpy: the package's names load on
+first use (:mod:`asicsim._lazy`), and load as they did when imported eagerly; a layer's command
+module loads only when its command runs (:mod:`asicsim.cli_commands`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
         rc = main(sys.argv[1:])
     except SystemExit as e:
         rc = e.code
-heavy = sorted(m for m in ("jax", "pandas") if m in sys.modules)
+heavy = sorted(m for m in ("jax", "pandas", "numpy") if m in sys.modules)
 print(rc, len(out.getvalue()), ",".join(heavy) or "-")
 """
 
@@ -30,7 +31,22 @@ def test_help_version_and_listings_load_neither_jax_nor_pandas(argv):
     out = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     rc, printed, heavy = out.stdout.split()
-    assert rc in ("0", "None") and int(printed) > 0 and heavy == "-", (argv, heavy)
+    # --help and --version load not even numpy: no layer's command module is imported for them
+    allowed = {"-"} if argv in (["--help"], ["--version"]) else {"-", "numpy"}
+    assert rc in ("0", "None") and int(printed) > 0 and set(heavy.split(",")) <= allowed, (argv, heavy)
+
+
+def test_help_lists_every_command_as_its_module_registers_it():
+    import argparse
+
+    from asicsim.cli import build_parser
+
+    def listed(parser):
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        return {a.dest: a.help for a in sub._choices_actions}
+
+    full, light = listed(build_parser()), listed(build_parser(["--help"]))
+    assert light == full and {"batching", "scaling", "train", "infer", "sweep", "report", "demo"} <= set(full)
 
 
 def test_names_load_on_first_use_as_eager_imports_did():

@@ -9,6 +9,8 @@ import os
 import sys
 import time
 
+from asicsim.cli_commands import command_help
+
 
 def add_cli(subparsers) -> None:
     """Register ``report`` and ``demo`` on an argparse subparsers object."""
@@ -16,7 +18,7 @@ def add_cli(subparsers) -> None:
     from asicsim.sweep.spec import OBJECTIVES, SCOPES
 
     p = subparsers.add_parser(
-        "report", help="turn a sweep's results directory into a self-contained HTML report (+ Markdown, CSV)",
+        "report", help=command_help("report"),
         description="Read the sweep results in DIR (asicsim sweep --out DIR) and write one self-contained "
                     "HTML page (inline figures: accuracy-vs-energy Pareto front, loss curves, numerics, "
                     "energy and data movement, roofline per design, DeepBench vs GPU, distance to 10 "
@@ -36,7 +38,7 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=run_report)
 
     p = subparsers.add_parser(
-        "demo", help="the main job: a small sweep (6 recipes x 5 designs x 3 workloads) and its HTML report",
+        "demo", help=command_help("demo"),
         description="Run the embedded demo sweep (sweeps/demo.toml: fp32, bf16, fp16 mixed, fp8 hybrid, "
                     "MXFP8 training and int8/MXFP8 post-training quantization on TPU v1, an edge int8 NPU, "
                     "a bf16 datacenter array and the V100/H100/B200 GPU baselines; digits MLP, MNIST-1D CNN and "

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import sys
 
+from asicsim.cli_commands import command_help
+
 
 def add_cli(subparsers) -> None:
     from asicsim.cli_types import number
 
     p = subparsers.add_parser(
-        "sweep", help="run a sweep spec (recipes x designs x workloads) into a results directory",
+        "sweep", help=command_help("sweep"),
         description="Expand SPEC (a TOML file, or a shipped spec name such as 'demo') into points, "
                     "skip those already finished in --out, and run the rest in parallel worker "
                     "processes (or on Ray with --ray), writing each point's record as it finishes. "

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from asicsim.cli_commands import command_help
 from asicsim.hw.design_files import labelled_designs
 from asicsim.system.batching import (
     ARRIVALS,
@@ -58,7 +59,7 @@ def _rates(specs: Sequence[str] | None, capacity: float) -> list[float]:
 def add_cli(subparsers) -> None:
     """Register the ``batching`` command on an argparse subparsers object."""
     p = subparsers.add_parser(
-        "batching", help="dynamic batching of inference requests under a latency budget",
+        "batching", help=command_help("batching"),
         description="Requests arrive (Poisson or evenly spaced) at one chip; a batch launches when "
                     "--max-batch requests wait or the oldest has waited --max-wait-ms, once the chip "
                     "is free. Service time and energy per batch come from the cost model. Reports "

@@ -11,6 +11,8 @@ import sys
 
 import numpy as np
 
+from asicsim.cli_commands import command_help
+
 SCALE_HELP = ("the workload's scale: small (default: the base settings, for a CPU) or one of its "
               "[scales.NAME] tables, e.g. gpu (asicsim workloads lists each workload's scales)")
 
@@ -24,7 +26,7 @@ def add_cli(subparsers) -> None:
     seeds, steps = number(int, maximum=MAX_SEEDS), number(int, maximum=MAX_STEPS)
 
     p = subparsers.add_parser(
-        "train", help="train a real workload under a precision recipe (accuracy, divergence, numerics)",
+        "train", help=command_help("train"),
         description="Train WORKLOAD (workloads/<name>.toml: digits_mlp, mnist1d_*, charlm_transformer, "
                     "...) with its GEMMs, gradients, weight update and optimizer state in the formats of "
                     "--recipe, once per seed. Prints the final test_accuracy (val_loss for the language "
@@ -46,7 +48,7 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=run_train)
 
     p = subparsers.add_parser(
-        "infer", help="post-training quantization: the fp32-trained workload evaluated under a recipe",
+        "infer", help=command_help("infer"),
         description="Train WORKLOAD in fp32 (per seed), then evaluate its forward pass under --recipe "
                     "(e.g. int8_ptq_tensor, int8_ptq_channel, mxfp4; static scales are calibrated on "
                     "training batches where the recipe asks). Prints the fp32 and quantized metric, "

@@ -23,7 +23,7 @@ from asicsim.hw.links import (
     measured_allreduce,
     predict_rows,
 )
-from asicsim.system import scaling
+from asicsim.system import scaling, scaling_cli
 from asicsim.system.scaling import (
     TrainingModel,
     scaling_curve,
@@ -255,7 +255,7 @@ def test_bad_allreduce_spec():
 
 def _parser():
     p = argparse.ArgumentParser(prog="asicsim")
-    scaling.add_cli(p.add_subparsers(dest="command", required=True))
+    scaling_cli.add_cli(p.add_subparsers(dest="command", required=True))
     return p
 
 
