@@ -11,15 +11,14 @@ from importlib.metadata import version as _version
 from ._lazy import lazy_package
 
 # The public names, imported on first use: ``import asicsim`` (and ``asicsim --help``) loads
-# neither JAX nor pandas until one that needs them is used. ``sim.format("bf16")`` is the
-# documented public name of :func:`get_format`.
+# neither JAX nor pandas until one that needs them is used.
 lazy_package(__name__, {
     ".emulate": None,
     ".sweep": None,
     ".hw": ["AllReduce", "Conv", "Elementwise", "Gemm", "Rnn", "cost", "cost_table", "load_design"],
     ".numerics": ["BlockFormat", "FloatFormat", "FormatError", "IntFormat", "MacSpec", "RoundMode", "Scaling",
-                  "add", "block_scales", "decode", "div", "dot", "encode", "fma", "format=get_format",
-                  "get_format", "matmul", "mul", "quantize", "sqrt", "sub"],
+                  "add", "block_scales", "decode", "div", "dot", "encode", "fma", "get_format", "matmul", "mul",
+                  "quantize", "sqrt", "sub"],
     ".sweep.store": ["load_results"],
 })
 

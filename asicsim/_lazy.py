@@ -4,10 +4,9 @@ needs them is used.
 
 A package lists its names by the module that defines them and calls :func:`lazy_package`::
 
-    lazy_package(__name__, {".quantize": ["quantize"], ".catalog": ["get_format", "format=get_format"],
-                            ".emulate": None})
+    lazy_package(__name__, {".quantize": ["quantize"], ".catalog": ["get_format"], ".emulate": None})
 
-(``"alias=attr"`` exports an attribute under another name; ``None`` exports the module itself.)
+(``None`` exports the module itself.)
 ``from asicsim.numerics import quantize``, ``asicsim.numerics.quantize(...)``, ``dir()`` and
 ``help()`` then work as with eager imports. Where an exported name is also a submodule's name
 (``asicsim.numerics.quantize``: the function and its module), the export wins, as it did when the
@@ -30,9 +29,8 @@ def _targets(package: str, exports: dict[str, list[str] | None]) -> dict[str, tu
         absolute = importlib.util.resolve_name(module, package)
         if names is None:
             out[absolute.rpartition(".")[2]] = (absolute, None)
-        for item in names or ():
-            alias, _, attr = item.partition("=")
-            out[alias] = (absolute, attr or alias)
+        for attr in names or ():
+            out[attr] = (absolute, attr)
     return out
 
 

@@ -51,7 +51,7 @@ def _lazy_exports() -> dict[tuple[str, str], str]:
                 for module, names in ast.literal_eval(node.args[1]).items():
                     target = f"{package}.{module.lstrip('.')}" if module.startswith(".") else module
                     for name in names or [target.rpartition(".")[2]]:
-                        out[(package, name.partition("=")[0])] = target
+                        out[(package, name)] = target
     return out
 
 

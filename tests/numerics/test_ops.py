@@ -154,7 +154,7 @@ FP8 = [("float8_e4m3fn", ml_dtypes.float8_e4m3fn), ("float8_e5m2", ml_dtypes.flo
 def test_mpfr_oracle_matches_casts(name, dtype, mode):
     """The oracle itself (context, subnormals, overflow conventions, the rna construction) agrees
     with numpy/ml_dtypes casts, which round to nearest-even; rna differs only at ties."""
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     rng = np.random.default_rng(1)
     n = 3000
     exps = rng.integers(spec.smallest_subnormal_exp - 2, min(spec.emax + 2, 126), n)
@@ -175,7 +175,7 @@ def test_mpfr_oracle_matches_casts(name, dtype, mode):
 @pytest.mark.parametrize("mode", MODES)
 def test_fp8_all_pairs_vs_mpfr(name, dtype, mode):
     """Every (a, b) pair of codes, NaN and inf included: 65536 cases per op, format and mode."""
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     v = _codes(dtype)
     a, b = np.meshgrid(v, v, indexing="ij")
     ctx = _mpfr_context(spec, "rne" if mode == "rna" else mode)
@@ -194,7 +194,7 @@ def test_fp8_all_pairs_vs_mpfr(name, dtype, mode):
 @pytest.mark.parametrize("name,dtype", FP8)
 @pytest.mark.parametrize("mode", MODES)
 def test_fp8_sqrt_all_codes_vs_mpfr(name, dtype, mode):
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     v = _codes(dtype)
     want = np.array([mpfr_op("sqrt", (x,), spec, mode) for x in _mp(v)], np.float32)
     _assert_same(sim.sqrt(v, name, mode), want, (v,), f"sqrt {name} {mode}")
@@ -203,7 +203,7 @@ def test_fp8_sqrt_all_codes_vs_mpfr(name, dtype, mode):
 @pytest.mark.parametrize("name,dtype", FP8)
 @pytest.mark.parametrize("mode", MODES)
 def test_fp8_fma_random_triples_vs_mpfr(name, dtype, mode):
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     rng = np.random.default_rng(11)
     v = _codes(dtype)
     a, b, c = (v[rng.integers(0, 256, 5000)] for _ in range(3))
@@ -219,7 +219,7 @@ def test_fp8_fma_random_triples_vs_mpfr(name, dtype, mode):
 )
 def test_small_formats_vs_mpfr(name):
     """Formats without inf/NaN (saturating), without -0 (fnuz), IEEE-like: random pairs, all modes."""
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     rng = np.random.default_rng(3)
     v = _all_values(spec)
     n = 1500
@@ -247,7 +247,7 @@ def _all_values(spec) -> np.ndarray:
 @pytest.mark.parametrize("name", ["bf16", "tf32"])
 @pytest.mark.parametrize("mode", MODES)
 def test_bf16_tf32_random_vs_mpfr(name, mode):
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     rng = np.random.default_rng(5)
     n = 1000
     a, b, c = (_random_values(rng, spec, n) for _ in range(3))
@@ -434,7 +434,7 @@ def test_fp32_hard_quotients_vs_softfloat(mode):
     "name", ["float8_e4m3fn", "float8_e5m2fnuz", "fp16", "bf16", "float6_e3m2fn", "e5m2b3"]
 )
 def test_matches_scalar_reference(name):
-    spec = sim.format(name)
+    spec = sim.get_format(name)
     rng = np.random.default_rng(17)
     a, b, c = (_random_values(rng, spec, 150) for _ in range(3))
     for mode in MODES:
@@ -560,7 +560,7 @@ def test_bf16_fma_rounds_once():
     product = sim.mul(a, b, "fp32")
     two_step = float(sim.quantize(sim.add(product, c, "fp32"), "bf16"))
     assert (fused, two_step) == (258.0, 260.0)
-    ctx = _mpfr_context(sim.format("bf16"), "rne")
+    ctx = _mpfr_context(sim.get_format("bf16"), "rne")
     assert fused == float(ctx.fma(*_mp([a, b, c])))
 
     # Measured over random bf16 triples whose addend sits ~2**-10..2**-30 below the product.
@@ -578,7 +578,7 @@ def test_bf16_fma_rounds_once():
     two_step = np.asarray(sim.quantize(sim.add(sim.mul(x, y, "fp32"), z, "fp32"), "bf16"))
     differ = int(np.sum(fused != two_step))
     assert differ > 20, differ  # double rounding is common here ...
-    spec = sim.format("bf16")
+    spec = sim.get_format("bf16")
     want = np.array(
         [mpfr_op("fma", t, spec, "rne") for t in zip(_mp(x), _mp(y), _mp(z), strict=True)]
     )
