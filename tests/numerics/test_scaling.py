@@ -305,16 +305,17 @@ def _edge_tensor(rng, shape, axis):
        case=st.sampled_from([((64, 32), -1), ((45, 37), 0), ((16, 6), -1), ((3, 70, 5), 1), ((7, 100), -1)]),
        name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]))
 def test_float_block_path_matches_integer_path(seed, case, name):
-    """``_floor_blocks_float`` (float ops, XLA:CPU's subnormal flushing worked around) gives the
+    """``floor_blocks_float`` (float ops, XLA:CPU's subnormal flushing worked around) gives the
     same bits and scales as the integer path on any input: exact, not approximately."""
+    from asicsim.numerics.mx_floor import floor_blocks_float
     from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import _floor_blocks_float, _scaled_exact, resolve_scaling
+    from asicsim.numerics.scaling import _scaled_exact, resolve_scaling
 
     shape, axis = case
     x = jnp.asarray(_edge_tensor(np.random.default_rng(seed), shape, axis % len(shape)))
     element, plan = resolve_scaling(get_format(name), axis=axis)
     rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
-    fast = jax.jit(lambda v: _floor_blocks_float(v, element, plan, rne, True))(x)
+    fast = jax.jit(lambda v: floor_blocks_float(v, element, plan, rne, True))(x)
     exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
     assert_same_bits(np.asarray(fast[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
     np.testing.assert_array_equal(np.asarray(fast[1]), np.asarray(exact[1]))
@@ -338,14 +339,13 @@ def _magic_range_tensor(rng, shape, axis):
        name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]),
        magic_range=st.booleans())
 def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
-    """``_floor_blocks_magic`` (no scaling multiplies: ``reduce_precision`` and a magic-number
+    """``floor_blocks_magic`` (no scaling multiplies: ``reduce_precision`` and a magic-number
     add in the scaled grid's units) gives the integer path's bits and scales: on blocks it
     handles itself (asserted: its cond does not hand the tensor on), and on tensors with tiny
-    or huge blocks, which it hands to ``_floor_blocks_float``."""
+    or huge blocks, which it hands to ``floor_blocks_float``."""
+    from asicsim.numerics.mx_floor import MAGIC_MIN_SIZE, _magic_plan
     from asicsim.numerics.rounding import parse_rounding
     from asicsim.numerics.scaling import (
-        MAGIC_MIN_SIZE,
-        _magic_plan,
         _scaled_exact,
         _scaled_jit,
         resolve_scaling,
@@ -392,14 +392,15 @@ def test_magic_block_path_at_its_exponent_limit(name):
 def test_float_block_path_is_taken_where_it_applies():
     """MX float elements with round-to-nearest-even go the float way; mxint8 (emax 0), other
     rounding modes and stochastic rounding keep the integer path."""
+    from asicsim.numerics.mx_floor import floor_blocks_float
     from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import _floor_blocks_float, resolve_scaling
+    from asicsim.numerics.scaling import resolve_scaling
 
     x = jnp.ones((4, 32), jnp.float32)
     for name, mode, taken in [("mxfp8_e4m3", "rne", True), ("mxfp4", "rne", True), ("mxint8", "rne", False),
                               ("mxfp8_e4m3", "rtz", False), ("mxfp8_e4m3", "sr", False)]:
         element, plan = resolve_scaling(get_format(name))
-        assert (_floor_blocks_float(x, element, plan, parse_rounding(mode), True) is not None) == taken, (name, mode)
+        assert (floor_blocks_float(x, element, plan, parse_rounding(mode), True) is not None) == taken, (name, mode)
 
 
 @pytest.mark.slow  # ~3 s; short last blocks stay in the default run (test_mx_axis_and_short_last_block)
