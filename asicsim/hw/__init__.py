@@ -1,4 +1,5 @@
-"""Hardware cost models: the physical model (:func:`cost`, :func:`cost_table`) of GEMM, conv, RNN and
+"""Hardware cost models: the physical model (:func:`cost`, :func:`cost_table`: one typed price over
+designs and operations) of GEMM, conv, RNN and
 elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and its file readers.
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.

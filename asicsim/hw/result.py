@@ -14,8 +14,11 @@ Its parts are typed, not string-keyed:
 
 Both parts are also read-only mappings under the record keys the cost rows and ``asicsim cost
 --json`` print (``traffic["dram.filter.reads_bytes"]``, ``energy["dram"]``), so a row is built from
-the typed arrays and never the other way round. This module is low: it imports nothing of the
-model but the scopes of :mod:`asicsim.hw.power` (the parts: :mod:`asicsim.hw.result_parts`).
+the typed arrays and never the other way round. A price from :func:`asicsim.cost_many` or
+:func:`asicsim.cost_table` carries ``labels`` (:class:`~asicsim.hw.result_table.Labels`: the
+designs and operations it is over) and lays itself out as a pandas table with ``frame()``. This
+module is low: it imports nothing of the model but the scopes of :mod:`asicsim.hw.power` (the
+parts: :mod:`asicsim.hw.result_parts`, :mod:`asicsim.hw.result_table`).
 """
 
 from __future__ import annotations
