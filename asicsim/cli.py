@@ -66,7 +66,7 @@ def cmd_cost(args) -> int:
                              "(SCALE-Sim compatibility mode), not both")
         if args.objective == "all":
             return _cost_trade(args)
-        report = cost_table(_operations(args), args.design, args.formats, objective=args.objective)
+        report = cost_table(_operations(args), args.design, args.formats, objective=args.objective).frame()
     elif args.scalesim_config and args.topology:
         if args.gemm_shapes or args.conv or args.rnn or args.formats:
             raise ValueError("cost --scalesim-config: SCALE-Sim mode takes its topology file only "
@@ -118,7 +118,7 @@ def _cost_trade(args) -> int:
     from .hw.objectives import OBJECTIVES
 
     ops = _operations(args)
-    report = pd.concat([cost_table(ops, args.design, args.formats, objective=o) for o in OBJECTIVES],
+    report = pd.concat([cost_table(ops, args.design, args.formats, objective=o).frame() for o in OBJECTIVES],
                        ignore_index=True)
     key = ["design", "operation"]
     report = report.drop_duplicates([*key, "objective"]).sort_values(key, kind="stable", ignore_index=True)

@@ -1,4 +1,5 @@
-"""Hardware cost models: the physical model (:func:`cost`, :func:`cost_table`) of GEMM, conv, RNN and
+"""Hardware cost models: the physical model (:func:`cost`, :func:`cost_table`: one typed price over
+designs and operations) of GEMM, conv, RNN and
 elementwise operations; SCALE-Sim 3.0.0 compatibility: closed-form reports and its file readers.
 
 Design specs (``designs/*.toml``): :class:`SystolicDesign`, :func:`load_design`, :func:`list_designs`.
@@ -11,8 +12,8 @@ records that view it.
 from asicsim._lazy import lazy_package
 
 lazy_package(__name__, {
-    ".cost": ["CostResult", "cost", "cost_many", "cost_table", "parse_formats",
-        "topology_operations"],
+    ".cost": ["CostResult", "cost", "cost_many", "parse_formats", "topology_operations"],
+    ".cost_tables": ["cost_table"],
     ".design": ["ArraySpec", "BufferSpec", "DesignError", "DramSpec", "PESpec", "SystolicDesign",
         "VectorUnitSpec"],
     ".design_files": ["designs_dir", "list_designs", "load_design"],
@@ -22,7 +23,7 @@ lazy_package(__name__, {
         "sram_energy_pj_per_bit"],
     ".energy_table": ["design_energy_table"],
     ".gpu": ["GpuDesign", "PrecisionPath", "precision_path"],
-    ".gpu_cost": ["gpu_cost_many"],
+    ".gpu_cost": ["gpu_cost_many", "gpu_price"],
     ".power_spec": ["PowerSpec"],
     ".operations": ["AllReduce", "Conv", "Elementwise", "Gemm", "OperationError", "Rnn"],
     ".scalesim_compat": ["REPORT_COLUMNS", "scalesim_arrays", "scalesim_report",
@@ -69,6 +70,7 @@ __all__ = [
     "energy_per_mac_pj",
     "gemm_sweep",
     "gpu_cost_many",
+    "gpu_price",
     "list_designs",
     "load_design",
     "mac_energy_pj",

@@ -17,21 +17,17 @@ regimes (:func:`asicsim.hw.pricing.classify_bound`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import pandas as pd
-
 from asicsim.hw.bounds import DramBounds
 from asicsim.hw.cost_record import CostResult as CostResult
-from asicsim.hw.cost_record import stack
 from asicsim.hw.counts import FAMILIES, ZERO_CODES
 from asicsim.hw.design import SystolicDesign
-from asicsim.hw.design_files import labelled_designs, load_design
+from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.gpu_cost import gpu_costs
 from asicsim.hw.mapper import describe
@@ -39,6 +35,7 @@ from asicsim.hw.objectives import DEFAULT_OBJECTIVE, FASTEST, check_objective
 from asicsim.hw.operations import Conv, Gemm, Operation
 from asicsim.hw.pipeline import gemm_bounds, gemm_problem, lower, price
 from asicsim.hw.result import Bound, EnergySplit, Price, Schedule, Traffic
+from asicsim.hw.result_table import Labels
 from asicsim.hw.roles import OPERAND_OF_ROLE as OPERAND_OF_ROLE
 from asicsim.hw.roles import ROLES as ROLES
 from asicsim.hw.roles import bytes_per_element, mac_execution, resolve_formats
@@ -84,23 +81,39 @@ def cost_many(ops: Sequence[Operation], design: str | SystolicDesign | GpuDesign
     """
     check_objective(objective)
     d = load_design(design)
-    if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model)
-        gpu = gpu_costs(ops, d, formats)
-        return Costs(gpu, stack(gpu).take(0))
+    if isinstance(d, GpuDesign):  # the GPU baseline (asicsim.hw.gpu_model), vectorised
+        return Costs(*gpu_costs(ops, d, formats))
     fmts = resolve_formats(d, formats)
     zero = ZERO_CODES[d.array.zero_weights]
     has_gemm = [op.kind in ("gemm", "conv", "rnn") for op in ops]
     mode = mac_execution(d, fmts, formats) if any(has_gemm) else None  # raises for formats d does not run
     pr = price(ops, d, fmts, bytes_per_element(fmts), objective=objective, zero=zero,
                rate=mode.rate if mode else 1.0)
-    return Costs(records(pr, ops, d, fmts, [mode if g else None for g in has_gemm], objective), pr)
+    modes = [mode if g else None for g in has_gemm]
+    pr = dataclasses.replace(pr, labels=_labels(pr, ops, d, modes, objective))
+    return Costs(records(pr, ops, d, modes, objective), pr)
 
 
-def records(pr: Price, ops: Sequence[Operation], d: SystolicDesign, fmts: dict, modes: list,
+def _labels(pr: Price, ops: Sequence[Operation], d: SystolicDesign, modes: list, objective: str) -> Labels:
+    """A systolic design's price over operations, named: its rows' mapping in words and MAC rate."""
+    sch = {f: np.asarray(getattr(pr.schedule, f)).tolist() for f in Schedule.__dataclass_fields__}
+    mapping = np.array([[_mapping_text({k: v[i] for k, v in sch.items()}, d) for i in range(len(ops))]],
+                       dtype=object).reshape(1, len(ops))
+    execution = np.full((3, 1, len(ops)), np.nan)
+    for i, m in enumerate(modes):
+        if m is not None:
+            execution[:, 0, i] = (m.rate, float(m.emulated), m.slowdown)
+    return Labels(designs=(d.name,), operations=tuple(op.label for op in ops), kinds=tuple(op.kind for op in ops),
+                  objectives=(objective,), formats=(dict(pr.formats),), gpu=(False,), clock_hz=(d.clock_hz,),
+                  levels=(pr.traffic.levels,), components=(pr.energy.components,), mapping=mapping,
+                  execution=execution)
+
+
+def records(pr: Price, ops: Sequence[Operation], d: SystolicDesign, modes: list,
             objective: str) -> list[CostResult]:
-    """One :class:`CostResult` per operation of a price over operations (shape ``(len(ops),)``):
-    views of its typed arrays, named."""
-    names = {r: f.name for r, f in fmts.items()}
+    """One :class:`CostResult` per operation of a price over operations (shape ``(len(ops),)``,
+    with :class:`~asicsim.hw.result_table.Labels`): views of its typed arrays, named."""
+    names = pr.labels.formats[0]
     col = {k: np.asarray(getattr(pr, k)).tolist() for k in (
         "cycles_compute", "cycles_fill_drain", "cycles_stall", "cycles_sync", "macs", "macs_performed",
         "vector_ops", "mapping_efficiency", "bound", "dram_bound_bytes", "dram_bound")}
@@ -117,7 +130,7 @@ def records(pr: Price, ops: Sequence[Operation], d: SystolicDesign, fmts: dict, 
         traffic=Traffic(tr.levels, tr.bytes[..., i], tr.elements[..., i], tr.array_bytes[i],
                         tr.transfer_cycles[i]),
         energy_pj=EnergySplit(en.components, en.pj[:, i]), sources=pr.sources,
-        mapping=_mapping_text({k: v[i] for k, v in sch.items()}, d),
+        mapping=pr.labels.mapping[0, i],
         schedule=_schedule({k: v[i] for k, v in sch.items()}), bound=Bound.of(col["bound"][i]),
         dram_bound_bytes=col["dram_bound_bytes"][i], dram_bound=col["dram_bound"][i],
         notes=pr.notes[i], execution=modes[i], idle_power_w=idle, objective=objective)
@@ -178,23 +191,6 @@ def _mapping_text(t: dict, d: SystolicDesign) -> str:
     spill = next((b.name for b in d.buffers if b.psum_spill), "") if t["psum_spill"] else ""
     return describe(t["family"], t["Mt"], t["Nt"], t["Kt"], t["tiles_m"], t["tiles_n"],
                     bool(t["double_buffered"]), off, spill, t["tiles_k"])
-
-
-def cost_table(ops: Iterable[Operation], designs: Iterable[str | SystolicDesign] | str | SystolicDesign,
-               formats: str | Mapping | None = None, *, objective: str = DEFAULT_OBJECTIVE) -> pd.DataFrame:
-    """One row per (design, operation): :meth:`CostResult.row` as a pandas DataFrame; ``design``
-    is each design's name or path as given (:func:`~asicsim.hw.design_files.labelled_designs`);
-    ``objective`` what the systolic designs' schedules were chosen for (GPU rows: ``fastest``)."""
-    import pandas as pd  # here: pricing needs none (asicsim --help imports this module)
-
-    ops = list(ops)
-    check_objective(objective)
-    rows = []
-    for label, d in labelled_designs(designs):
-        many = cost_many(ops, d, formats, objective=objective)
-        rows += [r.row() | {"design": label} for r in many]
-    return pd.DataFrame(rows)
-
 
 
 def topology_operations(topology: Topology) -> list[Operation]:

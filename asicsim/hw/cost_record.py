@@ -8,19 +8,13 @@ systolic front ends and the GPU model both build it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-import numpy as np
-
-from asicsim.hw.counts import FAMILIES
 from asicsim.hw.native import ExecutionMode
 from asicsim.hw.objectives import FASTEST, OBJECTIVES
 from asicsim.hw.power import scoped_power
-from asicsim.hw.result import OPERANDS, Bound, EnergySplit, Price, Schedule, Traffic
-
-#: The traffic keys a row carries: ``level.operand.reads|writes`` in elements and ``..._bytes``.
-TRAFFIC_KEYS = tuple(f"{lvl}.{o}.{k}{u}" for lvl in ("sram", "dram") for o in OPERANDS
-                     for k in ("reads", "writes") for u in ("", "_bytes"))
+from asicsim.hw.result import Bound, EnergySplit, Traffic
+from asicsim.hw.result_table import TRAFFIC_KEYS as TRAFFIC_KEYS
 
 
 @dataclass(frozen=True)
@@ -139,48 +133,3 @@ class CostResult:
         r |= {f"energy.{k}_pj": v for k, v in self.energy_pj.items()}
         r |= {k: self.traffic[k] for k in TRAFFIC_KEYS if k in self.traffic}
         return r
-
-
-def stack(records: list[CostResult]) -> Price:
-    """Records of one design (``cost_many``'s, any kind) as one :class:`~asicsim.hw.result.Price`
-    of shape ``(1, len(records))``: the figures the records hold, typed as every front end's."""
-    n = len(records)
-
-    def col(values) -> np.ndarray:
-        return np.asarray(list(values), dtype=np.float64).reshape(1, n)
-
-    levels = {r.traffic.levels for r in records} or {("sram", "dram")}
-    if len(levels) > 1:
-        raise ValueError(f"stack: records with different memory levels {sorted(levels)}; allowed: one design's")
-    (lv,) = levels
-    zeros = np.zeros((len(lv), len(OPERANDS), 2, 1, n))
-
-    def moved(unit: str) -> np.ndarray:
-        if not n:
-            return zeros
-        return np.stack([getattr(r.traffic, unit) for r in records], axis=-1)[..., None, :]
-
-    names = tuple(dict.fromkeys(k for r in records for k in r.energy_pj))
-    pj = np.array([[r.energy_pj[k] if k in r.energy_pj else 0.0 for r in records] for k in names]).reshape(
-        len(names), 1, n)
-    sched = [r.schedule for r in records]
-    fam = col(FAMILIES.index(s["family"]) if s else np.nan for s in sched)
-    schedule = Schedule(family=fam, **{f.name: col(s.get(f.name, np.nan) if s else np.nan for s in sched)
-                                       for f in fields(Schedule) if f.name != "family"})
-    pebble = [r.dram_bound == "pebble" for r in records]
-    return Price(
-        cycles_compute=col(r.cycles_compute for r in records), cycles_fill_drain=col(r.cycles_fill_drain for r in records),
-        cycles_stall=col(r.cycles_stall for r in records), cycles_sync=col(r.cycles_sync for r in records),
-        macs=col(r.macs for r in records), macs_performed=col(r.macs_performed for r in records),
-        mapped_pes=col(r.mapping_efficiency for r in records), mapping_slots=np.ones((1, n)),
-        vector_ops=col(r.vector_ops for r in records), time_s=col(r.time_s for r in records),
-        pes=col(r.pes for r in records),
-        traffic=Traffic(lv, moved("bytes"), moved("elements"), col(r.traffic.array_bytes for r in records),
-                        col(r.traffic.transfer_cycles for r in records)),
-        energy=EnergySplit(names, pj), bound=col(Bound(r.bound).code for r in records).astype(np.int64),
-        schedule=schedule, sources={k: v for r in records for k, v in r.sources.items()},
-        notes=tuple(r.notes for r in records), idle_w=dict(records[0].idle_power_w) if n else {},
-        dram_compulsory_bytes=col(0.0 if p else r.dram_bound_bytes for r, p in zip(records, pebble, strict=True)),
-        dram_pebble_bytes=col(r.dram_bound_bytes if p else 0.0 for r, p in zip(records, pebble, strict=True)),
-        launch_fraction=col(r.launch_fraction for r in records), sm_fraction=col(r.sm_fraction for r in records),
-        formats=dict(records[0].formats) if n else {})

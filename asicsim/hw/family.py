@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from asicsim.hw.cost import cost_many
-from asicsim.hw.cost_record import stack
+from asicsim.hw.cost_tables import stack_designs
 from asicsim.hw.counts import ZERO_CODES
 from asicsim.hw.design import SystolicDesign
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
@@ -72,10 +72,12 @@ def cost_designs(ops: Sequence[Operation], designs: Sequence, formats: str | Map
     """Every operation on each of ``designs``: one :class:`~asicsim.hw.result.Price` of shape
     ``(designs, ops)``, whatever the kind. Several designs of one family are priced in one
     vectorised pass (:func:`cost_family`); one design alone (any kind) by
-    :func:`asicsim.hw.cost.cost_many`, its records stacked (:func:`asicsim.hw.cost_record.stack`)."""
+    :func:`asicsim.hw.cost.cost_many`, its price given a designs axis
+    (:func:`asicsim.hw.cost_tables.stack_designs`)."""
     designs = list(designs)
-    if len(designs) == 1:  # alone: its own records (a systolic design's notes on its own buffers)
-        return stack(cost_many(list(ops), designs[0], formats, objective=objective))
+    if len(designs) == 1:  # alone: its own price (a systolic design's notes on its own buffers)
+        d = designs[0]
+        return stack_designs([cost_many(list(ops), d, formats, objective=objective).price], [getattr(d, "name", str(d))])
     if family_key(designs[0]) is None:
         raise ValueError(f"cost_designs: {designs[0].name!r} joins no family (a GPU); allowed: it alone")
     return cost_family(ops, designs, formats, objective=objective)

@@ -1,5 +1,7 @@
-"""A GPU's price for a list of operations: :func:`gpu_cost_many` turns the kernel times of
-:mod:`asicsim.hw.gpu_model` into one :class:`asicsim.hw.cost.CostResult` per operation.
+"""A GPU's price for a list of operations: :func:`gpu_price` turns the kernel times of
+:mod:`asicsim.hw.gpu_model` into one typed :class:`asicsim.hw.result.Price` over the operations,
+in array operations (:func:`gpu_cost_many`: one :class:`asicsim.hw.cost.CostResult` per
+operation, views of it).
 
 Result: ``pes`` x ``clock_hz`` is the path's datasheet peak MAC rate, so ``utilization`` is achieved /
 datasheet; ``cycles_compute`` = the useful work at the achievable rate plus what the power cap adds
@@ -21,8 +23,8 @@ measurements borrowed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 
 import numpy as np
 
@@ -39,8 +41,11 @@ from asicsim.hw.gpu_model import (
     load_fit,
 )
 from asicsim.hw.node_scaling import energy_factor
-from asicsim.hw.operations import Elementwise, Rnn
-from asicsim.hw.result import OPERANDS, EnergySplit, Traffic
+from asicsim.hw.objectives import FASTEST
+from asicsim.hw.operations import Elementwise, OperationError, Rnn
+from asicsim.hw.result import Bound, EnergySplit, Price, Schedule, Traffic
+from asicsim.hw.result_table import Labels
+from asicsim.hw.roles import parse_formats
 
 
 def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Mapping) -> list[str]:
@@ -52,156 +57,64 @@ def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Map
             for op, ps in zip(ops, passes, strict=True)]
 
 
-def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
-                  passes: Sequence[str] | None = None, rnn_skip_input: bool = False,
-                  operands: str = "cold") -> list:
-    """Price operations on a GPU design; one :class:`asicsim.hw.cost.CostResult` per operation.
+def gpu_price(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
+              passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
+              operands: str = "cold") -> Price:
+    """Price operations on a GPU design: one typed :class:`~asicsim.hw.result.Price` of shape
+    ``(operations,)`` (with :class:`~asicsim.hw.result_table.Labels`), assembled in array
+    operations from the kernels' times.
 
     ``passes`` (one per op, default ``"fwd"``) selects a conv pass (``fwd``, ``bwd_data``,
     ``bwd_filter``) or an RNN pass (``fwd``, ``bwd_data``, ``bwd_weights``) for the calibration
-    against measured training kernels; ``rnn_skip_input`` drops RNN input projections (DeepBench);
-    ``operands="warm"`` prices back-to-back calls on the same operands (the measurement protocol)
-    instead of the residency rule.
+    against measured training kernels; ``rnn_skip_input`` (one flag, or one per op) drops RNN input
+    projections (DeepBench); ``operands="warm"`` prices back-to-back calls on the same operands (the
+    measurement protocol) instead of the residency rule.
     """
-    fit = dict(load_fit() if fit is None else fit)
-    c, borrowed = generation_constants(fit, design.architecture)
-    from asicsim.hw.operations import OperationError
-    from asicsim.hw.roles import parse_formats
-
-    fmts = resolve_gpu_formats(design, formats)
-    try:
-        path = precision_path(design, fmts, parse_formats(formats).get("emulate"))
-    except OperationError:
-        if not all(isinstance(op, Elementwise) for op in ops):
-            raise
-        # vector work runs on the SIMT cores in any format (conversions are elementwise too)
-        path = precision_path(design, default_formats())
-    passes = list(passes) if passes is not None else ["fwd"] * len(ops)
-    algos = rnn_algos(ops, passes, design, fmts)
-    rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
-            for r in op_kernels(op, i, ps, rnn_skip_input=rnn_skip_input, rnn_algo=algos[i])]
-    n = len(ops)
-    if not rows:
-        return []
-    by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
-    kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
-    t = kernel_times(kern, design, path, c, operands=operands)
-    sums = {key: np.bincount(kern.owner, weights=np.asarray(v, dtype=np.float64), minlength=n)
-            for key, v in t.items()}
-    aligned_all = np.bincount(kern.owner, weights=1.0 - t["aligned"], minlength=n) == 0
-    pes_exact = path.peak_ops_per_s / 2 / design.clock_hz  # peak MACs per cycle of the path
-    pes = max(round(pes_exact), 1)
-    clock = design.clock_hz * pes_exact / pes  # so that pes x clock_hz is the path's peak exactly
-    e_op = energy_per_op_pj(design, path, c)
-    per_byte = level_energies_pj_per_byte(design)
-    static_w = c["static_fraction"] * design.tdp_w
-    split, split_src = gpu_static_split(design, static_w)
-    eff = efficiency(design, path, c)
-    names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
-    base_src = {
-        "compute": (f"path {path.name}: {path.why}; achievable x{eff:.3f}; {e_op:.3g} pJ/op = "
-                    f"e_simt_pj_12nm (gpu_fit.toml) x {path.eff_class} ratio x node "
-                    f"{energy_factor(design.process_nm, 12.0)[1]}"),
-        "dram": per_byte["dram"][1] + (f"; streams at the published copy rate {design.copy_bandwidth_gbps:g} GB/s"
-                                       if design.copy_bandwidth_gbps else
-                                       f"; streams at bw_eff {c['bw_eff']:.3f} x datasheet"),
-        "l2": per_byte["l2"][1],
-        **{k: f"{v}; of static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)" for k, v in split_src.items()},
-    }
-    notes = ()
-    if borrowed:
-        by_gen: dict[str, list[str]] = {}
-        for key, gen in borrowed.items():
-            by_gen.setdefault(gen, []).append(key)
-        notes = (f"no {design.architecture or 'unnamed'}-generation measurements: "
-                 + "; ".join(f"{', '.join(keys)} of {gen}" for gen, keys in by_gen.items()),)
-    out = []
-    for i, op in enumerate(ops):
-        time_s, full = float(sums["time"][i]), float(sums["full_clock_time"][i])
-        ideal, quant = sums["compute"][i], sums["quantized"][i]
-        body, overhead = sums["body"][i], sums["overhead"][i]
-        stall = max(body - quant, 0.0)
-        fill = max(full - ideal - stall, 0.0)
-        capped = time_s - full  # what the lower, power-capped clock adds to the compute
-        mem = sums["memory"][i]
-        if capped > 0.05 * time_s:
-            bound = "power"
-        elif mem > quant and mem >= overhead:
-            bound = "bandwidth"  # moving the bytes takes longer than the (quantized) math
-        elif time_s > 2 * ideal:
-            bound = "occupancy"  # launch floor, tile/wave losses: under half the achievable peak
-        else:
-            bound = "compute"
-        dram_b, l2_b = float(sums["dram_bytes"][i]), float(sums["l2_bytes"][i])
-        e = {"compute": float(sums["e_compute"][i]), "dram": float(sums["e_dram"][i]),
-             "l2": float(sums["e_l2"][i]), **{k: w * time_s * 1e12 for k, w in split.items()}}
-        src = dict(base_src)
-        if capped > 0:
-            src["compute"] += (f"; power cap: dynamic power at full clock over TDP - static, clock "
-                               f"x{full / time_s:.3f}")
-        op_notes = notes
-        if not aligned_all[i] and path.name in PATH_ALIGN:
-            op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
-                                f"unaligned fallback (loads as wide as the dimensions' byte alignment: "
-                                f"unaligned_eff {c['unaligned_eff']:.3f} x (bytes / 16)^{c['unaligned_exp']:.2f})")
-        if algos[i] != "standard":
-            op_notes = (*op_notes, f"cuDNN's persistent RNN kernel ({algos[i].upper()}, as PyTorch picks it: "
-                                   f"asicsim.hw.gpu_rnn): the recurrent weights stay on chip across the "
-                                   f"{op.steps} steps, one launch, a grid barrier per step")
-        kinds = op_kernels(op, i, passes[i], rnn_skip_input=rnn_skip_input)
-        # the SMs' operand traffic with L2 is a GPU's on-chip level, as a systolic array's with its buffers
-        shares = _operand_shares(op, fmts, kinds)
-        per_el = {"ifmap": by["act"], "filter": by["weight"], "ofmap": by["out"], "psum": by["out"]}
-        moved = np.array([[[total * shares.get(o, (0.0, 0.0))[k] for k in range(2)] for o in OPERANDS]
-                          for total in (l2_b, dram_b)])
-        traffic = Traffic(("l2", "dram"), moved, moved / np.array([per_el[o] for o in OPERANDS])[None, :, None],
-                          np.float64(l2_b), np.float64(mem * clock))
-        out.append(CostResult(
-            operation=op.label, kind=op.kind, design=design.name, formats=names, pes=pes, clock_hz=clock,
-            cycles_compute=float((ideal + capped) * clock), cycles_fill_drain=float(fill * clock),
-            cycles_stall=float(stall * clock), macs=float(sums["dense_ops"][i] / 2),
-            macs_performed=float(sums["ops"][i] / 2),
-            mapping_efficiency=float(ideal / quant) if quant > 0 else math.nan,
-            vector_ops=float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)),
-            traffic=traffic, energy_pj=EnergySplit.from_parts(e), sources=src, bound=bound, notes=op_notes,
-            dram_bound_bytes=float(sums["compulsory_bytes"][i]), dram_bound="compulsory",
-            idle_power_w={"chip": split["static.chip"], "board": static_w},
-            launch_fraction=float(overhead / time_s) if time_s > 0 else math.nan,
-            sm_fraction=float(sums["sm_busy_time"][i] / time_s) if time_s > 0 else math.nan))
-    return out
+    return _assemble(ops, design, formats, fit, passes, rnn_skip_input, operands)[0]
 
 
-def gpu_costs(ops: Sequence, design: GpuDesign, formats=None) -> list:
-    """:func:`gpu_cost_many` as :func:`asicsim.hw.cost.cost_many` prices a GPU. An RNN whose
+def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
+                  passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
+                  operands: str = "cold") -> list:
+    """:func:`gpu_price` as one :class:`asicsim.hw.cost.CostResult` per operation (views of it)."""
+    return gpu_records(*_assemble(ops, design, formats, fit, passes, rnn_skip_input, operands), ops)
+
+
+def gpu_costs(ops: Sequence, design: GpuDesign, formats=None) -> tuple[list, Price]:
+    """The records and the price :func:`asicsim.hw.cost.cost_many` answers for a GPU. An RNN whose
     lowering has no input projection (every GEMM shares the recurrent weights: DeepBench's kernels,
     which call cuDNN with ``CUDNN_SKIP_INPUT``) is priced with ``rnn_skip_input``, as the systolic
     model prices only what the lowering lists."""
     ops = list(ops)
     skip = [isinstance(op, Rnn) and all(low.shared_weights for low in op.lower()) for op in ops]
-    if not any(skip):
-        return gpu_cost_many(ops, design, formats)
-    if all(skip):
-        return gpu_cost_many(ops, design, formats, rnn_skip_input=True)
-    out: list = [None] * len(ops)  # each op's price is its own: price both groups, keep the order
-    for skips in (False, True):
-        idx = [i for i, s in enumerate(skip) if s is skips]
-        for i, r in zip(idx, gpu_cost_many([ops[i] for i in idx], design, formats, rnn_skip_input=skips),
-                        strict=True):
-            out[i] = r
+    pr, ratio = _assemble(ops, design, formats, None, None, skip, "cold")
+    return gpu_records(pr, ratio, ops), pr
+
+
+def gpu_records(pr: Price, clock_ratio: np.ndarray, ops: Sequence) -> list:
+    """One :class:`CostResult` per operation of a GPU's price: views of its arrays; a power-capped
+    operation's compute source says by how much the cap lowered its clock (``clock_ratio``)."""
+    lab = pr.labels
+    (clock,), (names,) = lab.clock_hz, lab.formats
+    idle = {"chip": float(pr.idle_w["chip"]), "board": float(pr.idle_w["board"])}
+    col = {k: np.asarray(getattr(pr, k)).tolist() for k in (
+        "cycles_compute", "cycles_fill_drain", "cycles_stall", "macs", "macs_performed", "mapping_efficiency",
+        "vector_ops", "bound", "dram_compulsory_bytes", "launch_fraction", "sm_fraction")}
+    pes = int(pr.pes[0]) if len(ops) else 1
+    out = []
+    for i, op in enumerate(ops):
+        src = dict(pr.sources, compute=pr.sources["compute"].split("; power cap on ")[0])
+        if np.isfinite(clock_ratio[i]):
+            src["compute"] += f"; power cap: dynamic power at full clock over TDP - static, clock x{clock_ratio[i]:.3f}"
+        out.append(CostResult(
+            operation=op.label, kind=op.kind, design=lab.designs[0], formats=names, pes=pes, clock_hz=clock,
+            cycles_compute=col["cycles_compute"][i], cycles_fill_drain=col["cycles_fill_drain"][i],
+            cycles_stall=col["cycles_stall"][i], macs=col["macs"][i], macs_performed=col["macs_performed"][i],
+            mapping_efficiency=col["mapping_efficiency"][i], vector_ops=col["vector_ops"][i],
+            traffic=pr.traffic.take(i), energy_pj=pr.energy.take(i), sources=src, bound=Bound.of(col["bound"][i]),
+            notes=pr.notes[i], dram_bound_bytes=col["dram_compulsory_bytes"][i], dram_bound="compulsory",
+            idle_power_w=idle, launch_fraction=col["launch_fraction"][i], sm_fraction=col["sm_fraction"][i]))
     return out
-
-
-def _operand_shares(op, fmts: dict, kinds: list[dict]) -> dict[str, tuple[float, float]]:
-    """Fractions of an operation's bytes that are ifmap/filter reads and ofmap writes."""
-    a, b, c = (fmts[r].storage_bits / 8 for r in ("act", "weight", "out"))
-    if isinstance(op, Elementwise):
-        tot = op.distinct_reads + op.elements
-        return {"ifmap": (op.distinct_reads / tot, 0.0), "filter": (0.0, 0.0), "ofmap": (0.0, op.elements / tot)}
-    ia = sum(r.get("a_elems", r["M"] * r["K"]) * r.get("batch", 1) for r in kinds) * a
-    fb = sum(r.get("b_elems", r["K"] * r["N"]) * r.get("batch", 1) * r.get("density", 1.0) for r in kinds) * b
-    oc = sum(r.get("c_elems", r["M"] * r["N"]) * r.get("batch", 1) for r in kinds) * c
-    tot = ia + fb + oc or 1.0
-    return {"ifmap": (ia / tot, 0.0), "filter": (fb / tot, 0.0), "ofmap": (0.0, oc / tot)}
 
 
 def gpu_static_split(design: GpuDesign, static_w: float) -> tuple[dict[str, float], dict[str, str]]:
@@ -222,3 +135,157 @@ def gpu_static_split(design: GpuDesign, static_w: float) -> tuple[dict[str, floa
                           "memory background (the compute, l2 energies per op were fitted through the "
                           "board-level power cap, so they carry their share of regulator losses)"}
     return split, src
+
+
+def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_input, operands):
+    """The price (shape ``(operations,)``) and each operation's clock ratio under the power cap
+    (NaN where uncapped), every figure an array over the operations."""
+    fit = dict(load_fit() if fit is None else fit)
+    c, borrowed = generation_constants(fit, design.architecture)
+    ops = list(ops)
+    n = len(ops)
+    fmts = resolve_gpu_formats(design, formats)
+    try:
+        path = precision_path(design, fmts, parse_formats(formats).get("emulate"))
+    except OperationError:
+        if not all(isinstance(op, Elementwise) for op in ops):
+            raise
+        # vector work runs on the SIMT cores in any format (conversions are elementwise too)
+        path = precision_path(design, default_formats())
+    passes = list(passes) if passes is not None else ["fwd"] * n
+    skips = [bool(rnn_skip_input)] * n if isinstance(rnn_skip_input, (bool, np.bool_)) else list(rnn_skip_input)
+    algos = rnn_algos(ops, passes, design, fmts)
+    rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
+            for r in op_kernels(op, i, ps, rnn_skip_input=skips[i], rnn_algo=algos[i])]
+    by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
+    kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
+    t = kernel_times(kern, design, path, c, operands=operands) if rows else {}
+
+    def per_op(key) -> np.ndarray:
+        return np.bincount(kern.owner, weights=np.asarray(t[key], dtype=np.float64), minlength=n) if rows \
+            else np.zeros(0)
+
+    s = {key: per_op(key) for key in ("time", "full_clock_time", "compute", "quantized", "body", "overhead",
+                                      "memory", "dram_bytes", "l2_bytes", "e_compute", "e_dram", "e_l2",
+                                      "dense_ops", "ops", "compulsory_bytes", "sm_busy_time")}
+    aligned_all = (np.bincount(kern.owner, weights=1.0 - t["aligned"], minlength=n) == 0) if rows else np.ones(0, bool)
+    pes_exact = path.peak_ops_per_s / 2 / design.clock_hz  # peak MACs per cycle of the path
+    pes = max(round(pes_exact), 1)
+    clock = design.clock_hz * pes_exact / pes  # so that pes x clock_hz is the path's peak exactly
+    static_w = c["static_fraction"] * design.tdp_w
+    split, split_src = gpu_static_split(design, static_w)
+    time_s, full, ideal, quant = s["time"], s["full_clock_time"], s["compute"], s["quantized"]
+    stall = _at_least_zero(s["body"] - quant)
+    fill = _at_least_zero(full - ideal - stall)
+    capped = time_s - full  # what the lower, power-capped clock adds to the compute
+    mem, overhead = s["memory"], s["overhead"]
+    bound = np.select([capped > 0.05 * time_s,
+                       (mem > quant) & (mem >= overhead),  # moving the bytes takes longer than the math
+                       time_s > 2 * ideal],  # launch floor, tile/wave losses: under half the achievable peak
+                      [Bound.POWER.code, Bound.BANDWIDTH.code, Bound.OCCUPANCY.code], Bound.COMPUTE.code)
+    cc, fd, st = (ideal + capped) * clock, fill * clock, stall * clock
+    energy = EnergySplit(("compute", "dram", "l2", *split), np.stack(
+        [s["e_compute"], s["e_dram"], s["e_l2"], *(w * time_s * 1e12 for w in split.values())]) if n
+        else np.zeros((3 + len(split), 0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mapped = np.where(quant > 0, ideal / np.where(quant > 0, quant, 1.0), np.nan)
+        launch = np.where(time_s > 0, overhead / np.where(time_s > 0, time_s, 1.0), np.nan)
+        busy = np.where(time_s > 0, s["sm_busy_time"] / np.where(time_s > 0, time_s, 1.0), np.nan)
+        ratio = np.where(capped > 0, full / time_s, np.nan)
+    notes = _gpu_notes(ops, design, path, c, borrowed, aligned_all, algos)
+    nan = np.full(n, np.nan)
+    names = {r: f.name for r, f in fmts.items()} | {"path": path.name}
+    sources = _gpu_sources(design, path, c, static_w, split_src, ratio)
+    pr = Price(
+        cycles_compute=cc, cycles_fill_drain=fd, cycles_stall=st, cycles_sync=np.zeros(n), macs=s["dense_ops"] / 2,
+        macs_performed=s["ops"] / 2, mapped_pes=mapped, mapping_slots=np.ones(n),
+        vector_ops=np.array([float(getattr(op, "elements", 0) * getattr(op, "ops_per_element", 0)) for op in ops]),
+        time_s=(cc + fd + st + 0.0) / clock, pes=np.full(n, float(pes)),
+        traffic=_gpu_traffic(kern, ops, by, s["l2_bytes"], s["dram_bytes"], mem * clock), energy=energy,
+        bound=bound.astype(np.int64), schedule=Schedule(**{f.name: nan for f in fields(Schedule)}),
+        sources=sources, notes=notes, idle_w={"chip": float(split["static.chip"]), "board": float(static_w)},
+        dram_compulsory_bytes=s["compulsory_bytes"], dram_pebble_bytes=np.zeros(n), launch_fraction=launch,
+        sm_fraction=busy, formats=names,
+        labels=Labels(designs=(design.name,), operations=tuple(op.label for op in ops),
+                      kinds=tuple(op.kind for op in ops), objectives=(FASTEST,), formats=(names,), gpu=(True,),
+                      clock_hz=(clock,), levels=(("l2", "dram"),), components=(energy.components,),
+                      mapping=np.full((1, n), "", dtype=object), execution=np.full((3, 1, n), np.nan)))
+    return pr, ratio
+
+
+def _at_least_zero(x: np.ndarray) -> np.ndarray:
+    """``max(x, 0.0)`` elementwise as Python takes it (a NaN stays NaN, -0.0 stays -0.0)."""
+    return np.where(0.0 > x, 0.0, x)
+
+
+def _gpu_sources(design: GpuDesign, path, c: Mapping, static_w: float, split_src: dict, ratio) -> dict:
+    eff = efficiency(design, path, c)
+    e_op = energy_per_op_pj(design, path, c)
+    per_byte = level_energies_pj_per_byte(design)
+    src = {
+        "compute": (f"path {path.name}: {path.why}; achievable x{eff:.3f}; {e_op:.3g} pJ/op = "
+                    f"e_simt_pj_12nm (gpu_fit.toml) x {path.eff_class} ratio x node "
+                    f"{energy_factor(design.process_nm, 12.0)[1]}"),
+        "dram": per_byte["dram"][1] + (f"; streams at the published copy rate {design.copy_bandwidth_gbps:g} GB/s"
+                                       if design.copy_bandwidth_gbps else
+                                       f"; streams at bw_eff {c['bw_eff']:.3f} x datasheet"),
+        "l2": per_byte["l2"][1],
+        **{k: f"{v}; of static_fraction x TDP = {static_w:.3g} W x time (gpu_fit.toml)" for k, v in split_src.items()},
+    }
+    r = ratio[np.isfinite(ratio)]
+    if r.size:  # the records say each operation's clock; the price the range
+        src["compute"] += (f"; power cap on {r.size} of {len(ratio)} operations: dynamic power at full clock "
+                           f"over TDP - static, clock x{r.min():.3f} to x{r.max():.3f}")
+    return src
+
+
+def _gpu_notes(ops, design: GpuDesign, path, c: Mapping, borrowed: dict, aligned_all, algos) -> tuple:
+    notes: tuple = ()
+    if borrowed:
+        by_gen: dict[str, list[str]] = {}
+        for key, gen in borrowed.items():
+            by_gen.setdefault(gen, []).append(key)
+        notes = (f"no {design.architecture or 'unnamed'}-generation measurements: "
+                 + "; ".join(f"{', '.join(keys)} of {gen}" for gen, keys in by_gen.items()),)
+    out = []
+    for i, op in enumerate(ops):
+        op_notes = notes
+        if not aligned_all[i] and path.name in PATH_ALIGN:
+            op_notes = (*notes, f"dimensions not multiples of the {path.name} alignment: the library's "
+                                f"unaligned fallback (loads as wide as the dimensions' byte alignment: "
+                                f"unaligned_eff {c['unaligned_eff']:.3f} x (bytes / 16)^{c['unaligned_exp']:.2f})")
+        if algos[i] != "standard":
+            op_notes = (*op_notes, f"cuDNN's persistent RNN kernel ({algos[i].upper()}, as PyTorch picks it: "
+                                   f"asicsim.hw.gpu_rnn): the recurrent weights stay on chip across the "
+                                   f"{op.steps} steps, one launch, a grid barrier per step")
+        out.append(op_notes)
+    return tuple(out)
+
+
+def _gpu_traffic(kern: Kernels, ops: Sequence, by: dict, l2_b, dram_b, transfer_cycles) -> Traffic:
+    """The SMs' operand traffic with L2 (a GPU's on-chip level, as a systolic array's with its
+    buffers) and with DRAM, split by operand in the shares of each operation's stored bytes
+    (ifmap/filter reads, ofmap writes; an elementwise op's distinct reads and results)."""
+    n = len(ops)
+
+    def summed(stored, default, *factors) -> np.ndarray:  # stored elements (-1: the GEMM's) per operation
+        w = np.where(stored < 0, default, stored)
+        for f in factors:
+            w = w * f
+        return np.bincount(kern.owner, weights=w, minlength=n)
+
+    ia = summed(kern.a_elems, kern.M * kern.K, kern.batch) * by["act"]
+    fb = summed(kern.b_elems, kern.K * kern.N, kern.batch, kern.density) * by["weight"]
+    oc = summed(kern.c_elems, kern.M * kern.N, kern.batch) * by["out"]
+    ew = np.array([isinstance(op, Elementwise) for op in ops], dtype=bool)
+    if ew.any():  # an elementwise op: distinct reads in, results out
+        reads = np.array([op.distinct_reads if e else 0 for op, e in zip(ops, ew, strict=True)], dtype=np.float64)
+        outs = np.array([op.elements if e else 0 for op, e in zip(ops, ew, strict=True)], dtype=np.float64)
+        ia, fb, oc = np.where(ew, reads, ia), np.where(ew, 0.0, fb), np.where(ew, outs, oc)
+    tot = ia + fb + oc
+    tot = np.where(tot == 0, 1.0, tot)
+    zero = np.zeros(n)
+    shares = np.array([[ia / tot, zero], [fb / tot, zero], [zero, oc / tot], [zero, zero]])  # (operand, dir, n)
+    moved = np.stack([l2_b * shares, dram_b * shares])
+    per_el = np.array([by["act"], by["weight"], by["out"], by["out"]])
+    return Traffic(("l2", "dram"), moved, moved / per_el[None, :, None, None], l2_b, transfer_cycles)

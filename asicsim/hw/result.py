@@ -14,8 +14,11 @@ Its parts are typed, not string-keyed:
 
 Both parts are also read-only mappings under the record keys the cost rows and ``asicsim cost
 --json`` print (``traffic["dram.filter.reads_bytes"]``, ``energy["dram"]``), so a row is built from
-the typed arrays and never the other way round. This module is low: it imports nothing of the
-model but the scopes of :mod:`asicsim.hw.power` (the parts: :mod:`asicsim.hw.result_parts`).
+the typed arrays and never the other way round. A price from :func:`asicsim.cost_many` or
+:func:`asicsim.cost_table` carries ``labels`` (:class:`~asicsim.hw.result_table.Labels`: the
+designs and operations it is over) and lays itself out as a pandas table with ``frame()``. This
+module is low: it imports nothing of the model but the scopes of :mod:`asicsim.hw.power` (the
+parts: :mod:`asicsim.hw.result_parts`, :mod:`asicsim.hw.result_table`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from asicsim.hw.result_parts import DIRECTIONS as DIRECTIONS
 from asicsim.hw.result_parts import OPERANDS as OPERANDS
 from asicsim.hw.result_parts import Bound as Bound
 from asicsim.hw.result_parts import EnergySplit, Traffic, _scalar
+from asicsim.hw.result_table import Labels, frame
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Price:
     launch_fraction: np.ndarray | float = np.nan
     sm_fraction: np.ndarray | float = np.nan
     formats: dict = field(default_factory=dict)  # role -> the format name priced (a GPU adds its "path")
+    # the designs' and operations' names, for frame() (cost_many, cost_table; None on a sweep)
+    labels: Labels | None = field(default=None, repr=False)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -150,7 +156,7 @@ class Price:
         ``bound`` (codes), ``schedule.<field>`` and the DRAM bounds."""
         full = self.shape
         out = {f.name: np.broadcast_to(np.asarray(getattr(self, f.name)), full) for f in fields(self)
-               if f.name not in ("traffic", "energy", "schedule", "sources", "notes", "idle_w", "formats")}
+               if f.name not in ("traffic", "energy", "schedule", "sources", "notes", "idle_w", "formats", "labels")}
         for k in self.traffic:
             if k.count(".") == 2:
                 out[f"traffic.{k}"] = np.broadcast_to(self.traffic[k], full)
@@ -158,8 +164,16 @@ class Price:
         out |= {f"schedule.{f.name}": getattr(self.schedule, f.name) for f in fields(self.schedule)}
         return out
 
+    def frame(self):
+        """The price as a pandas DataFrame, one row per (design, operation), the columns of
+        :meth:`asicsim.hw.cost_record.CostResult.row` (:func:`asicsim.hw.result_table.frame`)."""
+        return frame(self)
+
     def _notes_at(self, index):
-        """The notes at ``index``: they run along the last axis (one per operation)."""
+        """The notes at ``index``: they run along the last axis (one per operation), or are an
+        array of the price's shape (a table over designs: each design's own)."""
+        if isinstance(self.notes, np.ndarray):
+            return self.notes[index]
         idx = index if isinstance(index, tuple) else (index,)
         if idx and idx[0] is Ellipsis:
             idx = (slice(None),) * (len(self.shape) - len(idx) + 1) + idx[1:]
@@ -180,10 +194,20 @@ class Price:
                 out[f.name] = v.take(index)
             elif f.name == "idle_w":  # per design: broadcast along the operations, then selected
                 out[f.name] = {k: w if np.ndim(w) == 0 else np.broadcast_to(w, self.shape)[index] for k, w in v.items()}
+            elif f.name == "formats" and self.labels is not None and self._labels_at(index) is not None:
+                out[f.name] = self._labels_at(index).formats[0]  # a table's design: its own formats
             elif f.name in ("sources", "formats"):
                 out[f.name] = v
+            elif f.name == "labels":
+                out[f.name] = self._labels_at(index)
             elif f.name == "notes":
                 out[f.name] = self._notes_at(index)
             else:
                 out[f.name] = np.broadcast_to(np.asarray(v), self.shape)[index]
         return Price(**out)
+
+    def _labels_at(self, index) -> Labels | None:
+        """Labels survive taking one design of a table (an integer on its leading axis)."""
+        if self.labels is None or len(self.shape) != 2 or not isinstance(index, (int, np.integer)):
+            return None
+        return self.labels.design(int(index))

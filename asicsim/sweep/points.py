@@ -282,21 +282,25 @@ def kernel_formats(inputs: dict) -> dict | None:
     return fmts or None
 
 
-def _suite_totals(table, flops) -> dict:
-    """A suite's totals on one design from its per-kernel table (:func:`asicsim.workloads.deepbench.kernel_table`):
-    time, energy split into dynamic and static and per scope, DRAM bytes, DeepBench's flops, and
-    the geometric mean of the kernels' TFLOP/s."""
+def _suite_totals(pr, flops) -> dict:
+    """A suite's totals on one design from its typed price (a :class:`~asicsim.hw.result.Price`
+    over the kernels): time, energy split into dynamic and static and per scope, DRAM bytes,
+    DeepBench's flops, and the geometric mean of the kernels' TFLOP/s."""
     from asicsim.hw.power import derived_power
     from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
-    time_s = table["time_us"].to_numpy(dtype=float) * 1e-6
-    tf = np.divide(flops, time_s * 1e12, out=np.zeros(len(time_s)), where=time_s > 0)
-    total, static = float(table["energy_j"].sum()), float(table["energy_static_j"].sum())
-    sums = {k: float(np.sum(table[k].to_numpy(dtype=float))) for k in SCOPE_ENERGY_KEYS}
-    return {"kernels": len(time_s), "time_s": float(time_s.sum()), "energy_j": total,
+    n = len(flops)
+    time_s = np.broadcast_to(np.asarray(pr.time_s, dtype=np.float64), (n,))
+    tf = np.divide(flops, time_s * 1e12, out=np.zeros(n), where=time_s > 0)
+    e = pr.energy
+    total = float(np.sum(np.broadcast_to(e.total, (n,)) * 1e-12))
+    static = float(np.sum(np.broadcast_to(e.static, (n,)) * 1e-12))
+    scoped = e.scoped()
+    sums = {k: float(np.sum(np.broadcast_to(scoped[k], (n,)))) for k in SCOPE_ENERGY_KEYS}
+    return {"kernels": n, "time_s": float(time_s.sum()), "energy_j": total,
             "energy_dynamic_j": total - static, "energy_static_j": static,
             **derived_power(sums, float(time_s.sum()), float(flops.sum()) / 2),
-            "dram_bytes": float(table["dram_bytes"].sum()), "flops": float(flops.sum()),
+            "dram_bytes": float(np.sum(np.broadcast_to(pr.dram_bytes, (n,)))), "flops": float(flops.sum()),
             "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
 
 
@@ -342,10 +346,10 @@ def _kernels(job: Job) -> list[dict]:
         each = (time.perf_counter() - t1) / len(group)
         for i, (p, d) in enumerate(zip(group, designs, strict=True)):
             t2 = time.perf_counter()
-            table = kernel_table(suite, priced.take(i), p.labels["design"], p0.inputs["precision"], gates,
-                                 scheduled_for(d))
-            fmts_used = {k: table[f"format_{k}"].iloc[0] for k in ("act", "weight", "acc") if f"format_{k}" in table}
-            result = _suite_totals(table, flops) | roof(d, fmts_used or None) | {"objective": scheduled_for(d)}
-            tables = {"kernels": table.to_dict("records")} if len(group) == 1 else {}
+            pr = priced.take(i)  # the design's typed price: its totals; alone, its table too
+            fmts_used = {k: pr.formats[k] for k in ("act", "weight", "acc") if k in pr.formats}
+            result = _suite_totals(pr, flops) | roof(d, fmts_used or None) | {"objective": scheduled_for(d)}
+            tables = ({"kernels": kernel_table(suite, pr, p.labels["design"], p0.inputs["precision"], gates,
+                                               scheduled_for(d)).to_dict("records")} if len(group) == 1 else {})
             out.append(record(p, "done", "", result | _rates(result), tables, each + time.perf_counter() - t2))
     return out

@@ -118,10 +118,10 @@ def gpu_state(trace: pd.DataFrame, gpu, recipe) -> str:
     """:func:`gpu_bound` of ``trace`` priced on ``gpu``: ``"launch"``, ``"occupancy"``, ``""``
     (busy), or ``"unpriced"`` where the GPU cannot price the recipe (no fraction to judge by)."""
     from asicsim.hw.operations import OperationError
-    from asicsim.workloads.pricing import trace_costs
+    from asicsim.workloads.trace_price import trace_price
 
-    try:
-        t = trace_totals(trace_costs(trace, gpu, recipe))
+    try:  # the typed price's vectorised totals (TracePrice.totals), of the one GPU
+        t = {k: float(v[0]) for k, v in trace_price(trace, [gpu], recipe).totals().items()}
     except OperationError:
         return "unpriced"
     if not (math.isfinite(t["launch_fraction"]) and math.isfinite(t["sm_fraction"])):

@@ -97,18 +97,19 @@ def price_trace(trace: pd.DataFrame, designs, recipe="fp32", *, objective: str =
     the design's schedules were chosen for (``fastest`` on a GPU)."""
     rows = []
     for label, design in labelled_designs(designs):  # the name or path as given
-        ops = trace_costs(trace, design, recipe, objective=objective)
-        for role, part in ops.groupby("role", sort=False):
-            fmts = part.iloc[0]
+        priced = trace_price(trace, [design], recipe, objective=objective)  # the one typed price per part
+        for role in priced.roles():
+            parts = [part for part in priced.parts if part.role == role]
+            tot = priced.totals(role)  # arrays over the one design
             rows.append({"design": label, "role": role,
-                         "gemms": int(part.loc[part["kind"] != "elementwise", "reps"].sum()),
-                         "macs": float(part["macs"].sum()), "time_s": float(part["time_s"].sum(skipna=False)),
-                         **{k: float(part[k].sum(skipna=False)) for k in _TOTALLED_ENERGY},
-                         "dram_bytes": float(part["dram_bytes"].sum(skipna=False)),
-                         "formats": ",".join(f"{k}={fmts[f'format_{k}']}" for k in ("act", "weight", "acc", "out")),
+                         "gemms": int(sum(part.reps.sum() for part in parts if part.kind == "gemm")),
+                         "macs": float(sum(part.rows["macs"].sum() for part in parts)),
+                         "time_s": float(tot["time_s"][0]), **{k: float(tot[k][0]) for k in _TOTALLED_ENERGY},
+                         "dram_bytes": float(tot["dram_bytes"][0]),
+                         "formats": ",".join(f"{k}={parts[0].formats[k]}" for k in ("act", "weight", "acc", "out")),
                          "objective": scheduled_for(design, objective),
-                         "note": merged_notes(part["note"]),
-                         **{k: _first(ops, k) for k in ("idle_power_chip_w", "idle_power_board_w")}})
+                         "note": merged_notes(priced.notes(0, role)),
+                         **{f"idle_power_{s}_w": priced.idle_power_w(0, s) for s in ("chip", "board")}})
     df = pd.DataFrame(rows)
     total = df.groupby("design", sort=False)[["gemms", "macs", "time_s", *_TOTALLED_ENERGY, "dram_bytes"]].sum()
     # GEMMs in formats the design does not execute (NaN, with a note) leave the total unknown
@@ -127,11 +128,3 @@ def merged_notes(notes) -> str:
     with one caveat beside an op with that caveat and another) is not repeated."""
     unique = list(dict.fromkeys(n for n in notes if isinstance(n, str) and n))
     return "; ".join(n for n in unique if not any(n != m and n in m for m in unique))
-
-
-def _first(rows: pd.DataFrame, key: str):
-    """A per-design value of a design's trace rows (the first priced one; NaN if none is)."""
-    vals = rows[key].dropna() if key in rows else ()
-    return vals.iloc[0] if len(vals) else float("nan")
-
-

@@ -132,16 +132,19 @@ class TracePrice:
     parts: tuple[TracePart, ...]
     scheduled: tuple[str, ...]  # per design: what its schedules were chosen for
 
-    def totals(self) -> dict[str, np.ndarray]:
+    def totals(self, role: str | None = None) -> dict[str, np.ndarray]:
         """Arrays over the designs: ``time_s``, ``energy_j``, the ``energy_*_j`` split,
         ``energy_dynamic_j``, the per-scope energies, ``dram_bytes``, ``sram_bytes``, ``macs``,
         a GPU's ``launch_fraction`` and ``sm_fraction`` weighted by time (NaN elsewhere), and the
-        derived powers. A part that is not priced leaves every summed figure NaN."""
+        derived powers; of one ``role``'s rows, or of all. A part that is not priced leaves every
+        summed figure NaN."""
         n = len(self.designs)
         keys = ("time_s", "energy_j", *_ENERGY_COLUMNS, *SCOPE_ENERGY_KEYS, "dram_bytes", "sram_bytes")
         out = {k: np.zeros(n) for k in keys} | {"macs": np.zeros(n)}
         launch, sm = np.zeros(n), np.zeros(n)
         for part in self.parts:
+            if role is not None and part.role != role:
+                continue
             if part.kind == "gemm":
                 out["macs"] += float(part.rows["macs"].sum())
             c, reps = part.price, part.reps
@@ -167,6 +170,24 @@ class TracePrice:
             out["launch_fraction"] = np.where(t > 0, launch / np.where(t > 0, t, 1.0), np.nan)
             out["sm_fraction"] = np.where(t > 0, sm / np.where(t > 0, t, 1.0), np.nan)
         return derived_power(out, out["time_s"], out["macs"])
+
+    def roles(self) -> tuple[str, ...]:
+        """The trace's roles in the order its rows first name them."""
+        return tuple(dict.fromkeys(part.role for part in self.parts))
+
+    def notes(self, i: int, role: str) -> list[str]:
+        """Design ``i``'s note on each row of ``role`` (as :meth:`rows` prints them), in order."""
+        out: list[str] = []
+        for part in self.parts:
+            if part.role == role:
+                out += ([f"not priced: {part.error}"] * len(part.ops) if part.price is None
+                        else ["; ".join(n) for n in part.price.take(i).notes])
+        return out
+
+    def idle_power_w(self, i: int, scope: str) -> float:
+        """Design ``i``'s idle power at ``scope`` (NaN where no part is priced)."""
+        priced = [part for part in self.parts if part.price is not None]
+        return priced[0].price.take(i).idle_power_w(scope) if priced else float("nan")
 
     def rows(self, i: int = 0) -> pd.DataFrame:
         """Design ``i``'s table: one row per trace row (:func:`trace_costs`)."""

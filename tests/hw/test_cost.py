@@ -437,7 +437,7 @@ def test_sweep_equals_cost_per_variant():
 
 # --- tables, CLI and errors ----------------------------------------------------------------------
 def test_cost_table_rows():
-    df = cost_table([Gemm(64, 64, 64), Rnn("lstm", 128, 2, 5)], ["dc_bf16_128x128", "fp8_128x128"])
+    df = cost_table([Gemm(64, 64, 64), Rnn("lstm", 128, 2, 5)], ["dc_bf16_128x128", "fp8_128x128"]).frame()
     assert len(df) == 4 and set(df.design) == {"dc_bf16_128x128", "fp8_128x128"}
     for col in ("cycles", "cycles_compute", "cycles_fill_drain", "cycles_stall", "utilization",
                 "mapping_efficiency", "bound", "energy_pj", "energy.dram_pj", "energy.leakage.sram_pj",

@@ -43,7 +43,7 @@ def test_labelled_designs_are_as_given(copy):
 
 
 def test_cost_table_and_command(copy, capsys):
-    df = cost_table([Gemm(64, 64, 64)], [NAME, copy])
+    df = cost_table([Gemm(64, 64, 64)], [NAME, copy]).frame()
     assert list(df["design"]) == [NAME, copy] and df["cycles"].nunique() == 2
     rows = _json(["cost", "--design", NAME, "--design", copy, "--gemm", "64,64,64", "--json"], capsys)
     assert [r["design"] for r in rows] == [NAME, copy]

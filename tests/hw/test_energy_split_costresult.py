@@ -49,7 +49,7 @@ def test_cost_table_suite_costs_and_trace_prices_carry_the_split():
     from asicsim.workloads.deepbench import suite_costs
     from asicsim.workloads.pricing import price_trace, workload_trace
 
-    t = sim.hw.cost_table([sim.Gemm(64, 64, 64)], ["gpu_h100", "tpu_v1"])
+    t = sim.hw.cost_table([sim.Gemm(64, 64, 64)], ["gpu_h100", "tpu_v1"]).frame()
     assert (t["energy_dynamic_j"] + t["energy_static_j"]).to_numpy() == pytest.approx(t["energy_j"].to_numpy())
     k = suite_costs("deepbench_gemm_inference_server", "gpu_h100", precision="int8")
     assert (k["energy_static_j"] > 0).all()

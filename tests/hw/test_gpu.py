@@ -308,7 +308,7 @@ def test_energy_within_tdp_and_sourced(design):
 
 
 def test_public_api_table_and_cli(capsys):
-    df = sim.cost_table([Gemm(1024, 1024, 1024), Conv(14, 14, 16, 32, 3, 3)], ["gpu_v100", "tpu_v1"])
+    df = sim.cost_table([Gemm(1024, 1024, 1024), Conv(14, 14, 16, 32, 3, 3)], ["gpu_v100", "tpu_v1"]).frame()
     assert list(df.design) == ["gpu_v100", "gpu_v100", "tpu_v1", "tpu_v1"]
     assert main(["cost", "--design", "gpu_v100", "--gemm", "1024,1024,1024", "--formats",
                  "act=fp16,weight=fp16,acc=fp32", "--json"]) == 0

@@ -15,7 +15,8 @@ import pytest
 import asicsim as sim
 from asicsim.cli import main
 from asicsim.hw import Conv, CostResult, Gemm, Rnn, read_scalesim_topology, topology_operations
-from asicsim.hw.cost import cost_many, cost_table, scheduled_for
+from asicsim.hw.cost import cost_many, scheduled_for
+from asicsim.hw.cost_tables import cost_table
 from asicsim.hw.family import cost_family
 from asicsim.hw.objectives import BALANCED_SLACK, DEFAULT_OBJECTIVE, FASTEST
 from asicsim.hw.sweep import gemm_sweep
@@ -97,7 +98,7 @@ def test_cost_result_checks_its_objective():
 
 
 def test_rows_say_their_objective_and_a_gpu_its_fastest_kernel():
-    df = cost_table([Gemm(64, 64, 64)], ["edge_int8_32x32", "gpu_h100"], objective="energy")
+    df = cost_table([Gemm(64, 64, 64)], ["edge_int8_32x32", "gpu_h100"], objective="energy").frame()
     assert list(df["objective"]) == ["energy", FASTEST]
     assert sim.cost(Gemm(64, 64, 64), "gpu_h100", objective="latency").row()["objective"] == FASTEST
     assert scheduled_for("gpu_h100", "energy") == FASTEST

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.cost_record import stack
 from asicsim.hw.family import cost_designs
 from asicsim.hw.result import BOUNDS, DIRECTIONS, OPERANDS, Bound, EnergySplit, Traffic
 
@@ -61,7 +60,7 @@ def test_bad_parts_are_refused_at_construction(make, error, fragment):
 
 
 @pytest.mark.parametrize("design", ["tpu_v1", "gpu_v100"])
-def test_one_design_alone_is_its_records_stacked(design):
+def test_one_design_alone_is_the_price_its_records_view(design):
     d = sim.load_design(design)
     records = sim.hw.cost_many(OPS, d)
     p = cost_designs(OPS, [d])
@@ -73,7 +72,8 @@ def test_one_design_alone_is_its_records_stacked(design):
         assert float(one.utilization) == pytest.approx(r.utilization, rel=1e-12)
         assert one.notes == r.notes
         assert np.array_equal(one.traffic.bytes, r.traffic.bytes)
-    assert stack(records).formats == records[0].formats
+    assert p.take(0).formats == records[0].formats and p.labels.designs == (d.name,)
+    np.testing.assert_array_equal(p.dram_compulsory_bytes[0], records.price.dram_compulsory_bytes)
 
 
 def test_a_family_priced_together_equals_each_member_alone():
