@@ -7,9 +7,11 @@ from asicsim._lazy import lazy_package
 lazy_package(__name__, {
     "asicsim.hw.links": ["LINKS", "TOPOLOGIES", "AllReduceResult", "Link", "Topology",
         "allreduce_time", "get_topology"],
-    ".batching": ["INFERENCE_MODELS", "BatchingError", "BatchingPolicy", "BatchingResult",
-        "BudgetResult", "InferenceModel", "ServiceTable", "max_throughput_under_p99",
-        "residency_comparison", "service_table", "simulate"],
+    ".batching": ["BatchingPolicy", "BatchingResult", "ServiceTable", "service_table", "simulate"],
+    ".batching_errors": ["BatchingError"],
+    ".inference_models": ["INFERENCE_MODELS", "InferenceModel"],
+    ".p99_budget": ["BudgetResult", "max_throughput_under_p99"],
+    ".weight_residency": ["residency_comparison"],
     ".scaling": ["MODELS", "ScalingPoint", "StepResult", "TrainingModel", "scaling_curve",
         "stops_paying", "training_step"],
 })

@@ -10,20 +10,11 @@ import numpy as np
 
 from asicsim.cli_commands import command_help
 from asicsim.hw.design_files import labelled_designs
-from asicsim.system.batching import (
-    ARRIVALS,
-    INFERENCE_MODELS,
-    BatchingError,
-    BatchingPolicy,
-    InferenceModel,
-    _nonneg_float,
-    _positive_int,
-    get_model,
-    max_throughput_under_p99,
-    residency_comparison,
-    service_table,
-    simulate,
-)
+from asicsim.system.batching import ARRIVALS, BatchingPolicy, service_table, simulate
+from asicsim.system.batching_errors import BatchingError, nonneg_float, positive_int
+from asicsim.system.inference_models import INFERENCE_MODELS, InferenceModel, get_model
+from asicsim.system.p99_budget import max_throughput_under_p99
+from asicsim.system.weight_residency import residency_comparison
 
 #: Most rates one ``START:STOP:N`` may ask for (each is a simulation of --requests requests).
 MAX_RATES = 1000
@@ -52,7 +43,7 @@ def _rates(specs: Sequence[str] | None, capacity: float) -> list[float]:
     items = [s.strip() for spec in (specs or ["0.1x,0.3x,0.5x,0.7x,0.9x,1.2x"]) for s in spec.split(",")]
     out = [r for item in items for r in _rate_item(item, capacity)]
     for r in out:
-        _nonneg_float("rate", r, positive=True)
+        nonneg_float("rate", r, positive=True)
     return out
 
 
@@ -126,8 +117,8 @@ def run_cli(args) -> int:
     import pandas as pd
 
     model, describe = _cli_model(args)
-    policy = BatchingPolicy(_positive_int("max_batch", args.max_batch), _nonneg_float("max_wait_ms", args.max_wait_ms) / 1e3)
-    requests = _positive_int("requests", args.requests)
+    policy = BatchingPolicy(positive_int("max_batch", args.max_batch), nonneg_float("max_wait_ms", args.max_wait_ms) / 1e3)
+    requests = positive_int("requests", args.requests)
     out = []
     for label, design in labelled_designs(args.design or ["dc_bf16_128x128"]):  # the name or path as given
         if isinstance(model, InferenceModel):
@@ -145,7 +136,7 @@ def run_cli(args) -> int:
             r = simulate(table, rate, policy, requests=requests, seed=args.seed, arrivals=args.arrivals)
             rec["runs"].append(r.row())
         if args.p99_budget_ms is not None:
-            budget = _nonneg_float("p99_budget_ms", args.p99_budget_ms, positive=True) / 1e3
+            budget = nonneg_float("p99_budget_ms", args.p99_budget_ms, positive=True) / 1e3
             bs = sorted({b for b in (1, 2, 4, 8, 16, 32, 64, 128, 256) if b <= policy.max_batch} | {policy.max_batch})
             waits = sorted({0.0, budget / 4, budget / 2, policy.max_wait_s})
             res = max_throughput_under_p99(table, design, budget, formats=args.formats, max_batches=bs,

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from asicsim.hw.design_files import load_design
-from asicsim.system.batching import BatchingError, ServiceTable, _positive_int
+from asicsim.system.batching import ServiceTable
+from asicsim.system.batching_errors import BatchingError, positive_int
 
 #: The recipe a workload is served in when none is named: the default design's formats.
 DEFAULT_RECIPE = "bf16"
@@ -39,7 +40,7 @@ def workload_service_table(workload, design, recipe: str = DEFAULT_RECIPE, max_b
     from asicsim.workloads.pricing import trace_costs, workload_trace
 
     w = _load(workload, scale)
-    n = _positive_int("max_batch", max_batch)
+    n = positive_int("max_batch", max_batch)
     d = load_design(design)
     t, e = np.zeros(n), np.zeros(n)
     formats: dict = {}

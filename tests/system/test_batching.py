@@ -11,22 +11,23 @@ import pytest
 
 from asicsim.hw import Rnn, cost, cost_many, load_design
 from asicsim.system.batching import (
-    INFERENCE_MODELS,
-    BatchingError,
     BatchingPolicy,
     ServiceTable,
     analytic,
     arrival_times,
-    get_model,
-    max_throughput_under_p99,
-    residency_comparison,
-    residency_variant,
     service_table,
     simulate,
+)
+from asicsim.system.batching_cli import _rates, add_cli, run_cli
+from asicsim.system.batching_errors import BatchingError
+from asicsim.system.inference_models import INFERENCE_MODELS, get_model
+from asicsim.system.p99_budget import max_throughput_under_p99
+from asicsim.system.weight_residency import (
+    residency_comparison,
+    residency_variant,
     weight_residency,
     with_weight_buffer,
 )
-from asicsim.system.batching_cli import _rates, add_cli, run_cli
 
 MS = 1e-3
 
