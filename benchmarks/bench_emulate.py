@@ -37,13 +37,8 @@ from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 from jax import lax
 
 from asicsim.emulate.training import make_train_step
-from asicsim.workloads.training import (
-    _batch_fn,
-    _batch_order,
-    _loss_fn,
-    build,
-    make_optimizer,
-)
+from asicsim.workloads import tasks
+from asicsim.workloads.training import batch_order, build, make_optimizer
 from asicsim.workloads.workload import load_workload
 
 WORKLOADS = ["mnist1d_mlp", "mnist1d_cnn", "mnist1d_gru"]
@@ -75,12 +70,12 @@ class Case:
     def __init__(self, name: str, steps: int):
         self.w = load_workload(name)
         data, self.model = build(self.w)
-        self.loss = _loss_fn(self.model, data.task)
-        self.make_batch = _batch_fn(data.task, self.w.context)
+        self.loss = tasks.loss_fn(self.model, data.task)
+        self.make_batch = tasks.batch_fn(data.task, self.w.context)
         self.data = (jnp.asarray(data.x_train), jnp.asarray(data.y_train))
         self.tx = make_optimizer(self.w.optimizer, self.w.lr, self.w.momentum)
         self.params = self.model.init(jax.random.key(0))
-        self.order = _batch_order(data, self.w, steps, self.w.batch, 0)
+        self.order = batch_order(data, self.w, steps, self.w.batch, 0)
         self.plain = _chunk(_plain_step(self.loss, self.tx), self.make_batch)
 
     def anchor(self, steps: int):

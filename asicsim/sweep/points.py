@@ -183,7 +183,7 @@ def _train(job: Job) -> list[dict]:
 def _infer(job: Job) -> list[dict]:
     """Post-training quantization points of one (workload, seed): the fp32 model is trained once
     (the process keeps it) and evaluated under each recipe."""
-    from asicsim.workloads.training import infer
+    from asicsim.workloads.post_training import infer
 
     out = []
     for p in job.points:

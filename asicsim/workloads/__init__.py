@@ -17,7 +17,8 @@ lazy_package(__name__, {
         "suite_costs", "suites_table", "workloads_dir"],
     ".models": ["MODELS", "Model", "make_model"],
     ".stats": ["tensor_stats"],
-    ".training": ["InferResult", "TrainResult", "accuracy_drop_table", "infer", "train"],
+    ".post_training": ["InferResult", "accuracy_drop_table", "infer"],
+    ".training": ["TrainResult", "train"],
     ".workload": ["Workload", "list_workloads", "load_workload"],
 })
 

@@ -170,7 +170,7 @@ def run_train(args) -> int:
 def run_infer(args) -> int:
     from asicsim.cli_progress import StepProgress
     from asicsim.workloads.datasets import DatasetUnavailable
-    from asicsim.workloads.training import infer
+    from asicsim.workloads.post_training import infer
 
     bar = StepProgress(f"infer {args.workload}: fp32 training", "steps (all seeds)")
     try:

@@ -351,7 +351,7 @@ def test_layer_scan_rows_are_per_layer_for_the_histogram_calibrators():
 
 
 def test_infer_says_which_rows_calibration_did_not_reach():
-    from asicsim.workloads.training import _calibrate
+    from asicsim.workloads.post_training import _calibrate
 
     pol, how = _calibrate(load_recipe("int8_ptq_tensor"), switch_fn, W, [(X1, jnp.int32(0)), (X2, jnp.int32(2))])
     assert pol.uncalibrated == ((1, 0),)

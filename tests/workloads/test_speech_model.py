@@ -13,7 +13,7 @@ from jax import lax
 
 from asicsim.emulate import op_trace
 from asicsim.emulate.training import make_train_step
-from asicsim.workloads import tasks, training
+from asicsim.workloads import post_training, tasks, training
 from asicsim.workloads.ctc import ctc_loss
 from asicsim.workloads.datasets import Dataset, DatasetUnavailable, load_dataset
 from asicsim.workloads.models import im2col_2d, make_model
@@ -163,9 +163,9 @@ def test_lower_is_better_everywhere():
     for m in ("test_cer", "test_wer", "val_loss"):
         assert tasks.lower_is_better(m) and report_lower(m)
     assert not tasks.lower_is_better("test_accuracy")
-    worse = training.InferResult("w", "r", "test_cer", [0.10], [0.25], {}, "")
+    worse = post_training.InferResult("w", "r", "test_cer", [0.10], [0.25], {}, "")
     assert worse.drop == pytest.approx(0.15)  # positive: the quantized model is worse
-    assert training.InferResult("w", "r", "test_accuracy", [0.9], [0.8], {}, "").drop == pytest.approx(0.1)
+    assert post_training.InferResult("w", "r", "test_accuracy", [0.9], [0.8], {}, "").drop == pytest.approx(0.1)
 
 
 @pytest.mark.slow  # ~10-20 s: the default run stays under 10 minutes on 2 cores
@@ -185,7 +185,7 @@ def test_train_and_infer_on_synthetic_speech(synthetic, monkeypatch):
     chunked = tasks.evaluate("ctc", forward, training.load_dataset("speech"), synthetic, model)
     assert chunked["test_cer"] == whole["test_cer"] == pytest.approx(run.final, abs=0.02)
     assert chunked["test_loss"] == pytest.approx(whole["test_loss"], rel=1e-5)
-    q = training.infer(synthetic, "int8_ptq_tensor", seeds=(0,), params=[run.params], stats=False)
+    q = post_training.infer(synthetic, "int8_ptq_tensor", seeds=(0,), params=[run.params], stats=False)
     assert q.metric == "test_cer" and q.fp32 == pytest.approx([run.final])
     assert q.quantized[0] < 0.6 and q.drop == pytest.approx(q.quantized[0] - q.fp32[0])
 
