@@ -25,6 +25,7 @@ that GPU's tensor-core MAC on its operands' codes and applies their scales to th
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -44,8 +45,59 @@ _GEMM_ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad",
                "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw", *ATTENTION_ROLES)
 
 
+class GemmSite(NamedTuple):
+    """An emulated GEMM as its trace fixes it: dimension numbers, its operands' forward roles,
+    its result's dtype and which operands are already on their role's grid (pre-rounded weights)."""
+
+    dn: Any
+    roles: tuple[str, str]
+    out_dtype: Any
+    ongrid: tuple[bool, bool]
+
+
+class Streams(NamedTuple):
+    """A GEMM site's independent random streams, as seed words (all None: no stochastic rounding):
+    the two operands, the accumulator, the result, the cotangent, and the two gradients."""
+
+    a: Any
+    b: Any
+    acc: Any
+    out: Any
+    grad: Any
+    da: Any
+    db: Any
+
+
+class GradGemm(NamedTuple):
+    """One gradient GEMM's role specs: the cotangent as it reads it, the other forward operand as
+    it reads it, and the gradient it writes (``wgrad`` for a weight, else ``grad_out``)."""
+
+    grad: RoleSpec | None
+    other: RoleSpec | None
+    result: RoleSpec | None
+
+
+class GemmRoles(NamedTuple):
+    """A GEMM's role specs, fallbacks resolved once: its forward operands (``a``, ``b``) and its
+    two gradient GEMMs (``da``: dA = g . B, ``db``: dB = A . g), AQT's ``DotGeneral(fwd, dlhs,
+    drhs)``."""
+
+    a: RoleSpec | None
+    b: RoleSpec | None
+    da: GradGemm
+    db: GradGemm
+
+
 def _grad_role(role: str) -> str:
     return "wgrad" if role == "weight" else "grad_out"
+
+
+def gemm_roles(policy: Policy, roles) -> GemmRoles:
+    """The role specs of a GEMM whose operands have forward ``roles``, under ``policy``."""
+    (ga, oa), (gb, ob) = _bwd_roles(roles)
+    return GemmRoles(policy.role(roles[0]), policy.role(roles[1]),
+                     GradGemm(policy.role(ga), policy.role(oa), policy.role(_grad_role(roles[0]))),
+                     GradGemm(policy.role(gb), policy.role(ob), policy.role(_grad_role(roles[1]))))
 
 
 def _bwd_roles(roles) -> tuple[tuple[str, str], tuple[str, str]]:
@@ -59,17 +111,9 @@ def _bwd_roles(roles) -> tuple[tuple[str, str], tuple[str, str]]:
     return out[0], out[1]
 
 
-def _operand_bwd_specs(policy: Policy, roles) -> tuple[RoleSpec | None, RoleSpec | None]:
-    """How each operand is read by the gradient GEMM of the *other* operand (A by dB, B by dA)."""
-    (_, rb), (_, ra) = _bwd_roles(roles)
-    return policy.role(ra), policy.role(rb)
-
-
-def _role_words(words, n: int):
-    """Seed words of ``n`` independent streams from one site's words (None: no stochastic rounding)."""
-    if words is None:
-        return [None] * n
-    return [derive(words, i) for i in range(n)]
+def _streams(words) -> Streams:
+    """The independent streams of one site's seed words (None: no stochastic rounding)."""
+    return Streams(*([None] * 7 if words is None else [derive(words, i) for i in range(7)]))
 
 
 def _scale_axes(spec: RoleSpec | None, dn, side: int, ndim: int) -> tuple[int, ...]:
@@ -88,66 +132,62 @@ def _free_axes(dn, side: int, ndim: int) -> list[int]:
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
-def _emulated_dot(a, b, meta, words, cfg, policy):
-    return _dot_fwd(a, b, meta, words, cfg, policy)[0]
+def _emulated_dot(a, b, meta, words, site: GemmSite, policy):
+    return _dot_fwd(a, b, meta, words, site, policy)[0]
 
 
-def _dot_fwd(a, b, meta, words, cfg, policy):
-    dn, roles, out_dtype, ongrid = cfg
-    ka, kb, kacc, kout, _, _, _ = _role_words(words, 7)
+def _dot_fwd(a, b, meta, words, site: GemmSite, policy):
+    dn, k = site.dn, _streams(words)
     tap, est = (None, None) if meta is None else meta
     ma, mb = (None, None) if est is None else (est[0], est[1])
     # An operand already on its role's grid (weights pre-rounded by the training step) is left
     # as it is: rounding it again would return the same bits (see ``_Interpreter.prerounded``).
-    specs = (policy.role(roles[0]), policy.role(roles[1]))
+    r = gemm_roles(policy, site.roles)
     gpu = policy.tensor_core_gpu("out")
     if gpu is not None:  # the GPU's MAC on the operands' codes, their scales applied after
-        (ca, sa), (cb, sb) = role_codes(a, specs[0], amax=ma, words=ka), role_codes(b, specs[1], amax=mb, words=kb)
-        mac = gemm_mac(gpu, specs[0].format, specs[1].format, policy.role("acc").format)
+        (ca, sa), (cb, sb) = role_codes(a, r.a, amax=ma, words=k.a), role_codes(b, r.b, amax=mb, words=k.b)
+        mac = gemm_mac(gpu, r.a.format, r.b.format, policy.role("acc").format)
         y = apply_scales(_mac_dot_general(ca, cb, dn, mac), sa, sb)
     else:
-        qa = a if ongrid[0] else round_role(a, specs[0], words=ka, amax=ma, axis=_scale_axes(specs[0], dn, 0, a.ndim))
-        qb = b if ongrid[1] else round_role(b, specs[1], words=kb, amax=mb, axis=_scale_axes(specs[1], dn, 1, b.ndim))
-        y = _contract(qa, qb, dn, policy, specs)
+        qa = a if site.ongrid[0] else round_role(a, r.a, words=k.a, amax=ma, axis=_scale_axes(r.a, dn, 0, a.ndim))
+        qb = b if site.ongrid[1] else round_role(b, r.b, words=k.b, amax=mb, axis=_scale_axes(r.b, dn, 1, b.ndim))
+        y = _contract(qa, qb, dn, policy, (r.a, r.b))
     out = policy.role("out")
-    y = round_role(_accumulate(y, policy, words=kacc), out, words=kout)
+    y = round_role(_accumulate(y, policy, words=k.acc), out, words=k.out)
     if _stochastic(out):  # not fused into each consumer (a GRU's gate slices: scalar loops)
         y = _materialize(y, out)
     seen = None if tap is None else jnp.stack([_amax(a), _amax(b)])
     # A block-scaled operand is rounded again for the gradient GEMM, along that GEMM's
     # contraction axis, and one with a backward role of its own is rounded by that: keep it
     # unrounded for that.
-    bwd = _operand_bwd_specs(policy, roles)
     if _tensor_cores(policy):  # unrounded: a gradient GEMM takes codes or rounds them again alike
         keep = (a, b)
-    else:
-        keep = tuple(x if _blocked(policy.role(r)) or s != policy.role(r) else q
-                     for x, q, r, s in zip((a, b), (qa, qb), roles, bwd, strict=True))
-    return y.astype(out_dtype), (*keep, seen, est, words)
+    else:  # A as dB's GEMM reads it, B as dA's
+        keep = tuple(x if _blocked(f) or read != f else q
+                     for x, q, f, read in zip((a, b), (qa, qb), (r.a, r.b), (r.db.other, r.da.other), strict=True))
+    return y.astype(site.out_dtype), (*keep, seen, est, words)
 
 
-def _dot_bwd(cfg, policy, res, g):
+def _dot_bwd(site: GemmSite, policy, res, g):
     """dA = g . B and dB = A . g (the two gradient GEMMs), each on operands rounded for it."""
-    dn, roles, _, _ = cfg
+    dn = site.dn
     xa, xb, seen, est, words = res
-    ka, kb, _, _, kg, kda, kdb = _role_words(words, 7)
+    k, r = _streams(words), gemm_roles(policy, site.roles)
     g32 = g.astype(jnp.float32)
-    (rga, _), (rgb, _) = _bwd_roles(roles)
     ma, mb, mg = (None, None, None) if est is None else (est[0], est[1], est[2])
-    ba, bb = _operand_bwd_specs(policy, roles)
-    gpus = [policy.tensor_core_gpu(_grad_role(r)) for r in roles]
+    gpus = [policy.tensor_core_gpu(_grad_role(role)) for role in site.roles]
     if any(gpus):
-        da, db = _tc_grads(xa, xb, g32, dn, policy, roles, gpus, (ka, kb, kg), (ma, mb, mg))
+        da, db = _tc_grads(xa, xb, g32, dn, policy, r, gpus, (k.a, k.b, k.grad), (ma, mb, mg))
     else:
-        ga, gb = _round_cotangent(g32, policy.role(rga), policy.role(rgb), dn, xa.ndim, kg, mg)
-        xa = _operand_for_grad(xa, policy.role(roles[0]), ba, _again(ka), ma, dn, 0)
-        xb = _operand_for_grad(xb, policy.role(roles[1]), bb, _again(kb), mb, dn, 1)
+        ga, gb = _round_cotangent(g32, r.da.grad, r.db.grad, dn, xa.ndim, k.grad, mg)
+        xa = _operand_for_grad(xa, r.a, r.db.other, _again(k.a), ma, dn, 0)
+        xb = _operand_for_grad(xb, r.b, r.da.other, _again(k.b), mb, dn, 1)
         xa32, xb32 = xa.astype(jnp.float32), xb.astype(jnp.float32)
-        da = _contract_grad(xa32, xb32, ga, dn, policy, 0, (policy.role(rga), bb))
-        db = _contract_grad(xa32, xb32, gb, dn, policy, 1, (ba, policy.role(rgb)))
-    ra, rb = policy.role(_grad_role(roles[0])), policy.role(_grad_role(roles[1]))
-    da = _materialize(round_role(_accumulate(da, policy, words=_again(kda)), ra, words=kda), ra)
-    db = _materialize(round_role(_accumulate(db, policy, words=_again(kdb)), rb, words=kdb), rb)
+        da = _contract_grad(xa32, xb32, ga, dn, policy, 0, (r.da.grad, r.da.other))
+        db = _contract_grad(xa32, xb32, gb, dn, policy, 1, (r.db.other, r.db.grad))
+    ra, rb = r.da.result, r.db.result
+    da = _materialize(round_role(_accumulate(da, policy, words=_again(k.da)), ra, words=k.da), ra)
+    db = _materialize(round_role(_accumulate(db, policy, words=_again(k.db)), rb, words=k.db), rb)
     dtap = None if seen is None else jnp.concatenate([seen, _amax(g32)[None]]).astype(est.dtype)
     return da.astype(xa.dtype), db.astype(xb.dtype), None if est is None else (dtap, None), None
 
@@ -156,14 +196,13 @@ def _tensor_cores(policy: Policy) -> bool:
     return any(policy.tensor_core_gpu(g) for g in TC_GEMMS)
 
 
-def _tc_grads(xa, xb, g32, dn, policy: Policy, roles, gpus, words, amax):
+def _tc_grads(xa, xb, g32, dn, policy: Policy, r: GemmRoles, gpus, words, amax):
     """(dA, dB) where a gradient GEMM runs on ``gpus``' tensor cores (None: as without them),
     from the unrounded operands ``xa``, ``xb``: a tensor-core GEMM reads the codes of the
     cotangent and of the other operand, each rounded as the other path rounds it (the forward's
     words and amax where the backward role is the forward one), its result times their scales."""
-    (rga, _), (rgb, _) = _bwd_roles(roles)
-    fwd, bwd = (policy.role(roles[0]), policy.role(roles[1])), _operand_bwd_specs(policy, roles)
-    sg = (policy.role(rga), policy.role(rgb))
+    fwd, bwd = (r.a, r.b), (r.db.other, r.da.other)  # A as dB's GEMM reads it, B as dA's
+    sg = (r.da.grad, r.db.grad)
     gwords = (words[2], words[2]) if sg[0] == sg[1] and not _blocked(sg[0]) else (words[2], _again(words[2]))
     xs, outs = (xa, xb), []
     for wrt, gpu in enumerate(gpus):

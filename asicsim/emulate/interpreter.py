@@ -16,7 +16,7 @@ from asicsim.emulate import control_flow, custom_rules, opaque
 from asicsim.emulate.attention import marked_role
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
-from asicsim.emulate.gemm import _GEMM_ROLES, _emulated_dot
+from asicsim.emulate.gemm import _GEMM_ROLES, GemmSite, _emulated_dot
 from asicsim.emulate.layer_rules import ACT_PATH, CONST_PATH, gemm_policy, match_rule, note
 from asicsim.emulate.layer_scan import layer_scan
 from asicsim.emulate.policy import Policy, RoleSpec
@@ -220,8 +220,8 @@ class _Interpreter:
             self._record("gemm", eqn, roles, pol)
             if _plain_float32(pol):
                 return self._bind(eqn, invals)
-            return [_emulated_dot(invals[0], invals[1], meta, kd,
-                                  (p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol)), pol)]
+            site = GemmSite(p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol))
+            return [_emulated_dot(invals[0], invals[1], meta, kd, site, pol)]
         if name == "conv_general_dilated":
             roles = _dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
@@ -232,8 +232,8 @@ class _Interpreter:
             if _plain_float32(pol):
                 return self._bind(eqn, invals)
             patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
-            cfg = (dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
-            return [finish(_emulated_dot(patches, kernel, meta, kd, cfg, pol))]
+            site = GemmSite(dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
+            return [finish(_emulated_dot(patches, kernel, meta, kd, site, pol))]
         if name == "scan":
             if is_layer_scan(p, flags):
                 return layer_scan(self, p, invals, flags, paths, data)
