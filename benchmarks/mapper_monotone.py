@@ -8,7 +8,8 @@ operands on edge_int8_32x32. Energy under larger buffers or more bandwidth is no
 either (larger SRAMs cost more per access, a wider DRAM interface more idle power). A larger array
 also lengthens the one-time fill/drain (``2R + C - 2`` cycles once per GEMM: operands and results
 cross the whole array), which no schedule avoids; the array line also counts the GEMMs worse by
-more than that.
+more than that. The "bypass" array line makes the designs' operands bypass unused rows and columns
+(``array.bypass_unused``: fill/drain of the used block only), where no allowance is due.
 
     python benchmarks/mapper_monotone.py [GEMMs, default 30]
 """
@@ -39,20 +40,28 @@ def array(d, k):
     return dataclasses.replace(d, array=dataclasses.replace(d.array, rows=d.array.rows * k, cols=d.array.cols * k))
 
 
+def bypassing(d):
+    return dataclasses.replace(d, array=dataclasses.replace(d.array, bypass_unused=True,
+                                                            bypass_unused_source="benchmark: what-if"))
+
+
 def main(n: int) -> None:
     rng = np.random.default_rng(7)
     ops = [sim.Gemm(*map(int, rng.integers(8, 2048, 3))) for _ in range(n)]
     designs = [load_design(x) for x in ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1")]
     for name, change in (("buffers x2", lambda d: buffers(d, 2)), ("bandwidth x2", lambda d: bandwidth(d, 2)),
-                         ("array x2 (fixed buffers)", lambda d: array(d, 2))):
+                         ("array x2 (fixed buffers)", lambda d: array(d, 2)),
+                         ("array x2, bypass", lambda d: array(d, 2))):
         for obj in ("latency", "energy", "dram"):
             if name.startswith("array") and obj == "energy":
                 continue
             worse, worst, total, beyond = 0, 1.0, 0, 0
             for d in designs:
+                d = bypassing(d) if "bypass" in name else d
                 before = sim.hw.cost_many(ops, d, objective=obj)
                 after = sim.hw.cost_many(ops, change(d), objective=obj)
-                fill = 2 * d.array.rows + d.array.cols  # the larger array's longer fill/drain
+                # the larger array's longer fill/drain (none where operands bypass unused PEs)
+                fill = 0 if d.array.bypass_unused else 2 * d.array.rows + d.array.cols
                 for a, b in zip(before, after, strict=True):
                     total += 1
                     r = METRIC[obj](b) / METRIC[obj](a)

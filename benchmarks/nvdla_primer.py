@@ -14,6 +14,12 @@ formula by formula on its layer table (``benchmarks/nvdla/resnet50_estimator_lay
   the whole input is read once per group (or, where the input is the smaller operand, the reverse);
 - MAC cycles = C16 * P * Q * K128 * R * S / MACs, with Winograd (3x3 layers / 2.25, weights x 16/9).
 
+The spreadsheet folds every stride into the channels for the weights too (``C sv sh`` channels, so
+a 1x1 stride-2 layer's weights count 4x, and are split and re-read as such), while its MAC count
+divides the fold back out (``C16 R S / (sv sh)``). NVDLA's direct convolution runs a strided layer
+with its own stride and ``C x R x S`` weights per kernel (:func:`estimator`, ``direct_strides``);
+the second estimator column has that one change.
+
 Then asicsim prices the same layers on an NVDLA-shaped design (Atomic-C x Atomic-K weight-stationary
 array: nv_small.spec 8x8 for 64 MACs and nv_full.spec 64x32 for 2048 in github.com/nvdla/hw; the
 other shapes are assumptions; one buffer of the table's CBUF size for ifmap and weights, one
@@ -52,8 +58,17 @@ def _c(x: float, m: int = 16) -> int:
     return math.ceil(x / m) * m
 
 
-def estimator(macs: int, cbuf_kb: float, dram_gbps: float) -> dict:
-    """The spreadsheet's per-layer model (no on-chip SRAM): totals over ResNet-50."""
+def estimator(macs: int, cbuf_kb: float, dram_gbps: float, direct_strides: bool = False) -> dict:
+    """The spreadsheet's per-layer model (no on-chip SRAM): totals over ResNet-50.
+
+    ``direct_strides``: the strided layers after the first keep their own weights, as NVDLA's
+    direct convolution runs them: the driver programs the layer's own stride into the convolution
+    sequencer (CSC ``D_CONV_STRIDE_EXT = conv_stride - 1`` in ``CONV_MODE_DIRECT``; only Winograd
+    mode takes channel-extended data with stride 1: github.com/nvdla/sw commit 0bf766e9,
+    kmd/firmware/conv.c, ``dla_conv_program``) and the weights are ``C x R x S`` bytes per kernel.
+    The spreadsheet folds every stride into the channels (``C sv sh``) for the weights too, so a
+    1x1 stride-2 layer's weights count ``sv sh`` = 4 times (and are split and re-read as such).
+    The first layer and the input side (the whole input read) stay as the spreadsheet has them."""
     tot = {"dram_kb": 0.0, "dram_cycles": 0.0, "mac_cycles": 0.0, "cycles": 0.0, "dram_bound": 0}
     for i, r in enumerate(layers()):
         C, H, W, K, R, S, pad, sv, sh = (int(r[k]) for k in ("C", "H", "W", "K", "R", "S", "padded",
@@ -67,7 +82,12 @@ def estimator(macs: int, cbuf_kb: float, dram_gbps: float) -> dict:
         z = U * V * _c(K) / 1024
         aa = c16 * math.ceil(R / sv) * math.ceil(S / sh) * 32 / 1024
         aa = cbuf_kb / 2 if aa >= cbuf_kb else aa
-        w = c16 * math.ceil(R / sv) * math.ceil(S / sh) * K / 1024 * (16 / 9 if wino else 1)
+        if direct_strides and i > 0:
+            aa = _c(C) * R * S * 32 / 1024
+            aa = cbuf_kb / 2 if aa >= cbuf_kb else aa
+            w = _c(C) * R * S * K / 1024 * (16 / 9 if wino else 1)
+        else:
+            w = c16 * math.ceil(R / sv) * math.ceil(S / sh) * K / 1024 * (16 / 9 if wino else 1)
         weight_side = (strip >= aa) if i == 0 else (x >= w)
         if weight_side:
             kb = math.ceil(w / (cbuf_kb - strip)) * x + w + z if w > cbuf_kb - strip else x + w + z
@@ -109,23 +129,26 @@ def nvdla_design(shape: tuple[int, int], cbuf_kb: float, dram_gbps: float, acc_k
         dram=dataclasses.replace(base.dram, bandwidth_gbps=dram_gbps))
 
 
+def asicsim_fps(macs: int, cbuf: float, gbps: float, shape: tuple[int, int], acc_kib: float) -> tuple[float, float]:
+    """asicsim's ResNet-50 frames/s and DRAM MB on the NVDLA-shaped design (energy objective)."""
+    rs = cost_many(asicsim_ops(), nvdla_design(shape, cbuf, gbps, acc_kib))
+    return 1 / sum(r.time_s for r in rs), sum(r.dram_bytes for r in rs) / 1e6
+
+
 def main() -> None:
-    ops = asicsim_ops()
     print("MACs CBUF GB/s | primer fps | estimator fps, DRAM MB, DRAM-bound layers, MAC ms, DRAM ms |"
-          " asicsim fps (ratio to primer), DRAM MB for CACC 1 / 4 / 32 KiB")
+          " estimator with direct strides fps, DRAM MB | asicsim fps (ratio to primer; to direct strides),"
+          " DRAM MB for CACC 1 / 4 / 32 KiB")
     for macs, cbuf, gbps, fps, shape in PRIMER:
         e = estimator(macs, cbuf, gbps)
+        d = estimator(macs, cbuf, gbps, direct_strides=True)
         cells = []
         for acc in (1, 4, 32):
-            rs = cost_many(ops, nvdla_design(shape, cbuf, gbps, acc))
-            t = sum(r.time_s for r in rs)
-            mb = sum(r.traffic["dram_bytes"] if "dram_bytes" in r.traffic else
-                     sum(v for k, v in r.traffic.items() if k.startswith("dram.") and k.endswith("_bytes"))
-                     for r in rs) / 1e6
-            cells.append(f"{1 / t:.2f} ({1 / t / fps:.2f}x), {mb:.1f} MB")
+            f, mb = asicsim_fps(macs, cbuf, gbps, shape, acc)
+            cells.append(f"{f:.2f} ({f / fps:.2f}x; {f / d['fps']:.2f}x), {mb:.1f} MB")
         print(f"{macs:5d} {cbuf:4d} {gbps:4g} | {fps:6g} | {e['fps']:6.1f}, {e['dram_kb'] * 1024 / 1e6:6.1f}, "
               f"{e['dram_bound']:2d}/54, {e['mac_cycles'] / 1e6:6.1f}, {e['dram_cycles'] / 1e6:6.1f} | "
-              + " / ".join(cells))
+              f"{d['fps']:6.1f}, {d['dram_kb'] * 1024 / 1e6:6.1f} | " + " / ".join(cells))
 
 
 if __name__ == "__main__":

@@ -31,13 +31,14 @@ conv's A tile holds raw ifmap bytes (im2col happens between SRAM and the array),
 im2col tile's share of the raw tensor (halo overlap between tiles is not counted).
 
 Time: compute is the streamed cycles of every fold; fill/drain is ``2R + C - 2`` once per
-repetition plus, for every later fold, the cycles by which reloading the stationary operand
+repetition (``2r + c - 2`` over the used block, ``c = min(C, column tile)``, where the design's
+``array.bypass_unused`` says operands and results bypass unused rows and columns) plus, for every later fold, the cycles by which reloading the stationary operand
 outlasts the previous fold's stream (``max(0, r - stream)``). ``r = min(R, row tile)`` is the rows
 the schedule's array tile spans (``Ma`` for os, ``Kt`` for ws and is): the tile sits in the rows
 nearest the edge its stationary operand crosses (ws/is: weights or inputs shift in from the top,
 so ``r`` rows take ``r`` shifts; os: outputs drain out at the bottom, ``r`` rows take ``r``
 cycles), and the other operands pass the unused rows as pipeline stages, a latency paid once in
-the ``2R + C - 2``. A fold narrower than ``r`` still loads (drains) all ``r`` rows, as a 256-row
+the ``2R + C - 2`` (skipped where they bypass them). A fold narrower than ``r`` still loads (drains) all ``r`` rows, as a 256-row
 TPU weight tile is loaded whole. So a schedule uses part of a larger array at the smaller array's
 per-fold cost. (SCALE-Sim's first-order model likewise charges an operand that fits the array by
 its own spatial size ``S_R x S_C``, ``2 S_R + S_C + T - 2`` cycles: Samajdar et al., "A Systematic
@@ -117,6 +118,7 @@ class ArrayHardware:
     dram_bytes_per_cycle: np.ndarray
     zero_weights: int = 0  # ZERO_CODES
     mac_rate: float = 1.0  # MACs per PE per cycle in the formats' native mode (asicsim.hw.native)
+    bypass_unused: bool = False  # operands bypass unused rows/columns: fill/drain of the used block only
 
 
 @dataclass(frozen=True)
@@ -276,7 +278,9 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
     used_rows = np.minimum(R, row_tile)  # the rows the array's tile spans (module docstring)
     reload = (folds - 1) * np.maximum(used_rows - stream, 0)  # all of them per fold, even a partial one
-    fill_drain = 2 * R + C - 2 + reload
+    # once per repetition across the whole array, or only the used block where operands bypass the rest
+    used_cols = np.minimum(C, col_tile)
+    fill_drain = np.where(hw.bypass_unused, 2 * used_rows + used_cols - 2, 2 * R + C - 2) + reload
 
     # --- SRAM <-> array accesses (elements) -----------------------------------------------------
     a_reads = np.where(is_, M * K * Tna, M * K * cols_f)

@@ -35,6 +35,15 @@ class ArraySpec:
     # Cycles every operation (layer) waits for synchronisation its array does not overlap (a host
     # issuing the next layer's instructions, a barrier); 0: none, or none published.
     sync_cycles: float = 0
+    # Whether operands and results bypass the rows and columns a tile does not use, so the one-time
+    # fill/drain crosses only the used block (``2 r + c - 2``, asicsim.hw.counts) instead of the
+    # whole array (``2 R + C - 2``). Default False: the operands cross every PE, as in a plain
+    # systolic array, in SCALE-Sim (its compatibility mode does not read this field) and in
+    # Gemmini, whose mesh runs one primitive matmul of its full dimension that software pads
+    # smaller matrices into (github.com/ucb-bar/gemmini README.md, "meshRows, meshColumns"); no
+    # shipped design has a source saying otherwise. True needs ``bypass_unused_source``.
+    bypass_unused: bool = False
+    bypass_unused_source: str = ""
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -42,6 +51,12 @@ class ArraySpec:
         in_range(out, v, "rows", lim.ARRAY_SIDE)
         in_range(out, v, "cols", lim.ARRAY_SIDE)
         in_range(out, v, "sync_cycles", lim.SYNC_CYCLES)
+        flag(out, v, "bypass_unused")
+        text(out, v, "bypass_unused_source")
+        why = v.get("bypass_unused_source", "")
+        if v.get("bypass_unused") is True and isinstance(why, str) and not why.strip():
+            out.append(("bypass_unused_source", why, "a non-empty string saying who says the array bypasses "
+                        "unused rows and columns (required with bypass_unused = true)"))
         choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
         choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out

@@ -135,7 +135,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
-                           mac_rate=rate)
+                           mac_rate=rate, bypass_unused=d.array.bypass_unused)
         bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
         over = np.broadcast_to(overflowing_on_chip(p, hw), (*shape, len(lows))).reshape(-1, len(lows)).any(0)
         overflow_ops = set(np.asarray(owner)[over].tolist())
