@@ -54,14 +54,16 @@ def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Map
 
 def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
                   passes: Sequence[str] | None = None, rnn_skip_input: bool = False,
-                  operands: str = "cold") -> list:
+                  operands: str = "cold", sustained: bool = True) -> list:
     """Price operations on a GPU design; one :class:`asicsim.hw.cost.CostResult` per operation.
 
     ``passes`` (one per op, default ``"fwd"``) selects a conv pass (``fwd``, ``bwd_data``,
     ``bwd_filter``) or an RNN pass (``fwd``, ``bwd_data``, ``bwd_weights``) for the calibration
     against measured training kernels; ``rnn_skip_input`` drops RNN input projections (DeepBench);
     ``operands="warm"`` prices back-to-back calls on the same operands (the measurement protocol)
-    instead of the residency rule.
+    instead of the residency rule; ``sustained=False`` prices a burst from idle, which runs at full
+    clock until the power averaged over the controller's window reaches the TDP
+    (:mod:`asicsim.hw.gpu_power`; default: a sustained load, capped).
     """
     fit = dict(load_fit() if fit is None else fit)
     c, borrowed = generation_constants(fit, design.architecture)
@@ -85,7 +87,7 @@ def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mappin
         return []
     by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
     kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
-    t = kernel_times(kern, design, path, c, operands=operands)
+    t = kernel_times(kern, design, path, c, operands=operands, sustained=sustained)
     sums = {key: np.bincount(kern.owner, weights=np.asarray(v, dtype=np.float64), minlength=n)
             for key, v in t.items()}
     aligned_all = np.bincount(kern.owner, weights=1.0 - t["aligned"], minlength=n) == 0
