@@ -79,13 +79,11 @@ Constants: ``asicsim/hw/data/gpu_fit.toml`` says which were fitted (least square
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 import numpy as np
 
-from asicsim.hw.energy import dram_energy_pj_per_bit
-from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
+from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, PrecisionPath
 from asicsim.hw.gpu_fit import FIT_FILE as FIT_FILE  # re-exported: the model's public names
 from asicsim.hw.gpu_fit import GENERATION_KEYS as GENERATION_KEYS
 from asicsim.hw.gpu_fit import GENERATIONS as GENERATIONS
@@ -94,10 +92,11 @@ from asicsim.hw.gpu_fit import generation_constants as generation_constants
 from asicsim.hw.gpu_fit import load_fit as load_fit
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
 from asicsim.hw.gpu_paths import NO_SPLIT_K
+from asicsim.hw.gpu_power import CLASS_ENERGY_KEYS as CLASS_ENERGY_KEYS  # re-exported
 from asicsim.hw.gpu_power import capped_time
+from asicsim.hw.gpu_power import energy_per_op_pj as energy_per_op_pj
+from asicsim.hw.gpu_power import level_energies_pj_per_byte as level_energies_pj_per_byte
 from asicsim.hw.gpu_rnn import persistent_steps
-from asicsim.hw.node_scaling import energy_factor
-from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 #: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
 #: GEMV-like ones for batch-1..16 shapes (cuBLAS dispatches those to gemv/"skinny" kernels).
@@ -105,8 +104,6 @@ TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 12
                   (32, 64), (32, 32), (8, 256), (256, 8), (16, 128), (128, 16)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
-#: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
-CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
 
 
 def _smax(a, b, p):
@@ -122,15 +119,6 @@ def efficiency(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
     if own is not None:
         return own
     return c.get(f"eff_{path.name}", c[f"eff_{path.eff_class}"])
-
-
-def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
-    """Dynamic energy of one op (2 per MAC) on ``path`` (see the module docstring)."""
-    key = CLASS_ENERGY_KEYS[path.eff_class]
-    ratio = c[key] if key else 1.0
-    if path.eff_class == "tensor" and design.fp16_tensor_tflops:
-        ratio *= design.fp16_tensor_tflops * 1e12 / path.peak_ops_per_s
-    return c["e_simt_pj_12nm"] * energy_factor(design.process_nm, 12.0)[0] * ratio
 
 
 def dram_rate(design: GpuDesign, c: Mapping) -> float:
@@ -154,15 +142,6 @@ def l2_rate(design: GpuDesign, c: Mapping) -> float:
     return c["l2_bytes_per_sm_clock"] * design.sm_count * design.clock_hz
 
 
-@functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
-def level_energies_pj_per_byte(design: GpuDesign) -> dict[str, tuple[float, str]]:
-    """pJ per byte moved at each memory level, with the source of each figure."""
-    e_dram = dram_energy_pj_per_bit(GPU_MEM_TYPES[design.mem_type])
-    l2_pj, l2_src = buffer_access_energy_pj(design.l2_mib * 1024, None, 1, design.process_nm)
-    return {"dram": (8 * e_dram.pj, f"{e_dram.pj:g} pJ/bit ({e_dram.source})"),
-            "l2": (8 * l2_pj, f"{l2_pj:.3g} pJ/bit ({l2_src})")}
-
-
 def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping, *,
                  operands: str = "cold", sustained=True) -> dict[str, np.ndarray]:
     """Per kernel: time and its parts (seconds), DRAM and L2 bytes, ops, dynamic energy (pJ).
@@ -174,6 +153,9 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     """
     if operands not in ("cold", "warm"):
         raise ValueError(f"operands={operands!r}; allowed: 'cold' or 'warm'")
+    sus = np.asarray(sustained)
+    if sus.dtype != bool or sus.ndim > 1 or (sus.ndim == 1 and len(sus) != len(k.M)):
+        raise ValueError(f"sustained={sustained!r}; allowed: True, False or one bool per kernel")
     eff = efficiency(design, path, c)
     sm = design.sm_count
     align = PATH_ALIGN.get(path.name, 1)

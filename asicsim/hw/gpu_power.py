@@ -1,4 +1,5 @@
-"""A GPU's power cap over time: sustained load or a burst.
+"""A GPU's energy per op and per byte (:func:`energy_per_op_pj`, :func:`level_energies_pj_per_byte`,
+as :mod:`asicsim.hw.gpu_model` describes them), and its power cap over time: sustained load or a burst.
 
 The board keeps its power within the TDP by lowering the clock (:func:`asicsim.hw.power.power_capped_time`:
 ``t_cap = max(t_full, E_dyn / (TDP - static))``), but it enforces the limit on power *averaged over a
@@ -21,9 +22,37 @@ graph replays of >= 2 ms) reach 760-804 TFLOP/s (``data/measured/h200/README.md`
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
+
 import numpy as np
 
+from asicsim.hw.energy import dram_energy_pj_per_bit
+from asicsim.hw.gpu import GPU_MEM_TYPES, GpuDesign, PrecisionPath
+from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.power import power_capped_time
+from asicsim.hw.sram_banks import buffer_access_energy_pj
+
+#: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
+CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
+
+
+def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
+    """Dynamic energy of one op (2 per MAC) on ``path`` (:mod:`asicsim.hw.gpu_model`, "Energy per op")."""
+    key = CLASS_ENERGY_KEYS[path.eff_class]
+    ratio = c[key] if key else 1.0
+    if path.eff_class == "tensor" and design.fp16_tensor_tflops:
+        ratio *= design.fp16_tensor_tflops * 1e12 / path.peak_ops_per_s
+    return c["e_simt_pj_12nm"] * energy_factor(design.process_nm, 12.0)[0] * ratio
+
+
+@functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
+def level_energies_pj_per_byte(design: GpuDesign) -> dict[str, tuple[float, str]]:
+    """pJ per byte moved at each memory level, with the source of each figure."""
+    e_dram = dram_energy_pj_per_bit(GPU_MEM_TYPES[design.mem_type])
+    l2_pj, l2_src = buffer_access_energy_pj(design.l2_mib * 1024, None, 1, design.process_nm)
+    return {"dram": (8 * e_dram.pj, f"{e_dram.pj:g} pJ/bit ({e_dram.source})"),
+            "l2": (8 * l2_pj, f"{l2_pj:.3g} pJ/bit ({l2_src})")}
 
 
 def capped_time(t_full, dynamic_j, tdp_w: float, static_w: float, window_s: float, sustained=True):

@@ -5,6 +5,7 @@ set (the fit set) and on the H200 set, which no fit sees (data/measured/, benchm
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -77,6 +78,16 @@ def test_a_burst_longer_than_the_power_window_is_capped_after_it():
 def test_capped_time_rule(t_full, dyn_j, sustained, expect):
     """TDP 700 W, static 175 W, a 1 s window (asicsim.hw.gpu_power)."""
     assert float(capped_time(t_full, dyn_j, 700.0, 175.0, 1.0, sustained)) == pytest.approx(expect)
+
+
+@pytest.mark.parametrize(("sustained", "fragment"), [
+    ("yes", "sustained='yes'; allowed: True, False or one bool per kernel"),
+    (1, "sustained=1; allowed"),
+    (None, "sustained=None; allowed"),
+])
+def test_sustained_must_be_a_bool(sustained, fragment):
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        gpu_cost_many([BIG], load_design("gpu_h100"), F16, sustained=sustained)
 
 
 def test_the_window_constant_is_stated():
