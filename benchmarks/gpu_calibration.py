@@ -4,7 +4,9 @@ Rows (:mod:`gpu_measured`, beside this file): DeepBench's published sheets (P100
 Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM)
 and the H100 set (fp32 and fp16 GEMMs, fp32 convolutions in three passes, fp32 RNN layers with
 their input projections, and the two sustained tensor-core rates under the 700 W cap). Every row is
-priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands.
+priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands; and
+with its set's ``sustained`` (:mod:`gpu_measured`: the H100 set's graph replays are bursts that the
+power cap does not reach, its power-cap rows and DeepBench's 400-call loops are sustained).
 
 For each row the model (the same kernels and times :func:`asicsim.hw.gpu_cost.gpu_cost_many`
 returns; ``--check-public`` asserts it) predicts the time; the error is ``|ln(predicted /

@@ -50,7 +50,7 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   the library's GEMV kernel on any path (cuBLAS's ``gemv``: no tile, the matrix streamed once, its
   math unpadded, overlapped with ``smax_p_stream``), whichever is faster (the H100 and H200 fp32
   GEMVs stream 512 x 500 000 at 2.9 and 4.2 TB/s, their DRAM rates, where 8-wide SIMT tiles
-  priced them 1.7-2.8x slower).
+  priced them 1.5-2.8x slower).
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
   energy per byte of each level) over ``t_full`` is its power at full clock; when that plus static
   power (``static_fraction x TDP``) exceeds the TDP the clock drops until it fits:

@@ -90,6 +90,17 @@ def test_sustained_must_be_a_bool(sustained, fragment):
         gpu_cost_many([BIG], load_design("gpu_h100"), F16, sustained=sustained)
 
 
+def test_each_measured_set_says_how_long_its_load_lasted():
+    """The H100 and H200 sets time CUDA-graph bursts (their READMEs), except the H100's sustained
+    power-cap rows; DeepBench's sheets time 400 back-to-back calls per kernel over a whole suite."""
+    gm = _bench("gpu_measured")
+    h100 = gm.h100_rows()
+    assert {r["sustained"] for r in h100 if r["kind"] == "gemm_power_cap"} == {True}
+    assert {r["sustained"] for r in h100 if r["kind"] != "gemm_power_cap"} == {False}
+    assert {r["sustained"] for r in gm.h200_rows()} == {False}
+    assert {r["sustained"] for r in gm.deepbench_rows()} == {True}
+
+
 def test_the_window_constant_is_stated():
     c, _ = generation_constants(load_fit(), "Hopper")
     assert c["power_window_s"] == 1.0
