@@ -4,7 +4,9 @@ Rows (:mod:`gpu_measured`, beside this file): DeepBench's published sheets (P100
 Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM)
 and the H100 set (fp32 and fp16 GEMMs, fp32 convolutions in three passes, fp32 RNN layers with
 their input projections, and the two sustained tensor-core rates under the 700 W cap). Every row is
-priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands.
+priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands; and
+with its set's ``sustained`` (:mod:`gpu_measured`: the H100 set's graph replays are bursts that the
+power cap does not reach, its power-cap rows and DeepBench's 400-call loops are sustained).
 
 For each row the model (the same kernels and times :func:`asicsim.hw.gpu_cost.gpu_cost_many`
 returns; ``--check-public`` asserts it) predicts the time; the error is ``|ln(predicted /
@@ -75,20 +77,27 @@ class Group:
                  for k in op_kernels(op, i, p, rnn_skip_input=self.skip, rnn_algo=algos[i])]
         by = {r: self.formats[r].storage_bits / 8 for r in ("act", "weight", "out")}
         self.kernels = Kernels.build(krows, by["act"], by["weight"], by["out"])
+        self.row_sustained = np.array([r.get("sustained", True) for r in rows], dtype=bool)
+        self.sustained = self.row_sustained[self.op_row][self.kernels.owner]  # per kernel
         self.measured = np.array([r["time_us"] for r in rows]) * 1e-6
         self.kinds = np.array([r["kind"] for r in rows])
 
     def predict(self, fit: dict) -> np.ndarray:
         c, _ = generation_constants(fit, self.design.architecture)
-        t = kernel_times(self.kernels, self.design, self.path, c, operands="warm")["time"]
+        t = kernel_times(self.kernels, self.design, self.path, c, operands="warm",
+                         sustained=self.sustained)["time"]
         per_op = np.bincount(self.kernels.owner, weights=t, minlength=len(self.ops))
         return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
 
     def predict_public(self, fit: dict) -> np.ndarray:
         """The same through gpu_cost_many (what asicsim.cost returns)."""
-        res = gpu_cost_many(self.ops, self.design, FORMATS[self.precision], fit=fit, passes=self.passes,
-                            rnn_skip_input=self.skip, operands="warm")
-        per_op = np.array([r.time_s for r in res])
+        per_op = np.zeros(len(self.ops))
+        for sustained in (True, False):
+            m = self.row_sustained[self.op_row] == sustained
+            res = gpu_cost_many([o for o, k in zip(self.ops, m, strict=True) if k], self.design,
+                                FORMATS[self.precision], fit=fit, passes=[p for p, k in zip(self.passes, m, strict=True) if k],
+                                rnn_skip_input=self.skip, operands="warm", sustained=sustained)
+            per_op[m] = [r.time_s for r in res]
         return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
 
     def naive(self) -> np.ndarray:

@@ -8,7 +8,10 @@ priced with ``operands="warm"`` (the protocol: back-to-back calls on the same op
 Error = ln(predicted / measured): median and 90th percentile of its magnitude, and ``bias`` =
 exp(median signed error) (> 1: predicted slower than measured).
 
-    python benchmarks/gpu_heldout.py [--fit FILE] [--worst N]
+    python benchmarks/gpu_heldout.py [--fit FILE] [--worst N] [--by-kind]
+
+``--by-kind``: the table per device x precision x kind (median / p90 / bias) of the H100 set (the
+fit set, in sample) and the H200 set (held out), the aim being median <= 0.10 and p90 <= 0.30.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from asicsim.hw.gpu_model import load_fit
 def shape_of(row: dict, path: str) -> str:
     op = row["ops"][0]
     if row["kind"] != "gemm":
-        return "rnn"
+        return row["kind"].split("_")[0]  # rnn, conv
     if min(op.M, op.N) <= 16:
         return "skinny"
     if op.K >= 100_000:
@@ -43,17 +46,18 @@ def shape_of(row: dict, path: str) -> str:
     return "gemm"
 
 
-def heldout_frame(fit: dict | None = None) -> pd.DataFrame:
-    """One record per H200 row: precision, kind, shape, shape of the op, measured and predicted
-    seconds, the roofline's, and the signed log errors."""
+def heldout_frame(fit: dict | None = None, rows: list[dict] | None = None) -> pd.DataFrame:
+    """One record per H200 row (or per row of ``rows``): precision, kind, shape, shape of the op,
+    measured and predicted seconds, the roofline's, and the signed log errors."""
     fit = load_fit() if fit is None else fit
     recs = []
-    for g in groups_of(h200_rows()):
+    for g in groups_of(h200_rows() if rows is None else rows):
         pred, naive = g.predict(fit), g.naive()
         for i, r in enumerate(g.rows):
             op = r["ops"][0]
             dims = (f"{op.M}x{op.N}x{op.K} {'T' if op.a_transposed else 'N'}{'T' if op.b_transposed else 'N'}"
-                    if r["kind"] == "gemm" else f"{op.cell} h{op.hidden} b{op.batch} t{op.steps}")
+                    if r["kind"].startswith("gemm") else f"{op.cell} h{op.hidden} b{op.batch} t{op.steps}"
+                    if r["kind"].startswith("rnn") else op.label)
             recs.append(dict(device=g.device, precision=g.precision, kind=r["kind"],
                              shape=shape_of(r, g.path.name), op=dims, meas_us=g.measured[i] * 1e6,
                              pred_us=pred[i] * 1e6, fit=np.log(pred[i] / g.measured[i]),
@@ -118,7 +122,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--worst", type=int, default=10, help="rows listed with the largest error")
     ap.add_argument("--persistent", action="store_true",
                     help="fit the persistent-RNN constants on the H200's persistent rows, with a two-fold check")
+    ap.add_argument("--by-kind", action="store_true",
+                    help="per device x precision x kind: the H100 set (fit, in sample) and the H200 set (held out)")
     args = ap.parse_args(argv)
+    if args.by_kind:
+        from gpu_measured import h100_rows
+
+        fit = load_fit(args.fit) if args.fit else None
+        df = pd.concat([heldout_frame(fit, h100_rows()), heldout_frame(fit)])
+        print("# |ln(pred/meas)| median, p90; bias = exp(median signed); H100 in sample, H200 held out")
+        print(table(df, ["device", "precision", "kind"]).round(3).to_string())
+        return
     if args.persistent:
         persistent_report(load_fit(args.fit) if args.fit else load_fit())
         return

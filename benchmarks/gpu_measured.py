@@ -4,7 +4,11 @@ H100 set (``data/deepbench/measured/``, ``data/measured/h100/``; each README giv
 A row is a dict: ``device``, ``precision``, ``kind`` (``gemm``, ``conv_<pass>``, ``rnn_<pass>``,
 ``sparse_gemm``), ``ops`` and ``passes`` (what the model prices; their times add up), ``time_us``,
 ``flops`` (the sheet's count) and ``skip_input`` (RNN input projections left out, as DeepBench's
-``rnn_bench.cu`` does with ``CUDNN_SKIP_INPUT``; the H100 set's torch layers include them).
+``rnn_bench.cu`` does with ``CUDNN_SKIP_INPUT``; the H100 set's torch layers include them) and
+``sustained`` (the power cap of a sustained load, :mod:`asicsim.hw.gpu_power`: DeepBench's sheets
+time 400 back-to-back calls per kernel, a suite run without idle gaps, and the H100's power-cap rows
+are sustained runs; the H100 and H200 sets' other rows are bursts, CUDA graph replays of >= 2 ms
+timed 7 times, far inside the power controller's 1 s window).
 
 DeepBench rows: conv rows that cannot be GEMM-based are dropped (forward rows cuDNN ran as Winograd
 or FFT, and any conv row whose direct-count throughput exceeds the datasheet peak of the path it is
@@ -62,26 +66,26 @@ def deepbench_rows(data: Path = DEEPBENCH) -> list[dict]:
         op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_transposed),
                       b_transposed=bool(r.b_transposed))
         rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
-                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True))
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True, sustained=True))
     c = pd.read_csv(data / "conv_results.csv")
     for r in c.itertuples():
         ps = r[c.columns.get_loc("pass") + 1]  # "pass" is a keyword: no attribute access
         if ps == "fwd" and isinstance(r.fwd_algo, str) and r.fwd_algo not in GEMM_CONV_ALGOS:
             continue  # Winograd / FFT: fewer flops than the direct count
         rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r)],
-                         passes=[ps], time_us=r.time_us, flops=float(r.flops), skip_input=True))
+                         passes=[ps], time_us=r.time_us, flops=float(r.flops), skip_input=True, sustained=True))
     n = pd.read_csv(data / "rnn_results.csv")
     for r in n.itertuples():
         ps = r[n.columns.get_loc("pass") + 1]
         op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
         passes = ["bwd_data", "bwd_weights"] if ps == "bwd" else [ps]
         rows.append(dict(device=r.device, precision=r.precision, kind=f"rnn_{ps}", ops=[op] * len(passes),
-                         passes=passes, time_us=r.time_us, flops=float(r.flops), skip_input=True))
+                         passes=passes, time_us=r.time_us, flops=float(r.flops), skip_input=True, sustained=True))
     s = pd.read_csv(data / "sparse_gemm_results.csv")
     for r in s.itertuples():  # DeepBench: A (M x K) sparse; ours: weights B, so the transposed problem
         op = sim.Gemm(int(r.N), int(r.M), int(r.K), weight_sparsity=float(r.sparsity), sparse_format="csr")
         rows.append(dict(device=r.device, precision=r.precision, kind="sparse_gemm", ops=[op], passes=["fwd"],
-                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True))
+                         time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True, sustained=True))
     return _gemm_based(rows)
 
 
@@ -91,23 +95,23 @@ def h100_rows(data: Path = H100) -> list[dict]:
     for r in g.itertuples():
         op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_t), b_transposed=bool(r.b_t))
         rows.append(dict(device="H100", precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
-                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
     c = pd.read_csv(data / "conv.csv")
     for r in c.itertuples():
         ps = r[c.columns.get_loc("pass") + 1]
         rows.append(dict(device="H100", precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r, "N_conv")],
-                         passes=[ps], time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+                         passes=[ps], time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
     n = pd.read_csv(data / "rnn.csv")
     for r in n.itertuples():
         op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
         rows.append(dict(device="H100", precision=r.precision, kind="rnn_fwd", ops=[op], passes=["fwd"],
-                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
     p = pd.read_csv(data / "power_cap.csv")  # sustained rates under the 700 W cap (source column)
     for r in p.itertuples():
         flops = 2.0 * r.M * r.N * r.K
         rows.append(dict(device="H100", precision=r.precision, kind="gemm_power_cap",
                          ops=[sim.Gemm(int(r.M), int(r.N), int(r.K))], passes=["fwd"],
-                         time_us=flops / (r.meas_tflops * 1e6), flops=flops, skip_input=False))
+                         time_us=flops / (r.meas_tflops * 1e6), flops=flops, skip_input=False, sustained=True))
     return _gemm_based(rows)
 
 
@@ -126,12 +130,12 @@ def h200_rows(data: Path = H200) -> list[dict]:
         else:
             op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_t), b_transposed=bool(r.b_t))
         rows.append(dict(device="H200", precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
-                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
     n = pd.read_csv(data / "rnn.csv")
     for r in n.itertuples():
         op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))
         rows.append(dict(device="H200", precision=r.precision, kind="rnn_fwd", ops=[op], passes=["fwd"],
-                         time_us=r.meas_us, flops=float(r.flops), skip_input=False))
+                         time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
     return rows
 
 

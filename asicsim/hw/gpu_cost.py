@@ -59,7 +59,7 @@ def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Map
 
 def gpu_price(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
               passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
-              operands: str = "cold") -> Price:
+              operands: str = "cold", sustained: bool = True) -> Price:
     """Price operations on a GPU design: one typed :class:`~asicsim.hw.result.Price` of shape
     ``(operations,)`` (with :class:`~asicsim.hw.result_table.Labels`), assembled in array
     operations from the kernels' times.
@@ -68,16 +68,18 @@ def gpu_price(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | 
     ``bwd_filter``) or an RNN pass (``fwd``, ``bwd_data``, ``bwd_weights``) for the calibration
     against measured training kernels; ``rnn_skip_input`` (one flag, or one per op) drops RNN input
     projections (DeepBench); ``operands="warm"`` prices back-to-back calls on the same operands (the
-    measurement protocol) instead of the residency rule.
+    measurement protocol) instead of the residency rule; ``sustained=False`` prices a burst from
+    idle, which runs at full clock until the power averaged over the controller's window reaches
+    the TDP (:mod:`asicsim.hw.gpu_power`; default: a sustained load, capped).
     """
-    return _assemble(ops, design, formats, fit, passes, rnn_skip_input, operands)[0]
+    return _assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained)[0]
 
 
 def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
                   passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
-                  operands: str = "cold") -> list:
+                  operands: str = "cold", sustained: bool = True) -> list:
     """:func:`gpu_price` as one :class:`asicsim.hw.cost.CostResult` per operation (views of it)."""
-    return gpu_records(*_assemble(ops, design, formats, fit, passes, rnn_skip_input, operands), ops)
+    return gpu_records(*_assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained), ops)
 
 
 def gpu_costs(ops: Sequence, design: GpuDesign, formats=None) -> tuple[list, Price]:
@@ -137,7 +139,7 @@ def gpu_static_split(design: GpuDesign, static_w: float) -> tuple[dict[str, floa
     return split, src
 
 
-def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_input, operands):
+def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_input, operands, sustained=True):
     """The price (shape ``(operations,)``) and each operation's clock ratio under the power cap
     (NaN where uncapped), every figure an array over the operations."""
     fit = dict(load_fit() if fit is None else fit)
@@ -159,7 +161,7 @@ def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_i
             for r in op_kernels(op, i, ps, rnn_skip_input=skips[i], rnn_algo=algos[i])]
     by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
     kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
-    t = kernel_times(kern, design, path, c, operands=operands) if rows else {}
+    t = kernel_times(kern, design, path, c, operands=operands, sustained=sustained) if rows else {}
 
     def per_op(key) -> np.ndarray:
         return np.bincount(kern.owner, weights=np.asarray(t[key], dtype=np.float64), minlength=n) if rows \

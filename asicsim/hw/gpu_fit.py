@@ -16,7 +16,7 @@ FIT_FILE = Path(__file__).parent / "data" / "gpu_fit.toml"
 GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blackwell")
 #: Constants that are the generation's (``name@<generation>`` in the fit file).
 GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
-                   "eff_simt", "eff_tensor", "eff_int8_tensor", "unaligned_eff", "occ_exp", "smax_p",
+                   "eff_simt", "eff_tensor", "eff_int8_tensor", "unaligned_eff", "unaligned_exp", "occ_exp", "smax_p",
                    "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock",
                    "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio",
                    "persist_step_us", "persist_eff")

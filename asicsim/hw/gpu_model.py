@@ -46,12 +46,18 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   the datasheet bandwidth.
 * ``smax(a, b) = (a^p + b^p)^(1/p)`` with ``p = smax_p``: compute and memory overlap imperfectly;
   a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
-  their own, max-like ``p = smax_p_stream``.
+  their own, max-like ``p = smax_p_stream``. A matrix-vector product (M or N = 1) may instead run
+  the library's GEMV kernel on any path (cuBLAS's ``gemv``: no tile, the matrix streamed once, its
+  math unpadded, overlapped with ``smax_p_stream``), whichever is faster (the H100 and H200 fp32
+  GEMVs stream 512 x 500 000 at 2.9 and 4.2 TB/s, their DRAM rates, where 8-wide SIMT tiles
+  priced them 1.5-2.8x slower).
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
   energy per byte of each level) over ``t_full`` is its power at full clock; when that plus static
   power (``static_fraction x TDP``) exceeds the TDP the clock drops until it fits:
   ``t = max(t_full, E_dyn / (TDP - static))``, energy per op taken constant in the clock (a linear
-  DVFS rule), so energy = ``E_dyn + static x t`` and power = energy / t <= TDP always.
+  DVFS rule), so energy = ``E_dyn + static x t`` and power = energy / t <= TDP under sustained load.
+  A burst from idle (``sustained=False``) runs at full clock until the power averaged over
+  ``power_window_s`` reaches the TDP (:mod:`asicsim.hw.gpu_power`).
 * Energy per op: ``e_simt_pj_12nm`` x Stillmaker & Baas' node factor (12 nm -> ``process_nm``,
   shared with the systolic model) x the class ratio (``e_tensor_ratio``, ``e_dp4a_ratio``); a
   tensor-core path is further scaled by ``fp16 tensor peak / path peak`` (the same tensor cores at
@@ -73,13 +79,11 @@ Constants: ``asicsim/hw/data/gpu_fit.toml`` says which were fitted (least square
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 
 import numpy as np
 
-from asicsim.hw.energy import dram_energy_pj_per_bit
-from asicsim.hw.gpu import GPU_MEM_TYPES, PATH_ALIGN, GpuDesign, PrecisionPath
+from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, PrecisionPath
 from asicsim.hw.gpu_fit import FIT_FILE as FIT_FILE  # re-exported: the model's public names
 from asicsim.hw.gpu_fit import GENERATION_KEYS as GENERATION_KEYS
 from asicsim.hw.gpu_fit import GENERATIONS as GENERATIONS
@@ -88,10 +92,11 @@ from asicsim.hw.gpu_fit import generation_constants as generation_constants
 from asicsim.hw.gpu_fit import load_fit as load_fit
 from asicsim.hw.gpu_kernels import PASS_FACTORS, Kernels, stored_bytes
 from asicsim.hw.gpu_paths import NO_SPLIT_K
+from asicsim.hw.gpu_power import CLASS_ENERGY_KEYS as CLASS_ENERGY_KEYS  # re-exported
+from asicsim.hw.gpu_power import capped_time
+from asicsim.hw.gpu_power import energy_per_op_pj as energy_per_op_pj
+from asicsim.hw.gpu_power import level_energies_pj_per_byte as level_energies_pj_per_byte
 from asicsim.hw.gpu_rnn import persistent_steps
-from asicsim.hw.node_scaling import energy_factor
-from asicsim.hw.power import power_capped_time
-from asicsim.hw.sram_banks import buffer_access_energy_pj
 
 #: (tm, tn) CTA tiles the library may choose: cuBLAS/CUTLASS-style SGEMM/HGEMM tiles, and narrow
 #: GEMV-like ones for batch-1..16 shapes (cuBLAS dispatches those to gemv/"skinny" kernels).
@@ -99,8 +104,6 @@ TILES = np.array([(128, 128), (128, 64), (64, 128), (64, 64), (128, 32), (32, 12
                   (32, 64), (32, 32), (8, 256), (256, 8), (16, 128), (128, 16)], dtype=np.float64)
 SPLITS = np.array([1, 2, 4, 8, 16, 32], dtype=np.float64)  # split-K factors
 MAX_CTAS_PER_SM = 8
-#: Energy per op of each efficiency class relative to an fp32 SIMT FMA op (see the fit file).
-CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_ratio"}
 
 
 def _smax(a, b, p):
@@ -116,15 +119,6 @@ def efficiency(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
     if own is not None:
         return own
     return c.get(f"eff_{path.name}", c[f"eff_{path.eff_class}"])
-
-
-def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
-    """Dynamic energy of one op (2 per MAC) on ``path`` (see the module docstring)."""
-    key = CLASS_ENERGY_KEYS[path.eff_class]
-    ratio = c[key] if key else 1.0
-    if path.eff_class == "tensor" and design.fp16_tensor_tflops:
-        ratio *= design.fp16_tensor_tflops * 1e12 / path.peak_ops_per_s
-    return c["e_simt_pj_12nm"] * energy_factor(design.process_nm, 12.0)[0] * ratio
 
 
 def dram_rate(design: GpuDesign, c: Mapping) -> float:
@@ -148,24 +142,20 @@ def l2_rate(design: GpuDesign, c: Mapping) -> float:
     return c["l2_bytes_per_sm_clock"] * design.sm_count * design.clock_hz
 
 
-@functools.cache  # a design is frozen and hashable; the SRAM model is costly to redo per call
-def level_energies_pj_per_byte(design: GpuDesign) -> dict[str, tuple[float, str]]:
-    """pJ per byte moved at each memory level, with the source of each figure."""
-    e_dram = dram_energy_pj_per_bit(GPU_MEM_TYPES[design.mem_type])
-    l2_pj, l2_src = buffer_access_energy_pj(design.l2_mib * 1024, None, 1, design.process_nm)
-    return {"dram": (8 * e_dram.pj, f"{e_dram.pj:g} pJ/bit ({e_dram.source})"),
-            "l2": (8 * l2_pj, f"{l2_pj:.3g} pJ/bit ({l2_src})")}
-
-
 def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping, *,
-                 operands: str = "cold") -> dict[str, np.ndarray]:
+                 operands: str = "cold", sustained=True) -> dict[str, np.ndarray]:
     """Per kernel: time and its parts (seconds), DRAM and L2 bytes, ops, dynamic energy (pJ).
 
     ``c``: flat constants of the design's generation (:func:`generation_constants`);
-    ``operands``: ``"cold"`` (the residency rule) or ``"warm"`` (repeated calls, operands in L2).
+    ``operands``: ``"cold"`` (the residency rule) or ``"warm"`` (repeated calls, operands in L2);
+    ``sustained``: the power cap of a load much longer than the controller's window (True) or of a
+    burst from idle (False), one bool or one per kernel (:mod:`asicsim.hw.gpu_power`).
     """
     if operands not in ("cold", "warm"):
         raise ValueError(f"operands={operands!r}; allowed: 'cold' or 'warm'")
+    sus = np.asarray(sustained)
+    if sus.dtype != bool or sus.ndim > 1 or (sus.ndim == 1 and len(sus) != len(k.M)):
+        raise ValueError(f"sustained={sustained!r}; allowed: True, False or one bool per kernel")
     eff = efficiency(design, path, c)
     sm = design.sm_count
     align = PATH_ALIGN.get(path.name, 1)
@@ -229,6 +219,16 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     busy_sms = np.minimum(tiles_m * tiles_n * Bx * s / sm, 1.0)  # share of the SMs with a CTA
     d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (
         pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits, busy_sms))
+    # a matrix-vector product (M or N = 1, a plain GEMM): the library's GEMV kernel streams the
+    # matrix once, its math unpadded, under a max-like overlap (smax_p_stream) on every path
+    ib, fit1 = ideal_bytes[:, 0, 0], fits[:, 0, 0]
+    v_comp = ops_useful / rate
+    v_mem = np.where(warm & fit1, ib / l2_rate(design, c), ib / bw)
+    v_tot = _smax(v_comp, v_mem, c["smax_p_stream"])
+    gv = gemm & (np.minimum(M, N) == 1) & (k.seq == 1) & (k.pass_idx == 0) & (k.a_elems < 0) & (v_tot < d_tot)
+    d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (np.where(gv, a, b) for a, b in (
+        (v_comp, d_comp), (v_mem, d_mem), (v_tot, d_tot), (np.where(fit1 & warm, 0.0, ib), d_dram),
+        (ib, d_l2), (fit1, d_fits), (1.0, d_busy)))
     # a persistent RNN kernel: weights on chip across the steps (asicsim.hw.gpu_rnn)
     pk = k.persistent & gemm
     if pk.any():
@@ -270,8 +270,8 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     per_byte = level_energies_pj_per_byte(design)
     e_ops = ops * k.seq * energy_per_op_pj(design, path, c)
     e_dram, e_l2 = dram_b * per_byte["dram"][0], l2_b * per_byte["l2"][0]
-    total = power_capped_time(t_full, (e_ops + e_dram + e_l2) * 1e-12, design.tdp_w,
-                              design.tdp_w * c["static_fraction"])
+    total = capped_time(t_full, (e_ops + e_dram + e_l2) * 1e-12, design.tdp_w,
+                        design.tdp_w * c["static_fraction"], c["power_window_s"], sustained)
     return {"time": total, "full_clock_time": t_full, "compute": k.seq * ideal,
             "quantized": k.seq * t_compute, "memory": k.seq * t_memory + first / bw, "overhead": overhead,
             "body": k.seq * t_body + first / bw, "dram_bytes": dram_b, "l2_bytes": l2_b,

@@ -119,7 +119,7 @@ def test_unaligned_fallback_loads_as_wide_as_the_alignment():
         (r,) = gpu_cost_many([Gemm(m, 4096, 4096)], d, F16, operands="warm")
         rate[m] = 2 * m * 4096 * 4096 / r.time_s
     assert rate[4096] > rate[4092] > rate[4093]
-    expect = 4.0 ** fit["unaligned_exp"]
+    expect = 4.0 ** fit["unaligned_exp@Hopper"]  # the generation's own curve
     assert rate[4092] / rate[4093] == pytest.approx(expect, rel=0.15)
 
 
@@ -147,14 +147,14 @@ def test_h200_is_never_fitted():
 def test_error_on_the_held_out_h200():
     """The shipped constants (fitted on DeepBench's sheets and the H100 set only) on the H200's
     1 328 GEMM and RNN rows (benchmarks/RESULTS.md, issue 32): every precision x kind within a
-    median |ln(pred/meas)| of 0.16 and a p90 of 0.45 (as shipped: 0.05-0.14 and 0.16-0.43; before
-    issue 32: 0.06-0.51 and 0.14-1.44), all rows 0.12 / 0.32 (0.11 / 0.30; before 0.15 / 0.54), and
-    better than the datasheet roofline on every kind."""
+    median |ln(pred/meas)| of 0.17 and a p90 of 0.45 (as shipped: 0.07-0.16 and 0.18-0.43; tf32
+    0.16, no tf32 row in any fit set; before issue 32: 0.06-0.51 and 0.14-1.44), all rows 0.11 /
+    0.31 (0.104 / 0.302; before 0.15 / 0.54), and better than the datasheet roofline on every kind."""
     df = _bench("gpu_heldout").heldout_frame()
     assert len(df) == 1328
     for key, g in df.groupby(["precision", "kind"]):
         e, n = np.abs(g.fit), np.abs(g.naive)
-        assert np.median(e) <= 0.16 and np.quantile(e, 0.9) <= 0.45, key
+        assert np.median(e) <= 0.17 and np.quantile(e, 0.9) <= 0.45, key
         assert np.median(e) < np.median(n) and np.quantile(e, 0.9) < np.quantile(n, 0.9), key
     a = np.abs(df.fit)
-    assert np.median(a) <= 0.12 and np.quantile(a, 0.9) <= 0.32
+    assert np.median(a) <= 0.11 and np.quantile(a, 0.9) <= 0.31
