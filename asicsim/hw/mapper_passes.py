@@ -216,7 +216,8 @@ def search(measured: list, shape, key) -> tuple:
     for chunk, m in measured:
         prim, sec = (_full(v, chunk, shape) for v in key(m))
         lo = prim.min(axis=0)
-        sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
+        # prim - lo >= 0 (or NaN, never within): its abs is itself
+        sec = np.where(prim - lo <= 1e-12 * np.abs(lo), sec, np.inf)
         pick = np.argmin(sec, axis=0)[None]  # first in the chunk: least in the search order
         order = np.asarray(chunk.order if isinstance(chunk, Chunk) else np.arange(np.shape(chunk.family)[0]),
                            dtype=np.float64)

@@ -24,7 +24,7 @@ def _narrow(v, lead: bool):
     for ax in range(int(lead), v.ndim):
         if v.shape[ax] > 1:
             one = v.take([0], axis=ax)
-            if np.array_equal(v, np.broadcast_to(one, v.shape)):
+            if (v == one).all():  # np.array_equal(v, broadcast one), without its checks
                 v = one
     return v
 
