@@ -1,10 +1,10 @@
 """Every figure the mapper's choices produce, saved or compared bit for bit (issue 31 item 4: the
 mapper made fast without moving a figure).
 
-The cases: every systolic design in ``designs/`` x ResNet-18 (SCALE-Sim's 21 layers), ResNet-50 and
+The cases: every systolic design in ``designs/`` (and two with ``psum_spill``) x ResNet-18 (SCALE-Sim's 21 layers), ResNet-50 and
 one GPT-2 block (``benchmarks/bench_cost_sweep.py``) x every objective through
 :func:`asicsim.hw.cost_many`; a random GEMM and conv grid (``--gemms``, seed 0) through
-:func:`asicsim.hw.gemm_sweep` over array rows x cols x dataflow x buffer_scale on three designs
+:func:`asicsim.hw.gemm_sweep` over array rows x cols x dataflow x buffer_scale on four designs
 x every objective; and the sweep of ``bench_cost_sweep.py`` (ResNet-18, sides 64..256 step 64,
 every dataflow and buffer scale, every format) under ``balanced`` and ``energy``. Every array of
 each price (:meth:`asicsim.hw.result.Price.arrays`) is stored, so a check compares every value.
@@ -18,6 +18,7 @@ Run both with the same numpy; ``--check`` prints every figure that differs and e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,14 @@ def systolic_designs() -> list[str]:
     return out
 
 
+def with_spill(name: str) -> SystolicDesign:
+    """``name`` with partial sums allowed in its activation buffer too (``psum_spill``: no shipped
+    design sets it; the mapper then searches both homes)."""
+    d = load_design(name)
+    bufs = tuple(dataclasses.replace(b, psum_spill="ifmap" in b.holds) for b in d.buffers)
+    return dataclasses.replace(d, name=f"{d.name}_spill", buffers=bufs)
+
+
 def random_ops(n: int, seed: int = 0) -> list:
     rng = np.random.default_rng(seed)
     ops = [sim.Gemm(*(int(x) for x in rng.integers(1, 3000, 3))) for _ in range(n)]
@@ -63,18 +72,18 @@ def cases(gemms: int):
     """(name, callable returning a Price) for every case (module docstring)."""
     nets = {"resnet18": topology_operations(read_scalesim_topology(bench.TOPOLOGY)), "resnet50": bench.resnet50(),
             "gpt2": bench.gpt2_block()}
-    for d in systolic_designs():
+    for d in [*systolic_designs(), with_spill("edge_int8_32x32"), with_spill("dc_bf16_128x128")]:
         for net, ops in nets.items():
             for o in OBJECTIVES:
-                yield f"many/{d}/{net}/{o}", lambda ops=ops, d=d, o=o: cost_many(ops, d, objective=o).price
+                yield f"many/{getattr(d, 'name', d)}/{net}/{o}", lambda ops=ops, d=d, o=o: cost_many(ops, d, objective=o).price
     ops = random_ops(gemms)
     rng = np.random.default_rng(1)
     grid = dict(rows=np.sort(rng.integers(1, 257, 4))[:, None, None, None],
                 cols=np.sort(rng.integers(1, 257, 3))[None, :, None, None],
                 dataflow=np.arange(3)[None, None, :, None], buffer_scale=2.0 ** np.arange(-4, 4, 3)[None, None, None, :])
-    for d in ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1"):
+    for d in ("edge_int8_32x32", "dc_bf16_128x128", "tpu_v1", with_spill("edge_int8_32x32")):
         for o in OBJECTIVES:
-            yield f"grid/{d}/{o}", lambda d=d, o=o: gemm_sweep(ops, d, objective=o, **grid)
+            yield f"grid/{getattr(d, 'name', d)}/{o}", lambda d=d, o=o: gemm_sweep(ops, d, objective=o, **grid)
     side = np.arange(64, 257, 64)
     for o in ("balanced", "energy"):
         for fname in bench.FORMATS:
