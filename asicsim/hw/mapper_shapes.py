@@ -59,10 +59,10 @@ def distinct(s: Schedule, order: np.ndarray) -> tuple:
     if n > 1:
         keys = _packed(flat)
         if keys is not None:  # whole numbers packed exactly into two keys: equal keys, equal fields;
-            # sorted stably by one key mixing both (equal keys adjacent and in order; unequal keys of
-            # one mixed value between equal ones only keep a copy, never chosen)
-            mixed = keys[0] if len(keys) == 1 else keys[0] * np.uint64(0x9E3779B97F4A7C15) + keys[1]
-            by = np.argsort(mixed, axis=1, kind="stable")
+            # sorted stably by their sum (equal keys adjacent and in order; unequal keys of one sum
+            # between equal ones only keep a copy, never chosen; the sum keeps the first key's runs,
+            # which a stable sort uses)
+            by = np.argsort(keys[0] if len(keys) == 1 else keys[0] + keys[1], axis=1, kind="stable")
             cmp = keys
         else:  # by a hash of the fields' bits, then the fields compared (NaN equals nothing);
             # unequal fields of one hash between equal ones only keep a copy (never chosen)
@@ -87,12 +87,15 @@ def _packed(flat: list):
     at most 64 bits a key), or None where they do not fit (then compared as they are)."""
     widths, ints = [], []
     for v in flat:
-        lo, hi = (float(x) for x in (np.min(v), np.max(v)))  # NaN: not whole, returns None below
-        whole = v.dtype.kind in "biu" or np.array_equal(v, np.floor(v))
-        if not (lo >= -1 and hi < 2.0 ** 52 and whole):
+        lo, hi = (float(x) for x in (np.min(v), np.max(v)))  # NaN: not whole, returns None here
+        if not (lo >= -1 and hi < 2.0 ** 52):
+            return None
+        iv = v.astype(np.int64)  # in range: exact where whole, truncated where not
+        if v.dtype.kind == "f" and not (iv == v).all():
             return None
         widths.append(int(hi + 1).bit_length())
-        ints.append((v.astype(np.int64) + 1).view(np.uint64))  # non-negative: the same bits
+        iv += 1
+        ints.append(iv.view(np.uint64))  # non-negative: the same bits
     keys, at, key = [], 0, None
     for w, x in zip(widths, ints, strict=True):
         if key is not None and at + w > 64:
