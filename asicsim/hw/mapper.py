@@ -61,7 +61,6 @@ The candidates are measured and one chosen per element by :mod:`asicsim.hw.mappe
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import numpy as np
@@ -80,6 +79,7 @@ from asicsim.hw.counts import (
     Schedule,
     schedule_counts,
 )
+from asicsim.hw.mapper_shapes import variant_of, variant_rows
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
 from asicsim.hw.tiles import (
     buffer_rows,
@@ -121,7 +121,8 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     """The searched schedules (module docstring), before their array-aligned twins: per buffering
     and partial-sum home (double buffering, then the home, each False first), the same blocks in
     the same order. Every buffering and home is generated in one pass along a leading element axis
-    of its own (elementwise, so the same values as one pass each) and then split (:func:`_split`)."""
+    of its own (elementwise, so the same values as one pass each) and then split
+    (:mod:`asicsim.hw.mapper_shapes`)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -139,7 +140,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     lead = (len(variants),) + (1,) * ndim
     dbs = np.array([db for db, _ in variants]).reshape(lead)
     sp = np.array([spill for _, spill in variants]).reshape(lead)
-    rows = _variant_rows([buffer_rows(p, hw, spill) for _, spill in variants], lead)
+    rows = variant_rows([buffer_rows(p, hw, spill) for _, spill in variants], lead)
 
     def emit(fam, t, ok=True, sub=None, only_db=False):
         Ma, Na = (t[0], t[1]) if sub is None else sub
@@ -222,41 +223,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                         emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
     for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
         emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
-    return [_split(b, v, ndim) for v, (db, _) in enumerate(variants) for b, only in out if db or not only]
-
-
-def _variant_rows(per_variant: list, lead: tuple) -> list:
-    """:func:`asicsim.hw.tiles.buffer_rows` of each variant stacked along a leading element axis
-    (a coefficient the same in every variant kept as it is)."""
-    out = []
-    for parts in zip(*per_variant, strict=True):
-        row = []
-        for vals in zip(*parts, strict=True):
-            if all(v is vals[0] for v in vals) or all(isinstance(v, float) and v == vals[0] for v in vals):
-                row.append(vals[0])
-                continue
-            shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
-            row.append(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in vals])
-                       .reshape(lead[:1] + (1,) * (len(lead) - 1 - len(shape)) + shape))
-        out.append(tuple(row))
-    return out
-
-
-_FIELDS = tuple(f.name for f in dataclasses.fields(Schedule))
-
-
-def _split(b: Schedule, v: int, ndim: int) -> Schedule:
-    """Variant ``v`` of block ``b`` (fields with a leading variant axis before ``ndim`` element
-    axes, after the candidates' axis where they have one)."""
-    out = []
-    for f in _FIELDS:
-        x = np.asarray(getattr(b, f))
-        if x.ndim == ndim + 2:
-            x = x[:, min(v, x.shape[1] - 1)]
-        elif x.ndim == ndim + 1:
-            x = x[min(v, x.shape[0] - 1)]
-        out.append(x)
-    return Schedule(*out)
+    return [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for b, only in out if db or not only]
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:

@@ -2,7 +2,9 @@
 evaluates them): a grid over dataflows searched one dataflow at a time, a candidate's fields cut
 to the axes they vary along, and each element's distinct candidates. Each keeps every value
 (the same search on the same numbers), so ``tests/hw/test_mapper_fast.py`` holds the result to
-one list over the whole grid bit for bit."""
+one list over the whole grid bit for bit. Also the candidates' variants (buffering, partial-sum
+home) generated along a leading element axis and split back (:func:`variant_rows`,
+:func:`variant_of`)."""
 
 from __future__ import annotations
 
@@ -107,6 +109,37 @@ def _packed(flat: list):
         at += w
     keys.append(key)
     return keys if len(keys) <= 2 else None
+
+
+def variant_rows(per_variant: list, lead: tuple) -> list:
+    """:func:`asicsim.hw.tiles.buffer_rows` of each variant stacked along a leading element axis
+    (a coefficient the same in every variant kept as it is)."""
+    out = []
+    for parts in zip(*per_variant, strict=True):
+        row = []
+        for vals in zip(*parts, strict=True):
+            if all(v is vals[0] for v in vals) or all(isinstance(v, float) and v == vals[0] for v in vals):
+                row.append(vals[0])
+                continue
+            shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
+            row.append(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in vals])
+                       .reshape(lead[:1] + (1,) * (len(lead) - 1 - len(shape)) + shape))
+        out.append(tuple(row))
+    return out
+
+
+def variant_of(b: Schedule, v: int, ndim: int) -> Schedule:
+    """Variant ``v`` of block ``b`` (fields with a leading variant axis before ``ndim`` element
+    axes, after the candidates' axis where they have one)."""
+    out = []
+    for f in FIELDS:
+        x = np.asarray(getattr(b, f))
+        if x.ndim == ndim + 2:
+            x = x[:, min(v, x.shape[1] - 1)]
+        elif x.ndim == ndim + 1:
+            x = x[min(v, x.shape[0] - 1)]
+        out.append(x)
+    return Schedule(*out)
 
 
 def by_dataflow(p: GemmProblem, hw: ArrayHardware):
