@@ -271,8 +271,9 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     streamed_total = np.where(os_, K, np.where(ws_, M, N))
     stream_trips = np.where(os_, Tk, np.where(ws_, Tma, Tna))
     steps = Tm * Tn * Tk
-    folds = rows_f * cols_f * stream_trips
-    compute = rows_f * cols_f * streamed_total / hw.mac_rate  # every fold streams its tile's share
+    spatial = rows_f * cols_f  # folds per streamed trip
+    folds = spatial * stream_trips
+    compute = spatial * streamed_total / hw.mac_rate  # every fold streams its tile's share
     if hw.zero_weights == ZERO_CODES["skip"]:
         compute = np.ceil(compute * p.density)
     stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)

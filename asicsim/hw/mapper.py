@@ -79,6 +79,7 @@ from asicsim.hw.counts import (
     Schedule,
     schedule_counts,
 )
+from asicsim.hw.mapper_shapes import variant_of, variant_rows
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
 from asicsim.hw.tiles import (
     buffer_rows,
@@ -117,11 +118,15 @@ def _pick(key, t: list) -> list:
 
 
 def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
-    """The searched schedules (module docstring), before their array-aligned twins."""
+    """The searched schedules (module docstring), before their array-aligned twins: per buffering
+    and partial-sum home (double buffering, then the home, each False first), the same blocks in
+    the same order. Every buffering and home is generated in one pass along a leading element axis
+    of its own (elementwise, so the same values as one pass each) and then split
+    (:mod:`asicsim.hw.mapper_shapes`)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
-    lists = [trip_tiles(x, ndim) for x in D]
+    lists = [trip_tiles(x, ndim)[:, None] for x in D]  # (tiles, variant, *elements)
     one = np.ones_like(M)
     side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
@@ -129,93 +134,96 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
     sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
                 np.where(hw.dataflow == IS, np.inf, hw.cols)]
-    out = []
+    out: list = []  # (block, emitted for double buffering only)
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
-    for db, spill in ((db, spill) for db in (False, True) for spill in homes):
-        rows = buffer_rows(p, hw, spill)
-        dbs, sp = np.asarray(db), np.asarray(spill)
+    variants = [(db, spill) for db in (False, True) for spill in homes]
+    lead = (len(variants),) + (1,) * ndim
+    dbs = np.array([db for db, _ in variants]).reshape(lead)
+    sp = np.array([spill for _, spill in variants]).reshape(lead)
+    rows = variant_rows([buffer_rows(p, hw, spill) for _, spill in variants], lead)
 
-        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp):
-            Ma, Na = (t[0], t[1]) if sub is None else sub
-            out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
+    def emit(fam, t, ok=True, sub=None, only_db=False):
+        Ma, Na = (t[0], t[1]) if sub is None else sub
+        out.append((Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na), only_db))
 
-        for x, widest in itertools.product((0, 1), (False, True)):
-            # outputs resident: every block width (height), the other side as tall (wide) as fits
-            # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
-            # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
-            # K as long as fits (or at twice and four times its trips), or K one array side deep
-            # and the other side as tall (wide) as then fits
-            y = 1 - x
-            t = [None, None, one]
-            t[x] = D[x] if widest else lists[x]
-            t[y] = most(y, t, rows, db, D[y])
-            if not widest:
-                # every block height (width) with K as long as fits; double-buffered, also K one
-                # deep (the most steps)
-                every = [t[0], t[1], one]
-                if db:
-                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
-                every[y] = trip_min(t[y], D[y])
-                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
-                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
-            t[y] = trip_min(t[y], D[y])
-            k_most = most(2, t, rows, db, K)
-            if db and not widest:  # every K sliver length (more steps hide more; fewer partial-sum passes)
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)])
-            for split in (1, 2, 4):
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
-                               if split > 1 else k_most])
-            t[2] = k_side
-            t[y] = trip_min(most(y, t, rows, db, D[y]), D[y])
-            emit(OUTPUTS, t)
-        for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
-            # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
-            # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
-            # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
-            # with its trip count, or as wide as fits beside a sliver one array side long; the
-            # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
-            # wide as fits beside the rest
-            ps = [None, None]
-            ps[res] = one
-            for k in (K, lists[2]):
-                t = [None, None, k]
-                t[srm] = one
-                t[res] = most(res, t, rows, db, D[res], ps)
-                if k is not K:
-                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
-                    t[2] = trip_min(t[2], K)
-                t[res] = trip_min(t[res], D[res])
-                ok = dram_spill | (t[2] >= K)
-                wide = list(t)
-                wide[srm] = side[srm]
-                wide[res] = trip_min(most(res, wide, rows, db, D[res], ps), D[res])
-                half = list(t)  # the block at twice and four times its trips: room for the sliver
-                half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-                quarter = list(t)
-                quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-                for u in (t, wide, half, quarter):
-                    g = list(u)  # the partial-sum tile the whole block wide (tall)
-                    g[srm] = most(srm, u, rows, db, D[srm], [None, None])
-                    emit(fam, g, ok)
-                    longest = most(srm, u, rows, db, D[srm], ps)
-                    slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
-                    if db and u is t and k is K:  # double-buffered, K whole: every sliver length
-                        slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
-                    for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
-                        g = list(u)
-                        g[srm] = sliver
-                        s_res = most_sub(g, g[srm], rows, db, g[res])
-                        # or no taller than a fold's stream (os: no reload outlasts it), or cut
-                        # to a multiple of the array side it spans (the other tiles uncut)
-                        short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
-                        across = sub_side[res]  # inf where the tile is streamed, not spatial
-                        step = np.where(np.isfinite(across), across, 1.0)
-                        cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
-                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
-                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
-        for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
-            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
-    return out
+    for x, widest in itertools.product((0, 1), (False, True)):
+        # outputs resident: every block width (height), the other side as tall (wide) as fits
+        # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
+        # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
+        # K as long as fits (or at twice and four times its trips), or K one array side deep
+        # and the other side as tall (wide) as then fits
+        y = 1 - x
+        t = [None, None, one]
+        t[x] = D[x] if widest else lists[x]
+        t[y] = most(y, t, rows, dbs, D[y])
+        if not widest:
+            # every block height (width) with K as long as fits; double-buffered, also K one
+            # deep (the most steps)
+            every = [t[0], t[1], one]
+            # double-buffered only
+            emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
+            every[y] = trip_min(t[y], D[y])
+            emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
+            t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
+        t[y] = trip_min(t[y], D[y])
+        k_most = most(2, t, rows, dbs, K)
+        if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
+            emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
+        for split in (1, 2, 4):
+            emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                           if split > 1 else k_most])
+        t[2] = k_side
+        t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
+        emit(OUTPUTS, t)
+    for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
+        # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
+        # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
+        # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
+        # with its trip count, or as wide as fits beside a sliver one array side long; the
+        # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
+        # wide as fits beside the rest
+        ps = [None, None]
+        ps[res] = one
+        for k in (K, lists[2]):
+            t = [None, None, k]
+            t[srm] = one
+            t[res] = most(res, t, rows, dbs, D[res], ps)
+            if k is not K:
+                t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
+                t[2] = trip_min(t[2], K)
+            t[res] = trip_min(t[res], D[res])
+            ok = dram_spill | (t[2] >= K)
+            wide = list(t)
+            wide[srm] = side[srm]
+            wide[res] = trip_min(most(res, wide, rows, dbs, D[res], ps), D[res])
+            half = list(t)  # the block at twice and four times its trips: room for the sliver
+            half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+            quarter = list(t)
+            quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+            for u in (t, wide, half, quarter):
+                g = list(u)  # the partial-sum tile the whole block wide (tall)
+                g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
+                emit(fam, g, ok)
+                longest = most(srm, u, rows, dbs, D[srm], ps)
+                slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
+                if u is t and k is K:  # double-buffered, K whole: every sliver length
+                    slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
+                for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
+                    only = i == 3
+                    g = list(u)
+                    g[srm] = sliver
+                    s_res = most_sub(g, g[srm], rows, dbs, g[res])
+                    # or no taller than a fold's stream (os: no reload outlasts it), or cut
+                    # to a multiple of the array side it spans (the other tiles uncut)
+                    short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
+                    across = sub_side[res]  # inf where the tile is streamed, not spatial
+                    step = np.where(np.isfinite(across), across, 1.0)
+                    cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
+                    for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
+                        emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
+    for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
+        emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+    return [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for b, only in out if db or not only]
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:

@@ -84,7 +84,17 @@ class Chunk(Schedule):
 DISTINCT_SHARE = 16
 
 
-def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
+def prepared(blocks: list, shape) -> list:
+    """``blocks`` as :func:`stacked_chunks` stacks them: each field cut to the element axes it
+    varies along where there are several chunks (:func:`asicsim.hw.mapper_shapes.narrowed`),
+    done once for both of ``balanced``'s passes."""
+    nd = len(shape)
+    if 2 * sum(_lead(b, nd) for b in blocks) * max(1, int(np.prod(shape))) <= STACK_ELEMENTS:
+        return blocks
+    return [narrowed(b, nd) for b in blocks]
+
+
+def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
     """The candidate blocks and their array-aligned twins (:func:`asicsim.hw.tiles.aligned`) in
     chunks: one chunk of both where all of them make at most :data:`STACK_ELEMENTS`
     (candidate, element) pairs, else groups of blocks, each followed by its twins as a chunk of
@@ -101,13 +111,13 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape):
     only its distinct candidates (:func:`asicsim.hw.mapper_shapes.distinct`: a candidate equal in
     every field to an earlier one has the same counts and a later place in the order, so it is
     never chosen, nor its twin). The one chunk of both keeps each element's distinct candidates
-    and twins the same way."""
+    and twins the same way. ``narrow=False``: the blocks are :func:`prepared` already."""
     size, nd = max(1, int(np.prod(shape))), len(shape)
     leads = [_lead(b, nd) for b in blocks]
     at = np.cumsum([0, *leads])
     total = int(at[-1])
     several = 2 * total * size > STACK_ELEMENTS
-    if several:
+    if several and narrow:
         blocks = [narrowed(b, nd) for b in blocks]
     sigs = [signature(b, nd) for b in blocks] if several else [()] * len(blocks)
     for sig in dict.fromkeys(sigs):
@@ -154,7 +164,7 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     """(chunk, its measures) for every chunk of the candidates and their twins (:func:`stacked_chunks`;
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
-            for chunk in (stacked_chunks(blocks, hw, shape) if chunks is None else chunks))
+            for chunk in (stacked_chunks(blocks, hw, shape, narrow=False) if chunks is None else chunks))
 
 
 #: The stacked candidates of small problems (a network on one design point), by the content of the
@@ -182,16 +192,16 @@ def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
 
 
 def searched(p: GemmProblem, hw: ArrayHardware, shape, generate) -> tuple:
-    """(candidate blocks ``generate(p, hw)``, their stacked chunks or None where there are
-    several): from the cache where the content matches (one ``generate``: the mapper's)."""
+    """(candidate blocks ``generate(p, hw)``, :func:`prepared`; their stacked chunks or None where
+    there are several): from the cache where the content matches (one ``generate``: the mapper's)."""
     small = max(1, int(np.prod(shape))) <= CACHE_PAIRS // 1024
     key = _content_key(p, hw) if small else None
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    cands = generate(p, hw)
+    cands = prepared(generate(p, hw), shape)
     if 2 * len(cands) * max(1, int(np.prod(shape))) > min(STACK_ELEMENTS, CACHE_PAIRS) or key is None:
         return cands, None
-    chunks = list(stacked_chunks(cands, hw, shape))
+    chunks = list(stacked_chunks(cands, hw, shape, narrow=False))
     for c in chunks:
         for f in FIELDS:
             getattr(c, f).flags.writeable = False
@@ -216,7 +226,8 @@ def search(measured: list, shape, key) -> tuple:
     for chunk, m in measured:
         prim, sec = (_full(v, chunk, shape) for v in key(m))
         lo = prim.min(axis=0)
-        sec = np.where(np.abs(prim - lo) <= 1e-12 * np.abs(lo), sec, np.inf)
+        # prim - lo >= 0 (or NaN, never within): its abs is itself
+        sec = np.where(prim - lo <= 1e-12 * np.abs(lo), sec, np.inf)
         pick = np.argmin(sec, axis=0)[None]  # first in the chunk: least in the search order
         order = np.asarray(chunk.order if isinstance(chunk, Chunk) else np.arange(np.shape(chunk.family)[0]),
                            dtype=np.float64)
@@ -274,7 +285,7 @@ def kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
     latency and energy kept by :func:`keeping` and inf elsewhere (keys identical to measuring it
     again: a pair not kept has an inf key either way, and a chunk whose least key is inf picks its
     first pair in both), or measured again where nothing was kept."""
-    for chunk, k in zip(stacked_chunks(blocks, hw, shape), kept, strict=True):
+    for chunk, k in zip(stacked_chunks(blocks, hw, shape, narrow=False), kept, strict=True):
         if k is None:
             yield chunk, measures(p, hw, chunk, score_energy)
             continue

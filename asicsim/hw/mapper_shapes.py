@@ -2,7 +2,9 @@
 evaluates them): a grid over dataflows searched one dataflow at a time, a candidate's fields cut
 to the axes they vary along, and each element's distinct candidates. Each keeps every value
 (the same search on the same numbers), so ``tests/hw/test_mapper_fast.py`` holds the result to
-one list over the whole grid bit for bit."""
+one list over the whole grid bit for bit. Also the candidates' variants (buffering, partial-sum
+home) generated along a leading element axis and split back (:func:`variant_rows`,
+:func:`variant_of`)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ def _narrow(v, lead: bool):
     for ax in range(int(lead), v.ndim):
         if v.shape[ax] > 1:
             one = v.take([0], axis=ax)
-            if np.array_equal(v, np.broadcast_to(one, v.shape)):
+            if (v == one).all():  # np.array_equal(v, broadcast one), without its checks
                 v = one
     return v
 
@@ -58,8 +60,11 @@ def distinct(s: Schedule, order: np.ndarray) -> tuple:
     dup = np.zeros(flat[0].shape, dtype=bool)
     if n > 1:
         keys = _packed(flat)
-        if keys is not None:  # whole numbers packed exactly into two keys: equal keys, equal fields
-            by = np.lexsort(keys[::-1], axis=1)
+        if keys is not None:  # whole numbers packed exactly into two keys: equal keys, equal fields;
+            # sorted stably by their sum (equal keys adjacent and in order; unequal keys of one sum
+            # between equal ones only keep a copy, never chosen; the sum keeps the first key's runs,
+            # which a stable sort uses)
+            by = np.argsort(keys[0] if len(keys) == 1 else keys[0] + keys[1], axis=1, kind="stable")
             cmp = keys
         else:  # by a hash of the fields' bits, then the fields compared (NaN equals nothing);
             # unequal fields of one hash between equal ones only keep a copy (never chosen)
@@ -84,11 +89,15 @@ def _packed(flat: list):
     at most 64 bits a key), or None where they do not fit (then compared as they are)."""
     widths, ints = [], []
     for v in flat:
-        lo, hi = (float(x) for x in (np.min(v), np.max(v)))  # NaN: not whole, returns None below
-        if not (lo >= -1 and hi < 2.0 ** 52 and np.array_equal(v, np.floor(v))):
+        lo, hi = (float(x) for x in (np.min(v), np.max(v)))  # NaN: not whole, returns None here
+        if not (lo >= -1 and hi < 2.0 ** 52):
+            return None
+        iv = v.astype(np.int64)  # in range: exact where whole, truncated where not
+        if v.dtype.kind == "f" and not (iv == v).all():
             return None
         widths.append(int(hi + 1).bit_length())
-        ints.append((np.asarray(v, dtype=np.int64) + 1).astype(np.uint64))
+        iv += 1
+        ints.append(iv.view(np.uint64))  # non-negative: the same bits
     keys, at, key = [], 0, None
     for w, x in zip(widths, ints, strict=True):
         if key is not None and at + w > 64:
@@ -100,6 +109,37 @@ def _packed(flat: list):
         at += w
     keys.append(key)
     return keys if len(keys) <= 2 else None
+
+
+def variant_rows(per_variant: list, lead: tuple) -> list:
+    """:func:`asicsim.hw.tiles.buffer_rows` of each variant stacked along a leading element axis
+    (a coefficient the same in every variant kept as it is)."""
+    out = []
+    for parts in zip(*per_variant, strict=True):
+        row = []
+        for vals in zip(*parts, strict=True):
+            if all(v is vals[0] for v in vals) or all(isinstance(v, float) and v == vals[0] for v in vals):
+                row.append(vals[0])
+                continue
+            shape = np.broadcast_shapes(*(np.shape(v) for v in vals))
+            row.append(np.stack([np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in vals])
+                       .reshape(lead[:1] + (1,) * (len(lead) - 1 - len(shape)) + shape))
+        out.append(tuple(row))
+    return out
+
+
+def variant_of(b: Schedule, v: int, ndim: int) -> Schedule:
+    """Variant ``v`` of block ``b`` (fields with a leading variant axis before ``ndim`` element
+    axes, after the candidates' axis where they have one)."""
+    out = []
+    for f in FIELDS:
+        x = np.asarray(getattr(b, f))
+        if x.ndim == ndim + 2:
+            x = x[:, min(v, x.shape[1] - 1)]
+        elif x.ndim == ndim + 1:
+            x = x[min(v, x.shape[0] - 1)]
+        out.append(x)
+    return Schedule(*out)
 
 
 def by_dataflow(p: GemmProblem, hw: ArrayHardware):

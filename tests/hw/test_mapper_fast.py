@@ -2,11 +2,14 @@
 content-keyed candidate cache; asicsim/hw/bounds.py's cache) chooses bit for bit what the
 unpruned evaluation chooses: every candidate measured with the full counts, balanced's second
 pass measured again, nothing cached. The reference below is that evaluation, written from the
-mapper's candidate list and selection rule (what is compared is the speed-ups, not the search)."""
+mapper's candidate list and selection rule (what is compared is the speed-ups, not the search).
+At the end: the candidates generated along a variant axis against their generation one variant
+at a time (copied from 4df6fca)."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -18,9 +21,28 @@ import asicsim.hw.mapper_shapes as shapes
 import asicsim.hw.pipeline as pipeline
 from asicsim.hw import cost_many, gemm_sweep
 from asicsim.hw.cost import _operation_bounds, operation_bounds
-from asicsim.hw.counts import LEAN_SKIPS, Schedule, schedule_counts
+from asicsim.hw.counts import (
+    ACTIVATIONS,
+    IS,
+    LEAN_SKIPS,
+    OS,
+    OUTPUTS,
+    WEIGHTS,
+    Schedule,
+    schedule_counts,
+)
+from asicsim.hw.mapper import _dram_key, _pick
 from asicsim.hw.objectives import BALANCED_SLACK, OBJECTIVES
-from asicsim.hw.tiles import aligned, element_shape, valid
+from asicsim.hw.tiles import (
+    aligned,
+    buffer_rows,
+    element_shape,
+    most,
+    most_sub,
+    trip_min,
+    trip_tiles,
+    valid,
+)
 
 
 def _select(prim, sec):
@@ -225,3 +247,151 @@ def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     for f, v in zip(shapes.FIELDS, flat, strict=True):
         assert np.array_equal(getattr(got, f), np.take_along_axis(v, keep, 0).reshape(k, *own), equal_nan=True), f
     assert np.array_equal(got_order, order[keep].reshape(k, *own))
+
+
+# --- the candidates generated along a variant axis are those generated one variant at a time ---
+
+def one_variant_at_a_time(p, hw) -> list:
+    """asicsim.hw.mapper.candidates as at 4df6fca (copied): one pass per buffering and home."""
+    M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
+    D = (M, N, K)
+    ndim = len(element_shape(p, hw))
+    lists = [trip_tiles(x, ndim) for x in D]
+    one = np.ones_like(M)
+    side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
+    dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
+    k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
+    # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
+    sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
+                np.where(hw.dataflow == IS, np.inf, hw.cols)]
+    out = []
+    homes = (False, True) if hw.layout.psum_spill is not None else (False,)
+    for db, spill in ((db, spill) for db in (False, True) for spill in homes):
+        rows = buffer_rows(p, hw, spill)
+        dbs, sp = np.asarray(db), np.asarray(spill)
+
+        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp):
+            Ma, Na = (t[0], t[1]) if sub is None else sub
+            out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
+
+        for x, widest in itertools.product((0, 1), (False, True)):
+            # outputs resident: every block width (height), the other side as tall (wide) as fits
+            # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
+            # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
+            # K as long as fits (or at twice and four times its trips), or K one array side deep
+            # and the other side as tall (wide) as then fits
+            y = 1 - x
+            t = [None, None, one]
+            t[x] = D[x] if widest else lists[x]
+            t[y] = most(y, t, rows, db, D[y])
+            if not widest:
+                # every block height (width) with K as long as fits; double-buffered, also K one
+                # deep (the most steps)
+                every = [t[0], t[1], one]
+                if db:
+                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
+                every[y] = trip_min(t[y], D[y])
+                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
+                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
+            t[y] = trip_min(t[y], D[y])
+            k_most = most(2, t, rows, db, K)
+            if db and not widest:  # every K sliver length (more steps hide more; fewer partial-sum passes)
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)])
+            for split in (1, 2, 4):
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                               if split > 1 else k_most])
+            t[2] = k_side
+            t[y] = trip_min(most(y, t, rows, db, D[y]), D[y])
+            emit(OUTPUTS, t)
+        for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
+            # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
+            # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
+            # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
+            # with its trip count, or as wide as fits beside a sliver one array side long; the
+            # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
+            # wide as fits beside the rest
+            ps = [None, None]
+            ps[res] = one
+            for k in (K, lists[2]):
+                t = [None, None, k]
+                t[srm] = one
+                t[res] = most(res, t, rows, db, D[res], ps)
+                if k is not K:
+                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
+                    t[2] = trip_min(t[2], K)
+                t[res] = trip_min(t[res], D[res])
+                ok = dram_spill | (t[2] >= K)
+                wide = list(t)
+                wide[srm] = side[srm]
+                wide[res] = trip_min(most(res, wide, rows, db, D[res], ps), D[res])
+                half = list(t)  # the block at twice and four times its trips: room for the sliver
+                half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                quarter = list(t)
+                quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                for u in (t, wide, half, quarter):
+                    g = list(u)  # the partial-sum tile the whole block wide (tall)
+                    g[srm] = most(srm, u, rows, db, D[srm], [None, None])
+                    emit(fam, g, ok)
+                    longest = most(srm, u, rows, db, D[srm], ps)
+                    slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
+                    if db and u is t and k is K:  # double-buffered, K whole: every sliver length
+                        slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
+                    for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
+                        g = list(u)
+                        g[srm] = sliver
+                        s_res = most_sub(g, g[srm], rows, db, g[res])
+                        # or no taller than a fold's stream (os: no reload outlasts it), or cut
+                        # to a multiple of the array side it spans (the other tiles uncut)
+                        short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
+                        across = sub_side[res]  # inf where the tile is streamed, not spatial
+                        step = np.where(np.isfinite(across), across, 1.0)
+                        cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
+                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
+        for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
+            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+    return out
+
+
+
+def _problems():
+    """(p, hw) the pipeline gives the mapper: networks on shipped designs and with partial sums
+    allowed in the activation buffer (four variants), and a random grid of design points."""
+    from asicsim.hw.cost import bytes_per_element, resolve_formats
+    rng = np.random.default_rng(7)
+    ops = [sim.Gemm(*(int(x) for x in rng.integers(1, 3000, 3))) for _ in range(6)]
+    ops += [sim.Conv(14, 14, 96, 200, 3, 3, padding=1), sim.Gemm(1, 1000, 2048)]
+    edge = sim.hw.load_design("edge_int8_32x32")
+    spill = dataclasses.replace(edge, buffers=tuple(dataclasses.replace(b, psum_spill="ifmap" in b.holds)
+                                                   for b in edge.buffers))
+    seen = []
+
+    def spy(p, hw, objective, score_energy=None):
+        seen.append((p, hw))
+        return mapper.best_counts(p, hw, objective, score_energy)
+
+    best = pipeline.best_counts
+    try:
+        pipeline.best_counts = spy
+        for d in (edge, spill):
+            cost_many(ops, d)
+        fmts = resolve_formats(spill, None)
+        pipeline.price(ops, spill, fmts, bytes_per_element(fmts), rows=np.array([[7.0], [64.0]]),
+                       cols=np.array([[16.0, 128.0]]), dataflow=np.array([[0], [2]]))
+    finally:
+        pipeline.best_counts = best
+    return seen
+
+
+def test_candidates_along_a_variant_axis_are_those_one_variant_at_a_time():
+    """mapper.candidates generates every (double buffering, partial-sum home) in one pass and
+    splits them: the same blocks, in the same order, with the same values (bits) as one pass each."""
+    for p, hw in _problems():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            got, ref = mapper.candidates(p, hw), one_variant_at_a_time(p, hw)
+        assert len(got) == len(ref)
+        for g, r in zip(got, ref, strict=True):
+            for f in passes.FIELDS:
+                a, b = np.asarray(getattr(g, f)), np.asarray(getattr(r, f))
+                shape = np.broadcast_shapes(a.shape, b.shape)
+                assert np.broadcast_to(a, shape).tobytes() == np.broadcast_to(b, shape).tobytes(), f
