@@ -9,9 +9,15 @@ buffer, doubled when double-buffered, fit what the tensors kept whole there leav
 the resident block (the weights family works through its block ``Na`` columns at a time, the
 activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
-slivers (where the outputs leave through DRAM), and double buffering or not.
+slivers (where the outputs leave through DRAM), double buffering or not, and for each tensor
+kept on chip between operations, kept whole or streaming its overflow (its tiles take buffer space
+as an off-chip operand's, the buffer keeps what is left: :mod:`asicsim.hw.residency`).
 
-The search (:func:`candidates`), per buffering and partial-sum home:
+The search (:func:`candidates`), per buffering, partial-sum home and set of streamed kept tensors
+(streaming only where the kept tensors may not leave room for the whole problem's tiles:
+:func:`asicsim.hw.residency.stream_choices` proves it cannot win elsewhere; the tiles fitted to
+the whole budget or to 1/4, 1/16 and 1/64 of the buffers the streamed tensors are homed in, so
+more of them stays):
 
 * outputs resident: every block width and every block height (the least tile of each trip count,
   :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
@@ -27,7 +33,10 @@ The search (:func:`candidates`), per buffering and partial-sum home:
   double-buffered, at every trip count beside the first block with K whole); the array's tile
   the whole block, or as wide as fits beside the sliver, or no taller than a fold's stream (os:
   its reload hides) or cut to a multiple of the array side it spans;
-* one array-sized tile per family; then every candidate's array-aligned twin
+* one array-sized tile per family; streaming kept tensors, single-buffered: every pair of the
+  trip counts the DRAM bytes depend on (outputs ``T_m, T_n``; weights ``T_n, T_k``; activations
+  ``T_m, T_k``) with the least tiles, K one deep (outputs), one row (weights) or one column
+  (activations) and the least partial-sum tile; then every candidate's array-aligned twin
   (:func:`asicsim.hw.tiles.aligned`).
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
@@ -40,7 +49,12 @@ Per family the bytes depend on the tiles only through the streamed operands' tri
 (outputs: ``T_m`` and ``T_n``; weights: ``T_n``, and ``T_k`` when partial sums spill; activations:
 ``T_m`` and ``T_k``) and never grow when a tile grows; the enumerated dimension runs over every
 trip count while the others take the least space any schedule can give them (a one-deep sliver,
-a one-column partial-sum tile), so the least trips of the other side for each is reached.
+a one-column partial-sum tile), so the least trips of the other side for each is reached. Where
+kept tensors stream their overflow, the bytes also grow with what the tiles take of the buffers
+they are homed in (the rest keeps more of them, handed out by how often each is fetched); at
+fixed trip counts of the streamed operands, every tile side and the double buffering only add to
+that use, so the least tiles with those trip counts, single-buffered, move the least: every pair
+of them is listed (at most ``2 sqrt(M) x 2 sqrt(N)`` candidates, only where streaming can win).
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
 (1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
@@ -80,6 +94,7 @@ from asicsim.hw.counts import (
     schedule_counts,
 )
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
+from asicsim.hw.residency import STREAM_BITS, stream_choices, streams
 from asicsim.hw.tiles import (
     buffer_rows,
     element_shape,
@@ -110,6 +125,20 @@ def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
     return (wa * Tn if fam == WEIGHTS else wb * Tm) + spilled
 
 
+#: shares of a buffer's budget the tiles are fitted to where kept tensors stream their overflow
+#: there (the rest of the buffer keeps more of them: fewer DRAM bytes, smaller tiles)
+KEPT_SHARES = (1.0, 1 / 2, 1 / 4, 1 / 16, 1 / 64)
+
+
+def tiles_budget(rows: list, p: GemmProblem, hw: ArrayHardware, mask: float, share: float) -> list:
+    """``rows`` (:func:`asicsim.hw.tiles.buffer_rows`) with the budget of each buffer a streamed
+    kept operand is homed in cut to ``share``."""
+    if share == 1.0:
+        return rows
+    cut = {hw.layout.home(k) for k in STREAM_BITS if np.any(streams(mask, k)) and not np.all(p.off_chip[k])}
+    return [(a, b, c, budget * share if i in cut else budget) for i, (a, b, c, budget) in enumerate(rows)]
+
+
 def _pick(key, t: list) -> list:
     """The tiles of the least ``key`` along the leading (list) axis (first on ties)."""
     pick = np.argmin(np.where(np.isfinite(key), key, np.inf), axis=0)[None]
@@ -131,13 +160,17 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 np.where(hw.dataflow == IS, np.inf, hw.cols)]
     out = []
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
-    for db, spill in ((db, spill) for db in (False, True) for spill in homes):
-        rows = buffer_rows(p, hw, spill)
-        dbs, sp = np.asarray(db), np.asarray(spill)
+    # kept tensors whole, or (where they may not leave room for the tiles) some of them streaming
+    # their overflow, the tiles fitted to the whole budget or a share of it (what is left keeps more)
+    masks, tight = stream_choices(p, hw)
+    kept = [(mask, share) for mask in masks for share in ((1.0,) if mask == 0 else KEPT_SHARES)]
+    for db, spill, (mask, share) in itertools.product((False, True), homes, kept):
+        rows = tiles_budget(buffer_rows(p, hw, spill, mask), p, hw, mask, share)
+        dbs, sp, can = np.asarray(db), np.asarray(spill), (True if mask == 0 else tight)
 
-        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp):
+        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp, mask=mask, can=can):
             Ma, Na = (t[0], t[1]) if sub is None else sub
-            out.append(Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na))
+            out.append(Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na, mask))
 
         for x, widest in itertools.product((0, 1), (False, True)):
             # outputs resident: every block width (height), the other side as tall (wide) as fits
@@ -215,7 +248,23 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                             emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+        if mask != 0 and share == 1.0 and not db:
+            # streaming: every pair of the trip counts the bytes depend on, the rest the least
+            # tiles (what is left of the buffer keeps the most), so the least DRAM bytes
+            for fam, (x, y) in ((OUTPUTS, (0, 1)), (WEIGHTS, (1, 2)), (ACTIVATIONS, (0, 2))):
+                t = [one, one, one]  # outputs: K one deep; weights: one row; activations: one column
+                t[x], t[y] = (trip_min(v, D[i]) for v, i in zip(_pairs(lists[x], lists[y]), (x, y), strict=True))
+                # the partial-sum tile: the whole block (outputs), else one element
+                emit(fam, t, True if fam == OUTPUTS else dram_spill | (t[2] >= K),
+                     (t[0], t[1]) if fam == OUTPUTS else (one, one))
     return out
+
+
+def _pairs(a, b) -> tuple:
+    """Every pair of ``a``'s and ``b``'s candidates (leading axes), on one leading axis."""
+    a, b = np.asarray(a)[:, None], np.asarray(b)[None, :]
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    return (np.broadcast_to(a, shape).reshape(-1, *shape[2:]), np.broadcast_to(b, shape).reshape(-1, *shape[2:]))
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
@@ -253,7 +302,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0,
-                                           best[6], best[7]))
+                                           best[6], best[7], best[8]))
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
