@@ -16,7 +16,7 @@ as an off-chip operand's, the buffer keeps what is left: :mod:`asicsim.hw.reside
 The search (:func:`candidates`), per buffering, partial-sum home and set of streamed kept tensors
 (streaming only where the kept tensors may not leave room for the whole problem's tiles:
 :func:`asicsim.hw.residency.stream_choices` proves it cannot win elsewhere; the tiles fitted to
-the whole budget or to 1/4, 1/16 and 1/64 of the buffers the streamed tensors are homed in, so
+the whole budget or to 1/2 and 1/8 of the buffers the streamed tensors are homed in, so
 more of them stays):
 
 * outputs resident: every block width and every block height (the least tile of each trip count,
@@ -54,7 +54,11 @@ kept tensors stream their overflow, the bytes also grow with what the tiles take
 they are homed in (the rest keeps more of them, handed out by how often each is fetched); at
 fixed trip counts of the streamed operands, every tile side and the double buffering only add to
 that use, so the least tiles with those trip counts, single-buffered, move the least: every pair
-of them is listed (at most ``2 sqrt(M) x 2 sqrt(N)`` candidates, only where streaming can win).
+of them is listed (``2 sqrt(M) x 2 sqrt(N)`` candidates for the outputs family, only where
+streaming can win), which is exact up to :data:`PAIR_LIMIT` pairs (sides up to about 256 each);
+past it each list is thinned to an even spread, and the least is measured, not proven (on
+ResNet-50 at batch 32 and a GPT-2 block of 8192 tokens on tpu_v1, the same bytes as the pairs
+unthinned: benchmarks/RESULTS.md).
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
 (1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
@@ -127,7 +131,7 @@ def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
 
 #: shares of a buffer's budget the tiles are fitted to where kept tensors stream their overflow
 #: there (the rest of the buffer keeps more of them: fewer DRAM bytes, smaller tiles)
-KEPT_SHARES = (1.0, 1 / 2, 1 / 4, 1 / 16, 1 / 64)
+KEPT_SHARES = (1.0, 1 / 2, 1 / 8)
 
 
 def tiles_budget(rows: list, p: GemmProblem, hw: ArrayHardware, mask: float, share: float) -> list:
@@ -260,8 +264,22 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     return out
 
 
+#: at most this many pairs of trip counts per family (:func:`_pairs`)
+PAIR_LIMIT = 1024
+
+
+def _thinned(t, n: int):
+    """At most ``n`` of the tiles ``t`` (leading axis), evenly spread over it (all if fewer)."""
+    t = np.asarray(t)
+    return t if t.shape[0] <= n else t[np.unique(np.linspace(0, t.shape[0] - 1, n).round().astype(int))]
+
+
 def _pairs(a, b) -> tuple:
-    """Every pair of ``a``'s and ``b``'s candidates (leading axes), on one leading axis."""
+    """Every pair of ``a``'s and ``b``'s candidates (leading axes), on one leading axis; where
+    that makes more than :data:`PAIR_LIMIT`, each list thinned to its square root."""
+    if np.shape(a)[0] * np.shape(b)[0] > PAIR_LIMIT:
+        n = int(np.sqrt(PAIR_LIMIT))
+        a, b = _thinned(a, max(n, PAIR_LIMIT // np.shape(b)[0])), _thinned(b, max(n, PAIR_LIMIT // np.shape(a)[0]))
     a, b = np.asarray(a)[:, None], np.asarray(b)[None, :]
     shape = np.broadcast_shapes(a.shape, b.shape)
     return (np.broadcast_to(a, shape).reshape(-1, *shape[2:]), np.broadcast_to(b, shape).reshape(-1, *shape[2:]))
@@ -306,21 +324,31 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
-             double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1) -> str:
+             double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1,
+             streamed: float = 0) -> str:
     """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
     streamed 4x; tile 512x1024x4096; double-buffered'. ``psum_spill``: the buffer partial sums
     are kept in, when not the design's partial-sum buffer; ``tiles_k``: K slivers (outside the
-    outputs family, partial sums go to DRAM and back between them)."""
+    outputs family, partial sums go to DRAM and back between them); ``streamed``: the kept
+    tensors whose overflow streams (:attr:`asicsim.hw.counts.Schedule.streamed`)."""
     fam = FAMILIES[int(family)]
     k = "K" if tiles_k <= 1 else f"{Kt:.0f}"
     parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
              "weights": f"weights resident in SRAM ({k} x {Nt:.0f} block)",
              "activations": f"activations resident in SRAM ({Mt:.0f} x {k} block)"}
     words = [parts[fam]]
+    over = {k: not off_chip.get(k, True) and bool(streams(streamed, k)) for k in STREAM_BITS}
+    on_chip = {k: "read on chip, the overflow streamed" if over[k] else "read on chip" for k in STREAM_BITS}
     if fam != "activations":
-        words.append(f"activations {'streamed' if off_chip['ifmap'] else 'read on chip'} {tiles_n:.0f}x")
+        words.append(f"activations {'streamed' if off_chip['ifmap'] else on_chip['ifmap']} {tiles_n:.0f}x")
+    elif over["ifmap"]:
+        words.append("activations' overflow streamed once")
     if fam != "weights":
-        words.append(f"weights {'streamed' if off_chip['filter'] else 'read on chip'} {tiles_m:.0f}x")
+        words.append(f"weights {'streamed' if off_chip['filter'] else on_chip['filter']} {tiles_m:.0f}x")
+    elif over["filter"]:
+        words.append("weights' overflow streamed once")
+    if over["ofmap"]:
+        words.append("outputs' overflow written to DRAM")
     if fam != "outputs" and tiles_k > 1:
         words.append(f"partial sums to DRAM and back {tiles_k - 1:.0f}x")
     words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")

@@ -21,6 +21,7 @@ filter ``T_m``, ofmap once; ties ifmap, filter, ofmap): the least DRAM bytes for
 
 from __future__ import annotations
 
+import functools
 import itertools
 from typing import TYPE_CHECKING
 
@@ -143,5 +144,10 @@ def stream_choices(p: GemmProblem, hw: ArrayHardware) -> tuple[list[float], np.n
         return [0.0], tight
     masks = [0.0]
     for n in range(1, len(kept) + 1):
-        masks += [float(sum(STREAM_BITS[k] for k in combo)) for combo in itertools.combinations(kept, n)]
+        for combo in itertools.combinations(kept, n):
+            mask = float(sum(STREAM_BITS[k] for k in combo))
+            # a set whose tensors kept whole overflow a buffer on every element has no schedule
+            room = [budget for *_, budget in buffer_rows(p, hw, False, mask)]
+            if np.any(functools.reduce(np.logical_and, [np.asarray(r) >= 0 for r in room])):
+                masks.append(mask)
     return masks, tight

@@ -36,7 +36,8 @@ from asicsim.hw.result_parts import EnergySplit, Traffic, _scalar
 class Schedule:
     """The mapping the mapper chose per operation (its largest GEMM's): the resident operand's
     family (an index into :data:`asicsim.hw.counts.FAMILIES`), tile sizes, trip counts, double
-    buffering and partial-sum spill. NaN where an operation runs no GEMM."""
+    buffering, partial-sum spill and the kept tensors that stream their overflow. NaN where an
+    operation runs no GEMM."""
 
     family: np.ndarray
     Mt: np.ndarray
@@ -47,6 +48,7 @@ class Schedule:
     tiles_k: np.ndarray
     double_buffered: np.ndarray
     psum_spill: np.ndarray
+    streamed: np.ndarray  # kept tensors streaming their overflow (asicsim.hw.residency.STREAM_BITS)
 
     def take(self, index) -> Schedule:
         return Schedule(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})
