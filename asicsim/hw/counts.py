@@ -141,6 +141,9 @@ class Schedule:
     #: :data:`asicsim.hw.residency.STREAM_BITS` (1 ifmap, 2 filter, 4 ofmap; 0: every kept tensor
     #: stays whole): their tiles take buffer space, the buffer keeps what is left of them
     streamed: np.ndarray | float = 0.0
+    #: the share of a buffer a streamed kept tensor is homed in (of what the tensors kept whole
+    #: leave) its tiles may take; the rest keeps the streamed tensors (:mod:`asicsim.hw.residency`)
+    tile_share: np.ndarray | float = 1.0
 
 
 @dataclass(frozen=True)
@@ -183,10 +186,11 @@ class GemmCounts:
     Ma: np.ndarray
     Na: np.ndarray
     streamed: np.ndarray
+    tile_share: np.ndarray
 
     #: fields that describe the mapping rather than add up over GEMMs
     MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill",
-               "Ma", "Na", "streamed")
+               "Ma", "Na", "streamed", "tile_share")
 
     @property
     def dram_bytes(self) -> np.ndarray:
@@ -296,7 +300,7 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
             sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
             dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c, dram_psum_bytes=dram_p,
             tiles_m=Tm, tiles_n=Tn, tiles_k=Tk, family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db,
-            psum_spill=spill, streamed=s.streamed)
+            psum_spill=spill, streamed=s.streamed, tile_share=s.tile_share)
     return GemmCounts(
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
@@ -310,4 +314,5 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
         footprint_ofmap_bytes=reps * S_C, tiles_m=Tm, tiles_n=Tn, tiles_k=Tk,
         family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill,
         Ma=np.broadcast_to(Ma, np.shape(Mt)) * 1.0, Na=np.broadcast_to(Na, np.shape(Nt)) * 1.0,
-        streamed=np.broadcast_to(s.streamed, np.shape(Mt)) * 1.0)
+        streamed=np.broadcast_to(s.streamed, np.shape(Mt)) * 1.0,
+        tile_share=np.broadcast_to(s.tile_share, np.shape(Mt)) * 1.0)

@@ -11,13 +11,13 @@ activations family ``Ma`` rows at a time), partial sums in their buffer or the o
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
 slivers (where the outputs leave through DRAM), double buffering or not, and for each tensor
 kept on chip between operations, kept whole or streaming its overflow (its tiles take buffer space
-as an off-chip operand's, the buffer keeps what is left: :mod:`asicsim.hw.residency`).
+as an off-chip operand's, in a share of the buffer; the rest keeps as much of the tensor as fits:
+:mod:`asicsim.hw.residency`).
 
-The search (:func:`candidates`), per buffering, partial-sum home and set of streamed kept tensors
-(streaming only where the kept tensors may not leave room for the whole problem's tiles:
-:func:`asicsim.hw.residency.stream_choices` proves it cannot win elsewhere; the tiles fitted to
-the whole budget or to 1/2 and 1/8 of the buffers the streamed tensors are homed in, so
-more of them stays):
+The search (:func:`candidates`), per buffering, partial-sum home, set of streamed kept tensors
+and tile share (:data:`asicsim.hw.residency.TILE_SHARES`; streaming only where the kept tensors
+may not leave room for the whole problem's tiles, :func:`asicsim.hw.residency.stream_choices`
+proves it cannot win elsewhere, and no share below one that already keeps every streamed tensor):
 
 * outputs resident: every block width and every block height (the least tile of each trip count,
   :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
@@ -33,10 +33,7 @@ more of them stays):
   double-buffered, at every trip count beside the first block with K whole); the array's tile
   the whole block, or as wide as fits beside the sliver, or no taller than a fold's stream (os:
   its reload hides) or cut to a multiple of the array side it spans;
-* one array-sized tile per family; streaming kept tensors, single-buffered: every pair of the
-  trip counts the DRAM bytes depend on (outputs ``T_m, T_n``; weights ``T_n, T_k``; activations
-  ``T_m, T_k``) with the least tiles, K one deep (outputs), one row (weights) or one column
-  (activations) and the least partial-sum tile; then every candidate's array-aligned twin
+* one array-sized tile per family; then every candidate's array-aligned twin
   (:func:`asicsim.hw.tiles.aligned`).
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
@@ -49,22 +46,17 @@ Per family the bytes depend on the tiles only through the streamed operands' tri
 (outputs: ``T_m`` and ``T_n``; weights: ``T_n``, and ``T_k`` when partial sums spill; activations:
 ``T_m`` and ``T_k``) and never grow when a tile grows; the enumerated dimension runs over every
 trip count while the others take the least space any schedule can give them (a one-deep sliver,
-a one-column partial-sum tile), so the least trips of the other side for each is reached. Where
-kept tensors stream their overflow, the bytes also grow with what the tiles take of the buffers
-they are homed in (the rest keeps more of them, handed out by how often each is fetched); at
-fixed trip counts of the streamed operands, every tile side and the double buffering only add to
-that use, so the least tiles with those trip counts, single-buffered, move the least: every pair
-of them is listed (``2 sqrt(M) x 2 sqrt(N)`` candidates for the outputs family, only where
-streaming can win), which is exact up to :data:`PAIR_LIMIT` pairs (sides up to about 256 each);
-past it each list is thinned to an even spread, and the least is measured, not proven (on
-ResNet-50 at batch 32 and a GPT-2 block of 8192 tokens on tpu_v1, the same bytes as the pairs
-unthinned: benchmarks/RESULTS.md).
+a one-column partial-sum tile), so the least trips of the other side for each is reached. Kept
+tensors streaming their overflow keep a fixed share of their buffer for each tile share, so the
+same holds for each (streamed set, tile share), whose per-pass bytes the key that picks the trip
+counts uses (:func:`_dram_key`).
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
 (1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
 3 of 1,000 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100,
 up to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
-counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``. Ties on
+counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``; with tensors
+kept on chip the gap is larger (the test's ``KEPT_GAP``). Ties on
 the objective go to a second measure (``dram`` and ``energy``: cycles; ``latency``: energy), so
 the DRAM-optimal schedule keeps the array busy.
 
@@ -80,6 +72,7 @@ The candidates are measured and one chosen per element by :mod:`asicsim.hw.mappe
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -98,7 +91,14 @@ from asicsim.hw.counts import (
     schedule_counts,
 )
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
-from asicsim.hw.residency import STREAM_BITS, stream_choices, streams
+from asicsim.hw.residency import (
+    STREAM_BITS,
+    TILE_SHARES,
+    keeps_all,
+    resident_bytes,
+    stream_choices,
+    streams,
+)
 from asicsim.hw.tiles import (
     buffer_rows,
     element_shape,
@@ -112,35 +112,23 @@ from asicsim.hw.tiles import (
 _SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
 
 
-def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
+def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list, mask: float = 0.0, share: float = 1.0):
     """The DRAM bytes per repetition of family ``fam`` with tiles ``t`` that depend on the tiles
-    (:mod:`asicsim.hw.counts`: the streamed operands times their trips, partial sums spilled)."""
+    (:mod:`asicsim.hw.counts`: the streamed operands times their trips, partial sums spilled;
+    kept tensors as the streamed set ``mask`` and tile share ``share`` keep them)."""
     M, N, K = p.M, p.N, p.K
     Tm, Tn, Tk = np.ceil(M / t[0]), np.ceil(N / t[1]), np.ceil(K / t[2])
-    lay = hw.layout
+    fetches = {"ifmap": Tn if fam != ACTIVATIONS else 1.0, "filter": Tm if fam != WEIGHTS else 1.0, "ofmap": 1.0}
+    kept = resident_bytes(p, hw, SimpleNamespace(streamed=mask, tile_share=share), fetches)
 
     def moved(op, S):
-        return np.where(p.off_chip[op], S, np.maximum(S - np.asarray(hw.capacity[lay.home(op)]), 0.0))
+        return S if kept is None else np.where(p.off_chip[op], S, S - kept[op])
 
     wa, wb = moved("ifmap", p.a_footprint), moved("filter", N * K * p.b_bytes)
     if fam == OUTPUTS:
         return wa * Tn + wb * Tm
     spilled = 2 * M * N * p.acc_bytes * (Tk - 1)
     return (wa * Tn if fam == WEIGHTS else wb * Tm) + spilled
-
-
-#: shares of a buffer's budget the tiles are fitted to where kept tensors stream their overflow
-#: there (the rest of the buffer keeps more of them: fewer DRAM bytes, smaller tiles)
-KEPT_SHARES = (1.0, 1 / 2, 1 / 8)
-
-
-def tiles_budget(rows: list, p: GemmProblem, hw: ArrayHardware, mask: float, share: float) -> list:
-    """``rows`` (:func:`asicsim.hw.tiles.buffer_rows`) with the budget of each buffer a streamed
-    kept operand is homed in cut to ``share``."""
-    if share == 1.0:
-        return rows
-    cut = {hw.layout.home(k) for k in STREAM_BITS if np.any(streams(mask, k)) and not np.all(p.off_chip[k])}
-    return [(a, b, c, budget * share if i in cut else budget) for i, (a, b, c, budget) in enumerate(rows)]
 
 
 def _pick(key, t: list) -> list:
@@ -167,14 +155,21 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     # kept tensors whole, or (where they may not leave room for the tiles) some of them streaming
     # their overflow, the tiles fitted to the whole budget or a share of it (what is left keeps more)
     masks, tight = stream_choices(p, hw)
-    kept = [(mask, share) for mask in masks for share in ((1.0,) if mask == 0 else KEPT_SHARES)]
-    for db, spill, (mask, share) in itertools.product((False, True), homes, kept):
-        rows = tiles_budget(buffer_rows(p, hw, spill, mask), p, hw, mask, share)
-        dbs, sp, can = np.asarray(db), np.asarray(spill), (True if mask == 0 else tight)
+    kept = [(0.0, 1.0, True)]  # (streamed set, tile share, where it can win)
+    for mask in masks[1:]:
+        full = np.False_  # a share below one that already keeps every streamed tensor cannot win
+        for share in TILE_SHARES:
+            can = tight & ~full
+            if np.any(can):
+                kept.append((mask, share, can))
+            full = full | keeps_all(p, hw, mask, share)
+    for db, spill, (mask, share, can) in itertools.product((False, True), homes, kept):
+        rows = buffer_rows(p, hw, spill, mask, share)
+        dbs, sp = np.asarray(db), np.asarray(spill)
 
-        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp, mask=mask, can=can):
+        def emit(fam, t, ok=True, sub=None, dbs=dbs, sp=sp, mask=mask, share=share, can=can):
             Ma, Na = (t[0], t[1]) if sub is None else sub
-            out.append(Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na, mask))
+            out.append(Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na, mask, share))
 
         for x, widest in itertools.product((0, 1), (False, True)):
             # outputs resident: every block width (height), the other side as tall (wide) as fits
@@ -194,7 +189,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                     emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)])
                 every[y] = trip_min(t[y], D[y])
                 emit(OUTPUTS, [every[0], every[1], most(2, every, rows, db, K)])
-                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
+                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
             t[y] = trip_min(t[y], D[y])
             k_most = most(2, t, rows, db, K)
             if db and not widest:  # every K sliver length (more steps hide more; fewer partial-sum passes)
@@ -219,7 +214,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 t[srm] = one
                 t[res] = most(res, t, rows, db, D[res], ps)
                 if k is not K:
-                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
+                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
                     t[2] = trip_min(t[2], K)
                 t[res] = trip_min(t[res], D[res])
                 ok = dram_spill | (t[2] >= K)
@@ -252,37 +247,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                             emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]))
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
-        if mask != 0 and share == 1.0 and not db:
-            # streaming: every pair of the trip counts the bytes depend on, the rest the least
-            # tiles (what is left of the buffer keeps the most), so the least DRAM bytes
-            for fam, (x, y) in ((OUTPUTS, (0, 1)), (WEIGHTS, (1, 2)), (ACTIVATIONS, (0, 2))):
-                t = [one, one, one]  # outputs: K one deep; weights: one row; activations: one column
-                t[x], t[y] = (trip_min(v, D[i]) for v, i in zip(_pairs(lists[x], lists[y]), (x, y), strict=True))
-                # the partial-sum tile: the whole block (outputs), else one element
-                emit(fam, t, True if fam == OUTPUTS else dram_spill | (t[2] >= K),
-                     (t[0], t[1]) if fam == OUTPUTS else (one, one))
     return out
-
-
-#: at most this many pairs of trip counts per family (:func:`_pairs`)
-PAIR_LIMIT = 1024
-
-
-def _thinned(t, n: int):
-    """At most ``n`` of the tiles ``t`` (leading axis), evenly spread over it (all if fewer)."""
-    t = np.asarray(t)
-    return t if t.shape[0] <= n else t[np.unique(np.linspace(0, t.shape[0] - 1, n).round().astype(int))]
-
-
-def _pairs(a, b) -> tuple:
-    """Every pair of ``a``'s and ``b``'s candidates (leading axes), on one leading axis; where
-    that makes more than :data:`PAIR_LIMIT`, each list thinned to its square root."""
-    if np.shape(a)[0] * np.shape(b)[0] > PAIR_LIMIT:
-        n = int(np.sqrt(PAIR_LIMIT))
-        a, b = _thinned(a, max(n, PAIR_LIMIT // np.shape(b)[0])), _thinned(b, max(n, PAIR_LIMIT // np.shape(a)[0]))
-    a, b = np.asarray(a)[:, None], np.asarray(b)[None, :]
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    return (np.broadcast_to(a, shape).reshape(-1, *shape[2:]), np.broadcast_to(b, shape).reshape(-1, *shape[2:]))
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
@@ -320,17 +285,18 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0,
-                                           best[6], best[7], best[8]))
+                                           best[6], best[7], best[8], best[9]))
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
              double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1,
-             streamed: float = 0) -> str:
+             streamed: float = 0, tile_share: float = 1) -> str:
     """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
     streamed 4x; tile 512x1024x4096; double-buffered'. ``psum_spill``: the buffer partial sums
     are kept in, when not the design's partial-sum buffer; ``tiles_k``: K slivers (outside the
     outputs family, partial sums go to DRAM and back between them); ``streamed``: the kept
-    tensors whose overflow streams (:attr:`asicsim.hw.counts.Schedule.streamed`)."""
+    tensors whose overflow streams (:attr:`asicsim.hw.counts.Schedule.streamed`) and the share
+    of their buffer the tiles take (``tile_share``)."""
     fam = FAMILIES[int(family)]
     k = "K" if tiles_k <= 1 else f"{Kt:.0f}"
     parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
@@ -349,6 +315,9 @@ def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles
         words.append("weights' overflow streamed once")
     if over["ofmap"]:
         words.append("outputs' overflow written to DRAM")
+    if any(over.values()):
+        words.append("none of them kept on chip" if tile_share >= 1 else
+                     f"tiles in {tile_share:.3g} of their buffer, the rest keeps them")
     if fam != "outputs" and tiles_k > 1:
         words.append(f"partial sums to DRAM and back {tiles_k - 1:.0f}x")
     words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")

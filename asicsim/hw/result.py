@@ -49,6 +49,7 @@ class Schedule:
     double_buffered: np.ndarray
     psum_spill: np.ndarray
     streamed: np.ndarray  # kept tensors streaming their overflow (asicsim.hw.residency.STREAM_BITS)
+    tile_share: np.ndarray  # the share of their buffer the tiles take beside them (1: none kept)
 
     def take(self, index) -> Schedule:
         return Schedule(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})

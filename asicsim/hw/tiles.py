@@ -131,13 +131,13 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     Na = np.where(df == IS, Na, cut(Na, hw.cols))
     out = s.family == OUTPUTS
     return Schedule(s.family, np.where(out, Ma, s.Mt), np.where(out, Na, s.Nt), Kt, s.double_buffered,
-                    s.psum_spill, Ma, Na, s.streamed)
+                    s.psum_spill, Ma, Na, s.streamed, s.tile_share)
 
 
 def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:
     """Whether ``s`` is in the space: its tiles fit (:func:`fits`) and it cuts K outside the
     outputs family only where partial sums may go to DRAM (the outputs leave through it)."""
-    rows = {sp: buffer_rows(p, hw, sp, s.streamed)
+    rows = {sp: buffer_rows(p, hw, sp, s.streamed, s.tile_share)
             for sp in ((False, True) if hw.layout.psum_spill is not None else (False,))}
     ok = fits(s, rows[False])
     if True in rows:
