@@ -5,7 +5,7 @@ operand stays resident in SRAM while the innermost tile loop runs: the ``Mt x Nt
 a ``Kt x Nt`` weight block or an ``Mt x Kt`` activation block), any tiles ``Mt <= M``, ``Nt <= N``,
 ``Kt <= K`` that fit the buffers under *any* split of a shared buffer (the tiles homed in a
 buffer, doubled when double-buffered, fit what the tensors kept whole there leave:
-:func:`asicsim.hw.tiles.buffer_rows`), the array's tile ``Ma x Na`` (the partial sums') inside
+:func:`asicsim.hw.residency.buffer_rows`), the array's tile ``Ma x Na`` (the partial sums') inside
 the resident block (the weights family works through its block ``Na`` columns at a time, the
 activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K

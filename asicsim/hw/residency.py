@@ -85,6 +85,8 @@ def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool, streamed=0.0, sh
     less the tensors kept whole there (:func:`kept_on_chip`; below zero where they do not fit),
     ``share`` of that where a streamed tensor is homed there. ``spill``: partial sums in the
     design's ``psum_spill`` buffer."""
+    if not any_kept(p) or not np.any(streamed):  # nothing streams (the common case, fast)
+        streamed, share = 0.0, 1.0
     lay = hw.layout
     off = {k: np.asarray(v, dtype=bool) | streams(streamed, k) for k, v in p.off_chip.items()}
     a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
@@ -117,15 +119,21 @@ def resident_bytes(p: GemmProblem, hw: ArrayHardware, s: Schedule, fetches: dict
     if not any_kept(p):
         return None
     foot = footprints(p)
+    whole_only = not np.any(s.streamed)  # nothing streams (the common case): fast
     out = {}
     for i, cap in enumerate(hw.capacity):
         mine = [k for k in OPERANDS if hw.layout.home(k) == i]
         if not mine:
             continue
+        size = {k: np.where(p.off_chip[k], 0.0, foot[k]) for k in mine}
+        if whole_only:  # every kept tensor whole: as much of each as the buffer holds
+            for j, x in enumerate(mine):
+                before = sum((size[y] for y in mine[:j]), start=0.0)
+                out[x] = np.clip(np.asarray(cap, dtype=np.float64) - before, 0.0, size[x])
+            continue
+        flow = {k: np.asarray(streams(s.streamed, k), dtype=bool) for k in mine}
         left = (1.0 - np.asarray(s.tile_share, dtype=np.float64)) * np.maximum(
             np.asarray(cap, dtype=np.float64) - kept_on_chip(p, hw, i, s.streamed), 0.0)
-        size = {k: np.where(p.off_chip[k], 0.0, foot[k]) for k in mine}
-        flow = {k: np.asarray(streams(s.streamed, k), dtype=bool) for k in mine}
         for x in mine:
             ahead = 0.0  # bytes of the streamed operands that keep their share before x
             for y in mine:

@@ -1,5 +1,5 @@
 """What fits the buffers: the bytes a schedule's tiles take per buffer under any split of a shared
-buffer, the largest tile that fits beside others (closed form), the tiles the mapper enumerates
+buffer (:func:`asicsim.hw.residency.buffer_rows`, with the tensors kept on chip), the largest tile that fits beside others (closed form), the tiles the mapper enumerates
 (the least tile of every trip count), a schedule's array-aligned twin, and the distinct GEMMs of
 a problem (a network repeats its shapes: each is searched once). Used by
 :mod:`asicsim.hw.mapper`; the model of a schedule's cost is :mod:`asicsim.hw.counts`."""
