@@ -40,7 +40,7 @@ STREAM_BITS = {"ifmap": 1, "filter": 2, "ofmap": 4}
 OPERANDS = tuple(STREAM_BITS)
 #: the shares of a buffer (what its whole-kept tensors leave) a streaming schedule may reserve for
 #: its tiles (the mapper searches each: :attr:`asicsim.hw.counts.Schedule.tile_share`)
-TILE_SHARES = (1.0, 1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64)
+TILE_SHARES = (1.0, 1 / 4, 1 / 16, 1 / 64)
 
 
 def footprints(p: GemmProblem) -> dict:
