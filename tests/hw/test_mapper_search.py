@@ -150,11 +150,13 @@ def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, obje
     assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
 
 
-#: The same with tensors kept on chip (``dram.holds`` leaves some out), where they may stream their
-#: overflow (asicsim/hw/residency.py). ``dram``: exact (600 random cases, 0 above the least).
-#: ``energy`` and ``latency``: 600 cases (seeds 1, 2 of this test's distribution, script in
-#: benchmarks/RESULTS.md), FILLED IN BELOW
-KEPT_GAP = {"dram": 1.0, "energy": 1.025, "latency": 1.07}
+#: The same with tensors kept on chip (``dram.holds`` leaves some out), whole or streaming their
+#: overflow (asicsim/hw/residency.py). ``dram``: exact (600 random cases of this test's
+#: distribution, 0 above the least). ``energy``: 91 of 600 above the least, at most 1.070x;
+#: ``latency``: 90 of 600, at most 1.190x (benchmarks/RESULTS.md, "Tensors kept on chip"): the
+#: kept tensors leave tight budgets, where cutting two tile sides at once (the misses of ``GAP``)
+#: and the tile share trade more; the bounds here leave a margin over the worst seen.
+KEPT_GAP = {"dram": 1.0, "energy": 1.10, "latency": 1.25}
 
 
 @pytest.mark.slow
