@@ -8,9 +8,9 @@ The array then works through each resident tile with its dataflow, as SCALE-Sim 
 (os: outputs ``Sr = Mt, Sc = Nt`` stationary, ``Kt`` streamed; ws: weights ``Sr = Kt, Sc = Nt``,
 ``Mt`` streamed; is: inputs ``Sr = Kt, Sc = Mt``, ``Nt`` streamed; ``ceil(Sr/R) x ceil(Sc/C)`` folds).
 
-DRAM bytes per repetition (an operand the DRAM does not hold is kept on chip and moves only the
-part of it its buffer does not keep beside the schedule's tiles, each time it would be fetched:
-:mod:`asicsim.hw.residency`):
+DRAM bytes per repetition (an operand the DRAM does not hold is kept on chip: whole, moving
+nothing, or streaming its overflow, when it moves the part of it its buffer does not keep beside
+the schedule's share of tiles each time it would be fetched: :mod:`asicsim.hw.residency`):
 
 =============== ======================= ===================== =============
 family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
