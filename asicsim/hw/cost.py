@@ -181,16 +181,17 @@ def _schedule(t: dict) -> dict:
     return {"family": FAMILIES[int(t["family"])], "Mt": int(t["Mt"]), "Nt": int(t["Nt"]),
             "Kt": int(t["Kt"]), "tiles_m": int(t["tiles_m"]), "tiles_n": int(t["tiles_n"]),
             "tiles_k": int(t["tiles_k"]), "double_buffered": bool(t["double_buffered"]),
-            "psum_spill": bool(t["psum_spill"])}
+            "psum_spill": bool(t["psum_spill"]), "streamed": int(t["streamed"]),
+            "tile_share": float(t["tile_share"])}
 
 
 def _mapping_text(t: dict, d: SystolicDesign) -> str:
     if not np.isfinite(t["family"]):
         return "vector unit"
-    off = {o: o in d.dram.holds for o in ("ifmap", "filter")}
+    off = {o: o in d.dram.holds for o in ("ifmap", "filter", "ofmap")}
     spill = next((b.name for b in d.buffers if b.psum_spill), "") if t["psum_spill"] else ""
     return describe(t["family"], t["Mt"], t["Nt"], t["Kt"], t["tiles_m"], t["tiles_n"],
-                    bool(t["double_buffered"]), off, spill, t["tiles_k"])
+                    bool(t["double_buffered"]), off, spill, t["tiles_k"], t["streamed"], t["tile_share"])
 
 
 def topology_operations(topology: Topology) -> list[Operation]:

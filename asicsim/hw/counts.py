@@ -8,8 +8,9 @@ The array then works through each resident tile with its dataflow, as SCALE-Sim 
 (os: outputs ``Sr = Mt, Sc = Nt`` stationary, ``Kt`` streamed; ws: weights ``Sr = Kt, Sc = Nt``,
 ``Mt`` streamed; is: inputs ``Sr = Kt, Sc = Mt``, ``Nt`` streamed; ``ceil(Sr/R) x ceil(Sc/C)`` folds).
 
-DRAM bytes per repetition (an operand the DRAM does not hold moves only what its buffer cannot
-keep, ``max(0, S - capacity)``, each time it would be fetched):
+DRAM bytes per repetition (an operand the DRAM does not hold is kept on chip: whole, moving
+nothing, or streaming its overflow, when it moves the part of it its buffer does not keep beside
+the schedule's share of tiles each time it would be fetched: :mod:`asicsim.hw.residency`):
 
 =============== ======================= ===================== =============
 family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
@@ -53,6 +54,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+
+from asicsim.hw.residency import resident_bytes
 
 OS, WS, IS = 0, 1, 2
 ZERO_CODES = {"compute": 0, "gate": 1, "skip": 2}
@@ -136,6 +139,13 @@ class Schedule:
     #: family through its ``Mt x Kt`` block ``Ma`` rows at a time (None: the whole tile)
     Ma: np.ndarray | None = None
     Na: np.ndarray | None = None
+    #: the operands kept on chip whose overflow streams from DRAM, bits of
+    #: :data:`asicsim.hw.residency.STREAM_BITS` (1 ifmap, 2 filter, 4 ofmap; 0: every kept tensor
+    #: stays whole): their tiles take buffer space, the buffer keeps what is left of them
+    streamed: np.ndarray | float = 0.0
+    #: the share of a buffer a streamed kept tensor is homed in (of what the tensors kept whole
+    #: leave) its tiles may take; the rest keeps the streamed tensors (:mod:`asicsim.hw.residency`)
+    tile_share: np.ndarray | float = 1.0
 
 
 @dataclass(frozen=True)
@@ -177,10 +187,12 @@ class GemmCounts:
     psum_spill: np.ndarray
     Ma: np.ndarray
     Na: np.ndarray
+    streamed: np.ndarray
+    tile_share: np.ndarray
 
     #: fields that describe the mapping rather than add up over GEMMs
     MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill",
-               "Ma", "Na")
+               "Ma", "Na", "streamed", "tile_share")
 
     @property
     def dram_bytes(self) -> np.ndarray:
@@ -208,25 +220,6 @@ def spatial_folds(dim, tile, side):
     return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
 
 
-def kept_on_chip(p: GemmProblem, hw: ArrayHardware, buffer: int):
-    """Bytes of the tensors kept whole in buffer ``buffer`` between operations: the footprints of
-    the operands homed there that do not live in DRAM."""
-    foot = {"ifmap": p.a_footprint, "filter": p.N * p.K * p.b_bytes, "ofmap": p.M * p.N * p.out_bytes}
-    return sum(np.where(p.off_chip[k], 0.0, foot[k]) for k in foot if hw.layout.home(k) == buffer)
-
-
-def overflowing_on_chip(p: GemmProblem, hw: ArrayHardware) -> np.ndarray:
-    """Where (per element) a tensor kept on chip between operations takes more than half of its
-    home buffer. The tiles then get the other half (``tiles.buffer_rows``) while the DRAM count
-    subtracts the whole capacity from each such tensor and reads an on-chip operand's overflow once
-    per pass as if it stayed resident: DRAM is under-counted there (it can fall below the pebble
-    bound, ``tests/hw/test_dram_bounds.py``), so results carry a note (issue 31)."""
-    out = np.False_
-    for i, cap in enumerate(hw.capacity):
-        out = out | (kept_on_chip(p, hw, i) > np.asarray(cap, dtype=np.float64) / 2)
-    return out
-
-
 def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool = False) -> GemmCounts:
     """Counts of ``p`` on ``hw`` under schedule ``s`` (module docstring for the model). ``lean``: only
     the fields the mapper's measures read (:data:`LEAN_SKIPS` are None, not computed; the others are
@@ -242,14 +235,13 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
 
     # --- DRAM bytes per repetition -----------------------------------------------------------
     S_A, S_B, S_C = p.a_footprint, N * K * p.b_bytes, M * N * p.out_bytes
-    cap = [np.asarray(c, dtype=np.float64) for c in hw.capacity]
-    lay = hw.layout
-
-    def moved(op, S):  # bytes fetched per pass: all of it off chip, else what its buffer cannot keep
-        return np.where(p.off_chip[op], S, np.maximum(S - cap[lay.home(op)], 0.0))
-
     mult_a = np.where(fam == ACTIVATIONS, 1.0, Tn)
     mult_b = np.where(fam == WEIGHTS, 1.0, Tm)
+    kept = resident_bytes(p, hw, s, {"ifmap": mult_a, "filter": mult_b, "ofmap": 1.0})
+
+    def moved(op, S):  # bytes fetched per pass: all of it off chip, else what its buffer does not keep
+        return S if kept is None else np.where(p.off_chip[op], S, S - kept[op])
+
     dram_a = reps * moved("ifmap", S_A) * mult_a
     one_b = moved("filter", S_B) * mult_b
     # shared weights (RNN steps): the last weight tile loaded is still there when the next
@@ -313,7 +305,7 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
             sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
             dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c, dram_psum_bytes=dram_p,
             tiles_m=Tm, tiles_n=Tn, tiles_k=Tk, family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db,
-            psum_spill=spill)
+            psum_spill=spill, streamed=s.streamed, tile_share=s.tile_share)
     return GemmCounts(
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
@@ -326,4 +318,6 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
         footprint_ifmap_bytes=reps * S_A, footprint_filter_bytes=np.where(p.shared_weights, S_B, reps * S_B),
         footprint_ofmap_bytes=reps * S_C, tiles_m=Tm, tiles_n=Tn, tiles_k=Tk,
         family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill,
-        Ma=np.broadcast_to(Ma, np.shape(Mt)) * 1.0, Na=np.broadcast_to(Na, np.shape(Nt)) * 1.0)
+        Ma=np.broadcast_to(Ma, np.shape(Mt)) * 1.0, Na=np.broadcast_to(Na, np.shape(Nt)) * 1.0,
+        streamed=np.broadcast_to(s.streamed, np.shape(Mt)) * 1.0,
+        tile_share=np.broadcast_to(s.tile_share, np.shape(Mt)) * 1.0)

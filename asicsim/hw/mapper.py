@@ -5,13 +5,19 @@ operand stays resident in SRAM while the innermost tile loop runs: the ``Mt x Nt
 a ``Kt x Nt`` weight block or an ``Mt x Kt`` activation block), any tiles ``Mt <= M``, ``Nt <= N``,
 ``Kt <= K`` that fit the buffers under *any* split of a shared buffer (the tiles homed in a
 buffer, doubled when double-buffered, fit what the tensors kept whole there leave:
-:func:`asicsim.hw.tiles.buffer_rows`), the array's tile ``Ma x Na`` (the partial sums') inside
+:func:`asicsim.hw.residency.buffer_rows`), the array's tile ``Ma x Na`` (the partial sums') inside
 the resident block (the weights family works through its block ``Na`` columns at a time, the
 activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
-slivers (where the outputs leave through DRAM), and double buffering or not.
+slivers (where the outputs leave through DRAM), double buffering or not, and for each tensor
+kept on chip between operations, kept whole or streaming its overflow (its tiles take buffer space
+as an off-chip operand's, in a share of the buffer; the rest keeps as much of the tensor as fits:
+:mod:`asicsim.hw.residency`).
 
-The search (:func:`candidates`), per buffering and partial-sum home:
+The search (:func:`candidates`), per buffering, partial-sum home, set of streamed kept tensors
+and tile share (:data:`asicsim.hw.residency.TILE_SHARES`; streaming only where the kept tensors
+may not leave room for the whole problem's tiles, :func:`asicsim.hw.residency.stream_choices`
+proves it cannot win elsewhere, and no share below one that already keeps every streamed tensor):
 
 * outputs resident: every block width and every block height (the least tile of each trip count,
   :func:`asicsim.hw.tiles.trip_tiles`) with the other side as long as fits beside a one-deep K
@@ -40,13 +46,17 @@ Per family the bytes depend on the tiles only through the streamed operands' tri
 (outputs: ``T_m`` and ``T_n``; weights: ``T_n``, and ``T_k`` when partial sums spill; activations:
 ``T_m`` and ``T_k``) and never grow when a tile grows; the enumerated dimension runs over every
 trip count while the others take the least space any schedule can give them (a one-deep sliver,
-a one-column partial-sum tile), so the least trips of the other side for each is reached.
+a one-column partial-sum tile), so the least trips of the other side for each is reached. Kept
+tensors streaming their overflow keep a fixed share of their buffer for each tile share, so the
+same holds for each (streamed set, tile share), whose per-pass bytes the key that picks the trip
+counts uses (:func:`_dram_key`).
 ``tests/hw/test_mapper_search.py`` checks this against an enumerator of every tile that shares
 none of this module. ``energy`` and ``latency`` are not proven optimal: on small random problems
 (1-9 per dimension, arrays of 1-4 PEs a side) the same enumerator finds a better schedule in about
 3 of 1,000 (case, objective) pairs, by at most 2.5 % (before issue 31's second pass: 43 in 100,
 up to 1.42x); the misses cut two tile dimensions below what fits at once (listing every pair of trip
-counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``. Ties on
+counts would cost ``O(sqrt(M) sqrt(N))`` candidates per GEMM), see the test's ``GAP``; with tensors
+kept on chip the gap is larger (the test's ``KEPT_GAP``). Ties on
 the objective go to a second measure (``dram`` and ``energy``: cycles; ``latency``: energy), so
 the DRAM-optimal schedule keeps the array busy.
 
@@ -62,6 +72,7 @@ The candidates are measured and one chosen per element by :mod:`asicsim.hw.mappe
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -81,6 +92,14 @@ from asicsim.hw.counts import (
 )
 from asicsim.hw.mapper_shapes import variant_of, variant_rows
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
+from asicsim.hw.residency import (
+    STREAM_BITS,
+    TILE_SHARES,
+    keeps_all,
+    resident_bytes,
+    stream_choices,
+    streams,
+)
 from asicsim.hw.tiles import (
     buffer_rows,
     element_shape,
@@ -94,15 +113,17 @@ from asicsim.hw.tiles import (
 _SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
 
 
-def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list):
+def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list, mask: float = 0.0, share: float = 1.0):
     """The DRAM bytes per repetition of family ``fam`` with tiles ``t`` that depend on the tiles
-    (:mod:`asicsim.hw.counts`: the streamed operands times their trips, partial sums spilled)."""
+    (:mod:`asicsim.hw.counts`: the streamed operands times their trips, partial sums spilled;
+    kept tensors as the streamed set ``mask`` and tile share ``share`` keep them)."""
     M, N, K = p.M, p.N, p.K
     Tm, Tn, Tk = np.ceil(M / t[0]), np.ceil(N / t[1]), np.ceil(K / t[2])
-    lay = hw.layout
+    fetches = {"ifmap": Tn if fam != ACTIVATIONS else 1.0, "filter": Tm if fam != WEIGHTS else 1.0, "ofmap": 1.0}
+    kept = resident_bytes(p, hw, SimpleNamespace(streamed=mask, tile_share=share), fetches)
 
     def moved(op, S):
-        return np.where(p.off_chip[op], S, np.maximum(S - np.asarray(hw.capacity[lay.home(op)]), 0.0))
+        return S if kept is None else np.where(p.off_chip[op], S, S - kept[op])
 
     wa, wb = moved("ifmap", p.a_footprint), moved("filter", N * K * p.b_bytes)
     if fam == OUTPUTS:
@@ -134,96 +155,113 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
     sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
                 np.where(hw.dataflow == IS, np.inf, hw.cols)]
-    out: list = []  # (block, emitted for double buffering only)
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
     variants = [(db, spill) for db in (False, True) for spill in homes]
     lead = (len(variants),) + (1,) * ndim
     dbs = np.array([db for db, _ in variants]).reshape(lead)
     sp = np.array([spill for _, spill in variants]).reshape(lead)
-    rows = variant_rows([buffer_rows(p, hw, spill) for _, spill in variants], lead)
+    # kept tensors whole, or (where they may not leave room for the tiles) some of them streaming
+    # their overflow, the tiles fitted to the whole budget or a share of it (what is left keeps more)
+    masks, tight = stream_choices(p, hw)
+    kept = [(0.0, 1.0, True)]  # (streamed set, tile share, where it can win)
+    for mask in masks[1:]:
+        full = np.False_  # a share below one that already keeps every streamed tensor cannot win
+        for share in TILE_SHARES:
+            can = tight & ~full
+            if np.any(can):
+                kept.append((mask, share, can))
+            full = full | keeps_all(p, hw, mask, share)
+    blocks = []  # per kept choice: (block along the variant axis, emitted for double buffering only)
+    for mask, share, can in kept:
+        out: list = []
+        blocks.append(out)
+        rows = variant_rows([buffer_rows(p, hw, spill, mask, share) for _, spill in variants], lead)
 
-    def emit(fam, t, ok=True, sub=None, only_db=False):
-        Ma, Na = (t[0], t[1]) if sub is None else sub
-        out.append((Schedule(np.where(ok, fam, -1), *t, dbs, sp, Ma, Na), only_db))
+        def emit(fam, t, ok=True, sub=None, only_db=False, out=out, mask=mask, share=share, can=can):
+            Ma, Na = (t[0], t[1]) if sub is None else sub
+            out.append((Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na,
+                                 np.asarray(mask), np.asarray(share)), only_db))
 
-    for x, widest in itertools.product((0, 1), (False, True)):
-        # outputs resident: every block width (height), the other side as tall (wide) as fits
-        # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
-        # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
-        # K as long as fits (or at twice and four times its trips), or K one array side deep
-        # and the other side as tall (wide) as then fits
-        y = 1 - x
-        t = [None, None, one]
-        t[x] = D[x] if widest else lists[x]
-        t[y] = most(y, t, rows, dbs, D[y])
-        if not widest:
-            # every block height (width) with K as long as fits; double-buffered, also K one
-            # deep (the most steps)
-            every = [t[0], t[1], one]
-            # double-buffered only
-            emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
-            every[y] = trip_min(t[y], D[y])
-            emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
-            t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t), np.inf), t)
-        t[y] = trip_min(t[y], D[y])
-        k_most = most(2, t, rows, dbs, K)
-        if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
-            emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
-        for split in (1, 2, 4):
-            emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
-                           if split > 1 else k_most])
-        t[2] = k_side
-        t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
-        emit(OUTPUTS, t)
-    for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
-        # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
-        # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
-        # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
-        # with its trip count, or as wide as fits beside a sliver one array side long; the
-        # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
-        # wide as fits beside the rest
-        ps = [None, None]
-        ps[res] = one
-        for k in (K, lists[2]):
-            t = [None, None, k]
-            t[srm] = one
-            t[res] = most(res, t, rows, dbs, D[res], ps)
-            if k is not K:
-                t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t), np.inf), t)
-                t[2] = trip_min(t[2], K)
-            t[res] = trip_min(t[res], D[res])
-            ok = dram_spill | (t[2] >= K)
-            wide = list(t)
-            wide[srm] = side[srm]
-            wide[res] = trip_min(most(res, wide, rows, dbs, D[res], ps), D[res])
-            half = list(t)  # the block at twice and four times its trips: room for the sliver
-            half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-            quarter = list(t)
-            quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-            for u in (t, wide, half, quarter):
-                g = list(u)  # the partial-sum tile the whole block wide (tall)
-                g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
-                emit(fam, g, ok)
-                longest = most(srm, u, rows, dbs, D[srm], ps)
-                slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
-                if u is t and k is K:  # double-buffered, K whole: every sliver length
-                    slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
-                for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
-                    only = i == 3
-                    g = list(u)
-                    g[srm] = sliver
-                    s_res = most_sub(g, g[srm], rows, dbs, g[res])
-                    # or no taller than a fold's stream (os: no reload outlasts it), or cut
-                    # to a multiple of the array side it spans (the other tiles uncut)
-                    short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
-                    across = sub_side[res]  # inf where the tile is streamed, not spatial
-                    step = np.where(np.isfinite(across), across, 1.0)
-                    cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
-                    for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
-                        emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
-    for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
-        emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
-    return [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for b, only in out if db or not only]
+        for x, widest in itertools.product((0, 1), (False, True)):
+            # outputs resident: every block width (height), the other side as tall (wide) as fits
+            # beside a K sliver one deep (array-independent: cheap on design sweeps), the one of
+            # least DRAM bytes or the widest (tallest), cut to the least with its trip count; then
+            # K as long as fits (or at twice and four times its trips), or K one array side deep
+            # and the other side as tall (wide) as then fits
+            y = 1 - x
+            t = [None, None, one]
+            t[x] = D[x] if widest else lists[x]
+            t[y] = most(y, t, rows, dbs, D[y])
+            if not widest:
+                # every block height (width) with K as long as fits; double-buffered, also K one
+                # deep (the most steps)
+                every = [t[0], t[1], one]
+                # double-buffered only
+                emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
+                every[y] = trip_min(t[y], D[y])
+                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
+                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
+            t[y] = trip_min(t[y], D[y])
+            k_most = most(2, t, rows, dbs, K)
+            if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
+            for split in (1, 2, 4):
+                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                               if split > 1 else k_most])
+            t[2] = k_side
+            t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
+            emit(OUTPUTS, t)
+        for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
+            # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
+            # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
+            # DRAM, where allowed) with the block as wide as fits; then the block cut to the least
+            # with its trip count, or as wide as fits beside a sliver one array side long; the
+            # sliver as long as fits; the partial-sum tile the whole block wide (tall), or as
+            # wide as fits beside the rest
+            ps = [None, None]
+            ps[res] = one
+            for k in (K, lists[2]):
+                t = [None, None, k]
+                t[srm] = one
+                t[res] = most(res, t, rows, dbs, D[res], ps)
+                if k is not K:
+                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
+                    t[2] = trip_min(t[2], K)
+                t[res] = trip_min(t[res], D[res])
+                ok = dram_spill | (t[2] >= K)
+                wide = list(t)
+                wide[srm] = side[srm]
+                wide[res] = trip_min(most(res, wide, rows, dbs, D[res], ps), D[res])
+                half = list(t)  # the block at twice and four times its trips: room for the sliver
+                half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                quarter = list(t)
+                quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+                for u in (t, wide, half, quarter):
+                    g = list(u)  # the partial-sum tile the whole block wide (tall)
+                    g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
+                    emit(fam, g, ok)
+                    longest = most(srm, u, rows, dbs, D[srm], ps)
+                    slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
+                    if u is t and k is K:  # double-buffered, K whole: every sliver length
+                        slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
+                    for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
+                        only = i == 3
+                        g = list(u)
+                        g[srm] = sliver
+                        s_res = most_sub(g, g[srm], rows, dbs, g[res])
+                        # or no taller than a fold's stream (os: no reload outlasts it), or cut
+                        # to a multiple of the array side it spans (the other tiles uncut)
+                        short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
+                        across = sub_side[res]  # inf where the tile is streamed, not spatial
+                        step = np.where(np.isfinite(across), across, 1.0)
+                        cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
+                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
+        for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
+            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+    # in the order of (buffering, home, kept choice), the same blocks each
+    return [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in blocks
+            for b, only in out if db or not only]
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
@@ -261,25 +299,39 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0,
-                                           best[6], best[7]))
+                                           best[6], best[7], best[8], best[9]))
 
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
-             double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1) -> str:
+             double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1,
+             streamed: float = 0, tile_share: float = 1) -> str:
     """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
     streamed 4x; tile 512x1024x4096; double-buffered'. ``psum_spill``: the buffer partial sums
     are kept in, when not the design's partial-sum buffer; ``tiles_k``: K slivers (outside the
-    outputs family, partial sums go to DRAM and back between them)."""
+    outputs family, partial sums go to DRAM and back between them); ``streamed``: the kept
+    tensors whose overflow streams (:attr:`asicsim.hw.counts.Schedule.streamed`) and the share
+    of their buffer the tiles take (``tile_share``)."""
     fam = FAMILIES[int(family)]
     k = "K" if tiles_k <= 1 else f"{Kt:.0f}"
     parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
              "weights": f"weights resident in SRAM ({k} x {Nt:.0f} block)",
              "activations": f"activations resident in SRAM ({Mt:.0f} x {k} block)"}
     words = [parts[fam]]
+    over = {k: not off_chip.get(k, True) and bool(streams(streamed, k)) for k in STREAM_BITS}
+    on_chip = {k: "read on chip, the overflow streamed" if over[k] else "read on chip" for k in STREAM_BITS}
     if fam != "activations":
-        words.append(f"activations {'streamed' if off_chip['ifmap'] else 'read on chip'} {tiles_n:.0f}x")
+        words.append(f"activations {'streamed' if off_chip['ifmap'] else on_chip['ifmap']} {tiles_n:.0f}x")
+    elif over["ifmap"]:
+        words.append("activations' overflow streamed once")
     if fam != "weights":
-        words.append(f"weights {'streamed' if off_chip['filter'] else 'read on chip'} {tiles_m:.0f}x")
+        words.append(f"weights {'streamed' if off_chip['filter'] else on_chip['filter']} {tiles_m:.0f}x")
+    elif over["filter"]:
+        words.append("weights' overflow streamed once")
+    if over["ofmap"]:
+        words.append("outputs' overflow written to DRAM")
+    if any(over.values()):
+        words.append("none of them kept on chip" if tile_share >= 1 else
+                     f"tiles in {tile_share:.3g} of their buffer, the rest keeps them")
     if fam != "outputs" and tiles_k > 1:
         words.append(f"partial sums to DRAM and back {tiles_k - 1:.0f}x")
     words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")

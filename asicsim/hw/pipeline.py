@@ -20,7 +20,6 @@ from asicsim.hw.counts import (
     BufferLayout,
     GemmCounts,
     GemmProblem,
-    overflowing_on_chip,
 )
 from asicsim.hw.design import SystolicDesign, buffer_tile_note
 from asicsim.hw.mapper import best_counts
@@ -51,11 +50,6 @@ _VECTOR_KEYS = {"cycles_compute": "cycles_compute", "vector_ops": "vector_ops", 
                 "sram.ofmap.writes": "sram_ofmap_writes", "dram.ifmap.reads_bytes": "dram_ifmap_bytes",
                 "dram.ofmap.writes_bytes": "dram_ofmap_bytes"}
 _SCHEDULE_FIELDS = tuple(f.name for f in fields(Schedule))
-
-
-OVERFLOW_NOTE = ("tensors kept on chip between operations take more than half of their buffer: DRAM "
-                 "traffic may be under-counted (an on-chip operand's overflow is read once, as if resident; "
-                 "a known limit of the model, issue 31)")
 
 
 def lower(op: Operation) -> tuple[list[GemmLowering], Elementwise | None]:
@@ -129,7 +123,6 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     lows = [low for ls, _ in lowered for low in ls]
     t: dict[str, np.ndarray] = {}
     bounds = DramBounds(np.zeros((*shape, n)), np.zeros((*shape, n)))
-    overflow_ops: set = set()
     if lows:
         p = gemm_problem(lows, [ops[i] for i in owner], d, bpe)
         hw = ArrayHardware(rows=R[..., None], cols=C[..., None], dataflow=df[..., None],
@@ -137,8 +130,6 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
                            mac_rate=rate, bypass_unused=d.array.bypass_unused)
         bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
-        over = np.broadcast_to(overflowing_on_chip(p, hw), (*shape, len(lows))).reshape(-1, len(lows)).any(0)
-        overflow_ops = set(np.asarray(owner)[over].tolist())
         q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
         bpe_gemm = dict(bpe, filter=q.b_bytes)
         c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates)), inverse)
@@ -173,9 +164,8 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
     runs_here = np.asarray([bool(ls) or d.vector is not None for ls, _ in lowered])
     t["cycles_sync"] = t["cycles_sync"] + np.where(runs_here, float(d.array.sync_cycles), 0.0)
     tile = buffer_tile_note(d) if rows is None and cols is None and capacity_bytes is None else None
-    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None, tile if ls else None,
-                                 OVERFLOW_NOTE if i in overflow_ops else None]))
-             for i, (ls, vec) in enumerate(lowered)]
+    notes = [tuple(filter(None, [vector_note(vec, d) if vec is not None else None, tile if ls else None]))
+             for ls, vec in lowered]
     tr = traffic(t, dict(bpe, filter=t["filter_bytes"]), (*shape, n))
     e = energy(t, tr, rates, zero, bpe["psum"])
     performed = t["macs_nonzero"] if zero == ZERO_CODES["skip"] else t["macs"]

@@ -40,7 +40,8 @@ from asicsim.hw.result_table import Labels, frame
 class Schedule:
     """The mapping the mapper chose per operation (its largest GEMM's): the resident operand's
     family (an index into :data:`asicsim.hw.counts.FAMILIES`), tile sizes, trip counts, double
-    buffering and partial-sum spill. NaN where an operation runs no GEMM."""
+    buffering, partial-sum spill and the kept tensors that stream their overflow. NaN where an
+    operation runs no GEMM."""
 
     family: np.ndarray
     Mt: np.ndarray
@@ -51,6 +52,8 @@ class Schedule:
     tiles_k: np.ndarray
     double_buffered: np.ndarray
     psum_spill: np.ndarray
+    streamed: np.ndarray  # kept tensors streaming their overflow (asicsim.hw.residency.STREAM_BITS)
+    tile_share: np.ndarray  # the share of their buffer the tiles take beside them (1: none kept)
 
     def take(self, index) -> Schedule:
         return Schedule(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})

@@ -1,5 +1,5 @@
 """What fits the buffers: the bytes a schedule's tiles take per buffer under any split of a shared
-buffer, the largest tile that fits beside others (closed form), the tiles the mapper enumerates
+buffer (:func:`asicsim.hw.residency.buffer_rows`, with the tensors kept on chip), the largest tile that fits beside others (closed form), the tiles the mapper enumerates
 (the least tile of every trip count), a schedule's array-aligned twin, and the distinct GEMMs of
 a problem (a network repeats its shapes: each is searched once). Used by
 :mod:`asicsim.hw.mapper`; the model of a schedule's cost is :mod:`asicsim.hw.counts`."""
@@ -19,37 +19,12 @@ from asicsim.hw.counts import (
     GemmCounts,
     GemmProblem,
     Schedule,
-    kept_on_chip,
 )
+from asicsim.hw.residency import buffer_rows as buffer_rows  # the mapper's
 
 
 def _floor(x):
     return np.floor(np.where(np.isfinite(x), x, 1e18))
-
-
-def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool) -> list[tuple]:
-    """Per buffer ``(a, b, c, budget)``: a schedule's tiles take ``a Mt Kt + b Kt Nt + c Mt Nt``
-    bytes there (``a``: the A tile's bytes per element if the ifmap streams from DRAM into this
-    buffer; ``b`` the B tile's; ``c`` the partial sums' if they live here, plus the output
-    staging's when the outputs leave through this buffer and partial sums live elsewhere), twice
-    that when double-buffered, and ``budget`` is the capacity less the tensors kept whole there
-    between operations (at most half of it: counts.py charges the overflow). ``spill``: partial
-    sums in the design's ``psum_spill`` buffer."""
-    lay = hw.layout
-    off = {k: np.asarray(v, dtype=bool) for k, v in p.off_chip.items()}
-    a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
-    psum_home = lay.psum_spill if spill else lay.home("psum")
-    rows = []
-    for i, cap in enumerate(hw.capacity):
-        cap = np.asarray(cap, dtype=np.float64)
-        kept = kept_on_chip(p, hw, i)
-        a = np.where(off["ifmap"], a_eff, 0.0) if lay.home("ifmap") == i else 0.0
-        b = np.where(off["filter"], p.b_bytes, 0.0) if lay.home("filter") == i else 0.0
-        c = p.acc_bytes if psum_home == i else 0.0
-        if lay.home("ofmap") == i and psum_home != i:
-            c = c + np.where(off["ofmap"], p.out_bytes, 0.0)
-        rows.append((a, b, c, cap - np.minimum(kept, cap / 2)))
-    return rows
 
 
 def most(dim: int, t: list, rows: list, db, D, ps=(None, None)):
@@ -156,13 +131,14 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     Na = np.where(df == IS, Na, cut(Na, hw.cols))
     out = s.family == OUTPUTS
     return Schedule(s.family, np.where(out, Ma, s.Mt), np.where(out, Na, s.Nt), Kt, s.double_buffered,
-                    s.psum_spill, Ma, Na)
+                    s.psum_spill, Ma, Na, s.streamed, s.tile_share)
 
 
 def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:
     """Whether ``s`` is in the space: its tiles fit (:func:`fits`) and it cuts K outside the
     outputs family only where partial sums may go to DRAM (the outputs leave through it)."""
-    rows = {sp: buffer_rows(p, hw, sp) for sp in ((False, True) if hw.layout.psum_spill is not None else (False,))}
+    rows = {sp: buffer_rows(p, hw, sp, s.streamed, s.tile_share)
+            for sp in ((False, True) if hw.layout.psum_spill is not None else (False,))}
     ok = fits(s, rows[False])
     if True in rows:
         ok = np.where(s.psum_spill, fits(s, rows[True]), ok)

@@ -138,7 +138,8 @@ def test_hand_partial_sums_fill_their_buffer():
     r = cost(Gemm(20, 2, 5), design(2, 2, "ws", psum=64), objective="dram")
     assert r.dram_bytes == 150 == r.dram_bound_bytes
     assert r.schedule == {"family": "weights", "Mt": 2, "Nt": 2, "Kt": 5, "tiles_m": 10, "tiles_n": 1,
-                          "tiles_k": 1, "double_buffered": True, "psum_spill": False}
+                          "tiles_k": 1, "double_buffered": True, "psum_spill": False, "streamed": 0,
+                          "tile_share": 1.0}
     # the weights are loaded into the array once per 2-row sliver: 10 x 10 reads; rf=3 row folds
     assert r.traffic["sram.filter.reads"] == 5 * 2 * 10
     assert r.cycles_compute == 3 * 20

@@ -69,7 +69,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None):
                                    np.broadcast_to(getattr(t, f), (n, *shape))]) for f in passes.FIELDS))
     with np.errstate(divide="ignore", invalid="ignore"):
         c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                            s.psum_spill, s.Ma, s.Na))
+                                            s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share))
         ok = valid(p, hw, s)
         lat = np.where(ok, c.busy_cycles + c.cycles_stall, np.inf)
         m = {"latency": lat, "dram": np.where(ok, c.dram_bytes, np.inf)}
@@ -82,7 +82,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None):
             pick, lo = _select(m[objective], m[mapper._SECOND[objective]])
     assert np.all(np.isfinite(lo))
     b = [np.take_along_axis(getattr(s, f), pick[None], 0)[0] for f in passes.FIELDS]
-    return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, b[6], b[7]))
+    return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, b[6], b[7], b[8], b[9]))
 
 
 def _sweep(ops, design, grid, objective):
@@ -152,7 +152,8 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
         shape = element_shape(p, hw)
         for s in passes.stacked_chunks(mapper.candidates(p, hw), hw, shape):
             full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                                          s.psum_spill, s.Ma, s.Na), lean=b) for b in (False, True))
+                                                          s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share), lean=b)
+                          for b in (False, True))
             for f in type(full).names():
                 v = getattr(lean, f)
                 if f in LEAN_SKIPS:

@@ -20,13 +20,15 @@ from asicsim.hw.counts import ArrayHardware, Schedule, schedule_counts
 from asicsim.hw.mapper import best_counts
 from asicsim.hw.pipeline import gemm_problem, layout
 from asicsim.hw.pricing import energy_rates, schedule_energy
+from asicsim.hw.residency import TILE_SHARES
 
 MIB = 2**20
 
 
-def small_design(R, C, df, caps, psum=None, spill=False):
+def small_design(R, C, df, caps, psum=None, spill=False, holds=("ifmap", "filter", "ofmap")):
     """Separate ifmap, filter and ofmap buffers (``spill``: partial sums may be kept in the ofmap
-    one), and a partial-sum buffer of ``psum`` bytes (None: they share the ofmap buffer)."""
+    one), and a partial-sum buffer of ``psum`` bytes (None: they share the ofmap buffer); the DRAM
+    ``holds`` those operands (the others are kept on chip between operations)."""
     bufs = [BufferSpec(name=n, holds=(n,), capacity_kib=c / 1024, psum_spill=spill and n == "ofmap")
             for n, c in zip(("ifmap", "filter", "ofmap"), caps, strict=True)]
     if psum is not None:
@@ -34,7 +36,7 @@ def small_design(R, C, df, caps, psum=None, spill=False):
     return SystolicDesign(name="m", technology_nm=45, clock_mhz=1000, static_power_w=0.0,
                           array=ArraySpec(rows=R, cols=C, dataflow=df),
                           pe=PESpec(a_format="int8", b_format="int8", acc_format="int32"), buffers=tuple(bufs),
-                          dram=DramSpec(kind="DDR4", bandwidth_gbps=1.0))
+                          dram=DramSpec(kind="DDR4", bandwidth_gbps=1.0, holds=tuple(holds)))
 
 
 def model(op, d):
@@ -63,17 +65,28 @@ def enumerate_space(op, d, score_energy) -> dict:
     sums to DRAM, allowed where the outputs go to DRAM. A schedule fits when, in every buffer, the
     tiles homed there (A Mt x Kt if the ifmap streams from DRAM, B Kt x Nt likewise, the partial
     sums Ma x Na in their buffer, the outputs Ma x Na where they leave through another buffer),
-    doubled when double-buffered, fit the capacity less what is kept whole there (the on-chip
-    tensors, at most half of it)."""
+    doubled when double-buffered, fit the capacity less the tensors kept whole there. An operand
+    the DRAM does not hold is kept on chip, whole (no tiles) or streaming its overflow (its tiles
+    as an off-chip operand's, in each share of :data:`TILE_SHARES` of the buffer it is homed in,
+    less what is kept whole: the space asicsim/hw/residency.py defines), each choice
+    enumerated."""
     b = d
     assert all(len(x.holds) == 1 for x in b.buffers)
     bpe = {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0}
     M, N, K = op.M, op.N, op.K
     cap = {x.holds[0]: x.capacity_bytes for x in d.buffers}
+    size = {"ifmap": M * K, "filter": K * N, "ofmap": M * N}
+    kept = [x for x in ("ifmap", "filter", "ofmap") if x not in d.dram.holds]
+    bit = {"ifmap": 1, "filter": 2, "ofmap": 4}
+    streams = [set(c) for n in range(len(kept) + 1) for c in itertools.combinations(kept, n)]
     psum_homes = ["psum" if "psum" in cap else "ofmap"] + (["ofmap"] if any(x.psum_spill for x in d.buffers) else [])
     p, hw, _ = model(op, d)
     best = {"latency": np.inf, "energy": np.inf, "dram": np.inf}
-    for fam, db, home in itertools.product((0, 1, 2), (False, True), psum_homes):
+    shared = [(st, sh) for st in streams for sh in (TILE_SHARES if st else (1.0,))]
+    for fam, db, home, (streaming, share) in itertools.product((0, 1, 2), (False, True), psum_homes, shared):
+        moving = {x for x in ("ifmap", "filter", "ofmap") if x in d.dram.holds or x in streaming}
+        whole = {x: size[x] * bpe[x] if x in kept and x not in streaming else 0.0 for x in cap}
+        part = {x: share if x in streaming else 1.0 for x in cap}
         rows = []
         for m, n, k in itertools.product(range(1, M + 1), range(1, N + 1), range(1, K + 1)):
             if fam != 0 and k < K and "ofmap" not in d.dram.holds:
@@ -81,17 +94,19 @@ def enumerate_space(op, d, score_energy) -> dict:
             subs = [(m, n)] if fam == 0 else [(m, s) for s in range(1, n + 1)] if fam == 1 else \
                 [(s, n) for s in range(1, m + 1)]
             for ma, na in subs:
-                use = {"ifmap": m * k * bpe["ifmap"], "filter": k * n * bpe["filter"], "ofmap": 0.0, "psum": 0.0}
+                use = {"ifmap": m * k * bpe["ifmap"] * ("ifmap" in moving),
+                       "filter": k * n * bpe["filter"] * ("filter" in moving), "ofmap": 0.0, "psum": 0.0}
                 use[home] += ma * na * bpe["psum"]
-                if home != "ofmap":
+                if home != "ofmap" and "ofmap" in moving:
                     use["ofmap"] += ma * na * bpe["ofmap"]
-                if all(use[x] * (2 if db else 1) <= cap[x] for x in cap):
+                if all(use[x] * (2 if db else 1) <= part[x] * (cap[x] - whole[x]) for x in cap):
                     rows.append((m, n, k, ma, na))
         if not rows:
             continue
         m, n, k, ma, na = np.array(rows, dtype=np.float64).T
         c = schedule_counts(p, hw, Schedule(np.full(m.shape, float(fam)), m, n, k, np.asarray(db),
-                                            np.asarray(home == "ofmap" and "psum" in cap), ma, na))
+                                            np.asarray(home == "ofmap" and "psum" in cap), ma, na,
+                                            float(sum(bit[x] for x in streaming)), share))
         got = dict(measures(c), energy=score_energy(c))
         for key in best:
             best[key] = min(best[key], float(np.min(got[key])))
@@ -133,6 +148,45 @@ def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, obje
         assert best[objective] == np.inf
         return
     assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+
+
+#: The same with tensors kept on chip (``dram.holds`` leaves some out), whole or streaming their
+#: overflow (asicsim/hw/residency.py). ``dram``: exact (600 random cases of this test's
+#: distribution, 0 above the least). ``energy``: 91 of 600 above the least, at most 1.070x;
+#: ``latency``: 90 of 600, at most 1.190x (benchmarks/RESULTS.md, "Tensors kept on chip"): the
+#: kept tensors leave tight budgets, where cutting two tile sides at once (the misses of ``GAP``)
+#: and the tile share trade more; the bounds here leave a margin over the worst seen.
+KEPT_GAP = {"dram": 1.0, "energy": 1.10, "latency": 1.25}
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["os", "ws", "is"]),
+       R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
+       psum=st.one_of(st.none(), st.integers(4, 1200)),
+       holds=st.sampled_from([("filter",), ("filter", "ofmap"), ("ifmap", "filter")]),
+       objective=st.sampled_from(["dram", "energy", "latency"]))
+def test_kept_tensors_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, holds, objective):
+    """Tensors kept on chip, whole or streaming their overflow: ``dram`` the least bytes of the
+    whole space, exactly; ``energy`` and ``latency`` within :data:`KEPT_GAP`."""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum, holds=holds)
+    best = enumerate_space(op, d, model(op, d)[2])
+    try:
+        got = chosen(op, d, objective)
+    except ValueError:
+        assert best[objective] == np.inf
+        return
+    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * KEPT_GAP[objective] * (1 + 1e-9)
+
+
+def test_kept_output_overflow_least_dram():
+    """C (25 bytes) kept on chip in an 11-byte buffer: the least DRAM streams its overflow, a
+    one-element output staging tile in 1/4 of the buffer and 3/4 (8.25 bytes) keeping C: A 20
+    and B 20 once (weights resident, K x 5 block), C 25 - 8.25 written: 56.75."""
+    op = sim.Gemm(5, 5, 4)
+    d = small_design(3, 3, "os", (16, 81, 11), 259, holds=("ifmap", "filter"))
+    assert chosen(op, d, "dram") == enumerate_space(op, d, model(op, d)[2])["dram"] == 20 + 20 + 25 - 8.25
 
 
 @pytest.mark.parametrize(("shape", "df", "R", "C", "caps", "psum", "objective"), [
