@@ -5,7 +5,9 @@ How an op is named: ``<name scope>/<primitive>``, the scope being JAX's name sta
 was traced -- the names ``jax.named_scope`` blocks and Flax Linen modules set (``Block/ln1``,
 ``Block/attn``), and the name of a jitted function the interpreter enters (``outer/g/inner``
 for ``g``'s ops, where ``g = jax.jit(...)`` is called inside ``named_scope("outer")`` and names
-a scope ``inner`` itself); an op outside every scope is its primitive alone. So Flax's
+a scope ``inner`` itself; a library function JAX keeps as a call likewise: ``jax.nn.silu``'s
+ops are ``silu/logistic``, ``silu/mul``); an op outside every scope is its primitive alone, and
+a function bound whole as one ``custom_jvp_call`` (``jax.nn.relu``) is one op of that name. So Flax's
 ``nn.LayerNorm(name="ln1")`` of a module ``Block`` gives ``Block/ln1/rsqrt``,
 ``Block/ln1/reduce_sum``..., and a softmax written under ``with jax.named_scope("softmax"):``
 gives ``softmax/exp``, ``softmax/div``... A rule's glob matches that path as it matches a
