@@ -140,6 +140,25 @@ def test_an_op_rule_that_matches_no_op_warns():
         assert layer_report(block_fn, pol, V, X).unused == ("params/*",)
 
 
+def test_gemms_and_ops_each_consult_the_rules_of_their_kind():
+    def f(p, x):
+        with jax.named_scope("attn"):
+            return jax.nn.softmax(x @ p["attn"]["w"])
+
+    p, x = {"attn": {"w": jnp.eye(4)}}, jnp.ones((2, 4))
+    # an op rule first does not take the GEMM from the GEMM rule after it, nor the reverse
+    pol = load_recipe({"roles": {**FP32, "vector": "fp16"},
+                       "layers": [{"match": "*", "roles": {"vector": "fp32"}}, {"match": "attn*", "roles": {"weight": "bf16"}}]})
+    rep = layer_report(f, pol, p, x)
+    assert [(g["rule"], g["formats"]["weight"]) for g in rep.gemms] == [("attn*", "bf16")]
+    assert rep.gemms[0]["policy"].layers == () and rep.ops and all(o["formats"] == {} for o in rep.ops)
+    # a rule naming both kinds of role applies to both
+    both = load_recipe({"roles": FP32, "layers": [{"match": "*attn*", "roles": {"act": "bf16", "vector": "bf16"}}]})
+    rep = layer_report(f, both, p, x)
+    assert rep.gemms[0]["formats"]["act"] == "bf16" and {o["op"].split("/")[0] for o in rep.ops} == {"attn"}
+    assert all(o["rule"] == "*attn*" and "bf16" in o["formats"].values() for o in rep.ops)
+
+
 BAD_OP_RULES = [
     ({"match": "*/softmax/*", "roles": {"vector": {"format": "fp8_e4m3", "scaling": "delayed"}}},
      "layers[0].roles.vector.scaling = 'delayed'; allowed: none | tensor | channel | block (a vector op"),
