@@ -19,6 +19,7 @@ from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a
 from asicsim.emulate.gemm import _GEMM_ROLES, GemmSite, _emulated_dot
 from asicsim.emulate.layer_rules import ACT_PATH, CONST_PATH, gemm_policy, match_rule, note
 from asicsim.emulate.layer_scan import layer_scan
+from asicsim.emulate.op_rules import eqn_scope, op_policy
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.provenance import input_data, moves_weight, operand_data
 from asicsim.emulate.role_rounding import _stochastic
@@ -110,7 +111,8 @@ class _Interpreter:
             self.est = jnp.asarray(static)
         self.site = 0  # rows of this scope met so far
         self.row_base = 0  # row (whole function) of this scope's site 0; None: traced
-        self.used: set[int] = set()  # layer rules some GEMM matched
+        self.used: set[int] = set()  # layer rules some GEMM or op matched
+        self.scopes: list[str] = []  # name scopes of the equations being evaluated (op_rules.py)
         self.vector = vector_rounder(policy)  # None unless the recipe rounds non-GEMM ops
         # per-channel static amax of an operand (row, side) -> vector (asicsim.emulate.ptq)
         self.channel = {(s, side): np.asarray(v, np.float32) for s, side, v in policy.channel_scales}
@@ -179,7 +181,9 @@ class _Interpreter:
             vdata = operand_data(eqn, dep)
             self.operand_tags = [None if isinstance(v, jcore.Literal) else tags.get(v) for v in eqn.invars]
             in_tags, self.out_tags = self.operand_tags, None
+            self.scopes.append(eqn_scope(eqn))
             outs = self.eqn(eqn, invals, flags, vpaths, vdata)
+            self.scopes.pop()
             tags.update(_out_tags(eqn, in_tags, self.out_tags if _inlined(eqn) else None))
             if any(vdata):
                 dep.update(eqn.outvars)
@@ -254,9 +258,11 @@ class _Interpreter:
             return rule(self, eqn, invals, flags, paths, data)
         if opaque.check(eqn, self.policy):  # passed through, with a warning (or refused)
             return self._bind(eqn, invals)
-        record_elementwise(eqn, self.multiplier, self.policy)  # the op trace's vector work
-        if self.vector is not None:  # roles vector/transcendental/reduction (vector_roles.py)
-            return self.vector.bind(eqn, invals, self.words)
+        # roles vector/transcendental/reduction (vector_roles.py), per op by rule (op_rules.py)
+        pol = self.policy if self.vector is None else op_policy(self.policy, self.scopes, eqn, self.used)
+        record_elementwise(eqn, self.multiplier, pol)  # the op trace's vector work
+        if self.vector is not None:
+            return self.vector.bind(eqn, invals, self.words, pol)
         return self._bind(eqn, invals)
 
     @staticmethod

@@ -23,9 +23,13 @@ Transformer Engine's ``fp8_autocast(enabled=..., fp8_recipe=...)`` regions, a re
 Here the rule is data in the recipe, first match wins (as ``.gitignore``-style ordered lists read
 top to bottom), so a model needs no edits.
 
-A rule that matches no GEMM of a traced function is reported: :func:`emulate` warns
+A rule naming a vector role (``vector``, ``transcendental``, ``reduction``) matches non-GEMM
+ops (a softmax, a layer norm) by their name scope: :mod:`.op_rules`. A GEMM consults only the
+rules naming some other role.
+
+A rule that matches no GEMM or op of a traced function is reported: :func:`emulate` warns
 (:class:`UnusedLayerRule`) and :func:`layer_report` lists, for every GEMM row, the path, the rule
-and the formats it got.
+and the formats it got (and every rounded op's).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import functools
 
 import jax
 
+from asicsim.emulate.fields import VECTOR_ROLES
+
 ACT_PATH = "<act>"  # a GEMM with no weight operand
 CONST_PATH = "<const>"  # a weight the function closes over (not a leaf of ``weights``)
 
@@ -44,7 +50,8 @@ _LOGS: list[list[dict]] = []
 
 
 class UnusedLayerRule(UserWarning):
-    """A ``[[layers]]`` rule matched no GEMM of the function being emulated."""
+    """A ``[[layers]]`` rule matched no GEMM (no op, for a rule of vector roles) of the function
+    being emulated."""
 
 
 def key_name(entry) -> str:
@@ -61,10 +68,21 @@ def leaf_paths(tree) -> list[str]:
     return ["/".join(key_name(k) for k in path) for path, _ in flat]
 
 
-def match_rule(layers, path: str | None) -> int | None:
-    """Index of the first rule of ``layers`` whose pattern matches ``path``, or None."""
-    for i, (pattern, _) in enumerate(layers):
-        if fnmatch.fnmatchcase(path, pattern):
+def is_op_rule(roles) -> bool:
+    """Whether a rule's roles name a vector role: non-GEMM ops consult it (:mod:`.op_rules`)."""
+    return any(r in VECTOR_ROLES for r, _ in roles)
+
+
+def is_gemm_rule(roles) -> bool:
+    """Whether a rule's roles name a role other than the vector roles: GEMMs consult it."""
+    return any(r not in VECTOR_ROLES for r, _ in roles)
+
+
+def match_rule(layers, path: str | None, consults=is_gemm_rule) -> int | None:
+    """Index of the first rule of ``layers`` whose pattern matches ``path``, among the rules
+    whose roles ``consults`` accepts (GEMMs: :func:`is_gemm_rule`), or None."""
+    for i, (pattern, roles) in enumerate(layers):
+        if consults(roles) and fnmatch.fnmatchcase(path, pattern):
             return i
     return None
 

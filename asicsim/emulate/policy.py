@@ -97,7 +97,8 @@ class Policy:
     # rows as asicsim.emulate.site_rows numbers them (a scan over stacked layers: a row per layer)
     static_scales: tuple = field(default=(), repr=False)
     # per-layer rules ((glob over the weight's pytree path, roles), ...), first match wins; see
-    # asicsim.emulate.layer_rules (``[[layers]]`` in a recipe); first_last applies on top
+    # asicsim.emulate.layer_rules (``[[layers]]`` in a recipe); first_last applies on top; a rule
+    # naming a vector role matches non-GEMM ops by name scope/primitive (asicsim.emulate.op_rules)
     layers: tuple = ()
     # how calibrate() estimates static scales ([calibration] method, percentile, granularity, bins)
     calibration_method: str = "max"

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from asicsim.emulate.fields import calibration_problems, mac_problems, vector_role_problems
+from asicsim.emulate.fields import (
+    VECTOR_ROLES,
+    calibration_problems,
+    mac_problems,
+    vector_role_problems,
+)
 from asicsim.emulate.role_spec import (
     _FALLBACK,
     _REQUIRED,
@@ -115,10 +120,25 @@ def _layer_problems(layers, out: list) -> list[tuple[str, RoleSpec]]:
             out.append((f"layers[{i}].match", pattern, "each pattern once (the first match wins)"))
         seen.add(pattern)
         specs = _role_table_problems(f"layers[{i}].roles", roles, out)
+        out += _op_rule_problems(i, pattern, specs)
         if isinstance(roles, tuple) and not roles:
             out.append((f"layers[{i}].roles", roles, f"at least one role from {list(ROLES)}"))
         good += [(f"layers[{i}].roles.{r}", s) for r, s in specs]
     return good
+
+
+def _op_rule_problems(i: int, pattern, specs) -> list[tuple[str, Any, str]]:
+    """Problems of rule ``i``'s vector roles (an op rule, :mod:`.op_rules`): no delayed or static
+    scaling (an op has no amax history or calibration row), and a pattern that can name an op
+    (``<act>`` and ``<const>`` name GEMMs only)."""
+    vector = [(r, s) for r, s in specs if r in VECTOR_ROLES]
+    out = [(f"layers[{i}].roles.{r}.scaling", str(s.scaling), "none | tensor | channel | block (a vector op has "
+            "no amax history or calibration)") for r, s in vector if s.scaling in ("delayed", "static")]
+    if vector and pattern in ("<act>", "<const>"):
+        out.append((f"layers[{i}].match", pattern, "a glob over op names (name scope/primitive, e.g. "
+                                                   "'*/softmax/*') for a rule of vector roles: <act> and <const> "
+                                                   "name GEMMs"))
+    return out
 
 
 def _history_problems(named: list[tuple[str, RoleSpec]]) -> list[tuple[str, Any, str]]:

@@ -40,7 +40,8 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 ``[[layers]]``      per-layer rules, first match wins: ``match`` (a glob over the weight's pytree
                     path, ``"*/attn/*"``) and ``roles`` (a table like ``[roles]``, overriding the
                     recipe's for GEMMs whose weight matches); ``[first_last]`` applies on top
-                    (:mod:`asicsim.emulate.layer_rules`)
+                    (:mod:`asicsim.emulate.layer_rules`); a rule naming a vector role matches
+                    non-GEMM ops by name scope/primitive, ``"*/softmax/*"`` (:mod:`.op_rules`)
 ``tensor_core``     the GPU whose tensor cores run every GEMM (``"h100"``), or a table of the GEMMs
                     by the role each writes (``out``, ``grad_out``, ``wgrad``) = GPU: the GEMMs
                     compute on the operands' codes with that GPU's MAC and apply the scales after

@@ -1,6 +1,7 @@
 """The op trace: every GEMM/convolution an emulated function runs, with its GEMM shape, operand
-roles, formats and count per call — what :mod:`asicsim.hw` prices — and, when asked, the
-elementwise work around them (see :func:`record_elementwise`).
+roles, formats and count per call — what :mod:`asicsim.hw` prices — the Hadamard transforms of
+operands a recipe rotates (:mod:`.rotation_trace`), and, when asked, the elementwise work around
+them (see :func:`record_elementwise`).
 
 Recording happens while :func:`asicsim.emulate` traces a function (shapes only, nothing runs);
 ``lax.scan`` bodies count ``length`` times. With ``training=True`` each forward GEMM adds its two
@@ -21,6 +22,7 @@ import pandas as pd
 
 from asicsim.emulate.elementwise_trace import ELEMENTWISE_COLUMNS, elementwise_entries
 from asicsim.emulate.policy import ATTENTION_ROLES
+from asicsim.emulate.rotation_trace import rotation_rows, rotation_work
 from asicsim.emulate.vector_roles import role_of
 
 _ACTIVE: list[list[dict]] = []
@@ -78,7 +80,8 @@ def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=Non
                         "rhs_shape": shapes[1], "format_lhs": lhs, "format_rhs": rhs,
                         "format_acc": acc, "format_out": out, "recipe": policy.name,
                         "grad_formats": {} if formats else gradient_formats(policy, roles),
-                        "backward": formats is None, **tensor_core_columns(policy, formats is None)})
+                        "backward": formats is None, **tensor_core_columns(policy, formats is None),
+                        "rotations": {} if formats else rotation_work(policy, roles, M, N, K)})
 
 
 def tensor_core_columns(policy, emulated: bool = True) -> dict:
@@ -167,12 +170,15 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=cols)
     df["macs"] = df.M * df.N * df.K * df.batch * df["count"]
     ew = [e for e in entries if e["kind"] == "elementwise"]
-    if not ew:
+    rot = pd.DataFrame(rotation_rows(entries, training))  # the Hadamard transforms of rotated operands
+    if not ew and not len(rot):
         return df
-    keys = [c for c in (*cols, *ELEMENTWISE_COLUMNS, "format_lhs_bwd", "format_out_bwd")
-            if c not in ("role", "count", "lhs_shape", "rhs_shape")]
-    ew = pd.DataFrame(ew).groupby(keys, sort=False, as_index=False)["count"].sum()
-    ew = ew.assign(role="forward", macs=0, lhs_shape=[()] * len(ew), rhs_shape=[()] * len(ew))
-    bwd = ew.assign(role="grad-input", format_lhs=ew["format_lhs_bwd"], format_out=ew["format_out_bwd"])
-    parts = [df, ew] + ([bwd] if training else [])
+    parts = [df, rot]
+    if ew:
+        keys = [c for c in (*cols, *ELEMENTWISE_COLUMNS, "format_lhs_bwd", "format_out_bwd")
+                if c not in ("role", "count", "lhs_shape", "rhs_shape")]
+        ew = pd.DataFrame(ew).groupby(keys, sort=False, as_index=False)["count"].sum()
+        ew = ew.assign(role="forward", macs=0, lhs_shape=[()] * len(ew), rhs_shape=[()] * len(ew))
+        bwd = ew.assign(role="grad-input", format_lhs=ew["format_lhs_bwd"], format_out=ew["format_out_bwd"])
+        parts += [ew] + ([bwd] if training else [])
     return pd.concat([p for p in parts if len(p)], ignore_index=True)[[*cols, "macs", *ELEMENTWISE_COLUMNS]]

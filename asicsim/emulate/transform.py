@@ -138,9 +138,9 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags, paths)
         unused = [pat for i, (pat, _) in enumerate(pol.layers) if i not in interp.used]
         if unused:
-            warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM of "
-                          f"{getattr(fn, '__name__', 'the function')} (see asicsim.emulate.layer_rules."
-                          "layer_report for every GEMM's weight path)", UnusedLayerRule, stacklevel=2)
+            warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM (rules of "
+                          f"vector roles: no op) of {getattr(fn, '__name__', 'the function')} (see "
+                          "asicsim.emulate.layer_report for every GEMM's weight path and op's name)", UnusedLayerRule, stacklevel=2)
         result = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
         if graph is None:
             return result

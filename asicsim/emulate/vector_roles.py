@@ -83,7 +83,7 @@ def role_of(primitive: str) -> str | None:
 
 def vector_rounder(policy: Policy) -> VectorRounder | None:
     """The rounder for ``policy``'s vector roles; None where it has none (nothing changes)."""
-    if not any(r in VECTOR_ROLES for r, _ in policy.roles):
+    if not any(r in VECTOR_ROLES for r, _ in policy.all_roles):  # the recipe's or an op rule's
         return None
     return VectorRounder(policy)
 
@@ -150,12 +150,13 @@ class VectorRounder:
         self._mark(y, spec)
         return y
 
-    def bind(self, eqn, invals, words):
-        """Evaluate ``eqn`` (not a GEMM, scan, while, cond or call) on ``invals`` as the recipe's
-        vector roles say; ``words``: the interpreter's stochastic-rounding seed words (or None)."""
+    def bind(self, eqn, invals, words, policy: Policy | None = None):
+        """Evaluate ``eqn`` (not a GEMM, scan, while, cond or call) on ``invals`` as the vector
+        roles of ``policy`` say (the op's own, :mod:`.op_rules`; None: the recipe's); ``words``:
+        the interpreter's stochastic-rounding seed words (or None)."""
         name = eqn.primitive.name
         role = role_of(name)
-        spec = None if role is None else self.policy.role(role)
+        spec = None if role is None else (policy or self.policy).role(role)
         if spec is not None and spec.is_identity:
             spec = None
         if spec is not None and any(_is_float(v) for v in eqn.outvars):

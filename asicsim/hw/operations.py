@@ -225,7 +225,7 @@ class Rnn:
 
 #: What elementwise work is for (reported, and how the op trace groups it); the pricing is the same.
 ELEMENTWISE_WORK = ("elementwise", "activation", "pooling", "normalisation", "reduction", "loss",
-                    "optimizer", "rnn_gates")
+                    "optimizer", "rnn_gates", "rotation")  # rotation: a Hadamard transform of a GEMM operand
 
 
 @dataclass(frozen=True)

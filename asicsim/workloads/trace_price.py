@@ -79,9 +79,12 @@ def _update_formats(policy) -> dict[str, str]:
 
 
 def _elementwise_ops(part: pd.DataFrame) -> list[Elementwise]:
-    """A trace's elementwise rows as the vector-unit operations they are (one call's worth)."""
+    """A trace's elementwise rows as the vector-unit operations they are (one call's worth); a
+    rotation's operand is already on chip, fused with the quantizer that feeds its GEMM
+    (:mod:`asicsim.emulate.rotation_trace`)."""
     return [Elementwise(int(r.elements_out), int(r.ops), inputs=int(r.inputs), work=r.work,
-                        input_elements=int(r.elements_in), name=f"{r.work} {r.primitive}")
+                        input_elements=int(r.elements_in), name=f"{r.work} {r.primitive}",
+                        on_chip=r.work == "rotation")
             for r in part.itertuples()]
 
 
