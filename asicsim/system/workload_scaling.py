@@ -61,7 +61,7 @@ class ParallelStep:
     comm_s: float  # communication on the critical path
     bubble_s: float  # pipeline: idle time of the fill and drain
     step_s: float
-    comm_bytes: float  # bytes one chip sends or receives per step through the collectives or sends
+    comm_bytes: float  # bytes of the messages per step (a collective's elements x bits / 8; not ring traffic)
     parameters: int
     grad_bits: int
     fp32_grads_step_s: float  # the same step with 32-bit gradients on the wire (data parallel; else step_s)
@@ -106,9 +106,16 @@ def _priced(w, recipe: str, batch: int, design):
 
 
 def _costs(trace, design, recipe: str, name: str):
-    from asicsim.workloads.pricing import trace_costs
+    """:func:`~asicsim.workloads.pricing.trace_costs`'s rows (grouped by role and formats) indexed
+    by the trace rows they price; an unpriced row is an error."""
+    from asicsim.workloads.pricing import trace_price
 
-    costs = trace_costs(trace, design, recipe)
+    priced = trace_price(trace, [design], recipe)
+    costs = priced.rows(0)
+    costs.index = [i for part in priced.parts for i in part.rows.index]
+    if not (costs.index.sort_values().equals(trace.index) and (costs["M"] == trace.loc[costs.index, "M"]).all()):
+        raise AssertionError("trace_price rows do not map back onto the trace rows")  # a change in trace_price
+    costs = costs.sort_index()
     unpriced = costs[costs["time_s"].isna()]
     if len(unpriced):
         why = str(unpriced.iloc[0]["note"]).removeprefix("not priced: ")
@@ -187,7 +194,7 @@ def _pipeline(w, d, topo, p: int, B: int, micro_batches, recipe, base: dict) -> 
     mb = math.ceil(B / m)
     trace, costs = _priced(w, recipe, mb, d)
     params = int(trace[trace["role"] == "optimizer"]["M"].sum())
-    times = costs["time_s"].to_numpy(dtype=float)
+    times = costs["time_s"].to_numpy(dtype=float)  # in trace order
     sites, elementwise, optimizer = trace_sites(trace)
     site_t = [float(times[list(s.rows)].sum()) for s in sites]
     stages = pipeline_stages(site_t, p)

@@ -132,7 +132,10 @@ def tensor_split(trace: pd.DataFrame, t: int, bits_of) -> tuple[pd.DataFrame, li
         if not s.weighted and s.batch >= t:  # attention: heads split over the chips
             for i in s.rows:
                 shrink(i, "batch")
-    for i in elementwise + optimizer:
+    for i in elementwise:  # the vector unit's elements in and out (M repeats elements_out)
+        for col in ("M", "elements_out", "elements_in"):
+            shrink(i, col)
+    for i in optimizer:  # each chip updates its 1/t of the parameters
         shrink(i, "M")
     out["macs"] = out.M * out.N * out.K * out.batch * out["count"]
     return out, comms
