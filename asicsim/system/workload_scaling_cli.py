@@ -48,6 +48,10 @@ def run_workload(args, topo, chips: list[int], seeds: list[int]) -> dict:
             raise TopologyError(f"{flag} with workload {args.model!r}; allowed: only with the preset models "
                                 "(a workload scales strong, without overlap)")
     recipe = args.recipe or DEFAULT_RECIPE
+    if args.accuracy:  # a bad --grad-format or --grad-rounding fails before anything is priced or trained
+        from asicsim.workloads.grad_rounding import gradient_role
+
+        gradient_role(args.grad_format, args.grad_rounding)
     rows = workload_scaling_curve(args.model, args.design, chips, args.split, batch=args.batch,
                                   micro_batches=args.micro_batches, recipe=recipe, topology=topo,
                                   grad_format=args.grad_format, scale=args.scale)
@@ -65,9 +69,6 @@ def gradient_accuracy(workload, grad_format: str, grad_rounding: str, seeds, ste
     ``grad_format``: the metric per seed, the means and the cost (rounded minus plain)."""
     from asicsim.workloads import train
 
-    if isinstance(grad_format, int) or str(grad_format).isdigit():
-        raise TopologyError(f"--grad-format = {grad_format!r} with --accuracy; allowed: a format name "
-                            "(training rounds the gradients onto it; a bit count has no values)")
     plain = train(workload, "fp32", seeds=tuple(seeds), steps=steps, stats=False, scale=scale)
     rounded = train(workload, "fp32", seeds=tuple(seeds), steps=steps, stats=False, scale=scale,
                     grad_format=grad_format, grad_rounding=grad_rounding)
