@@ -7,13 +7,17 @@ row followed by its ``grad-input`` (dX) and ``grad-weight`` (dW) rows, then the 
 operand is a layer's weight GEMM.
 
 **Tensor parallel** over ``t`` chips (Megatron-LM: Shoeybi et al. 2019, arXiv:1909.08053, §3,
-Fig. 3): each weight GEMM's weight is split. Consecutive weight sites ``A -> B`` where ``B``
-consumes ``A``'s output (``B.K == A.N``, same rows) form Megatron's pair: ``A`` column-parallel
-(its ``N`` split), ``B`` row-parallel (its ``K`` split); the pair needs one all-reduce of ``B``'s
+Fig. 3): each weight GEMM's weight is split. Consecutive weight sites ``A -> B`` on the same
+rows where ``B`` consumes ``A``'s output (``B.K == A.N``: the MLP block) or only head-split
+attention GEMMs lie between them (QKV projection -> attention -> output projection: the attention
+block) form Megatron's pair: ``A`` column-parallel (its ``N`` split), ``B`` row-parallel (its
+``K`` split); the pair needs one all-reduce of ``B``'s
 output in the forward pass (the ``g`` operator) and one all-reduce of ``A``'s input gradient in
 the backward pass (``f``). A weight site left unpaired is column-parallel with an all-gather of
-its output (forward) and an all-reduce of its input gradient (backward; none for the first
-site, whose input is the data). Collectives repeat
+its output (forward) and an all-reduce of its input gradient (backward). Every site's input
+gradient is summed where the trace has its dX GEMM: the first site's feeds an embedding's gradient
+in a transformer; where it reads the data, the dX and its all-reduce are work nobody needs (the
+trace's own over-count, kept so that the split prices what the trace does). Collectives repeat
 ``count`` times (a GEMM in a scan: once per time step) and carry ``batch x M x N`` (or ``x K``)
 elements in the row's output format. A GEMM without a weight (attention scores) is split over
 its batch (heads) where ``batch >= t``, else run whole on every chip. Elementwise work and the
@@ -100,20 +104,19 @@ def tensor_split(trace: pd.DataFrame, t: int, bits_of) -> tuple[pd.DataFrame, li
         return {trace.iloc[i]["role"]: i for i in site.rows}
 
     weighted = [i for i, s in enumerate(sites) if s.weighted]
-    row_parallel: set[int] = set()
     j = 0
     while j < len(weighted):
         a = sites[weighted[j]]
         nxt = sites[weighted[j + 1]] if j + 1 < len(weighted) else None
-        paired = (nxt is not None and nxt.K == a.N and nxt.M == a.M and nxt.batch == a.batch
-                  and nxt.count == a.count)
+        between = sites[weighted[j] + 1:weighted[j + 1]] if nxt is not None else []
+        paired = (nxt is not None and nxt.M == a.M and nxt.batch == a.batch and nxt.count == a.count
+                  and (nxt.K == a.N or (between and all(s.batch >= t for s in between))))
         ra = role_rows(a)
         for role, col in (("forward", "N"), ("grad-input", "K"), ("grad-weight", "N")):  # column-parallel
             if role in ra:
                 shrink(ra[role], col)
         fwd_bits = bits_of(trace.iloc[ra["forward"]]["format_out"])
-        if "grad-input" in ra and weighted[j] > 0:  # the input gradient: partial sums on every chip
-            # (site 0 reads the data: nobody needs that gradient, though the trace prices its dX)
+        if "grad-input" in ra:  # the input gradient: partial sums on every chip
             comms.append(Collective("allreduce", "backward", a.batch * a.M * a.K,
                                     bits_of(trace.iloc[ra["grad-input"]]["format_out"]), a.count, weighted[j]))
         if paired:
@@ -123,7 +126,6 @@ def tensor_split(trace: pd.DataFrame, t: int, bits_of) -> tuple[pd.DataFrame, li
                     shrink(rb[role], col)
             comms.append(Collective("allreduce", "forward", nxt.batch * nxt.M * nxt.N,
                                     bits_of(trace.iloc[rb["forward"]]["format_out"]), nxt.count, weighted[j + 1]))
-            row_parallel.add(weighted[j + 1])
             j += 2
         else:
             comms.append(Collective("allgather", "forward", a.batch * a.M * a.N, fwd_bits, a.count, weighted[j]))

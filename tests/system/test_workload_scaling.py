@@ -68,15 +68,29 @@ def test_tensor_split_pairs_column_and_row_parallel_gemms():
                       (100, 256, 128), (100, 128, 256), (128, 256, 100),  # row-parallel: K / 2
                       (100, 5, 256), (100, 256, 5), (256, 5, 100)]  # unpaired: column-parallel
     assert g["macs"].sum() * 2 == trace[trace["kind"] == "gemm"]["macs"].sum()
-    assert comms == [Collective("allreduce", "forward", 100 * 256, 16, 1, 1),  # the pair's output (g)
-                     Collective("allreduce", "backward", 100 * 256, 16, 1, 2),  # layer 3's dX (f)
+    assert comms == [Collective("allreduce", "backward", 100 * 40, 16, 1, 0),  # the pair's dX (f)
+                     Collective("allreduce", "forward", 100 * 256, 16, 1, 1),  # the pair's output (g)
+                     Collective("allreduce", "backward", 100 * 256, 16, 1, 2),  # layer 3's dX
                      Collective("allgather", "forward", 100 * 10, 16, 1, 2)]  # the unpaired output
-    # the first layer reads the data: no all-reduce of its input gradient
+
+
+def test_tensor_split_of_a_transformer_is_megatrons():
+    # Shoeybi et al. 2019 §3: per transformer layer two all-reduces forward and two backward, of
+    # batch x sequence x d_model (32 x 64 x 64); QKV -> attention -> output projection is a pair
+    trace = workload_trace("charlm_transformer", "bf16")  # 2 layers, d_model 64, 4 heads, context 64
+    share, comms = tensor_split(trace, 2, _bits)
+    layer = 32 * 64 * 64
+    assert [(c.kind, c.phase, c.elements) for c in comms] == [
+        *[("allreduce", "backward", layer), ("allreduce", "forward", layer)] * 4,
+        ("allreduce", "backward", layer), ("allgather", "forward", 32 * 64 * 96)]  # the LM head (96 symbols)
+    attention = share[(share["kind"] == "gemm") & (share["rhs_role"] != "weight")]
+    assert set(attention["batch"]) == {32 * 4 // 2}  # heads split over the chips
 
 
 def test_tensor_parallel_step_by_hand():
     s = parallel_step("digits_mlp", DESIGN, 2, "tensor", recipe="bf16", topology=HAND)
-    ring = 2 * 1 * (5e-6 + 32 * 10 * 2 / (2 * 10e9))  # one all-reduce of the 32 x 10 bf16 logits
+    # all-reduces of the 32 x 10 bf16 logits (forward) and of the first layer's 32 x 64 dX (backward)
+    ring = sum(2 * 1 * (5e-6 + n * 2 / (2 * 10e9)) for n in (32 * 10, 32 * 64))
     assert s.comm_s == pytest.approx(ring, rel=1e-12)
     share, _ = tensor_split(workload_trace("digits_mlp", "bf16"), 2, _bits)
     assert s.compute_s == pytest.approx(float(trace_costs(share, load_design(DESIGN), "bf16")["time_s"].sum()))
