@@ -74,6 +74,8 @@ def gradient_accuracy(workload, grad_format: str, grad_rounding: str, seeds, ste
                     grad_format=grad_format, grad_rounding=grad_rounding)
     return {"metric": plain.metric, "seeds": list(seeds), "steps": plain.settings["steps"],
             "grad_rounding": grad_rounding, "fp32_grads": plain.per_seed, "rounded_grads": rounded.per_seed,
+            "fp32_grads_test_loss": [r.test_loss for r in plain.runs],
+            "rounded_grads_test_loss": [r.test_loss for r in rounded.runs],
             "fp32_grads_mean": plain.mean, "rounded_grads_mean": rounded.mean,
             "cost": rounded.mean - plain.mean, "rounded_diverged": rounded.diverged}
 
@@ -98,5 +100,6 @@ def print_table(out: dict, min_efficiency: float, stop) -> None:
     if acc:
         print(f"accuracy ({acc['metric']}, {acc['steps']} steps, seeds {acc['seeds']}): fp32 gradients "
               f"{acc['fp32_grads_mean']:.4f} {acc['fp32_grads']}, {out['grad_format']} ({acc['grad_rounding']}) "
-              f"{acc['rounded_grads_mean']:.4f} {acc['rounded_grads']}; cost {acc['cost']:+.4f}"
+              f"{acc['rounded_grads_mean']:.4f} {acc['rounded_grads']}; cost {acc['cost']:+.4f}; test loss "
+              f"{acc['fp32_grads_test_loss']} -> {acc['rounded_grads_test_loss']}"
               + (" (diverged)" if acc["rounded_diverged"] else ""))
