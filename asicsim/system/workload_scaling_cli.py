@@ -89,9 +89,12 @@ def print_table(out: dict, min_efficiency: float, stop) -> None:
     for r in out["points"]:
         cells = [r[c[:-3] + "_s"] * 1e3 if c.endswith("_ms") else r[c] for c in COLUMNS]
         print(" ".join(f"{v:>14.4g}" if isinstance(v, float) else f"{v:>14}" for v in cells))
-    notes = {r["note"] for r in out["points"] if r["note"]}
-    for n in sorted(notes):
-        print(f"note: {n}")
+    notes: dict[str, list[int]] = {}
+    for r in out["points"]:
+        if r["note"]:
+            notes.setdefault(r["note"], []).append(r["chips"])
+    for n, chips in notes.items():
+        print(f"note ({', '.join(map(str, chips))} chips): {n}")
     if stop is None:
         print(f"scaling pays (efficiency >= {min_efficiency:g}) up to {out['points'][-1]['chips']} chips")
     else:

@@ -159,7 +159,7 @@ def test_cli_scales_a_workload(capsys):
     assert doc["points"][1]["step_s"] == pytest.approx(
         parallel_step("digits_mlp", DESIGN, 2, "tensor", recipe="bf16").step_s)
     text = _run(argv, capsys)
-    assert "strong scaling of workload digits_mlp" in text and "comm_ms" in text and "note:" in text
+    assert "strong scaling of workload digits_mlp" in text and "comm_ms" in text and "note (2 chips)" in text
 
 
 @pytest.mark.parametrize("extra, message", [
