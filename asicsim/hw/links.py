@@ -220,14 +220,35 @@ def allreduce_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceR
     """Ring all-reduce time of ``op`` (its elements, ranks and bits) on a topology (module doc)."""
     if not isinstance(op, AllReduce):
         raise OperationError(f"allreduce_time: op = {op!r}; allowed: an AllReduce")
+    return _ring(op, get_topology(topology), 2)
+
+
+def allgather_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceResult:
+    """Ring all-gather of ``op.elements`` in all (each rank holding ``1/n`` of them): the
+    all-reduce's second half, ``overhead + (n - 1) * step`` with the module doc's step."""
+    if not isinstance(op, AllReduce):
+        raise OperationError(f"allgather_time: op = {op!r}; allowed: an AllReduce (elements, ranks, bits)")
+    return _ring(op, get_topology(topology), 1)
+
+
+def send_time(nbytes: float, ranks: int, topology: str | Link | Topology) -> float:
+    """One point-to-point send of ``nbytes`` between neighbours of a ring of ``ranks`` ranks
+    (seconds): ``latency + bytes / bw`` on the slowest link that ring crosses (0 for one rank)."""
     topo = get_topology(topology)
+    _positive("send_time", "nbytes", nbytes, strict=False)
+    return max((link.latency_us * 1e-6 + nbytes / (link.effective_gbps * 1e9) for link in topo.crossed(ranks)),
+               default=0.0)
+
+
+def _ring(op: AllReduce, topo: Topology, phases: int) -> AllReduceResult:
+    """``phases`` rounds of ``n - 1`` ring steps (2: all-reduce, 1: all-gather or reduce-scatter)."""
     n, size = op.ranks, op.bytes
     if n == 1:
         return AllReduceResult(op.elements, 1, size, 0.0, "", topo.name)
     steps = [(link.latency_us * 1e-6 + size / (n * link.effective_gbps * 1e9), link.name)
              for link in topo.crossed(n)]
     step, name = max(steps)
-    return AllReduceResult(op.elements, n, size, topo.overhead_us * 1e-6 + 2 * (n - 1) * step, name,
+    return AllReduceResult(op.elements, n, size, topo.overhead_us * 1e-6 + phases * (n - 1) * step, name,
                            topo.name)
 
 

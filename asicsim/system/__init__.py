@@ -1,5 +1,6 @@
 """System-level questions built on the per-chip cost model: scaling training across chips
-(:mod:`asicsim.system.scaling`, links and all-reduce in :mod:`asicsim.hw.links`); batching
+(:mod:`asicsim.system.scaling`, a workload's own step split data, tensor or pipeline parallel in
+:mod:`asicsim.system.workload_scaling`, links and all-reduce in :mod:`asicsim.hw.links`); batching
 inference requests under a latency budget (:mod:`asicsim.system.batching`)."""
 
 from asicsim._lazy import lazy_package
@@ -14,12 +15,14 @@ lazy_package(__name__, {
     ".weight_residency": ["residency_comparison"],
     ".scaling": ["MODELS", "ScalingPoint", "StepResult", "TrainingModel", "scaling_curve",
         "stops_paying", "training_step"],
+    ".workload_scaling": ["SPLITS", "ParallelStep", "parallel_step", "workload_scaling_curve"],
 })
 
 __all__ = [
     "INFERENCE_MODELS",
     "LINKS",
     "MODELS",
+    "SPLITS",
     "TOPOLOGIES",
     "AllReduceResult",
     "BatchingError",
@@ -28,6 +31,7 @@ __all__ = [
     "BudgetResult",
     "InferenceModel",
     "Link",
+    "ParallelStep",
     "ScalingPoint",
     "ServiceTable",
     "StepResult",
@@ -36,10 +40,12 @@ __all__ = [
     "allreduce_time",
     "get_topology",
     "max_throughput_under_p99",
+    "parallel_step",
     "residency_comparison",
     "scaling_curve",
     "service_table",
     "simulate",
     "stops_paying",
     "training_step",
+    "workload_scaling_curve",
 ]

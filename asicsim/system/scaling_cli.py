@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 
 from asicsim.cli_commands import command_help
 from asicsim.hw.links import LINKS, TOPOLOGIES, TopologyError, allreduce_time, get_topology
 from asicsim.hw.operations import AllReduce
+from asicsim.system import workload_scaling_cli
 from asicsim.system.scaling import (
     DEFAULT_CHIPS,
     MODELS,
@@ -30,7 +32,8 @@ def add_cli(subparsers) -> None:
                     f"all-reduce time and bus bandwidth. Links: {', '.join(LINKS)}; fitted DeepBench "
                     f"machines: {', '.join(TOPOLOGIES)}. Models: {', '.join(MODELS)}.")
     p.add_argument("what", nargs="?", choices=("train", "allreduce"), default="train")
-    p.add_argument("--model", default="mlp_2560", help=f"one of {', '.join(MODELS)}")
+    p.add_argument("--model", default="mlp_2560",
+                   help=f"one of {', '.join(MODELS)}, or a training workload (a workloads/ name or .toml path)")
     p.add_argument("--design", metavar="NAME", help="a designs/ catalog name or path (train; no default: required there)")
     p.add_argument("--formats", metavar="ROLE=FMT,...",
                    help="override the design's formats (default: the design's formats)")
@@ -38,7 +41,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--inter-link", help="link between nodes, above --ranks-per-node ranks (default: none, --link throughout)")
     p.add_argument("--ranks-per-node", type=int, default=8, help="ranks on one node (with --inter-link)")
     p.add_argument("--chips", default=",".join(map(str, DEFAULT_CHIPS)), help="comma-separated chip counts")
-    p.add_argument("--batch", type=int, default=512, help="global batch (strong) or per-chip batch (weak)")
+    p.add_argument("--batch", type=int, help="global batch (strong) or per-chip batch (weak); default 512, "
+                   "a workload's own batch for a workload")
     p.add_argument("--mode", choices=MODES, default="strong",
                    help="strong: --batch is the global batch; weak: --batch per chip")
     p.add_argument("--overlap", action="store_true", help="all-reduce each layer during backward")
@@ -47,6 +51,7 @@ def add_cli(subparsers) -> None:
     p.add_argument("--elements", type=int, help="allreduce: elements to sum (no default: required there)")
     p.add_argument("--ranks", default="2,4,8,16,32", help="allreduce: comma-separated rank counts")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    workload_scaling_cli.add_arguments(p)
     p.set_defaults(func=run_cli)
 
 
@@ -89,6 +94,16 @@ def run_cli(args) -> int:
         return 0
     if not args.design:
         raise TopologyError("scaling train: --design is required; allowed: a designs/ catalog name or path")
+    if args.model not in MODELS:
+        from asicsim.system.workload_batching import is_workload
+        from asicsim.workloads import list_workloads
+
+        if not is_workload(args.model):
+            raise TopologyError(f"--model = {args.model!r}; allowed: {' | '.join(MODELS)}, or a training "
+                                f"workload ({' | '.join(list_workloads())}) or a .toml path")
+        return _run_workload(args, topo)
+    workload_scaling_cli.check_preset_flags(args)
+    args.batch = 512 if args.batch is None else args.batch
     points = scaling_curve(args.model, args.design, topo, _int_list("--chips", args.chips), args.batch,
                            args.mode, args.formats, args.grad_format, args.overlap)
     stop = stops_paying(points, args.min_efficiency)
@@ -111,4 +126,17 @@ def run_cli(args) -> int:
     else:
         print(f"scaling stops paying at {stop['chips']} chips (per-chip batch {stop['batch_per_chip']}, "
               f"efficiency {stop['efficiency']:.3f} < {args.min_efficiency:g})")
+    return 0
+
+
+def _run_workload(args, topo) -> int:
+    out = workload_scaling_cli.run_workload(args, topo, _int_list("--chips", args.chips),
+                                            _int_list("--seeds", args.seeds))
+    points = [SimpleNamespace(chips=r["chips"], efficiency=r["efficiency"],
+                              step=SimpleNamespace(batch_per_chip=r["batch_per_chip"])) for r in out["points"]]
+    stop = stops_paying(points, args.min_efficiency)
+    if args.json:
+        print(_json(out | {"stops_paying": stop}))
+    else:
+        workload_scaling_cli.print_table(out, args.min_efficiency, stop)
     return 0

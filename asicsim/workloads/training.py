@@ -266,7 +266,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
           optimizer: str | None = None, lr: float | None = None, steps: int | None = None,
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
           stats: bool = True, keep_params: bool = False,
-          progress: Callable[[int, int], None] | None = None, scale: str | None = None) -> TrainResult:
+          progress: Callable[[int, int], None] | None = None, scale: str | None = None,
+          grad_format: str | None = None, grad_rounding: str = "rne") -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
@@ -279,13 +280,21 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     recipe (static scaling) is a ``RecipeError``.
     ``progress(steps_done, steps_total)`` is called after every evaluation (all seeds together).
     ``scale`` picks the workload's scale (``small`` by default; ``gpu``: its ``[scales.gpu]``).
+    ``grad_format`` (with ``grad_rounding``, ``rne`` or ``sr``): the weight gradients are rounded to
+    it before the optimizer, as a reduced-precision all-reduce sends them
+    (:mod:`asicsim.workloads.grad_rounding`); None: not rounded.
     """
     w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
     check_batch(w, data)
-    runner = Runner(w, policy, data, model, make_optimizer(w.optimizer, w.lr, w.momentum), stats)
+    tx = make_optimizer(w.optimizer, w.lr, w.momentum)
+    if grad_format is not None:
+        from asicsim.workloads.grad_rounding import gradient_role, round_gradients
+
+        tx = optax.chain(round_gradients(gradient_role(grad_format, grad_rounding)), tx)
+    runner = Runner(w, policy, data, model, tx, stats)
     total = len(seeds) * w.steps
     runs = []
     for i, s in enumerate(seeds):
@@ -295,6 +304,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
             progress((i + 1) * w.steps, total)
     settings = {k: getattr(w, k) for k in ("scale", "dataset", "model", "sizes", "optimizer", "lr",
                                            "momentum", "batch", "steps", "eval_every")}
+    if grad_format is not None:
+        settings |= {"grad_format": grad_format, "grad_rounding": grad_rounding}
     return TrainResult(w.name, policy.name, settings, runs)
 
 
