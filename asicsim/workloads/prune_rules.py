@@ -180,6 +180,8 @@ def narang_threshold(t: int, theta: float, start: int, ramp: int, every: int, ra
 def cubic_sparsity(t: int, final: float, start: int, end: int, initial: float = 0.0) -> float:
     """Zhu & Gupta's Eq. (1): the sparsity after step ``t`` (``start <= t <= end``)."""
     frac = min(max((t - start) / (end - start), 0.0), 1.0)
+    if frac in (0.0, 1.0):  # the end points exactly (s_i + (s_f - s_i) is not always s_f in floats)
+        return initial if frac == 0.0 else final
     return final + (initial - final) * (1.0 - frac) ** 3
 
 

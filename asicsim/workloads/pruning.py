@@ -30,10 +30,17 @@ from asicsim.workloads.deepbench import WorkloadError
 from asicsim.workloads.prune_rules import PruneRule, cubic_counts, narang_theta, narang_threshold
 
 
+def magnitude_key(w):
+    """|w| as an int32 that orders as the magnitudes do (the float32 bit pattern without its
+    sign), compared exactly: XLA on CPU flushes subnormals in float arithmetic, not in integers."""
+    bits = lax.bitcast_convert_type(jnp.asarray(w).astype(jnp.float32), jnp.int32)
+    return bits & jnp.int32(0x7FFFFFFF)
+
+
 def nm_mask(w, n: int, m: int, axis: int = -2):
     """Keep the ``n`` largest magnitudes of every group of ``m`` consecutive entries along
     ``axis`` (ties: the lower index is kept); ``w.shape[axis]`` must be a multiple of ``m``."""
-    x = jnp.moveaxis(jnp.abs(w), axis, -1)
+    x = jnp.moveaxis(magnitude_key(w), axis, -1)
     shape = x.shape
     g = x.reshape(*shape[:-1], shape[-1] // m, m)
     order = jnp.argsort(-g, axis=-1, stable=True)
@@ -44,7 +51,7 @@ def nm_mask(w, n: int, m: int, axis: int = -2):
 def smallest_mask(w, keep, k):
     """``keep`` with exactly ``k`` entries False: the already pruned ones first, then the
     smallest magnitudes (ties: the lower flat index is pruned first)."""
-    score = jnp.where(keep, jnp.abs(w).astype(jnp.float32), -1.0).ravel()
+    score = jnp.where(keep, magnitude_key(w), jnp.int32(-1)).ravel()
     order = jnp.argsort(score, stable=True)
     rank = jnp.zeros(score.shape, jnp.int32).at[order].set(jnp.arange(score.size, dtype=jnp.int32))
     return (rank >= k).reshape(w.shape)
@@ -114,7 +121,7 @@ class Pruner:
             due = (t >= r.start) & (t <= steps[-1]) & ((t - r.start) % r.every == 0)
             if r.schedule == "narang":  # theta from the sparsity quantile of |w| at the start step
                 def narang(w=w, keep=keep, theta=theta, j=j, r=r, table=tg.table):
-                    q = jnp.quantile(jnp.abs(w).astype(jnp.float32), r.sparsity)
+                    q = jnp.quantile(jnp.abs(w).astype(jnp.float32), jnp.float32(r.sparsity))
                     th = jnp.where(t == r.start, jnp.float32(narang_theta(1.0, r.start, r.ramp, r.end, r.every)) * q,
                                    theta)
                     return keep & (jnp.abs(w) >= th * jnp.asarray(table)[j]), th
