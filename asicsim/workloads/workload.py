@@ -146,10 +146,13 @@ def workload_problems(w: Workload) -> list[str]:
 
 def _prune_problems(w: Workload) -> list[str]:
     """A ``prune`` that is no tuple of rules, or a schedule that would not finish within the run."""
-    if not isinstance(w.prune, tuple) or not all(isinstance(r, PruneRule) for r in w.prune):
+    try:  # rules, or their fields (dataclasses.asdict of a Workload, as a sweep checks overrides)
+        rules = [r if isinstance(r, PruneRule) else PruneRule(**r) for r in w.prune]
+        assert isinstance(w.prune, tuple)
+    except (TypeError, AssertionError, WorkloadError):
         return [f"prune = {w.prune!r}: allowed: a tuple of PruneRule ([[prune]] tables)"]
     return [f"prune[{i}].end = {r.end!r}: allowed: at most steps ({w.steps!r}): the schedule must finish "
-            "within the run" for i, r in enumerate(w.prune) if isinstance(w.steps, int) and r.end > w.steps]
+            "within the run" for i, r in enumerate(rules) if isinstance(w.steps, int) and r.end > w.steps]
 
 
 _TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "shuffle", "context",

@@ -240,3 +240,19 @@ def test_pricing_uses_the_measured_sparsity():
         sparse_trace(trace, {"nope": 0.5})
     with pytest.raises(WorkloadError, match=r"weight sparsity of 'out/w' = 1.0: allowed: a fraction"):
         sparse_trace(trace, {"out/w": 1.0})
+
+
+def test_a_pruned_workload_checks_as_its_fields_too():
+    """A sweep checks a workload's overrides on ``dataclasses.asdict`` of it (rules as dicts)."""
+    import dataclasses
+    import types
+
+    from asicsim.workloads.workload import workload_problems
+
+    w = load_workload("mnist1d_gru").replace(prune=[PruneRule("2:4", start=5, match="out/w")])
+    assert workload_problems(types.SimpleNamespace(**dataclasses.asdict(w))) == []
+    bad = types.SimpleNamespace(**{**dataclasses.asdict(w), "steps": 3})
+    assert workload_problems(bad) == ["prune[0].end = 5: allowed: at most steps (3): the schedule must finish "
+                                      "within the run"]
+    assert "prune = 'x': allowed: a tuple" in workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w),
+                                                                                      "prune": "x"}))[0]
