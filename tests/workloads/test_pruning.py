@@ -256,3 +256,17 @@ def test_a_pruned_workload_checks_as_its_fields_too():
                                       "within the run"]
     assert "prune = 'x': allowed: a tuple" in workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w),
                                                                                       "prune": "x"}))[0]
+
+
+def test_loss_regression_is_judged_after_the_last_mask_update():
+    """Pruning raises the loss by design: the divergence watch judges regression from its end."""
+    from asicsim.workloads.divergence import DivergenceWatch
+
+    losses = np.concatenate([np.linspace(2.3, 1.0, 40), np.full(40, 2.0), np.linspace(2.0, 1.2, 20)])
+    found = []
+    for until in (0, 80):
+        watch = DivergenceWatch(100, 10.0, pruning_until=until)
+        watch.chunk(0, {"loss": losses})
+        found.append(watch.found)
+    assert found[0] is not None and "loss regression" in found[0]["cause"] and found[0]["step"] <= 80
+    assert found[1] is None  # after step 80 the loss only improves
