@@ -108,7 +108,7 @@ def test_smallest_mask_prunes_exactly_k_and_keeps_earlier_prunes(w, data):
 # --- pruning through training steps ----------------------------------------------------------------
 
 
-def _tiny_training(rules, steps=12):
+def _tiny_training(rules, steps=12, recipe="fp32"):
     """A least-squares layer trained with Adam under ``rules``: (per-step weights, final state)."""
     rng = np.random.default_rng(0)
     params = {"w": jnp.asarray(rng.normal(size=(8, 6)), jnp.float32), "b": jnp.zeros(6, jnp.float32)}
@@ -118,7 +118,7 @@ def _tiny_training(rules, steps=12):
     def loss(p, batch):
         return jnp.mean((batch[0] @ p["w"] + p["b"][None, :] - batch[1]) ** 2)
 
-    init, step = with_pruning(*make_train_step(loss, "fp32", make_optimizer("adam", 0.05)), rules)
+    init, step = with_pruning(*make_train_step(loss, recipe, make_optimizer("adam", 0.05)), rules)
     state = init(params, 0)
     step = jax.jit(step)
     seen = []
@@ -270,3 +270,11 @@ def test_loss_regression_is_judged_after_the_last_mask_update():
         found.append(watch.found)
     assert found[0] is not None and "loss regression" in found[0]["cause"] and found[0]["step"] <= 80
     assert found[1] is None  # after step 80 the loss only improves
+
+
+def test_a_master_copy_is_pruned_too():
+    """fp16_mixed keeps an fp32 master copy: pruned in it as in the fp16-rounded working weights."""
+    seen, state = _tiny_training([PruneRule("cubic", start=2, end=4, every=2, sparsity=0.5, match="w")],
+                                 steps=6, recipe="fp16_mixed")
+    master = np.asarray(state.train.master["w"])
+    assert (master == 0).sum() == 24 and ((seen[-1] == 0) == (master == 0)).all()
