@@ -212,7 +212,7 @@ class _Interpreter:
         data = input_data(flags, data)
         if is_integer_gemm(eqn):  # the user's exact integer GEMM: run as it is, traced in its dtypes
             self._record("gemm" if name == "dot_general" else "conv", eqn, _dot_roles(flags), self.policy,
-                         dtype_formats(eqn))
+                         dtype_formats(eqn), _gemm_path(_dot_roles(flags), paths))
             return self._bind(eqn, invals)
         if marked_role(eqn) is not None:  # an attention operand's mark: an identity, no work
             return list(invals)
@@ -221,7 +221,7 @@ class _Interpreter:
             out_dtype = eqn.outvars[0].aval.dtype
             meta, kd, pol = self._site(_gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
-            self._record("gemm", eqn, roles, pol)
+            self._record("gemm", eqn, roles, pol, path=_gemm_path(roles, paths))
             if _plain_float32(pol):
                 return self._bind(eqn, invals)
             site = GemmSite(p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol))
@@ -232,7 +232,7 @@ class _Interpreter:
                     "feature_group_count", "batch_group_count")
             meta, kd, pol = self._site(_gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
-            self._record("conv", eqn, roles, pol)  # priced as the convolution it is
+            self._record("conv", eqn, roles, pol, path=_gemm_path(roles, paths))  # priced as the convolution it is
             if _plain_float32(pol):
                 return self._bind(eqn, invals)
             patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
@@ -286,10 +286,10 @@ class _Interpreter:
         return tuple(f == 2 and r == "weight" and _same_grid(policy.role(r), self.prerounded)
                      for f, r in zip(flags[:2], roles, strict=True))
 
-    def _record(self, kind, eqn, roles, policy, formats=None):
+    def _record(self, kind, eqn, roles, policy, formats=None, path=""):
         shapes = tuple(tuple(v.aval.shape) for v in eqn.invars)
         record(kind=kind, shapes=shapes, out_shape=tuple(eqn.outvars[0].aval.shape), roles=roles,
-               params=eqn.params, count=self.multiplier, policy=policy, formats=formats)
+               params=eqn.params, count=self.multiplier, policy=policy, formats=formats, path=path)
 
 
 def _attention_roles(roles, tags) -> tuple[str, str]:

@@ -43,6 +43,11 @@ def recording(elementwise: bool = False) -> Iterator[list[dict]]:
         _ELEMENTWISE.pop()
 
 
+def trace_active() -> bool:
+    """Is an op trace being recorded (:func:`recording`)?"""
+    return bool(_ACTIVE)
+
+
 def record_elementwise(eqn, count: int, policy) -> None:
     """Record the elementwise work of one equation of the user's program (the interpreter calls
     this for every equation it does not emulate itself; see :mod:`.elementwise_trace`)."""
@@ -59,14 +64,15 @@ def record_elementwise(eqn, count: int, policy) -> None:
         blhs, bout = (spec.spec.name, spec.spec.name) if spec is not None else (fmt["grad"], fmt["grad_out"])
         _ACTIVE[-1].append({**e, "N": 1, "batch": 1, "lhs_role": "act", "rhs_role": "", "lhs_shape": (),
                             "rhs_shape": (), "format_lhs": lhs, "format_rhs": "",
-                            "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name,
+                            "format_acc": fmt["acc"], "format_out": out, "recipe": policy.name, "weight_path": "",
                             "format_lhs_bwd": blhs, "format_out_bwd": bout, "tensor_core": ""})
 
 
-def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=None) -> None:
+def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=None, path="") -> None:
     """Record one GEMM or convolution; ``formats``: its (lhs, rhs, acc, out) formats where they
     are its own, not the recipe's roles' (an integer GEMM, :func:`dtype_formats`; it has no
-    gradient GEMMs)."""
+    gradient GEMMs); ``path``: its weight operand's leaf path (``weight_path``, as layer rules
+    match it: ``<act>`` for none), which pricing uses to find a pruned weight's sparsity."""
     if not _ACTIVE:
         return
     M, N, K, batch = gemm_dims(kind, shapes, out_shape, params)
@@ -78,7 +84,7 @@ def record(*, kind, shapes, out_shape, roles, params, count, policy, formats=Non
     _ACTIVE[-1].append({"kind": kind, "M": M, "N": N, "K": K, "batch": batch, "count": count,
                         "lhs_role": roles[0], "rhs_role": roles[1], "lhs_shape": shapes[0],
                         "rhs_shape": shapes[1], "format_lhs": lhs, "format_rhs": rhs,
-                        "format_acc": acc, "format_out": out, "recipe": policy.name,
+                        "format_acc": acc, "format_out": out, "recipe": policy.name, "weight_path": path or "",
                         "grad_formats": {} if formats else gradient_formats(policy, roles),
                         "backward": formats is None, **tensor_core_columns(policy, formats is None),
                         "rotations": {} if formats else rotation_work(policy, roles, M, N, K)})
@@ -166,7 +172,8 @@ def trace_frame(entries: list[dict], training: bool) -> pd.DataFrame:
                              **_grad_formats(e, "grad-weight"),
                              "tensor_core": e["grad_tensor_core"]["grad-weight"]})
     cols = ["role", "kind", "M", "N", "K", "batch", "count", "lhs_role", "rhs_role", "format_lhs",
-            "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe", "tensor_core"]
+            "format_rhs", "format_acc", "format_out", "lhs_shape", "rhs_shape", "recipe", "tensor_core",
+            "weight_path"]
     df = pd.DataFrame(rows, columns=cols)
     df["macs"] = df.M * df.N * df.K * df.batch * df["count"]
     ew = [e for e in entries if e["kind"] == "elementwise"]

@@ -62,6 +62,7 @@ from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
 from asicsim.emulate.site_rows import count_rows
+from asicsim.emulate.trace import trace_active
 from asicsim.numerics.random import key_words
 
 __all__ = ["count_sites", "emulate", "round_role", "split_arrays"]
@@ -112,8 +113,9 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         arrays, positions, rebuild = split_arrays((args, kwargs))
         level = 2 if prerounded is not None else 1
         flags = [level if start <= i < stop else 0 for i in positions]
-        # each weight leaf's path inside the ``weights`` argument, for the layer rules
-        wpaths = leaf_paths(args[weights]) if pol.layers and start < stop else []
+        # each weight leaf's path inside the ``weights`` argument, for the layer rules and the op
+        # trace's ``weight_path`` (a pruned weight's sparsity is priced by it)
+        wpaths = leaf_paths(args[weights]) if (pol.layers or trace_active()) and start < stop else []
         paths = [wpaths[i - start] if wpaths and start <= i < stop else None for i in positions]
 
         def flat_fn(*xs):

@@ -10,7 +10,9 @@ A run has diverged at the first step where one of these holds (per step, in this
                             a 20th of the run, whichever is more) has given back more than
                             :data:`MAX_GIVEBACK` of the progress the run had made, from the first
                             step's loss down to its best windowed mean, once that progress was at
-                            least :data:`MIN_PROGRESS` of the first loss. A run whose loss climbs
+                            least :data:`MIN_PROGRESS` of the first loss (a pruned run: judged
+                            from the step after its last mask update, ``pruning_until``, as
+                            pruning raises the loss by design). A run whose loss climbs
                             back up (mxfp4 on the character transformer: to 8.1 nats/char, above
                             where it started) is not one whose accuracy can be compared; noise
                             around a plateau gives back a small part of the progress, not most.
@@ -62,6 +64,7 @@ class DivergenceWatch:
     found: dict | None = None
     recent: list = field(default_factory=list)  # losses of the last ``window`` applied steps
     best: float | None = None  # the lowest windowed mean so far
+    pruning_until: int = 0  # the last step that updates a pruning mask (asicsim.workloads.pruning)
 
     @property
     def window(self) -> int:
@@ -99,6 +102,9 @@ class DivergenceWatch:
     def _regression(self, step: int, loss: float) -> None:
         """The ``loss regression`` rule (module docstring) after an applied step's ``loss``."""
         self.recent = [*self.recent, loss][-self.window:]
+        if step <= self.pruning_until:  # the best so far is the dense model's: judged afterwards
+            self.best = None
+            return
         if len(self.recent) < self.window or self.ref is None or self.ref <= 0:
             return
         mean = float(np.mean(self.recent))

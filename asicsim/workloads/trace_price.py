@@ -25,6 +25,7 @@ from asicsim.hw.result import EnergySplit, Price
 from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.numerics.catalog import FormatError, get_format
 from asicsim.numerics.formats import IntFormat
+from asicsim.workloads.prune_price import gemm_sparsity
 
 _FORMAT_COLUMNS = ("format_lhs", "format_rhs", "format_acc", "format_out")
 
@@ -104,7 +105,7 @@ def _groups(trace: pd.DataFrame):
             # rows priced in the formats they record, one cost call per set of formats
             for _, rows in kind_rows.groupby(list(_FORMAT_COLUMNS), sort=False, dropna=False):
                 ops = (_elementwise_ops(rows) if is_ew
-                       else [Gemm(int(r.M), int(r.N), int(r.K)) for r in rows.itertuples()])
+                       else [Gemm(int(r.M), int(r.N), int(r.K), **gemm_sparsity(r)) for r in rows.itertuples()])
                 reps = (rows["batch"] * rows["count"]).to_numpy(dtype=np.float64)
                 yield role, "elementwise" if is_ew else "gemm", rows, _formats, ops, reps
 

@@ -49,6 +49,7 @@ from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.deepbench import WorkloadError
 from asicsim.workloads.divergence import DivergenceWatch
 from asicsim.workloads.models import Model, make_model
+from asicsim.workloads.pruning import weight_sparsity, with_pruning
 from asicsim.workloads.stats import describe, extremes, summarize, tensor_stats
 from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
 
@@ -136,6 +137,7 @@ class RunResult:
     numerics: dict = field(default_factory=dict)
     numerics_curve: list = field(default_factory=list)
     seconds: float = 0.0
+    sparsity: dict = field(default_factory=dict)  # pruned runs: zeros per weight matrix (pruning.py)
     params: Any = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -192,6 +194,7 @@ class Runner:
             from asicsim.emulate.training import make_train_step
 
             self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
+            self.init, step = with_pruning(self.init, step, workload.prune)  # asicsim.workloads.pruning
             self.chunk = jax.jit(self._chunk_fn(step))
         # training: weights, activations and both gradients; inference: weights and activations
         self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None
@@ -267,7 +270,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
           stats: bool = True, keep_params: bool = False,
           progress: Callable[[int, int], None] | None = None, scale: str | None = None,
-          grad_format: str | None = None, grad_rounding: str = "rne") -> TrainResult:
+          grad_format: str | None = None, grad_rounding: str = "rne", prune=None) -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
@@ -283,9 +286,11 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``grad_format`` (with ``grad_rounding``, ``rne`` or ``sr``): the weight gradients are rounded to
     it before the optimizer, as a reduced-precision all-reduce sends them
     (:mod:`asicsim.workloads.grad_rounding`); None: not rounded.
+    ``prune``: :class:`~asicsim.workloads.prune_rules.PruneRule` s replacing the workload's
+    ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
     """
     w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
-                                        eval_every=eval_every, momentum=momentum)
+                                        eval_every=eval_every, momentum=momentum, prune=prune)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
     check_batch(w, data)
@@ -306,6 +311,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
                                            "momentum", "batch", "steps", "eval_every")}
     if grad_format is not None:
         settings |= {"grad_format": grad_format, "grad_rounding": grad_rounding}
+    if w.prune:
+        settings["prune"] = [dataclasses.asdict(r) for r in w.prune]
     return TrainResult(w.name, policy.name, settings, runs)
 
 
@@ -319,7 +326,8 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
     keys = tasks.curve_keys(runner.task)
     curves: dict = {"step": [], "train_loss": [], **{k: [] for k in keys}}
     numerics, numerics_curve = {}, []
-    watch = DivergenceWatch(w.steps, w.explode_factor)
+    watch = DivergenceWatch(w.steps, w.explode_factor,
+                            pruning_until=max((r.update_steps()[-1] for r in w.prune), default=0))
     done = 0
     while done < w.steps and watch.found is None:
         n = min(w.eval_every, w.steps - done)
@@ -353,4 +361,5 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
                      curves=curves, diverged=watch.found is not None, divergence=watch.found,
                      skipped_steps=watch.skipped, overflow_steps=watch.overflow, numerics=numerics,
                      numerics_curve=numerics_curve, seconds=time.perf_counter() - t0,
+                     sparsity=weight_sparsity(state.params) if w.prune else {},
                      params=state.params if keep else None)

@@ -33,6 +33,7 @@ from pathlib import Path
 from asicsim._files import TextFileError, read_text_file
 from asicsim.workloads.datasets import DATASETS
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
+from asicsim.workloads.prune_rules import PruneRule, rule_from_table
 from asicsim.workloads.workload_checks import (
     MAX_BATCH,
     MAX_EXAMPLES,
@@ -70,8 +71,11 @@ class Workload:
     reference: dict = field(default_factory=dict)
     scale: str = DEFAULT_SCALE  # which of ``scales`` these settings are
     scales: tuple = (DEFAULT_SCALE,)  # the scales the workload's file offers
+    prune: tuple = ()  # PruneRules ([[prune]] tables, asicsim.workloads.prune_rules): pruning in training
 
     def __post_init__(self) -> None:
+        if isinstance(self.prune, list):  # rules given as a list: the frozen tuple they are kept as
+            object.__setattr__(self, "prune", tuple(self.prune))
         problems = workload_problems(self)
         if problems:
             raise WorkloadError(f"workload {self.name!r}: " + "; ".join(problems))
@@ -127,6 +131,7 @@ def workload_problems(w: Workload) -> list[str]:
     elif w.model in MODELS:
         out += size_problems(w.model, w.sizes)
     out += reference_problems(w.reference)
+    out += _prune_problems(w)
     if not out and w.steps * w.batch > MAX_EXAMPLES:
         out.append(f"steps x batch = {w.steps} x {w.batch}: allowed: at most {MAX_EXAMPLES} examples drawn "
                    "(a run's example order is one table of that many indices)")
@@ -137,6 +142,17 @@ def workload_problems(w: Workload) -> list[str]:
     elif w.scale not in scales:
         out.append(f"scale = {w.scale!r}: allowed: {' | '.join(scales)}")
     return out
+
+
+def _prune_problems(w: Workload) -> list[str]:
+    """A ``prune`` that is no tuple of rules, or a schedule that would not finish within the run."""
+    try:  # rules, or their fields (dataclasses.asdict of a Workload, as a sweep checks overrides)
+        rules = [r if isinstance(r, PruneRule) else PruneRule(**r) for r in w.prune]
+        assert isinstance(w.prune, tuple)
+    except (TypeError, AssertionError, WorkloadError):
+        return [f"prune = {w.prune!r}: allowed: a tuple of PruneRule ([[prune]] tables)"]
+    return [f"prune[{i}].end = {r.end!r}: allowed: at most steps ({w.steps!r}): the schedule must finish "
+            "within the run" for i, r in enumerate(rules) if isinstance(w.steps, int) and r.end > w.steps]
 
 
 _TRAIN_KEYS = {"optimizer", "lr", "momentum", "batch", "steps", "eval_every", "shuffle", "context",
@@ -216,7 +232,7 @@ def load_workload(workload: str | Path | Workload, scale: str | None = None) -> 
         raise WorkloadError(f"{path}: not valid TOML ({err})") from None
     problems = []
     for k in sorted(set(t) - {"name", "description", "source", "dataset", "model", "train",
-                              "reference", "scales"}):
+                              "reference", "scales", "prune"}):
         problems.append(f"{k}: no such field")
     t, names = _resolve_scale(t, scale, problems)
     model = dict(t.get("model", {}))
@@ -228,10 +244,18 @@ def load_workload(workload: str | Path | Workload, scale: str | None = None) -> 
         problems.append(f"train.{k}: no such field; fields are {sorted(_TRAIN_KEYS)}")
     if problems:
         raise WorkloadError(f"{path}: " + "; ".join(problems))
+    tables = t.get("prune", [])
+    try:
+        if not isinstance(tables, list):
+            raise WorkloadError(f"prune = {tables!r}: allowed: [[prune]] tables")
+        rules = tuple(rule_from_table(i, tb) for i, tb in enumerate(tables))
+    except WorkloadError as err:
+        raise WorkloadError(f"{path}: {err}") from None
     try:
         out = Workload(name=t.get("name", path.stem), dataset=t.get("dataset", "<missing>"), model=kind,
                        sizes=model, description=t.get("description", ""), source=t.get("source", ""),
-                       reference=t.get("reference", {}), scale=scale, scales=names, **{k: tr[k] for k in tr})
+                       reference=t.get("reference", {}), scale=scale, scales=names, prune=rules,
+                       **{k: tr[k] for k in tr})
     except WorkloadError as err:  # it names the field, the value and what is allowed
         raise WorkloadError(f"{path}: {err}") from None
     if scale == DEFAULT_SCALE:  # every other scale is checked too: a bad one is an error now, not when run
