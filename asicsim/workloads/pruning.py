@@ -82,6 +82,11 @@ class PrunedState(NamedTuple):
         return self.train.loss_scale
 
 
+def _any_rule(_) -> bool:
+    """Every prune rule is consulted (``match_rule`` filters recipe rules by their roles)."""
+    return True
+
+
 class Pruner:
     """The targets of ``rules`` in ``params`` (checked: every rule matches a weight matrix, an N:M
     rule's axis length is a multiple of M)."""
@@ -92,7 +97,7 @@ class Pruner:
         leaves = jax.tree_util.tree_leaves(params)
         self.targets, used = [], set()
         for i, (path, x) in enumerate(zip(leaf_paths(params), leaves, strict=True)):
-            j = match_rule(pairs, path) if np.ndim(x) >= 2 else None
+            j = match_rule(pairs, path, consults=_any_rule) if np.ndim(x) >= 2 else None
             if j is None:
                 continue
             used.add(j)
