@@ -7,7 +7,8 @@ name), while ``asicsim.emulate.load_recipe`` and the other names below stay reac
 from asicsim._lazy import LazyPackage, lazy_package
 
 __all__ = ["ROLES", "LossScaling", "OpaqueError", "OpaquePrimitive", "Policy", "RecipeError", "RoleSpec",
-           "TrainState", "attention_role", "emulate", "layer_report", "list_recipes", "load_recipe", "make_train_step", "op_trace",
+           "TrainState", "attention_role", "emulate", "layer_report", "list_recipes", "load_recipe", "lsq_init", "lsq_quantize",
+           "make_train_step", "op_trace",
            "round_role"]
 
 
@@ -21,6 +22,7 @@ class _CallableModule(LazyPackage):
 lazy_package(__name__, {
     ".attention": ["attention_role"],
     ".layer_report": ["layer_report"],
+    ".lsq": ["lsq_init", "lsq_quantize"],
     ".opaque": ["OpaqueError", "OpaquePrimitive"],
     ".policy": ["ROLES", "LossScaling", "Policy", "RecipeError", "RoleSpec", "list_recipes"],
     ".recipes": ["load_recipe"],

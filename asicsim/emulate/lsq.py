@@ -1,0 +1,193 @@
+"""Learned step sizes for integer quantization-aware training (LSQ).
+
+Esser, McKinstry, Bablani, Appuswamy and Modha, "Learned Step Size Quantization", ICLR 2020
+(arXiv:1902.08153). This is a **function-level API**: :func:`lsq_quantize` rounds one tensor
+with a step size that is itself a trainable parameter, and :func:`lsq_init` gives the paper's
+initial step. It is not a recipe or a role of :func:`asicsim.emulate`: a model calls it where it
+wants a quantizer (on its weights, on a layer's input activations) and keeps the steps in its own
+parameters, trained by the same optimiser as the weights::
+
+    s_w = lsq_init(w, "int4")                     # the paper's 2<|w|>/sqrt(Qp), Section 2.1
+    y = x @ lsq_quantize(w, s_w, "int4")          # forward: on the int4 grid times s_w
+    # jax.grad gives d/dw (straight through, Eq. 5) and d/ds_w (Eq. 3, scaled by g, Section 2.2)
+
+The quantizer (Section 2, Eqs. 1-2): ``v_bar = round(clip(v / s, -Qn, Qp))``, ``v_hat = v_bar * s``
+with, for a signed b-bit integer, ``Qn = 2**(b-1)`` and ``Qp = 2**(b-1) - 1``, for an unsigned
+one ``Qn = 0`` and ``Qp = 2**b - 1`` (read from asicsim's integer format: ``Qn = -kmin``,
+``Qp = kmax``; a symmetric format such as ``int8_sym`` has ``Qn = Qp``). Here ``v / s`` is the
+correctly rounded float32 quotient (:func:`asicsim.numerics.exact_div.divide`: XLA on GPU does
+not round float32 division correctly), rounded half to even onto the integer grid by
+:func:`asicsim.numerics.quantize`, and ``v_bar * s`` is one float32 product (correctly rounded
+on every backend). Where the exact quotient lies within half a float32 ulp of a half-integer,
+rounding its float32 value may pick the other neighbour than rounding the exact quotient would;
+every float32 QAT implementation rounds the float32 quotient the same way.
+
+Gradients (Section 2.1, Eq. 3, and Section 2.3, Eq. 5), with ``r = v / s`` as above:
+
+- ``d v_hat / d v = 1`` where ``-Qn < r < Qp``, else ``0`` (the straight-through estimator);
+- ``d v_hat / d s = -r + round(r)`` where ``-Qn < r < Qp``, ``-Qn`` where ``r <= -Qn``, ``Qp``
+  where ``r >= Qp``, summed over the elements that share a step and multiplied by the gradient
+  scale ``g`` (Section 2.2: ``g = 1/sqrt(N_W Qp)`` for weights, ``1/sqrt(N_F Qp)`` for
+  activations). The default ``g`` is ``1/sqrt(n Qp)`` with ``n`` the number of elements of ``x``
+  per step (all of them for one scalar step, a channel's for per-channel steps); for activations
+  this counts the batch too, where the paper counts the features of one example: pass
+  ``grad_scale`` to choose.
+
+A non-integer format (float, block, fixed point with fraction bits) or a step that is not
+positive and finite is an error naming the value; under ``jax.jit`` or ``jax.grad`` the step's
+value is not known when the function is traced, so an invalid step gives NaN outputs there.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from asicsim.numerics import get_format, quantize
+from asicsim.numerics.exact_div import divide
+from asicsim.numerics.formats import IntFormat
+
+__all__ = ["lsq_init", "lsq_quantize"]
+
+
+def _bounds(fmt, where: str) -> tuple[IntFormat, int, int]:
+    """(format, Qn, Qp) of an integer format, or a clear error."""
+    spec = get_format(fmt)
+    if not isinstance(spec, IntFormat) or spec.frac_bits != 0:
+        kind = "fixed-point" if isinstance(spec, IntFormat) else spec.kind
+        raise ValueError(f"{where}: fmt={spec.name!r} is a {kind} format; LSQ needs an integer format "
+                         "without fraction bits (int8, int4, uint8, uint4, ...)")
+    if not spec.float32_exact:
+        raise ValueError(f"{where}: fmt={spec.name!r} has {spec.bits} bits; LSQ's float32 carrier holds "
+                         "integers of at most 24 magnitude bits")
+    return spec, -spec.kmin, spec.kmax
+
+
+def _check_step(step: jax.Array, x_shape: tuple[int, ...], where: str) -> None:
+    """The step's shape broadcasts against x without growing it; a concrete step is positive."""
+    try:
+        ok = step.ndim <= len(x_shape) and jnp.broadcast_shapes(step.shape, x_shape) == tuple(x_shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{where}: step shape {step.shape} does not broadcast against x shape {tuple(x_shape)} "
+                         "(allowed: a scalar, or one step per channel, e.g. (1, C) for x of shape (N, C))")
+    if not isinstance(step, jax.core.Tracer):
+        values = np.asarray(step, np.float64)
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            raise ValueError(f"{where}: step={values[bad].flat[0]!r} (at {int(np.argmax(bad.ravel()))} of "
+                             f"{values.size}); a step must be positive and finite")
+
+
+def lsq_quantize(x, step, fmt="int8", *, grad_scale: float | None = None) -> jax.Array:
+    """LSQ's quantizer ``round(clip(x / step, -Qn, Qp)) * step`` with its trainable step (see the module).
+
+    Args:
+      x: the tensor to quantize (taken as float32).
+      step: the step size ``s``: a scalar, or an array that broadcasts against ``x`` without
+        growing it (per-channel: shape ``(1, C)`` or ``(C,)`` for ``x`` of shape ``(N, C)``).
+        Positive and finite.
+      fmt: an integer format (``int8``, ``int4``, ``uint8``, ``uint4``, ``int8_sym``...): its
+        codes give ``-Qn`` and ``Qp`` (Section 2: signed ``Qn = 2**(b-1)``, unsigned ``Qn = 0``).
+      grad_scale: ``g`` of Section 2.2, multiplying the step's gradient; default
+        ``1/sqrt(n Qp)``, ``n`` the number of elements of ``x`` per step.
+
+    Returns:
+      float32 array of ``x``'s shape, every value an integer in ``[-Qn, Qp]`` times its step.
+      Its derivative is Eq. 5's straight-through estimator for ``x`` and Eq. 3 times ``g`` for
+      ``step``.
+
+    >>> import jax.numpy as jnp
+    >>> lsq_quantize(jnp.array([0.26, -1.0, 9.0]), 0.5, "int4").tolist()
+    [0.5, -1.0, 3.5]
+    """
+    where = "lsq_quantize"
+    spec, _, qp = _bounds(fmt, where)
+    x = jnp.asarray(x, jnp.float32)
+    step = jnp.asarray(step, jnp.float32)
+    _check_step(step, x.shape, where)
+    per_step = max(x.size // max(step.size, 1), 1)
+    if grad_scale is None:
+        grad_scale = 1.0 / math.sqrt(per_step * qp)
+    elif isinstance(grad_scale, bool) or not isinstance(grad_scale, (int, float)) \
+            or not (math.isfinite(grad_scale) and grad_scale > 0):
+        raise ValueError(f"{where}: grad_scale={grad_scale!r}; allowed: a positive finite number or None")
+    return _lsq(x, step, spec, float(grad_scale))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _lsq(x, step, spec, grad_scale):
+    return _forward(x, step, spec)[0]
+
+
+def _forward(x, step, spec):
+    qn, qp = -spec.kmin, spec.kmax
+    r = divide(x, step)
+    k = quantize(jnp.clip(r, -qn, qp), spec)  # round half to even onto the integer codes
+    q = k * step
+    valid = jnp.isfinite(step) & (step > 0)  # a traced step cannot be checked in Python
+    return jnp.where(valid & ~jnp.isnan(r), q, np.float32(np.nan)), (r, k)
+
+
+def _fwd(x, step, spec, grad_scale):
+    q, (r, k) = _forward(x, step, spec)
+    return q, (r, k, step)
+
+
+def _bwd(spec, grad_scale, res, g):
+    r, k, step = res
+    qn, qp = -spec.kmin, spec.kmax
+    inside = (r > -qn) & (r < qp)
+    dx = jnp.where(inside, g, np.float32(0))
+    # Eq. 3: k - r is exact (Sterbenz: k and r are within half of each other, or k = 0)
+    dq_ds = jnp.where(inside, k - r, jnp.where(r <= -qn, np.float32(-qn), np.float32(qp)))
+    ds = _sum_to(g * dq_ds, step.shape) * np.float32(grad_scale)
+    return dx, ds
+
+
+_lsq.defvjp(_fwd, _bwd)
+
+
+def _sum_to(a: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """Sum ``a`` over the axes that broadcasting ``shape`` against it added or stretched."""
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and a.shape[lead + i] != 1)
+    return jnp.sum(a, axis=axes, keepdims=True).reshape(shape) if axes else a.reshape(shape)
+
+
+
+
+def lsq_init(x, fmt="int8", *, axis: int | None = None) -> jax.Array:
+    """The paper's initial step ``2 * mean(|x|) / sqrt(Qp)`` (Section 2.1, end).
+
+    Per tensor (``axis=None``: a float32 scalar) or per channel along ``axis`` (the mean over
+    every other axis, kept as size-1 axes so the result broadcasts against ``x``). Compute it on
+    the initial weights, or on the first batch of activations, as the paper does. The mean is a
+    float32 reduction: its last bit may differ between backends. A tensor (or channel) of zeros
+    has no usable step: an error.
+
+    >>> round(float(lsq_init([1.0, -3.0], "int4")), 4)  # 2 * 2 / sqrt(7)
+    1.5119
+    """
+    where = "lsq_init"
+    _, _, qp = _bounds(fmt, where)
+    x = jnp.asarray(x, jnp.float32)
+    if axis is None:
+        mean = jnp.mean(jnp.abs(x))
+    else:
+        if not isinstance(axis, int) or isinstance(axis, bool) or not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"{where}: axis={axis!r}; allowed: None or an integer in {-x.ndim}..{x.ndim - 1}")
+        others = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
+        mean = jnp.mean(jnp.abs(x), axis=others, keepdims=True)
+    step = mean * np.float32(2.0 / math.sqrt(qp))
+    if not isinstance(step, jax.core.Tracer):
+        bad = ~(np.isfinite(np.asarray(step)) & (np.asarray(step) > 0))
+        if bad.any():
+            raise ValueError(f"{where}: mean(|x|) gives step={np.asarray(step)[bad].flat[0]!r} (channel "
+                             f"{int(np.argmax(bad.ravel()))}); x must have a nonzero finite value in every channel")
+    return step
