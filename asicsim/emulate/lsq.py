@@ -14,13 +14,14 @@ parameters, trained by the same optimiser as the weights::
 The quantizer (Section 2, Eqs. 1-2): ``v_bar = round(clip(v / s, -Qn, Qp))``, ``v_hat = v_bar * s``
 with, for a signed b-bit integer, ``Qn = 2**(b-1)`` and ``Qp = 2**(b-1) - 1``, for an unsigned
 one ``Qn = 0`` and ``Qp = 2**b - 1`` (read from asicsim's integer format: ``Qn = -kmin``,
-``Qp = kmax``; a symmetric format such as ``int8_sym`` has ``Qn = Qp``). Here ``v / s`` is the
+``Qp = kmax``; a symmetric integer format has ``Qn = Qp``). Here ``v / s`` is the
 correctly rounded float32 quotient (:func:`asicsim.numerics.exact_div.divide`: XLA on GPU does
 not round float32 division correctly), rounded half to even onto the integer grid by
 :func:`asicsim.numerics.quantize`, and ``v_bar * s`` is one float32 product (correctly rounded
 on every backend). Where the exact quotient lies within half a float32 ulp of a half-integer,
 rounding its float32 value may pick the other neighbour than rounding the exact quotient would;
-every float32 QAT implementation rounds the float32 quotient the same way.
+every float32 QAT implementation rounds the float32 quotient the same way. A zero result is +0
+(an integer code has no sign).
 
 Gradients (Section 2.1, Eq. 3, and Section 2.3, Eq. 5), with ``r = v / s`` as above:
 
@@ -80,7 +81,7 @@ def _check_step(step: jax.Array, x_shape: tuple[int, ...], where: str) -> None:
         values = np.asarray(step, np.float64)
         bad = ~(np.isfinite(values) & (values > 0))
         if bad.any():
-            raise ValueError(f"{where}: step={values[bad].flat[0]!r} (at {int(np.argmax(bad.ravel()))} of "
+            raise ValueError(f"{where}: step={float(values[bad].flat[0])!r} (at {int(np.argmax(bad.ravel()))} of "
                              f"{values.size}); a step must be positive and finite")
 
 
@@ -92,7 +93,7 @@ def lsq_quantize(x, step, fmt="int8", *, grad_scale: float | None = None) -> jax
       step: the step size ``s``: a scalar, or an array that broadcasts against ``x`` without
         growing it (per-channel: shape ``(1, C)`` or ``(C,)`` for ``x`` of shape ``(N, C)``).
         Positive and finite.
-      fmt: an integer format (``int8``, ``int4``, ``uint8``, ``uint4``, ``int8_sym``...): its
+      fmt: an integer format (``int8``, ``int4``, ``uint8``, ``uint4``, ``int2``...): its
         codes give ``-Qn`` and ``Qp`` (Section 2: signed ``Qn = 2**(b-1)``, unsigned ``Qn = 0``).
       grad_scale: ``g`` of Section 2.2, multiplying the step's gradient; default
         ``1/sqrt(n Qp)``, ``n`` the number of elements of ``x`` per step.
@@ -127,6 +128,7 @@ def _lsq(x, step, spec, grad_scale):
 
 def _forward(x, step, spec):
     qn, qp = -spec.kmin, spec.kmax
+    step = jnp.broadcast_to(step, x.shape)  # checked by _check_step; explicit for rank promotion
     r = divide(x, step)
     k = quantize(jnp.clip(r, -qn, qp), spec)  # round half to even onto the integer codes
     q = k * step
@@ -188,6 +190,6 @@ def lsq_init(x, fmt="int8", *, axis: int | None = None) -> jax.Array:
     if not isinstance(step, jax.core.Tracer):
         bad = ~(np.isfinite(np.asarray(step)) & (np.asarray(step) > 0))
         if bad.any():
-            raise ValueError(f"{where}: mean(|x|) gives step={np.asarray(step)[bad].flat[0]!r} (channel "
+            raise ValueError(f"{where}: mean(|x|) gives step={float(np.asarray(step)[bad].flat[0])!r} (channel "
                              f"{int(np.argmax(bad.ravel()))}); x must have a nonzero finite value in every channel")
     return step
