@@ -19,15 +19,16 @@ correctly rounded float32 quotient (:func:`asicsim.numerics.exact_div.divide`: X
 not round float32 division correctly), rounded half to even onto the integer grid by
 :func:`asicsim.numerics.quantize`, and ``v_bar * s`` is one float32 product (correctly rounded
 on every backend). Where the exact quotient lies within half a float32 ulp of a half-integer,
-rounding its float32 value may pick the other neighbour than rounding the exact quotient would;
-every float32 QAT implementation rounds the float32 quotient the same way. A zero result is +0
+rounding its float32 value may pick the other neighbour than rounding the exact quotient would,
+as float32 QAT code that divides and then rounds does too. A zero result is +0
 (an integer code has no sign).
 
 Gradients (Section 2.1, Eq. 3, and Section 2.3, Eq. 5), with ``r = v / s`` as above:
 
 - ``d v_hat / d v = 1`` where ``-Qn < r < Qp``, else ``0`` (the straight-through estimator);
 - ``d v_hat / d s = -r + round(r)`` where ``-Qn < r < Qp``, ``-Qn`` where ``r <= -Qn``, ``Qp``
-  where ``r >= Qp``, summed over the elements that share a step and multiplied by the gradient
+  where ``r >= Qp`` (exactly on a clip bound the clip branch applies, as the paper's strict
+  inequalities say: ``r = Qp`` gives ``d/dv = 0`` and ``d/ds = Qp``), summed over the elements that share a step and multiplied by the gradient
   scale ``g`` (Section 2.2: ``g = 1/sqrt(N_W Qp)`` for weights, ``1/sqrt(N_F Qp)`` for
   activations). The default ``g`` is ``1/sqrt(n Qp)`` with ``n`` the number of elements of ``x``
   per step (all of them for one scalar step, a channel's for per-channel steps); for activations
