@@ -3,23 +3,13 @@ survives its deadlines: checked on the CPU with --quick so the script a GPU sess
 to work before one is lent. On a CPU the "device" is the CPU itself, so same_bits must find no
 differing bits (a check of the comparison, not of a GPU)."""
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script(name: str):
-    if str(ROOT / "benchmarks") not in sys.path:  # as when run as a script: its siblings importable
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 HLO = """HloModule m
@@ -52,7 +42,7 @@ def test_hlo_passes_counts_traffic_outside_gemms():
     """Hand count of the module above: the GEMM fusion reads a (128 B) and b (64 B); the convert
     reads 128 B and writes 64 B; the while body's multiply reads 128 B once and writes 128 B
     (get-tuple-element, tuple and parameter are free)."""
-    hlo = _script("hlo_passes")
+    hlo = load_benchmark("hlo_passes")
     got = hlo.count_passes(HLO)
     assert got["gemms"] == 1 and got["gemm_operand_mb"] == pytest.approx(192e-6)
     assert got["other_instructions"] == 2 and got["traffic_mb"] == pytest.approx((128 + 64 + 128 + 128) * 1e-6)
@@ -61,13 +51,13 @@ def test_hlo_passes_counts_traffic_outside_gemms():
 
 @pytest.mark.slow
 def test_gpu_benchmark_script_quick(tmp_path):
-    mod = _script("gpu_emulate")
+    mod = load_benchmark("gpu_emulate")
     out = mod.main(["--quick", "--out", str(tmp_path / "out"), "--parts",
                     "step_time,hlo_passes,exact_orders,same_bits,quantize", "--budget", "1800",
                     "--json", str(tmp_path / "out.json")])
     assert json.loads((tmp_path / "out.json").read_text())["status"] == out["status"]
     assert all(s == "done" for s in out["status"].values()), out["status"]
-    parts = _script("gpu_emulate_parts")
+    parts = load_benchmark("gpu_emulate_parts")
     assert [(r["model"], r["recipe"]) for r in out["step_time"]] == [
         (m, r) for m in ("mlp 64 wide", "transformer d64") for r in parts.QUICK_RECIPES]
     assert all(r["anchor_ms"] > 0 and r["step_x"] > 0 and r["compile_x"] > 0 for r in out["step_time"])
@@ -82,7 +72,7 @@ def test_gpu_benchmark_script_quick(tmp_path):
 @pytest.mark.slow
 def test_a_part_past_its_deadline_keeps_its_rows(tmp_path):
     """A 1-second budget cuts same_bits off: its status says so and the run still finishes."""
-    mod = _script("gpu_emulate")
+    mod = load_benchmark("gpu_emulate")
     out = mod.main(["--quick", "--out", str(tmp_path), "--parts", "same_bits", "--budget", "1"])
     assert out["status"]["same_bits"].startswith("timed out after")
     assert (tmp_path / "same_bits.status").read_text().startswith("timed out")
@@ -91,13 +81,13 @@ def test_a_part_past_its_deadline_keeps_its_rows(tmp_path):
 def test_every_shipped_recipe_is_timed_or_says_why_not():
     from asicsim.emulate import list_recipes
 
-    parts = _script("gpu_emulate_parts")
+    parts = load_benchmark("gpu_emulate_parts")
     assert not set(parts.TRAINING_RECIPES) & set(parts.NOT_TIMED)
     assert set(parts.TRAINING_RECIPES) | set(parts.NOT_TIMED) == set(list_recipes())
 
 
 def test_unknown_part_is_an_error(capsys):
-    mod = _script("gpu_emulate")
+    mod = load_benchmark("gpu_emulate")
     with pytest.raises(SystemExit):
         mod.main(["--parts", "tests,nonsense"])
     assert "unknown part(s) nonsense" in capsys.readouterr().err

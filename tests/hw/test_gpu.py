@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 
 import asicsim as sim
 from asicsim.cli import main
@@ -326,11 +326,6 @@ def test_sparse_gemm_uses_the_sparse_kernel():
 
 
 # --- calibration ----------------------------------------------------------------------------
-def _calibration():
-    spec = importlib.util.spec_from_file_location("gpu_calibration", ROOT / "benchmarks" / "gpu_calibration.py")
-    gc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gc)
-    return gc
 
 
 def test_calibration_error_on_the_measured_sets():
@@ -338,7 +333,7 @@ def test_calibration_error_on_the_measured_sets():
     benchmarks/RESULTS.md): per device the median |ln(pred/meas)| <= 0.24 and p90 <= 0.75, overall
     median <= 0.20, and better than the datasheet roofline on every device (the shipped fit:
     0.15-0.23 and 0.49-0.74; the roofline 0.85-1.11 and 1.86-2.94)."""
-    gc = _calibration()
+    gc = load_benchmark("gpu_calibration")
     groups = gc.groups_of(gc.all_rows())
     fit = load_fit()
     errs, naive = {}, {}
@@ -378,7 +373,7 @@ def test_calibration_shows_progress(monkeypatch, capsys):
     # within a fit, at every evaluation (a line every few seconds in a log)
     from asicsim.cli_progress import StepProgress
 
-    gc = _calibration()
+    gc = load_benchmark("gpu_calibration")
     rows = gc.all_rows()
     some = [r for r in rows if (r["device"], r["precision"]) == (rows[0]["device"], rows[0]["precision"])][:12]
     monkeypatch.setattr(gc, "all_rows", lambda: some)

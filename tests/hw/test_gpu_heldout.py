@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 
 import asicsim as sim
 from asicsim.hw.design_files import load_design
@@ -18,17 +16,8 @@ from asicsim.hw.gpu_model import load_fit
 from asicsim.hw.gpu_rnn import rnn_algo
 from asicsim.hw.operations import Gemm, Rnn
 
-ROOT = Path(__file__).resolve().parents[2]
 F16 = "act=fp16,weight=fp16,acc=fp32"
 I8 = "act=int8,weight=int8,acc=int32"
-
-
-def _bench(name: str):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 # --- the library's rules ------------------------------------------------------------------------
@@ -139,7 +128,7 @@ def test_int8_tensor_cores_have_their_own_rate():
 
 # --- the held-out set ---------------------------------------------------------------------------
 def test_h200_is_never_fitted():
-    gm = _bench("gpu_measured")
+    gm = load_benchmark("gpu_measured")
     assert not {r["device"] for r in gm.all_rows()} & set(gm.HELD_OUT)
     assert {r["device"] for r in gm.h200_rows()} == {"H200"}
 
@@ -150,7 +139,7 @@ def test_error_on_the_held_out_h200():
     median |ln(pred/meas)| of 0.17 and a p90 of 0.45 (as shipped: 0.07-0.16 and 0.18-0.43; tf32
     0.16, no tf32 row in any fit set; before issue 32: 0.06-0.51 and 0.14-1.44), all rows 0.11 /
     0.31 (0.104 / 0.302; before 0.15 / 0.54), and better than the datasheet roofline on every kind."""
-    df = _bench("gpu_heldout").heldout_frame()
+    df = load_benchmark("gpu_heldout").heldout_frame()
     assert len(df) == 1328
     for key, g in df.groupby(["precision", "kind"]):
         e, n = np.abs(g.fit), np.abs(g.naive)

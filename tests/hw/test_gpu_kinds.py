@@ -4,13 +4,11 @@ set (the fit set) and on the H200 set, which no fit sees (data/measured/, benchm
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu_cost import gpu_cost_many
@@ -19,17 +17,8 @@ from asicsim.hw.gpu_model import load_fit
 from asicsim.hw.gpu_power import capped_time
 from asicsim.hw.operations import Gemm
 
-ROOT = Path(__file__).resolve().parents[2]
 F16 = "act=fp16,weight=fp16,acc=fp32"
 BIG = Gemm(8192, 8192, 8192)
-
-
-def _bench(name: str):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _tflops(op: Gemm, design: str, **kw) -> float:
@@ -40,7 +29,7 @@ def _tflops(op: Gemm, design: str, **kw) -> float:
 @pytest.fixture(scope="module")
 def frames():
     """Per-row errors of the shipped constants: the H100 set (in sample) and the H200 set (held out)."""
-    gh, gm = _bench("gpu_heldout"), _bench("gpu_measured")
+    gh, gm = load_benchmark("gpu_heldout"), load_benchmark("gpu_measured")
     return {"H100": gh.heldout_frame(rows=gm.h100_rows()), "H200": gh.heldout_frame()}
 
 
@@ -93,7 +82,7 @@ def test_sustained_must_be_a_bool(sustained, fragment):
 def test_each_measured_set_says_how_long_its_load_lasted():
     """The H100 and H200 sets time CUDA-graph bursts (their READMEs), except the H100's sustained
     power-cap rows; DeepBench's sheets time 400 back-to-back calls per kernel over a whole suite."""
-    gm = _bench("gpu_measured")
+    gm = load_benchmark("gpu_measured")
     h100 = gm.h100_rows()
     assert {r["sustained"] for r in h100 if r["kind"] == "gemm_power_cap"} == {True}
     assert {r["sustained"] for r in h100 if r["kind"] != "gemm_power_cap"} == {False}
@@ -151,7 +140,6 @@ def test_gemm_error_per_precision(frames, device, precision, kind, med, p90):
     df = frames[device]
     e = np.abs(df[(df.precision == precision) & (df.kind == kind)].fit)
     assert np.median(e) <= med and np.quantile(e, 0.9) <= p90
-
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -10,24 +10,11 @@ kmd/firmware/conv.c). With the spreadsheet otherwise unchanged, asicsim's NVDLA-
 within 20 % of it at every configuration; against the primer's own figure it is not at 64 and 32
 MACs (the strict xfail below)."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("nvdla_primer", ROOT / "benchmarks" / "nvdla_primer.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["nvdla_primer"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench()
+BENCH = load_benchmark("nvdla_primer")
 SMALL = [row for row in BENCH.PRIMER if row[0] <= 64]
 
 

@@ -6,24 +6,11 @@ from Table 1 and why the model's figures are compared with the matrix-unit rows 
 On the mapper before issue 31 (b0c40f6) these fail: MLP0's active share 0.595 (paper 0.154),
 4x bandwidth 1.54-2.14x (paper 3X), CNN0's active share 0.891."""
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("tpu_v1_sensitivity", ROOT / "benchmarks" / "tpu_v1_sensitivity.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["tpu_v1_sensitivity"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-BENCH = _bench()
+BENCH = load_benchmark("tpu_v1_sensitivity")
 MEMORY_BOUND = ("MLP0", "MLP1", "LSTM0", "LSTM1")
 
 

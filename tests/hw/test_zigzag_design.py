@@ -2,25 +2,16 @@
 example and the stored ZigZag results. No ZigZag needed: the CSVs were written by
 benchmarks/zigzag/run_zigzag.py under zigzag-dse 3.9.1 (their header says how and when)."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from asicsim.hw import cost_many, load_design
 from asicsim.hw.energy_table import design_energy_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "zigzag"
-
-
-def _anchor():
-    spec = importlib.util.spec_from_file_location("zigzag_anchor", ROOT / "benchmarks" / "zigzag_anchor.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["zigzag_anchor"] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_design_matches_zigzag_yaml():
@@ -47,7 +38,7 @@ def test_design_matches_zigzag_yaml():
 def test_stored_zigzag_csv_has_resnet18():
     """ResNet-18 (He et al. 2016, Table 1) has 20 convolutions (17 in the trunk, 3 1x1 downsamples)
     and one 512 -> 1000 FC layer, 1.814 G MACs at 224x224; ZigZag prices the Conv and Gemm nodes."""
-    mod = _anchor()
+    mod = load_benchmark("zigzag_anchor")
     for path in (mod.ENERGY_CSV, mod.LATENCY_CSV):
         rows = mod.read_zigzag_csv(path)
         assert any("zigzag-dse 3.9.1" in h for h in mod.header(path))
@@ -63,7 +54,7 @@ def test_stored_zigzag_csv_has_resnet18():
 def test_operations_match_zigzag_layers():
     """Every layer becomes an asicsim op with ZigZag's output size and MAC count (to_operation raises
     otherwise); conv1 is 7x7 stride 2 padding 3 on 224x224 (ResNet-18, He et al. 2016, Table 1)."""
-    mod = _anchor()
+    mod = load_benchmark("zigzag_anchor")
     rows = mod.read_zigzag_csv(mod.ENERGY_CSV)
     ops = [mod.to_operation(r) for r in rows]
     conv1 = ops[0]
@@ -88,7 +79,7 @@ def test_every_layer_within_10_percent_of_zigzag(network):
     depthwise 3x3 weights rounded to two 64-bit DRAM accesses per 9-byte group. Before the
     design's [power] table (asicsim's static, control and board terms priced on a design whose
     ZigZag counterpart has none) ResNet-18 had 0 of 21 layers within 10 % (1.36-1.97)."""
-    mod = _anchor()
+    mod = load_benchmark("zigzag_anchor")
     energy_csv = mod.NETWORKS[network][0]
     rows = mod.read_zigzag_csv(energy_csv)
     assert any("zigzag-dse 3.9.1" in h and f"{network}.onnx" in h for h in mod.header(energy_csv))
@@ -108,7 +99,7 @@ def test_zigzag_narrow_read_excess_is_its_minimum_access():
     """conv1 of ResNet-18: ZigZag reads the 3 input channels (24 bits) once per temporal cycle,
     1,229,312 cycles, as 38,416 accesses of 2048 bits (416.16 pJ each; yaml bandwidth_min 64): 24 of
     every 64 charged bits are read, so 5/8 of 15.99 uJ is the excess. Layers with C >= 8 have none."""
-    mod = _anchor()
+    mod = load_benchmark("zigzag_anchor")
     rows = mod.read_zigzag_csv(mod.ENERGY_CSV)
     assert rows[0]["mem_levels"]["I@sram_2MB"]["rd_out_to_low"] * 2048 / 64 == 1_229_312
     assert mod.zigzag_narrow_read_excess_pj(rows[0]) == pytest.approx(38416 * 416.16 * 5 / 8)
@@ -119,7 +110,7 @@ def test_zigzag_weight_rounding_is_two_accesses_per_depthwise_group():
     """MobileNetV2's last depthwise 3x3 convs (960 groups of 9 bytes): ZigZag reads 1920 64-bit
     accesses (16 bytes a group, yaml dram 700 pJ per access) for 8640 bytes of weights; the excess is
     (1920 x 64 - 960 x 72) bits at 700/64 pJ per bit. ResNet-18's weights are whole accesses."""
-    mod = _anchor()
+    mod = load_benchmark("zigzag_anchor")
     rows = mod.read_zigzag_csv(mod.NETWORKS["mobilenetv2"][0])
     r = next(r for r in rows if r["G"] == 960 and r["relations"].startswith("IX = 1*OX"))
     assert r["mem_levels"]["W@dram"]["rd_out_to_low"] == 1920
