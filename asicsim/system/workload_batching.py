@@ -37,7 +37,7 @@ def workload_service_table(workload, design, recipe: str = DEFAULT_RECIPE, max_b
                            scale: str | None = None) -> ServiceTable:
     """Service time and energy of one inference batch of ``workload``'s model, batch 1..max_batch,
     on ``design`` in ``recipe``'s formats (see the module docstring)."""
-    from asicsim.workloads.pricing import trace_costs, workload_trace
+    from asicsim.workloads.pricing import trace_costs, unpriced_problem, workload_trace
 
     w = _load(workload, scale)
     n = positive_int("max_batch", max_batch)
@@ -46,12 +46,9 @@ def workload_service_table(workload, design, recipe: str = DEFAULT_RECIPE, max_b
     formats: dict = {}
     for b in range(1, n + 1):
         costs = trace_costs(workload_trace(w, recipe, batch=b, training=False), d, recipe)
-        unpriced = costs[costs["time_s"].isna()]
-        if len(unpriced):
-            why = str(unpriced.iloc[0]["note"]).removeprefix("not priced: ")
-            raise BatchingError(f"recipe = {recipe!r} on design {d.name!r}: {len(unpriced)} op(s) of workload "
-                                f"{w.name!r} are not priced ({why}); allowed: a recipe whose formats the "
-                                "design executes (--recipe), or another --design")
+        problem = unpriced_problem(costs, recipe, d.name, w.name)
+        if problem:
+            raise BatchingError(problem)
         t[b - 1], e[b - 1] = costs["time_s"].sum(), costs["energy_j"].sum()
         if not formats:
             gemm = costs[costs["kind"] == "gemm"]

@@ -108,7 +108,7 @@ def _priced(w, recipe: str, batch: int, design):
 def _costs(trace, design, recipe: str, name: str):
     """:func:`~asicsim.workloads.pricing.trace_costs`'s rows (grouped by role and formats) indexed
     by the trace rows they price; an unpriced row is an error."""
-    from asicsim.workloads.pricing import trace_price
+    from asicsim.workloads.pricing import trace_price, unpriced_problem
 
     priced = trace_price(trace, [design], recipe)
     costs = priced.rows(0)
@@ -116,12 +116,9 @@ def _costs(trace, design, recipe: str, name: str):
     if not (costs.index.sort_values().equals(trace.index) and (costs["M"] == trace.loc[costs.index, "M"]).all()):
         raise AssertionError("trace_price rows do not map back onto the trace rows")  # a change in trace_price
     costs = costs.sort_index()
-    unpriced = costs[costs["time_s"].isna()]
-    if len(unpriced):
-        why = str(unpriced.iloc[0]["note"]).removeprefix("not priced: ")
-        raise TopologyError(f"recipe = {recipe!r} on design {design.name!r}: {len(unpriced)} op(s) of workload "
-                            f"{name!r} are not priced ({why}); allowed: a recipe whose formats the design "
-                            "executes (--recipe), or another --design")
+    problem = unpriced_problem(costs, recipe, design.name, name)
+    if problem:
+        raise TopologyError(problem)
     return costs
 
 

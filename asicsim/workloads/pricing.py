@@ -79,6 +79,18 @@ def trace_costs(trace: pd.DataFrame, design, recipe="fp32", *, objective: str = 
     return trace_price(trace, [design], recipe, objective=objective).rows(0)
 
 
+def unpriced_problem(costs: pd.DataFrame, recipe, design_name: str, workload_name: str) -> str | None:
+    """What to say when some rows of ``costs`` (:func:`trace_costs`) were not priced (the design
+    does not execute a format of the recipe), or None when every row was."""
+    unpriced = costs[costs["time_s"].isna()]
+    if not len(unpriced):
+        return None
+    why = str(unpriced.iloc[0]["note"]).removeprefix("not priced: ")
+    return (f"recipe = {recipe!r} on design {design_name!r}: {len(unpriced)} op(s) of workload "
+            f"{workload_name!r} are not priced ({why}); allowed: a recipe whose formats the design "
+            "executes (--recipe), or another --design")
+
+
 def trace_totals_family(trace: pd.DataFrame, designs, recipe="fp32", *,
                         objective: str = DEFAULT_OBJECTIVE) -> dict[str, np.ndarray]:
     """The trace's totals on every design of one family (:mod:`asicsim.hw.family`) in one
