@@ -30,7 +30,7 @@ from asicsim.hw.design import SystolicDesign
 from asicsim.hw.design_files import load_design
 from asicsim.hw.gpu import GpuDesign
 from asicsim.hw.gpu_cost import gpu_costs
-from asicsim.hw.mapper import describe
+from asicsim.hw.mapping_text import describe
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE, FASTEST, check_objective
 from asicsim.hw.operations import Conv, Gemm, Operation
 from asicsim.hw.pipeline import gemm_bounds, gemm_problem, lower, price
