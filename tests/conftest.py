@@ -2,7 +2,9 @@
 it), and hypothesis runs the same examples on every run unless told otherwise.
 
 Hypothesis profiles (``HYPOTHESIS_PROFILE``): ``repeatable`` (the default, what CI runs) derives each
-test's examples from the test itself, so a failure in CI fails the same way on a developer's machine;
+test's examples from the test itself and from the constants hypothesis collects from the modules
+imported so far, so the same pytest command draws the same examples everywhere (one file run alone
+may draw others; a failure's ``@reproduce_failure`` line replays it);
 ``explore`` draws fresh random examples on each run, for hunting new counterexamples before a change
 lands (``HYPOTHESIS_PROFILE=explore python -m pytest tests/numerics``).
 """

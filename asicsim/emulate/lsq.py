@@ -51,6 +51,7 @@ import numpy as np
 
 from asicsim.numerics import get_format, quantize
 from asicsim.numerics.exact_div import divide
+from asicsim.numerics.float_order import order_key
 from asicsim.numerics.formats import IntFormat
 
 __all__ = ["lsq_init", "lsq_quantize"]
@@ -145,10 +146,13 @@ def _fwd(x, step, spec, grad_scale):
 def _bwd(spec, grad_scale, res, g):
     r, k, step = res
     qn, qp = -spec.kmin, spec.kmax
-    inside = (r > -qn) & (r < qp)
+    # compared on the bits: XLA:CPU reads a subnormal r as 0, which would put it on Qn = 0's bound
+    key, lo, hi = order_key(r), order_key(np.float32(-qn)), order_key(np.float32(qp))
+    below = (key <= lo) & ~jnp.isnan(r)
+    inside = (key > lo) & (key < hi) & ~jnp.isnan(r)
     dx = jnp.where(inside, g, np.float32(0))
     # Eq. 3: k - r is exact (Sterbenz: k and r are within half of each other, or k = 0)
-    dq_ds = jnp.where(inside, k - r, jnp.where(r <= -qn, np.float32(-qn), np.float32(qp)))
+    dq_ds = jnp.where(inside, k - r, jnp.where(below, np.float32(-qn), np.float32(qp)))
     ds = _sum_to(g * dq_ds, step.shape) * np.float32(grad_scale)
     return dx, ds
 

@@ -15,6 +15,7 @@ from asicsim.emulate.group_weights import round_group
 from asicsim.emulate.policy import RoleSpec
 from asicsim.numerics import get_format, quantize
 from asicsim.numerics.exact_div import divide
+from asicsim.numerics.float_order import positive
 from asicsim.numerics.fp32_scale import static_codes
 from asicsim.numerics.grid_rounding import mul_pow2
 from asicsim.numerics.random import key_words
@@ -178,7 +179,7 @@ def _estimate(xf, amax) -> jax.Array:
     """The amax a delayed or static scale is computed from: the given estimate where it is
     positive, else the tensor's current amax."""
     amax = jnp.asarray(amax, jnp.float32)
-    return jnp.where(_positive(amax), amax, _amax(xf))
+    return jnp.where(positive(amax), amax, _amax(xf))
 
 
 def delayed_codes(xf, spec: RoleSpec, est, words=None):
@@ -187,7 +188,7 @@ def delayed_codes(xf, spec: RoleSpec, est, words=None):
     ``scale_inv = 1 / sf`` the factor TE hands cuBLASLt as the operand's scale."""
     sat = True if spec.saturate is None else spec.saturate
     sf = divide(jnp.float32(spec.spec.max), est) / jnp.float32(2.0**spec.margin)  # by a power of two: exact
-    sf = jnp.where(_positive(est) & jnp.isfinite(est), sf, jnp.float32(1.0))
+    sf = jnp.where(positive(est) & jnp.isfinite(est), sf, jnp.float32(1.0))
     sf = jnp.where(jnp.isinf(sf), jnp.finfo(jnp.float32).max, sf)
     y = quantize(xf * sf, spec.format, spec.rounding, saturate=sat, words=words)
     return y, divide(jnp.float32(1.0), sf)
@@ -214,12 +215,6 @@ def tensor_codes(x, spec: RoleSpec, *, amax=None, words=None):
     cur = jax.lax.bitcast_convert_type(bits, jnp.float32)
     sat = fmt.saturate if spec.saturate is None else spec.saturate
     return static_codes(xf, cur, fmt, rnd, sat, words)
-
-
-def _positive(v) -> jax.Array:
-    """``v > 0`` for float32 ``v`` on the bits: XLA:CPU's float compare reads a subnormal as 0."""
-    bits = lax.bitcast_convert_type(v, jnp.int32)
-    return (bits > 0) & (bits <= np.int32(0x7F800000))
 
 
 # tensors below this many elements take the integer amax (see ``_amax``)

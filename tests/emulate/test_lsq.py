@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from asicsim.emulate import lsq_init, lsq_quantize
@@ -94,6 +94,9 @@ GRAD_UINT4 = _grads("uint4")
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-40, 40, width=32), min_size=16, max_size=16),
        st.floats(0.125, 8.0, width=32), st.sampled_from(["int4", "uint4"]))
+# CI found this one: x/s is subnormal, which XLA:CPU's float compare reads as 0 (uint4's bound)
+@example([0.0] * 15 + [2.0**-126], 2.0, "uint4")
+@example([0.0] * 14 + [-(2.0**-126), 2.0**-149], 0.5, "uint4")
 def test_gradients_match_the_paper_hypothesis(xs, s, fmt):
     x = np.float32(xs)
     w = np.float32(np.linspace(-1.5, 2.0, 16))
