@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
 import warnings
+
+from asicsim.cli_json import json_text
 
 
 def _ints(flag: str, text: str, count: tuple[int, int], names: tuple[str, ...] = ()) -> list[int]:
@@ -50,7 +51,6 @@ def _operations(args) -> list:
 
 def cmd_cost(args) -> int:
     """Price operations on a design (physical model) or reproduce SCALE-Sim from its own files."""
-    import numpy as np
 
     from .hw import cost_table, scalesim_report_from_files
 
@@ -79,8 +79,8 @@ def cmd_cost(args) -> int:
             "(physical model), or --scalesim-config CFG and --topology CSV (SCALE-Sim compatibility mode)"
         )
     if args.json:
-        rows = report.replace({np.nan: None}).to_dict(orient="records")
-        print(json.dumps(rows, indent=2, default=_json_default))
+        rows = report.to_dict(orient="records")
+        print(json_text(rows))
     elif args.design:  # a readable summary; --json has every column
         summary = report[["design", "operation", "cycles", "cycles_stall", "utilization",
                           "mapping_efficiency", "bound", "objective"]].copy()
@@ -111,7 +111,6 @@ def _cost_trade(args) -> int:
     """``cost --objective all``: one row per (design, operation, objective), so the time/energy
     trade of each objective shows (``time_x``, ``energy_x``: over the ``latency`` schedule's). A
     GPU has one row, ``fastest``: its model takes its fastest kernel whatever the objective."""
-    import numpy as np
     import pandas as pd
 
     from .hw import cost_table
@@ -123,7 +122,7 @@ def _cost_trade(args) -> int:
     key = ["design", "operation"]
     report = report.drop_duplicates([*key, "objective"]).sort_values(key, kind="stable", ignore_index=True)
     if args.json:
-        print(json.dumps(report.replace({np.nan: None}).to_dict(orient="records"), indent=2, default=_json_default))
+        print(json_text(report.to_dict(orient="records")))
         return 0
     fastest = report[report["objective"].isin(["latency", "fastest"])].set_index(key)
     at = pd.MultiIndex.from_frame(report[key])
@@ -145,7 +144,6 @@ def _cost_trade(args) -> int:
 
 def _cost_workload(args) -> int:
     """``cost --workload SUITE|CSV --design D [--design D2 ...]``: one row per kernel and design."""
-    import numpy as np
 
     from .workloads import suite_costs
 
@@ -157,8 +155,8 @@ def _cost_workload(args) -> int:
                          "side; for the all-reduce suite a link topology, e.g. nvlink)")
     report = suite_costs(args.workload, args.design, args.formats, args.precision)
     if args.json:  # a list with one object per (design, kernel), as the other --json outputs
-        rows = report.replace({np.nan: None}).to_dict(orient="records")
-        print(json.dumps(rows, indent=2, default=_json_default))
+        rows = report.to_dict(orient="records")
+        print(json_text(rows))
         return 0
     shown = report.drop(columns=[c for c in ("suite", "application", "note", "format_out")
                                  if c in report]).copy()
@@ -196,7 +194,7 @@ def cmd_trace(args) -> int:
                "cost": table.to_dict(orient="records")}
         if compared:
             out["scope"], out["comparison"] = args.scope, compared[1:]
-        print(json.dumps(out, indent=2, default=_json_default))
+        print(json_text(out))
     else:
         what = "one inference batch" if args.inference else "one training step"
         gemms = int((trace.kind != "elementwise").sum())
@@ -220,14 +218,6 @@ def _print_with_notes(table, key: str) -> None:
             notes.setdefault((row[key], row["note"]), []).append(str(row.get("role", "")))
     for (who, note), roles in notes.items():
         print(f"{who} ({', '.join(r for r in roles if r)}): {note}")
-
-
-def _json_default(v):
-    import numpy as np
-
-    if isinstance(v, np.generic):
-        return v.item()
-    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -3,12 +3,12 @@
 Layer order, lowest first (a module may import its own layer and those below, never one above
 it; ``hw`` and ``emulate`` share a level and do not import each other):
 
-    helpers (_files, _catalogs, _jax_compat, _lazy, cli_types, cli_progress, cli_commands)
+    helpers (_files, _catalogs, _jax_compat, _lazy, cli_types, cli_json, cli_progress, cli_commands)
       <- numerics <- hw, emulate <- workloads <- system <- sweep <- report <- cli
 
-The helpers at the top of the package sit below every layer (``cli_types``, ``cli_progress`` and
-``cli_commands`` are the argparse types, progress line and command list every layer's
-subcommands use). Every import counts:
+The helpers at the top of the package sit below every layer (``cli_types``, ``cli_json``,
+``cli_progress`` and ``cli_commands`` are the argparse types, JSON writer, progress line and
+command list every layer's subcommands use). Every import counts:
 top-level ones and those inside functions (a lazy import is still a dependency); only imports
 under ``if TYPE_CHECKING:`` do not run and are skipped. A name imported from a package that
 exports it lazily (``from asicsim import load_results``, ``from asicsim.numerics import quantize``;
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asicsim"
-LEVEL = {"_files": 0, "_catalogs": 0, "_jax_compat": 0, "_lazy": 0, "cli_types": 0, "cli_progress": 0,
+LEVEL = {"_files": 0, "_catalogs": 0, "_jax_compat": 0, "_lazy": 0, "cli_types": 0, "cli_json": 0, "cli_progress": 0,
          "cli_commands": 0, "numerics": 1,
          "hw": 2, "emulate": 2, "workloads": 3, "system": 4, "sweep": 5, "report": 6, "cli": 7,
          "cli_catalog": 7, "__main__": 7, "__init__": 7}

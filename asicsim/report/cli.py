@@ -4,12 +4,12 @@ report (here, above the sweep layer it runs)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 from asicsim.cli_commands import command_help
+from asicsim.cli_json import json_text
 
 
 def add_cli(subparsers) -> None:
@@ -62,8 +62,7 @@ def run_report(args) -> int:
     finally:
         bar.close()
     if args.json:
-        json.dump(info, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print(json_text(info, indent=1))
     else:
         print(summary_text(args.results, options))
         print(f"\nwrote {info['html']}, {info['markdown']} and {len(info['tables'])} CSV tables in "
@@ -89,7 +88,7 @@ def run_demo(args) -> int:
     s["report_files"] = written
     s["seconds_total"] = round(time.monotonic() - t0, 2)
     if args.json:
-        print(json.dumps(s, indent=1, default=str))
+        print(json_text(s, indent=1))
         return 0
     print_summary(s)
     print(summary_text(args.out))

@@ -3,10 +3,10 @@ sweep and its report, is registered by :mod:`asicsim.report.cli`)."""
 
 from __future__ import annotations
 
-import json
 import sys
 
 from asicsim.cli_commands import command_help
+from asicsim.cli_json import json_text
 
 
 def add_cli(subparsers) -> None:
@@ -57,7 +57,7 @@ def run_sweep(args) -> int:
     except KeyboardInterrupt:
         return interrupted(args.out)
     if args.json:
-        print(json.dumps(s, indent=1))
+        print(json_text(s, indent=1))
     else:
         print_summary(s)
         print(f"results: asicsim.load_results({args.out!r}); report: asicsim report {args.out} -o report.html")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asicsim.cli_commands import command_help
+from asicsim.cli_json import json_text
 from asicsim.hw.design_files import labelled_designs
 from asicsim.system.batching import ARRIVALS, BatchingPolicy, service_table, simulate
 from asicsim.system.batching_errors import BatchingError, nonneg_float, positive_int
@@ -82,12 +83,6 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=run_cli)
 
 
-def _json_default(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
-
-
 def _cli_model(args) -> tuple:
     """(a preset InferenceModel or a workload name, its description); a workload's options
     (--recipe, --scale) with a preset, or --formats with a workload, are errors."""
@@ -112,8 +107,6 @@ def _cli_model(args) -> tuple:
 
 
 def run_cli(args) -> int:
-    import json
-
     import pandas as pd
 
     model, describe = _cli_model(args)
@@ -145,10 +138,9 @@ def run_cli(args) -> int:
             rec["p99_budget"] = res.row() | {"grid": res.grid}
         out.append(rec)
     if args.json:
-        print(json.dumps({"model": table.model, "description": describe,
-                          "policy": {"max_batch": policy.max_batch, "max_wait_ms": policy.max_wait_s * 1e3},
-                          "arrivals": args.arrivals, "requests": requests, "seed": args.seed, "designs": out},
-                         indent=2, default=_json_default))
+        print(json_text({"model": table.model, "description": describe,
+                         "policy": {"max_batch": policy.max_batch, "max_wait_ms": policy.max_wait_s * 1e3},
+                         "arrivals": args.arrivals, "requests": requests, "seed": args.seed, "designs": out}))
         return 0
     fmt = {"float_format": lambda v: f"{v:.4g}", "index": False}
     print(f"model {table.model}: {describe}")

@@ -4,11 +4,10 @@ strong/weak scaling of a model across chips, or ring all-reduce times; the model
 
 from __future__ import annotations
 
-import json
-import math
 from types import SimpleNamespace
 
 from asicsim.cli_commands import command_help
+from asicsim.cli_json import json_text
 from asicsim.hw.links import LINKS, TOPOLOGIES, TopologyError, allreduce_time, get_topology
 from asicsim.hw.operations import AllReduce
 from asicsim.system import workload_scaling_cli
@@ -62,18 +61,6 @@ def _int_list(flag: str, text: str) -> list[int]:
         raise TopologyError(f"{flag} = {text!r}; allowed: comma-separated integers") from None
 
 
-def _json(obj) -> str:
-    def clean(v):
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return v
-    return json.dumps(clean(obj), indent=2)
-
-
 def run_cli(args) -> int:
     """Run ``asicsim scaling``; prints a table (or JSON) and returns the exit status."""
     topo = get_topology(args.link, args.inter_link, args.ranks_per_node)
@@ -84,7 +71,7 @@ def run_cli(args) -> int:
         rows = [allreduce_time(AllReduce(args.elements, n, bits), topo).row()
                 for n in _int_list("--ranks", args.ranks)]
         if args.json:
-            print(_json(rows))
+            print(json_text(rows))
             return 0
         print(f"ring all-reduce on {topo.name}: {args.elements} elements x {bits} bits")
         print(f"{'ranks':>5} {'time_us':>12} {'algbw GB/s':>10} {'busbw GB/s':>10}  bottleneck")
@@ -109,9 +96,9 @@ def run_cli(args) -> int:
     stop = stops_paying(points, args.min_efficiency)
     m = get_model(args.model)
     if args.json:
-        print(_json({"model": m.name, "design": points[0].step.design, "topology": topo.name,
-                     "mode": args.mode, "overlap": args.overlap, "parameters": m.parameters,
-                     "points": [p.row() for p in points], "stops_paying": stop}))
+        print(json_text({"model": m.name, "design": points[0].step.design, "topology": topo.name,
+                         "mode": args.mode, "overlap": args.overlap, "parameters": m.parameters,
+                         "points": [p.row() for p in points], "stops_paying": stop}))
         return 0
     print(f"{args.mode} scaling of {m.name} ({m.parameters / 1e6:.1f} M weights) on "
           f"{points[0].step.design} over {topo.name}{' with overlap' if args.overlap else ''}")
@@ -136,7 +123,7 @@ def _run_workload(args, topo) -> int:
                               step=SimpleNamespace(batch_per_chip=r["batch_per_chip"])) for r in out["points"]]
     stop = stops_paying(points, args.min_efficiency)
     if args.json:
-        print(_json(out | {"stops_paying": stop}))
+        print(json_text(out | {"stops_paying": stop}))
     else:
         workload_scaling_cli.print_table(out, args.min_efficiency, stop)
     return 0

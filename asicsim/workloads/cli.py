@@ -6,12 +6,12 @@ Registered by :func:`add_cli` on the main parser's subparsers; :func:`run_train`
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
 
 from asicsim.cli_commands import command_help
+from asicsim.cli_json import json_text
 
 SCALE_HELP = ("the workload's scale: small (default: the base settings, for a CPU) or one of its "
               "[scales.NAME] tables, e.g. gpu (asicsim workloads lists each workload's scales)")
@@ -62,14 +62,6 @@ def add_cli(subparsers) -> None:
     p.set_defaults(func=run_infer)
 
 
-def _default(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.ndarray):
-        return v.tolist()
-    raise TypeError(f"not JSON serialisable: {type(v).__name__}")
-
-
 def _fmt(v) -> str:
     return "n/a" if v is None else f"{v:.4f}"
 
@@ -100,21 +92,6 @@ def _numerics_lines(numerics: dict) -> list[str]:
     return lines
 
 
-def _json(obj) -> str:
-    """``obj`` as JSON, a NaN or infinity written null (``NaN`` and ``Infinity`` are not JSON:
-    strict readers reject them)."""
-    def finite(v):
-        if isinstance(v, dict):
-            return {k: finite(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [finite(x) for x in v]
-        if isinstance(v, (float, np.floating)) and not np.isfinite(v):
-            return None
-        return v
-
-    return json.dumps(finite(obj), default=lambda v: finite(_default(v)), indent=1, allow_nan=False)
-
-
 def _error(command: str, err: Exception) -> int:
     print(f"asicsim {command}: error: {err}", file=sys.stderr)
     return 2
@@ -136,7 +113,7 @@ def run_train(args) -> int:
     finally:
         bar.close()
     if args.json:
-        print(_json(r.to_dict()))
+        print(json_text(r.to_dict(), indent=1))
         return 0
     s = r.settings
     print(f"{r.workload} (scale {s['scale']}) under {r.recipe}: {s['model']} on {s['dataset']}, "
@@ -181,7 +158,7 @@ def run_infer(args) -> int:
     finally:
         bar.close()
     if args.json:
-        print(_json(r.to_dict()))
+        print(json_text(r.to_dict(), indent=1))
         return 0
     print(f"{r.workload}: fp32-trained model evaluated under {r.recipe} (calibration: {r.calibration})")
     print(f"{r.metric}: {r.mean:.4f} (per seed: {', '.join(f'{v:.4f}' for v in r.quantized)}); "

@@ -1,14 +1,12 @@
 """The numerics table of ``asicsim train`` / ``infer``: a figure that is not measured (|x| >= 6 of
 a gradient, which training measures times the loss scale; the kurtosis of a tensor without spread)
-shows a dash and a line saying why, never ``nan%``; and ``--json`` is JSON (null, not NaN)."""
+shows a dash and a line saying why, never ``nan%`` (``--json``: tests/test_cli_json.py)."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
-from asicsim.workloads.cli import _json, _numerics_lines
+from asicsim.workloads.cli import _numerics_lines
 
 
 def _row(fmt="bf16", **kw) -> dict:
@@ -31,14 +29,3 @@ def test_unmeasured_figures_are_dashes_with_their_reason():
 def test_measured_figures_need_no_note():
     lines = _numerics_lines({"act:x": _row(), "grad:x": _row(outliers=0.0)})
     assert len(lines) == 3 and "0.00%" in lines[2]
-
-
-def test_json_output_writes_null_for_nan():
-    text = _json({"outliers": float("nan"), "a": [np.float32("nan"), 1.5, float("inf")],
-                  "arr": np.array([np.nan, 2.0]), "n": np.int64(3)})
-    parsed = json.loads(text, parse_constant=_fail)
-    assert parsed == {"outliers": None, "a": [None, 1.5, None], "arr": [None, 2.0], "n": 3}
-
-
-def _fail(constant):
-    raise AssertionError(f"{constant} is not JSON")
