@@ -126,35 +126,34 @@ def _eq3_by_hand(x, s, qn, qp):
     return np.where(r <= -qn, -qn, np.where(r >= qp, qp, np.round(r) - r))
 
 
-@pytest.mark.parametrize(("shape", "step_shape", "batch_axes", "n"), [
-    ((6, 5), (), 0, 5),             # a batch of 6 examples of 5 features, one step: N_F = 5
-    ((6, 5), (), -2, 5),            # the same axis counted from the end
-    ((6, 5), (1, 5), 0, 1),         # one step per feature: 1 element of an example per step
-    ((3, 4, 5), (), (0, 1), 5),     # (batch, time, features), every time step an example
-    ((3, 4, 5), (), 0, 20),         # ... or the whole sequence one example
-    ((6, 5), (), (), 30),           # weights (the default): N_W = every element
-    ((6, 5), (1, 5), (), 6),        # per-channel weights: a channel's 6 weights
+@pytest.mark.parametrize(("step_shape", "batch_axes", "n"), [
+    ((), 0, 20),                # x (3, 4, 5): 3 examples of 4 x 5 features, one step: N_F = 20
+    ((), -3, 20),               # the same axis counted from the end
+    ((), (0, 1), 5),            # (batch, time, features), every time step an example: N_F = 5
+    ((1, 1, 5), (0, 1), 1),     # one step per feature: 1 element of an example per step
+    ((4, 1), 0, 5),             # one step per time step: 5 features of an example share it
+    ((), (), 60),               # weights (the default): N_W = every element
+    ((1, 1, 5), (), 12),        # per-channel weights: a channel's 12 weights
 ])
-def test_default_grad_scale_counts_one_example(shape, step_shape, batch_axes, n):
+def test_default_grad_scale_counts_one_example(step_shape, batch_axes, n):
     """Section 2.2: g = 1/sqrt(N_F Qp) for activations, N_F the features of one example (not of
     the batch), 1/sqrt(N_W Qp) for weights; checked against Eq. 3 summed by hand. Failed before:
     no batch_axes (the default counted the batch: g too small by sqrt(batch))."""
     rng = np.random.default_rng(5)
-    x = np.float32(rng.normal(size=shape) * 3)
+    x = np.float32(rng.normal(size=(3, 4, 5)) * 3)  # one shape: one compilation of the quotient
     s = np.float32(0.5) if step_shape == () else np.float32(rng.uniform(0.3, 0.7, size=step_shape))
     ds = jax.grad(lambda s: jnp.sum(lsq_quantize(x, s, "int4", batch_axes=batch_axes)))(s)
-    per = _eq3_by_hand(x, np.broadcast_to(s, shape), 8, 7)
-    want = np.sum(per, axis=tuple(i for i in range(len(shape)) if (step_shape == () or
-                                  ((1,) * (len(shape) - len(step_shape)) + step_shape)[i] == 1)),
-                  keepdims=step_shape != ()).reshape(step_shape) / math.sqrt(n * 7)
-    np.testing.assert_allclose(np.asarray(ds), want, rtol=1e-5, atol=1e-6)
+    per = _eq3_by_hand(x, np.broadcast_to(s, x.shape), 8, 7)
+    padded = (1,) * (3 - len(step_shape)) + step_shape
+    want = np.sum(per, axis=tuple(i for i in range(3) if padded[i] == 1), keepdims=True).reshape(step_shape)
+    np.testing.assert_allclose(np.asarray(ds), want / math.sqrt(n * 7), rtol=1e-5, atol=1e-6)
 
 
 def test_batch_axes_and_grad_scale_are_one_choice():
     """batch_axes only sets the default g: the same gradient as grad_scale = 1/sqrt(N_F Qp)."""
-    x = np.float32(np.random.default_rng(6).normal(size=(8, 3)))
-    by_axes = jax.grad(lambda s: jnp.sum(lsq_quantize(x, s, "uint4", batch_axes=0)))(np.float32(0.2))
-    by_hand = jax.grad(lambda s: jnp.sum(lsq_quantize(x, s, "uint4", grad_scale=1 / math.sqrt(3 * 15))))(
+    x = np.float32(np.random.default_rng(6).normal(size=(3, 4, 5)))
+    by_axes = jax.grad(lambda s: jnp.sum(lsq_quantize(x, s, "int4", batch_axes=0)))(np.float32(0.2))
+    by_hand = jax.grad(lambda s: jnp.sum(lsq_quantize(x, s, "int4", grad_scale=1 / math.sqrt(20 * 7))))(
         np.float32(0.2))
     assert float(by_axes) == float(by_hand)
 
