@@ -6,8 +6,8 @@ MNIST-1D's GRU workload (``mnist1d_gru``, bidirectional, head on all 40 steps) w
 ``--hidden`` units, trained ``--steps`` steps in fp32 per seed: dense, then every weight matrix
 (``*/w*``: the input and recurrent weights of both directions and the head) pruned on Zhu & Gupta's
 cubic schedule to each ``--sparsities`` target (exact at the end step), plus Narang's threshold
-schedule aimed at 90 % (its ``q`` from the weights at the start step: the sparsity it reaches is
-measured). Pruning runs from ``--start`` to ``--end`` every ``--every`` steps; the rest of the run
+schedule aimed at 90 % (its ``q`` the 90 % quantile of each update's weights, so it ends at 90 % to
+a weight too; the sparsity reached is measured either way). Pruning runs from ``--start`` to ``--end`` every ``--every`` steps; the rest of the run
 trains with the masks fixed. Each run's measured per-layer sparsity is priced: one bf16
 inference batch of ``--price-batch`` (``workload_trace(..., training=False)``) on ``--design``,
 weights stored ``bitmask`` (nonzeros plus one bit per position), DRAM bytes and energy beside the

@@ -28,12 +28,24 @@ Gradients (Section 2.1, Eq. 3, and Section 2.3, Eq. 5), with ``r = v / s`` as ab
 - ``d v_hat / d v = 1`` where ``-Qn < r < Qp``, else ``0`` (the straight-through estimator);
 - ``d v_hat / d s = -r + round(r)`` where ``-Qn < r < Qp``, ``-Qn`` where ``r <= -Qn``, ``Qp``
   where ``r >= Qp`` (exactly on a clip bound the clip branch applies, as the paper's strict
-  inequalities say: ``r = Qp`` gives ``d/dv = 0`` and ``d/ds = Qp``), summed over the elements that share a step and multiplied by the gradient
-  scale ``g`` (Section 2.2: ``g = 1/sqrt(N_W Qp)`` for weights, ``1/sqrt(N_F Qp)`` for
-  activations). The default ``g`` is ``1/sqrt(n Qp)`` with ``n`` the number of elements of ``x``
-  per step (all of them for one scalar step, a channel's for per-channel steps); for activations
-  this counts the batch too, where the paper counts the features of one example: pass
-  ``grad_scale`` to choose.
+  inequalities say: ``r = Qp`` gives ``d/dv = 0`` and ``d/ds = Qp``), summed over the elements
+  that share a step and multiplied by the gradient scale ``g``.
+
+The gradient scale (Section 2.2): ``g = 1/sqrt(N_W Qp)`` for a layer's weights, ``N_W`` the
+number of weights in the layer, and ``g = 1/sqrt(N_F Qp)`` for its input activations, ``N_F`` the
+number of features of the input -- of one example, not of the batch. The default is
+``g = 1/sqrt(n Qp)`` with ``n`` the number of elements of ``x`` that share a step *within one
+example*, and ``x``'s examples are named, never guessed, by ``batch_axes``:
+
+- weights: ``batch_axes=()`` (the default): every element counts, ``n = N_W`` for one step per
+  tensor, the number of weights of a channel for per-channel steps;
+- activations: ``batch_axes=0`` for ``x`` of shape ``(batch, features...)`` (or ``(0, 1)`` for
+  ``(batch, time, features)`` when each time step is an example): those axes are left out of the
+  count, ``n = N_F`` for one step per tensor. A step may not vary along a batch axis.
+
+Called on a batch of activations without ``batch_axes`` the default counts the batch as well
+(``g`` too small by ``sqrt(batch)``): name the batch, or give ``grad_scale=`` to choose ``g``
+yourself (giving both is an error).
 
 A non-integer format (float, block, fixed point with fraction bits) or a step that is not
 positive and finite is an error naming the value; under ``jax.jit`` or ``jax.grad`` the step's
@@ -87,7 +99,33 @@ def _check_step(step: jax.Array, x_shape: tuple[int, ...], where: str) -> None:
                              f"{values.size}); a step must be positive and finite")
 
 
-def lsq_quantize(x, step, fmt="int8", *, grad_scale: float | None = None) -> jax.Array:
+def _batch_axes(batch_axes, x_shape: tuple[int, ...], step_shape: tuple[int, ...], where: str) -> tuple[int, ...]:
+    """``batch_axes`` as nonnegative axes of ``x``, checked (integers in range, no repeats, the
+    step does not vary along them), or a clear error."""
+    axes = (batch_axes,) if isinstance(batch_axes, int) and not isinstance(batch_axes, bool) else batch_axes
+    nd = len(x_shape)
+    if not isinstance(axes, (tuple, list)) or not all(isinstance(a, int) and not isinstance(a, bool)
+                                                      and -nd <= a < nd for a in axes):
+        raise ValueError(f"{where}: batch_axes={batch_axes!r}; allowed: () for weights, or the integer axes of "
+                         f"x (shape {tuple(x_shape)}, axes {-nd}..{nd - 1}) that index examples, e.g. 0")
+    norm = tuple(a % nd for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ValueError(f"{where}: batch_axes={batch_axes!r} names an axis twice")
+    padded = (1,) * (nd - len(step_shape)) + tuple(step_shape)
+    varying = [a for a in norm if padded[a] != 1]
+    if varying:
+        raise ValueError(f"{where}: step shape {tuple(step_shape)} varies along batch axis {varying[0]} of x shape "
+                         f"{tuple(x_shape)}; allowed: a step shared by all examples (size 1 on batch axes)")
+    return norm
+
+
+def _per_step(x_shape: tuple[int, ...], step_shape: tuple[int, ...], batch: tuple[int, ...]) -> int:
+    """Elements of one example that share one step: Section 2.2's ``N_W`` or ``N_F`` (at least 1)."""
+    padded = (1,) * (len(x_shape) - len(step_shape)) + tuple(step_shape)
+    return max(math.prod(n for i, n in enumerate(x_shape) if i not in batch and padded[i] == 1), 1)
+
+
+def lsq_quantize(x, step, fmt="int8", *, batch_axes=(), grad_scale: float | None = None) -> jax.Array:
     """LSQ's quantizer ``round(clip(x / step, -Qn, Qp)) * step`` with its trainable step (see the module).
 
     Args:
@@ -97,8 +135,11 @@ def lsq_quantize(x, step, fmt="int8", *, grad_scale: float | None = None) -> jax
         Positive and finite.
       fmt: an integer format (``int8``, ``int4``, ``uint8``, ``uint4``, ``int2``...): its
         codes give ``-Qn`` and ``Qp`` (Section 2: signed ``Qn = 2**(b-1)``, unsigned ``Qn = 0``).
+      batch_axes: the axes of ``x`` that index examples: ``()`` (default) for weights, e.g.
+        ``0`` for activations of shape ``(batch, features)``; left out of the default ``g``'s count.
       grad_scale: ``g`` of Section 2.2, multiplying the step's gradient; default
-        ``1/sqrt(n Qp)``, ``n`` the number of elements of ``x`` per step.
+        ``1/sqrt(n Qp)``, ``n`` the elements of one example of ``x`` per step (module docstring:
+        ``N_W`` for weights, ``N_F`` for activations with their ``batch_axes``).
 
     Returns:
       float32 array of ``x``'s shape, every value an integer in ``[-Qn, Qp]`` times its step.
@@ -108,15 +149,23 @@ def lsq_quantize(x, step, fmt="int8", *, grad_scale: float | None = None) -> jax
     >>> import jax.numpy as jnp
     >>> lsq_quantize(jnp.array([0.26, -1.0, 9.0]), 0.5, "int4").tolist()
     [0.5, -1.0, 3.5]
+    >>> import jax
+    >>> a = jnp.full((32, 10), 0.3)  # 32 examples of 10 features; r = 1.2: each d/ds = 1 - 1.2
+    >>> ds = jax.grad(lambda s: lsq_quantize(a, s, "uint4", batch_axes=0).sum())(0.25)
+    >>> round(float(ds), 4)  # 320 x (-0.2) x g, g = 1/sqrt(N_F Qp) = 1/sqrt(10 x 15)
+    -5.2256
     """
     where = "lsq_quantize"
     spec, _, qp = _bounds(fmt, where)
     x = jnp.asarray(x, jnp.float32)
     step = jnp.asarray(step, jnp.float32)
     _check_step(step, x.shape, where)
-    per_step = max(x.size // max(step.size, 1), 1)
+    batch = _batch_axes(batch_axes, x.shape, step.shape, where)
     if grad_scale is None:
-        grad_scale = 1.0 / math.sqrt(per_step * qp)
+        grad_scale = 1.0 / math.sqrt(_per_step(x.shape, step.shape, batch) * qp)
+    elif batch:
+        raise ValueError(f"{where}: batch_axes={batch_axes!r} and grad_scale={grad_scale!r}: batch_axes only sets "
+                         "the default grad_scale; give one of them")
     elif isinstance(grad_scale, bool) or not isinstance(grad_scale, (int, float)) \
             or not (math.isfinite(grad_scale) and grad_scale > 0):
         raise ValueError(f"{where}: grad_scale={grad_scale!r}; allowed: a positive finite number or None")

@@ -9,7 +9,7 @@ weights and which schedules).
 
 :func:`with_pruning` wraps a training step (:func:`asicsim.emulate.training.make_train_step`'s
 ``(init, step)``): its state is a :class:`PrunedState` (the training state, one boolean mask per
-pruned leaf, Narang's per-leaf ``theta``); after each step the masks of the rules whose update
+pruned leaf, Narang's per-leaf ``q`` of the latest update); after each step the masks of the rules whose update
 step it is are recomputed from the updated weights, and every pruned leaf of the weights (and
 of the master copy, when the recipe has one) is set to zero where its mask is, so a pruned
 weight is exactly zero in every forward pass from then on. :func:`weight_sparsity` measures
@@ -27,7 +27,7 @@ from jax import lax
 
 from asicsim.emulate.layer_rules import leaf_paths, match_rule
 from asicsim.workloads.deepbench import WorkloadError
-from asicsim.workloads.prune_rules import PruneRule, cubic_counts, narang_theta, narang_threshold
+from asicsim.workloads.prune_rules import PruneRule, cubic_counts, narang_fractions
 
 
 def magnitude_key(w):
@@ -63,7 +63,7 @@ class Target(NamedTuple):
     index: int
     path: str
     rule: PruneRule
-    table: np.ndarray  # per update step: cubic counts (int32) or Narang's eps / theta (float32)
+    table: np.ndarray  # per update step: cubic counts (int32) or Narang's eps(t) / eps(t_last) (float32)
 
 
 class PrunedState(NamedTuple):
@@ -71,7 +71,7 @@ class PrunedState(NamedTuple):
 
     train: Any
     masks: tuple  # bool, one per target, the leaf's shape (True: kept)
-    theta: tuple  # float32 scalars, Narang's start slope per target (0 until its start step)
+    q: tuple  # float32 scalars: per target, Narang's q at its latest mask update (0 before; 0 for others)
 
     @property
     def params(self):
@@ -113,24 +113,34 @@ class Pruner:
         masks = tuple(jnp.ones(np.shape(leaves[t.index]), bool) for t in self.targets)
         return PrunedState(train, masks, tuple(jnp.float32(0) for _ in self.targets))
 
+    @staticmethod
+    def narang_update(w, keep, fraction, k: int):
+        """Narang's mask update (:mod:`.prune_rules`): ``q`` is the ``k``-th smallest ``|w|`` (0-based,
+        pruned weights counted as 0; ``k = round(sparsity x size)``, ``+inf`` for ``k = size``) and
+        the weights below ``q x fraction`` are pruned; compared on magnitude keys (exact).
+        Returns the new mask and ``q``."""
+        key = magnitude_key(w)
+        ranked = jnp.sort(jnp.where(keep, key, jnp.int32(0)).ravel())
+        q_key = jnp.concatenate([ranked, jnp.full(1, 0x7F800000, jnp.int32)])[k]  # +inf past the end
+        q = lax.bitcast_convert_type(q_key, jnp.float32)
+        th_key = jnp.where(fraction == 1, q_key, magnitude_key(q * fraction))  # the last update: q itself
+        return keep & (key >= th_key), q
+
     def update(self, s: PrunedState, train) -> PrunedState:
         """The masks after step ``train.step`` (updated where it is a target's update step),
         applied to the new weights."""
         t = train.step
         leaves = jax.tree_util.tree_leaves(train.params)
-        masks, thetas = [], []
-        for tg, keep, theta in zip(self.targets, s.masks, s.theta, strict=True):
+        masks, qs = [], []
+        for tg, keep, q in zip(self.targets, s.masks, s.q, strict=True):
             w, r = leaves[tg.index], tg.rule
             steps = r.update_steps()
             j = jnp.clip((t - r.start) // r.every, 0, len(steps) - 1)
             due = (t >= r.start) & (t <= steps[-1]) & ((t - r.start) % r.every == 0)
-            if r.schedule == "narang":  # theta from the sparsity quantile of |w| at the start step
-                def narang(w=w, keep=keep, theta=theta, j=j, r=r, table=tg.table):
-                    q = jnp.quantile(jnp.abs(w).astype(jnp.float32), jnp.float32(r.sparsity))
-                    th = jnp.where(t == r.start, jnp.float32(narang_theta(1.0, r.start, r.ramp, r.end, r.every)) * q,
-                                   theta)
-                    return keep & (jnp.abs(w) >= th * jnp.asarray(table)[j]), th
-                new, theta = lax.cond(due, narang, lambda keep=keep, theta=theta: (keep, theta))
+            if r.schedule == "narang":  # q from the current weights at every update (module prune_rules)
+                k, f = round(r.sparsity * int(np.size(w))), jnp.asarray(tg.table)[j]
+                new, q = lax.cond(due, lambda w=w, keep=keep, f=f, k=k: self.narang_update(w, keep, f, k),
+                                  lambda keep=keep, q=q: (keep, q))
             elif r.schedule == "cubic":
                 k = jnp.asarray(tg.table)[j]
                 new = lax.cond(due, lambda w=w, keep=keep, k=k: smallest_mask(w, keep, k), lambda keep=keep: keep)
@@ -138,8 +148,8 @@ class Pruner:
                 n, m = r.structured
                 new = keep & nm_mask(w, n, m, r.axis)
             masks.append(jnp.where(due, new, keep))
-            thetas.append(theta)
-        return PrunedState(self.apply_train(train, masks), tuple(masks), tuple(thetas))
+            qs.append(q)
+        return PrunedState(self.apply_train(train, masks), tuple(masks), tuple(qs))
 
     def apply(self, tree, masks):
         """``tree`` (the params' structure) with every target leaf zero where its mask is False."""
@@ -159,9 +169,8 @@ def _table(rule: PruneRule, path: str, shape) -> np.ndarray:
     size = int(np.prod(shape))
     if rule.schedule == "cubic":
         return np.asarray(cubic_counts(rule, size), np.int32)
-    if rule.schedule == "narang":  # eps / theta at each update step
-        return np.asarray([narang_threshold(t, 1.0, rule.start, rule.ramp, rule.every, rule.ramp_factor)
-                           for t in rule.update_steps()], np.float32)
+    if rule.schedule == "narang":  # eps(t) / eps(t_last) at each update step
+        return np.asarray(narang_fractions(rule), np.float32)
     m = rule.structured[1]
     axis = rule.axis
     if not -len(shape) <= axis < len(shape) or shape[axis] % m:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asicsim.emulate import op_trace
+from asicsim.emulate.layer_rules import leaf_paths
 from asicsim.emulate.training import make_train_step
 from asicsim.hw.family import cost_designs
 from asicsim.hw.operations import Gemm
@@ -25,6 +26,7 @@ from asicsim.workloads.prune_rules import (
     PruneRule,
     cubic_counts,
     cubic_sparsity,
+    narang_fractions,
     narang_theta,
     narang_threshold,
     rule_from_table,
@@ -148,13 +150,51 @@ def test_two_four_pattern_holds_at_every_step_after_start():
         assert (w == 0).sum() == 24
 
 
-def test_narang_pruning_thresholds_from_the_start_weights():
-    seen, state = _tiny_training([PruneRule("narang", start=2, ramp=4, end=10, every=1, sparsity=0.5, match="w")])
+def test_narang_fractions_end_at_one():
+    # start 200, ramp 600, end 1000, every 50 (bench_pruning's defaults): updates 200, 250, ..., 950;
+    # eps(950) / q = (0.05 x 401 + 0.075 x 351) / 50 = 0.9275 (theta = 2 q 50 / 2000 = 0.05 q):
+    # a threshold that stops 7 % below q if q is not rescaled to the last update
+    r = PruneRule("narang", start=200, ramp=600, end=1000, every=50, sparsity=0.9)
+    theta = narang_theta(1.0, 200, 600, 1000, 50)
+    assert theta == pytest.approx(0.05, rel=1e-15)
+    assert narang_threshold(950, theta, 200, 600, 50) == pytest.approx(0.9275, rel=1e-14)
+    f = narang_fractions(r)
+    assert len(f) == 16 and f[-1] == 1.0 and f == sorted(f)
+    # step 200: eps = theta / 50 = 0.001; as a fraction of 0.9275
+    assert f[0] == pytest.approx(0.001 / 0.9275, rel=1e-14)
+
+
+@pytest.mark.parametrize(("sparsity", "every"), [(0.5, 1), (0.75, 3), (0.9, 2)])
+def test_narang_pruning_reaches_its_target_sparsity(sparsity, every):
+    """The last update prunes below the target quantile of that step's weights: exactly
+    round(sparsity x 48) zeros. Failed before (q taken once at the start step; here the weights
+    shrink, so it overshot): 0.5 -> 31 zeros for 24, 0.75 -> 40 for 36, 0.9 -> 46 for 43."""
+    rule = PruneRule("narang", start=2, ramp=4, end=10, every=every, sparsity=sparsity, match="w")
+    seen, state = _tiny_training([rule])
     zeros = [int((w == 0).sum()) for w in seen]
-    assert zeros[0] == 0 and zeros == sorted(zeros) and zeros[-1] > 0  # monotone, pruning happened
-    assert zeros[9:] == [zeros[9]] * 3  # no update from the end step on
-    theta = float(state.theta[0])  # Section 3.1 with q = the median |w| at step 2
-    assert theta == pytest.approx(narang_theta(float(np.quantile(np.abs(seen[1]), 0.5)), 2, 4, 10, 1), rel=1e-6)
+    last = rule.update_steps()[-1]
+    assert zeros[0] == 0 and zeros == sorted(zeros)  # monotone: a pruned weight stays zero
+    assert zeros[last - 1:] == [round(sparsity * 48)] * (13 - last)  # reached at the last update, kept
+    # q of the last update: the k-th smallest |w| with the pruned ones as zeros, i.e. the smallest kept one
+    k = round(sparsity * 48)
+    assert float(state.q[0]) == np.sort(np.abs(seen[last - 1]).ravel())[k]
+
+
+@pytest.mark.slow
+def test_every_schedule_reaches_its_target_in_a_training_run():
+    """Through ``train`` (the benchmark's path, 12 s): cubic and Narang end with round(s x n) zeros
+    per weight matrix, 2:4 with exactly half. Failed before: Narang's fc0/w ended at 0.647 for 0.8."""
+    rules = [PruneRule("narang", start=4, ramp=8, end=16, every=4, sparsity=0.8, match="fc0/w"),
+             PruneRule("cubic", start=4, end=16, every=4, sparsity=0.9, match="fc1/w"),
+             PruneRule("2:4", start=4, match="out/w")]
+    from asicsim.workloads import train
+
+    run = train("mnist1d_mlp", "fp32", seeds=(0,), steps=20, eval_every=20, stats=False, prune=rules).runs[0]
+    _, model = build(load_workload("mnist1d_mlp"))
+    sizes = {p: int(np.size(x)) for p, x in zip(leaf_paths(model.init(0)), jax.tree_util.tree_leaves(model.init(0)),
+                                                strict=True) if np.ndim(x) >= 2}
+    assert run.sparsity == {"fc0/w": round(0.8 * sizes["fc0/w"]) / sizes["fc0/w"],
+                            "fc1/w": round(0.9 * sizes["fc1/w"]) / sizes["fc1/w"], "out/w": 0.5}
 
 
 # --- bad input -------------------------------------------------------------------------------------
