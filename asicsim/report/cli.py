@@ -15,7 +15,8 @@ from asicsim.cli_commands import command_help
 def add_cli(subparsers) -> None:
     """Register ``report`` and ``demo`` on an argparse subparsers object."""
     from asicsim.cli_types import number
-    from asicsim.sweep.spec import OBJECTIVES, SCOPES
+    from asicsim.hw.scopes import SCOPES
+    from asicsim.sweep.report_options import OBJECTIVES
 
     p = subparsers.add_parser(
         "report", help=command_help("report"),

@@ -36,7 +36,7 @@ import numpy as np
 
 from asicsim.hw.family import family_key
 from asicsim.hw.operations import OperationError
-from asicsim.sweep.spec import ID_SCHEME, Point
+from asicsim.sweep.point_identity import ID_SCHEME, Point, content_key
 
 
 @dataclass
@@ -110,8 +110,6 @@ def _inputs(job: Job, p: Point) -> list[tuple]:
 
 
 def _changed(what: str, name, obj, key: str) -> str | None:
-    from asicsim.sweep.spec import content_key
-
     if obj is None:
         return f"input changed: the job carries no {what} {name!r}"
     try:

@@ -30,7 +30,8 @@ from pathlib import Path
 import pandas as pd
 
 from asicsim._files import atomic_path, read_text_file, remove_stale_temporaries, write_text_atomic
-from asicsim.sweep.spec import ID_SCHEME, SweepError
+from asicsim.sweep.errors import SweepError
+from asicsim.sweep.point_identity import ID_SCHEME
 
 TABLES = ("curves", "numerics", "ops", "kernels")
 

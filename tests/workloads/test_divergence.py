@@ -75,8 +75,8 @@ def test_a_collapsed_loss_scale_diverges_the_sweep_point_and_shows_in_train(reci
     # lr 1e4: the first step blows the weights up, every later step overflows; the scale halves
     # from 2**16 to the floor 2**-24 in 40 steps, and step 42 overflows at the floor
     from asicsim.emulate import load_recipe
+    from asicsim.sweep.point_identity import Point
     from asicsim.sweep.points import Job, _train
-    from asicsim.sweep.spec import Point
     from asicsim.workloads import load_workload
     from asicsim.workloads.cli import add_cli
 
