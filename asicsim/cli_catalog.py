@@ -143,7 +143,7 @@ def recipe_rows() -> list[dict]:
 def workload_rows() -> list[dict]:
     """Training workloads (asicsim train, infer, trace) and kernel suites (asicsim cost --workload)."""
     from .workloads import list_workloads, load_workload
-    from .workloads.deepbench import suite_rows
+    from .workloads.deepbench_files import suite_rows
 
     rows = []
     for n in list_workloads():
