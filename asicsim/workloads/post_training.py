@@ -15,7 +15,8 @@ import numpy as np
 from asicsim.emulate import load_recipe
 from asicsim.emulate.policy import Policy
 from asicsim.workloads import tasks
-from asicsim.workloads.training import Runner, batch_order, build, check_batch, train
+from asicsim.workloads.runner import Runner
+from asicsim.workloads.training import batch_order, build, check_batch, train
 from asicsim.workloads.workload import Workload, load_workload
 
 _FP32_CACHE: dict = {}
