@@ -9,6 +9,7 @@ import re
 
 
 def _format_rows(names: list[str] | None) -> list[dict]:
+    # here: a listing loads only its own layer (`asicsim --help` loads none)
     from .numerics.catalog import aliases, catalog, get_format
 
     if names:
@@ -103,6 +104,7 @@ def _print_rows(rows: list[dict], columns: tuple[str, ...], as_json: bool) -> No
 def design_rows(efficiency: bool = True) -> list[dict]:
     """Every shipped design: systolic arrays first, then the GPU baselines; ``efficiency``: with
     its idle power and peak TOPS/W per scope (:func:`_efficiency`)."""
+    # here: a listing loads only its own layer (`asicsim --help` loads none)
     from .hw import load_design
     from .hw.design_files import list_designs
 
@@ -117,6 +119,7 @@ _GPU_TENSOR_FORMATS = "act=fp16,weight=fp16,acc=fp32"
 def _efficiency(name: str, kind: str) -> dict:
     """Peak ops, idle power and peak TOPS/W per scope (core, chip, board) of a design, in its own
     formats (a GPU: also on its fp16 tensor path): :mod:`asicsim.hw.efficiency`."""
+    # here: a listing loads only its own layer (`asicsim --help` loads none)
     from .hw import load_design
     from .hw.efficiency import peak_tops_per_w, power_figures
 
@@ -134,6 +137,7 @@ def _efficiency(name: str, kind: str) -> dict:
 
 
 def recipe_rows() -> list[dict]:
+    # here: a listing loads only its own layer (`asicsim --help` loads none)
     from .emulate.policy import list_recipes
     from .emulate.recipes import load_recipe
 
@@ -142,8 +146,9 @@ def recipe_rows() -> list[dict]:
 
 def workload_rows() -> list[dict]:
     """Training workloads (asicsim train, infer, trace) and kernel suites (asicsim cost --workload)."""
+    # here: a listing loads only its own layer (`asicsim --help` loads none)
     from .workloads import list_workloads, load_workload
-    from .workloads.deepbench import suite_rows
+    from .workloads.deepbench_files import suite_rows
 
     rows = []
     for n in list_workloads():

@@ -4,8 +4,6 @@ recursing into scans, while loops, conds and nested calls; weights are found by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
@@ -17,9 +15,10 @@ from asicsim.emulate.attention import marked_role
 from asicsim.emulate.conv import conv_as_gemm
 from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a cotangent
 from asicsim.emulate.gemm import _GEMM_ROLES, GemmSite, _emulated_dot
-from asicsim.emulate.layer_rules import ACT_PATH, CONST_PATH, gemm_policy, match_rule, note
+from asicsim.emulate.layer_rules import gemm_policy, match_rule, note
 from asicsim.emulate.layer_scan import layer_scan
 from asicsim.emulate.op_rules import eqn_scope, op_policy
+from asicsim.emulate.operand_roles import attention_roles, dot_roles, gemm_path, plain_float32
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.provenance import input_data, moves_weight, operand_data
 from asicsim.emulate.role_rounding import _stochastic
@@ -32,52 +31,11 @@ from asicsim.emulate.site_rows import (
     is_layer_scan,
 )
 from asicsim.emulate.trace import dtype_formats, record, record_elementwise
+from asicsim.emulate.value_marks import grid_level, out_tags, same_grid
 from asicsim.emulate.vector_roles import vector_rounder
 from asicsim.numerics.random import derive
 
-# of the structural ops (:data:`.provenance.STRUCTURAL`), the ones that keep every value
-# unchanged (a value on a format's grid stays on it)
-_VALUE_PRESERVING = {"reshape", "transpose", "broadcast_in_dim", "squeeze", "expand_dims", "slice",
-                     "dynamic_slice", "dynamic_update_slice", "copy", "copy_p", "rev", "concatenate", "stack",
-                     "split", "unstack", "tile"}
 _CALLS = CALLS - REMAT  # inlined
-
-
-def _dot_roles(flags: Sequence[int]) -> tuple[str, str]:
-    if GRAD in flags[:2]:  # a gradient GEMM in a user's backward: the cotangent is role ``grad``
-        return tuple("grad" if f == GRAD else ("weight" if f else "act") for f in flags[:2])
-    lhs_w, rhs_w = flags[:2]
-    if rhs_w and not lhs_w:
-        return "act", "weight"
-    if lhs_w and not rhs_w:
-        return "weight", "act"
-    if lhs_w and rhs_w:
-        return "weight", "weight"
-    return "act", "act"
-
-
-def _same_grid(spec: RoleSpec | None, pre: RoleSpec | None) -> bool:
-    """Whether values rounded by ``pre`` are left unchanged by rounding with ``spec``: the same
-    plain (unscaled, elementwise) format and overflow rule; the rounding mode does not matter,
-    every mode keeps a value that is on the grid."""
-    if spec is None or pre is None or spec.is_identity or spec.scaling != "none" or pre.scaling != "none":
-        return False
-    a, b = spec.spec, pre.spec
-    return a.kind != "block" and a == b and spec.saturate == pre.saturate
-
-
-def _grid_level(eqn, flags) -> int:
-    """Weight level of a structural op's outputs: 2 (on the pre-rounded grid) when the op only
-    moves values and every float input is an on-grid weight (a literal is not), else 1."""
-    name = eqn.primitive.name
-    if name == "convert_element_type":
-        if np.dtype(eqn.params.get("new_dtype")) != np.float32:
-            return 1
-    elif name not in _VALUE_PRESERVING:
-        return 1
-    floats = [(v, f) for v, f in zip(eqn.invars, flags, strict=True) if jnp.issubdtype(v.aval.dtype, jnp.floating)]
-    ok = floats and all(f == 2 and not isinstance(v, jcore.Literal) for v, f in floats)
-    return 2 if ok else 1
 
 
 class _Interpreter:
@@ -184,13 +142,13 @@ class _Interpreter:
             self.scopes.append(eqn_scope(eqn))
             outs = self.eqn(eqn, invals, flags, vpaths, vdata)
             self.scopes.pop()
-            tags.update(_out_tags(eqn, in_tags, self.out_tags if _inlined(eqn) else None))
+            tags.update(out_tags(eqn, in_tags, self.out_tags if _inlined(eqn) else None))
             if any(vdata):
                 dep.update(eqn.outvars)
             if GRAD in flags:  # anything computed from a cotangent is a gradient
                 weights.update((v, GRAD) for v in eqn.outvars)
             elif moves_weight(eqn.primitive.name, flags, vdata) or (marked_role(eqn) and flags[0]):
-                level = flags[0] if marked_role(eqn) else _grid_level(eqn, flags)  # a mark: an identity
+                level = flags[0] if marked_role(eqn) else grid_level(eqn, flags)  # a mark: an identity
                 weights.update((v, level) for v in eqn.outvars)
                 path = next((q for q in vpaths if q is not None), None)  # concatenate: the first
                 paths.update((v, path) for v in eqn.outvars)
@@ -211,29 +169,29 @@ class _Interpreter:
         paths = paths or [None] * len(invals)
         data = input_data(flags, data)
         if is_integer_gemm(eqn):  # the user's exact integer GEMM: run as it is, traced in its dtypes
-            self._record("gemm" if name == "dot_general" else "conv", eqn, _dot_roles(flags), self.policy,
-                         dtype_formats(eqn), _gemm_path(_dot_roles(flags), paths))
+            self._record("gemm" if name == "dot_general" else "conv", eqn, dot_roles(flags), self.policy,
+                         dtype_formats(eqn), gemm_path(dot_roles(flags), paths))
             return self._bind(eqn, invals)
         if marked_role(eqn) is not None:  # an attention operand's mark: an identity, no work
             return list(invals)
         if name == "dot_general":
-            roles = _attention_roles(_dot_roles(flags), self.operand_tags)
+            roles = attention_roles(dot_roles(flags), self.operand_tags)
             out_dtype = eqn.outvars[0].aval.dtype
-            meta, kd, pol = self._site(_gemm_path(roles, paths))
+            meta, kd, pol = self._site(gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
-            self._record("gemm", eqn, roles, pol, path=_gemm_path(roles, paths))
-            if _plain_float32(pol):
+            self._record("gemm", eqn, roles, pol, path=gemm_path(roles, paths))
+            if plain_float32(pol):
                 return self._bind(eqn, invals)
             site = GemmSite(p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol))
             return [_emulated_dot(invals[0], invals[1], meta, kd, site, pol)]
         if name == "conv_general_dilated":
-            roles = _dot_roles(flags)
+            roles = dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                     "feature_group_count", "batch_group_count")
-            meta, kd, pol = self._site(_gemm_path(roles, paths))
+            meta, kd, pol = self._site(gemm_path(roles, paths))
             pol = self._gemm_policy(pol, roles)
-            self._record("conv", eqn, roles, pol, path=_gemm_path(roles, paths))  # priced as the convolution it is
-            if _plain_float32(pol):
+            self._record("conv", eqn, roles, pol, path=gemm_path(roles, paths))  # priced as the convolution it is
+            if plain_float32(pol):
                 return self._bind(eqn, invals)
             patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
             site = GemmSite(dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
@@ -283,7 +241,7 @@ class _Interpreter:
 
     def _ongrid(self, flags, roles, policy: Policy) -> tuple[bool, bool]:
         """Per operand: a pre-rounded weight whose GEMM role rounds onto that same grid."""
-        return tuple(f == 2 and r == "weight" and _same_grid(policy.role(r), self.prerounded)
+        return tuple(f == 2 and r == "weight" and same_grid(policy.role(r), self.prerounded)
                      for f, r in zip(flags[:2], roles, strict=True))
 
     def _record(self, kind, eqn, roles, policy, formats=None, path=""):
@@ -292,46 +250,9 @@ class _Interpreter:
                params=eqn.params, count=self.multiplier, policy=policy, formats=formats, path=path)
 
 
-def _attention_roles(roles, tags) -> tuple[str, str]:
-    """``roles`` with each activation operand marked as an attention operand given that role."""
-    tags = list(tags[:2]) + [None] * (2 - len(tags[:2]))
-    return tuple(t if r == "act" and t is not None else r for r, t in zip(roles, tags, strict=True))
-
-
-def _out_tags(eqn, in_tags, inner_tags) -> dict:
-    """The attention marks of ``eqn``'s outputs: its own mark, a nested call's results' marks
-    (``inner_tags``), or the one mark of the inputs of an op that only moves values."""
-    role = marked_role(eqn)
-    if role is not None:
-        return {eqn.outvars[0]: role}
-    if inner_tags is not None and len(inner_tags) == len(eqn.outvars):
-        return {v: t for v, t in zip(eqn.outvars, inner_tags, strict=True) if t is not None}
-    name = eqn.primitive.name
-    if name not in _VALUE_PRESERVING and name != "convert_element_type":
-        return {}
-    marks = {t for t in in_tags if t is not None}
-    return {v: marks.pop() for v in eqn.outvars} if len(marks) == 1 else {}
-
-
 def _inlined(eqn) -> bool:
     """A nested call (``jit``, ``closed_call``) the interpreter runs as if inlined."""
     return eqn.primitive.name in _CALLS and "jaxpr" in eqn.params
-
-
-def _plain_float32(pol: Policy) -> bool:
-    """Every role a GEMM rounds is float32 round-to-nearest and the MAC order is ``fast``: the
-    emulated GEMM would be the user's own, so the user's op runs (its precision, its layout;
-    a convolution is not rewritten as im2col)."""
-    return pol.mac_spec() is None and all(pol.role(r) is None or pol.role(r).is_identity for r in _GEMM_ROLES)
-
-
-def _gemm_path(roles, paths) -> str:
-    """The path a layer rule matches for a GEMM: its weight operand's leaf path (``<const>``: a
-    weight closed over; ``<act>``: no weight operand)."""
-    weights = [q for r, q in zip(roles, paths[:2], strict=True) if r == "weight"]
-    if not weights:
-        return ACT_PATH
-    return next((q for q in weights if q is not None), CONST_PATH)
 
 
 def count_sites(jaxpr, flags=None, data=None) -> int:

@@ -33,8 +33,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from asicsim.emulate import calibrators as cal
-from asicsim.emulate.interpreter import _dot_roles, _Interpreter
+from asicsim.emulate.interpreter import _Interpreter
 from asicsim.emulate.layer_rules import leaf_paths
+from asicsim.emulate.operand_roles import dot_roles
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.provenance import input_data, loop_data
 from asicsim.emulate.site_rows import count_rows, is_layer_scan, scan_parts
@@ -97,7 +98,7 @@ class _Recorder(_Interpreter):
         if self._site_seen is None:  # not a site (an integer GEMM)
             return outs
         row, pol = self._site_seen
-        roles = _dot_roles(flags)
+        roles = dot_roles(flags)
         sides = [s for s in (0, 1) if self.wanted(pol.role(roles[s])) and invals[s].size]
         table = self.known if self.row_base is not None else self.derived
         for r in (b + site for b in self._scope_bases()):

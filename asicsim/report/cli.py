@@ -10,13 +10,13 @@ import time
 
 from asicsim.cli_commands import command_help
 from asicsim.cli_json import json_text
+from asicsim.cli_types import number
+from asicsim.hw.scopes import SCOPES
+from asicsim.sweep.report_options import OBJECTIVES
 
 
 def add_cli(subparsers) -> None:
     """Register ``report`` and ``demo`` on an argparse subparsers object."""
-    from asicsim.cli_types import number
-    from asicsim.sweep.spec import OBJECTIVES, SCOPES
-
     p = subparsers.add_parser(
         "report", help=command_help("report"),
         description="Read the sweep results in DIR (asicsim sweep --out DIR) and write one self-contained "
@@ -52,6 +52,7 @@ def add_cli(subparsers) -> None:
 
 
 def run_report(args) -> int:
+    # here: the report (pandas) loads when the command runs, not when the parser is built
     from asicsim.cli_progress import StepProgress
     from asicsim.report import summary_text, write_report
 
@@ -71,6 +72,7 @@ def run_report(args) -> int:
 
 
 def run_demo(args) -> int:
+    # here: the report (pandas) and the sweep load when the command runs, not when the parser is built
     from asicsim.report import summary_text, write_report
     from asicsim.sweep.cli import interrupted, print_summary
     from asicsim.sweep.run import sweep

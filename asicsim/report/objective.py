@@ -24,7 +24,8 @@ import pandas as pd
 
 from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.tables import is_fp32, lower_is_better
-from asicsim.sweep.spec import SweepError, report_options
+from asicsim.sweep.errors import SweepError
+from asicsim.sweep.report_options import report_options
 
 #: The column each objective minimises, its unit, and how a sentence says it.
 COLUMN = {"energy": "energy_j", "time": "time_s", "edp": "edp_js"}

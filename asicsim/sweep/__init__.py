@@ -27,6 +27,8 @@ class _CallableModule(LazyPackage):
 lazy_package(__name__, {
     ".run": ["sweep"],
     ".expansion": ["expand"],
-    ".spec": ["Point", "SweepError", "SweepSpec", "load_spec"],
+    ".point_identity": ["Point"],
+    ".errors": ["SweepError"],
+    ".spec": ["SweepSpec", "load_spec"],
     ".store": ["load_results"],
 }, _CallableModule)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from asicsim.hw.objectives import DEFAULT_OBJECTIVE
-from asicsim.sweep.spec import Point, SweepSpec, canon, content_key, identity
+from asicsim.sweep.point_identity import Point, canon, content_key, identity
+from asicsim.sweep.spec import SweepSpec
 
 
 def same_content(entries: list[tuple[str, Any]]) -> list[tuple[str, str]]:

@@ -23,67 +23,16 @@ designs); none of them where the workload's batch is already at that limit.
 
 from __future__ import annotations
 
-import functools
-import math
-import os
-import socket
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any
 
-import numpy as np
-
-from asicsim.hw.family import family_key
-from asicsim.hw.operations import OperationError
-from asicsim.sweep.spec import ID_SCHEME, Point
-
-
-@dataclass
-class Job:
-    """What a worker runs: points that share work, and the resolved objects they need."""
-
-    points: list[Point]
-    workload: Any = None  # a Workload (train/infer/cost)
-    designs: dict = field(default_factory=dict)  # label -> design object (cost/kernels)
-    recipes: dict = field(default_factory=dict)  # name -> recipe (Policy) as the spec loaded it
-    gpus: tuple = ()  # the spec's GPU designs: a cost job's busy batch is chosen for them (asicsim.system.busy)
-
-    @property
-    def kind(self) -> str:
-        return self.points[0].kind
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
-
-
-@functools.cache
-def versions() -> dict[str, str]:
-    """The versions that computed a record (a report states them, so results can be reproduced)."""
-    import platform
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for pkg in ("asicsim", "jax", "jaxlib", "numpy", "ml_dtypes", "optax", "pandas"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:  # e.g. a source tree: say so, do not fail the point
-            out[pkg] = "unknown"
-    return out
-
-
-def record(point: Point, status: str, reason: str = "", result: dict | None = None,
-           tables: dict | None = None, seconds: float = 0.0) -> dict:
-    return {"id": point.id, "kind": point.kind, "status": status, "reason": reason,
-            "labels": dict(point.labels), "result": result or {}, "tables": tables or {},
-            "seconds": round(seconds, 3), "finished": _now(), "host": socket.gethostname(),
-            "pid": os.getpid(), "asicsim": versions()["asicsim"], "versions": versions(), "ids": ID_SCHEME}
-
-
-def failed(job: Job, reason: str, seconds: float = 0.0) -> list[dict]:
-    """Every point of ``job`` recorded as failed with ``reason``."""
-    return [record(p, "failed", reason, seconds=seconds) for p in job.points]
+from asicsim.sweep.cost_points import cost_points
+from asicsim.sweep.kernel_points import kernel_points
+from asicsim.sweep.learning_points import infer_points, train_point
+from asicsim.sweep.point_identity import Point, content_key
+from asicsim.sweep.records import Job as Job
+from asicsim.sweep.records import failed as failed
+from asicsim.sweep.records import record
 
 
 def changed_input(job: Job, p: Point, known: dict | None = None) -> str | None:
@@ -110,8 +59,6 @@ def _inputs(job: Job, p: Point) -> list[tuple]:
 
 
 def _changed(what: str, name, obj, key: str) -> str | None:
-    from asicsim.sweep.spec import content_key
-
     if obj is None:
         return f"input changed: the job carries no {what} {name!r}"
     try:
@@ -136,220 +83,9 @@ def run_job(job: Job) -> list[dict]:
         rest = [p for p, why in changed if not why]
         return out + (run_job(Job(rest, job.workload, job.designs, job.recipes, job.gpus)) if rest else [])
     try:
-        return {"train": _train, "infer": _infer, "cost": _cost, "kernels": _kernels}[job.kind](job)
+        return {"train": train_point, "infer": infer_points, "cost": cost_points, "kernels": kernel_points}[job.kind](job)
     except MemoryError as err:
         return failed(job, f"out of memory (MemoryError: {err})", time.perf_counter() - t0)
     except Exception as err:  # any failure of a point is recorded, not raised
         tail = "".join(traceback.format_exception(err)[-3:]).strip()
         return failed(job, f"{type(err).__name__}: {err}\n{tail}", time.perf_counter() - t0)
-
-
-def _finite(x) -> float | None:
-    return float(x) if x is not None and math.isfinite(float(x)) else None
-
-
-def _numerics_rows(numerics: dict) -> list[dict]:
-    rows = []
-    for tensor, s in numerics.items():
-        rows.append({"tensor": tensor, "role": tensor.split(":")[0],
-                     **{k: s.get(k) for k in ("format", "size", "underflow", "overflow", "nonfinite", "zero")
-                        if k in s},
-                     # the outlier measures (asicsim.workloads.stats); kurtosis is NaN for a constant tensor
-                     **{k: _finite(s[k]) for k in ("amax", "outliers", "kurtosis") if k in s}})
-    return rows
-
-
-def _train(job: Job) -> list[dict]:
-    from asicsim.workloads.training import train
-
-    (p,) = job.points
-    t0 = time.perf_counter()
-    res = train(job.workload, job.recipes[p.inputs["recipe"]], seeds=(p.inputs["seed"],))
-    run = res.runs[0]
-    curves = [dict(zip(run.curves, vals, strict=True)) for vals in zip(*run.curves.values(), strict=True)]
-    div = run.divergence or {}
-    result = {"metric": run.metric, "value": _finite(run.final), "test_accuracy": _finite(run.test_accuracy),
-              "test_loss": _finite(run.test_loss), "diverged": run.diverged,
-              "diverged_step": div.get("step"), "diverged_cause": div.get("cause"),
-              "skipped_steps": run.skipped_steps, "overflow_steps": run.overflow_steps,
-              "steps": res.settings["steps"], "batch": res.settings["batch"], "lr": res.settings["lr"],
-              "optimizer": res.settings["optimizer"]}
-    tables = {"curves": curves, "numerics": _numerics_rows(run.numerics)}
-    reason = f"diverged at step {div.get('step')}: {div.get('cause')}" if run.diverged else ""
-    return [record(p, "diverged" if run.diverged else "done", reason, result, tables,
-                   time.perf_counter() - t0)]
-
-
-def _infer(job: Job) -> list[dict]:
-    """Post-training quantization points of one (workload, seed): the fp32 model is trained once
-    (the process keeps it) and evaluated under each recipe."""
-    from asicsim.workloads.post_training import infer
-
-    out = []
-    for p in job.points:
-        t0 = time.perf_counter()
-        try:
-            res = infer(job.workload, job.recipes[p.inputs["recipe"]], seeds=(p.inputs["seed"],))
-        except MemoryError as err:
-            out.append(record(p, "failed", f"out of memory (MemoryError: {err})", seconds=time.perf_counter() - t0))
-            continue
-        except Exception as err:  # one recipe failing does not fail the others
-            out.append(record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t0))
-            continue
-        result = {"metric": res.metric, "value": _finite(res.mean), "fp32_value": _finite(np.mean(res.fp32)),
-                  "drop": _finite(res.drop), "diverged": res.diverged, "calibration": res.calibration}
-        reason = "non-finite quantized metric" if res.diverged else ""
-        out.append(record(p, "diverged" if res.diverged else "done", reason, result,
-                          {"numerics": _numerics_rows(res.numerics)}, time.perf_counter() - t0))
-    return out
-
-
-def _rates(result: dict) -> dict:
-    t, e, f = result.get("time_s"), result.get("energy_j"), result.get("flops")
-    return {"flops_per_s": f / t if t else None, "flops_per_j": f / e if e and e == e else None}
-
-
-def _cost(job: Job) -> list[dict]:
-    """A workload's op trace (traced once) priced on each design of the job: one pricing call per
-    group of designs (:func:`_design_groups`; a family in one vectorised pass,
-    :func:`asicsim.workloads.pricing.trace_price`) and one reshaping of its totals into records. A
-    design priced alone keeps its per-op table; a family of several keeps totals only. Rows in
-    formats a design does not execute leave its totals NaN, the reason said."""
-    from asicsim.hw.cost import scheduled_for
-    from asicsim.hw.interface import roof
-    from asicsim.system.busy import busy_batch, busy_group
-    from asicsim.workloads.pricing import trace_price, workload_trace
-
-    t0 = time.perf_counter()
-    p0 = job.points[0]
-    recipe = job.recipes[p0.inputs["recipe"]]
-    training = p0.inputs["phase"] == "train"
-    trace = workload_trace(job.workload, recipe, training=training)
-    big = busy_batch(job.workload, recipe, training, job.gpus)  # every design again at a batch keeping the GPUs busy
-    share = (time.perf_counter() - t0) / len(job.points)
-    batch = int(getattr(job.workload, "batch", 0))
-    out = []
-    for group in _design_groups(job):
-        t1 = time.perf_counter()
-        designs = [job.designs[p.inputs["design"]] for p in group]
-        try:
-            priced = trace_price(trace, designs, recipe)
-            tot = priced.totals()
-            busy = busy_group(big, designs, recipe)
-        except Exception as err:  # the group fails together, the sweep goes on
-            out += [record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1)
-                    for p in group]
-            continue
-        reason = next((f"not priced: {part.error}" for part in priced.parts if part.price is None), "")
-        forward = [part for part in priced.parts if part.role == "forward"] or list(priced.parts)
-        fmts = {k: forward[0].formats[k] for k in ("act", "weight", "acc")} if forward else None
-        each = (time.perf_counter() - t1) / len(group) + share
-        for i, (p, d) in enumerate(zip(group, designs, strict=True)):
-            t2 = time.perf_counter()
-            result = ({k: float(v[i]) for k, v in tot.items()} | roof(d, fmts)
-                      | {"batch": batch, "objective": scheduled_for(d)} | busy[i])
-            result["flops"] = 2.0 * result["macs"]
-            tables = ({"ops": priced.rows(i).rename(columns={"kind": "op"}).to_dict("records")}  # "kind" is the point's
-                      if len(group) == 1 else {})
-            out.append(record(p, "done", reason, result | _rates(result), tables, each + time.perf_counter() - t2))
-    return out
-
-
-def _not_executed(p: Point, design, err: Exception, extra: dict) -> dict:
-    """A point whose formats the design does not execute (asicsim.hw.native): done, every figure
-    NaN, the reason saying why (pricing it anyway would be a wrong number; failing it would ask
-    for a retry that cannot help)."""
-    from asicsim.hw.cost import scheduled_for
-    from asicsim.hw.interface import roof
-
-    nan = float("nan")
-    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS, SCOPES
-
-    result = dict.fromkeys(("time_s", "energy_j", "energy_dynamic_j", "energy_static_j", "dram_bytes", "flops",
-                            "flops_per_s", "flops_per_j", *SCOPE_ENERGY_KEYS, *(f"power_{s}_w" for s in SCOPES),
-                            *(f"tops_per_w_{s}" for s in SCOPES)), nan)
-    return record(p, "done", f"not executed: {err}", result | extra | roof(design)
-                  | {"objective": scheduled_for(design)})
-
-
-def kernel_formats(inputs: dict) -> dict | None:
-    """A kernel point's formats: its DeepBench precision's, with its ``formats`` on top."""
-    from asicsim.hw.cost import parse_formats
-    from asicsim.workloads.deepbench import PRECISIONS
-
-    fmts = dict(PRECISIONS[inputs["precision"]]) if inputs.get("precision") else {}
-    fmts |= parse_formats(inputs.get("formats"))
-    return fmts or None
-
-
-def _suite_totals(pr, flops) -> dict:
-    """A suite's totals on one design from its typed price (a :class:`~asicsim.hw.result.Price`
-    over the kernels): time, energy split into dynamic and static and per scope, DRAM bytes,
-    DeepBench's flops, and the geometric mean of the kernels' TFLOP/s."""
-    from asicsim.hw.power import derived_power
-    from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
-
-    n = len(flops)
-    time_s = np.broadcast_to(np.asarray(pr.time_s, dtype=np.float64), (n,))
-    tf = np.divide(flops, time_s * 1e12, out=np.zeros(n), where=time_s > 0)
-    e = pr.energy
-    total = float(np.sum(np.broadcast_to(e.total, (n,)) * 1e-12))
-    static = float(np.sum(np.broadcast_to(e.static, (n,)) * 1e-12))
-    scoped = e.scoped()
-    sums = {k: float(np.sum(np.broadcast_to(scoped[k], (n,)))) for k in SCOPE_ENERGY_KEYS}
-    return {"kernels": n, "time_s": float(time_s.sum()), "energy_j": total,
-            "energy_dynamic_j": total - static, "energy_static_j": static,
-            **derived_power(sums, float(time_s.sum()), float(flops.sum()) / 2),
-            "dram_bytes": float(np.sum(np.broadcast_to(pr.dram_bytes, (n,)))), "flops": float(flops.sum()),
-            "geomean_tflops": float(np.exp(np.mean(np.log(np.maximum(tf, 1e-30)))))}
-
-
-def _design_groups(job: Job) -> list[list[Point]]:
-    """The job's points grouped as one pricing call takes them: the designs of one family
-    (:mod:`asicsim.hw.family`, any number) together, a design that joins none (a GPU) alone."""
-    groups: dict = {}
-    for i, p in enumerate(job.points):
-        key = family_key(job.designs[p.inputs["design"]])
-        groups.setdefault(("family", key) if key is not None else ("alone", i), []).append(p)
-    return list(groups.values())
-
-
-def _kernels(job: Job) -> list[dict]:
-    """A DeepBench suite priced on each design of the job: one pricing call per group of designs
-    (:func:`_design_groups`; a family in one vectorised pass) and one reshaping of its price into
-    records (:func:`asicsim.workloads.deepbench.kernel_table`). A design priced alone keeps its
-    per-kernel table; a family of several keeps totals only."""
-    from asicsim.hw.cost import scheduled_for
-    from asicsim.hw.family import cost_designs
-    from asicsim.hw.interface import roof
-    from asicsim.workloads.deepbench import kernel_table, load_suite
-
-    out = []
-    for group in _design_groups(job):
-        t1 = time.perf_counter()
-        p0 = group[0]
-        designs = [job.designs[p.inputs["design"]] for p in group]
-        gates = designs[0].has_vector_unit
-        try:
-            suite = load_suite(p0.inputs["suite"])
-            fmts = kernel_formats(p0.inputs)
-            priced = cost_designs(suite.operations(vector_gates=gates), designs, fmts)
-        except OperationError as err:  # formats the designs do not execute: said, not priced
-            out += [_not_executed(p, d, err, {"kernels": len(load_suite(p0.inputs["suite"]).flops())})
-                    for p, d in zip(group, designs, strict=True)]
-            continue
-        except Exception as err:  # the group fails together, the sweep goes on
-            out += [record(p, "failed", f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t1)
-                    for p in group]
-            continue
-        flops = suite.flops()
-        each = (time.perf_counter() - t1) / len(group)
-        for i, (p, d) in enumerate(zip(group, designs, strict=True)):
-            t2 = time.perf_counter()
-            pr = priced.take(i)  # the design's typed price: its totals; alone, its table too
-            fmts_used = {k: pr.formats[k] for k in ("act", "weight", "acc") if k in pr.formats}
-            result = _suite_totals(pr, flops) | roof(d, fmts_used or None) | {"objective": scheduled_for(d)}
-            tables = ({"kernels": kernel_table(suite, pr, p.labels["design"], p0.inputs["precision"], gates,
-                                               scheduled_for(d)).to_dict("records")} if len(group) == 1 else {})
-            out.append(record(p, "done", "", result | _rates(result), tables, each + time.perf_counter() - t2))
-    return out

@@ -13,9 +13,10 @@ import pandas as pd
 
 from asicsim.sweep.execute import connect_ray, run_local, run_ray
 from asicsim.sweep.expansion import expand
+from asicsim.sweep.point_identity import Point
 from asicsim.sweep.points import Job
 from asicsim.sweep.progress import Progress, banner_text
-from asicsim.sweep.spec import Point, SweepError, SweepSpec, load_spec, spec_dict
+from asicsim.sweep.spec import SweepError, SweepSpec, load_spec, spec_dict
 from asicsim.sweep.store import Store, results_root
 
 #: Cost/kernel points of one shared trace or suite per job: big enough to amortise the trace

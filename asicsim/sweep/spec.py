@@ -37,78 +37,40 @@ of each training recipe and the inference batch of each infer recipe; each kerne
 (suite, design). Designs are the named ones plus every grid point of every design space.
 
 A point's identity is a hash of its fully resolved inputs — the workload after overrides, the
-recipe and the design as loaded (not their names), the seed, and the asicsim version — so editing a
-recipe or design file makes new points, while renaming nothing reruns nothing.
+recipe and the design as loaded (not their names), the seed, and the asicsim version
+(:mod:`asicsim.sweep.point_identity`).
+
+This module reads a spec file into a checked :class:`SweepSpec` (:func:`load_spec`) and says what
+a report shows of it (:func:`spec_dict`); the spec's lists are checked in
+:mod:`asicsim.sweep.spec_entries`, its ``[report]`` table in :mod:`asicsim.sweep.report_options`.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import hashlib
 import itertools
-import json
 import tomllib
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from asicsim._catalogs import shipped_dir
 from asicsim._files import TextFileError, beside, read_text_file
-from asicsim.hw.scopes import SCOPES
-from asicsim.sweep.designs import spec_designs
+from asicsim.emulate import load_recipe
+from asicsim.hw.design_files import load_design
 from asicsim.sweep.errors import SweepError as SweepError
 from asicsim.sweep.errors import SweepWarning as SweepWarning
+from asicsim.sweep.report_options import REPORT_DEFAULTS, report_options
+from asicsim.sweep.spec_entries import (
+    design_entries,
+    kernel_entries,
+    recipe_entries,
+    string_list,
+    workload_entries,
+)
 
-RUN_KINDS = ("train", "infer", "cost")
 _TOP = {"name", "description", "seeds", "recipes", "infer_recipes", "designs", "workloads", "kernels",
         "design_space", "point_timeout_s", "report"}
-_WORKLOAD_KEYS = {"name", "run", "scale", "steps", "batch", "lr", "optimizer", "eval_every", "momentum"}
-
-
-#: What the report's answer minimises, per training step (inference batch for inference): total
-#: energy, time, or their product (energy-delay product).
-OBJECTIVES = ("energy", "time", "edp")
-
-#: The ``[report]`` table's defaults: accuracy in points (percent: 0.5 = 0.005 of a fraction metric),
-#: loss metrics in their own units (nats).
-REPORT_DEFAULTS = {"objective": "energy", "max_accuracy_drop": 0.5, "max_loss_increase": 0.01, "scope": "board"}
-
-
-
-def report_options(t, where: str = "report") -> tuple[dict, list[str]]:
-    """The ``[report]`` table with defaults filled in, and its problems (each naming the field, the
-    value and what is allowed); ``t`` None gives the defaults."""
-    if t is None:
-        return dict(REPORT_DEFAULTS), []
-    if not isinstance(t, dict):
-        return dict(REPORT_DEFAULTS), [f"{where} = {t!r}: allowed: a table [report] with {sorted(REPORT_DEFAULTS)}"]
-    problems = [f"{where}.{k}: no such field; fields are {sorted(REPORT_DEFAULTS)}" for k in sorted(set(t) - set(REPORT_DEFAULTS))]
-    out = {**REPORT_DEFAULTS, **{k: v for k, v in t.items() if k in REPORT_DEFAULTS}}
-    if out["objective"] not in OBJECTIVES:
-        problems.append(f"{where}.objective = {out['objective']!r}: allowed: {list(OBJECTIVES)}")
-    if out["scope"] not in SCOPES:
-        problems.append(f"{where}.scope = {out['scope']!r}: allowed: {list(SCOPES)}")
-    for k in ("max_accuracy_drop", "max_loss_increase"):
-        v = out[k]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not v >= 0 or v == float("inf"):
-            problems.append(f"{where}.{k} = {v!r}: allowed: a finite number >= 0")
-        else:
-            out[k] = float(v)
-    return out, problems
-
-
-@dataclass(frozen=True)
-class Point:
-    """One unit of work: ``kind``, what it is (``labels``: names a reader knows), what it runs
-    (``inputs``: JSON-able, enough to run it in another process) and its identity ``id``."""
-
-    id: str
-    kind: str
-    labels: dict
-    inputs: dict
-    group: str = ""  # points with the same group share work (one op trace priced on many designs)
 
 
 @dataclass(frozen=True)
@@ -134,8 +96,6 @@ class SweepSpec:
     def recipe(self, name: str):
         """The recipe ``name`` as the spec loaded it (loaded now for a spec built without them)."""
         if name not in self.recipe_objects:
-            from asicsim.emulate import load_recipe
-
             self.recipe_objects[name] = load_recipe(beside(name, self.folder))
         return self.recipe_objects[name]
 
@@ -143,27 +103,6 @@ class SweepSpec:
 def sweeps_dir() -> Path:
     """The shipped ``sweeps/`` folder (the demo's spec)."""
     return shipped_dir("sweeps")
-
-
-def _version() -> str:
-    from asicsim import __version__
-
-    return __version__
-
-
-#: Bumped when points with the same resolved inputs may have recorded wrong results, so a rerun
-#: on an old results directory makes new points instead of keeping those records. 2: workloads
-#: sharing a name (and overrides) ran each other's model (before, each job looked its workload up
-#: by name). 3: recipes edited while a sweep ran were recorded under the old content's id, GPUs
-#: priced formats they have no path for (fp8 on a V100), a timeout was recorded as a divergence.
-ID_SCHEME = 3
-
-
-def identity(payload: dict) -> str:
-    """A point's stable id: sha256 of its resolved inputs (canonical JSON), the asicsim version
-    and :data:`ID_SCHEME`."""
-    text = json.dumps({**payload, "asicsim": _version(), "ids": ID_SCHEME}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
 def _resolve_path(spec: str | Path) -> Path:
@@ -176,162 +115,6 @@ def _resolve_path(spec: str | Path) -> Path:
         return shipped
     names = sorted(p.stem for p in sweeps_dir().glob("*.toml"))
     raise SweepError(f"sweep spec {text!r}: no such file; give a .toml path or a shipped spec {names}")
-
-
-def _list(t: dict, key: str, kind: type, where: str, problems: list, default=()) -> tuple:
-    value = t.get(key, list(default))
-    if not isinstance(value, list) or not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
-        problems.append(f"{where}{key} = {value!r}: allowed: a list of {kind.__name__}")
-        return ()
-    return tuple(value)
-
-
-def _designs(t: dict, problems: list, folder: str | None) -> tuple[tuple[str, Any], ...]:
-    return spec_designs(t, _list(t, "designs", str, "", problems), problems, folder)
-
-
-def _workloads(t: dict, problems: list, folder: str | None) -> tuple[dict, ...]:
-    from asicsim.workloads.deepbench import WorkloadError
-    from asicsim.workloads.workload import load_workload, workload_problems
-
-    entries = t.get("workloads", [])
-    if not isinstance(entries, list):
-        problems.append(f"workloads = {entries!r}: allowed: [[workloads]] tables")
-        return ()
-    out: list[dict] = []
-    index: list[int] = []  # each entry's place in the spec
-    for i, e in enumerate(entries):
-        where = f"workloads[{i}]"
-        if not isinstance(e, dict) or "name" not in e:
-            problems.append(f"{where} = {e!r}: allowed: a table with name = WORKLOAD")
-            continue
-        bad = sorted(set(e) - _WORKLOAD_KEYS)
-        if bad:
-            problems.append(f"{where}: unknown field(s) {bad}; allowed: {sorted(_WORKLOAD_KEYS)}")
-        run = e.get("run", ["train", "cost"])
-        if not isinstance(run, list) or not run or set(run) - set(RUN_KINDS):
-            problems.append(f"{where}.run = {run!r}: allowed: a non-empty list of {list(RUN_KINDS)}")
-            continue
-        try:
-            w = load_workload(beside(e["name"], folder))
-        except WorkloadError as err:
-            problems.append(f"{where}.name: {err}")
-            continue
-        try:  # the named workload at the scale given: a sweep point's identity is that content
-            w = load_workload(beside(e["name"], folder), e.get("scale"))
-        except WorkloadError as err:
-            problems.append(f"{where}.scale: {err}")
-            continue
-        overrides = {k: e[k] for k in _WORKLOAD_KEYS - {"name", "run", "scale"} if k in e}
-        bad = workload_problems(types.SimpleNamespace(**{**dataclasses.asdict(w), **overrides}))
-        if bad:  # the shipped file is valid, so these are the overrides'
-            problems.extend(f"{where}.{b}" for b in bad)
-            continue
-        try:
-            w = w.replace(**overrides)
-        except (TypeError, WorkloadError) as err:
-            problems.append(f"{where}: {err}")
-            continue
-        entry = {"name": w.name, "given": str(e["name"]), "run": tuple(run), "overrides": overrides,
-                 "workload": w, "key": content_key("workload", w)}
-        same = next((j for j, o in zip(index, out, strict=True) if (o["key"], o["run"]) == (entry["key"], entry["run"])),
-                    None)
-        if same is not None:
-            problems.append(f"{where} = {e!r}: the same workload and runs as workloads[{same}]; allowed: each "
-                            "once")
-            continue
-        out.append(entry)
-        index.append(i)
-    for e, label in zip(out, _labels(out), strict=True):
-        e["label"] = label
-    return tuple(out)
-
-
-def _labels(entries: list[dict]) -> list[str]:
-    """What the results call each workload: its name; where entries of different content share a
-    name, the name or path the spec gives; where those still clash (one workload listed with
-    different overrides or scales), the overrides (and a scale other than small) too. Two
-    different workloads never share a label."""
-    def clashing(labels: list[str]) -> set:
-        keys = collections.defaultdict(set)
-        for label, e in zip(labels, entries, strict=True):
-            keys[label].add(e["key"])
-        return {k for k, v in keys.items() if len(v) > 1}
-
-    names = [e["name"] for e in entries]
-    by_name = clashing(names)
-    labels = [e["given"] if e["name"] in by_name else e["name"] for e in entries]
-    again = clashing(labels)
-    for i, e in enumerate(entries):
-        if labels[i] in again:
-            scale = e["workload"].scale
-            given = {**e["overrides"], **({"scale": scale} if scale != "small" else {})}
-            labels[i] += "[" + ",".join(f"{k}={v}" for k, v in sorted(given.items())) + "]"
-    return labels
-
-
-def _kernels(t: dict, problems: list) -> tuple[dict, ...]:
-    from asicsim.hw.cost import parse_formats
-    from asicsim.hw.operations import OperationError
-    from asicsim.workloads.deepbench import PRECISIONS, list_suites
-
-    entries = t.get("kernels", [])
-    if not isinstance(entries, list):
-        problems.append(f"kernels = {entries!r}: allowed: [[kernels]] tables")
-        return ()
-    out: list[dict] = []
-    index: list[int] = []  # each entry's place in the spec
-    for i, e in enumerate(entries):
-        where = f"kernels[{i}]"
-        if not isinstance(e, dict) or set(e) - {"suite", "precision", "formats"} or "suite" not in e:
-            problems.append(f"{where} = {e!r}: allowed: a table with suite = NAME and optional precision "
-                            "and formats")
-            continue
-        if e["suite"] not in list_suites() or e["suite"] == "deepbench_allreduce":
-            problems.append(f"{where}.suite = {e['suite']!r}: allowed: "
-                            f"{[s for s in list_suites() if s != 'deepbench_allreduce']}")
-            continue
-        p = e.get("precision")
-        if p is not None and p not in PRECISIONS:
-            problems.append(f"{where}.precision = {p!r}: allowed: {list(PRECISIONS)}")
-            continue
-        f = e.get("formats")
-        if f is not None:
-            try:
-                f = ",".join(f"{k}={v}" for k, v in parse_formats(f).items())
-            except (OperationError, AttributeError) as err:
-                problems.append(f"{where}.formats = {f!r}: {err}")
-                continue
-        entry = {"suite": e["suite"], "precision": p, "formats": f}
-        if entry in out:
-            problems.append(f"{where} = {e!r}: the same as kernels[{index[out.index(entry)]}]; allowed: each "
-                            "suite, precision and formats once")
-            continue
-        out.append(entry)
-        index.append(i)
-    return tuple(out)
-
-
-def _recipes(t: dict, key: str, problems: list, loaded: dict, folder: str | None,
-             default=()) -> tuple[str, ...]:
-    """The recipe names of ``key``, each loaded into ``loaded`` (name -> Policy) once (a relative
-    path against the spec's ``folder``)."""
-    from asicsim.emulate import RecipeError, load_recipe
-    from asicsim.numerics.formats import FormatError
-
-    names = _list(t, key, str, "", problems, default)
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        problems.append(f"{key} = {list(names)!r}: {twice} listed twice; allowed: each recipe once")
-    for n in names:
-        if n in loaded:
-            continue
-        try:
-            loaded[n] = load_recipe(beside(n, folder))
-            canon(loaded[n])  # the format files it names are read (and checked) now
-        except (RecipeError, FormatError) as err:
-            problems.append(f"{key}: {err}")
-    return names
 
 
 #: The most points one sweep expands into (each is a record file and a row of the results).
@@ -367,19 +150,19 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
             raise SweepError(f"{source}: not valid TOML ({err})") from None
     problems: list[str] = [f"{k}: no such field; fields are {sorted(_TOP)}" for k in sorted(set(t) - _TOP)]
     before = len(problems)
-    seeds = _list(t, "seeds", int, "", problems, (0,))
+    seeds = string_list(t, "seeds", int, "", problems, (0,))
     if len(problems) == before and (not seeds or len(set(seeds)) < len(seeds) or not all(0 <= s < 2**32 for s in seeds)):
         problems.append(f"seeds = {t['seeds']!r}: allowed: a non-empty list of distinct integers in [0, 2**32)")
     loaded: dict = {}
-    recipes = _recipes(t, "recipes", problems, loaded, folder, ("fp32",))
+    recipes = recipe_entries(t, "recipes", problems, loaded, folder, ("fp32",))
     if t.get("recipes") == []:
         problems.append("recipes = []: allowed: a non-empty list of recipes (leave it out for [\"fp32\"])")
-    infer_recipes = _recipes(t, "infer_recipes", problems, loaded, folder)
+    infer_recipes = recipe_entries(t, "infer_recipes", problems, loaded, folder)
     before = len(problems)
-    designs = _designs(t, problems, folder)
+    designs = design_entries(t, problems, folder)
     design_problems = len(problems) > before
-    workloads = _workloads(t, problems, folder)
-    kernels = _kernels(t, problems)
+    workloads = workload_entries(t, problems, folder)
+    kernels = kernel_entries(t, problems)
     timeout = t.get("point_timeout_s")
     if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
                                 or timeout <= 0):
@@ -408,29 +191,6 @@ def load_spec(spec: str | Path | dict) -> SweepSpec:
                      folder=folder)
 
 
-def canon(obj) -> str:
-    """A resolved object (workload, recipe, design) as text that changes when any field does. A
-    recipe's roles may name format files (``act = "my_fp6.toml"``), read where they are used:
-    their content is part of the recipe's (a format file edited makes new points)."""
-    from asicsim.emulate.policy import Policy
-
-    text = repr(obj)
-    if isinstance(obj, Policy):
-        from asicsim.numerics.catalog import get_format
-
-        files = sorted({str(spec.format) for _, spec in obj.all_roles if str(spec.format).endswith(".toml")})
-        if files:
-            text += " where " + "; ".join(f"{f} = {get_format(f)!r}" for f in files)
-    return text
-
-
-def content_key(what: str, obj) -> str:
-    """The hash of one resolved input (``what``: workload | recipe | design) that a point's id is
-    computed from; a worker recomputes it from what it runs, and a point whose input changed
-    on the way (a format file edited while the sweep ran) fails saying so."""
-    return identity({what: canon(obj)})
-
-
 def _named(spec: SweepSpec) -> list[str]:
     """The labels of the designs listed by name (not from a design space)."""
     n = len(spec.designs) - sum(len(list(itertools.product(*e.get("vary", {}).values()))) for e in spec.spaces)
@@ -440,8 +200,6 @@ def _named(spec: SweepSpec) -> list[str]:
 def spec_dict(spec: SweepSpec) -> dict:
     """What a report shows as the sweep's exact inputs: names, and the resolved designs,
     workloads and recipes the points ran with."""
-    from asicsim.hw.design_files import load_design
-
     named = set(_named(spec))
     return {"name": spec.name, "source": spec.source, "seeds": list(spec.seeds),
             "recipes": list(spec.recipes), "infer_recipes": list(spec.infer_recipes),

@@ -27,10 +27,12 @@ import time
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from asicsim._files import atomic_path, read_text_file, remove_stale_temporaries, write_text_atomic
-from asicsim.sweep.spec import ID_SCHEME, SweepError
+from asicsim.sweep.errors import SweepError
+from asicsim.sweep.point_identity import ID_SCHEME
 
 TABLES = ("curves", "numerics", "ops", "kernels")
 
@@ -272,8 +274,6 @@ def _first_time(path: Path) -> bool:
 
 
 def _json_default(v):
-    import numpy as np
-
     if isinstance(v, np.generic):
         return v.item()
     if isinstance(v, np.ndarray):

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 
 from asicsim.emulate import load_recipe
 from asicsim.emulate.policy import Policy
+from asicsim.emulate.ptq import UncalibratedSites, calibrate
 from asicsim.workloads import tasks
-from asicsim.workloads.training import Runner, batch_order, build, check_batch, train
+from asicsim.workloads.runner import Runner
+from asicsim.workloads.training import batch_order, build, check_batch, train
 from asicsim.workloads.workload import Workload, load_workload
 
 _FP32_CACHE: dict = {}
@@ -81,8 +84,6 @@ def _calibrate(policy: Policy, fn, params, batches) -> tuple[Policy, str]:
     its own current amax, as their ``scaling`` says."""
     if not policy.needs_calibration:
         return policy, "none (no static scales: each tensor or block is scaled from itself, as the recipe says)"
-    from asicsim.emulate.ptq import UncalibratedSites, calibrate
-
     n = min(len(batches), policy.calibration_batches)
     method = policy.calibration_method
     if method == "percentile":
@@ -130,8 +131,6 @@ def infer(workload: str | Workload, recipe: str | Policy, seeds=(0,), *, params=
 
 def accuracy_drop_table(workload: str | Workload, recipes, seeds=(0,)):
     """A pandas table: one row per inference recipe (fp32 metric, quantized metric, drop)."""
-    import pandas as pd
-
     rows = []
     for r in recipes:
         res = infer(workload, r, seeds, stats=False)

@@ -23,7 +23,8 @@ against the recipe's ``weight``/``act``/``grad``/``wgrad`` formats on one traini
 every evaluation (gradients before they are rounded, times the loss scale in use).
 
 Post-training quantization (the fp32-trained model evaluated under an inference recipe) is in
-:mod:`asicsim.workloads.post_training`.
+:mod:`asicsim.workloads.post_training`. The compiled pieces every seed shares are in
+:mod:`asicsim.workloads.runner`, the result types in :mod:`asicsim.workloads.train_results`.
 """
 
 from __future__ import annotations
@@ -32,25 +33,25 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax import lax
 
-from asicsim.emulate import emulate, load_recipe
-from asicsim.emulate.policy import Policy, RoleSpec
+from asicsim.emulate import load_recipe
+from asicsim.emulate.policy import Policy
 from asicsim.emulate.training import check_trainable
 from asicsim.workloads import tasks
 from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.deepbench import WorkloadError
 from asicsim.workloads.divergence import DivergenceWatch
+from asicsim.workloads.grad_rounding import gradient_role, round_gradients
 from asicsim.workloads.models import Model, make_model
-from asicsim.workloads.pruning import weight_sparsity, with_pruning
-from asicsim.workloads.stats import describe, extremes, summarize, tensor_stats
+from asicsim.workloads.pruning import weight_sparsity
+from asicsim.workloads.runner import Runner
+from asicsim.workloads.stats import extremes, summarize
+from asicsim.workloads.train_results import RunResult, TrainResult
 from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
 
 EVAL_CHUNK = tasks.EVAL_CHUNK
@@ -109,160 +110,9 @@ def check_batch(w: Workload, data: Dataset) -> None:
                             f"examples of dataset {w.dataset!r} (a larger batch repeats examples in one step)")
 
 
-def _without_grad_rounding(policy: Policy) -> Policy:
-    """The recipe with ``grad``/``grad_out``/``wgrad`` kept in float32: gradients as they are before rounding."""
-    roles = tuple((r, RoleSpec("fp32") if r in ("grad", "grad_out", "wgrad") else s) for r, s in policy.roles)
-    return dataclasses.replace(policy, roles=roles)
-
-
 def _loss_scale(state) -> float:
     """The training step's current loss scale (1.0 for recipes without loss scaling)."""
     return float(state.loss_scale.scale)
-
-
-@dataclass
-class RunResult:
-    """One seed's run."""
-
-    seed: int
-    metric: str
-    final: float
-    test_accuracy: float | None
-    test_loss: float
-    curves: dict
-    diverged: bool = False
-    divergence: dict | None = None
-    skipped_steps: int = 0
-    overflow_steps: int = 0
-    numerics: dict = field(default_factory=dict)
-    numerics_curve: list = field(default_factory=list)
-    seconds: float = 0.0
-    sparsity: dict = field(default_factory=dict)  # pruned runs: zeros per weight matrix (pruning.py)
-    params: Any = field(default=None, repr=False)
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d.pop("params")
-        return d
-
-
-@dataclass
-class TrainResult:
-    """All seeds of one (workload, recipe) training."""
-
-    workload: str
-    recipe: str
-    settings: dict
-    runs: list[RunResult]
-
-    @property
-    def metric(self) -> str:
-        return self.runs[0].metric
-
-    @property
-    def per_seed(self) -> list[float]:
-        return [r.final for r in self.runs]
-
-    @property
-    def mean(self) -> float:
-        return float(np.mean(self.per_seed))
-
-    @property
-    def diverged(self) -> bool:
-        return any(r.diverged for r in self.runs)
-
-    def to_dict(self) -> dict:
-        return {"workload": self.workload, "recipe": self.recipe, "settings": self.settings,
-                "metric": self.metric, self.metric: self.mean, "per_seed": self.per_seed,
-                "diverged": self.diverged, "runs": [r.to_dict() for r in self.runs]}
-
-
-class Runner:
-    """Compiled pieces of one (workload, recipe, optimizer) shared by all seeds."""
-
-    def __init__(self, workload: Workload, policy: Policy, data: Dataset, model: Model,
-                 tx: optax.GradientTransformation | None, stats: bool):
-        self.w, self.policy, self.data, self.model = workload, policy, data, model
-        self.task = data.task
-        self.loss = tasks.loss_fn(model, data.task)
-        self.make_batch = tasks.batch_fn(data.task, workload.context)
-        self.train_data = tasks.train_arrays(data)
-        fwd = emulate(model.apply, policy)
-        kw = _sr_key(policy)
-        self.forward = jax.jit(lambda p, x: fwd(p, x, **kw))
-        if tx is not None:
-            from asicsim.emulate.training import make_train_step
-
-            self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
-            self.init, step = with_pruning(self.init, step, workload.prune)  # asicsim.workloads.pruning
-            self.chunk = jax.jit(self._chunk_fn(step))
-        # training: weights, activations and both gradients; inference: weights and activations
-        self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None
-
-    def _chunk_fn(self, step):
-        def chunk(state, data, idx):
-            def body(s, i):
-                s, m = step(s, self.make_batch(data, i))
-                return s, {k: jnp.asarray(v) for k, v in m.items()}
-            return lax.scan(body, state, idx)
-        return chunk
-
-    def _stats_fn(self, grads: bool):
-        pol, model, loss = self.policy, self.model, self.loss
-        act_fn = emulate(lambda p, x: _capture(model, p, x), pol)
-        grad_pol = _without_grad_rounding(pol)
-        loss_em = emulate(lambda p, b, taps: loss(p, b, taps), grad_pol)
-
-        kw = _sr_key(pol)
-
-        def fn(params, batch, scale):
-            x = tasks.model_input(self.task, batch)
-            acts = act_fn(params, x, **kw)
-            groups = [("weight", params, "weight"), ("act", acts, "act")]
-            if grads:
-                taps = jax.tree_util.tree_map(jnp.zeros_like, acts)
-                gp, gt = jax.grad(lambda p, t: loss_em(p, batch, t, **kw), argnums=(0, 1))(params, taps)
-                groups += [("grad", gt, "grad"), ("wgrad", gp, "wgrad")]
-            out = {}
-            for group, tree, role in groups:
-                spec = pol.role(role)
-                scaled = role in ("grad", "wgrad")
-                for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-                    name = "/".join(str(getattr(k, "key", k)) for k in path)
-                    if group in ("weight", "wgrad") and leaf.ndim < 2:
-                        continue  # biases and norm scales do not enter GEMMs as operands
-                    if group == "grad" and name == "input":
-                        continue  # the gradient of the data: no GEMM computes it in training
-                    out[f"{group}:{name}"] = tensor_stats(leaf * scale if scaled else leaf, spec)
-            return out
-        return fn
-
-    def numerics(self, params, batch, scale: float, histogram: bool) -> dict:
-        raw = self.stats_fn(params, batch, jnp.float32(scale))
-        roles = {"weight": "weight", "act": "act", "grad": "grad", "wgrad": "wgrad"}
-        out = {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)
-               for k, v in raw.items()}
-        for k, s in out.items():  # |x| >= 6 is a threshold on activations and weights; gradients
-            if k.split(":")[0] in ("grad", "wgrad"):  # are measured times the loss scale (2^16...)
-                s["outliers"] = float("nan")  # where it would count nearly everything
-        return out
-
-    def evaluate(self, params) -> dict:
-        """The test split under the recipe's forward pass: :func:`.tasks.evaluate`'s values
-        (``test_loss``, ``test_accuracy`` (None for the LM and speech); speech's ``test_cer``,
-        ``test_wer``)."""
-        return tasks.evaluate(self.task, lambda x: self.forward(params, x), self.data, self.w, self.model)
-
-
-def _sr_key(policy: Policy) -> dict:
-    """Stochastic-rounding recipes need a key in every emulated call (fixed: evaluation)."""
-    return {"asicsim_key": jax.random.key(0)} if getattr(policy, "stochastic", False) else {}
-
-
-def _capture(model: Model, params, x) -> dict:
-    sink: dict = {}
-    model.apply(params, x, sink=sink)
-    return sink
 
 
 def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1), *,
@@ -296,8 +146,6 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     check_batch(w, data)
     tx = make_optimizer(w.optimizer, w.lr, w.momentum)
     if grad_format is not None:
-        from asicsim.workloads.grad_rounding import gradient_role, round_gradients
-
         tx = optax.chain(round_gradients(gradient_role(grad_format, grad_rounding)), tx)
     runner = Runner(w, policy, data, model, tx, stats)
     total = len(seeds) * w.steps

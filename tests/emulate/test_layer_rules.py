@@ -142,11 +142,11 @@ def test_a_rule_that_matches_nothing_is_reported():
 
 
 def test_gemm_paths_without_a_leaf_and_policy_stays_hashable():
-    from asicsim.emulate.interpreter import _gemm_path
+    from asicsim.emulate.operand_roles import gemm_path
 
-    assert _gemm_path(("act", "weight"), ["x", "params/w"]) == "params/w"
-    assert _gemm_path(("act", "act"), [None, None]) == "<act>"
-    assert _gemm_path(("weight", "act"), [None, None]) == "<const>"  # a weight with no leaf (closed over)
+    assert gemm_path(("act", "weight"), ["x", "params/w"]) == "params/w"
+    assert gemm_path(("act", "act"), [None, None]) == "<act>"
+    assert gemm_path(("weight", "act"), [None, None]) == "<const>"  # a weight with no leaf (closed over)
     table = {"roles": {"weight": "bf16", "act": "bf16", "acc": "fp32"},
              "layers": [{"match": "w", "roles": {"weight": "fp16"}}]}
     pol = load_recipe(table)

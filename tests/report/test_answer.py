@@ -12,7 +12,7 @@ import pytest
 from asicsim.report import answer, objective, pivots, write_report
 from asicsim.report.document import Table, Text
 from asicsim.report.load import load
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store
 
 # test_accuracy per (recipe, seed): bf16 loses 0.1 and 0.5 points (mean 0.3), fp8 2 points,

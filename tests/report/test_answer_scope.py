@@ -11,7 +11,7 @@ import pytest
 
 from asicsim.report import answer, objective, scope, summary_text
 from asicsim.report.units import compare, times
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store
 from asicsim.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND, gpu_bound
 

@@ -11,7 +11,7 @@ import pytest
 from asicsim.report import sections, tables
 from asicsim.report.document import Text
 from asicsim.report.load import load
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store
 
 GPU = "gpu_x"

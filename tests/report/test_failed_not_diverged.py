@@ -8,7 +8,7 @@ from __future__ import annotations
 from asicsim.report import answer, objective, pivots, summary_text, tables
 from asicsim.report.document import Text
 from asicsim.report.load import load
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store
 
 TIMEOUT = "timed out after 1 s (point_timeout_s = 1): no result"

@@ -6,7 +6,7 @@ import math
 import jax.numpy as jnp
 
 from asicsim.emulate.policy import RoleSpec
-from asicsim.sweep.points import _numerics_rows
+from asicsim.sweep.records import numerics_rows
 from asicsim.workloads.stats import describe, tensor_stats
 
 
@@ -14,7 +14,7 @@ def test_numerics_rows_keep_amax_outliers_and_kurtosis():
     x = jnp.array([0.5, -1.0, 7.0, -8.0], jnp.float32)  # hand: amax 8, 2 of 4 elements >= 6
     const = jnp.full((4,), 2.0, jnp.float32)  # a constant tensor: kurtosis undefined (NaN)
     spec = RoleSpec("fp8_e4m3")
-    rows = _numerics_rows({"act:h": describe(tensor_stats(x, spec), spec),
+    rows = numerics_rows({"act:h": describe(tensor_stats(x, spec), spec),
                            "act:c": describe(tensor_stats(const, spec), spec)})
     h, c = rows
     assert (h["tensor"], h["role"], h["amax"], h["outliers"]) == ("act:h", "act", 8.0, 0.5)

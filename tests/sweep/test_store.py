@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from asicsim.sweep import store as store_mod
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store, load_results, save_table
 
 

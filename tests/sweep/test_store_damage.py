@@ -10,7 +10,7 @@ import pytest
 
 from asicsim.report.load import load
 from asicsim.sweep import load_results, sweep
-from asicsim.sweep.spec import ID_SCHEME
+from asicsim.sweep.point_identity import ID_SCHEME
 from asicsim.sweep.store import Store, StoreWarning
 
 GOOD = {"id": "a" * 20, "kind": "kernels", "status": "done", "reason": "", "ids": ID_SCHEME,

@@ -6,7 +6,7 @@ import pytest
 
 import asicsim as sim
 from asicsim.hw.family import cost_designs
-from asicsim.sweep.points import _suite_totals
+from asicsim.sweep.kernel_points import suite_totals
 from asicsim.workloads.deepbench import load_suite, suite_costs
 
 
@@ -15,7 +15,7 @@ def test_suite_totals_read_the_typed_price(design):
     suite = load_suite("deepbench_gemm_inference_device")
     d = sim.load_design(design)
     pr = cost_designs(suite.operations(), [d]).take(0)
-    t = _suite_totals(pr, suite.flops())
+    t = suite_totals(pr, suite.flops())
     assert t["kernels"] == len(suite.flops()) and t["time_s"] == float(np.sum(pr.time_s))
     assert t["energy_j"] == float(np.sum(pr.energy.total * 1e-12))
     k = suite_costs(suite, d)  # the table view of the same price agrees

@@ -75,15 +75,16 @@ def test_a_collapsed_loss_scale_diverges_the_sweep_point_and_shows_in_train(reci
     # lr 1e4: the first step blows the weights up, every later step overflows; the scale halves
     # from 2**16 to the floor 2**-24 in 40 steps, and step 42 overflows at the floor
     from asicsim.emulate import load_recipe
-    from asicsim.sweep.points import Job, _train
-    from asicsim.sweep.spec import Point
+    from asicsim.sweep.learning_points import train_point
+    from asicsim.sweep.point_identity import Point
+    from asicsim.sweep.records import Job
     from asicsim.workloads import load_workload
     from asicsim.workloads.cli import add_cli
 
     w = load_workload("digits_mlp").replace(lr=1e4, steps=300, eval_every=100)
     job = Job([Point("p", "train", {}, {"recipe": recipe, "seed": 0})], workload=w,
               recipes={recipe: load_recipe(recipe)})
-    (rec,) = _train(job)
+    (rec,) = train_point(job)
     assert rec["status"] == "diverged" and rec["result"]["diverged"] is True
     assert rec["result"]["diverged_step"] == 42
     assert rec["reason"].startswith("diverged at step 42: loss scale collapsed")
