@@ -1,6 +1,7 @@
 """Fake-quantization throughput: fp32 -> format -> fp32 on 16 M elements, in one run.
 
-Anchors measured in the same run (the machine is shared and noisy, so compare ratios):
+Anchors measured in the same run (the machine is shared and noisy, so compare ratios; every
+figure is also printed as a ratio to the copy, "x copy", > 1 = faster than the copy):
 a numpy copy into an existing buffer (the memory-bandwidth limit) and ml_dtypes ``astype``
 round trips. asicsim runs under ``jax.jit`` with the input buffer donated, so XLA writes the
 result in place instead of allocating a fresh 64 MiB output per call.
@@ -69,17 +70,21 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} JAX device(s), "
           f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d')}")
     print(f"\nnumpy copy (memory limit): {gps(copy_t):.2f} G elem/s\n")
-    print("| format | asicsim rne G/s | asicsim sr G/s | ml_dtypes astype G/s | rne / copy |")
-    print("|---|---|---|---|---|")
+    print("Each figure also as a ratio to the copy above (x copy); last column: asicsim rne over ml_dtypes.\n")
+    print("| format | rne G/s | rne x copy | sr G/s | sr x copy | ml_dtypes astype G/s | ml_dtypes x copy "
+          "| rne / ml_dtypes |")
+    print("|---|---|---|---|---|---|---|---|")
     for fmt, kwargs in CASES:
         rne = bench_asicsim(x, fmt, kwargs, "rne", args.repeat)
         sr = bench_asicsim(x, fmt, kwargs, "sr", args.repeat)
-        ml = "-"
+        ml = ml_ratio = over_ml = "-"
         if fmt in ML_DTYPES:
             dt = ML_DTYPES[fmt]
-            ml = f"{gps(best_of(lambda dt=dt: x.astype(dt).astype(np.float32), max(2, args.repeat // 3))):.3f}"
+            ml_t = best_of(lambda dt=dt: x.astype(dt).astype(np.float32), max(2, args.repeat // 3))
+            ml, ml_ratio, over_ml = f"{gps(ml_t):.3f}", f"{copy_t / ml_t:.3f}", f"{ml_t / rne:.1f}x"
         label = fmt + (" per-channel" if kwargs else "")
-        print(f"| {label} | {gps(rne):.2f} | {gps(sr):.2f} | {ml} | {copy_t / rne:.2f} |")
+        print(f"| {label} | {gps(rne):.2f} | {copy_t / rne:.2f} | {gps(sr):.2f} | {copy_t / sr:.2f} | {ml} "
+              f"| {ml_ratio} | {over_ml} |")
 
 
 if __name__ == "__main__":
