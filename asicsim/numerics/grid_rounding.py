@@ -253,7 +253,8 @@ def fast_sr_float32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     the low ``d`` bits of ``rand`` and clear them. Below (``d > 23``): one quantum iff ``rand`` is
     below the significand shifted to ``|x| / quantum * 2**32``; the significand is
     ``a - ((e - 1) << 23)`` (the hidden bit, or none for a carrier subnormal), and XLA's shifts by
-    32 or more give 0, as in :func:`fast_sr_fixed32`. A NaN or inf input rounds to bits at or
+    32 or more give 0, as in :func:`fast_sr_fixed32` (formats whose smallest quantum is at most
+    2**-126, bf16 and tf32, never get there: that test is left out). A NaN or inf input rounds to bits at or
     above inf (its mantissa bits are kept or carried, never lost), so one overflow compare covers
     them, with one more for NaN where the format has inf. The sign goes back on the bits (the
     formats taken have -0 and signed NaNs). Checked bit for bit against the kernel for the same
@@ -272,10 +273,11 @@ def fast_sr_float32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     d = u32(qmin + 150) - e  # carrier bits below the quantum (> 23: below one quantum)
     mask = (u32(1) << d) - u32(1)
     r = (a + (rand & mask)) & ~mask
-    sig = a - ((e - u32(1)) << u32(23))  # (where d > 23, e is the exponent field, or 1)
-    threshold = (sig << (u32(32) - d)) | (sig >> (d - u32(32)))  # one of the two shifts is >= 32
-    quantum = u32(F32.pow2_bits(qmin))  # normal: qmin >= -126 wherever d > 23 happens
-    r = jnp.where(d > u32(23), jnp.where(rand < threshold, quantum, u32(0)), r)
+    if qmin + 149 > 23:  # d <= qmin + 149: bf16 and tf32 (qmin < -126) never fall below one quantum
+        sig = a - ((e - u32(1)) << u32(23))  # (where d > 23, e is the exponent field, or 1)
+        threshold = (sig << (u32(32) - d)) | (sig >> (d - u32(32)))  # one of the two shifts is >= 32
+        quantum = u32(F32.pow2_bits(qmin))  # normal: qmin > -126 here
+        r = jnp.where(d > u32(23), jnp.where(rand < threshold, quantum, u32(0)), r)
     top = u32(float_bits(spec.max, F32))
     if saturate or not (spec.has_inf or spec.has_nan):
         r = jnp.where(a > u32(F32.inf), u32(F32.nan), jnp.minimum(r, top))
