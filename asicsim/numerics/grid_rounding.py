@@ -1,6 +1,6 @@
 """The rounding kernels every path shares: integer bit patterns of a carrier (float32's uint32,
 float64's uint64) rounded onto a format's grid (:func:`round_to_grid`), the fast float32 paths
-(:func:`fast_round32`, :func:`fast_sr_fixed32`), exact multiplication by a power of two
+(:func:`fast_round32`, :func:`fast_sr_fixed32`, :func:`fast_sr_float32`), exact multiplication by a power of two
 (:func:`mul_pow2`) and the carrier bits of a format's codes (:func:`decode_float_bits`).
 
 No float arithmetic anywhere (XLA on CPU flushes subnormals; on GPU it does not round float32
@@ -240,6 +240,53 @@ def fast_sr_fixed32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     out = jnp.where(r == u32(0), u32(0), r | (bits & u32(F32.sign)))  # no -0
     out = jnp.where(a > u32(F32.inf), jax.lax.bitcast_convert_type(_signed_nan32(x, spec), jnp.uint32), out)
     return jax.lax.bitcast_convert_type(out, jnp.float32)
+
+
+def fast_sr_float32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> jax.Array | None:
+    """``round_to_grid`` of float32 ``x`` onto a float format by stochastic rounding with the same
+    ``rand`` (full 32 bits), in about half the kernel's integer ops (None elsewhere).
+
+    For a format with float32's or a narrower exponent range (``emin >= -126``), the kernel's
+    count of carrier bits below the quantum is ``d = qmin + 150 - e`` with the exponent field
+    ``e`` clamped to ``[1, emin + 127]`` (above: the format's own ``23 - man`` bits), one clamp
+    instead of the kernel's quantum/binade/clip chain. At or above one quantum (``d <= 23``): add
+    the low ``d`` bits of ``rand`` and clear them. Below (``d > 23``): one quantum iff ``rand`` is
+    below the significand shifted to ``|x| / quantum * 2**32``; the significand is
+    ``a - ((e - 1) << 23)`` (the hidden bit, or none for a carrier subnormal), and XLA's shifts by
+    32 or more give 0, as in :func:`fast_sr_fixed32` (formats whose smallest quantum is at most
+    2**-126, bf16 and tf32, never get there: that test is left out). A NaN or inf input rounds to bits at or
+    above inf (its mantissa bits are kept or carried, never lost), so one overflow compare covers
+    them, with one more for NaN where the format has inf. The sign goes back on the bits (the
+    formats taken have -0 and signed NaNs). Checked bit for bit against the kernel for the same
+    ``rand`` in tests/numerics/test_fast_sr.py.
+    """
+    if not (rnd.mode is RoundMode.SR and rnd.bits is None and x.dtype == jnp.float32
+            and spec.kind == "float" and spec.signed and spec.has_zero and spec.subnormals
+            and spec.nan != "negzero" and 1 <= spec.man_bits <= 22 and spec.exp_bits <= 8
+            and spec.emin >= -126 and spec.max <= float(np.finfo(np.float32).max)):
+        return None
+    u32 = np.uint32
+    qmin = spec.smallest_subnormal_exp
+    bits = jax.lax.bitcast_convert_type(x, jnp.uint32)
+    a = bits & u32(0x7FFFFFFF)
+    e = jnp.clip(a >> u32(23), u32(1), u32(spec.emin + 127))
+    d = u32(qmin + 150) - e  # carrier bits below the quantum (> 23: below one quantum)
+    mask = (u32(1) << d) - u32(1)
+    r = (a + (rand & mask)) & ~mask
+    if qmin + 149 > 23:  # d <= qmin + 149: bf16 and tf32 (qmin < -126) never fall below one quantum
+        sig = a - ((e - u32(1)) << u32(23))  # (where d > 23, e is the exponent field, or 1)
+        threshold = (sig << (u32(32) - d)) | (sig >> (d - u32(32)))  # one of the two shifts is >= 32
+        quantum = u32(F32.pow2_bits(qmin))  # normal: qmin > -126 here
+        r = jnp.where(d > u32(23), jnp.where(rand < threshold, quantum, u32(0)), r)
+    top = u32(float_bits(spec.max, F32))
+    if saturate or not (spec.has_inf or spec.has_nan):
+        r = jnp.where(a > u32(F32.inf), u32(F32.nan), jnp.minimum(r, top))
+    elif spec.has_inf:
+        beyond = jnp.where(a > u32(F32.inf), u32(F32.nan), u32(F32.inf))
+        r = jnp.where(r > top, beyond, r)
+    else:  # fn: overflow, inf and NaN alike are the NaN of the input's sign
+        r = jnp.where(r > top, u32(F32.nan), r)
+    return jax.lax.bitcast_convert_type(r | (bits & u32(F32.sign)), jnp.float32)
 
 
 def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):

@@ -22,6 +22,7 @@ from .grid_rounding import (
     decode_float_bits,
     fast_round32,
     fast_sr_fixed32,
+    fast_sr_float32,
     round_to_grid,
 )
 from .inputs import check_flag, real_input
@@ -195,8 +196,10 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
     rand = None
     if rnd.stochastic:
         rand = _random.hash_bits(words, x.shape)
-        if c is F32 and (fast := fast_sr_fixed32(x, spec, rnd, sat, rand)) is not None:
-            return fast
+        if c is F32:
+            for fast_sr in (fast_sr_fixed32, fast_sr_float32):
+                if (fast := fast_sr(x, spec, rnd, sat, rand)) is not None:
+                    return fast
         if c is F64:
             hi = _random.hash_bits(words ^ np.uint32(0x9E3779B9), x.shape)
             rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
