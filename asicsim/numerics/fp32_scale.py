@@ -33,13 +33,14 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
+from .fast_rounding32 import fast_round32
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
     fp32_product,
     products_are_normal,
     scale_up_if_subnormal,
 )
-from .grid_rounding import fast_round32, round_to_grid
+from .grid_rounding import round_to_grid
 from .rounding import F32, Rounding
 
 _MAG = np.uint32(0x7FFFFFFF)

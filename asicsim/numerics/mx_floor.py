@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .fast_rounding32 import fast_round32
 from .formats import emax_of
-from .grid_rounding import fast_round32
 from .pow2_scales import element_qmin
 from .rounding import Rounding, RoundMode
 

@@ -17,14 +17,9 @@ import numpy as np
 from .._jax_compat import is_floating
 from . import random as _random
 from .catalog import get_format
+from .fast_rounding32 import fast_round32, fast_sr_fixed32, fast_sr_float32
 from .formats import Format
-from .grid_rounding import (
-    decode_float_bits,
-    fast_round32,
-    fast_sr_fixed32,
-    fast_sr_float32,
-    round_to_grid,
-)
+from .grid_rounding import decode_float_bits, round_to_grid
 from .inputs import check_flag, real_input
 from .rounding import (
     F32,

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from asicsim.numerics import catalog, get_format
-from asicsim.numerics.grid_rounding import fast_round32, round_to_grid
+from asicsim.numerics.fast_rounding32 import fast_round32
+from asicsim.numerics.grid_rounding import round_to_grid
 from asicsim.numerics.rounding import F32, parse_rounding
 
 RNE = parse_rounding("rne")

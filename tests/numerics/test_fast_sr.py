@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from asicsim.numerics import get_format, quantize
+from asicsim.numerics.fast_rounding32 import fast_sr_fixed32
 from asicsim.numerics.formats import IntFormat
-from asicsim.numerics.grid_rounding import fast_sr_fixed32, round_to_grid
+from asicsim.numerics.grid_rounding import round_to_grid
 from asicsim.numerics.random import hash_bits, key_words
 from asicsim.numerics.rounding import F32, parse_rounding
 

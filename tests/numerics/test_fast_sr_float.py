@@ -17,7 +17,8 @@ import pytest
 from test_fast_sr import _inputs
 
 from asicsim.numerics import catalog, get_format, quantize
-from asicsim.numerics.grid_rounding import fast_sr_float32, round_to_grid
+from asicsim.numerics.fast_rounding32 import fast_sr_float32
+from asicsim.numerics.grid_rounding import round_to_grid
 from asicsim.numerics.random import hash_bits, key_words
 from asicsim.numerics.rounding import F32, parse_rounding
 
