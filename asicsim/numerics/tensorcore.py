@@ -29,6 +29,8 @@ Presets per GPU and format: :mod:`.tc_presets`; ``MacSpec.parse("v100")`` etc. a
 ones. The fast kernel runs in float64 (see ``exact64.py``): each addend is scaled by a power of two so
 that the quantum is 1, truncated to an integer and summed: integers (halves with sticky bits)
 below ``2**53`` (``W <= 43``), so the float64 sum is exact in any order; scaling back is exact.
+That sum also carries the IEEE result of inf/NaN addends (and the sign of an exact zero, without
+sticky bits): no second sum where the accumulator has IEEE inf/NaN. Powers of two come from bits.
 :func:`asicsim.numerics.tc_ref.block_ref` is the scalar model.
 """
 
@@ -57,16 +59,36 @@ def _bits(x):
     return jax.lax.bitcast_convert_type(x, jnp.uint64)
 
 
+def _field_exp(x):
+    """floor(log2|x|) of normal float64 values, from the exponent field (-1023 for zeros)."""
+    return ((_bits(x) & ~_SIGN) >> _U64(52)).astype(jnp.int32) - 1023
+
+
 def _exp(x):
     """floor(log2|x|) of normal float64 values; ``_NONE`` for zeros."""
-    e = ((_bits(x) & ~_SIGN) >> _U64(52)).astype(jnp.int32)
-    return jnp.where(x == 0.0, _NONE, e - 1023)
+    return jnp.where(x == 0.0, _NONE, _field_exp(x))
 
 
-def _pow2(e):
-    """2.0**e for int32 e in the normal float64 range, built from bits (exact)."""
-    return jax.lax.bitcast_convert_type((jnp.clip(e, -1022, 1023) + 1023).astype(jnp.uint64) << _U64(52),
-                                        jnp.float64)
+def _from_field(field):
+    """The float64 of uint64 bits ``field << 52``: ``2.0**(field - 1023)`` for a field in 1..2046."""
+    return jax.lax.bitcast_convert_type(field << _U64(52), jnp.float64)
+
+
+def _signed_zero(s, terms: list, mac: MacSpec):
+    """The block sum ``s`` with an exact zero made +0 unless every addend is -0. Without sticky
+    bits the float64 sum of the truncated addends (signs kept) already is, by IEEE addition."""
+    if not mac.tc_sticky:
+        return s
+    all_neg = functools.reduce(jnp.logical_and, [jnp.signbit(t) for t in terms])
+    return jnp.where(s == 0.0, jnp.where(all_neg, -0.0, 0.0), s)
+
+
+def _finite_sums_stay_finite(mac: MacSpec) -> bool:
+    """Whether c plus the block's products, all finite, cannot overflow float64 (so one
+    ``isfinite`` of their sum tells whether every addend is finite)."""
+    fa, fb = mac.spec("a_fmt"), mac.spec("b_fmt")
+    c_max = max(float(mac.spec(name).max) for name in ("acc", "out"))
+    return float(fa.max) * float(fb.max) * mac.order_size + c_max < 2.0**1000
 
 
 def _flush(x, emin: int):
@@ -85,17 +107,28 @@ def round_ieee(s, acc, rnd: str, sat):
     """``round64(s, acc, rnd, sat)`` for finite float64 ``s`` where :func:`fast_rounding` holds:
     ``s`` scaled by a power of two onto its quantum (exact), rounded to an integer, scaled back
     (``round64`` handles every format and mode at several times the cost;
-    tests/numerics/test_tensorcore_model.py compares the two)."""
+    tests/numerics/test_tensorcore_model.py compares the two). The powers of two come from the
+    exponent field of ``s``: ``2**-tq`` for the quantum exponent ``tq = max(e, emin) - man_bits``,
+    ``2**tq`` from ``2046 - `` its field; zeros and float64 subnormals take ``tq = emin -
+    man_bits``. ``rtz`` instead clears the bits of ``s`` below the quantum (no rounding
+    operation: XLA has no truncation, ``jnp.trunc`` is a floor, a ceil and a select)."""
     mode = parse_rounding(rnd).mode
     sat = acc.saturate if sat is None else sat
-    tq = jnp.maximum(_exp(s), acc.emin) - acc.man_bits  # the result's quantum exponent
-    y = s * _pow2(-tq)  # exact; |y| < 2**(man_bits + 1), or tiny
+    field = (_bits(s) & ~_SIGN) >> _U64(52)  # biased exponent of s (0 for zeros)
+    if mode is RoundMode.RTZ:  # clear the bits below the quantum (all of them below 2**(emin - man_bits))
+        top = 1075 - acc.man_bits + acc.emin  # bits cleared = top - field, at least 52 - man_bits
+        shift = _U64(top) - jnp.minimum(field, _U64(top - 52 + acc.man_bits))
+        mask = jnp.where(field < _U64(top - 52), _SIGN, ~_U64(0) << shift)
+        return jnp.clip(jax.lax.bitcast_convert_type(_bits(s) & mask, jnp.float64), -acc.max, acc.max)
+    inv_field = jnp.minimum(_U64(2046 + acc.man_bits) - field, _U64(1023 + acc.man_bits - acc.emin))
+    y = s * _from_field(inv_field)  # s * 2**-tq: exact; |y| < 2**(man_bits + 1)
+    q = _from_field(_U64(2046) - inv_field)  # 2**tq
     r = {RoundMode.RNE: jnp.rint, RoundMode.RTZ: jnp.trunc, RoundMode.RUP: jnp.ceil,
-         RoundMode.RDN: jnp.floor}[mode](y) * _pow2(tq)  # exact
+         RoundMode.RDN: jnp.floor}[mode](y) * q  # exact
+    if sat or mode is RoundMode.RTZ:  # overflow gives the largest finite value
+        return jnp.clip(r, -acc.max, acc.max)
     neg = jnp.signbit(s)
-    if sat or mode is RoundMode.RTZ:
-        big = acc.max
-    elif mode is RoundMode.RNE:
+    if mode is RoundMode.RNE:
         big = jnp.inf
     else:  # directed: overflow away from zero is inf, toward zero the largest finite
         big = jnp.where(neg == (mode is RoundMode.RDN), jnp.inf, acc.max)
@@ -109,8 +142,8 @@ def _truncated_sum(terms: list, exps: list, mac: MacSpec, width: int):
     emax = functools.reduce(jnp.maximum, exps)
     if mac.tc_min_exp is not None:
         emax = jnp.maximum(emax, mac.tc_min_exp)
-    qe = emax - width  # quantum exponent
-    scale = _pow2(-qe)
+    field = jnp.clip(width + 1023 - emax, 1, 2046).astype(jnp.uint64)
+    scale = _from_field(field)  # 2**-(emax - width)
     s = None
     for t in terms:
         x = t * scale
@@ -118,7 +151,7 @@ def _truncated_sum(terms: list, exps: list, mac: MacSpec, width: int):
         if mac.tc_sticky:  # half a quantum where bits were lost
             kept = kept + jnp.where(kept != x, jnp.where(x < 0.0, -0.5, 0.5), 0.0)
         s = kept if s is None else s + kept  # exact: multiples of 1/2 below 2**53
-    return s * _pow2(qe)
+    return s * _from_field(_U64(2046) - field)  # times its reciprocal
 
 
 def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
@@ -129,31 +162,39 @@ def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
     rnd, sat = mac.acc_rounding, mac.saturate
     products = [a_blk[j][:, None] * b_blk[j][None, :] for j in range(a_blk.shape[0])]
     if mac.tc_exponent == "operands":
-        pexps = [jnp.where(p == 0.0, _NONE, ea_blk[j][:, None] + eb_blk[j][None, :])
-                 for j, p in enumerate(products)]
-        cexp = jnp.where(c == 0.0, _NONE, jnp.maximum(_exp(c), min(acc.emin, C_EMIN_FP32)))
+        # a zero operand's _NONE keeps the sum below every real exponent: no test for zero products
+        pexps = [ea_blk[j][:, None] + eb_blk[j][None, :] for j in range(len(products))]
+        cexp = jnp.where(c == 0.0, _NONE, jnp.maximum(_field_exp(c), min(acc.emin, C_EMIN_FP32)))
     else:
         pexps = [_exp(p) for p in products]
         cexp = _exp(c)
     width = acc.man_bits + mac.guard_bits
     terms = [c, *products]
-    all_neg = functools.reduce(jnp.logical_and, [jnp.signbit(t) for t in terms])
+    ieee_special = not (sat or (sat is None and acc.saturate) or not acc.has_inf)
     if mac.tc_late_c is None:
-        s = _truncated_sum(terms, [cexp, *pexps], mac, width)
-        s = jnp.where(s == 0.0, jnp.where(all_neg, -0.0, 0.0), s)
+        s = _signed_zero(_truncated_sum(terms, [cexp, *pexps], mac, width), terms, mac)
         d = round_ieee(s, acc, rnd, sat) if fast_rounding(acc, rnd, sat) else round64(s, acc, rnd, sat)
+        if ieee_special:  # s is the addends' IEEE sum where one is not finite (scaled and
+            # truncated, inf stays inf and NaN NaN), finite where all are: no second sum
+            finite = jnp.isfinite(s)
+            return _special_checks(jnp.where(finite, d, s), finite, products, mac, acc)
     elif products:
-        s = _truncated_sum(products, pexps, mac, width)
-        p_neg = functools.reduce(jnp.logical_and, [jnp.signbit(p) for p in products])
-        s = jnp.where(s == 0.0, jnp.where(p_neg, -0.0, 0.0), s)
+        s = _signed_zero(_truncated_sum(products, pexps, mac, width), products, mac)
         d = add_round(round64(s, acc, mac.tc_late_c, sat), c, acc, rnd, sat)
     else:
         d = round64(c, acc, rnd, sat)
-    finite = functools.reduce(jnp.logical_and, [jnp.isfinite(t) for t in terms])
     special = functools.reduce(jnp.add, terms)  # +-inf or NaN where an addend is not finite
-    if sat or (sat is None and acc.saturate) or not acc.has_inf:  # the format's own inf/NaN rule
+    if _finite_sums_stay_finite(mac):  # then the sum is finite exactly where every addend is
+        finite = jnp.isfinite(special)
+    else:
+        finite = functools.reduce(jnp.logical_and, [jnp.isfinite(t) for t in terms])
+    if not ieee_special:  # the format's own inf/NaN rule
         special = round64(special, acc, rnd, sat)
-    d = jnp.where(finite, d, special)
+    return _special_checks(jnp.where(finite, d, special), finite, products, mac, acc)
+
+
+def _special_checks(d, finite, products: list, mac: MacSpec, acc):
+    """Steps 6 (products over the limit) and the flush of a subnormal result."""
     if mac.tc_product_limit and products:
         limit = 2.0 ** (acc.emax + 1)
         pos = functools.reduce(jnp.logical_or, [p >= limit for p in products])

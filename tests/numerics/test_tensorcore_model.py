@@ -119,6 +119,34 @@ def test_c_is_taken_as_the_output_format():
     assert both(mac, [0.0], [0.0], c=1 + X(1, -11) + X(1, -20)) == 1 + X(1, -10)
 
 
+INF = np.inf
+SPECIAL_BLOCKS = [  # (a, b, c, expected): inf/NaN addends give the IEEE sum, not a rounded one
+    ([INF, 1.0], [1.0, 1.0], None, INF),  # not clamped to the largest finite by rtz
+    ([-INF, 1.0], [1.0, 1.0], 5.0, -INF),
+    ([INF, -INF], [1.0, 1.0], None, np.nan),
+    ([INF, 2.0], [0.0, 1.0], None, np.nan),  # inf * 0
+    ([1.0, 2.0], [1.0, 1.0], -INF, -INF),
+    ([1.0], [1.0], np.nan, np.nan),
+    ([INF, 1.0, 1.0, 1.0, 1.0, -1.0], [1.0] * 6, None, INF),  # a later block starts from inf
+    ([-0.0, -0.0], [1.0, 1.0], -0.0, -0.0),  # an exact zero: -0 only if every addend is -0
+    ([-0.0, -0.0], [1.0, 1.0], None, 0.0),
+    ([1.0, -1.0], [1.0, 1.0], -0.0, 0.0),
+    ([-X(1, -14), -X(1, -14)], [X(1, -14), X(1, -10)], -0.0, None),  # tiny negatives, truncated
+]
+
+
+@pytest.mark.parametrize("preset", [("v100", "fp16", "fp32"), ("a100", "tf32", "fp32"),
+                                    ("h100", "fp16", "fp16"), ("b200", "fp8_e5m2", "fp32")])
+@pytest.mark.parametrize("a, b, c, want", SPECIAL_BLOCKS)
+def test_special_and_zero_blocks(preset, a, b, c, want):
+    """Blocks with inf/NaN addends or exact-zero sums: the kernel (which reads them off its
+    scaled sum) and the Fraction model agree, with the sign of zeros and infinities."""
+    got = both(tensor_core(*preset), a, b, c)
+    if want is None:
+        return
+    assert (np.isnan(got) and np.isnan(want)) or (got == want and np.signbit(got) == np.signbit(want)), got
+
+
 @pytest.mark.parametrize("acc", ["fp32", "fp16", "bf16", "e8m13", "e5m2"])
 def test_fast_block_rounding_equals_round64(acc):
     """The block's fast rounding (round_ieee) gives round64's bits on values near every
