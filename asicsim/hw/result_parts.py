@@ -18,12 +18,16 @@ DIRECTIONS = ("reads", "writes")
 
 
 class Bound(StrEnum):
-    """DeepBench's three regimes and a power cap; ``code`` is a member's index in arrays."""
+    """DeepBench's three regimes, a power cap and a GPU's launch floor; ``code`` is a member's index in
+    arrays (new members go last, so stored codes keep their meaning)."""
 
     COMPUTE = "compute"
     BANDWIDTH = "bandwidth"
     OCCUPANCY = "occupancy"
     POWER = "power"  # the design's TDP sets the clock
+    # a GPU whose time is mostly its launch floor (a trace's totals: asicsim.system.busy.gpu_bound);
+    # a single kernel's price calls a launch-floored kernel ``occupancy`` (under half the peak)
+    LAUNCH = "launch"
 
     def __repr__(self) -> str:  # a member reads as its name, as the bound was before it was typed
         return repr(self.value)

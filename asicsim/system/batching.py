@@ -101,11 +101,12 @@ def _table(model: InferenceModel, design, formats: tuple, max_batch: int) -> Ser
     fm = dict(formats) or None
     ops = [model.ops(b) for b in range(1, max_batch + 1)]
     flat = [op for o in ops for op in o]
-    res = cost_many(flat, d, fm)
+    price = cost_many(flat, d, fm).price  # the typed price over the operations (no records read)
     owner = np.repeat(np.arange(max_batch), [len(o) for o in ops])
-    t = np.bincount(owner, weights=[r.time_s for r in res], minlength=max_batch)
-    e = np.bincount(owner, weights=[r.energy_total_pj for r in res], minlength=max_batch) * 1e-12
-    return ServiceTable(model.name, d.name, res[0].formats if res else {}, t, e)
+    n = len(flat)  # bincount sums each batch's operations in order, as the records were summed
+    t = np.bincount(owner, weights=np.broadcast_to(price.time_s, (n,)), minlength=max_batch)
+    e = np.bincount(owner, weights=np.broadcast_to(price.energy_pj, (n,)), minlength=max_batch) * 1e-12
+    return ServiceTable(model.name, d.name, dict(price.formats) if flat else {}, t, e)
 
 
 def service_table(model: str | InferenceModel, design, formats: str | Mapping | None = None,

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from asicsim.hw.result import Bound
 from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 
 #: Above this share of its modelled time in launch floor a GPU is launch-bound (see the module doc).
@@ -72,19 +73,22 @@ def _fraction(v) -> float:
     return v
 
 
-def gpu_bound(launch_fraction, sm_fraction) -> str:
-    """``"launch"`` when the launch floor is over :data:`LAUNCH_BOUND` of the time, else
-    ``"occupancy"`` when under :data:`OCCUPANCY_BOUND` of the SMs are busy, else ``""`` (busy, or
-    not a GPU: NaN fractions).
+def gpu_bound(launch_fraction, sm_fraction) -> Bound | str:
+    """The price's one bound encoding (:class:`asicsim.hw.result.Bound`): ``Bound.LAUNCH`` when the
+    launch floor is over :data:`LAUNCH_BOUND` of the time, else ``Bound.OCCUPANCY`` when under
+    :data:`OCCUPANCY_BOUND` of the SMs are busy, else ``""`` (busy, or not a GPU: NaN fractions).
+    A member is its name (``Bound.LAUNCH == "launch"``).
 
     >>> gpu_bound(0.97, 0.9), gpu_bound(0.2, 0.3), gpu_bound(0.5, 0.5), gpu_bound(float("nan"), None)
     ('launch', 'occupancy', '', '')
+    >>> gpu_bound(0.97, 0.9) is Bound.LAUNCH
+    True
     """
     launch, sm = _fraction(launch_fraction), _fraction(sm_fraction)
     if launch > LAUNCH_BOUND:
-        return "launch"
+        return Bound.LAUNCH
     if sm < OCCUPANCY_BOUND:
-        return "occupancy"
+        return Bound.OCCUPANCY
     return ""
 
 

@@ -31,6 +31,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 from asicsim.hw.cost import cost_many
 from asicsim.hw.design_files import load_design
 from asicsim.hw.interface import Design
@@ -176,16 +178,15 @@ def _grad_bits(grad_format: str | int) -> int:
 def _compute(model: TrainingModel, batch: int, design, formats) -> tuple[list[float], list[float], float, str]:
     """Per-layer forward and backward seconds, total energy (J) and the design's name."""
     layers = model.layer_operations(batch)
-    ops, owner = [], []
-    for li, (fwd, bwd) in enumerate(layers):
-        ops += fwd + bwd
-        owner += [(li, 0)] * len(fwd) + [(li, 1)] * len(bwd)
-    res = cost_many(ops, load_design(design), formats)
-    times = [[0.0, 0.0] for _ in layers]
-    for (li, phase), r in zip(owner, res, strict=True):
-        times[li][phase] += r.time_s
-    energy = sum(r.energy_total_pj for r in res) * 1e-12
-    return [t[0] for t in times], [t[1] for t in times], energy, res[0].design
+    ops = [op for fwd, bwd in layers for op in fwd + bwd]
+    # each operation's (layer, phase) slot: 2 * layer + (0 forward, 1 backward)
+    owner = np.concatenate([np.repeat([2 * li, 2 * li + 1], [len(fwd), len(bwd)]) for li, (fwd, bwd) in enumerate(layers)])
+    d = load_design(design)
+    price = cost_many(ops, d, formats).price  # the typed price over the operations (no records read)
+    n = len(ops)  # bincount adds each slot's operations in order, as the records were added
+    times = np.bincount(owner, weights=np.broadcast_to(price.time_s, (n,)), minlength=2 * len(layers))
+    energy = float(np.bincount(np.zeros(n, dtype=np.int64), weights=np.broadcast_to(price.energy_pj, (n,)))[0]) * 1e-12
+    return times[0::2].tolist(), times[1::2].tolist(), energy, d.name
 
 
 def _step(model, batch, chips, topo: Topology, bits: int, overlap: bool, computed) -> StepResult:

@@ -37,7 +37,7 @@ def workload_service_table(workload, design, recipe: str = DEFAULT_RECIPE, max_b
                            scale: str | None = None) -> ServiceTable:
     """Service time and energy of one inference batch of ``workload``'s model, batch 1..max_batch,
     on ``design`` in ``recipe``'s formats (see the module docstring)."""
-    from asicsim.workloads.pricing import trace_costs, unpriced_problem, workload_trace
+    from asicsim.workloads.pricing import trace_price, unpriced_problem, workload_trace
 
     w = _load(workload, scale)
     n = positive_int("max_batch", max_batch)
@@ -45,15 +45,14 @@ def workload_service_table(workload, design, recipe: str = DEFAULT_RECIPE, max_b
     t, e = np.zeros(n), np.zeros(n)
     formats: dict = {}
     for b in range(1, n + 1):
-        costs = trace_costs(workload_trace(w, recipe, batch=b, training=False), d, recipe)
-        problem = unpriced_problem(costs, recipe, d.name, w.name)
-        if problem:
-            raise BatchingError(problem)
-        t[b - 1], e[b - 1] = costs["time_s"].sum(), costs["energy_j"].sum()
-        if not formats:
-            gemm = costs[costs["kind"] == "gemm"]
-            row = (gemm if len(gemm) else costs).iloc[0]
-            formats = {k: row[f"format_{k}"] for k in ("act", "weight", "acc", "out")}
+        priced = trace_price(workload_trace(w, recipe, batch=b, training=False), [d], recipe)
+        if any(part.price is None for part in priced.parts):
+            raise BatchingError(unpriced_problem(priced.rows(0), recipe, d.name, w.name))
+        fig = priced.row_figures(0)  # the typed price's per-row figures, summed as the table's were
+        t[b - 1], e[b - 1] = fig["time_s"].sum(), fig["energy_j"].sum()
+        if not formats and priced.parts:  # the first GEMM's formats (else the first row's)
+            part = next((p for p in priced.parts if p.kind == "gemm"), priced.parts[0])
+            formats = {k: part.formats[k] for k in ("act", "weight", "acc", "out")}
     return ServiceTable(f"{w.name} ({recipe})", d.name, formats, t, e)
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from asicsim.hw.design_files import load_design
 from asicsim.hw.links import TopologyError, allgather_time, allreduce_time, get_topology, send_time
 from asicsim.hw.operations import AllReduce
@@ -98,28 +100,31 @@ def _load(workload, scale):
 
 
 def _priced(w, recipe: str, batch: int, design):
-    """The workload's training-step trace at ``batch`` and its per-row prices on ``design``."""
+    """The workload's training-step trace at ``batch`` and each trace row's price time (s) on
+    ``design``, in trace order."""
     from asicsim.workloads.pricing import workload_trace
 
     trace = workload_trace(w, recipe, batch=batch)
-    return trace, _costs(trace, design, recipe, w.name)
+    return trace, _times(trace, design, recipe, w.name)
 
 
-def _costs(trace, design, recipe: str, name: str):
-    """:func:`~asicsim.workloads.pricing.trace_costs`'s rows (grouped by role and formats) indexed
-    by the trace rows they price; an unpriced row is an error."""
+def _times(trace, design, recipe: str, name: str) -> np.ndarray:
+    """Each trace row's time (s, times its repetitions) on ``design``, in trace order, read from
+    the typed trace price (:meth:`~asicsim.workloads.trace_price.TracePrice.row_figures`); an
+    unpriced row is an error."""
     from asicsim.workloads.pricing import trace_price, unpriced_problem
 
     priced = trace_price(trace, [design], recipe)
-    costs = priced.rows(0)
-    costs.index = [i for part in priced.parts for i in part.rows.index]
-    if not (costs.index.sort_values().equals(trace.index) and (costs["M"] == trace.loc[costs.index, "M"]).all()):
+    fig = priced.row_figures(0)
+    if any(part.price is None for part in priced.parts):  # said as before: of the rows in trace order
+        rows = priced.rows(0).set_axis(fig["index"]).sort_index()
+        raise TopologyError(unpriced_problem(rows, recipe, design.name, name))
+    pos = trace.index.get_indexer(fig["index"])
+    if not (len(pos) == len(trace) and (pos >= 0).all() and len(np.unique(pos)) == len(pos)):
         raise AssertionError("trace_price rows do not map back onto the trace rows")  # a change in trace_price
-    costs = costs.sort_index()
-    problem = unpriced_problem(costs, recipe, design.name, name)
-    if problem:
-        raise TopologyError(problem)
-    return costs
+    times = np.empty(len(trace))
+    times[pos] = fig["time_s"]
+    return times
 
 
 def _bits(name: str) -> int:
@@ -153,10 +158,10 @@ def parallel_step(workload, design, chips: int, split: str = "data", *, batch: i
         if n > B:
             raise TopologyError(f"chips = {n} > batch = {B} (data parallel); allowed: at most one chip per sample")
         b = math.ceil(B / n)
-        trace, costs = _priced(w, recipe, b, d)
+        trace, times = _priced(w, recipe, b, d)
         params = int(trace[trace["role"] == "optimizer"]["M"].sum())
-        fwd = float(costs[costs["role"] == "forward"]["time_s"].sum())
-        bwd = float(costs["time_s"].sum()) - fwd
+        fwd = float(times[(trace["role"] == "forward").to_numpy()].sum())
+        bwd = float(times.sum()) - fwd
         s, s32 = (_step(_Parameters(w.name, params), b, n, topo, k, False, ([fwd], [bwd], 0.0, d.name))
                   for k in (bits, 32))
         return ParallelStep(**base, batch_per_chip=b, micro_batches=1, compute_s=s.compute_s, comm_s=s.allreduce_s,
@@ -173,7 +178,7 @@ def _tensor(w, d, topo, t: int, B: int, recipe, base: dict) -> ParallelStep:
     full = workload_trace(w, recipe, batch=B)
     params = int(full[full["role"] == "optimizer"]["M"].sum())
     share, comms = tensor_split(full, t, _bits)
-    compute = float(_costs(share, d, recipe, w.name)["time_s"].sum())
+    compute = float(_times(share, d, recipe, w.name).sum())
     comm, nbytes = 0.0, 0.0
     for c in comms:
         op = AllReduce(c.elements, t, c.bits)
@@ -189,9 +194,8 @@ def _pipeline(w, d, topo, p: int, B: int, micro_batches, recipe, base: dict) -> 
     m = micro_batches if micro_batches is not None else (1 if p == 1 else min(B, MICRO_BATCHES_PER_STAGE * p))
     m = _positive_int("micro_batches", m, B)
     mb = math.ceil(B / m)
-    trace, costs = _priced(w, recipe, mb, d)
+    trace, times = _priced(w, recipe, mb, d)  # times in trace order
     params = int(trace[trace["role"] == "optimizer"]["M"].sum())
-    times = costs["time_s"].to_numpy(dtype=float)  # in trace order
     sites, elementwise, optimizer = trace_sites(trace)
     site_t = [float(times[list(s.rows)].sum()) for s in sites]
     stages = pipeline_stages(site_t, p)

@@ -193,6 +193,24 @@ class TracePrice:
         priced = [part for part in self.parts if part.price is not None]
         return priced[0].price.take(i).idle_power_w(scope) if priced else float("nan")
 
+    def row_figures(self, i: int = 0) -> dict[str, np.ndarray]:
+        """Design ``i``'s per-row ``time_s`` and ``energy_j`` (times the row's repetitions, NaN
+        where a part is not priced) and each row's ``index`` in the trace, in :meth:`rows`' order
+        and with its values to the last bit, read from the typed prices without building the table."""
+        index, time, energy = [], [], []
+        for part in self.parts:
+            index.append(part.rows.index.to_numpy())
+            if part.price is None:
+                time.append(np.full(len(part.ops), np.nan))
+                energy.append(np.full(len(part.ops), np.nan))
+                continue
+            c = part.price.take(i)
+            time.append(part.reps * np.broadcast_to(c.time_s, (len(part.ops),)))
+            energy.append(part.reps * np.broadcast_to(c.energy.total * 1e-12, (len(part.ops),)))
+        if not self.parts:
+            return {"index": np.zeros(0, np.int64), "time_s": np.zeros(0), "energy_j": np.zeros(0)}
+        return {"index": np.concatenate(index), "time_s": np.concatenate(time), "energy_j": np.concatenate(energy)}
+
     def rows(self, i: int = 0) -> pd.DataFrame:
         """Design ``i``'s table: one row per trace row (:func:`trace_costs`)."""
         design, scheduled = self.designs[i], self.scheduled[i]

@@ -17,7 +17,7 @@ OPS = [sim.Gemm(256, 256, 256), sim.Conv(28, 28, 32, 64, 3, 3, padding=1, batch=
 
 
 def test_bound_has_one_encoding():
-    assert BOUNDS == ("compute", "bandwidth", "occupancy", "power")
+    assert BOUNDS == ("compute", "bandwidth", "occupancy", "power", "launch")
     for code, name in enumerate(BOUNDS):
         b = Bound.of(code)
         assert b == name and b.code == code and Bound(name) is b and repr(b) == repr(name)

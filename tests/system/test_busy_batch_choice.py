@@ -81,3 +81,14 @@ def test_a_gpu_that_does_not_run_the_recipe_chooses_nothing():
     assert (both.batch, both.gpus, both.bound) == (16384, ("gpu_h100",), {"gpu_h100": "launch"})
     alone = busy_batch(w, "fp8_hybrid", True, ["gpu_v100"])
     assert (alone.batch, alone.gpus, alone.bound) == (16384, ("gpu_v100",), {"gpu_v100": "unpriced"})
+
+
+def test_gpu_bound_speaks_the_price_bound_encoding():
+    """A bound GPU is named by the price's one encoding (asicsim.hw.result.Bound), not its own
+    strings; the codes the per-kernel price stores keep their meaning."""
+    from asicsim.hw.result import Bound
+
+    assert gpu_bound(0.97, 0.9) is Bound.LAUNCH and gpu_bound(0.2, 0.3) is Bound.OCCUPANCY
+    assert gpu_bound(0.5, 0.5) == "" and gpu_bound(float("nan"), None) == ""
+    assert Bound.of(Bound.LAUNCH.code) is Bound.LAUNCH and f"{Bound.LAUNCH}-bound" == "launch-bound"
+    assert [Bound.of(i).value for i in range(4)] == ["compute", "bandwidth", "occupancy", "power"]
