@@ -10,6 +10,9 @@ from __future__ import annotations
 
 #: command -> (the module whose ``add_cli(subparsers)`` registers it, its one-line help)
 LAYER_COMMANDS = {
+    "cost": ("asicsim.cost_cli",
+             "price operations on a design (physical model), or reproduce SCALE-Sim from its files"),
+    "trace": ("asicsim.cost_cli", "price a workload's op trace (one training step) under a recipe on designs"),
     "batching": ("asicsim.system.batching_cli", "dynamic batching of inference requests under a latency budget"),
     "scaling": ("asicsim.system.scaling_cli",
                 "data-parallel training across chips: step time, strong/weak scaling, all-reduce"),

@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "asicsim"
 LEVEL = {"_files": 0, "_catalogs": 0, "_jax_compat": 0, "_lazy": 0, "cli_types": 0, "cli_json": 0, "cli_progress": 0,
          "cli_commands": 0, "numerics": 1,
          "hw": 2, "emulate": 2, "workloads": 3, "system": 4, "sweep": 5, "report": 6, "cli": 7,
-         "cli_catalog": 7, "__main__": 7, "__init__": 7}
+         "cli_catalog": 7, "cost_cli": 7, "__main__": 7, "__init__": 7}
 
 
 def _module(path: Path) -> str:
