@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -18,10 +17,7 @@ from .fast_rounding32 import fast_round32
 from .formats import emax_of
 from .pow2_scales import element_qmin
 from .rounding import Rounding, RoundMode
-
-if TYPE_CHECKING:
-    from .scaling import Scaling
-
+from .scaling_plan import Scaling
 
 # Tensors below this many elements keep ``floor_blocks_float`` (unpadded where the last block
 # is short) and an integer block amax: the pad, the cond and the slice of ``floor_blocks_magic``

@@ -12,7 +12,6 @@ their scale on the bits, rounded by the unshifted kernel, and multiplied back on
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -23,9 +22,7 @@ from .exact_div import divide
 from .formats import emax_of
 from .fp32_scale import round_bits as _round_bits
 from .rounding import Rounding
-
-if TYPE_CHECKING:
-    from .scaling import Scaling
+from .scaling_plan import Scaling
 
 
 def group_amax_bits(groups: jax.Array) -> jax.Array:
