@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_mapper_search import model as search_model
 
 import asicsim as sim
 from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign
-from asicsim.hw.cost import bytes_per_element, resolve_formats
-from asicsim.hw.counts import ArrayHardware, Schedule, schedule_counts
+from asicsim.hw.cost import resolve_formats
+from asicsim.hw.counts import Schedule, schedule_counts
 from asicsim.hw.mapper_bounds import floors
 from asicsim.hw.objectives import OBJECTIVES
-from asicsim.hw.pipeline import gemm_problem, layout
-from asicsim.hw.pricing import energy_rates, schedule_energy
+from asicsim.hw.pricing import energy_rates
 
 
 def design(R, C, df, caps, kept, gbps, static_w):
@@ -30,16 +30,9 @@ def design(R, C, df, caps, kept, gbps, static_w):
 
 
 def model(op, d):
-    fmts = resolve_formats(d, None)
-    bpe = bytes_per_element(fmts)
-    lows = op.lower()
-    p = gemm_problem(lows, [op] * len(lows), d, bpe)
-    hw = ArrayHardware(rows=np.float64(d.array.rows), cols=np.float64(d.array.cols),
-                       dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
-                       capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
-                       dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle))
-    rates = energy_rates(d, fmts)
-    return p, hw, rates, (lambda c: schedule_energy(c, dict(bpe, filter=p.b_bytes), rates))
+    """test_mapper_search's problem, hardware and energy score for ``op`` on ``d``, and the rates."""
+    p, hw, score = search_model(op, d)
+    return p, hw, energy_rates(d, resolve_formats(d, None)), score
 
 
 dims = st.integers(1, 300)

@@ -62,15 +62,22 @@ def _inputs() -> np.ndarray:
 def _boundary_rand(spec, bits: np.ndarray, k: int, rng) -> np.ndarray:
     """Random words at the kernel's decision boundary for each input, offset by ``k``: where
     rounding up starts (low bits that carry into the quantum; below one quantum, the threshold)."""
-    qmin = -spec.frac_bits
     with np.errstate(invalid="ignore"):
         clipped = np.clip(bits.view(np.float32).astype(np.float64), spec.min, spec.max).astype(np.float32)
     a = np.abs(clipped).view(np.uint32).astype(np.int64)  # (NaN: any word will do)
+    return boundary_words(a, -spec.frac_bits, k, rng)
+
+
+def boundary_words(a: np.ndarray, quantum, k: int, rng) -> np.ndarray:
+    """For magnitudes ``a`` (float32 bits as int64) rounded onto a grid of step ``2**quantum``
+    (a scalar, or one exponent per element): random words offset by ``k`` from where the SR
+    kernel starts rounding up (the low bits that carry into the quantum; below one quantum, the
+    threshold on the significand)."""
     exp = a >> 23
-    d_raw = qmin + 150 - np.maximum(exp, 1)
+    d_raw = quantum + 150 - np.maximum(exp, 1)
     d = np.clip(d_raw, 0, 23)
     mask = (np.int64(1) << d) - 1
-    high = rng.integers(0, 1 << 32, bits.size, dtype=np.int64)
+    high = rng.integers(0, 1 << 32, a.size, dtype=np.int64)
     carry = (high & ~mask) | (((np.int64(1) << d) - (a & mask) + k) & mask)
     sig = np.where(exp > 0, (a & 0x7FFFFF) | 0x800000, a)
     thr = np.where(d_raw <= 32, sig << np.clip(32 - d_raw, 0, 31), sig >> np.clip(d_raw - 32, 0, 63))

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_fast_sr import _inputs
+from test_fast_sr import _inputs, boundary_words
 
 from asicsim.numerics import catalog, get_format, quantize
 from asicsim.numerics.fast_rounding32 import fast_sr_float32
@@ -43,20 +43,11 @@ def _check(spec, sat, bits: np.ndarray, rand: np.ndarray):
 
 def _boundary_rand(spec, bits: np.ndarray, k: int, rng) -> np.ndarray:
     """Random words at the kernel's decision boundary for each input, offset by ``k`` (the
-    kernel's quantum and threshold, recomputed here in int64 from the format's fields)."""
+    kernel's quantum, recomputed here in int64 from the format's fields)."""
     a = (bits & np.uint32(0x7FFFFFFF)).astype(np.int64)
     exp = a >> 23
     qmin = spec.smallest_subnormal_exp
-    quantum = np.maximum(np.where(exp > 0, exp - 127 - spec.man_bits, qmin), qmin)
-    d_raw = quantum + 150 - np.maximum(exp, 1)
-    d = np.clip(d_raw, 0, 23)
-    mask = (np.int64(1) << d) - 1
-    high = rng.integers(0, 1 << 32, bits.size, dtype=np.int64)
-    carry = (high & ~mask) | (((np.int64(1) << d) - (a & mask) + k) & mask)
-    sig = np.where(exp > 0, (a & 0x7FFFFF) | 0x800000, a)
-    thr = np.where(d_raw <= 32, sig << np.clip(32 - d_raw, 0, 31), sig >> np.clip(d_raw - 32, 0, 63))
-    out = np.where(d_raw > 23, thr + k, carry)
-    return (out % (1 << 32)).astype(np.uint32)
+    return boundary_words(a, np.maximum(np.where(exp > 0, exp - 127 - spec.man_bits, qmin), qmin), k, rng)
 
 
 def test_cases_cover_the_recipe_formats():
