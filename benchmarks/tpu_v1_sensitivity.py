@@ -15,9 +15,15 @@ ISCA 2017 (arXiv:1704.04760; page numbers of the arXiv version):
   expands from 256x256 to 512x512 for all apps"; the caption: "A bigger matrix multiply unit
   doesn't help any DNN". LSTM1's 600x600 matrix takes 9 steps of ~2 us (18 us) on 256x256 and 4
   steps of ~8 us (32 us) on 512x512: each step costs a whole tile's weight fetch.
-* Table 7 (p. 11): the paper's performance model differs from the counters by 8 % on average: the
+* Table 7 (p. 10): the paper's performance model differs from the counters by 8 % on average: the
   tolerance used for the active-cycle shares below.
-* Table 1 (p. 2): per application, layers by kind, weights, TPU batch size, ops per weight byte.
+* Table 1 (p. 2): per application, layers by kind, weights, TPU batch size, ops per weight byte, and
+  the share of deployed TPUs per kind (MLPs 61 %, LSTMs 29 %, CNNs 5 %): the mix of Figure 11's
+  weighted means (Sec. 4, p. 8: "we do know the mix (Table 1)").
+* Sec. 7 (p. 12): "performance improves 3X on average when memory increases 4X" (Figure 11's
+  weighted mean over the six applications), and for TPU' (GDDR5 Weight Memory, "shifting its
+  roofline ridge point from 1350 to 250", so 1350 / 250 = 5.4x the bandwidth at the same clock):
+  "the geometric mean increase jumps to an impressive 2.6 and the weighted mean to 3.9".
 
 The applications are rebuilt from Table 1 (the paper gives no layer shapes): each fully connected
 layer is a square ``Gemm(batch, n, n)`` with ``n = round(sqrt(weights / FC layers))``, the shapes
@@ -32,10 +38,18 @@ drain (the weight shift a pass does not hide) and the DRAM stall. Table 3's rows
 that same scope; row 6 (non-matrix cycles: activation, synchronisation, RAW and PCIe input stalls,
 which "our counters cannot exactly explain") is outside it. So like with like:
 
-* active share: the model's ``cycles_compute / cycles`` against row 1 / (rows 1 + 4 + 5);
+* active share: the model's ``cycles_compute / cycles`` against row 1 / (rows 1 + 4 + 5). Row 1
+  counts a cycle active when the array streams, whether or not every MAC holds a useful weight
+  (rows 2 and 3 split it), as ``cycles_compute`` counts every fold's streamed cycles, a partial
+  fold's too;
 * 4x bandwidth: the model's matrix-unit speed-up is an upper bound (non-matrix time scaling like
   the rest), and the same with Table 3's non-matrix cycles added as a fixed time a lower bound
-  (non-matrix time not scaling at all); the paper's 3X must lie between them.
+  (non-matrix time not scaling at all); the paper's 3X must lie between them. Figure 11 plots
+  weighted means, so :func:`weighted_mean` takes both bounds over the modelled applications with
+  Table 1's mix (a kind's share split evenly between its two applications, as Table 1 gives one
+  share per kind; CNN1's half of the CNNs' 5 % on CNN0). CNN1 could move the weighted mean by at
+  most :func:`cnn1_slack`: 2.5 x (k - 1) / 95 for k x the bandwidth (CNN0 and CNN1 each between 1
+  and k): 0.08 at 4x, 0.12 at 5.4x.
 
     python benchmarks/tpu_v1_sensitivity.py [--objective balanced]
 """
@@ -62,8 +76,16 @@ TABLE1_FC = {"MLP0": (5, 20e6, 200), "MLP1": (4, 5e6, 168), "LSTM0": (24, 52e6, 
 #: Figure 11's caption (p. 11) and Sec. 7 (p. 12)
 PAPER_MEMORY_4X_MLP_LSTM = 3.0  # "MLPs and LSTMs improve 3X with 4X memory bandwidth"
 PAPER_CLOCK_4X_CNN = 2.0  # "improves performance of CNNs by about 2X"
-#: Table 7 (p. 11): the performance model is within 8 % of the counters on average
+#: Table 7 (p. 10): the performance model is within 8 % of the counters on average
 MODEL_VS_COUNTERS = 0.08
+#: Table 1 (p. 2), % of deployed TPUs in July 2016 per kind of network (one share per kind)
+TABLE1_MIX = {"MLP": 61, "LSTM": 29, "CNN": 5}
+#: Sec. 7 (p. 12): "performance improves 3X on average when memory increases 4X" (weighted mean)
+PAPER_MEMORY_4X_WEIGHTED = 3.0
+#: Sec. 7 (p. 12): TPU' moves the ridge point "from 1350 to 250" with GDDR5 at the same 700 MHz
+TPU_PRIME_BANDWIDTH = 1350 / 250
+#: Sec. 7 (p. 12): TPU' "geometric mean increase jumps to an impressive 2.6 and the weighted mean to 3.9"
+PAPER_TPU_PRIME_WEIGHTED, PAPER_TPU_PRIME_GEOMEAN = 3.9, 2.6
 
 
 def operations(app: str) -> list:
@@ -93,6 +115,7 @@ def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
         return sum(r.cycles for r in rs), sum(r.cycles_compute for r in rs), sum(2 * r.macs for r in rs)
 
     (c1, active, ops_count), (c4, _, _), (cq, _, _) = run(1.0), run(4.0), run(0.25)
+    cp, _, _ = run(TPU_PRIME_BANDWIDTH)
     c512, _, _ = run(1.0, 512)
     row1, row4, row5, row6, tops = TABLE3[app]
     fixed = row6 / (row1 + row4 + row5) * c1  # Table 3's non-matrix cycles, as cycles beside the model's
@@ -101,11 +124,35 @@ def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
         "paper_active_share": row1 / (row1 + row4 + row5), "paper_active_share_all": row1 / 100,
         "active_share_all": active / (c1 + fixed),
         "memory_4x": c1 / c4, "memory_4x_nonmatrix_fixed": (c1 + fixed) / (c4 + fixed),
+        "memory_tpu_prime": c1 / cp, "memory_tpu_prime_nonmatrix_fixed": (c1 + fixed) / (cp + fixed),
         # 4x clock at the same DRAM bytes per second: a quarter of the bytes per cycle, 4x the cycles per second
         "clock_4x": 4 * c1 / cq,
         "matrix_512": c1 / c512,  # Figure 11's "matrix": a 512x512 unit, the same accumulators and buffers
         "tops": ops_count / (c1 / d.clock_hz) / 1e12, "paper_tops": tops,
     }
+
+
+def mix_weight(app: str) -> float:
+    """The application's share of Table 1's mix (module docstring): half its kind's, CNN0 all the CNNs'."""
+    kind = app.rstrip("0123456789")
+    return TABLE1_MIX[kind] / (1 if kind == "CNN" else 2)
+
+
+def weighted_mean(rows: list[dict], key: str) -> float:
+    """Figure 11's weighted mean of ``key`` over ``rows`` (Table 1's mix, normalised over the rows)."""
+    weights = [mix_weight(r["app"]) for r in rows]
+    return sum(w * r[key] for w, r in zip(weights, rows, strict=True)) / sum(weights)
+
+
+def cnn1_slack(bandwidth: float) -> float:
+    """How far CNN1 (not modelled) could move :func:`weighted_mean` at ``bandwidth`` x the DRAM
+    bandwidth: its half of the CNNs' share, times the widest gap between two speed-ups in [1, k]."""
+    return TABLE1_MIX["CNN"] / 2 * (bandwidth - 1) / sum(TABLE1_MIX.values())
+
+
+def geometric_mean(rows: list[dict], key: str) -> float:
+    """The plain geometric mean of ``key`` over ``rows`` (printed only: the paper's is over six, CNN1 too)."""
+    return math.exp(sum(math.log(r[key]) for r in rows) / len(rows))
 
 
 def main(argv=None) -> list[dict]:
@@ -123,6 +170,14 @@ def main(argv=None) -> list[dict]:
               f"{r['paper_active_share_all']:7.3f}{r['memory_4x']:8.2f}{r['memory_4x_nonmatrix_fixed']:20.2f}"
               f"{paper_mem:>7}{r['clock_4x']:9.2f} ({paper_clock}){r['matrix_512']:9.3f} (<=1){r['tops']:7.1f}"
               f"{r['paper_tops']:7.1f}")
+    print("weighted means (Figure 11; Table 1's mix), bounds: matrix unit alone / row 6 held fixed")
+    for label, key, paper in (("4x bandwidth", "memory_4x", f"{PAPER_MEMORY_4X_WEIGHTED:.0f}X"),
+                              (f"TPU' ({TPU_PRIME_BANDWIDTH:.1f}x bandwidth)", "memory_tpu_prime",
+                               f"{PAPER_TPU_PRIME_WEIGHTED}")):
+        print(f"  {label:<28} weighted mean {weighted_mean(rows, key):.2f} / "
+              f"{weighted_mean(rows, key + '_nonmatrix_fixed'):.2f} (paper {paper}); geometric mean of "
+              f"the five {geometric_mean(rows, key):.2f} / {geometric_mean(rows, key + '_nonmatrix_fixed'):.2f}"
+              + (f" (paper, six with CNN1: {PAPER_TPU_PRIME_GEOMEAN})" if key == "memory_tpu_prime" else ""))
     return rows
 
 
