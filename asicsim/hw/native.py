@@ -49,6 +49,7 @@ from asicsim.hw.operations import OperationError
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.embed import embeds
 from asicsim.numerics.formats import Format, IntFormat
+from asicsim.numerics.frozen_fields import convert_fields, converted
 
 MODE_FIELDS = ("a", "b", "acc", "rate", "source", "operand_gating", "operand_gating_source")
 EMULATE_AUTO = "auto"
@@ -62,9 +63,9 @@ class MacMode:
     ``operand_gating``: narrower operands run with the unused multiplier bits gated off, so they
     cost their own multiplier's energy (``operand_gating_source`` says who says so; required)."""
 
-    a: Format
-    b: Format
-    acc: Format
+    a: Format = converted(get_format)  # a name, alias or path; stored resolved
+    b: Format = converted(get_format)
+    acc: Format = converted(get_format)
     rate: float = 1.0
     source: str = ""
     operand_gating: bool = False
@@ -74,8 +75,7 @@ class MacMode:
         probs = mode_problems({k: getattr(self, k) for k in MODE_FIELDS}, "mode")
         if probs:
             raise OperationError("; ".join(f"{k} = {v!r}; allowed: {a}" for k, v, a in probs))
-        for key in ("a", "b", "acc"):  # frozen: bypass to store the resolved spec
-            object.__setattr__(self, key, get_format(getattr(self, key)))
+        convert_fields(self)
 
     @property
     def label(self) -> str:

@@ -47,6 +47,7 @@ import numpy as np
 
 from .catalog import get_format
 from .formats import FormatError
+from .frozen_fields import settle
 from .inputs import check_flag
 from .rounding import parse_rounding
 from .tc_presets import preset_text
@@ -101,7 +102,6 @@ class MacSpec:
     tc_late_c: str | None = None  # tensorcore: c added after the products, rounded so (see tensorcore.py)
 
     def __post_init__(self) -> None:
-        fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
         check_flag(self.saturate, "MacSpec saturate")
         for name in ("fused", "tc_sticky", "tc_product_limit"):
             value = getattr(self, name)
@@ -113,9 +113,8 @@ class MacSpec:
                 continue
             if not isinstance(value, int | np.integer) or isinstance(value, bool):
                 raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: an integer")
-        if self.b_fmt is None:
-            fix("b_fmt", self.a_fmt)
-        fix("order", str(self.order).strip().lower())
+        settle(self, b_fmt=self.a_fmt if self.b_fmt is None else self.b_fmt,
+               order=str(self.order).strip().lower())
         specs = {}
         for name in ("a_fmt", "b_fmt", "acc", "out", "product"):
             value = getattr(self, name)
@@ -140,7 +139,7 @@ class MacSpec:
                 raise ValueError(f"MacSpec {name}: {e}") from None
             if rnd.stochastic:
                 raise ValueError(f"MacSpec {name}={value!r}: stochastic MAC rounding is not supported")
-            fix(name, str(rnd))
+            settle(self, **{name: str(rnd)})
         kind, param = self._parse_order()
         acc = specs["acc"]
         if self.fused and self.product is not None:

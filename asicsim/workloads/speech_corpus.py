@@ -40,6 +40,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from asicsim.numerics.frozen_fields import convert_fields, converted, list_as_tuple
 from asicsim.workloads.dataset_store import OPTIONAL, Dataset, DatasetUnavailable, cached_arrays
 from asicsim.workloads.logmel import log_mel, mel_filterbank
 
@@ -65,15 +66,15 @@ class SpeechSettings:
 
     train_utterances: int = 3000
     test_utterances: int = 600
-    voices: tuple[str, ...] = ENGLISH_VOICES
-    variants: tuple[str, ...] = SMALL_VARIANTS
+    voices: tuple[str, ...] = converted(list_as_tuple, default=ENGLISH_VOICES)
+    variants: tuple[str, ...] = converted(list_as_tuple, default=SMALL_VARIANTS)
     test_speakers: int = 16
-    mix: tuple[float, float, float] = (0.3, 0.3, 0.4)  # digit strings, command words, phrases
+    mix: tuple[float, float, float] = converted(list_as_tuple, default=(0.3, 0.3, 0.4))  # digit strings, command words, phrases
     max_digits: int = 4
     max_sentence_chars: int = 30
-    rate: tuple[int, int] = (150, 220)  # words per minute, espeak-ng -s (its default is 175)
-    pitch: tuple[int, int] = (20, 80)  # espeak-ng -p, 0-99 (default 50)
-    gap: tuple[int, int] = (0, 3)  # extra pause between words, units of 10 ms, espeak-ng -g
+    rate: tuple[int, int] = converted(list_as_tuple, default=(150, 220))  # words per minute, espeak-ng -s (its default is 175)
+    pitch: tuple[int, int] = converted(list_as_tuple, default=(20, 80))  # espeak-ng -p, 0-99 (default 50)
+    gap: tuple[int, int] = converted(list_as_tuple, default=(0, 3))  # extra pause between words, units of 10 ms, espeak-ng -g
     snr_db: float = 20.0  # inf: no noise
     max_seconds: float = 2.0
     n_mels: int = 40
@@ -87,9 +88,7 @@ class SpeechSettings:
         def bad(name, allowed):
             raise ValueError(f"SpeechSettings.{name} = {getattr(self, name)!r}: {allowed}")
 
-        for name in ("voices", "variants", "mix", "rate", "pitch", "gap"):  # a list (from TOML) keys as a tuple
-            if isinstance(getattr(self, name), list):
-                object.__setattr__(self, name, tuple(getattr(self, name)))
+        convert_fields(self)  # a list (from TOML) keys as a tuple
         for f in fields(self):
             v = getattr(self, f.name)
             if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
