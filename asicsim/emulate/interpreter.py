@@ -63,7 +63,8 @@ class _Interpreter:
         # once, before the loop, instead of in every iteration (the recurrent weight of a GRU).
         self.est = None if amax is None else lax.stop_gradient(amax)
         if amax is None and ("delayed" in policy.scalings or "static" in policy.scalings):
-            static = np.zeros((max(n_rows, len(policy.static_scales)), 3), np.float32)
+            last = max((i for i, _ in policy.static_scales), default=-1)  # rows need not be dense
+            static = np.zeros((max(n_rows, last + 1), 3), np.float32)
             for i, v in policy.static_scales:  # calibrated amax per row; 0: use the current amax
                 static[i] = v
             self.est = jnp.asarray(static)

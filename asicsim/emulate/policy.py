@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asicsim._catalogs import shipped_dir
+from asicsim.emulate.calibrated_scales import calibrated_scales
 from asicsim.emulate.fields import (
     AmaxCompute,
     LossScalingKind,
@@ -127,7 +128,9 @@ class Policy:
             fixed["opaque"] = tuple(self.opaque)
         fixed["tensor_core"] = normal_tensor_core(self.tensor_core)
         _settle(self, fixed, [], "")
-        _settle(self, {}, policy_problems(self) + opaque_problems(self.opaque), f"recipe {self.name!r}")
+        scales, bad_scales = calibrated_scales(self.static_scales, self.channel_scales, self.uncalibrated)
+        _settle(self, scales, policy_problems(self) + opaque_problems(self.opaque) + bad_scales,
+                f"recipe {self.name!r}")
 
     @property
     def has_master(self) -> bool:

@@ -20,6 +20,7 @@ from asicsim.emulate.fields import (
     role_fields,
 )
 from asicsim.numerics import get_format
+from asicsim.numerics.frozen_fields import settle
 
 ROLES = ("weight", "act", "out", "acc", "grad", "grad_out", "wgrad", "master", "opt_state", "update",
          "grad_dx", "grad_dw", "act_dx", "act_dw", "weight_dx", "weight_dw",
@@ -48,8 +49,7 @@ def _settle(obj, fixed: dict, problems: list, what: str) -> None:
     """Raise the problems of a frozen dataclass ``obj``, or store its normalised ``fixed`` fields."""
     if problems:
         raise RecipeError(problems, what)
-    for k, v in fixed.items():
-        object.__setattr__(obj, k, v)
+    settle(obj, **fixed)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from asicsim.hw.objectives import FASTEST, OBJECTIVES
 from asicsim.hw.power import scoped_power
 from asicsim.hw.result import Bound, EnergySplit, Traffic
 from asicsim.hw.result_table import TRAFFIC_KEYS as TRAFFIC_KEYS
+from asicsim.numerics.frozen_fields import convert_fields, converted
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class CostResult:
     traffic: Traffic  # per level x operand x direction; also a mapping "level.operand.reads|writes[_bytes]"
     energy_pj: EnergySplit  # pJ per component (mult, add, vector, buffer.<name>, dram, static ...)
     sources: dict[str, str] = field(repr=False, default_factory=dict)
-    bound: Bound = Bound.COMPUTE  # compute | bandwidth | occupancy | power, as the pricing classified it
+    # compute | bandwidth | occupancy | power, as the pricing classified it (a name or a member; checked)
+    bound: Bound = converted(Bound, default=Bound.COMPUTE)
     mapping: str = ""  # the schedule the mapper chose, in words
     schedule: dict = field(default_factory=dict)  # family, tiles (Mt, Nt, Kt), trips, double_buffered
     dram_bound_bytes: float = 0.0  # no schedule moves fewer DRAM bytes (asicsim.hw.bounds)
@@ -56,7 +58,7 @@ class CostResult:
         for name, kind in (("traffic", Traffic), ("energy_pj", EnergySplit)):
             if not isinstance(getattr(self, name), kind):
                 raise TypeError(f"CostResult.{name}: {type(getattr(self, name)).__name__}; allowed: {kind.__name__}")
-        object.__setattr__(self, "bound", Bound(self.bound))  # a name or a member; checked
+        convert_fields(self)
         if self.objective not in (*OBJECTIVES, FASTEST):
             raise ValueError(f"CostResult.objective = {self.objective!r}: allowed: "
                              f"{' | '.join((*OBJECTIVES, FASTEST))}")

@@ -29,6 +29,7 @@ from asicsim.hw.design_parts import WeightBuffer
 from asicsim.hw.operations import OperationError
 from asicsim.hw.power_spec import PowerSpec as PowerSpec
 from asicsim.hw.roles import mac_execution, resolve_formats
+from asicsim.numerics.frozen_fields import convert_fields, converted
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,7 +45,7 @@ class SystolicDesign:
     tdp_w: float | None = None  # thermal design power, for reference and power caps
     array: ArraySpec
     pe: PESpec
-    buffers: tuple[BufferSpec, ...]
+    buffers: tuple[BufferSpec, ...] = converted(tuple)  # a list would not hash
     dram: DramSpec
     vector: VectorUnitSpec | None = None
     power: PowerSpec | None = None  # [power]: overrides of the power model's defaults (asicsim.hw.power)
@@ -97,7 +98,7 @@ class SystolicDesign:
         if self.power is not None and not isinstance(self.power, PowerSpec):
             problems.append(("power", self.power, "a PowerSpec or None"))
         raise_if(problems)
-        object.__setattr__(self, "buffers", tuple(self.buffers))
+        convert_fields(self)
 
     # --- derived numbers -------------------------------------------------------------------
     @property

@@ -14,6 +14,7 @@ from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields
 from asicsim.hw.native import MacMode, accumulator_problem, modes_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
+from asicsim.numerics.frozen_fields import convert_fields, converted, settle
 
 DATAFLOWS = ("os", "ws", "is")
 #: What the PEs do with a zero weight: multiply it like any value, gate the MAC off (no switching:
@@ -80,9 +81,9 @@ class PESpec:
     formats are the full-rate mode and are added first when not listed.
     """
 
-    a_format: Format
-    b_format: Format
-    acc_format: Format
+    a_format: Format = converted(get_format)  # a name, alias or path; stored resolved
+    b_format: Format = converted(get_format)
+    acc_format: Format = converted(get_format)
     mac_energy_pj: float | None = None  # None: derived from the formats and node by the cost model
     # per MAC: the PE's own operand and partial-sum register accesses (ZigZag and Eyeriss count them
     # apart from the arithmetic); None: not priced, which design_energy_table and every result say
@@ -109,14 +110,13 @@ class PESpec:
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
-        for key in ("a_format", "b_format", "acc_format"):  # frozen: bypass to store the spec
-            object.__setattr__(self, key, get_format(getattr(self, key)))
+        convert_fields(self)
         modes = tuple(m if isinstance(m, MacMode) else MacMode(**m) for m in self.modes)
         own = (self.a_format, self.b_format, self.acc_format)
         if not any((m.a, m.b, m.acc) == own for m in modes):
             modes = (MacMode(a=own[0], b=own[1], acc=own[2], rate=1.0,
                              source="the design's [pe] formats (its peak)"), *modes)
-        object.__setattr__(self, "modes", modes)
+        settle(self, modes=modes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,7 +130,7 @@ class BufferSpec:
     """
 
     name: str
-    holds: tuple[str, ...]
+    holds: tuple[str, ...] = converted(tuple)  # a list would not hash
     capacity_kib: float
     word_bits: int | None = None
     banks: int | None = None  # None: derived from the capacity (asicsim.hw.sram_banks)
@@ -161,7 +161,7 @@ class BufferSpec:
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
-        object.__setattr__(self, "holds", tuple(self.holds))  # a list would not hash
+        convert_fields(self)
 
     @property
     def capacity_bytes(self) -> int:
@@ -181,7 +181,7 @@ class DramSpec:
     bandwidth_gbps: float
     energy_pj_per_bit: float | None = None  # None: the kind's published default (cost model)
     capacity_gib: float | None = None
-    holds: tuple[str, ...] = ("ifmap", "filter", "ofmap")
+    holds: tuple[str, ...] = converted(tuple, default=("ifmap", "filter", "ofmap"))  # a list would not hash
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -201,7 +201,7 @@ class DramSpec:
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
-        object.__setattr__(self, "holds", tuple(self.holds))  # a list would not hash
+        convert_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,8 +22,6 @@ fitted on DeepBench's measured all-reduce sheets (:func:`fit_topology`,
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,90 +30,17 @@ import numpy as np
 if TYPE_CHECKING:
     import pandas as pd
 
+from asicsim.hw.link_model import AllReduceResult as AllReduceResult
+from asicsim.hw.link_model import Link as Link
+from asicsim.hw.link_model import Topology as Topology
+from asicsim.hw.link_model import TopologyError as TopologyError
+from asicsim.hw.link_model import check_positive, ring_time
 from asicsim.hw.operations import AllReduce, OperationError
 
 MEASURED_CSV = Path(__file__).parent / "data" / "deepbench_allreduce_measured.csv"
 #: DeepBench's machines: 4 GPUs under one CPU socket's PCIe root, 8 per node (two sockets), nodes
 #: joined by InfiniBand FDR (16 ranks = 2 nodes, 32 = 4 nodes; DeepBench README).
 DEEPBENCH_SPANS = (4, 8)
-
-
-class TopologyError(ValueError):
-    """A bad link, topology or all-reduce argument: names the field, the value and what is allowed."""
-
-
-def _positive(where: str, name: str, value, minimum: float = 0.0, strict: bool = True) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or (value <= minimum if strict else value < minimum):
-        rel = ">" if strict else ">="
-        raise TopologyError(f"{where}: {name} = {value!r}; allowed: a finite number {rel} {minimum}")
-
-
-@dataclass(frozen=True)
-class Link:
-    """One chip-to-chip link as a ring hop sees it."""
-
-    name: str
-    bandwidth_gbps: float  # GB/s per direction, datasheet (all lanes / sub-links one chip uses)
-    latency_us: float  # per ring step: wire, protocol and library
-    efficiency: float = 1.0  # achieved fraction of bandwidth_gbps for large messages
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        _positive(f"link {self.name!r}", "bandwidth_gbps", self.bandwidth_gbps)
-        _positive(f"link {self.name!r}", "latency_us", self.latency_us, strict=False)
-        _positive(f"link {self.name!r}", "efficiency", self.efficiency)
-        if self.efficiency > 1.0:
-            raise TopologyError(f"link {self.name!r}: efficiency = {self.efficiency!r}; allowed: (0, 1]")
-
-    @property
-    def effective_gbps(self) -> float:
-        return self.bandwidth_gbps * self.efficiency
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Links nested by ring size: ``levels = ((span, link), ..., (None, link))``."""
-
-    name: str
-    levels: tuple[tuple[int | None, Link], ...]
-    overhead_us: float = 0.0  # fixed cost per all-reduce call
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        where = f"topology {self.name!r}"
-        if not self.levels or self.levels[-1][0] is not None:
-            raise TopologyError(f"{where}: levels = {self.levels!r}; allowed: (span, Link) pairs with "
-                                "increasing integer spans, the last span None (every larger ring)")
-        spans = [s for s, _ in self.levels[:-1]]
-        if any(not isinstance(s, int) or s < 1 for s in spans) or spans != sorted(set(spans)):
-            raise TopologyError(f"{where}: spans = {spans!r}; allowed: increasing integers >= 1")
-        if not all(isinstance(link, Link) for _, link in self.levels):
-            raise TopologyError(f"{where}: levels must hold Link specs")
-        _positive(where, "overhead_us", self.overhead_us, strict=False)
-
-    @classmethod
-    def flat(cls, link: Link) -> Topology:
-        return cls(link.name, ((None, link),), source=link.source)
-
-    @classmethod
-    def hierarchy(cls, intra: Link, inter: Link, ranks_per_node: int, overhead_us: float = 0.0) -> Topology:
-        """Rings of up to ``ranks_per_node`` ranks on ``intra``, larger ones also cross ``inter``."""
-        if not (isinstance(ranks_per_node, int) and ranks_per_node >= 1):
-            raise TopologyError(f"ranks_per_node = {ranks_per_node!r}; allowed: an integer >= 1")
-        return cls(f"{intra.name}x{ranks_per_node}+{inter.name}", ((ranks_per_node, intra), (None, inter)),
-                   overhead_us)
-
-    def crossed(self, ranks: int) -> list[Link]:
-        """The links a ring of ``ranks`` ranks uses."""
-        out, inner = [], 1
-        for span, link in self.levels:
-            if ranks > inner:
-                out.append(link)
-            if span is None or ranks <= span:
-                break
-            inner = span
-        return out
 
 
 # Datasheet bandwidths per direction. Achieved fractions and per-step latencies: fitted on DeepBench
@@ -189,38 +114,11 @@ def _link(spec: str | Link, field: str) -> Link:
     return LINKS[spec]
 
 
-@dataclass(frozen=True)
-class AllReduceResult:
-    """One ring all-reduce on one topology."""
-
-    elements: int
-    ranks: int
-    bytes: float
-    time_s: float
-    bottleneck: str  # the link whose hop sets the step time ("" for one rank)
-    topology: str
-
-    @property
-    def algorithm_bandwidth_gbps(self) -> float:
-        return self.bytes / self.time_s / 1e9 if self.time_s > 0 else math.nan
-
-    @property
-    def bus_bandwidth_gbps(self) -> float:
-        n = self.ranks
-        return 2 * (n - 1) / n * self.algorithm_bandwidth_gbps if n > 1 else math.nan
-
-    def row(self) -> dict:
-        return {"topology": self.topology, "elements": self.elements, "ranks": self.ranks,
-                "bytes": self.bytes, "time_s": self.time_s, "time_us": self.time_s * 1e6,
-                "algorithm_bandwidth_gbps": self.algorithm_bandwidth_gbps,
-                "bus_bandwidth_gbps": self.bus_bandwidth_gbps, "bottleneck": self.bottleneck}
-
-
 def allreduce_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceResult:
     """Ring all-reduce time of ``op`` (its elements, ranks and bits) on a topology (module doc)."""
     if not isinstance(op, AllReduce):
         raise OperationError(f"allreduce_time: op = {op!r}; allowed: an AllReduce")
-    return _ring(op, get_topology(topology), 2)
+    return ring_time(op, get_topology(topology), 2)
 
 
 def allgather_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceResult:
@@ -228,28 +126,16 @@ def allgather_time(op: AllReduce, topology: str | Link | Topology) -> AllReduceR
     all-reduce's second half, ``overhead + (n - 1) * step`` with the module doc's step."""
     if not isinstance(op, AllReduce):
         raise OperationError(f"allgather_time: op = {op!r}; allowed: an AllReduce (elements, ranks, bits)")
-    return _ring(op, get_topology(topology), 1)
+    return ring_time(op, get_topology(topology), 1)
 
 
 def send_time(nbytes: float, ranks: int, topology: str | Link | Topology) -> float:
     """One point-to-point send of ``nbytes`` between neighbours of a ring of ``ranks`` ranks
     (seconds): ``latency + bytes / bw`` on the slowest link that ring crosses (0 for one rank)."""
     topo = get_topology(topology)
-    _positive("send_time", "nbytes", nbytes, strict=False)
+    check_positive("send_time", "nbytes", nbytes, strict=False)
     return max((link.latency_us * 1e-6 + nbytes / (link.effective_gbps * 1e9) for link in topo.crossed(ranks)),
                default=0.0)
-
-
-def _ring(op: AllReduce, topo: Topology, phases: int) -> AllReduceResult:
-    """``phases`` rounds of ``n - 1`` ring steps (2: all-reduce, 1: all-gather or reduce-scatter)."""
-    n, size = op.ranks, op.bytes
-    if n == 1:
-        return AllReduceResult(op.elements, 1, size, 0.0, "", topo.name)
-    steps = [(link.latency_us * 1e-6 + size / (n * link.effective_gbps * 1e9), link.name)
-             for link in topo.crossed(n)]
-    step, name = max(steps)
-    return AllReduceResult(op.elements, n, size, topo.overhead_us * 1e-6 + phases * (n - 1) * step, name,
-                           topo.name)
 
 
 def measured_allreduce() -> pd.DataFrame:

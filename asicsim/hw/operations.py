@@ -1,7 +1,9 @@
 """Operations the cost model prices: GEMM, convolution, RNN time steps, elementwise work.
 
 Frozen, validated specs. Convolutions and RNN steps are lowered to GEMMs here (im2col, as SCALE-Sim
-does), so the cost model only knows GEMMs and elementwise work.
+does), so the cost model only knows GEMMs and elementwise work; elementwise work and the all-reduce
+are in :mod:`asicsim.hw.unlowered_operations` (re-exported here), the shared checks in
+:mod:`asicsim.hw.operation_checks`.
 """
 
 from __future__ import annotations
@@ -11,43 +13,19 @@ from dataclasses import dataclass, field
 
 from asicsim.hw import limits as lim
 from asicsim.hw.conv_windows import conv_ifmap_read_elems
-from asicsim.hw.limits import Limit
+from asicsim.hw.operation_checks import SPARSE_FORMATS as SPARSE_FORMATS
+from asicsim.hw.operation_checks import OperationError as OperationError
+from asicsim.hw.operation_checks import check_int, check_lowered, check_sparsity
+from asicsim.hw.unlowered_operations import ELEMENTWISE_WORK as ELEMENTWISE_WORK
+from asicsim.hw.unlowered_operations import AllReduce as AllReduce
+from asicsim.hw.unlowered_operations import Elementwise as Elementwise
 
-SPARSE_FORMATS = ("dense", "bitmask", "csr")
 RNN_CELLS = {"vanilla": 1, "gru": 3, "lstm": 4}  # gates: GEMM output columns per hidden unit
 # elementwise operations per hidden unit per step: vanilla bias add + tanh; GRU 3 bias adds,
 # 2 sigmoids, 1 tanh, r*h, (1-z), z*h, (1-z)*n, add = 11; LSTM 4 bias adds, 3 sigmoids, 2 tanh,
 # f*c, i*g, add, o*tanh(c) = 13
 RNN_ELEMENTWISE_OPS = {"vanilla": 2, "gru": 11, "lstm": 13}
 CSR_POINTER_BITS = 32
-
-
-class OperationError(ValueError):
-    """An operation with a bad field: names the operation, the field, the value and what is allowed."""
-
-
-def _check_int(op: str, name: str, value, limit: Limit = lim.OP_DIM) -> None:
-    if not limit.ok(value):
-        raise OperationError(f"{op}: {name} = {value!r}; allowed: {limit.allowed()}")
-
-
-def _check_lowered(op: str, lows: list[GemmLowering]) -> None:
-    """Each lowered GEMM's A, B and C (and a conv's raw ifmap) within OP_ELEMENTS: element counts
-    stay exact in the cost model's float64 (a 2**31 x 2**31 output is no workload)."""
-    for g in lows:
-        for what, n in (("A (M x K) elements", g.M * g.K), ("B (K x N) elements", g.K * g.N),
-                        ("C (M x N) elements", g.M * g.N), ("ifmap elements", g.ifmap_elems or 0)):
-            if n > lim.OP_ELEMENTS.hi:
-                raise OperationError(f"{op}: {what} = {n} (GEMM {g.M}x{g.N}x{g.K}, {g.reps} "
-                                     f"repetition(s)); allowed: {lim.OP_ELEMENTS.allowed()}")
-
-
-def _check_sparsity(op: str, sparsity, fmt) -> None:
-    if not (isinstance(sparsity, (int, float)) and not isinstance(sparsity, bool)
-            and 0.0 <= sparsity < 1.0):
-        raise OperationError(f"{op}: weight_sparsity = {sparsity!r}; allowed: a fraction of zeros in [0, 1)")
-    if fmt not in SPARSE_FORMATS:
-        raise OperationError(f"{op}: sparse_format = {fmt!r}; allowed: {' | '.join(SPARSE_FORMATS)}")
 
 
 @dataclass(frozen=True)
@@ -79,12 +57,12 @@ class Gemm:
 
     def __post_init__(self) -> None:
         for k in "MNK":
-            _check_int("gemm", k, getattr(self, k))
-        _check_sparsity("gemm", self.weight_sparsity, self.sparse_format)
+            check_int("gemm", k, getattr(self, k))
+        check_sparsity("gemm", self.weight_sparsity, self.sparse_format)
         for k in ("a_transposed", "b_transposed"):
             if not isinstance(getattr(self, k), bool):
                 raise OperationError(f"gemm: {k} = {getattr(self, k)!r}; allowed: true or false")
-        _check_lowered("gemm", self.lower())
+        check_lowered("gemm", self.lower())
 
     def lower(self) -> list[GemmLowering]:
         return [GemmLowering(self.M, self.N, self.K)]
@@ -125,9 +103,9 @@ class Conv:
     def __post_init__(self) -> None:
         for k in ("in_h", "in_w", "in_channels", "out_channels", "kernel_h", "kernel_w", "stride",
                   "batch", "groups"):
-            _check_int("conv", k, getattr(self, k))
+            check_int("conv", k, getattr(self, k))
         if self.stride_w is not None:
-            _check_int("conv", "stride_w", self.stride_w)
+            check_int("conv", "stride_w", self.stride_w)
         for k in ("padding", "padding_w"):
             p = getattr(self, k)
             if k == "padding_w" and p is None:
@@ -139,12 +117,12 @@ class Conv:
             if getattr(self, k) % self.groups:
                 raise OperationError(f"conv: {k} = {getattr(self, k)} is not a multiple of groups = "
                                      f"{self.groups}; allowed: channels divisible by groups")
-        _check_sparsity("conv", self.weight_sparsity, self.sparse_format)
+        check_sparsity("conv", self.weight_sparsity, self.sparse_format)
         if self.out_h < 1 or self.out_w < 1:
             raise OperationError(f"conv: kernel {self.kernel_h}x{self.kernel_w} larger than the padded "
                                  f"ifmap {self.in_h}x{self.in_w} (padding {self.padding!r}); allowed: "
                                  "a kernel that fits")
-        _check_lowered("conv", self.lower())
+        check_lowered("conv", self.lower())
 
     @staticmethod
     def _out(size: int, kernel: int, stride: int, padding: int | str) -> int:
@@ -201,11 +179,11 @@ class Rnn:
         if self.cell not in RNN_CELLS:
             raise OperationError(f"rnn: cell = {self.cell!r}; allowed: {' | '.join(RNN_CELLS)}")
         for k in ("hidden", "batch", "steps"):
-            _check_int("rnn", k, getattr(self, k))
+            check_int("rnn", k, getattr(self, k))
         if self.input_size is not None:
-            _check_int("rnn", "input_size", self.input_size)
-        _check_sparsity("rnn", self.weight_sparsity, self.sparse_format)
-        _check_lowered("rnn", self.lower())
+            check_int("rnn", "input_size", self.input_size)
+        check_sparsity("rnn", self.weight_sparsity, self.sparse_format)
+        check_lowered("rnn", self.lower())
 
     def lower(self) -> list[GemmLowering]:
         g, h = RNN_CELLS[self.cell], self.hidden
@@ -221,85 +199,6 @@ class Rnn:
     @property
     def label(self) -> str:
         return self.name or f"{self.cell} h{self.hidden} b{self.batch} t{self.steps}"
-
-
-#: What elementwise work is for (reported, and how the op trace groups it); the pricing is the same.
-ELEMENTWISE_WORK = ("elementwise", "activation", "pooling", "normalisation", "reduction", "loss",
-                    "optimizer", "rnn_gates", "rotation")  # rotation: a Hadamard transform of a GEMM operand
-
-
-@dataclass(frozen=True)
-class Elementwise:
-    """``elements`` outputs, each ``ops_per_element`` vector operations on ``inputs`` operands.
-
-    A reduction reads more than it writes: a max-pool output reads its ``inputs`` = window
-    elements, a mean over ``D`` values reads ``D``. ``input_elements`` is how many *distinct*
-    elements are read (what comes from DRAM: overlapping pooling windows read one pixel several
-    times from the buffer, once from DRAM); None: ``elements * inputs`` (no reuse).
-    """
-
-    elements: int
-    ops_per_element: int = 1
-    inputs: int = 1
-    on_chip: bool = False  # operands already on chip (e.g. an RNN's gates)
-    work: str = "elementwise"  # see ELEMENTWISE_WORK
-    input_elements: int | None = None
-    name: str = ""
-    kind: str = field(default="elementwise", init=False)
-
-    def __post_init__(self) -> None:
-        _check_int("elementwise", "elements", self.elements, lim.OP_ELEMENTS)
-        _check_int("elementwise", "ops_per_element", self.ops_per_element)
-        _check_int("elementwise", "inputs", self.inputs)
-        if self.work not in ELEMENTWISE_WORK:
-            raise OperationError(f"elementwise: work = {self.work!r}; allowed: {' | '.join(ELEMENTWISE_WORK)}")
-        if self.input_elements is not None:
-            _check_int("elementwise", "input_elements", self.input_elements, lim.OP_ELEMENTS)
-            if self.input_elements > self.elements * self.inputs:
-                raise OperationError(f"elementwise: input_elements = {self.input_elements}; allowed: at most "
-                                     f"elements x inputs = {self.elements * self.inputs} (the reads)")
-
-    @property
-    def reads(self) -> int:
-        """Operand elements read from the buffers (a window or reduction re-reads)."""
-        return self.elements * self.inputs
-
-    @property
-    def distinct_reads(self) -> int:
-        """Distinct operand elements (what DRAM supplies when the operands live there)."""
-        return self.reads if self.input_elements is None else self.input_elements
-
-    def lower(self) -> list[GemmLowering]:
-        return []
-
-    @property
-    def label(self) -> str:
-        return self.name or f"{self.work} {self.elements}x{self.ops_per_element}"
-
-
-@dataclass(frozen=True)
-class AllReduce:
-    """Sum ``elements`` values of ``bits_per_element`` across ``ranks`` chips (gradient all-reduce,
-    DeepBench's all-reduce kernels). Priced by the multi-chip model, not by one chip's array."""
-
-    elements: int
-    ranks: int
-    bits_per_element: int = 32
-    name: str = ""
-    kind: str = field(default="allreduce", init=False)
-
-    def __post_init__(self) -> None:
-        _check_int("allreduce", "elements", self.elements, lim.OP_ELEMENTS)
-        _check_int("allreduce", "ranks", self.ranks)
-        _check_int("allreduce", "bits_per_element", self.bits_per_element, lim.ELEMENT_BITS)
-
-    @property
-    def bytes(self) -> float:
-        return self.elements * self.bits_per_element / 8
-
-    @property
-    def label(self) -> str:
-        return self.name or f"allreduce {self.elements} x {self.ranks}"
 
 
 Operation = Gemm | Conv | Rnn | Elementwise

@@ -40,20 +40,14 @@ IEEE signed-zero rules hold: an exact zero sum is +0 (-0 under ``rdn``) unless b
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
-import numpy as np
-
 from .catalog import get_format
-from .formats import FormatError
-from .inputs import check_flag
-from .rounding import parse_rounding
+from .mac_checks import ORDERS as ORDERS
+from .mac_checks import TC_EXPONENTS as TC_EXPONENTS
+from .mac_checks import TC_FLUSH as TC_FLUSH
+from .mac_checks import check_mac, parse_order
 from .tc_presets import preset_text
-
-ORDERS = "sequential, folded:R, chunk:C, tree, fast, tensorcore:k"
-_PARAM_ORDERS = ("folded", "chunk", "tensorcore")
-_ORDER_RE = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
 
 #: Tensor-core presets by GPU name: fp16 operands, fp32 results, as the GPU's measured inner
 #: products and Khattak & Mikaitis's models give them (every GPU and format: ``gpu=`` below and
@@ -70,8 +64,6 @@ _KEYS = {
     "tc_min_exp": "tc_min_exp", "tc_sticky": "tc_sticky", "tc_flush": "tc_flush",
     "tc_product_limit": "tc_product_limit", "tc_late_c": "tc_late_c", "gpu": "gpu",
 }  # fmt: skip
-TC_EXPONENTS = ("product", "operands")
-TC_FLUSH = ("none", "in", "out", "both")
 _BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -101,115 +93,10 @@ class MacSpec:
     tc_late_c: str | None = None  # tensorcore: c added after the products, rounded so (see tensorcore.py)
 
     def __post_init__(self) -> None:
-        fix = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731
-        check_flag(self.saturate, "MacSpec saturate")
-        for name in ("fused", "tc_sticky", "tc_product_limit"):
-            value = getattr(self, name)
-            if not isinstance(value, bool | np.bool_):
-                raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: True or False")
-        for name in ("guard_bits", "carry_bits", "tc_min_exp"):
-            value = getattr(self, name)
-            if value is None and name == "tc_min_exp":
-                continue
-            if not isinstance(value, int | np.integer) or isinstance(value, bool):
-                raise TypeError(f"MacSpec {name}={value!r} ({type(value).__name__}); allowed: an integer")
-        if self.b_fmt is None:
-            fix("b_fmt", self.a_fmt)
-        fix("order", str(self.order).strip().lower())
-        specs = {}
-        for name in ("a_fmt", "b_fmt", "acc", "out", "product"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            try:
-                specs[name] = get_format(value)
-            except FormatError as e:
-                raise ValueError(f"MacSpec {name}={value!r}: {e}") from None
-            if specs[name].kind == "block":
-                raise ValueError(
-                    f"MacSpec {name}={value!r}: block formats are not MAC formats; quantize with "
-                    "the block format first and give its element format here"
-                )
-        for name in ("product_rounding", "acc_rounding", "out_rounding", "tc_late_c"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            try:
-                rnd = parse_rounding(value)
-            except ValueError as e:
-                raise ValueError(f"MacSpec {name}: {e}") from None
-            if rnd.stochastic:
-                raise ValueError(f"MacSpec {name}={value!r}: stochastic MAC rounding is not supported")
-            fix(name, str(rnd))
-        kind, param = self._parse_order()
-        acc = specs["acc"]
-        if self.fused and self.product is not None:
-            raise ValueError(
-                f"MacSpec: fused=True rounds a*b + acc once, so product={self.product!r} cannot "
-                "apply; give product=None or fused=False"
-            )
-        if self.overflow not in ("wrap", "saturate"):
-            raise ValueError(f"MacSpec overflow={self.overflow!r}: allowed 'wrap', 'saturate'")
-        if acc.kind == "int":
-            bad = [n for n in ("a_fmt", "b_fmt") if specs[n].kind != "int"]
-            if bad or any(specs[n].frac_bits for n in ("a_fmt", "b_fmt", "acc")):
-                raise ValueError(
-                    f"MacSpec acc={self.acc!r}: an integer accumulator needs integer operands "
-                    "without fraction bits (int8 x int8 -> int32)"
-                )
-            if self.product is not None or (self.out is not None and specs["out"] != acc):
-                raise ValueError("MacSpec: an integer MAC has an exact product and no out format")
-            if self.saturate is not None:
-                raise ValueError(
-                    f"MacSpec saturate={self.saturate}: an integer accumulator wraps or saturates as "
-                    "overflow='wrap' or 'saturate' says; saturate applies to float roundings"
-                )
-            if kind == "tensorcore":
-                raise ValueError("MacSpec: order tensorcore:k needs a float accumulator")
-        elif self.out is not None and specs["out"].kind != "float":
-            raise ValueError(f"MacSpec out={self.out!r}: a float accumulator needs a float out format")
-        self._check_tensorcore(kind, param, acc)
-
-    def _check_tensorcore(self, kind: str, param: int | None, acc) -> None:
-        if kind != "tensorcore":
-            changed = [f.name for f in dataclasses.fields(self)
-                       if f.name.startswith("tc_") and getattr(self, f.name) != f.default]
-            if changed:
-                raise ValueError(f"MacSpec {', '.join(changed)}: tensorcore:k options; order is {self.order!r}")
-            return
-        if self.product is not None or not self.fused:
-            raise ValueError("MacSpec: tensorcore:k multiplies exactly (product=None, fused)")
-        if self.tc_exponent not in TC_EXPONENTS:
-            raise ValueError(f"MacSpec tc_exponent={self.tc_exponent!r}: allowed {', '.join(TC_EXPONENTS)}")
-        if self.tc_flush not in TC_FLUSH:
-            raise ValueError(f"MacSpec tc_flush={self.tc_flush!r}: allowed {', '.join(TC_FLUSH)}")
-        width = acc.man_bits + self.guard_bits  # fraction bits kept at alignment
-        if not 0 <= width <= 43:
-            raise ValueError(
-                f"MacSpec guard_bits={self.guard_bits}: acc man_bits + guard_bits = {width}; "
-                "allowed 0..43 (the block sum must stay exact in 53 bits)"
-            )
-        if self.carry_bits < 1:
-            raise ValueError(f"MacSpec carry_bits={self.carry_bits}: must be >= 1")
-        if param > 64:
-            raise ValueError(f"MacSpec {self.order}: block too large (k <= 64, exact in 53 bits)")
-        if self.tc_min_exp is not None and not -400 <= self.tc_min_exp <= 400:
-            raise ValueError(f"MacSpec tc_min_exp={self.tc_min_exp}: allowed -400..400 or None")
+        check_mac(self)
 
     def _parse_order(self) -> tuple[str, int | None]:
-        m = _ORDER_RE.match(self.order)
-        kind = m[1] if m else None
-        if kind not in ("sequential", "tree", "fast", *_PARAM_ORDERS):
-            raise ValueError(f"MacSpec order={self.order!r}: unknown order; allowed: {ORDERS}")
-        if kind in _PARAM_ORDERS:
-            if m[2] is None:
-                raise ValueError(f"MacSpec order={self.order!r}: needs a size, e.g. {kind}:32")
-            if int(m[2]) < 1:
-                raise ValueError(f"MacSpec order={self.order!r}: size must be >= 1, got {m[2]}")
-            return kind, int(m[2])
-        if m[2] is not None:
-            raise ValueError(f"MacSpec order={self.order!r}: {kind} takes no size")
-        return kind, None
+        return parse_order(self.order)
 
     # --- derived -------------------------------------------------------------------------
     @property

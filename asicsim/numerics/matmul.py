@@ -1,14 +1,14 @@
 """``dot`` / ``matmul`` under a :class:`~asicsim.numerics.mac.MacSpec`: the fast JAX kernels.
 
-Each order is written once against an arithmetic object (``zeros``, ``product``, ``add``,
-``to_acc``): float64 (:mod:`.exact64`, always exact), float32 (:mod:`.fast32`, taken at run time
-only where provably exact), int64 or int32 for integer MACs. Everything runs under
+Each order is written once against an arithmetic object (:mod:`.mac_orders`): float64
+(:mod:`.exact64`, always exact), float32 (:mod:`.fast32`, taken at run time only where provably
+exact), int64 or int32 for integer MACs. Everything runs under
 ``jax.enable_x64(True)`` inside the jitted function; callers keep their own x64 setting.
 Results are float32 (int32 for integer MACs, uint32 for unsigned accumulators).
 
 On an NVIDIA GPU the float32 path of the sequential and chunked orders runs as one Pallas kernel
 instead (:mod:`.mac_kernel`: the same arithmetic, each kernel proven on the device against the
-CPU's bits before use); the XLA loops below serve every other backend, and the GPU for every
+CPU's bits before use); the XLA loops of :mod:`.mac_orders` serve every other backend, and the GPU for every
 other order.
 """
 
@@ -25,143 +25,11 @@ from .._jax_compat import enable_x64
 from . import fast32, kernel_probe, mac_kernel
 from .exact64 import Float64Arith, round64
 from .mac import MacSpec, as_mac
+from .mac_orders import Int32Arith as _Int32  # the name benchmarks import
+from .mac_orders import IntArith, chunked, sequential, tree_blocked
 from .quantize import quantize
 from .rounding import f32_to_f64, f64_to_f32
 from .tensorcore import tensorcore_accumulate
-
-# --- accumulation orders, written once for float and integer MACs -------------------------------
-
-
-class _Int:
-    """Exact integer MAC in int64: wrap (two's complement) or saturate after every addition."""
-
-    dtype = jnp.int64
-
-    def __init__(self, mac: MacSpec):
-        self.acc, self.sat = mac.spec("acc"), mac.overflow == "saturate"
-
-    def zeros(self, shape):
-        return jnp.zeros(shape, self.dtype)
-
-    def product(self, a, b):
-        return a * b
-
-    def add(self, x, y):
-        return self.to_acc(x + y)
-
-    def to_acc(self, s):
-        lo, hi, bits = self.acc.kmin, self.acc.kmax, self.acc.bits
-        if self.sat:
-            return jnp.clip(s, lo, hi)
-        if not self.acc.signed:
-            return s & ((1 << bits) - 1)
-        return ((s - lo) & ((1 << bits) - 1)) + lo
-
-
-class _Int32(_Int):
-    """The same in int32 (twice the SIMD lanes) for signed accumulators of <= 32 bits: wrapping
-    keeps the low bits exact; saturation is exact while |acc| + |product| < 2**31, or checked
-    by the sign rule for a full 32-bit accumulator."""
-
-    dtype = jnp.int32
-
-    @staticmethod
-    def fits(mac: MacSpec) -> bool:
-        acc, a, b = mac.spec("acc"), mac.spec("a_fmt"), mac.spec("b_fmt")
-        return acc.signed and acc.bits <= 32 and a.bits + b.bits <= 32
-
-    def add(self, x, y):
-        s = x + y  # wraps modulo 2**32
-        bits = self.acc.bits
-        if not self.sat:
-            return s if bits == 32 else (s << (32 - bits)) >> (32 - bits)
-        if bits == 32:
-            over = ((x ^ s) & (y ^ s)) < 0
-            return jnp.where(over, jnp.where(x < 0, np.int32(-(2**31)), np.int32(2**31 - 1)), s)
-        return jnp.clip(s, self.acc.kmin, self.acc.kmax)
-
-    def to_acc(self, s):
-        return self.add(s, jnp.zeros_like(s))
-
-
-def _sequential(ar, at, bt, start, length: int, acc, unroll):
-    """acc = add(acc, a[k] * b[k]) for k in [start, start + length): ``at`` (K, M), ``bt`` (K, N).
-
-    ``acc=None`` starts from +0 (the first step is ``ar.start``, which keeps IEEE zero signs).
-
-    Arithmetic whose ``add`` uses the accumulator once (``ar.chain`` > 1: float32 RNE into
-    fp32) runs ``chain`` steps per loop iteration, which XLA fuses into one pass over ``acc``.
-    """
-
-    def body(k, acc):
-        return ar.add(acc, ar.product(at[k][:, None], bt[k][None, :]))
-
-    def steps(acc, begin, count: int):  # ``count`` steps in one fused pass
-        a_blk = jax.lax.dynamic_slice_in_dim(at, begin, count)
-        b_blk = jax.lax.dynamic_slice_in_dim(bt, begin, count)
-        for j in range(count):
-            p = ar.product(a_blk[j][:, None], b_blk[j][None, :])
-            acc = ar.start(p) if acc is None else ar.add(acc, p)
-        return acc
-
-    if acc is None and not hasattr(ar, "start"):  # float64/integer adds get zeros right anyway
-        acc = ar.zeros((at.shape[1], bt.shape[1]))
-    u = getattr(ar, "chain", 1)
-    if u > 1 and length >= u:
-        if acc is None:
-            acc, start, length = steps(None, start, u), start + u, length - u
-        acc = jax.lax.fori_loop(0, length // u, lambda i, acc: steps(acc, start + i * u, u), acc)
-        start, length = start + length // u * u, length % u
-    if acc is None:
-        acc, start, length = steps(None, start, 1), start + 1, length - 1
-    if length <= 0:
-        return acc
-    return jax.lax.fori_loop(start, start + length, body, acc, unroll=max(1, min(unroll, length)))
-
-
-def _chunked(ar, at, bt, size, acc, unroll, pad_value):
-    """Chunks of ``size`` summed from zero, each added into ``acc``. A short last chunk is
-    padded with zero products that leave every sum bit-identical (-0, or +0 under rdn)."""
-    m, n = at.shape[1], bt.shape[1]
-    extra = -at.shape[0] % size
-    if extra:
-        at = jnp.concatenate([at, jnp.zeros((extra, m), at.dtype)], axis=0)
-        bt = jnp.concatenate([bt, jnp.full((extra, n), pad_value, bt.dtype)], axis=0)
-
-    def chunk(c, acc):
-        part = _sequential(ar, at, bt, c * size, size, None, unroll)
-        if hasattr(ar, "start"):  # the first partial meets the +0 accumulator (see start)
-            return jnp.where(c == 0, ar.start(part, on_grid=True), ar.add(acc, part))
-        return ar.add(acc, part)
-
-    return jax.lax.fori_loop(0, at.shape[0] // size, chunk, acc)
-
-
-def _tree(ar, at, bt):
-    nodes = ar.product(at[:, :, None], bt[:, None, :])  # (K, M, N)
-    if nodes.shape[0] == 1:  # a lone product is only rounded onto the accumulator
-        return ar.to_acc(nodes[0])
-    while nodes.shape[0] > 1:
-        half = nodes.shape[0] // 2
-        pairs = ar.add(nodes[0 : 2 * half : 2], nodes[1 : 2 * half : 2])
-        if nodes.shape[0] % 2:  # the odd last element moves up unchanged
-            pairs = jnp.concatenate([pairs, nodes[-1:]], axis=0)
-        nodes = pairs
-    return nodes[0]
-
-
-_TREE_BLOCK = 1 << 22  # products held at once by the tree order (float64 elements)
-
-
-def _tree_blocked(ar, at, bt):
-    k, m, n = at.shape[0], at.shape[1], bt.shape[1]
-    nb = max(1, min(n, _TREE_BLOCK // max(1, k * m)))
-    if nb >= n:
-        return _tree(ar, at, bt)
-    blocks = -(-n // nb)
-    bp = jnp.pad(bt, ((0, 0), (0, blocks * nb - n))).reshape(k, blocks, nb).transpose(1, 0, 2)
-    out = jax.lax.map(lambda b: _tree(ar, at, b), bp)  # (blocks, M, nb)
-    return out.transpose(1, 0, 2).reshape(m, blocks * nb)[:, :n]
 
 
 @functools.partial(jax.jit, static_argnames=("mac", "unroll", "kernel"))
@@ -196,7 +64,7 @@ def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool, c=None) -> 
 
     with enable_x64(True):
         if mac.integer:
-            ar = _Int32(mac) if _Int32.fits(mac) else _Int(mac)
+            ar = _Int32(mac) if _Int32.fits(mac) else IntArith(mac)
             out_dtype = jnp.int32 if ar.acc.signed else jnp.uint32  # every value fits
             return batched(ar, lambda x: x.astype(ar.dtype)).astype(out_dtype)
 
@@ -238,12 +106,12 @@ def _accumulate(ar, at, bt, mac: MacSpec, unroll: int, c=None):
     if at.shape[0] == 0:  # an empty sum is +0 (or c)
         return acc
     if kind == "sequential":
-        return _sequential(ar, at, bt, 0, at.shape[0], c, unroll)
+        return sequential(ar, at, bt, 0, at.shape[0], c, unroll)
     if kind in ("folded", "chunk"):
         pad = 0 if mac.integer or mac.acc_rounding == "rdn" else -0.0
-        return _chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
+        return chunked(ar, at, bt, mac.order_size, acc, unroll, pad)
     if kind == "tree":
-        root = _tree_blocked(ar, at, bt)
+        root = tree_blocked(ar, at, bt)
         return root if c is None else ar.add(c, root)
     return tensorcore_accumulate(at, bt, mac, c)
 

@@ -25,7 +25,7 @@ import pandas as pd
 from asicsim.report.load import SCOPE_COLUMNS, Results
 from asicsim.report.tables import is_fp32, lower_is_better
 from asicsim.sweep.errors import SweepError
-from asicsim.sweep.report_options import report_options
+from asicsim.sweep.report_options import ReportOptions, report_options
 
 #: The column each objective minimises, its unit, and how a sentence says it.
 COLUMN = {"energy": "energy_j", "time": "time_s", "edp": "edp_js"}
@@ -39,9 +39,10 @@ QUALITY_COLUMNS = ["workload", "recipe", "phase", "metric", "unit", "delta", "de
                    "diverged", "failed", "status"]
 
 
-def options(res: Results, overrides: dict | None = None) -> dict:
-    """The ``[report]`` settings: the sweep's recorded ones (spec.json), else its spec.toml's,
-    else the defaults; ``overrides`` (from the command line) on top. A bad value raises
+def options(res: Results, overrides: dict | None = None) -> ReportOptions:
+    """The ``[report]`` settings (:class:`~asicsim.sweep.report_options.ReportOptions`): the
+    sweep's recorded ones (spec.json), else its spec.toml's, else the defaults; ``overrides`` (from
+    the command line) on top. A bad value raises
     :class:`~asicsim.sweep.SweepError` naming the file, field, value and what is allowed."""
     recorded, where = None, "report"
     if "report" in res.spec:

@@ -60,7 +60,7 @@ from asicsim.emulate import load_recipe
 from asicsim.hw.design_files import load_design
 from asicsim.sweep.errors import SweepError as SweepError
 from asicsim.sweep.errors import SweepWarning as SweepWarning
-from asicsim.sweep.report_options import REPORT_DEFAULTS, report_options
+from asicsim.sweep.report_options import ReportOptions, report_options
 from asicsim.sweep.spec_entries import (
     design_entries,
     kernel_entries,
@@ -86,7 +86,7 @@ class SweepSpec:
     point_timeout_s: float | None = None
     description: str = ""
     spaces: tuple[dict, ...] = ()  # the [[design_space]] entries as written
-    report: dict = field(default_factory=lambda: dict(REPORT_DEFAULTS))  # the [report] table, filled in
+    report: ReportOptions = field(default_factory=ReportOptions)  # the [report] table, checked, filled in
     text: str = field(default="", repr=False)  # the spec file as written
     # each recipe as loaded once, when the spec loaded: what ids are computed from and jobs carry
     recipe_objects: dict = field(default_factory=dict, repr=False)

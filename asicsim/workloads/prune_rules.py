@@ -51,6 +51,7 @@ import numbers
 import re
 from dataclasses import dataclass
 
+from asicsim.numerics.frozen_fields import settle
 from asicsim.workloads.deepbench import WorkloadError
 
 SCHEDULES = ("narang", "cubic", "N:M (e.g. 2:4)")
@@ -87,7 +88,7 @@ class PruneRule:
         if problems:
             raise WorkloadError(f"prune rule {self.match!r}: " + "; ".join(problems))
         if self.structured and self.end is None:
-            object.__setattr__(self, "end", self.start)
+            settle(self, end=self.start)
 
     @property
     def structured(self) -> tuple[int, int] | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from asicsim._files import TextFileError, read_text_file
+from asicsim.numerics.frozen_fields import convert_fields, converted, list_as_tuple, settle
 from asicsim.workloads.datasets import DATASETS
 from asicsim.workloads.deepbench import WorkloadError, workloads_dir
 from asicsim.workloads.prune_rules import PruneRule, rule_from_table
@@ -71,17 +72,15 @@ class Workload:
     reference: dict = field(default_factory=dict)
     scale: str = DEFAULT_SCALE  # which of ``scales`` these settings are
     scales: tuple = (DEFAULT_SCALE,)  # the scales the workload's file offers
-    prune: tuple = ()  # PruneRules ([[prune]] tables, asicsim.workloads.prune_rules): pruning in training
+    prune: tuple = converted(list_as_tuple, default=())  # PruneRules ([[prune]] tables, asicsim.workloads.prune_rules): pruning in training
 
     def __post_init__(self) -> None:
-        if isinstance(self.prune, list):  # rules given as a list: the frozen tuple they are kept as
-            object.__setattr__(self, "prune", tuple(self.prune))
+        convert_fields(self)
         problems = workload_problems(self)
         if problems:
             raise WorkloadError(f"workload {self.name!r}: " + "; ".join(problems))
-        for k, (kind, _, _) in _CHECKS.items():  # an int learning rate is a float learning rate
-            if kind is float:
-                object.__setattr__(self, k, float(getattr(self, k)))
+        # an int learning rate is a float learning rate
+        settle(self, **{k: float(getattr(self, k)) for k, (kind, _, _) in _CHECKS.items() if kind is float})
 
     def replace(self, **kw) -> Workload:
         """A copy with the settings given (None: keep); not another scale, whose settings come
