@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from asicsim.numerics import FloatFormat, get_format
+from asicsim.workloads.stats import EXP_HI, EXP_LO
 
 
 def format_thresholds(fmt: str) -> tuple[int, int]:
@@ -66,7 +67,8 @@ def underflow_fractions(hist: dict[int, int], fmt: str = "fp16") -> dict:
 
 def histogram_lines(hist: dict[int, int], fmt: str = "fp16", width: int = 40) -> list[str]:
     """The histogram as text, one log2 bin a line (``[2^e, 2^(e+1))``, percent, a bar), with
-    ``fmt``'s smallest subnormal and smallest normal marked where they fall."""
+    ``fmt``'s smallest subnormal and smallest normal marked where they fall; the lowest bin of
+    :mod:`.stats` (2^-48) holds every smaller nonzero value and reads ``(0, 2^-47)``."""
     lo, normal = format_thresholds(fmt)
     n = max(sum(hist.values()), 1)
     top = max(hist.values(), default=1)
@@ -74,5 +76,8 @@ def histogram_lines(hist: dict[int, int], fmt: str = "fp16", width: int = 40) ->
     for e in range(min([*hist, lo - 1]), max([*hist, normal]) + 1):
         c = hist.get(e, 0)
         mark = {lo: f"  <- {fmt} smallest subnormal 2^{lo}", normal: f"  <- {fmt} smallest normal 2^{normal}"}.get(e, "")
-        lines.append(f"[2^{e:>4}, 2^{e + 1:>4}) {100 * c / n:6.2f} % {'#' * round(width * c / top):<{width}}{mark}")
+        # the end bins of :mod:`.stats`' histograms also hold the values beyond them
+        span = (f"(0, 2^{e + 1:>4})" if e == EXP_LO else f"[2^{e:>4}, inf)" if e == EXP_HI
+                else f"[2^{e:>4}, 2^{e + 1:>4})")
+        lines.append(f"{span:<17} {100 * c / n:6.2f} % {'#' * round(width * c / top):<{width}}{mark}")
     return lines

@@ -67,6 +67,8 @@ def test_histogram_lines_mark_the_thresholds():
     assert len(marked) == 2
     assert marked[0].startswith("[2^ -24") and "smallest subnormal" in marked[0]
     assert marked[1].startswith("[2^ -14") and "smallest normal" in marked[1]
+    # the lowest bin of stats' histograms counts every smaller value too
+    assert histogram_lines({-48: 1, -20: 1}, "fp16")[0].startswith("(0, 2^ -47)")
 
 
 @pytest.mark.parametrize("call, fragment", [
