@@ -29,30 +29,29 @@ import time
 RECIPES = ("fp32", "fp16_noscale", "fp16_mixed")
 
 
-def gradient_histograms(workload: str, seed: int, steps: int):
-    """(histogram after one fp32 step, histogram at the end of ``steps``, per-layer fraction
-    below fp16's smallest subnormal after one step) of the activation gradients, and the
-    fractions of the weight gradients (the dW GEMMs' outputs) after one step."""
+def first_step_histograms(workload: str, seed: int):
+    """(histogram of the activation gradients after one fp32 step, their per-layer fraction below
+    fp16's smallest subnormal, the fractions of the weight gradients (the dW GEMMs' outputs))."""
     from asicsim.workloads import train
     from asicsim.workloads.grad_underflow import merged_histogram, underflow_fractions
 
     first = train(workload, "fp32", seeds=(seed,), steps=1, eval_every=1).runs[0].numerics
-    last = train(workload, "fp32", seeds=(seed,), steps=steps).runs[0].numerics
-    def depth(name):  # input, fc1_in, ..., out_in: the order of the layers
+
+    def depth(name):  # fc1_in, ..., fc17_in, out_in: the order of the layers
         digits = "".join(c for c in name if c.isdigit())
-        return int(digits) if digits else (-1 if name.startswith("grad:input") else 1 << 30)
+        return int(digits) if digits else 1 << 30
 
     layers = {k.split(":", 1)[1]: underflow_fractions(merged_histogram({k: first[k]}))["below_min"]
               for k in sorted((k for k in first if k.startswith("grad:")), key=depth)}
-    wgrad = underflow_fractions(merged_histogram(first, "wgrad"))
-    return merged_histogram(first), merged_histogram(last), layers, wgrad
+    return merged_histogram(first), layers, underflow_fractions(merged_histogram(first, "wgrad"))
 
 
 def recipe_runs(workload: str, seeds, steps: int | None) -> dict:
-    """{recipe: TrainResult} for :data:`RECIPES`."""
+    """{recipe: TrainResult} for :data:`RECIPES` (fp32 with its numerics statistics: the
+    histogram at the end of training)."""
     from asicsim.workloads import train
 
-    return {rec: train(workload, rec, seeds=tuple(seeds), steps=steps, stats=False) for rec in RECIPES}
+    return {rec: train(workload, rec, seeds=tuple(seeds), steps=steps, stats=rec == "fp32") for rec in RECIPES}
 
 
 def _print_histogram(title: str, hist: dict) -> dict:
@@ -73,13 +72,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default=None, help="write the figures to this file")
     args = ap.parse_args(argv)
     from asicsim.workloads import load_workload
+    from asicsim.workloads.grad_underflow import merged_histogram
 
     steps = args.steps or load_workload(args.workload).steps
     t0 = time.perf_counter()
-    first, last, layers, wgrad = gradient_histograms(args.workload, args.seeds[0], steps)
+    first, layers, wgrad = first_step_histograms(args.workload, args.seeds[0])
+    runs = recipe_runs(args.workload, args.seeds, steps)
+    last = merged_histogram(runs["fp32"].runs[0].numerics)
     out = {"workload": args.workload, "seeds": args.seeds, "steps": steps,
            "after_first_step": _print_histogram(f"{args.workload}, fp32, activation gradients after step 1", first),
-           "at_end": _print_histogram(f"{args.workload}, fp32, activation gradients after step {steps}", last),
+           "at_end": _print_histogram(f"{args.workload}, fp32 (seed {args.seeds[0]}), activation gradients "
+                                      f"after step {steps}", last),
            "layer_below_min_after_first_step": layers}
     print("\nper layer, after step 1: fraction of the activation gradient below 2^-24")
     for name, v in layers.items():
@@ -87,7 +90,6 @@ def main(argv=None) -> dict:
     print(f"weight gradients after step 1: below 2^-25 {100 * wgrad['zero']:.1f} %, below 2^-24 "
           f"{100 * wgrad['below_min']:.1f} %, below 2^-14 {100 * wgrad['subnormal']:.1f} % of {wgrad['values']} nonzero")
     out["wgrad_after_first_step"] = wgrad
-    runs = recipe_runs(args.workload, args.seeds, steps)
     print(f"\n| recipe | {runs['fp32'].metric} per seed ({', '.join(map(str, args.seeds))}) | mean | "
           "skipped steps | diverged |\n|---|---|---|---|---|")
     out["runs"] = {}

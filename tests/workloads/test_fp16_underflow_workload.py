@@ -26,3 +26,14 @@ def test_fp16_fails_without_loss_scaling_and_recovers_with_it():
     assert acc["fp16_noscale"] < chance + 0.05, acc
     assert acc["fp32"] > chance + 0.2 and acc["fp16_mixed"] > chance + 0.2, acc
     assert abs(acc["fp16_mixed"] - acc["fp32"]) < 0.1, acc
+
+
+@pytest.mark.slow  # 1-2.5 min on 2 cores: four short trainings, each compiled
+def test_benchmark_script_runs(capsys):
+    from benchmark_scripts import load_benchmark
+
+    out = load_benchmark("fp16_underflow").main(["--seeds", "0", "--steps", "10"])
+    text = capsys.readouterr().out
+    assert "<- fp16 smallest subnormal 2^-24" in text and "| fp16_noscale |" in text
+    assert set(out["runs"]) == {"fp32", "fp16_noscale", "fp16_mixed"}
+    assert out["after_first_step"]["zero"] > 0.3 and next(iter(out["layer_below_min_after_first_step"])) == "fc1_in"
