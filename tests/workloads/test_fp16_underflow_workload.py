@@ -16,11 +16,11 @@ def test_the_workload_is_a_deep_plain_mlp():
 
 @pytest.mark.slow  # ~2-3 min on 2 cores: three recipes, 500 steps each
 def test_fp16_fails_without_loss_scaling_and_recovers_with_it():
-    # seed 2: the RESULTS.md figures are seeds 0 and 1
-    first = train("mnist1d_deep_mlp", "fp32", seeds=(2,), steps=1, eval_every=1).runs[0].numerics
+    # seed 4: the RESULTS.md figures are seeds 0-3
+    first = train("mnist1d_deep_mlp", "fp32", seeds=(4,), steps=1, eval_every=1).runs[0].numerics
     f = underflow_fractions(merged_histogram(first), "fp16")
     assert f["zero"] > 0.3  # a large part of the activation gradients flushes to 0 in fp16
-    acc = {rec: train("mnist1d_deep_mlp", rec, seeds=(2,), steps=500, eval_every=250, stats=False).mean
+    acc = {rec: train("mnist1d_deep_mlp", rec, seeds=(4,), steps=500, eval_every=250, stats=False).mean
            for rec in ("fp32", "fp16_noscale", "fp16_mixed")}
     chance = 0.1  # MNIST-1D: 10 balanced classes
     assert acc["fp16_noscale"] < chance + 0.05, acc
