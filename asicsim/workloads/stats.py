@@ -90,7 +90,9 @@ def tensor_stats(x: jax.Array, spec: RoleSpec | None, *, key=None) -> dict:
     else:
         beyond = jnp.zeros_like(finite)
     over = jnp.sum(beyond | (finite & ~jnp.isfinite(q)))
-    e = jnp.floor(jnp.log2(jnp.where(nonzero, jnp.abs(x), 1.0)))
+    # frexp: |x| = m * 2**k with m in [0.5, 1), so floor(log2 |x|) = k - 1 exactly (a float32 log2
+    # rounds the values just below a power of two onto it, one bin too high)
+    e = jnp.frexp(jnp.where(nonzero, x, 1.0))[1] - 1
     idx = jnp.clip(e, EXP_LO, EXP_HI).astype(jnp.int32) - EXP_LO
     hist = jnp.zeros(len(EXP_BINS), jnp.int32).at[idx].add(nonzero.astype(jnp.int32))
     return {"size": n, **_extremes(x, finite),
