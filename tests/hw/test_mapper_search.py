@@ -48,7 +48,8 @@ def model(op, d):
     hw = ArrayHardware(rows=np.float64(d.array.rows), cols=np.float64(d.array.cols),
                        dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
                        capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
-                       dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle))
+                       dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), bypass_unused=d.array.bypass_unused,
+                       whole_tiles=d.array.whole_tiles)
     rates = energy_rates(d, fmts)
     return p, hw, (lambda c: schedule_energy(c, dict(bpe, filter=p.b_bytes), rates))
 
@@ -145,6 +146,26 @@ def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, obje
     try:
         got = chosen(op, d, objective)
     except ValueError:  # no schedule fits: the enumerator must find none either
+        assert best[objective] == np.inf
+        return
+    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["ws", "is"]),
+       R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
+       psum=st.one_of(st.none(), st.integers(4, 1200)), objective=st.sampled_from(["dram", "energy", "latency"]))
+def test_whole_tiles_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, objective):
+    """The stationary operand moved in whole array-sized tiles (``array.whole_tiles``: the counts
+    price every schedule so, the enumerator's space is unchanged): ``dram`` exact, the others within
+    :data:`GAP` (450 random (case, objective) pairs: dram 0 above the least, latency 1 at 1.007x)."""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum)
+    d = dataclasses.replace(d, array=dataclasses.replace(d.array, whole_tiles=True, whole_tiles_source="test"))
+    best = enumerate_space(op, d, model(op, d)[2])
+    try:
+        got = chosen(op, d, objective)
+    except ValueError:
         assert best[objective] == np.inf
         return
     assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
