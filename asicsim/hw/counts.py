@@ -20,7 +20,9 @@ family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
 ``activations`` ``S_A`` once            ``S_B x T_m``         ``S_C`` once
 =============== ======================= ===================== =============
 
-(``T_x = ceil(X / Xt)`` trips.) The ``outputs`` family keeps the ``Mt x Nt`` block in the
+(``T_x = ceil(X / Xt)`` trips.) Where the design moves its stationary operand in whole array-sized
+tiles (``array.whole_tiles``: ws weights, is inputs), each pass over it moves every fold's tile as
+a whole ``R x C`` tile, padded: :mod:`asicsim.hw.whole_tiles` (the buffers' fit is not padded). The ``outputs`` family keeps the ``Mt x Nt`` block in the
 partial-sum buffer across all of K (or in the buffer the design marks ``psum_spill``, at that
 buffer's access energy). The other two keep their ``Mt x Na`` (weights) or ``Ma x Nt``
 (activations) partial-sum tile on chip while K is whole; with ``Kt < K`` every K sliver but the
@@ -56,6 +58,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from asicsim.hw.residency import resident_bytes
+from asicsim.hw.whole_tiles import spatial_folds, whole_tile_scales
 
 OS, WS, IS = 0, 1, 2
 ZERO_CODES = {"compute": 0, "gate": 1, "skip": 2}
@@ -122,6 +125,7 @@ class ArrayHardware:
     zero_weights: int = 0  # ZERO_CODES
     mac_rate: float = 1.0  # MACs per PE per cycle in the formats' native mode (asicsim.hw.native)
     bypass_unused: bool = False  # operands bypass unused rows/columns: fill/drain of the used block only
+    whole_tiles: bool = False  # the stationary operand moves in whole R x C tiles (asicsim.hw.whole_tiles)
 
 
 @dataclass(frozen=True)
@@ -214,12 +218,6 @@ LEAN_SKIPS = ("macs_nonzero", "folds", "mapping_slots", "mapped_pes", "footprint
               "footprint_filter_bytes", "footprint_ofmap_bytes", "Ma", "Na")
 
 
-def spatial_folds(dim, tile, side):
-    """Folds of a ``side``-wide array over ``dim`` cut into tiles of ``tile`` (the last partial)."""
-    full = np.floor(dim / tile)
-    return full * np.ceil(tile / side) + np.ceil((dim - full * tile) / side)
-
-
 def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool = False) -> GemmCounts:
     """Counts of ``p`` on ``hw`` under schedule ``s`` (module docstring for the model). ``lean``: only
     the fields the mapper's measures read (:data:`LEAN_SKIPS` are None, not computed; the others are
@@ -233,20 +231,25 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     fam = s.family
     reps = p.reps
 
+    os_, ws_, is_ = df == OS, df == WS, df == IS
     # --- DRAM bytes per repetition -----------------------------------------------------------
     S_A, S_B, S_C = p.a_footprint, N * K * p.b_bytes, M * N * p.out_bytes
     mult_a = np.where(fam == ACTIVATIONS, 1.0, Tn)
     mult_b = np.where(fam == WEIGHTS, 1.0, Tm)
     kept = resident_bytes(p, hw, s, {"ifmap": mult_a, "filter": mult_b, "ofmap": 1.0})
+    # the stationary operand moved in whole array-sized tiles, where the design says so
+    pad_a, pad_b = whole_tile_scales(hw.whole_tiles, ws_, is_, R, C, M, N, K, Ma, Na, Kt)
 
-    def moved(op, S):  # bytes fetched per pass: all of it off chip, else what its buffer does not keep
-        return S if kept is None else np.where(p.off_chip[op], S, S - kept[op])
+    def moved(op, S, pad=1.0):  # bytes fetched per pass: all of it off chip, else what its buffer does not keep
+        return S * pad if kept is None else np.where(p.off_chip[op], S * pad, S - kept[op])
 
-    dram_a = reps * moved("ifmap", S_A) * mult_a
-    one_b = moved("filter", S_B) * mult_b
+    dram_a = reps * moved("ifmap", S_A, pad_a) * mult_a
+    one_b = moved("filter", S_B, pad_b) * mult_b
     # shared weights (RNN steps): the last weight tile loaded is still there when the next
     # repetition starts (it runs the tile loops in reverse), the whole matrix if it is one tile
-    again_b = np.maximum(one_b - np.minimum(Kt * Nt * p.b_bytes, S_B), 0.0)
+    # (in whole tiles: the block's)
+    block_b = Kt * Nt * p.b_bytes * whole_tile_scales(hw.whole_tiles, ws_, is_, R, C, Mt, Nt, Kt, Ma, Na, Kt)[1]
+    again_b = np.maximum(one_b - np.minimum(block_b, S_B * pad_b), 0.0)
     dram_b = np.where(p.shared_weights, one_b + (reps - 1) * again_b, reps * one_b)
     dram_c = reps * moved("ofmap", S_C)
     # weights/activations resident with K cut into Tk > 1 slivers: every sliver but the last
@@ -255,7 +258,6 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     dram_p = reps * 2 * spilled * p.acc_bytes
 
     # --- the array: folds per tile step, streamed cycles, reloads --------------------------------
-    os_, ws_, is_ = df == OS, df == WS, df == IS
     # folds along each spatial dimension, counted over its tiles (the last tile may be partial)
     row_dim, row_tile = np.where(os_, M, K), np.where(os_, Ma, Kt)
     col_dim, col_tile = np.where(is_, M, N), np.where(is_, Ma, Na)

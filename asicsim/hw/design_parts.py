@@ -45,6 +45,15 @@ class ArraySpec:
     # shipped design has a source saying otherwise. True needs ``bypass_unused_source``.
     bypass_unused: bool = False
     bypass_unused_source: str = ""
+    # Whether the operand the dataflow keeps stationary and loads from DRAM (ws: the weights, is:
+    # the inputs) is stored and fetched in whole ``rows x cols`` tiles: every fold's stationary
+    # tile moves as one array-sized tile, padded where the matrix does not fill it (asicsim.hw.counts).
+    # TPU v1 feeds its Weight FIFO with 256x256 tiles from its Weight Memory (Jouppi et al. 2017,
+    # Sec. 2). Default False: only the matrix's bytes move. Under os it changes nothing (its
+    # stationary outputs are not fetched), so a sweep over dataflows keeps it. True needs
+    # ``whole_tiles_source``.
+    whole_tiles: bool = False
+    whole_tiles_source: str = ""
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -58,6 +67,12 @@ class ArraySpec:
         if v.get("bypass_unused") is True and isinstance(why, str) and not why.strip():
             out.append(("bypass_unused_source", why, "a non-empty string saying who says the array bypasses "
                         "unused rows and columns (required with bypass_unused = true)"))
+        flag(out, v, "whole_tiles")
+        text(out, v, "whole_tiles_source")
+        why = v.get("whole_tiles_source", "")
+        if v.get("whole_tiles") is True and isinstance(why, str) and not why.strip():
+            out.append(("whole_tiles_source", why, "a non-empty string saying who says the stationary operand "
+                        "moves in whole array-sized tiles (required with whole_tiles = true)"))
         choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
         choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out

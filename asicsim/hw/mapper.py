@@ -83,6 +83,7 @@ from asicsim.hw.counts import (
     OS,
     OUTPUTS,
     WEIGHTS,
+    WS,
     ArrayHardware,
     GemmCounts,
     GemmProblem,
@@ -105,6 +106,7 @@ from asicsim.hw.tiles import (
     trip_min,
     trip_tiles,
 )
+from asicsim.hw.whole_tiles import whole_tile_scales
 
 #: tie-break measure of each objective
 _SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
@@ -119,10 +121,14 @@ def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list, mask: float 
     fetches = {"ifmap": Tn if fam != ACTIVATIONS else 1.0, "filter": Tm if fam != WEIGHTS else 1.0, "ofmap": 1.0}
     kept = resident_bytes(p, hw, SimpleNamespace(streamed=mask, tile_share=share), fetches)
 
-    def moved(op, S):
-        return S if kept is None else np.where(p.off_chip[op], S, S - kept[op])
+    # the stationary operand in whole array-sized tiles (asicsim.hw.whole_tiles), the block as the array's tile
+    pad_a, pad_b = whole_tile_scales(hw.whole_tiles, hw.dataflow == WS, hw.dataflow == IS, hw.rows, hw.cols,
+                                     M, N, K, t[0], t[1], t[2])
 
-    wa, wb = moved("ifmap", p.a_footprint), moved("filter", N * K * p.b_bytes)
+    def moved(op, S, pad=1.0):  # as asicsim.hw.counts.schedule_counts
+        return S * pad if kept is None else np.where(p.off_chip[op], S * pad, S - kept[op])
+
+    wa, wb = moved("ifmap", p.a_footprint, pad_a), moved("filter", N * K * p.b_bytes, pad_b)
     if fam == OUTPUTS:
         return wa * Tn + wb * Tm
     spilled = 2 * M * N * p.acc_bytes * (Tk - 1)

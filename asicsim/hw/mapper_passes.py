@@ -187,7 +187,7 @@ def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
     arrays = [*(getattr(p, f.name) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
               *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
               hw.dram_bytes_per_cycle, *hw.capacity]
-    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate,
+    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate, hw.bypass_unused, hw.whole_tiles,
             tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
 
 
