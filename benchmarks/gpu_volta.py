@@ -80,6 +80,8 @@ def main() -> None:
         print(f"# {name}")
         print(summary(df, ["precision", "shape"]).round(3).to_string())
         print(summary(df, ["precision"]).round(3).to_string())
+        a = np.abs(df.err)
+        print(f"all {len(a)} rows: {np.median(a):.3f} / {np.quantile(a, 0.9):.3f}")
     print("# fitted on every V100 row:", {k: round(full[f"{k}@Volta"], 4) for k in KEYS})
 
 
