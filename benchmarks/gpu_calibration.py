@@ -1,7 +1,8 @@
 """The GPU model against measured kernel times: fit, error tables, leave-one-device-out.
 
 Rows (:mod:`gpu_measured`, beside this file): DeepBench's published sheets (P100 PCIe, TitanX
-Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM)
+Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM;
+V100 GEMMs; tensor-core GEMMs priced padded, as DeepBench ran them)
 and the H100 set (fp32 and fp16 GEMMs, fp32 convolutions in three passes, fp32 RNN layers with
 their input projections, and the two sustained tensor-core rates under the 700 W cap). Every row is
 priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands; and
@@ -19,7 +20,7 @@ measured)|``, reported per device x precision x kind as median and 90th percenti
 * ``loo``: each device held out in turn: the constants refit from their priors on the other
   devices, then the held-out device predicted. Nothing is fitted per device; constants of a
   generation (``name@Gen``) are fitted only when a device of that generation is in the training
-  rows, so holding out the only device of a generation (M40: Maxwell, T4: Turing, H100: Hopper)
+  rows, so holding out the only device of a generation (M40: Maxwell, V100: Volta, T4: Turing, H100: Hopper)
   predicts it with the nearest generation's constants, as a GPU without measurements is priced.
 
 The fit is ``scipy.optimize.least_squares`` on ``ln(predicted / measured)``, soft-L1 loss, rows
@@ -190,7 +191,7 @@ def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
         "# Constants of the GPU cost model (asicsim/hw/gpu_model.py); `name@Generation` is a constant",
         "# of that GPU generation (a generation without its own takes the nearest generation's).",
         "# \"fitted\": least squares on ln(predicted / measured) over data/deepbench/measured/ (P100 PCIe,",
-        "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM) and",
+        "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM; V100: GEMM) and",
         "# data/measured/h100/ (GEMM fp32/fp16, conv fp32 three passes, RNN fp32 layers), all devices at",
         "# once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
         "# \"assumption\": not identifiable from the measured set (lower == upper: never fitted).",

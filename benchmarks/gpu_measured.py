@@ -32,7 +32,7 @@ DEEPBENCH = ROOT / "data" / "deepbench" / "measured"
 H100 = ROOT / "data" / "measured" / "h100"
 H200 = ROOT / "data" / "measured" / "h200"  # held out: never in a fit (benchmarks/gpu_heldout.py)
 DESIGNS = {"M40": "gpu_m40", "TitanX_Pascal": "gpu_titanx_pascal", "GTX1080Ti": "gpu_gtx1080ti",
-           "P100": "gpu_p100", "T4": "gpu_t4", "H100": "gpu_h100"}
+           "P100": "gpu_p100", "V100": "gpu_v100", "T4": "gpu_t4", "H100": "gpu_h100"}
 #: Devices measured but never fitted on (the held-out check).
 HELD_OUT = {"H200": "gpu_h200"}
 FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32",
@@ -59,12 +59,34 @@ def _conv(r, n_col: str = "N") -> sim.Conv:
                     padding_w=int(r.pad_w), batch=int(getattr(r, n_col)))
 
 
+def deepbench_tensor_padding(m: int, n: int, k: int, a_t: bool, b_t: bool, precision: str) -> tuple[int, int, int]:
+    """The GEMM DeepBench's ``gemm_bench`` ran for a sheet row: its tensor-core (``half``) runs pad
+    the dimensions cuBLAS checks to multiples of 8 (``PAD_KERNELS`` on by default: M and K for NN
+    and TN, M and N for NT, all three for TT; ``code/nvidia/gemm_bench.cu`` lines 265-300, DeepBench
+    commit 30c5115 of 2019-10-07, "Patch the code base to ensure Tensor Cores to be used in more
+    cases and update NVIDIA results based on this patch", which re-measured the V100 and T4
+    sheets). So no sheet row ran cuBLAS's unaligned fallback; other precisions run as labelled."""
+    if precision != "fp16_mixed":
+        return m, n, k
+
+    def up(x: int) -> int:
+        return -(-x // 8) * 8
+
+    if not b_t:
+        return up(m), n, up(k)
+    if not a_t:
+        return up(m), up(n), k
+    return up(m), up(n), up(k)
+
+
 def deepbench_rows(data: Path = DEEPBENCH) -> list[dict]:
     rows = []
-    g = pd.read_csv(data / "gemm_results.csv")
+    # V100: its sheet's GEMM rows (scripts/deepbench_v100_gemm.py wrote them; Volta's own constants)
+    g = pd.concat([pd.read_csv(data / f) for f in ("gemm_results.csv", "v100_gemm_results.csv")])
     for r in g.itertuples():
-        op = sim.Gemm(int(r.M), int(r.N), int(r.K), a_transposed=bool(r.a_transposed),
-                      b_transposed=bool(r.b_transposed))
+        m, n, k = deepbench_tensor_padding(int(r.M), int(r.N), int(r.K), bool(r.a_transposed),
+                                           bool(r.b_transposed), r.precision)
+        op = sim.Gemm(m, n, k, a_transposed=bool(r.a_transposed), b_transposed=bool(r.b_transposed))
         rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
                          time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True, sustained=True))
     c = pd.read_csv(data / "conv_results.csv")

@@ -247,7 +247,8 @@ def _gpu_notes(ops, design: GpuDesign, path, c: Mapping, borrowed: dict, aligned
         by_gen: dict[str, list[str]] = {}
         for key, gen in borrowed.items():
             by_gen.setdefault(gen, []).append(key)
-        notes = (f"no {design.architecture or 'unnamed'}-generation measurements: "
+        notes = (f"no {design.architecture or 'unnamed'}-generation measurements inform these constants, "
+                 "taken from the nearest generation that has them: "
                  + "; ".join(f"{', '.join(keys)} of {gen}" for gen, keys in by_gen.items()),)
     out = []
     for i, op in enumerate(ops):

@@ -146,9 +146,10 @@ def test_gemm_error_per_precision(frames, device, precision, kind, med, p90):
 def test_unaligned_fallback_is_the_generations(frames, precision):
     """The unaligned fallback's curve is Hopper's own (unaligned_exp@Hopper, fitted on the H100's
     rows), not one exponent shared with Turing, whose T4 rows steepened it: the H200's 30 fp16 and
-    30 bf16 GEMMs off 16 bytes 0.27-0.29 -> 0.18-0.19 median (p90 0.66-0.69 -> 0.46-0.49)."""
+    30 bf16 GEMMs off 16 bytes 0.27-0.29 -> 0.18-0.19 median (p90 0.66-0.69 -> 0.46-0.49). (Turing
+    has none of its own now: DeepBench ran its T4 rows padded, tests/hw/test_gpu_volta.py.)"""
     fit = load_fit()
-    assert fit["unaligned_exp@Hopper"] != fit["unaligned_exp@Turing"]
+    assert "unaligned_exp@Hopper" in fit and "unaligned_exp@Turing" not in fit
     df = frames["H200"]
     e = np.abs(df[(df.precision == precision) & (df["shape"] == "unaligned")].fit)
     assert len(e) == 30

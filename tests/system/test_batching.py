@@ -286,8 +286,13 @@ def test_gpu_designs_when_present():
     # cuDNN's persistent RNN kernel runs where PyTorch picks it (asicsim.hw.gpu_rnn: on Volta a
     # batch multiple of 8 with enough steps): much faster there; the standard kernel elsewhere, whose
     # time grows with the batch
-    persistent = np.arange(1, 17) % 8 == 0
-    assert np.all(np.diff(t.time_s[~persistent]) >= 0) and np.all(t.time_s[persistent] < t.time_s[0])
+    # time grows with the batch among batches of one alignment: the output layer's M = 100 b is a
+    # multiple of 8 for even b only, an odd b runs cuBLAS's unaligned fallback (Volta borrows Hopper's)
+    b = np.arange(1, 17)
+    persistent = b % 8 == 0
+    for parity in (0, 1):
+        assert np.all(np.diff(t.time_s[~persistent & (b % 2 == parity)]) >= 0)
+    assert np.all(t.time_s[persistent] < t.time_s[0])
     assert t.energy_j[15] / 16 < t.energy_j[0]
     assert weight_residency("gru_speech", gpu) is None and residency_comparison("gru_speech", gpu) == []
     r = simulate(t, 0.5 * t.capacity(16), BatchingPolicy(16, 2 * MS), requests=20_000)
