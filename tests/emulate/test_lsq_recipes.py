@@ -20,7 +20,8 @@ from asicsim.emulate import (
     lsq_quantize,
     make_train_step,
 )
-from asicsim.emulate.transform import init_lsq_steps
+from asicsim.emulate.export import export_tensor
+from asicsim.emulate.transform import init_lsq_steps, round_role
 
 
 def _recipe(weight="lsq", wf="int4", af="uint4", **extra):
@@ -60,7 +61,7 @@ def _hand_loss(p, batch, wf="int4", af="uint4"):
     return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
 
 
-@pytest.mark.parametrize("weight", ["lsq", "lsq_channel"])
+@pytest.mark.parametrize("weight", ["lsq", pytest.param("lsq_channel", marks=pytest.mark.slow)])  # ~10 s each
 def test_training_equals_a_hand_written_lsq_model_bit_for_bit(weight):
     """make_train_step on an LSQ recipe (int4 weights, uint4 activations) against the model that
     calls lsq_quantize itself, trained by the same adam from the same initial steps: the same
@@ -72,14 +73,19 @@ def test_training_equals_a_hand_written_lsq_model_bit_for_bit(weight):
     init, step = make_train_step(_loss, _recipe(weight), tx)
     state = init(p0, 0, batch)
     steps0 = state.lsq[0]
-    chan = weight == "lsq_channel"
-    # the second GEMM's activation: computed with the first GEMM's initial steps
-    h = jax.nn.relu(lsq_quantize(batch[0], steps0[0], "uint4") @ lsq_quantize(p0["w1"], steps0[1], "int4") + p0["b1"][None])
-    want = [lsq_init(batch[0], "uint4"), lsq_init(p0["w1"], "int4", axis=1 if chan else None),
-            lsq_init(h, "uint4"), lsq_init(p0["w2"], "int4", axis=1 if chan else None)]
+    axis = 1 if weight == "lsq_channel" else None
+
+    @jax.jit  # eagerly, op by op, exact division is slow
+    def paper_init(p, x, s):
+        # the second GEMM's activation: computed with the first GEMM's initial steps
+        h = jax.nn.relu(lsq_quantize(x, s[0], "uint4") @ lsq_quantize(p["w1"], s[1], "int4") + p["b1"][None])
+        return [lsq_init(x, "uint4"), lsq_init(p["w1"], "int4", axis=axis), lsq_init(h, "uint4"),
+                lsq_init(p["w2"], "int4", axis=axis)]
+
+    want = paper_init(p0, batch[0], steps0)
     for got, ref in zip(steps0, want, strict=True):  # a float32 mean: its last bit may differ under jit
         np.testing.assert_allclose(got, ref, rtol=1e-6)
-    assert [s.shape for s in steps0] == [(), (1, 16) if chan else (), (), (1, 10) if chan else ()]
+    assert [s.shape for s in steps0] == [(), (1, 16) if axis else (), (), (1, 10) if axis else ()]
 
     hand = {**p0, "s": list(steps0)}
     opt = tx.init(hand)
@@ -162,10 +168,12 @@ BAD = [
      "asicsim_lsq[1] (the weight of a dot_general) has shape (4,); expected ()"),
     (lambda: _jit_dot(_recipe("lsq_channel"), [jnp.float32(1)] * 2),
      "expected (1, 4)"),
-    (lambda: emulate(lambda w, x: x @ w, _recipe())(W, X, asicsim_lsq=[jnp.float32(1), jnp.float32(-1)]),
+    (lambda: emulate(lambda w, x: x @ w, _recipe())(W, X, asicsim_lsq=[jnp.float32(-1), jnp.float32(1)]),
      "a step must be positive and finite"),
     (lambda: jax.jit(emulate(_scan_mlp, _recipe()))(W, X), "inside a scan, while_loop, cond"),
     (lambda: init_lsq_steps(lambda w, x: x @ w, _recipe(), jnp.zeros((4, 4)), X), "nonzero finite value"),
+    (lambda: round_role(W, RoleSpec("int4", scaling="lsq")), "rounds GEMM operands of an emulated function only"),
+    (lambda: export_tensor(W, RoleSpec("int4", scaling="lsq_channel"), (0,)), "learned steps are training state"),
 ]
 
 
