@@ -8,7 +8,8 @@ one per LSQ operand in the order the interpreter meets the GEMMs (forward operan
 rhs), each a scalar or, per channel, the weight's shape with its contraction axes set to 1. Its
 gradient is LSQ's (Eq. 3 times the gradient scale ``g`` of Section 2.2); the operand's gradient is
 the straight-through estimator (Eq. 5). Without ``asicsim_lsq`` each step is the paper's initial
-step :func:`~asicsim.emulate.lsq.lsq_init` of the operand in this call (not differentiated), and
+step :func:`~asicsim.emulate.lsq.lsq_init` of the operand in this call (not differentiated; an
+:class:`InitialStepsWarning` says so), and
 :func:`asicsim.emulate.transform.init_lsq_steps` returns those steps: what :func:`asicsim.emulate.make_train_step` keeps in
 ``TrainState.lsq`` and trains with the optimizer.
 
@@ -27,6 +28,11 @@ from jax import lax
 from asicsim.emulate.lsq import lsq_init, lsq_quantize
 
 LSQ_SCALINGS = ("lsq", "lsq_channel")
+
+
+class InitialStepsWarning(UserWarning):
+    """An emulated call with learned-step roles but no ``asicsim_lsq``: its steps are the paper's
+    initial steps of this call's own operands, not trained ones."""
 
 
 def step_shape(x_shape: tuple[int, ...], spec, kept: tuple[int, ...]) -> tuple[int, ...]:

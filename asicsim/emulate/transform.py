@@ -63,7 +63,7 @@ import numpy as np
 from asicsim.emulate import nnx_state
 from asicsim.emulate.interpreter import _Interpreter, count_sites
 from asicsim.emulate.layer_rules import UnusedLayerRule, leaf_paths
-from asicsim.emulate.lsq_sites import LsqSteps
+from asicsim.emulate.lsq_sites import InitialStepsWarning, LsqSteps
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
@@ -158,6 +158,11 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         interp = _Interpreter(pol, words, amax, n_rows=rows, prerounded=prerounded, lsq=lsq)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags, paths)
         lsq.check_used(getattr(fn, "__name__", "the function"))
+        if lsq_steps is None and lsq.given is None and lsq.seen:
+            warnings.warn(f"recipe {pol.name!r} has learned step sizes but no asicsim_lsq was given: "
+                          f"{getattr(fn, '__name__', 'the function')}'s {len(lsq.seen)} step(s) are lsq_init of "
+                          "this call's operands, not trained ones (pass asicsim_lsq=state.lsq[0] after "
+                          "make_train_step)", InitialStepsWarning, stacklevel=2)
         unused = [pat for i, (pat, _) in enumerate(pol.layers) if i not in interp.used]
         if unused:
             warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM (rules of "

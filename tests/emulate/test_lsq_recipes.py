@@ -21,6 +21,7 @@ from asicsim.emulate import (
     make_train_step,
 )
 from asicsim.emulate.export import export_tensor
+from asicsim.emulate.lsq_sites import InitialStepsWarning
 from asicsim.emulate.transform import init_lsq_steps, round_role
 from asicsim.workloads import train
 
@@ -153,6 +154,13 @@ def test_forward_is_the_int_grid_times_the_step():
     want, _, k = ref_forward(w, np.broadcast_to(s, w.shape), "int4")
     np.testing.assert_array_equal(got, want)
     assert k.min() >= -8 and k.max() <= 7 and len(np.unique(k)) > 4
+
+
+def test_a_call_without_steps_warns_that_they_are_initial():
+    """emulate without asicsim_lsq rounds with lsq_init of the call's own operands: said in a
+    warning (a trained model evaluated so would silently lose its learned steps)."""
+    with pytest.warns(InitialStepsWarning, match="2 step.s. are lsq_init of this call's operands"):
+        jax.jit(emulate(lambda w, x: x @ w, _recipe()))(W, X)
 
 
 def _scan_mlp(p, x):
