@@ -220,3 +220,14 @@ def test_bad_inputs(call, fragment):
     with pytest.raises((RecipeError, ValueError)) as err:
         call()
     assert fragment in str(err.value)
+
+
+def test_lsq_roles_round_trip_through_toml(tmp_path):
+    """A recipe with learned-step roles is written as TOML and read back equal (recipe_toml)."""
+    from asicsim.emulate.recipe_toml import recipe_toml
+
+    pol = _recipe("lsq_channel")
+    path = tmp_path / "lsq.toml"
+    path.write_text(recipe_toml(pol))
+    assert 'scaling = "lsq_channel"' in path.read_text()
+    assert load_recipe(str(path)) == pol and pol.lsq and not load_recipe("fp32").lsq
