@@ -96,6 +96,8 @@ def _refuse(spec: RoleSpec, what: str) -> None:
     why = ("stochastic rounding: its bits come from the run's key" if spec.stochastic else
            "a rotation: the codes would be of the rotated weight" if spec.rotation is not None else
            f"scaling = {str(spec.scaling)!r} with a margin" if spec.scaling in ("delayed", "static") and spec.margin
+           else f"scaling = {str(spec.scaling)!r}: learned steps are training state (TrainState.lsq), not in "
+                "the recipe" if spec.scaling in ("lsq", "lsq_channel")
            else None)
     if why:
         raise ValueError(f"export: {what}: the weight role ({spec.format}) has {why}; codes and scales "

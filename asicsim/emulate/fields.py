@@ -44,6 +44,12 @@ class RoleScaling(_Name):
     STATIC = "static"
     GROUP = "group"  # integer codes per group of group_size along the contraction, see numerics.group_quant
     HEAD = "head"  # attention roles only: one current-amax scale per index of the GEMM's batch axes
+    LSQ = "lsq"  # a learned step size per tensor (Esser et al. 2020), trained with the weights
+    LSQ_CHANNEL = "lsq_channel"  # role weight only: a learned step size per output channel
+
+
+#: the learned-step-size scalings (:mod:`asicsim.emulate.lsq_sites`)
+LSQ_SCALINGS = (RoleScaling.LSQ, RoleScaling.LSQ_CHANNEL)
 
 
 class LossScalingKind(_Name):
@@ -148,11 +154,26 @@ def role_fields(spec) -> tuple[dict, Problems]:
         out.append(("saturate", spec.saturate, "true or false (absent: the format's convention)"))
     fixed.update(_group_fields(spec, scaling, fixed.get("rounding"), out))
     _rotation_fields(spec, scaling, out)
+    if scaling in LSQ_SCALINGS:
+        _lsq_fields(spec, fmt, fixed.get("rounding"), out)
     if not (_int(spec.margin) and 0 <= spec.margin <= MAX_MARGIN):
         out.append(("margin", spec.margin, f"an integer in 0 .. {MAX_MARGIN}"))
     elif spec.margin and scaling not in (RoleScaling.DELAYED, RoleScaling.STATIC):
         out.append(("margin", spec.margin, "only with scaling = 'delayed' or 'static'"))
     return fixed, out
+
+
+def _lsq_fields(spec, fmt, rounding, out: Problems) -> None:
+    """Checks of a learned step size (``scaling = "lsq"``/``"lsq_channel"``): an integer format
+    without fraction bits (LSQ's grid, Esser et al. 2020 Eq. 1), round to nearest, codes that clip."""
+    if fmt is not None and not (fmt.kind == "int" and getattr(fmt, "frac_bits", 0) == 0 and fmt.float32_exact):
+        out.append(("format", spec.format, f"an integer format without fraction bits (int8, int4, uint4, ...) with "
+                                           f"scaling = {spec.scaling!r}: LSQ's step multiplies integer codes"))
+    if rounding is not None and rounding != "rne":
+        out.append(("rounding", spec.rounding, f"rne with scaling = {spec.scaling!r} (LSQ rounds to nearest, "
+                                               "its step's gradient assumes it)"))
+    if spec.saturate is not None:
+        out.append(("saturate", spec.saturate, f"absent with scaling = {spec.scaling!r} (LSQ clips to its codes)"))
 
 
 def _rotation_fields(spec, scaling, out: Problems) -> None:
@@ -164,9 +185,9 @@ def _rotation_fields(spec, scaling, out: Problems) -> None:
         if not (_int(n) and 2 <= n <= MAX_ROTATION and not n & (n - 1)):
             out.append(("rotation", n, f"a power of two in 2 .. {MAX_ROTATION} (the Hadamard block along the "
                                        "contraction, e.g. 16 as Transformer Engine's NVFP4 wgrad), or absent"))
-        if scaling in (RoleScaling.DELAYED, RoleScaling.STATIC, RoleScaling.GROUP):
-            out.append(("rotation", n, "with scaling = none | tensor | channel | block (delayed, static and group "
-                                       "scales are of the unrotated tensor)"))
+        if scaling in (RoleScaling.DELAYED, RoleScaling.STATIC, RoleScaling.GROUP, *LSQ_SCALINGS):
+            out.append(("rotation", n, "with scaling = none | tensor | channel | block (delayed, static, group "
+                                       "and learned scales are of the unrotated tensor)"))
     if not (_int(seed) and seed >= 0):
         out.append(("rotation_seed", seed, "an integer >= 0"))
     elif seed and n is None:

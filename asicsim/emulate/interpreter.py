@@ -17,6 +17,7 @@ from asicsim.emulate.custom_rules import GRAD  # flag of a value computed from a
 from asicsim.emulate.gemm import _GEMM_ROLES, GemmSite, _emulated_dot
 from asicsim.emulate.layer_rules import gemm_policy, match_rule, note
 from asicsim.emulate.layer_scan import layer_scan
+from asicsim.emulate.lsq_sites import LsqSteps, conv_kept, dot_kept
 from asicsim.emulate.op_rules import eqn_scope, op_policy
 from asicsim.emulate.operand_roles import attention_roles, dot_roles, gemm_path, plain_float32
 from asicsim.emulate.policy import Policy, RoleSpec
@@ -51,8 +52,10 @@ class _Interpreter:
     iterations, where it is traced; never the first or last row, those iterations are peeled)."""
 
     def __init__(self, policy: Policy, words=None, amax=None, n_rows: int = 0,
-                 prerounded: RoleSpec | None = None):
+                 prerounded: RoleSpec | None = None, lsq: LsqSteps | None = None):
         self.policy = policy
+        self.lsq = LsqSteps() if lsq is None else lsq  # learned step sizes (.lsq_sites)
+        self.depth = 0  # nesting in scans, while loops, conds, checkpoints and custom rules
         self.prerounded = prerounded
         self.n_rows = n_rows  # rows in the whole function (the last one is n_rows - 1)
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
@@ -183,8 +186,11 @@ class _Interpreter:
             self._record("gemm", eqn, roles, pol, path=gemm_path(roles, paths))
             if plain_float32(pol):
                 return self._bind(eqn, invals)
-            site = GemmSite(p["dimension_numbers"], roles, out_dtype, self._ongrid(flags, roles, pol))
-            return [_emulated_dot(invals[0], invals[1], meta, kd, site, pol)]
+            dn = p["dimension_numbers"]
+            (a, b), lsq = self.lsq.operands(pol, roles, invals[:2], dot_kept(dn, (invals[0].ndim, invals[1].ndim)),
+                                            self.depth, "dot_general")
+            ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
+            return [_emulated_dot(a, b, meta, kd, GemmSite(dn, roles, out_dtype, ongrid), pol)]
         if name == "conv_general_dilated":
             roles = dot_roles(flags)
             keep = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
@@ -194,27 +200,24 @@ class _Interpreter:
             self._record("conv", eqn, roles, pol, path=gemm_path(roles, paths))  # priced as the convolution it is
             if plain_float32(pol):
                 return self._bind(eqn, invals)
-            patches, kernel, dn, finish = conv_as_gemm(invals[0], invals[1], {k: p[k] for k in keep})
-            site = GemmSite(dn, roles, eqn.outvars[0].aval.dtype, self._ongrid(flags, roles, pol))
+            ops, lsq = self.lsq.operands(pol, roles, invals[:2], conv_kept(p["dimension_numbers"]), self.depth,
+                                         "convolution")
+            patches, kernel, dn, finish = conv_as_gemm(ops[0], ops[1], {k: p[k] for k in keep})
+            ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
+            site = GemmSite(dn, roles, eqn.outvars[0].aval.dtype, ongrid)
             return [finish(_emulated_dot(patches, kernel, meta, kd, site, pol))]
-        if name == "scan":
-            if is_layer_scan(p, flags):
-                return layer_scan(self, p, invals, flags, paths, data)
-            return control_flow.time_scan(self, p, invals, flags, paths, data)
-        if name == "while":
-            return control_flow.while_loop(self, p, invals, flags, paths, data)
-        if name == "cond":
-            return control_flow.cond(self, p, invals, flags, paths, data)
+        if name in ("scan", "while", "cond") or (name in REMAT and "jaxpr" in p) or (
+                name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags, data)):
+            self.depth += 1  # a body traced on its own (LSQ steps are kept outside them: .lsq_sites)
+            try:
+                return self._nested(eqn, invals, flags, paths, data)
+            finally:
+                self.depth -= 1
         if _inlined(eqn):
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
             self.pending_tags = list(self.operand_tags) if any(self.operand_tags) else None
             return self.run(closed.jaxpr, closed.consts, invals, flags, paths, data)
-        if name in REMAT and "jaxpr" in p:
-            return custom_rules.checkpoint(self, eqn, invals, flags, paths, data)
-        if name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags, data):
-            rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
-            return rule(self, eqn, invals, flags, paths, data)
         if opaque.check(eqn, self.policy):  # passed through, with a warning (or refused)
             return self._bind(eqn, invals)
         # roles vector/transcendental/reduction (vector_roles.py), per op by rule (op_rules.py)
@@ -223,6 +226,22 @@ class _Interpreter:
         if self.vector is not None:
             return self.vector.bind(eqn, invals, self.words, pol)
         return self._bind(eqn, invals)
+
+    def _nested(self, eqn, invals, flags, paths, data):
+        """A scan, while loop, cond, checkpoint or custom rule: its bodies emulated on their own."""
+        name, p = eqn.primitive.name, eqn.params
+        if name == "scan":
+            if is_layer_scan(p, flags):
+                return layer_scan(self, p, invals, flags, paths, data)
+            return control_flow.time_scan(self, p, invals, flags, paths, data)
+        if name == "while":
+            return control_flow.while_loop(self, p, invals, flags, paths, data)
+        if name == "cond":
+            return control_flow.cond(self, p, invals, flags, paths, data)
+        if name in REMAT:
+            return custom_rules.checkpoint(self, eqn, invals, flags, paths, data)
+        rule = custom_rules.custom_jvp if name == "custom_jvp_call" else custom_rules.custom_vjp
+        return rule(self, eqn, invals, flags, paths, data)
 
     @staticmethod
     def _bind(eqn, invals):

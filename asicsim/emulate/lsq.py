@@ -1,11 +1,12 @@
 """Learned step sizes for integer quantization-aware training (LSQ).
 
 Esser, McKinstry, Bablani, Appuswamy and Modha, "Learned Step Size Quantization", ICLR 2020
-(arXiv:1902.08153). This is a **function-level API**: :func:`lsq_quantize` rounds one tensor
-with a step size that is itself a trainable parameter, and :func:`lsq_init` gives the paper's
-initial step. It is not a recipe or a role of :func:`asicsim.emulate`: a model calls it where it
-wants a quantizer (on its weights, on a layer's input activations) and keeps the steps in its own
-parameters, trained by the same optimiser as the weights::
+(arXiv:1902.08153). :func:`lsq_quantize` rounds one tensor with a step size that is itself a
+trainable parameter, and :func:`lsq_init` gives the paper's initial step. A recipe role asks
+for the same quantizer with ``scaling = "lsq"`` (``"lsq_channel"``: a step per output channel
+of a weight), and :func:`asicsim.emulate.make_train_step` then keeps and trains a step per GEMM
+operand (:mod:`asicsim.emulate.lsq_sites`, which calls these two functions). A model may also
+call them itself, where it wants a quantizer, and keep the steps in its own parameters::
 
     s_w = lsq_init(w, "int4")                     # the paper's 2<|w|>/sqrt(Qp), Section 2.1
     y = x @ lsq_quantize(w, s_w, "int4")          # forward: on the int4 grid times s_w
@@ -218,11 +219,13 @@ def _sum_to(a: jax.Array, shape: tuple[int, ...]) -> jax.Array:
 
 
 
-def lsq_init(x, fmt="int8", *, axis: int | None = None) -> jax.Array:
+def lsq_init(x, fmt="int8", *, axis: int | tuple[int, ...] | None = None) -> jax.Array:
     """The paper's initial step ``2 * mean(|x|) / sqrt(Qp)`` (Section 2.1, end).
 
     Per tensor (``axis=None``: a float32 scalar) or per channel along ``axis`` (the mean over
-    every other axis, kept as size-1 axes so the result broadcasts against ``x``). Compute it on
+    every other axis, kept as size-1 axes so the result broadcasts against ``x``; a tuple of
+    axes: a channel per index of all of them, e.g. the heads and features of an attention
+    projection's weight). Compute it on
     the initial weights, or on the first batch of activations, as the paper does. The mean is a
     float32 reduction: its last bit may differ between backends. A tensor (or channel) of zeros
     has no usable step: an error.
@@ -236,9 +239,13 @@ def lsq_init(x, fmt="int8", *, axis: int | None = None) -> jax.Array:
     if axis is None:
         mean = jnp.mean(jnp.abs(x))
     else:
-        if not isinstance(axis, int) or isinstance(axis, bool) or not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"{where}: axis={axis!r}; allowed: None or an integer in {-x.ndim}..{x.ndim - 1}")
-        others = tuple(i for i in range(x.ndim) if i != axis % x.ndim)
+        axes = axis if isinstance(axis, tuple) else (axis,)
+        if not axes or not all(isinstance(a, int) and not isinstance(a, bool) and -x.ndim <= a < x.ndim
+                               for a in axes) or len({a % x.ndim for a in axes}) != len(axes):
+            raise ValueError(f"{where}: axis={axis!r}; allowed: None, an integer in {-x.ndim}..{x.ndim - 1} or "
+                             "a tuple of distinct such integers")
+        kept = {a % x.ndim for a in axes}
+        others = tuple(i for i in range(x.ndim) if i not in kept)
         mean = jnp.mean(jnp.abs(x), axis=others, keepdims=True)
     step = mean * np.float32(2.0 / math.sqrt(qp))
     if not isinstance(step, jax.core.Tracer):

@@ -153,6 +153,12 @@ class Policy:
         return "delayed" in self.scalings
 
     @property
+    def lsq(self) -> bool:
+        """Some role has a learned step size (``scaling = "lsq"``/``"lsq_channel"``): training keeps
+        a trainable step per GEMM operand it rounds (:mod:`asicsim.emulate.lsq_sites`)."""
+        return bool({"lsq", "lsq_channel"} & self.scalings)
+
+    @property
     def history_settings(self) -> tuple[int, str]:
         """(amax_history, amax_compute) of the delayed roles, which share one history per GEMM
         site (checked at construction); (1, "max") without any."""

@@ -88,7 +88,31 @@ def policy_problems(pol: Policy) -> list[tuple[str, Any, str]]:
     out += [(f"{path}.scaling", "head", f"only on an attention role ({', '.join(ATTENTION_ROLES)}): one scale "
              "per index of the attention GEMM's batch axes (sequence, head)") for path, s in named
             if s.scaling == "head" and path.rsplit(".", 1)[-1] not in ATTENTION_ROLES]
+    out += _lsq_problems(pol, named)
     return out + _history_problems(named) + tensor_core_problems(pol, _FALLBACK)
+
+
+#: the roles a learned step size (``scaling = "lsq"``) may round: forward GEMM operands (an
+#: attention role reads an activation); ``lsq_channel`` only ``weight`` (a step per output channel)
+LSQ_ROLES = ("weight", "act", *ATTENTION_ROLES)
+
+
+def _lsq_problems(pol: Policy, named) -> list[tuple[str, Any, str]]:
+    """Learned step sizes on forward operand roles only, per channel on weights only, and not
+    beside ``tensor_core`` (a tensor core reads codes and one scale the recipe computes)."""
+    out = []
+    for path, s in named:
+        role = path.rsplit(".", 1)[-1]
+        if s.scaling == "lsq" and role not in LSQ_ROLES:
+            out.append((f"{path}.scaling", "lsq", f"only on a forward GEMM operand role ({', '.join(LSQ_ROLES)}): "
+                                                  "a learned step size is trained through the forward pass"))
+        elif s.scaling == "lsq_channel" and role != "weight":
+            out.append((f"{path}.scaling", "lsq_channel", "only on role weight (one step per output channel); "
+                                                          "activations take scaling = 'lsq' (one step per tensor)"))
+        elif s.scaling in ("lsq", "lsq_channel") and pol.tensor_core:
+            out.append((f"{path}.scaling", str(s.scaling), "not with tensor_core (a tensor core reads the "
+                                                           "recipe's own codes and scales)"))
+    return out
 
 
 #: the roles of GEMM operands, which a Hadamard rotation along the contraction may apply to

@@ -6,8 +6,11 @@ Tables (the objects check the values: see :mod:`asicsim.emulate.fields`):
 ``[roles]``         role -> format name, or ``{format, rounding, scaling, block_size, amax_history,
                     saturate, margin, amax_compute, group_size, zero_point, scale_format, tile,
                     rotation, rotation_seed}``; ``scaling``
-                    is none | tensor | channel | block | delayed | static | group | head (``head``:
-                    attention roles only, a scale per sequence and head; ``tile`` = [r, c]:
+                    is none | tensor | channel | block | delayed | static | group | head | lsq |
+                    lsq_channel (``head``: attention roles only, a scale per sequence and head;
+                    ``lsq``: a learned step size per tensor on weight, act or an attention role,
+                    ``lsq_channel``: per output channel on weight, integer formats, trained by
+                    ``make_train_step``, :mod:`asicsim.emulate.lsq_sites`; ``tile`` = [r, c]:
                     block only, 2-D tiles of r elements along the contraction by c across it;
                     ``rotation`` = n: a random Hadamard rotation of n-element blocks along the
                     contraction before rounding, undone after, signs from ``rotation_seed``; ``group_size``,

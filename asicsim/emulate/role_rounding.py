@@ -43,6 +43,10 @@ def round_role(x: jax.Array, spec: RoleSpec | None, *, key=None, amax=None,
     """
     if spec is None or spec.is_identity:
         return x
+    if spec.scaling in ("lsq", "lsq_channel"):  # its step is state the interpreter holds, not a rule
+        raise ValueError(f"scaling = {str(spec.scaling)!r} (a learned step size) rounds GEMM operands of an "
+                         "emulated function only (asicsim.emulate.lsq_sites, with asicsim_lsq); here there is no "
+                         "step: call asicsim.emulate.lsq.lsq_quantize with the learned step instead")
     if spec.rotation is not None:
         return _round_rotated(x, spec, axis, key=key, amax=amax, words=words)
     if spec.scaling == "group":  # integer codes per group along the contraction (GPTQ/AWQ weights)

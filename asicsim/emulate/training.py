@@ -26,7 +26,13 @@ What one step does, in the recipe's formats:
    ``amax_history_len``) for (lhs, rhs, grad); each step scales by the largest amax in the
    history (``amax_compute = "most_recent"``: the newest) and records the amax it observed
    (largest over the iterations of a time scan or while loop, whose body is one module).
-6. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
+6. Learned step sizes (roles with ``scaling = "lsq"``/``"lsq_channel"``, Esser et al. 2020):
+   ``state.lsq`` holds a step per GEMM operand they round (:mod:`.lsq_sites`), initialised by
+   ``init(params, key, batch)`` with the paper's ``lsq_init`` of each operand on that batch (pass
+   the first batch), differentiated with the weights (LSQ's step gradient, divided by the loss
+   scale like theirs) and updated by the same optimizer ``tx`` (its own state for the steps,
+   float leaves rounded to ``opt_state``); the steps stay float32, not kept on a skipped step.
+7. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
    random bits are ever reused.
 
@@ -49,6 +55,7 @@ inside a ``while_loop`` cannot record its amax (no reverse mode through while).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -57,7 +64,9 @@ import jax.numpy as jnp
 import optax
 
 from asicsim.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
+from asicsim.emulate.loss_output import split_loss
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
+from asicsim.emulate.lsq_sites import LsqSteps
 from asicsim.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.transform import _emulate, round_role
@@ -79,6 +88,7 @@ class TrainState(NamedTuple):
     loss_scale: ScaleState
     key: jax.Array  # base key for stochastic rounding
     amax_history: jax.Array | None  # (MAX_SITES, history, 3) for delayed scaling, else None
+    lsq: Any = None  # (steps, their optax state) for learned step sizes (scaling = "lsq"), else None
 
 
 def _is_float(x) -> bool:
@@ -146,8 +156,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` (``has_aux``: ``-> (scalar, aux)``,
     aux returned as ``metrics["aux"]``) under ``policy`` with optimizer ``tx``.
 
-    ``init(params, key) -> TrainState``; ``step(state, batch) -> (state, metrics)``. An
-    inference-only recipe (static scaling: post-training quantization) is a :class:`RecipeError`.
+    ``init(params, key, batch=None) -> TrainState`` (``batch``: the first batch, required by a
+    recipe with learned step sizes, which are initialised on it); ``step(state, batch) -> (state,
+    metrics)``. An inference-only recipe (static scaling: post-training quantization) is a
+    :class:`RecipeError`.
     """
     pol = check_trainable(load_recipe(policy))
     ls = pol.loss_scaling
@@ -160,8 +172,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
     hist_len, algo = pol.history_settings  # checked here too: a Policy built in code skips the loader
 
-    def init(params, key) -> TrainState:
+    def init(params, key, batch=None) -> TrainState:
         key = jax.random.key(key) if isinstance(key, int) else key
+        if pol.lsq and batch is None:
+            raise ValueError(f"recipe {pol.name!r} has learned step sizes (scaling = 'lsq'): init(params, key, batch) "
+                             "needs the first batch, on whose operands the steps are initialised (lsq_init)")
         params = jax.tree_util.tree_map(jnp.asarray, params)  # each leaf keeps its dtype
         k_init = jax.random.fold_in(key, -1 & 0x7FFFFFFF)
         if pol.has_master:
@@ -174,30 +189,45 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             opt_state = tx.init(work)
         opt_state = round_tree(opt_state, pol.role("opt_state"), jax.random.fold_in(k_init, 1))
         amax = jnp.zeros((max_sites, hist_len, 3), jnp.float32) if pol.delayed else None
+        lsq = None
+        if pol.lsq:
+            steps = _initial_steps(work, batch, key)
+            lsq = (steps, round_tree(tx.init(steps), pol.role("opt_state"), jax.random.fold_in(k_init, 2)))
         return TrainState(step=jnp.int32(0), params=work, master=master, opt_state=opt_state,
-                          loss_scale=init_scale(ls), key=key, amax_history=amax)
+                          loss_scale=init_scale(ls), key=key, amax_history=amax, lsq=lsq)
+
+    @jax.jit
+    def _initial_steps(params, batch, key):
+        """LSQ's initial steps on the operands of ``batch`` (jitted: eagerly, op by op, slow)."""
+        seen = LsqSteps()
+        kw = {"asicsim_words": derive(seed_words(key), 0)} if pol.stochastic else {}
+        _emulate(loss_fn, pol, weights=weights, lsq_steps=seen)(params, batch, **kw)
+        return tuple(seen.seen)
 
     def step(state: TrainState, batch):
         words = derive(seed_words(state.key), state.step)
-        w_fwd, w_upd, w_opt = (derive(words, i) for i in range(3))
+        w_fwd, w_upd, w_opt, w_lsq = (derive(words, i) for i in range(4))
         scale = state.loss_scale.scale
         kw = {"asicsim_words": w_fwd} if pol.stochastic else {}
         amax0 = None if state.amax_history is None else amax_estimate(state.amax_history, algo)
 
-        def scaled(params, amax):
+        def scaled(params, amax, steps):
             extra = dict(kw)
             if amax is not None:
                 extra["asicsim_amax"] = amax
+            if steps is not None:
+                extra["asicsim_lsq"] = steps
             all_f32 = all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(params) if _is_float(x))
             out = (emulated if all_f32 else emulated_cast)(params, batch, **extra)
             loss, aux = split_loss(out, has_aux, getattr(loss_fn, "__name__", "loss_fn"))
             return (loss if unscaled else loss * scale).astype(jnp.float32), (loss, aux)
 
-        (_, (loss, aux)), (sgrads, seen) = jax.value_and_grad(scaled, argnums=(0, 1), has_aux=True)(state.params, amax0)
-        grads = jax.tree_util.tree_map(
-            lambda g: (g.astype(jnp.float32) if unscaled else g.astype(jnp.float32) / scale) if _is_float(g) else g,
-            sgrads)
-        finite = all_finite(sgrads)
+        steps0 = None if state.lsq is None else state.lsq[0]
+        (_, (loss, aux)), (sgrads, seen, sgrad_steps) = jax.value_and_grad(scaled, argnums=(0, 1, 2), has_aux=True)(
+            state.params, amax0, steps0)
+        unscale = functools.partial(_unscale, unscaled=unscaled, scale=scale)
+        grads = jax.tree_util.tree_map(unscale, sgrads)
+        finite = all_finite(sgrads) if steps0 is None else all_finite((sgrads, sgrad_steps))
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 
         target = state.master if pol.has_master else state.params
@@ -217,6 +247,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         params = keep(params, state.params)
         master = keep(master, state.master)
         opt_state = keep(opt_state, state.opt_state)
+        lsq = state.lsq
+        if lsq is not None:  # the learned steps: the same optimizer, state of their own
+            step_updates, step_opt = tx.update(jax.tree_util.tree_map(unscale, sgrad_steps), lsq[1], lsq[0])
+            step_opt = round_tree(step_opt, pol.role("opt_state"), words=w_lsq)
+            lsq = keep((optax.apply_updates(lsq[0], step_updates), step_opt), lsq)
         amax_history = state.amax_history
         if amax_history is not None:  # record this step's amax (not on a skipped step)
             rolled = jnp.roll(amax_history, 1, axis=1).at[:, 0].set(seen.astype(jnp.float32))
@@ -226,43 +261,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         if has_aux:
             metrics["aux"] = aux
         new = TrainState(step=state.step + 1, params=params, master=master, opt_state=opt_state,
-                         loss_scale=new_scale, key=state.key, amax_history=amax_history)
+                         loss_scale=new_scale, key=state.key, amax_history=amax_history, lsq=lsq)
         return new, metrics
 
     return init, step
-
-
-def split_loss(out, has_aux: bool, name: str = "loss_fn"):
-    """``(loss, aux)`` from what ``loss_fn`` returned (aux None without ``has_aux``), or a
-    TypeError naming what it returned and what ``make_train_step`` expects: a float scalar loss,
-    with ``has_aux=True`` a pair ``(loss, aux)``."""
-    pair = isinstance(out, (tuple, list))
-    if has_aux and not (pair and len(out) == 2):
-        hint = (" (a loss alone: pass has_aux=False, the default)" if not pair else
-                " (put everything but the loss in aux: (loss, (a, b)) or (loss, {...}))")
-        raise TypeError(f"make_train_step(..., has_aux=True): {name} must return a pair (loss, aux); "
-                        f"it returned {_describe(out)}{hint}")
-    if not has_aux and pair:
-        raise TypeError(f"make_train_step: {name} returned {_describe(out)}, not a scalar loss; for a "
-                        "loss_fn(params, batch) -> (loss, aux) pass make_train_step(..., has_aux=True)")
-    loss, aux = out if has_aux else (out, None)
-    if isinstance(loss, float):  # a Python float: a constant loss, as jax.grad takes it
-        loss = jnp.asarray(loss, jnp.float32)
-    if not (hasattr(loss, "shape") and hasattr(loss, "dtype") and loss.shape == ()
-            and jnp.issubdtype(loss.dtype, jnp.floating)):
-        raise TypeError(f"make_train_step: the loss that {name} returns must be a float scalar (the value "
-                        f"differentiated); it is {_describe(loss)} (reduce it, e.g. with jnp.mean)")
-    return loss, aux
-
-
-def _describe(x) -> str:
-    """What a loss function returned, in a few words (its type, an array's shape and dtype)."""
-    if isinstance(x, (tuple, list)):
-        inner = ", ".join(_describe(v) for v in x[:4]) + (", ..." if len(x) > 4 else "")
-        return f"a {type(x).__name__} of {len(x)} ({inner})"
-    if hasattr(x, "shape") and hasattr(x, "dtype"):
-        return f"an array of shape {tuple(x.shape)} and dtype {x.dtype}"
-    return f"a {type(x).__name__}"
 
 
 def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:
@@ -270,6 +272,13 @@ def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:
     first): the largest over the history (``max``) or the newest (``most_recent``), as Transformer
     Engine's ``amax_compute_algo``. 0 (an empty history) means: use the current amax."""
     return history[:, 0] if algo == "most_recent" else jnp.max(history, axis=1)
+
+
+def _unscale(g, *, unscaled: bool, scale):
+    """A gradient leaf in float32 with the loss scale divided out (non-float leaves unchanged)."""
+    if not _is_float(g):
+        return g
+    return g.astype(jnp.float32) if unscaled else g.astype(jnp.float32) / scale
 
 
 def _as_float32(tree):

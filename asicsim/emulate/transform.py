@@ -43,6 +43,11 @@ Two optional keyword arguments of the emulated function (not passed to ``fn``):
                   scaling's history records (:mod:`asicsim.emulate.training`). Static scales
                   may also live in the policy (``Policy.static_scales``, from
                   :func:`asicsim.emulate.ptq.calibrate`, which observes on the host instead).
+``asicsim_lsq``   the learned step sizes of roles with ``scaling = "lsq"``/``"lsq_channel"``: a
+                  sequence of float32 arrays, one per operand they round, in GEMM order
+                  (:mod:`asicsim.emulate.lsq_sites`); differentiable (LSQ's step gradient).
+                  Absent: each step is the paper's initial step of this call's operand
+                  (:func:`init_lsq_steps` returns them).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ import numpy as np
 from asicsim.emulate import nnx_state
 from asicsim.emulate.interpreter import _Interpreter, count_sites
 from asicsim.emulate.layer_rules import UnusedLayerRule, leaf_paths
+from asicsim.emulate.lsq_sites import InitialStepsWarning, LsqSteps
 from asicsim.emulate.policy import Policy, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.role_rounding import round_role
@@ -65,7 +71,7 @@ from asicsim.emulate.site_rows import count_rows
 from asicsim.emulate.trace import trace_active
 from asicsim.numerics.random import key_words
 
-__all__ = ["count_sites", "emulate", "round_role", "split_arrays"]
+__all__ = ["count_sites", "emulate", "init_lsq_steps", "round_role", "split_arrays"]
 
 
 def split_arrays(tree):
@@ -95,14 +101,26 @@ def emulate(fn: Callable, policy, *, weights: int | None = 0) -> Callable:
     return _emulate(fn, load_recipe(policy), weights=weights)
 
 
-def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None) -> Callable:
+def init_lsq_steps(fn: Callable, policy, *args, weights: int | None = 0, **kwargs) -> list:
+    """The initial learned step sizes (``asicsim_lsq``) of ``fn`` under ``policy`` on these
+    arguments: the paper's ``lsq_init`` of each operand a role with ``scaling = "lsq"`` or
+    ``"lsq_channel"`` rounds, in GEMM order (:mod:`asicsim.emulate.lsq_sites`). ``kwargs`` go to
+    the emulated function (``asicsim_key`` for a stochastic recipe)."""
+    steps = LsqSteps()
+    _emulate(fn, load_recipe(policy), weights=weights, lsq_steps=steps)(*args, **kwargs)
+    return steps.seen
+
+
+def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None,
+             lsq_steps: LsqSteps | None = None) -> Callable:
     """:func:`emulate`; ``prerounded``: the caller promises the ``weights`` argument's leaves are
     already rounded with this role spec (the training step's working weights), so GEMM weight
     operands on the same grid are not rounded again (same bits, less work). The wrapped function
-    also takes ``asicsim_words``: seed words instead of ``asicsim_key`` (no threefry call)."""
+    also takes ``asicsim_words``: seed words instead of ``asicsim_key`` (no threefry call).
+    ``lsq_steps``: collects the initial steps a call without ``asicsim_lsq`` uses."""
 
     @functools.wraps(fn)
-    def wrapped(*args, asicsim_key=None, asicsim_amax=None, asicsim_words=None, **kwargs):
+    def wrapped(*args, asicsim_key=None, asicsim_amax=None, asicsim_words=None, asicsim_lsq=None, **kwargs):
         key, amax = asicsim_key, asicsim_amax
         if key is not None and not jnp.issubdtype(jnp.asarray(key).dtype, jax.dtypes.prng_key):
             key = jax.random.wrap_key_data(key)  # a raw uint32 key
@@ -136,8 +154,15 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
                              f"asicsim_amax has rows for {amax.shape[0]}: delayed and static scaling need one "
                              f"row per site (make_train_step(..., max_sites={rows}) or "
                              f"observe_amax(..., max_sites={rows}))")
-        interp = _Interpreter(pol, words, amax, n_rows=rows, prerounded=prerounded)
+        lsq = LsqSteps(asicsim_lsq) if lsq_steps is None else lsq_steps
+        interp = _Interpreter(pol, words, amax, n_rows=rows, prerounded=prerounded, lsq=lsq)
         outs = interp.run(closed.jaxpr, closed.consts, arrays, flags, paths)
+        lsq.check_used(getattr(fn, "__name__", "the function"))
+        if lsq_steps is None and lsq.given is None and lsq.seen:
+            warnings.warn(f"recipe {pol.name!r} has learned step sizes but no asicsim_lsq was given: "
+                          f"{getattr(fn, '__name__', 'the function')}'s {len(lsq.seen)} step(s) are lsq_init of "
+                          "this call's operands, not trained ones (pass asicsim_lsq=state.lsq[0] after "
+                          "make_train_step)", InitialStepsWarning, stacklevel=2)
         unused = [pat for i, (pat, _) in enumerate(pol.layers) if i not in interp.used]
         if unused:
             warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM (rules of "

@@ -142,6 +142,10 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum, prune=prune)
     policy = check_trainable(load_recipe(recipe))
+    if policy.lsq:  # its steps would have to reach the evaluation and the statistics too
+        raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
+                         f"by workload training ({w.name!r}); train with asicsim.emulate.make_train_step(loss_fn, "
+                         "recipe, tx) and init(params, key, first_batch)")
     data, model = build(w)
     check_batch(w, data)
     tx = make_optimizer(w.optimizer, w.lr, w.momentum)

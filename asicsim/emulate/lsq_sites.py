@@ -1,0 +1,118 @@
+"""Learned step sizes at GEMM sites: a recipe role with ``scaling = "lsq"`` (one step per tensor)
+or ``"lsq_channel"`` (role ``weight``: one step per output channel) rounds that GEMM operand with
+:func:`asicsim.emulate.lsq.lsq_quantize` (Esser et al., "Learned Step Size Quantization", ICLR
+2020) before the emulated GEMM, which then takes it as already on its grid.
+
+The steps are an argument of the emulated function, ``asicsim_lsq``: a sequence of float32 arrays,
+one per LSQ operand in the order the interpreter meets the GEMMs (forward operands, lhs before
+rhs), each a scalar or, per channel, the weight's shape with its contraction axes set to 1. Its
+gradient is LSQ's (Eq. 3 times the gradient scale ``g`` of Section 2.2); the operand's gradient is
+the straight-through estimator (Eq. 5). Without ``asicsim_lsq`` each step is the paper's initial
+step :func:`~asicsim.emulate.lsq.lsq_init` of the operand in this call (not differentiated; an
+:class:`InitialStepsWarning` says so), and
+:func:`asicsim.emulate.transform.init_lsq_steps` returns those steps: what :func:`asicsim.emulate.make_train_step` keeps in
+``TrainState.lsq`` and trains with the optimizer.
+
+Which axes are examples (left out of ``g``'s count, ``batch_axes`` of ``lsq_quantize``): for an
+activation operand every axis the GEMM does not contract (``N_F``: the contracted features of one
+example; a convolution's input: every axis but its batch axis), for a weight none (``N_W``: the
+weight's elements, or one channel's). Not yet supported (an error says so): LSQ operands of a GEMM
+inside a ``scan``, ``while_loop``, ``cond``, ``jax.checkpoint`` or a user's ``custom_vjp``.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jax import lax
+
+from asicsim.emulate.lsq import lsq_init, lsq_quantize
+
+LSQ_SCALINGS = ("lsq", "lsq_channel")
+
+
+class InitialStepsWarning(UserWarning):
+    """An emulated call with learned-step roles but no ``asicsim_lsq``: its steps are the paper's
+    initial steps of this call's own operands, not trained ones."""
+
+
+def step_shape(x_shape: tuple[int, ...], spec, kept: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of the step of operand ``x_shape`` (its non-contracted axes ``kept``): a scalar,
+    or per channel ``x``'s shape with every other axis 1."""
+    if spec.scaling != "lsq_channel" or not kept:
+        return ()
+    return tuple(n if i in kept else 1 for i, n in enumerate(x_shape))
+
+
+def lsq_operand(x, spec, role: str, kept: tuple[int, ...], step=None):
+    """``(x rounded by LSQ with ``step``, the initial step used or None)``; ``step`` None: the
+    paper's initial step of ``x`` (:func:`lsq_init`, not differentiated)."""
+    init = None
+    if step is None:
+        chan = spec.scaling == "lsq_channel" and kept
+        init = step = lax.stop_gradient(lsq_init(x, spec.format, axis=tuple(kept) if chan else None))
+    batch = () if role == "weight" else tuple(kept)
+    return lsq_quantize(x, step, spec.format, batch_axes=batch).astype(x.dtype), init
+
+
+class LsqSteps:
+    """The steps of one emulated call: ``given`` (consumed in order) or, where None, initialised
+    from each operand; ``seen`` collects the initial steps used."""
+
+    def __init__(self, given=None):
+        self.given = None if given is None else list(given)
+        self.next = 0
+        self.seen: list = []
+
+    def operands(self, pol, roles, xs, kept, depth: int, where: str):
+        """``xs`` with each LSQ operand rounded (``kept``: per operand, the axes not contracted),
+        and per operand whether it was (then on its grid: the GEMM does not round it again)."""
+        out, done = [], []
+        for x, role, keep in zip(xs, roles, kept, strict=True):
+            spec = pol.role(role)
+            if spec is None or spec.scaling not in LSQ_SCALINGS:
+                out.append(x)
+                done.append(False)
+                continue
+            if depth:
+                raise ValueError(f"recipe {pol.name!r}: role {role!r} has scaling = {str(spec.scaling)!r} at a "
+                                 f"{where} inside a scan, while_loop, cond, jax.checkpoint or custom_vjp; learned "
+                                 "step sizes are supported at GEMMs outside them only (not yet inside)")
+            step = self._step(x, spec, keep, role, where)
+            q, init = lsq_operand(x, spec, role, keep, step)
+            if init is not None:
+                self.seen.append(init)
+            out.append(q)
+            done.append(True)
+        return out, tuple(done)
+
+    def _step(self, x, spec, kept, role: str, where: str):
+        if self.given is None:
+            return None
+        i = self.next
+        self.next += 1
+        if i >= len(self.given):
+            raise ValueError(f"asicsim_lsq has {len(self.given)} step(s) but the function has more LSQ operands "
+                             f"(the {role} of a {where} is number {i}); init_lsq_steps gives the steps it needs")
+        step = jnp.asarray(self.given[i])
+        want = step_shape(tuple(x.shape), spec, kept)
+        if tuple(step.shape) != want:
+            raise ValueError(f"asicsim_lsq[{i}] (the {role} of a {where}) has shape {tuple(step.shape)}; "
+                             f"expected {want} (scaling = {str(spec.scaling)!r}, operand shape {tuple(x.shape)})")
+        return step
+
+    def check_used(self, fn_name: str) -> None:
+        """Every given step was used (a list for another function is an error, not ignored)."""
+        if self.given is not None and self.next != len(self.given):
+            raise ValueError(f"asicsim_lsq has {len(self.given)} step(s) but {fn_name} has {self.next} LSQ "
+                             "operand(s) (one step per operand a role with scaling = 'lsq' or 'lsq_channel' rounds)")
+
+
+def conv_kept(dn) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The non-contracted axes of a convolution's input (its batch axis) and kernel (its output
+    feature axis), from its ``ConvDimensionNumbers``."""
+    return (dn.lhs_spec[0],), (dn.rhs_spec[0],)
+
+
+def dot_kept(dn, ndims) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per operand of a ``dot_general``, the axes it does not contract (batch axes included)."""
+    return tuple(tuple(i for i in range(n) if i not in dn[0][side]) for side, n in enumerate(ndims))
