@@ -244,31 +244,6 @@ def _group_fields(spec, scaling, rounding, out: Problems) -> dict:
     return fixed
 
 
-#: calibration methods of static scales (TensorRT / pytorch-quantization's calibrators)
-CALIBRATION_METHODS = ("max", "percentile", "mse", "entropy")
-CALIBRATION_GRANULARITY = ("tensor", "channel")
-
-
-def calibration_problems(method, percentile, granularity, bins) -> Problems:
-    """Problems of a recipe's ``[calibration]`` method, percentile, granularity and bins."""
-    out: Problems = []
-    if method not in CALIBRATION_METHODS:
-        out.append(("calibration.method", method, " | ".join(CALIBRATION_METHODS)))
-    if not (_number(percentile) and 0 < percentile <= 100):
-        out.append(("calibration.percentile", percentile, "a number in (0, 100], e.g. 99.99"))
-    elif percentile != 99.99 and method != "percentile":
-        out.append(("calibration.percentile", percentile, "only with method = 'percentile'"))
-    if granularity not in CALIBRATION_GRANULARITY:
-        out.append(("calibration.granularity", granularity, " | ".join(CALIBRATION_GRANULARITY)))
-    elif granularity == "channel" and method in ("mse", "entropy"):
-        out.append(("calibration.granularity", granularity, "'tensor' with method = 'mse' or 'entropy' "
-                    "(per-channel scales: method = 'max' or 'percentile'; pytorch-quantization's "
-                    "histogram calibrator is per tensor too)"))
-    if not (_int(bins) and bins >= 256):
-        out.append(("calibration.bins", bins, "an integer >= 256 (histogram bins; default 2048 as TensorRT)"))
-    return out
-
-
 def loss_scaling_fields(ls) -> tuple[dict, Problems]:
     """The normalised fields of a LossScaling-like ``ls`` and the problems of its values."""
     out: Problems = []
@@ -290,50 +265,5 @@ def loss_scaling_fields(ls) -> tuple[dict, Problems]:
     return fixed, out
 
 
-def check_mac(text: str, path: str, value, out: Problems) -> None:
-    from asicsim.numerics import MacSpec
-
-    try:
-        MacSpec.parse(text)
-    except ValueError as err:
-        out.append((path, value, str(err)))
-
-
-def mac_problems(mac_order, mac) -> Problems:
-    out: Problems = []
-    if not isinstance(mac_order, str):
-        out.append(("mac.order", mac_order, "'fast' or an asicsim MAC order (sequential, chunk:C, tree, ...)"))
-    elif mac_order != "fast":
-        check_mac(f"a=fp32,acc=fp32,order={mac_order}", "mac.order", mac_order, out)
-    if not isinstance(mac, str):
-        out.append(("mac.spec", mac, "a MacSpec text, e.g. 'v100' or 'a=fp16,acc=fp32,order=tensorcore:4'"))
-    elif mac:
-        check_mac(mac, "mac.spec", mac, out)
-    return out
-
-
 #: roles of the ops outside the GEMMs (:mod:`asicsim.emulate.vector_roles`)
 VECTOR_ROLES = ("vector", "transcendental", "reduction")
-
-
-def vector_role_problems(roles, first_last) -> Problems:
-    """Problems of the vector roles among ``roles`` and ``first_last`` ((role, RoleSpec) pairs):
-    no delayed or static scaling (a vector op has no amax history or calibration row), and not in
-    ``first_last`` (which overrides the roles of the first and last GEMM)."""
-    out: Problems = []
-    for r, spec in roles:
-        if r in VECTOR_ROLES and spec.scaling in (RoleScaling.DELAYED, RoleScaling.STATIC):
-            out.append((f"roles.{r}.scaling", str(spec.scaling), "none | tensor | channel | block (a vector op has "
-                                                                 "no amax history or calibration)"))
-    out += [(f"first_last.{r}", spec.format, "a GEMM role (first_last overrides the first and last GEMM's roles)")
-            for r, spec in first_last if r in VECTOR_ROLES]
-    return out
-
-
-def opaque_problems(opaque) -> Problems:
-    """Problems of a recipe's ``opaque`` list: names of primitives to pass through unemulated
-    (:mod:`asicsim.emulate.opaque`; an emulated call that refuses one names it)."""
-    if isinstance(opaque, tuple) and all(isinstance(n, str) and n.strip() == n and n for n in opaque):
-        return []
-    return [("opaque", opaque, "a list of primitive names, e.g. ['pallas_call', 'pure_callback'] (an "
-                               "emulated call that meets one names it)")]

@@ -50,9 +50,8 @@ from asicsim.emulate.fields import (
     LossScalingKind,
     RoleScaling,
     RoundingName,
-    opaque_problems,
 )
-from asicsim.emulate.policy_checks import normal_rule, policy_problems
+from asicsim.emulate.policy_checks import normal_rule, opaque_problems, policy_problems
 from asicsim.emulate.role_spec import _FALLBACK, _settle
 from asicsim.emulate.role_spec import ATTENTION_ROLES as ATTENTION_ROLES
 from asicsim.emulate.role_spec import ROLES as ROLES

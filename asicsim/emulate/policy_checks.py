@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from asicsim.emulate.fields import (
-    VECTOR_ROLES,
-    calibration_problems,
-    mac_problems,
-    vector_role_problems,
-)
+from asicsim.emulate.fields import VECTOR_ROLES, Problems, RoleScaling, _int, _number
 from asicsim.emulate.role_spec import (
     _FALLBACK,
     _REQUIRED,
@@ -21,7 +16,7 @@ from asicsim.emulate.role_spec import (
     RoleSpec,
 )
 from asicsim.emulate.tensor_core_checks import tensor_core_problems
-from asicsim.numerics import FormatError, get_format
+from asicsim.numerics import FormatError, MacSpec, get_format
 from asicsim.numerics.embed import embeds
 
 if TYPE_CHECKING:
@@ -216,3 +211,71 @@ def _format_problems(roles, edges, layers) -> list[tuple[str, Any, str]]:
                                                  f"({weight.name if weight is not None else '?'}), e.g. fp32: "
                                                  "the optimizer updates it by small steps"))
     return out
+
+
+#: calibration methods of static scales (TensorRT / pytorch-quantization's calibrators)
+CALIBRATION_METHODS = ("max", "percentile", "mse", "entropy")
+CALIBRATION_GRANULARITY = ("tensor", "channel")
+
+
+def calibration_problems(method, percentile, granularity, bins) -> Problems:
+    """Problems of a recipe's ``[calibration]`` method, percentile, granularity and bins."""
+    out: Problems = []
+    if method not in CALIBRATION_METHODS:
+        out.append(("calibration.method", method, " | ".join(CALIBRATION_METHODS)))
+    if not (_number(percentile) and 0 < percentile <= 100):
+        out.append(("calibration.percentile", percentile, "a number in (0, 100], e.g. 99.99"))
+    elif percentile != 99.99 and method != "percentile":
+        out.append(("calibration.percentile", percentile, "only with method = 'percentile'"))
+    if granularity not in CALIBRATION_GRANULARITY:
+        out.append(("calibration.granularity", granularity, " | ".join(CALIBRATION_GRANULARITY)))
+    elif granularity == "channel" and method in ("mse", "entropy"):
+        out.append(("calibration.granularity", granularity, "'tensor' with method = 'mse' or 'entropy' "
+                    "(per-channel scales: method = 'max' or 'percentile'; pytorch-quantization's "
+                    "histogram calibrator is per tensor too)"))
+    if not (_int(bins) and bins >= 256):
+        out.append(("calibration.bins", bins, "an integer >= 256 (histogram bins; default 2048 as TensorRT)"))
+    return out
+
+
+def check_mac(text: str, path: str, value, out: Problems) -> None:
+    try:
+        MacSpec.parse(text)
+    except ValueError as err:
+        out.append((path, value, str(err)))
+
+
+def mac_problems(mac_order, mac) -> Problems:
+    out: Problems = []
+    if not isinstance(mac_order, str):
+        out.append(("mac.order", mac_order, "'fast' or an asicsim MAC order (sequential, chunk:C, tree, ...)"))
+    elif mac_order != "fast":
+        check_mac(f"a=fp32,acc=fp32,order={mac_order}", "mac.order", mac_order, out)
+    if not isinstance(mac, str):
+        out.append(("mac.spec", mac, "a MacSpec text, e.g. 'v100' or 'a=fp16,acc=fp32,order=tensorcore:4'"))
+    elif mac:
+        check_mac(mac, "mac.spec", mac, out)
+    return out
+
+
+def vector_role_problems(roles, first_last) -> Problems:
+    """Problems of the vector roles among ``roles`` and ``first_last`` ((role, RoleSpec) pairs):
+    no delayed or static scaling (a vector op has no amax history or calibration row), and not in
+    ``first_last`` (which overrides the roles of the first and last GEMM)."""
+    out: Problems = []
+    for r, spec in roles:
+        if r in VECTOR_ROLES and spec.scaling in (RoleScaling.DELAYED, RoleScaling.STATIC):
+            out.append((f"roles.{r}.scaling", str(spec.scaling), "none | tensor | channel | block (a vector op has "
+                                                                 "no amax history or calibration)"))
+    out += [(f"first_last.{r}", spec.format, "a GEMM role (first_last overrides the first and last GEMM's roles)")
+            for r, spec in first_last if r in VECTOR_ROLES]
+    return out
+
+
+def opaque_problems(opaque) -> Problems:
+    """Problems of a recipe's ``opaque`` list: names of primitives to pass through unemulated
+    (:mod:`asicsim.emulate.opaque`; an emulated call that refuses one names it)."""
+    if isinstance(opaque, tuple) and all(isinstance(n, str) and n.strip() == n and n for n in opaque):
+        return []
+    return [("opaque", opaque, "a list of primitive names, e.g. ['pallas_call', 'pure_callback'] (an "
+                               "emulated call that meets one names it)")]
