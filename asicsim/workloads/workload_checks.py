@@ -79,7 +79,10 @@ def _size_rules(kind: str, s: dict) -> dict:
         return {"channels": (lambda v: _ints(v, 1, MAX_WIDTH), f"a non-empty list of channel counts, each {W}"),
                 "kernels": (lambda v: _pairs(v, 1, MAX_COUNT, n), f"one [time, frequency] pair{per}, each {C}"),
                 "strides": (lambda v: _pairs(v, 1, MAX_COUNT, n), f"one [time, frequency] pair{per}, each {C}"),
-                "hidden": (lambda v: _int(v, 1, MAX_WIDTH), W), "layers": (lambda v: _int(v, 1, MAX_COUNT), C)}
+                "hidden": (lambda v: _int(v, 1, MAX_WIDTH), W), "layers": (lambda v: _int(v, 1, MAX_COUNT), C),
+                "bidirectional": (lambda v: isinstance(v, bool), "true or false"),
+                "batch_norm": (lambda v: isinstance(v, bool), "true or false"),
+                "lookahead": (lambda v: _int(v, 0, MAX_COUNT), f"an integer in 0 .. {MAX_COUNT} (future frames)")}
     return {}
 
 
