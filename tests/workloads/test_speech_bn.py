@@ -222,3 +222,16 @@ def test_a_recipe_rounds_the_models_batch_norms_and_nothing_else():
     fp32 = np.asarray(emulate(model.apply, load_recipe({"roles": FP32}))(params, (x, n)))
     assert np.isfinite(fp16).all() and not np.array_equal(fp16, fp32)
     np.testing.assert_allclose(fp16, fp32, atol=0.05)  # fp16 rounding, not a different model
+
+
+def test_priced_inference_normalises_by_running_statistics(monkeypatch):
+    """Training computes each batch's statistics (reductions); the deployed model reads the
+    running ones, so its priced inference trace holds no reduction."""
+    from asicsim.workloads.pricing import workload_trace
+
+    monkeypatch.setattr(training, "load_dataset", lambda name: _synthetic())
+    w = Workload(name="bn_tiny", dataset="speech", model="ds2", sizes={**SIZES, "layers": 1, "batch_norm": True},
+                 batch=4, steps=2, eval_every=2)
+    reductions = {mode: int((t["primitive"] == "reduce_sum").sum())
+                  for mode, t in (("train", workload_trace(w, batch=4)), ("infer", workload_trace(w, batch=4, training=False)))}
+    assert reductions["train"] > 0 and reductions["infer"] == 0, reductions
