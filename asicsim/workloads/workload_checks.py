@@ -98,6 +98,9 @@ def size_problems(kind: str, sizes: dict, prefix: str = "model") -> list[str]:
     if kind in ("cnn1d", "cnn2d", "ds2") and "channels" not in sizes:  # the defaults' lengths
         out += [f"{prefix}.{k} = {sizes[k]!r}: allowed: given with channels (one per layer)"
                 for k in ("kernels", "strides", "pads") if k in sizes]
+    if kind == "ds2" and sizes.get("lookahead") and sizes.get("bidirectional", True) is not False:
+        out.append(f"{prefix}.lookahead = {sizes['lookahead']!r}: allowed only with bidirectional = false "
+                   "(the row convolution is the unidirectional model's lookahead)")
     d, h = sizes.get("d_model", 64), sizes.get("heads", 4)
     if kind == "transformer" and _int(d, 1, MAX_WIDTH) and _int(h, 1, MAX_COUNT) and d % h:
         out.append(f"{prefix}.d_model = {d!r}: allowed: a multiple of heads ({h})")

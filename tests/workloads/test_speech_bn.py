@@ -162,6 +162,7 @@ def test_bad_options_are_named(sizes, fragment):
 @pytest.mark.parametrize("field,value,fragment", [
     ("batch_norm", "yes", "model.batch_norm = 'yes': allowed: true or false"),
     ("lookahead", -3, "model.lookahead = -3: allowed: an integer in 0 .."),
+    ("lookahead", 2, "model.lookahead = 2: allowed only with bidirectional = false"),
 ])
 def test_workload_files_check_the_options(field, value, fragment):
     from asicsim.workloads.workload_checks import size_problems
