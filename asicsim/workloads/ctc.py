@@ -10,7 +10,9 @@ though it only selects entries. Impossible states hold :data:`LOG_EPSILON` (opta
 ``log_epsilon``, a finite stand-in for log 0 that keeps gradients finite).
 
 :func:`greedy_decode` is best-path decoding (Graves 2006, section 3.2: the most probable label
-at each frame, then repeats merged and blanks removed); :func:`error_rate` is the corpus error
+at each frame, then repeats merged and blanks removed), :func:`prefix_beam_search` /
+:func:`beam_decode` prefix search with a beam (which sums a labelling's alignments, so it can
+find a labelling no single best path spells); :func:`error_rate` is the corpus error
 rate Deep Speech 2 reports (Amodei et al. 2016, arXiv:1512.02595, section 3.1): Levenshtein edits
 summed over utterances divided by the summed reference lengths, over characters (CER) or
 whitespace-separated words (WER).
@@ -79,6 +81,60 @@ def greedy_decode(logits, lengths, blank: int = 0) -> list[list[int]]:
         keep[1:] = row[1:] != row[:-1]
         out.append([int(c) for c in row[keep] if c != blank])
     return out
+
+
+def _log_softmax(logits) -> np.ndarray:
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def prefix_beam_search(logits, lengths, beam: int | None = 8, blank: int = 0) -> list[tuple[list[int], float]]:
+    """CTC prefix beam search (Graves 2012, "Supervised Sequence Labelling with Recurrent Neural
+    Networks", section 7.5; Hannun et al. 2014, arXiv:1408.2873, Algorithm 1, without a language
+    model): per utterance the labelling and its log-probability, summed over the alignments that
+    survived the beam.
+
+    Each prefix keeps two log-probabilities, of its alignments ending in a blank and in its last
+    label; a frame extends every prefix by a blank (same prefix), by its last label (same prefix
+    from the label-ending mass, a longer one from the blank-ending mass: ``a blank a`` is ``aa``)
+    or by any other label, and then the ``beam`` most probable prefixes are kept. In float64 on
+    the host. ``beam=None`` keeps every prefix: the search is then exact (the most probable
+    labelling and its probability, Graves 2006 eq. 3), at a cost exponential in the frames."""
+    if beam is not None and (isinstance(beam, bool) or not isinstance(beam, int) or beam < 1):
+        raise ValueError(f"prefix_beam_search: beam = {beam!r}: allowed: an integer >= 1, or None (no pruning)")
+    logp = _log_softmax(logits)
+    labels = np.array([c for c in range(logp.shape[-1]) if c != blank])
+    out = []
+    for row, n in zip(logp, np.asarray(lengths), strict=True):
+        beams: dict[tuple, tuple[float, float]] = {(): (0.0, -np.inf)}  # prefix -> (blank, label) log p
+        for lp in row[: int(n)]:
+            nxt: dict[tuple, list[float]] = {}
+
+            def add(prefix, which, value, nxt=nxt):
+                cur = nxt.setdefault(prefix, [-np.inf, -np.inf])
+                cur[which] = np.logaddexp(cur[which], value)
+
+            for prefix, (pb, pl) in beams.items():
+                total = np.logaddexp(pb, pl)
+                add(prefix, 0, total + lp[blank])
+                last = prefix[-1] if prefix else None
+                for c, ext in zip(labels, total + lp[labels], strict=True):
+                    if c == last:
+                        add(prefix, 1, pl + lp[c])  # the label repeated: the same prefix
+                        add((*prefix, int(c)), 1, pb + lp[c])  # after a blank: a new label
+                    else:
+                        add((*prefix, int(c)), 1, ext)
+            ranked = sorted(nxt.items(), key=lambda kv: -np.logaddexp(*kv[1]))
+            beams = {k: (v[0], v[1]) for k, v in (ranked if beam is None else ranked[:beam])}
+        best, (pb, pl) = max(beams.items(), key=lambda kv: np.logaddexp(*kv[1]))
+        out.append(([int(c) for c in best], float(np.logaddexp(pb, pl))))
+    return out
+
+
+def beam_decode(logits, lengths, beam: int = 8, blank: int = 0) -> list[list[int]]:
+    """:func:`prefix_beam_search`'s labellings alone (as :func:`greedy_decode` gives them)."""
+    return [labels for labels, _ in prefix_beam_search(logits, lengths, beam, blank)]
 
 
 def edit_distance(ref: Sequence, hyp: Sequence) -> int:

@@ -37,6 +37,7 @@ from asicsim.hw.objectives import DEFAULT_OBJECTIVE
 from asicsim.hw.power import derived_power
 from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
 from asicsim.workloads import tasks
+from asicsim.workloads.speech_layers import with_running
 from asicsim.workloads.trace_price import TracePrice as TracePrice
 from asicsim.workloads.trace_price import trace_price
 from asicsim.workloads.training import build
@@ -64,6 +65,9 @@ def workload_trace(workload, recipe="fp32", *, batch: int | None = None, trainin
         update = {"role": "optimizer", "kind": "elementwise", "M": model.num_params(params), "N": 1,
                   "K": OPTIMIZER_OPS[opt], "batch": 1, "count": 1, "macs": 0, "recipe": policy.name}
         return pd.concat([trace, pd.DataFrame([update])], ignore_index=True)
+    first = getattr(model, "running_init", None)  # a batch norm at inference: by its running statistics
+    if first is not None:
+        params = with_running(params, first)
     return op_trace(model.apply, policy, params, tasks.model_input(data.task, sample), elementwise=True)
 
 

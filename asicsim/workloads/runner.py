@@ -19,6 +19,7 @@ from asicsim.workloads import tasks
 from asicsim.workloads.datasets import Dataset
 from asicsim.workloads.models import Model
 from asicsim.workloads.pruning import with_pruning
+from asicsim.workloads.speech_layers import with_running_stats
 from asicsim.workloads.stats import describe, tensor_stats
 from asicsim.workloads.workload import Workload
 
@@ -42,9 +43,16 @@ class Runner:
         fwd = emulate(model.apply, policy)
         kw = sr_key(policy)
         self.forward = jax.jit(lambda p, x: fwd(p, x, **kw))
+        first = getattr(model, "running_init", None)  # a batch-normalised model's running statistics
         if tx is not None:
-            self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
+            if first is None:
+                self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
+            else:  # the batch statistics leave each step as aux (asicsim.workloads.speech_layers)
+                stat_loss = tasks.loss_fn(model, data.task, batch_stats=True)
+                self.init, step = make_train_step(lambda p, b: stat_loss(p, b), policy, tx, has_aux=True)
             self.init, step = with_pruning(self.init, step, workload.prune)  # asicsim.workloads.pruning
+            if first is not None:
+                self.init, step = with_running_stats(self.init, step, first)
             self.chunk = jax.jit(self._chunk_fn(step))
         # training: weights, activations and both gradients; inference: weights and activations
         self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None

@@ -18,17 +18,27 @@ Log-mel frames (B, T, F) pass through:
    computations ... are summed", keeping the width at ``hidden``).
 3. A linear layer to the characters (the CTC blank included).
 
-Left out: sequence-wise batch normalisation (section 3.2; it needs running statistics threaded
-through training, and the small configuration trains without it) and lookahead convolutions.
+Options (all off by default: the model is then exactly the one above):
+
+- ``batch_norm=True``: sequence-wise batch normalisation of each recurrent layer's input
+  projection ``W h^{l-1}_t`` (section 3.2; :func:`.speech_layers.seq_batch_norm`: statistics over
+  the batch and the valid frames, running averages for inference), which replaces that
+  projection's bias (beta plays its part).
+- ``bidirectional=False``: forward GRUs only, the unidirectional deployment model of section
+  3.5; ``lookahead=tau`` (>= 1) adds the row convolution over the current and ``tau`` future
+  frames above the last recurrent layer (:func:`.speech_layers.row_conv`).
 
 Padding: an utterance occupies the first ``x_len`` frames. Every convolution output frame past
 the utterance's output frame count (:func:`out_frames`) is set to zero, and neither GRU direction
 updates its state there, so a frame's output does not depend on how much padding follows the
 utterance (the backward direction starts at the utterance's last frame, not the batch's).
 
-``apply(params, x, taps=None, sink=None)`` takes ``x`` as the frames (all frames valid) or as a
-pair ``(frames, x_len)``; ``taps``/``sink`` as ``models``: at the GEMM inputs ``conv{i}_in``,
-``gru{i}_in`` and ``out_in``.
+``apply(params, x, taps=None, sink=None, stats=None)`` takes ``x`` as the frames (all frames
+valid) or as a pair ``(frames, x_len)``; ``taps``/``sink`` as ``models``: at the GEMM inputs
+``conv{i}_in``, ``gru{i}_in`` and ``out_in``. With batch norm, ``params`` holding the running
+statistics (:func:`.speech_layers.with_running`) normalise by them (inference), otherwise by the
+batch's own, which ``stats`` (a dict) receives as ``{"gru{i}": (mean, var)}`` (training).
+``model.running_init`` is the running statistics' starting value (None without batch norm).
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from asicsim.workloads import speech_layers as sl
 from asicsim.workloads.model_parts import (
     Model,
     dense,
@@ -59,9 +70,11 @@ RELU_CLIP = 20.0
 @dataclass(frozen=True)
 class SpeechModel(Model):
     """A :class:`~asicsim.workloads.models.Model` with ``out_frames(n)``: the output frame count
-    of an input of ``n`` frames (an int or an integer array)."""
+    of an input of ``n`` frames (an int or an integer array), and ``running_init``: the
+    running statistics before training (None: no batch norm)."""
 
     out_frames: Callable | None = None
+    running_init: dict | None = None
 
 
 def _pair(v, what: str) -> tuple[int, int]:
@@ -111,7 +124,8 @@ def _gru_scan(wh, bh, xs, mask, reverse: bool):
 
 
 def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11, 11)),
-        strides=((2, 2), (1, 2)), hidden=256, layers=3) -> SpeechModel:
+        strides=((2, 2), (1, 2)), hidden=256, layers=3, bidirectional=True, batch_norm=False,
+        lookahead=0) -> SpeechModel:
     """Deep Speech 2-shaped model for frames of ``input_shape`` = (T, F) (only F is fixed)."""
     if len(input_shape) != 2:
         raise ValueError(f"ds2 model: input_shape = {tuple(input_shape)}: allowed: (frames, features)")
@@ -128,6 +142,16 @@ def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11
     for what, v in (("hidden", hidden), ("layers", layers)):
         if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
             raise ValueError(f"ds2 model: {what} = {v!r}: allowed: an integer >= 1")
+    for what, v in (("bidirectional", bidirectional), ("batch_norm", batch_norm)):
+        if not isinstance(v, bool):
+            raise ValueError(f"ds2 model: {what} = {v!r}: allowed: true or false")
+    if isinstance(lookahead, bool) or not isinstance(lookahead, numbers.Integral) or lookahead < 0:
+        raise ValueError(f"ds2 model: lookahead = {lookahead!r}: allowed: an integer >= 0 (future frames)")
+    if lookahead and bidirectional:
+        raise ValueError(f"ds2 model: lookahead = {lookahead}: allowed only with bidirectional = false "
+                         "(the row convolution is the unidirectional model's lookahead, section 3.5)")
+    dirs = ("fwd", "bwd") if bidirectional else ("fwd",)
+    proj = len(dirs) * 3 * hidden  # input projection width of a recurrent layer
     ks = [_pair(k, f"kernels[{i}]") for i, k in enumerate(kernels)]
     ss = [_pair(s, f"strides[{i}]") for i, s in enumerate(strides)]
     ps = [(kt // 2, kf // 2) for kt, kf in ks]
@@ -147,14 +171,19 @@ def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11
         p = {f"conv{i}": dense_init(rng, ks[i][0] * ks[i][1] * c_in[i], channels[i])
              for i in range(len(channels))}
         for i in range(layers):
-            p[f"gru{i}"] = {"wx": uniform_init(rng, (rnn_in[i], 2 * 3 * hidden), hidden),
-                            "bx": uniform_init(rng, (2 * 3 * hidden,), hidden),
-                            **{f"{d}_{w}": uniform_init(rng, shape, hidden) for d in ("fwd", "bwd")
+            p[f"gru{i}"] = {"wx": uniform_init(rng, (rnn_in[i], proj), hidden),
+                            "bx": uniform_init(rng, (proj,), hidden),
+                            **{f"{d}_{w}": uniform_init(rng, shape, hidden) for d in dirs
                                for w, shape in (("wh", (hidden, 3 * hidden)), ("bh", (3 * hidden,)))}}
+            if batch_norm:  # beta replaces the projection's bias
+                del p[f"gru{i}"]["bx"]
+                p[f"gru{i}"]["bn"] = sl.bn_init(proj)
+        if lookahead:  # PyTorch's depthwise Conv1d default: uniform +-1/sqrt(kernel)
+            p["rowconv"] = uniform_init(rng, (lookahead + 1, hidden), lookahead + 1)
         p["out"] = dense_init(rng, hidden, num_classes)
         return p
 
-    def apply(params, x, taps=None, sink=None):
+    def apply(params, x, taps=None, sink=None, stats=None):
         frames, lengths = x if isinstance(x, tuple | list) else (x, None)
         b, t = frames.shape[:2]
         lengths = jnp.full((b,), t, jnp.int32) if lengths is None else jnp.asarray(lengths, jnp.int32)
@@ -167,17 +196,33 @@ def ds2(input_shape, num_classes: int, channels=(32, 32), kernels=((11, 11), (11
             h = h * (jnp.arange(h.shape[1])[None, :] < n[:, None]).astype(h.dtype)[:, :, None, None]
         h = h.reshape(b, h.shape[1], -1)
         mask = (jnp.arange(h.shape[1])[:, None] < n[None, :])[:, :, None]  # (T', B, 1)
+        running = params.get(sl.RUNNING)
         for i in range(layers):
             p = params[f"gru{i}"]
             z = tap(h, f"gru{i}_in", taps, sink)
-            xs = jnp.swapaxes(z, 0, 1) @ p["wx"] + lead(p["bx"], 3)  # (T', B, 6H): one GEMM
-            xf, xb = jnp.split(xs, 2, axis=-1)
-            hf = _gru_scan(p["fwd_wh"], p["fwd_bh"], xf, mask, reverse=False)
-            hb = _gru_scan(p["bwd_wh"], p["bwd_bh"], xb, mask, reverse=True)
-            h = jnp.swapaxes(hf + hb, 0, 1)  # the directions summed (section 3.2)
+            xs = jnp.swapaxes(z, 0, 1) @ p["wx"]  # (T', B, 6H): one GEMM
+            if batch_norm:  # B(W h^{l-1}_t), section 3.2
+                xs, batch = sl.seq_batch_norm(xs, mask, p["bn"], None if running is None else running[f"gru{i}"],
+                                              name=f"gru{i}_bn")
+                if stats is not None:
+                    stats[f"gru{i}"] = batch
+            else:
+                xs = xs + lead(p["bx"], 3)
+            if bidirectional:
+                xf, xb = jnp.split(xs, 2, axis=-1)
+                hf = _gru_scan(p["fwd_wh"], p["fwd_bh"], xf, mask, reverse=False)
+                hb = _gru_scan(p["bwd_wh"], p["bwd_bh"], xb, mask, reverse=True)
+                hs = hf + hb  # the directions summed (section 3.2)
+            else:
+                hs = _gru_scan(p["fwd_wh"], p["fwd_bh"], xs, mask, reverse=False)
+            h = jnp.swapaxes(hs, 0, 1)
+        if lookahead:
+            h = jnp.swapaxes(sl.row_conv(jnp.swapaxes(h, 0, 1), params["rowconv"], mask), 0, 1)
         return dense(params["out"], tap(h, "out_in", taps, sink))
 
     sizes = {"features": feats, "channels": channels, "kernels": [list(k) for k in ks],
              "strides": [list(s) for s in ss], "pads": [list(p) for p in ps], "hidden": int(hidden),
-             "layers": int(layers), "classes": num_classes, "time_stride": int(np.prod([s[0] for s in ss]))}
-    return SpeechModel("ds2", init, apply, sizes, out_frames=out_frames)
+             "layers": int(layers), "classes": num_classes, "time_stride": int(np.prod([s[0] for s in ss])),
+             "bidirectional": bidirectional, "batch_norm": batch_norm, "lookahead": int(lookahead)}
+    first = {f"gru{i}": sl.running_init(proj) for i in range(layers)} if batch_norm else None
+    return SpeechModel("ds2", init, apply, sizes, out_frames=out_frames, running_init=first)

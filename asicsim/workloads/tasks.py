@@ -60,9 +60,13 @@ def _out_frames(model, lengths):
     return fn(lengths)
 
 
-def loss_fn(model, task: str):
-    """``loss(params, batch, taps=None)``: the task's training loss (a float32 scalar)."""
+def loss_fn(model, task: str, *, batch_stats: bool = False):
+    """``loss(params, batch, taps=None)``: the task's training loss (a float32 scalar);
+    ``batch_stats`` (a batch-normalised speech model): ``(loss, stats)``, the batch statistics
+    of its batch norms (:mod:`.speech_layers`) beside it."""
     _check(task)
+    if batch_stats and task != "ctc":
+        raise ValueError(f"loss_fn(batch_stats=True): only the ctc task's models have batch norms, not {task!r}")
     if task == "lm":
         def loss(params, batch, taps=None):
             return cross_entropy(model.apply(params, batch[:, :-1], taps), batch[:, 1:])
@@ -71,8 +75,10 @@ def loss_fn(model, task: str):
 
         def loss(params, batch, taps=None):
             x, x_len, y = batch
-            logits = model.apply(params, (x, x_len), taps)
-            return jnp.mean(ctc_loss(logits, _out_frames(model, x_len), y))
+            stats: dict = {}
+            logits = model.apply(params, (x, x_len), taps, stats=stats) if batch_stats else model.apply(params, (x, x_len), taps)
+            value = jnp.mean(ctc_loss(logits, _out_frames(model, x_len), y))
+            return (value, stats) if batch_stats else value
     else:
         def loss(params, batch, taps=None):
             x, y = batch

@@ -50,6 +50,7 @@ from asicsim.workloads.grad_rounding import gradient_role, round_gradients
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.pruning import weight_sparsity
 from asicsim.workloads.runner import Runner
+from asicsim.workloads.speech_layers import inference_params
 from asicsim.workloads.stats import extremes, summarize
 from asicsim.workloads.train_results import RunResult, TrainResult
 from asicsim.workloads.workload import OPTIMIZERS, Workload, load_workload
@@ -190,7 +191,7 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
         done += n
         p = state.params
         watch.weights(done, p)
-        ev = runner.evaluate(p)
+        ev = runner.evaluate(inference_params(state))  # a batch norm's running statistics included
         watch.evaluation(done, ev["test_loss"])
         finite = losses[np.isfinite(losses)]
         curves["step"].append(done)
@@ -214,4 +215,4 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
                      skipped_steps=watch.skipped, overflow_steps=watch.overflow, numerics=numerics,
                      numerics_curve=numerics_curve, seconds=time.perf_counter() - t0,
                      sparsity=weight_sparsity(state.params) if w.prune else {},
-                     params=state.params if keep else None)
+                     params=inference_params(state) if keep else None)

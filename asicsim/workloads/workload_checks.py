@@ -79,7 +79,10 @@ def _size_rules(kind: str, s: dict) -> dict:
         return {"channels": (lambda v: _ints(v, 1, MAX_WIDTH), f"a non-empty list of channel counts, each {W}"),
                 "kernels": (lambda v: _pairs(v, 1, MAX_COUNT, n), f"one [time, frequency] pair{per}, each {C}"),
                 "strides": (lambda v: _pairs(v, 1, MAX_COUNT, n), f"one [time, frequency] pair{per}, each {C}"),
-                "hidden": (lambda v: _int(v, 1, MAX_WIDTH), W), "layers": (lambda v: _int(v, 1, MAX_COUNT), C)}
+                "hidden": (lambda v: _int(v, 1, MAX_WIDTH), W), "layers": (lambda v: _int(v, 1, MAX_COUNT), C),
+                "bidirectional": (lambda v: isinstance(v, bool), "true or false"),
+                "batch_norm": (lambda v: isinstance(v, bool), "true or false"),
+                "lookahead": (lambda v: _int(v, 0, MAX_COUNT), f"an integer in 0 .. {MAX_COUNT} (future frames)")}
     return {}
 
 
@@ -95,6 +98,9 @@ def size_problems(kind: str, sizes: dict, prefix: str = "model") -> list[str]:
     if kind in ("cnn1d", "cnn2d", "ds2") and "channels" not in sizes:  # the defaults' lengths
         out += [f"{prefix}.{k} = {sizes[k]!r}: allowed: given with channels (one per layer)"
                 for k in ("kernels", "strides", "pads") if k in sizes]
+    if kind == "ds2" and sizes.get("lookahead") and sizes.get("bidirectional", True) is not False:
+        out.append(f"{prefix}.lookahead = {sizes['lookahead']!r}: allowed only with bidirectional = false "
+                   "(the row convolution is the unidirectional model's lookahead)")
     d, h = sizes.get("d_model", 64), sizes.get("heads", 4)
     if kind == "transformer" and _int(d, 1, MAX_WIDTH) and _int(h, 1, MAX_COUNT) and d % h:
         out.append(f"{prefix}.d_model = {d!r}: allowed: a multiple of heads ({h})")
