@@ -180,7 +180,8 @@ def test_kernel_is_proven_on_the_device_before_use(monkeypatch, broken):
     assert tc_kernel.proven(mac, "cpu")  # no GPU: unproven, nothing run
     _device(monkeypatch, broken)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    a, b = jnp.ones((1, 8, 9), jnp.float32), jnp.ones((1, 9, 8), jnp.float32)
+    m = 8 + broken  # a shape of its own: the jit cache must not answer for the other case
+    a, b = jnp.ones((1, m, 9), jnp.float32), jnp.ones((1, 9, 8), jnp.float32)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
