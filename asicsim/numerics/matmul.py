@@ -8,8 +8,8 @@ Results are float32 (int32 for integer MACs, uint32 for unsigned accumulators).
 
 On an NVIDIA GPU the float32 path of the sequential and chunked orders runs as one Pallas kernel
 instead (:mod:`.mac_kernel`: the same arithmetic, each kernel proven on the device against the
-CPU's bits before use); the XLA loops of :mod:`.mac_orders` serve every other backend, and the GPU for every
-other order.
+CPU's bits before use), and so does the tensor-core order (:mod:`.tc_kernel`); the XLA loops of
+:mod:`.mac_orders` serve every other backend, and the GPU for every other order.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._jax_compat import enable_x64
-from . import fast32, kernel_probe, mac_kernel
+from . import fast32, kernel_probe, mac_kernel, tc_kernel
 from .exact64 import Float64Arith, round64
 from .mac import MacSpec, as_mac
 from .mac_orders import Int32Arith as _Int32  # the name benchmarks import
@@ -69,7 +69,14 @@ def _matmul3d_any_nan(a, b, mac: MacSpec, unroll: int, kernel: bool, c=None) -> 
             return batched(ar, lambda x: x.astype(ar.dtype)).astype(out_dtype)
 
         def run64():
-            acc = batched(Float64Arith(mac), f32_to_f64)
+            def xla(*_):
+                return batched(Float64Arith(mac), f32_to_f64)
+
+            if kernel and tc_kernel.applies(mac) and a.shape[2]:
+                run = functools.partial(_tc_kernel_accumulate, mac=mac, c=c, xla=xla)
+                acc = jax.lax.platform_dependent(a, b, cuda=run, default=xla)
+            else:
+                acc = xla()
             if mac.spec("out") != mac.spec("acc"):  # rounding onto the acc grid is a no-op
                 acc = round64(acc, mac.spec("out"), mac.final_rounding, mac.saturate)
             return f64_to_f32(acc)
@@ -97,6 +104,18 @@ def _kernel_accumulate(a, b, mac: MacSpec, xla):
     if path == "xla":
         return xla(a, b)
     return mac_kernel.accumulate(a, b, mac, native=path == "native")
+
+
+def _kernels_on(mac: MacSpec) -> bool:
+    """Whether the environment lets ``mac`` run as a Pallas kernel on a GPU (read outside the
+    jitted function: a static argument, so a change takes effect at the next call)."""
+    return mac_kernel.enabled() and (mac.order_kind != "tensorcore" or tc_kernel.enabled())
+
+
+def _tc_kernel_accumulate(a, b, mac: MacSpec, c, xla):
+    if not tc_kernel.proven(mac, jax.default_backend()):
+        return xla()
+    return tc_kernel.accumulate(a, b, mac, c)
 
 
 def _accumulate(ar, at, bt, mac: MacSpec, unroll: int, c=None):
@@ -164,7 +183,7 @@ def dot(a, b, mac: MacSpec | str = "a=fp32,acc=fp32", c=None) -> jax.Array:
     c2 = _initial(c, qa.shape[:-1] + qb.shape[1:], mac)
     if c2 is not None:
         c2 = c2.reshape(shape)[None]
-    out = _matmul3d(a2[None], b2[None], mac, kernel=mac_kernel.enabled(), c=c2)[0]
+    out = _matmul3d(a2[None], b2[None], mac, kernel=_kernels_on(mac), c=c2)[0]
     if qa.ndim == 1:
         out = out[0]
     if qb.ndim == 1:
@@ -189,5 +208,5 @@ def matmul(a, b, mac: MacSpec | str = "a=fp32,acc=fp32", c=None) -> jax.Array:
     c3 = _initial(c, shape, mac)
     if c3 is not None:
         c3 = c3.reshape((count, *shape[-2:]))
-    out = _matmul3d(qa, qb, mac, kernel=mac_kernel.enabled(), c=c3)
+    out = _matmul3d(qa, qb, mac, kernel=_kernels_on(mac), c=c3)
     return out.reshape(batch + out.shape[-2:])

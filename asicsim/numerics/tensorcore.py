@@ -91,6 +91,24 @@ def _finite_sums_stay_finite(mac: MacSpec) -> bool:
     return float(fa.max) * float(fb.max) * mac.order_size + c_max < 2.0**1000
 
 
+def _finite(x):
+    """isfinite from the exponent field (Pallas' Triton lowering of ``jnp.isfinite`` breaks
+    where 64-bit types are off at lowering time)."""
+    return (_bits(x) & ~_SIGN) < _U64(0x7FF << 52)
+
+
+def _rint(y):
+    """Round to nearest even of float64 ``|y| < 2**52``, exact: ``floor`` and exact differences
+    (Pallas' Triton lowering has no ``round``); a zero keeps the sign of ``y`` as ``rint``.
+    Costs the fp16-result presets ~12 % on XLA:CPU; ``(|y| + 2**52) - 2**52`` (tried) gave other
+    bits there (benchmarks/tensorcore_bits.py: 813,360 of 4,116,200 elements differ)."""
+    f = jnp.floor(y)
+    d = y - f  # exact, in [0, 1)
+    odd = f - 2.0 * jnp.floor(f * 0.5) != 0.0
+    r = jnp.where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
+    return jax.lax.bitcast_convert_type(_bits(r) | ((_bits(y) >> _U64(63)) << _U64(63)), jnp.float64)
+
+
 def _flush(x, emin: int):
     return jnp.where(jnp.abs(x) < 2.0**emin, jnp.where(jnp.signbit(x), -0.0, 0.0), x)
 
@@ -118,12 +136,13 @@ def round_ieee(s, acc, rnd: str, sat):
     if mode is RoundMode.RTZ:  # clear the bits below the quantum (all of them below 2**(emin - man_bits))
         top = 1075 - acc.man_bits + acc.emin  # bits cleared = top - field, at least 52 - man_bits
         shift = _U64(top) - jnp.minimum(field, _U64(top - 52 + acc.man_bits))
-        mask = jnp.where(field < _U64(top - 52), _SIGN, ~_U64(0) << shift)
-        return jnp.clip(jax.lax.bitcast_convert_type(_bits(s) & mask, jnp.float64), -acc.max, acc.max)
+        b, sign = _bits(s), _U64(63)  # bits cleared by shifts: Triton takes no uint64 constant >= 2**63
+        kept = jnp.where(field < _U64(top - 52), (b >> sign) << sign, (b >> shift) << shift)
+        return jnp.clip(jax.lax.bitcast_convert_type(kept, jnp.float64), -acc.max, acc.max)
     inv_field = jnp.minimum(_U64(2046 + acc.man_bits) - field, _U64(1023 + acc.man_bits - acc.emin))
     y = s * _from_field(inv_field)  # s * 2**-tq: exact; |y| < 2**(man_bits + 1)
     q = _from_field(_U64(2046) - inv_field)  # 2**tq
-    r = {RoundMode.RNE: jnp.rint, RoundMode.RTZ: jnp.trunc, RoundMode.RUP: jnp.ceil,
+    r = {RoundMode.RNE: _rint, RoundMode.RTZ: jnp.trunc, RoundMode.RUP: jnp.ceil,
          RoundMode.RDN: jnp.floor}[mode](y) * q  # exact
     if sat or mode is RoundMode.RTZ:  # overflow gives the largest finite value
         return jnp.clip(r, -acc.max, acc.max)
@@ -156,14 +175,15 @@ def _truncated_sum(terms: list, exps: list, mac: MacSpec, width: int):
 
 def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
     """One tensor-core block on (M, N) float64 ``c`` and the block's operand rows ``a_blk`` (k, M),
-    ``b_blk`` (k, N) with their alignment exponents ``ea_blk``/``eb_blk`` (operands model).
+    ``b_blk`` (k, N) with their alignment exponents ``ea_blk``/``eb_blk`` (operands model); each may
+    also be a sequence of k rows (the Pallas kernel's loads, :mod:`.tc_kernel`).
     Written term by term so XLA fuses the block into one loop."""
     acc = mac.spec("acc")
     rnd, sat = mac.acc_rounding, mac.saturate
-    products = [a_blk[j][:, None] * b_blk[j][None, :] for j in range(a_blk.shape[0])]
+    products = [a[:, None] * b[None, :] for a, b in zip(a_blk, b_blk, strict=True)]
     if mac.tc_exponent == "operands":
         # a zero operand's _NONE keeps the sum below every real exponent: no test for zero products
-        pexps = [ea_blk[j][:, None] + eb_blk[j][None, :] for j in range(len(products))]
+        pexps = [ea[:, None] + eb[None, :] for ea, eb in zip(ea_blk, eb_blk, strict=True)]
         cexp = jnp.where(c == 0.0, _NONE, jnp.maximum(_field_exp(c), min(acc.emin, C_EMIN_FP32)))
     else:
         pexps = [_exp(p) for p in products]
@@ -176,7 +196,7 @@ def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
         d = round_ieee(s, acc, rnd, sat) if fast_rounding(acc, rnd, sat) else round64(s, acc, rnd, sat)
         if ieee_special:  # s is the addends' IEEE sum where one is not finite (scaled and
             # truncated, inf stays inf and NaN NaN), finite where all are: no second sum
-            finite = jnp.isfinite(s)
+            finite = _finite(s)
             return _special_checks(jnp.where(finite, d, s), finite, products, mac, acc)
     elif products:
         s = _signed_zero(_truncated_sum(products, pexps, mac, width), products, mac)
@@ -185,9 +205,9 @@ def block_fma(c, a_blk, b_blk, ea_blk, eb_blk, mac: MacSpec) -> jax.Array:
         d = round64(c, acc, rnd, sat)
     special = functools.reduce(jnp.add, terms)  # +-inf or NaN where an addend is not finite
     if _finite_sums_stay_finite(mac):  # then the sum is finite exactly where every addend is
-        finite = jnp.isfinite(special)
+        finite = _finite(special)
     else:
-        finite = functools.reduce(jnp.logical_and, [jnp.isfinite(t) for t in terms])
+        finite = functools.reduce(jnp.logical_and, [_finite(t) for t in terms])
     if not ieee_special:  # the format's own inf/NaN rule
         special = round64(special, acc, rnd, sat)
     return _special_checks(jnp.where(finite, d, special), finite, products, mac, acc)
@@ -232,15 +252,23 @@ def tensorcore_accumulate(at: jax.Array, bt: jax.Array, mac: MacSpec, c=None) ->
     return out.transpose(1, 0, 2).reshape(m, tiles * nb)[:, :n]
 
 
-def _accumulate(at, bt, mac: MacSpec, c):
-    k, fa, fb = mac.order_size, mac.spec("a_fmt"), mac.spec("b_fmt")
-    m, n = at.shape[1], bt.shape[1]
+def prepare(at, bt, mac: MacSpec, c):
+    """(at, bt, ea, eb, c) as the blocks take them: operands flushed where ``tc_flush`` says, their
+    alignment exponents (int32), the initial accumulator (+0 where ``c`` is None; flushed where
+    ``tc_flush`` says). Elementwise: any leading batch dims. The Pallas kernel shares it."""
+    fa, fb = mac.spec("a_fmt"), mac.spec("b_fmt")
     if mac.tc_flush in ("in", "both"):
         at, bt = _flush(at, fa.emin), _flush(bt, fb.emin)
     ea, eb = operand_exponents(at, fa), operand_exponents(bt, fb)
-    acc = jnp.zeros((m, n), jnp.float64) if c is None else c
+    acc = jnp.zeros((*at.shape[:-2], at.shape[-1], bt.shape[-1]), jnp.float64) if c is None else c
     if mac.tc_flush in ("out", "both"):
         acc = _flush(acc, mac.spec("acc").emin)
+    return at, bt, ea, eb, acc
+
+
+def _accumulate(at, bt, mac: MacSpec, c):
+    k = mac.order_size
+    at, bt, ea, eb, acc = prepare(at, bt, mac, c)
 
     full = at.shape[0] // k * k
 
