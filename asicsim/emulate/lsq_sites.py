@@ -25,9 +25,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax import lax
 
+from asicsim.emulate.fields import LSQ_SCALINGS
 from asicsim.emulate.lsq import lsq_init, lsq_quantize
-
-LSQ_SCALINGS = ("lsq", "lsq_channel")
 
 
 class InitialStepsWarning(UserWarning):
