@@ -43,6 +43,17 @@ def flag(out: list[Problem], v: dict, key: str) -> None:
         out.append((key, v[key], "true or false (a TOML boolean, unquoted)"))
 
 
+def sourced_flag(out: list[Problem], v: dict, key: str, claim: str) -> None:
+    """A boolean ``key`` that needs ``<key>_source`` (a string saying who says ``claim``) when true:
+    a modelling choice that moves figures carries its evidence."""
+    flag(out, v, key)
+    text(out, v, f"{key}_source")
+    why = v.get(f"{key}_source", "")
+    if v.get(key) is True and isinstance(why, str) and not why.strip():
+        out.append((f"{key}_source", why, f"a non-empty string saying who says {claim} (required with "
+                                          f"{key} = true)"))
+
+
 def choice(out: list[Problem], v: dict, key: str, allowed, shown: str) -> None:
     """Append a problem unless ``v[key]`` is one of the strings ``allowed`` (a list or a table
     given instead is a problem too, not a TypeError)."""

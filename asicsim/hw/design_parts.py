@@ -10,7 +10,16 @@ from dataclasses import dataclass
 
 from asicsim.hw import limits as lim
 from asicsim.hw.design_checks import DesignError as DesignError
-from asicsim.hw.design_checks import Problem, choice, flag, in_range, own_fields, raise_if, text
+from asicsim.hw.design_checks import (
+    Problem,
+    choice,
+    flag,
+    in_range,
+    own_fields,
+    raise_if,
+    sourced_flag,
+    text,
+)
 from asicsim.hw.native import MacMode, accumulator_problem, modes_problems
 from asicsim.numerics import FormatError, get_format
 from asicsim.numerics.formats import Format
@@ -61,18 +70,8 @@ class ArraySpec:
         in_range(out, v, "rows", lim.ARRAY_SIDE)
         in_range(out, v, "cols", lim.ARRAY_SIDE)
         in_range(out, v, "sync_cycles", lim.SYNC_CYCLES)
-        flag(out, v, "bypass_unused")
-        text(out, v, "bypass_unused_source")
-        why = v.get("bypass_unused_source", "")
-        if v.get("bypass_unused") is True and isinstance(why, str) and not why.strip():
-            out.append(("bypass_unused_source", why, "a non-empty string saying who says the array bypasses "
-                        "unused rows and columns (required with bypass_unused = true)"))
-        flag(out, v, "whole_tiles")
-        text(out, v, "whole_tiles_source")
-        why = v.get("whole_tiles_source", "")
-        if v.get("whole_tiles") is True and isinstance(why, str) and not why.strip():
-            out.append(("whole_tiles_source", why, "a non-empty string saying who says the stationary operand "
-                        "moves in whole array-sized tiles (required with whole_tiles = true)"))
+        sourced_flag(out, v, "bypass_unused", "the array bypasses unused rows and columns")
+        sourced_flag(out, v, "whole_tiles", "the stationary operand moves in whole array-sized tiles")
         choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
         choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out
