@@ -132,6 +132,18 @@ def chosen(op, d, objective) -> float:
 GAP = {"dram": 1.0, "energy": 1.025, "latency": 1.025}
 
 
+def assert_near_least(op, d, objective: str, gap: dict) -> None:
+    """The mapper's choice under ``objective`` lies between the enumerated space's least and
+    ``gap[objective]`` times it; where no schedule fits, the enumerator finds none either."""
+    best = enumerate_space(op, d, model(op, d)[2])
+    try:
+        got = chosen(op, d, objective)
+    except ValueError:
+        assert best[objective] == np.inf
+        return
+    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * gap[objective] * (1 + 1e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["os", "ws", "is"]),
        R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
@@ -142,13 +154,7 @@ def test_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, spill, obje
     :data:`GAP` of their least (equal in all but about 3 in 1,000)."""
     op = sim.Gemm(M, N, K)
     d = small_design(R, C, df, caps, psum, spill=spill and psum is not None)
-    best = enumerate_space(op, d, model(op, d)[2])
-    try:
-        got = chosen(op, d, objective)
-    except ValueError:  # no schedule fits: the enumerator must find none either
-        assert best[objective] == np.inf
-        return
-    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+    assert_near_least(op, d, objective, GAP)
 
 
 @settings(max_examples=30, deadline=None)
@@ -162,13 +168,7 @@ def test_whole_tiles_against_the_enumerated_space(M, N, K, df, R, C, caps, psum,
     op = sim.Gemm(M, N, K)
     d = small_design(R, C, df, caps, psum)
     d = dataclasses.replace(d, array=dataclasses.replace(d.array, whole_tiles=True, whole_tiles_source="test"))
-    best = enumerate_space(op, d, model(op, d)[2])
-    try:
-        got = chosen(op, d, objective)
-    except ValueError:
-        assert best[objective] == np.inf
-        return
-    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * GAP[objective] * (1 + 1e-9)
+    assert_near_least(op, d, objective, GAP)
 
 
 #: The same with tensors kept on chip (``dram.holds`` leaves some out), whole or streaming their
@@ -192,13 +192,7 @@ def test_kept_tensors_against_the_enumerated_space(M, N, K, df, R, C, caps, psum
     whole space, exactly; ``energy`` and ``latency`` within :data:`KEPT_GAP`."""
     op = sim.Gemm(M, N, K)
     d = small_design(R, C, df, caps, psum, holds=holds)
-    best = enumerate_space(op, d, model(op, d)[2])
-    try:
-        got = chosen(op, d, objective)
-    except ValueError:
-        assert best[objective] == np.inf
-        return
-    assert best[objective] * (1 - 1e-9) <= got <= best[objective] * KEPT_GAP[objective] * (1 + 1e-9)
+    assert_near_least(op, d, objective, KEPT_GAP)
 
 
 def test_kept_output_overflow_least_dram():
