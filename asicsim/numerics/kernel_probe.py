@@ -47,10 +47,14 @@ def proven_path(mac: MacSpec, platform: str) -> str:
                           "the probe inputs; it is not used", RuntimeWarning, stacklevel=2)
         return "xla"
 
-    # Asked while a caller is being traced: JAX's trace state is per thread, so a fresh thread
-    # runs the probe eagerly.
+    return run_eagerly(run)
+
+
+def run_eagerly(fn):
+    """``fn()`` in a fresh thread: a probe asked for while a caller is being traced runs eagerly
+    there (JAX's trace state is per thread)."""
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
+        return pool.submit(fn).result()
 
 
 def probe_operands(mac: MacSpec, m: int = 48, k: int = 67, n: int = 80):

@@ -20,7 +20,6 @@ that differs is not used (a warning says so) and the XLA path runs on the GPU in
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import os
 import warnings
@@ -32,6 +31,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plt
 
 from .._jax_compat import enable_x64
+from .kernel_probe import run_eagerly
 from .mac import MacSpec
 from .rounding import f32_to_f64
 from .tensorcore import block_fma, fast_rounding, prepare
@@ -156,9 +156,7 @@ def proven(mac: MacSpec, platform: str) -> bool:
                       "probe inputs; it is not used (the XLA path runs instead)", RuntimeWarning, stacklevel=2)
         return False
 
-    # Asked while a caller is being traced: JAX's trace state is per thread (as kernel_probe.py)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(run).result()
+    return run_eagerly(run)
 
 
 def probe_operands(mac: MacSpec, m: int = 40, k: int | None = None, n: int = 72):
