@@ -200,11 +200,17 @@ def _clear_caches() -> None:
     """Forget what the mapper and the bounds cache by content (code before them has none)."""
     try:
         from asicsim.hw import conv_windows, cost, mapper_passes
-        mapper_passes.clear_cache()
+        (mapper_passes.clear_cache if hasattr(mapper_passes, "clear_cache") else _mapper_cache().clear_cache)()
         conv_windows._window_cover.cache_clear()
         cost._bounds_of.cache_clear()  # operation_bounds' cache (pricing itself bounds the problem it prices)
-    except AttributeError:
+    except (AttributeError, ImportError):
         pass
+
+
+def _mapper_cache():
+    """The module of the candidates and choices kept by content (i31-speed's fourth step on)."""
+    from asicsim.hw import mapper_cache
+    return mapper_cache
 
 
 def main() -> None:

@@ -65,7 +65,8 @@ candidates within 5 % of the fastest one's cycles), ``energy`` (DRAM, SRAM and s
 energy does not depend on the schedule), ``dram`` (bytes) or ``latency`` (busy and stall cycles).
 
 The candidates are measured and one chosen per element by :mod:`asicsim.hw.mapper_passes`
-(chunks, lean counts, ``balanced``'s kept first pass, a cache by content), which
+(chunks, lean counts, ``balanced``'s kept first pass) and kept by content between calls
+(:mod:`asicsim.hw.mapper_cache`: the candidates and the choice), which
 ``tests/hw/test_mapper_fast.py`` holds to the unpruned evaluation bit for bit.
 """
 
@@ -76,6 +77,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from asicsim.hw import mapper_cache as cache
 from asicsim.hw import mapper_passes as passes
 from asicsim.hw.counts import (
     ACTIVATIONS,
@@ -267,20 +269,29 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             for b, only in out if db or not only]
 
 
-def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None) -> GemmCounts:
+def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
+                energy_key=None) -> GemmCounts:
     """The counts of the best schedule per element for ``objective`` (one of
     :data:`asicsim.hw.objectives.OBJECTIVES`). ``score_energy(counts) -> pJ`` prices a schedule
     for ``energy``, ``latency`` and ``balanced`` (the pricing pipeline's own rates). ``balanced``
     takes the least energy among the candidates within
     :data:`~asicsim.hw.objectives.BALANCED_SLACK` of the fastest one's cycles: never slower than
-    ``latency``'s choice by more than the slack, never more energy."""
+    ``latency``'s choice by more than the slack, never more energy. ``energy_key``: the content of
+    what ``score_energy`` reads (:func:`asicsim.hw.pricing.schedule_energy_key`); with it the choice
+    for a few elements is kept by content, and the same search again counts the kept schedule only
+    (:func:`asicsim.hw.mapper_cache.chosen_key`)."""
     check_objective(objective)
     split = passes.by_dataflow(p, hw)
     if split is not None:  # a sweep over dataflows: each searched on its own (module docstring)
-        return passes.merge_by_dataflow(hw, [(v, best_counts(p, h, objective, score_energy)) for v, h in split])
+        return passes.merge_by_dataflow(hw, [(v, best_counts(p, h, objective, score_energy, energy_key))
+                                             for v, h in split])
     shape = element_shape(p, hw)
+    kept_key = cache.chosen_key(p, hw, shape, objective, score_energy, energy_key)
+    hit = cache.chosen(kept_key)
+    if hit is not None:
+        return schedule_counts(p, hw, hit)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cands, chunks = passes.searched(p, hw, shape, candidates)
+        cands, chunks = cache.searched(p, hw, shape, candidates)
         # one chunk (a design point, small grids): measured once for both of balanced's passes
         once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
         measured = passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)
@@ -301,5 +312,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
                          "operand it must hold)")
-    return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0,
-                                           best[6], best[7], best[8], best[9]))
+    chosen = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, best[6], best[7], best[8],
+                      best[9])
+    cache.remember(kept_key, chosen)
+    return schedule_counts(p, hw, chosen)

@@ -1,7 +1,7 @@
 """How the mapper's candidates are measured and one chosen per element (:mod:`asicsim.hw.mapper`
 generates them): stacked in chunks with their array-aligned twins, measured with the lean counts,
 the least key kept chunk by chunk, ties to the first in one search order; ``balanced``'s first
-pass keeps what its second can use; the candidates of small problems cached by content. On
+pass keeps what its second can use (what is kept between calls: :mod:`asicsim.hw.mapper_cache`). On
 large grids: one dataflow at a time, fields at the shape of the axes they vary along, and
 each element's distinct candidates only, where they vary along few axes (and in the one chunk of
 a few elements: a network on one design point)."""
@@ -165,50 +165,6 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
             for chunk in (stacked_chunks(blocks, hw, shape, narrow=False) if chunks is None else chunks))
-
-
-#: The stacked candidates of small problems (a network on one design point), by the content of the
-#: problem and the hardware (every array's dtype, shape and bytes, the buffer layout: never a
-#: name): pricing the same GEMMs on the same design point again skips generating them. The
-#: candidates are a function of exactly these (:func:`asicsim.hw.mapper.candidates`, :func:`stacked_chunks`), so a hit
-#: gives the arrays a miss would build; they are read-only. Design sweeps (more than
-#: :data:`CACHE_PAIRS` candidate-element pairs) are not kept.
-_CACHE: dict = {}
-CACHE_ENTRIES = 128
-CACHE_PAIRS = 1 << 16
-
-
-def clear_cache() -> None:
-    """Forget the cached candidates (timing a first call)."""
-    _CACHE.clear()
-
-
-def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
-    arrays = [*(getattr(p, f.name) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
-              *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
-              hw.dram_bytes_per_cycle, *hw.capacity]
-    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate, hw.bypass_unused, hw.whole_tiles,
-            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
-
-
-def searched(p: GemmProblem, hw: ArrayHardware, shape, generate) -> tuple:
-    """(candidate blocks ``generate(p, hw)``, :func:`prepared`; their stacked chunks or None where
-    there are several): from the cache where the content matches (one ``generate``: the mapper's)."""
-    small = max(1, int(np.prod(shape))) <= CACHE_PAIRS // 1024
-    key = _content_key(p, hw) if small else None
-    if key is not None and key in _CACHE:
-        return _CACHE[key]
-    cands = prepared(generate(p, hw), shape)
-    if 2 * len(cands) * max(1, int(np.prod(shape))) > min(STACK_ELEMENTS, CACHE_PAIRS) or key is None:
-        return cands, None
-    chunks = list(stacked_chunks(cands, hw, shape, narrow=False))
-    for c in chunks:
-        for f in FIELDS:
-            getattr(c, f).flags.writeable = False
-    if len(_CACHE) >= CACHE_ENTRIES:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (cands, chunks)
-    return cands, chunks
 
 
 def _full(v, chunk: Schedule, shape) -> np.ndarray:

@@ -37,6 +37,7 @@ from asicsim.hw.pricing import (
     energy,
     energy_rates,
     schedule_energy,
+    schedule_energy_key,
     traffic,
 )
 from asicsim.hw.result import Bound, EnergySplit, Price, Schedule
@@ -133,7 +134,8 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
         q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
         bpe_gemm = dict(bpe, filter=q.b_bytes)
-        c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates)), inverse)
+        c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates),
+                                      schedule_energy_key(bpe_gemm, rates)), inverse)
         onehot = np.zeros((len(lows), n))
         onehot[np.arange(len(lows)), owner] = 1.0
         # an operation's mapping is that of its largest GEMM

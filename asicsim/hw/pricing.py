@@ -173,6 +173,18 @@ def schedule_energy(c, bpe: dict, rates: EnergyRates):
     return e + (c.cycles_compute + c.cycles_fill_drain + c.cycles_stall) * rates.static
 
 
+def schedule_energy_key(bpe: dict, rates: EnergyRates) -> tuple:
+    """The content of everything :func:`schedule_energy` reads (dtype, shape and bytes of each
+    number): two calls with equal keys price every schedule alike (the mapper's kept choices,
+    :func:`asicsim.hw.mapper_cache.chosen_key`)."""
+    pm = rates.power
+    nums = [rates.add, rates.dram, rates.static, pm.control_fraction, pm.vr_efficiency,
+            *(bpe[k] for k in sorted(bpe)), *(rates.sram_read[k] for k in sorted(rates.sram_read)),
+            *(rates.sram_write[k] for k in sorted(rates.sram_write))]
+    return (tuple(sorted(bpe)), tuple(sorted(rates.sram_read)), tuple(sorted(rates.sram_write)),
+            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, nums)))
+
+
 def classify_bound(transfer, busy, performed, pes, macs):
     """DeepBench's three regimes, as :class:`~asicsim.hw.result.Bound` codes: ``bandwidth`` when moving the
     data over the DRAM link takes at least as long as the array's work, else ``occupancy`` when

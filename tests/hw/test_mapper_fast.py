@@ -1,5 +1,5 @@
 """The mapper's fast path (asicsim/hw/mapper_passes.py: lean counts, balanced's kept first pass, the
-content-keyed candidate cache; asicsim/hw/bounds.py's cache) chooses bit for bit what the
+content-keyed candidate and choice caches; asicsim/hw/bounds.py's cache) chooses bit for bit what the
 unpruned evaluation chooses: every candidate measured with the full counts, balanced's second
 pass measured again, nothing cached. The reference below is that evaluation, written from the
 mapper's candidate list and selection rule (what is compared is the speed-ups, not the search).
@@ -16,6 +16,7 @@ import pytest
 
 import asicsim as sim
 import asicsim.hw.mapper as mapper
+import asicsim.hw.mapper_cache as cache
 import asicsim.hw.mapper_passes as passes
 import asicsim.hw.mapper_shapes as shapes
 import asicsim.hw.pipeline as pipeline
@@ -53,7 +54,7 @@ def _select(prim, sec):
     return np.argmin(sec, axis=0), lo
 
 
-def unpruned_best_counts(p, hw, objective, score_energy=None):
+def unpruned_best_counts(p, hw, objective, score_energy=None, energy_key=None):
     """The search as measured before the fast path: every candidate and every twin in one list
     over the whole grid (no chunks, no split by dataflow), full counts, balanced's second pass
     on all of them, no cache."""
@@ -123,21 +124,55 @@ def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective)
     does not hit the first one's entry."""
     ops = [sim.Conv(28, 28, 64, 64, 3, 3, padding=1), sim.Gemm(197, 768, 3072), sim.Gemm(1, 1000, 2048),
            sim.Conv(28, 28, 64, 64, 3, 3, padding=1)]
-    passes.clear_cache()
+    cache.clear_cache()
     cold = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
-    assert len(passes._CACHE) == 1
-    warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
+    assert len(cache._CACHE) == 1
+    assert len(cache._CHOSEN) == 1
+    warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))  # the kept choice
     assert warm == cold
     small = sim.hw.load_design("edge_int8_32x32")
     small = dataclasses.replace(small, buffers=tuple(dataclasses.replace(b, capacity_kib=b.capacity_kib / 2)
                                                      for b in small.buffers))
     halved = cost_many(ops, small, objective=objective)
-    assert len(passes._CACHE) == 2
+    assert len(cache._CACHE) == 2
     monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
     ref = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
     assert cold == ref
     assert repr(halved) == repr(cost_many(ops, small, objective=objective))
     assert repr(halved) != cold
+
+
+def _counts_equal(a, b) -> bool:
+    return all(np.array_equal(np.asarray(getattr(a, f)), np.asarray(getattr(b, f)), equal_nan=True)
+               for f in type(a).names() if getattr(a, f) is not None)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_a_kept_choice_is_the_searched_one_and_keyed_by_what_the_energy_reads(objective):
+    """The chosen schedule kept by content (mapper_cache.chosen_key): a second search with the
+    same problem, hardware, objective and energy key counts the kept schedule, equal to the
+    unpruned evaluation's; an energy function with another key (here one that prices cycles
+    instead of DRAM bytes, which picks another schedule under ``energy``) is searched again, not
+    served the first one's choice (fails if the key left out the energy's content)."""
+    p, hw, _ = _one_problem()
+    p = dataclasses.replace(p, M=np.array([300.0, 8.0, 1000.0]), N=np.array([500.0, 2000.0, 64.0]),
+                            K=np.array([700.0, 3000.0, 4096.0]), a_footprint=np.array([210e3, 24e3, 4096e3]))
+    hw = dataclasses.replace(hw, capacity=(np.float64(1 << 14),))
+    by_dram = lambda c: c.dram_bytes  # noqa: E731
+    by_cycles = lambda c: c.busy_cycles + c.cycles_stall + 1e-3 * c.dram_bytes  # noqa: E731
+    cache.clear_cache()
+    first = mapper.best_counts(p, hw, objective, by_dram, ("dram",))
+    assert len(cache._CHOSEN) == 1
+    again = mapper.best_counts(p, hw, objective, by_dram, ("dram",))
+    assert _counts_equal(again, first)
+    assert _counts_equal(first, unpruned_best_counts(p, hw, objective, by_dram))
+    other = mapper.best_counts(p, hw, objective, by_cycles, ("cycles",))
+    assert len(cache._CHOSEN) == 2
+    assert _counts_equal(other, unpruned_best_counts(p, hw, objective, by_cycles))
+    if objective == "energy":
+        assert not _counts_equal(other, first)  # the case can tell the keys apart
+    unkeyed = mapper.best_counts(p, hw, objective, by_cycles)  # no key: searched, nothing kept
+    assert len(cache._CHOSEN) == 2 and _counts_equal(unkeyed, other)
 
 
 def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
@@ -148,7 +183,7 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
     d = sim.hw.load_design("dc_bf16_128x128")
     seen = []
 
-    def spy(p, hw, objective, score_energy=None):
+    def spy(p, hw, objective, score_energy=None, energy_key=None):  # nothing kept: searched each time
         shape = element_shape(p, hw)
         for s in passes.stacked_chunks(mapper.candidates(p, hw), hw, shape):
             full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
@@ -367,7 +402,7 @@ def _problems():
                                                    for b in edge.buffers))
     seen = []
 
-    def spy(p, hw, objective, score_energy=None):
+    def spy(p, hw, objective, score_energy=None, energy_key=None):  # nothing kept: searched each time
         seen.append((p, hw))
         return mapper.best_counts(p, hw, objective, score_energy)
 
