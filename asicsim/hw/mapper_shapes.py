@@ -50,38 +50,46 @@ def distinct(s: Schedule, order: np.ndarray) -> tuple:
     equal in every field, in order; elements with fewer keep copies of one of theirs (equal
     fields, later in order: never chosen before it). ``order``: the candidates' search order.
     Equal values of different bits (0.0 and -0.0, outside whole numbers) may both be kept: a
-    copy, never chosen."""
+    copy, never chosen. Laid out (candidate, element), as stacked: no transposed copies; a field
+    equal everywhere (the same value for every candidate and element) tells none apart and is
+    not compared."""
     vals = [np.asarray(getattr(s, f)) for f in FIELDS]
     n, own = vals[0].shape[0], np.broadcast_shapes(*(v.shape[1:] for v in vals))
-    # (element, candidate), each element's candidates contiguous
-    flat = [np.ascontiguousarray(np.broadcast_to(v, (n, *own)).reshape(n, -1).T) for v in vals]
+    size = int(np.prod(own))
+    # (candidate, element), each element's candidates a column
+    flat = [np.broadcast_to(v, (n, *own)).reshape(n, size) for v in vals]
+    # NaN is never equal to itself: a field holding one is compared
+    varying = [v for v in flat if np.min(v) != np.max(v)] if n > 1 else []
     # per element, the candidates sorted stably (equal ones in order), each one equal in every
     # field to the one before it a copy: O(n log n), not n^2
-    dup = np.zeros(flat[0].shape, dtype=bool)
-    if n > 1:
-        keys = _packed(flat)
+    dup = np.zeros((n, size), dtype=bool)
+    if varying:
+        keys = _packed(varying)
         if keys is not None:  # whole numbers packed exactly into two keys: equal keys, equal fields;
             # sorted stably by their sum (equal keys adjacent and in order; unequal keys of one sum
             # between equal ones only keep a copy, never chosen; the sum keeps the first key's runs,
             # which a stable sort uses)
-            by = np.argsort(keys[0] if len(keys) == 1 else keys[0] + keys[1], axis=1, kind="stable")
+            by = np.argsort(keys[0] if len(keys) == 1 else keys[0] + keys[1], axis=0, kind="stable")
             cmp = keys
         else:  # by a hash of the fields' bits, then the fields compared (NaN equals nothing);
             # unequal fields of one hash between equal ones only keep a copy (never chosen)
-            h = np.zeros(flat[0].shape, dtype=np.uint64)
-            for v in flat:
+            h = np.zeros((n, size), dtype=np.uint64)
+            for v in varying:
                 h = h * np.uint64(0x9E3779B97F4A7C15) + np.asarray(v, dtype=np.float64).view(np.uint64)
-            by = np.argsort(h, axis=1, kind="stable")
-            cmp = flat
-        same = np.ones((flat[0].shape[0], n - 1), dtype=bool)
+            by = np.argsort(h, axis=0, kind="stable")
+            cmp = varying
+        same = np.ones((n - 1, size), dtype=bool)
         for v in cmp:
-            w = np.take_along_axis(v, by, 1)
-            same &= w[:, 1:] == w[:, :-1]
-        np.put_along_axis(dup, by[:, 1:], same, 1)
-    k = max(1, int((~dup).sum(axis=1).max()))
-    keep = np.argsort(dup, axis=1, kind="stable")[:, :k]  # the firsts, in order, then copies
-    fields = [np.take_along_axis(v, keep, 1).T.reshape(k, *own) for v in flat]
-    return Schedule(*fields), np.asarray(order)[keep].T.reshape(k, *own)
+            w = np.take_along_axis(v, by, 0)
+            same &= w[1:] == w[:-1]
+        np.put_along_axis(dup, by[1:], same, 0)
+    elif n > 1:  # every field equal everywhere: the first of each element
+        dup[1:] = True
+    k = max(1, int((~dup).sum(axis=0).max()))
+    keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
+    at = keep * size + np.arange(size)  # flat positions in (candidate, element)
+    fields = [np.ascontiguousarray(v).reshape(-1)[at].reshape(k, *own) for v in flat]
+    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
 
 
 def _packed(flat: list):

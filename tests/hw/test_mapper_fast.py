@@ -285,6 +285,23 @@ def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     assert np.array_equal(got_order, order[keep].reshape(k, *own))
 
 
+def test_distinct_with_fields_equal_everywhere():
+    """Fields equal for every candidate and element are not compared (mapper_shapes.distinct):
+    all fields equal keeps the first of each element; one field varying keeps its distinct
+    values' firsts; a NaN everywhere is compared (equal to nothing: every candidate kept)."""
+    n, own = 5, (2, 3)
+    ones = np.ones((n, *own))
+    s = Schedule(np.zeros((n, *own), dtype=np.int64), ones, ones, ones, np.zeros((n, 1, 1), dtype=bool),
+                 np.zeros((n, 1, 1), dtype=bool), ones, ones, 0.0 * ones, ones)
+    got, order = shapes.distinct(s, np.arange(n))
+    assert got.Mt.shape == (1, *own) and np.all(order == 0)
+    mt = np.array([3.0, 1.0, 3.0, 2.0, 1.0])[:, None, None] * ones
+    got, order = shapes.distinct(dataclasses.replace(s, Mt=mt), np.arange(n))
+    assert np.array_equal(order[:, 0, 0], [0, 1, 3]) and np.array_equal(got.Mt[:, 0, 0], [3.0, 1.0, 2.0])
+    got, order = shapes.distinct(dataclasses.replace(s, Kt=np.full((n, *own), np.nan)), np.arange(n))
+    assert np.array_equal(order[:, 1, 2], np.arange(n))
+
+
 # --- the candidates generated along a variant axis are those generated one variant at a time ---
 
 def one_variant_at_a_time(p, hw) -> list:
