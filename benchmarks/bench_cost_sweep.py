@@ -165,7 +165,7 @@ def bench_networks(design: str, repeat: int, objective: str) -> None:
     nets = {"ResNet-18": topology_operations(read_scalesim_topology(TOPOLOGY)), "ResNet-50": resnet50(),
             "GPT-2 block": gpt2_block()}
     print(f"objective {objective}; cost_many per network on {design}, CPU ms (mean of {repeat}, after one warm-up), "
-          "beside a numpy anchor timed alternately; 'cold': the mapper's candidate cache and the bounds' cache "
+          "beside a numpy anchor timed alternately; 'cold': the mapper's kept candidates and choices and the bounds' cache "
           "cleared before each call (a design point priced for the first time), 'warm': the same network again")
     side = np.arange(8, 65, 8)
     grid = dict(rows=side[:, None, None, None], cols=side[None, :, None, None], dataflow=np.arange(3)[None, None, :, None],
