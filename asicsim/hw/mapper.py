@@ -178,7 +178,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     for mask, share, can in kept:
         out: list = []
         blocks.append(out)
-        rows = variant_rows([buffer_rows(p, hw, spill, mask, share) for _, spill in variants], lead)
+        rows = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
 
         def emit(fam, t, ok=True, sub=None, only_db=False, out=out, mask=mask, share=share, can=can):
             Ma, Na = (t[0], t[1]) if sub is None else sub
@@ -299,7 +299,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
             key = lambda m: (m[objective], m[second])  # noqa: E731
         (score, _), best = passes.search(measured, shape, key)
     if not np.all(np.isfinite(score)):
-        raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
-                         "operand it must hold)")
+        raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
+                         "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")
     return schedule_counts(p, hw, Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0,
                                            best[6], best[7], best[8], best[9]))

@@ -188,6 +188,7 @@ def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
               *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
               hw.dram_bytes_per_cycle, *hw.capacity]
     return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate, hw.bypass_unused, hw.whole_tiles,
+            hw.double_buffers,
             tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
 
 
