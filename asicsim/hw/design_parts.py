@@ -167,7 +167,8 @@ class BufferSpec:
     """One on-chip SRAM buffer. A unified buffer lists several operands in ``holds``.
 
     ``capacity_kib`` is the total. ``double_buffered`` is SCALE-Sim's schedule (the compatibility
-    mode halves the buffer); the physical model's mapper chooses double buffering per operation.
+    mode halves the buffer); the physical model's mapper chooses double buffering per operation,
+    doubling the tiles of the operands ``ArraySpec.double_buffers`` lists.
     ``word_bits`` None means the width of the format of what it holds; ``banks`` None a bank count
     from the size; per-word energies None a size- and node-derived default chosen by the cost model.
     """

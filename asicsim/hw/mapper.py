@@ -9,7 +9,8 @@ buffer, doubled when double-buffered, fit what the tensors kept whole there leav
 the resident block (the weights family works through its block ``Na`` columns at a time, the
 activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
-slivers (where the outputs leave through DRAM), double buffering or not, and for each tensor
+slivers (where the outputs leave through DRAM), double buffering or not (of the tiles of the
+operands ``double_buffers`` lists: :func:`asicsim.hw.residency.buffer_rows`), and for each tensor
 kept on chip between operations, kept whole or streaming its overflow (its tiles take buffer space
 as an off-chip operand's, in a share of the buffer; the rest keeps as much of the tensor as fits:
 :mod:`asicsim.hw.residency`).
@@ -92,12 +93,7 @@ from asicsim.hw.counts import (
 )
 from asicsim.hw.mapper_shapes import variant_of, variant_rows
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
-from asicsim.hw.residency import (
-    TILE_SHARES,
-    keeps_all,
-    resident_bytes,
-    stream_choices,
-)
+from asicsim.hw.residency import TILE_SHARES, keeps_all, resident_bytes, stream_choices
 from asicsim.hw.tiles import (
     buffer_rows,
     element_shape,
