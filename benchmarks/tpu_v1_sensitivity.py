@@ -98,10 +98,16 @@ def operations(app: str) -> list:
 
 
 def scaled(design, bandwidth: float = 1.0, side: int | None = None):
-    """``design`` with ``bandwidth`` x its DRAM bandwidth (and a ``side`` x ``side`` array, buffers kept)."""
+    """``design`` with ``bandwidth`` x its DRAM bandwidth (and a ``side`` x ``side`` array whose Weight
+    FIFO stays four tiles deep, Sec. 2: 4 x 256 KiB on 512 x 512; the other buffers kept). The FIFO
+    holds whole tiles (``array.whole_tiles``, padded in the buffer since issue 31): kept at 256 KiB
+    it would hold one 512 x 512 tile and could not double-buffer at all."""
     d = dataclasses.replace(design, dram=dataclasses.replace(design.dram,
                                                              bandwidth_gbps=bandwidth * design.dram.bandwidth_gbps))
-    return d if side is None else dataclasses.replace(d, array=dataclasses.replace(d.array, rows=side, cols=side))
+    if side is None:
+        return d
+    fifo = d.weight_buffer().capacity_kib * side * side / (d.array.rows * d.array.cols)
+    return dataclasses.replace(d.with_weight_buffer(fifo), array=dataclasses.replace(d.array, rows=side, cols=side))
 
 
 def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
@@ -127,7 +133,7 @@ def measure(app: str, objective: str = "balanced", design="tpu_v1") -> dict:
         "memory_tpu_prime": c1 / cp, "memory_tpu_prime_nonmatrix_fixed": (c1 + fixed) / (cp + fixed),
         # 4x clock at the same DRAM bytes per second: a quarter of the bytes per cycle, 4x the cycles per second
         "clock_4x": 4 * c1 / cq,
-        "matrix_512": c1 / c512,  # Figure 11's "matrix": a 512x512 unit, the same accumulators and buffers
+        "matrix_512": c1 / c512,  # Figure 11's "matrix": a 512x512 unit, the same accumulators, the FIFO four tiles deep
         "tops": ops_count / (c1 / d.clock_hz) / 1e12, "paper_tops": tops,
     }
 

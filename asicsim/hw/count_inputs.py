@@ -14,6 +14,8 @@ ZERO_CODES = {"compute": 0, "gate": 1, "skip": 2}
 #: Loop-order families by the operand resident in SRAM while the innermost tile loop runs.
 FAMILIES = ("outputs", "weights", "activations")
 OUTPUTS, WEIGHTS, ACTIVATIONS = 0, 1, 2
+#: the operands a double-buffered schedule may double (asicsim.hw.design_parts.OPERANDS)
+DOUBLE_ALL = ("ifmap", "filter", "ofmap", "psum")
 
 
 def ceil_div(a, b):
@@ -75,6 +77,14 @@ class ArrayHardware:
     mac_rate: float = 1.0  # MACs per PE per cycle in the formats' native mode (asicsim.hw.native)
     bypass_unused: bool = False  # operands bypass unused rows/columns: fill/drain of the used block only
     whole_tiles: bool = False  # the stationary operand moves in whole R x C tiles (asicsim.hw.whole_tiles)
+    #: the operands whose tiles a double-buffered schedule doubles (their transfers overlap the
+    #: work; the others' stall): :data:`DOUBLE_ALL` doubles every tile, as before the field
+    double_buffers: tuple = ("ifmap", "filter", "ofmap", "psum")
+
+    @property
+    def doubles_all(self) -> bool:
+        """Whether a double-buffered schedule doubles every tile (the default)."""
+        return set(self.double_buffers) >= set(DOUBLE_ALL)
 
 
 @dataclass(frozen=True)

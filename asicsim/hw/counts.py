@@ -22,7 +22,8 @@ family          A (ifmap, S_A)          B (filter, S_B)       C (ofmap)
 
 (``T_x = ceil(X / Xt)`` trips.) Where the design moves its stationary operand in whole array-sized
 tiles (``array.whole_tiles``: ws weights, is inputs), each pass over it moves every fold's tile as
-a whole ``R x C`` tile, padded: :mod:`asicsim.hw.whole_tiles` (the buffers' fit is not padded). The ``outputs`` family keeps the ``Mt x Nt`` block in the
+a whole ``R x C`` tile, padded: :mod:`asicsim.hw.whole_tiles` (and its block takes its padded
+bytes in its buffer: :func:`asicsim.hw.tiles.padded`). The ``outputs`` family keeps the ``Mt x Nt`` block in the
 partial-sum buffer across all of K (or in the buffer the design marks ``psum_spill``, at that
 buffer's access energy). The other two keep their ``Mt x Na`` (weights) or ``Ma x Nt``
 (activations) partial-sum tile on chip while K is whole; with ``Kt < K`` every K sliver but the
@@ -48,7 +49,11 @@ its own spatial size ``S_R x S_C``, ``2 S_R + S_C + T - 2`` cycles: Samajdar et 
 Methodology for Characterizing Scalability of DNN Accelerators using SCALE-Sim", ISPASS 2020, eq. 1.)
 
 DRAM transfers ``X`` overlap compute only when double-buffered: the first of ``s`` tile steps waits for its data and the later ones hide theirs behind the work,
-``stall = X / s + max(0, X - busy) (s - 1) / s``; single-buffered, ``stall = X``.
+``stall = X / s + max(0, X - busy) (s - 1) / s``; single-buffered, ``stall = X``. A double-buffered
+schedule doubles the tiles of the operands the design lists in ``array.double_buffers`` (default:
+all; :func:`asicsim.hw.residency.buffer_rows`), and only their transfers ``X_d`` overlap: the rest
+``X_e`` (A: ifmap, B: filter, C: ofmap, spilled partial sums: psum) stalls,
+``stall = X_e + X_d / s + max(0, X_d - busy) (s - 1) / s``.
 """
 
 from __future__ import annotations
@@ -216,9 +221,17 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     transfer = dram / np.asarray(hw.dram_bytes_per_cycle, dtype=np.float64)
     busy = reps * (compute + fill_drain)
     db = s.double_buffered
-    # double-buffered: the first step's share is exposed, the rest overlaps the later steps' work
+    # double-buffered: the first step's share is exposed, the rest overlaps the later steps' work;
+    # where the design doubles only some operands' tiles, the others' transfers stay exposed
     later = (reps * steps - 1) / (reps * steps)
-    stall = np.where(db, transfer / (reps * steps) + np.maximum(transfer - busy, 0) * later, transfer)
+    hidden, exposed = transfer, 0.0
+    if not hw.doubles_all:
+        two = {op: op in hw.double_buffers for op in ("ifmap", "filter", "ofmap", "psum")}
+        parts = {"ifmap": dram_a, "filter": dram_b, "ofmap": dram_c, "psum": dram_p}
+        bw = np.asarray(hw.dram_bytes_per_cycle, dtype=np.float64)
+        hidden = sum((parts[k] for k in parts if two[k]), start=0.0) / bw
+        exposed = sum((parts[k] for k in parts if not two[k]), start=0.0) / bw
+    stall = np.where(db, exposed + hidden / (reps * steps) + np.maximum(hidden - busy, 0) * later, transfer)
     stall = np.where(dram > 0, stall, 0.0)
 
     macs = reps * M * N * K

@@ -63,6 +63,15 @@ class ArraySpec:
     # ``whole_tiles_source``.
     whole_tiles: bool = False
     whole_tiles_source: str = ""
+    # The operands whose tiles a double-buffered schedule keeps two copies of, so that their DRAM
+    # transfers overlap the work (asicsim.hw.counts); the others' tiles are kept once and their
+    # transfers stall the array. "psum" is the partial-sum (output) block, "ofmap" the outputs'
+    # staging tile where they leave through another buffer. Default: all four (a schedule doubles
+    # every tile or none). TPU v1 double-buffers its weights in a Weight FIFO four tiles deep
+    # (Jouppi et al. 2017, Sec. 2), apart from its accumulators. Any other set needs
+    # ``double_buffers_source``.
+    double_buffers: tuple[str, ...] = converted(tuple, default=OPERANDS)  # a list would not hash
+    double_buffers_source: str = ""
 
     @staticmethod
     def problems(v: dict) -> list[Problem]:
@@ -72,16 +81,36 @@ class ArraySpec:
         in_range(out, v, "sync_cycles", lim.SYNC_CYCLES)
         sourced_flag(out, v, "bypass_unused", "the array bypasses unused rows and columns")
         sourced_flag(out, v, "whole_tiles", "the stationary operand moves in whole array-sized tiles")
+        _double_buffers_problems(out, v)
         choice(out, v, "dataflow", DATAFLOWS, " | ".join(repr(d) for d in DATAFLOWS))
         choice(out, v, "zero_weights", ZERO_WEIGHTS, " | ".join(repr(d) for d in ZERO_WEIGHTS))
         return out
 
     def __post_init__(self) -> None:
         raise_if(self.problems(own_fields(self)))
+        convert_fields(self)
 
     @property
     def pes(self) -> int:
         return self.rows * self.cols
+
+
+def _double_buffers_problems(out: list[Problem], v: dict) -> None:
+    """``double_buffers``: distinct names from :data:`OPERANDS`; a set other than all four needs
+    ``double_buffers_source``."""
+    text(out, v, "double_buffers_source")
+    if "double_buffers" not in v:
+        return
+    h = v["double_buffers"]
+    if (not isinstance(h, (list, tuple)) or any(not isinstance(x, str) or x not in OPERANDS for x in h)
+            or len(set(h)) != len(h)):
+        out.append(("double_buffers", h, f"a list of distinct names from {list(OPERANDS)}"))
+        return
+    why = v.get("double_buffers_source", "")
+    if set(h) != set(OPERANDS) and isinstance(why, str) and not why.strip():
+        out.append(("double_buffers_source", why, "a non-empty string saying who says these operands alone are "
+                                                  "double-buffered (required unless double_buffers lists all of "
+                                                  f"{list(OPERANDS)})"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,7 +167,8 @@ class BufferSpec:
     """One on-chip SRAM buffer. A unified buffer lists several operands in ``holds``.
 
     ``capacity_kib`` is the total. ``double_buffered`` is SCALE-Sim's schedule (the compatibility
-    mode halves the buffer); the physical model's mapper chooses double buffering per operation.
+    mode halves the buffer); the physical model's mapper chooses double buffering per operation,
+    doubling the tiles of the operands ``ArraySpec.double_buffers`` lists.
     ``word_bits`` None means the width of the format of what it holds; ``banks`` None a bank count
     from the size; per-word energies None a size- and node-derived default chosen by the cost model.
     """

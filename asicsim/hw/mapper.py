@@ -9,7 +9,8 @@ buffer, doubled when double-buffered, fit what the tensors kept whole there leav
 the resident block (the weights family works through its block ``Na`` columns at a time, the
 activations family ``Ma`` rows at a time), partial sums in their buffer or the one the design
 marks ``psum_spill`` or, with ``Kt < K`` outside the outputs family, to DRAM and back between K
-slivers (where the outputs leave through DRAM), double buffering or not, and for each tensor
+slivers (where the outputs leave through DRAM), double buffering or not (of the tiles of the
+operands ``double_buffers`` lists: :func:`asicsim.hw.residency.buffer_rows`), and for each tensor
 kept on chip between operations, kept whole or streaming its overflow (its tiles take buffer space
 as an off-chip operand's, in a share of the buffer; the rest keeps as much of the tensor as fits:
 :mod:`asicsim.hw.residency`).
@@ -94,12 +95,7 @@ from asicsim.hw.counts import (
 )
 from asicsim.hw.mapper_shapes import variant_of, variant_rows
 from asicsim.hw.objectives import BALANCED_SLACK, check_objective
-from asicsim.hw.residency import (
-    TILE_SHARES,
-    keeps_all,
-    resident_bytes,
-    stream_choices,
-)
+from asicsim.hw.residency import TILE_SHARES, keeps_all, resident_bytes, stream_choices
 from asicsim.hw.tiles import (
     buffer_rows,
     element_shape,
@@ -180,7 +176,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     for mask, share, can in kept:
         out: list = []
         blocks.append(out)
-        rows = variant_rows([buffer_rows(p, hw, spill, mask, share) for _, spill in variants], lead)
+        rows = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
 
         def emit(fam, t, ok=True, sub=None, only_db=False, out=out, mask=mask, share=share, can=can):
             Ma, Na = (t[0], t[1]) if sub is None else sub
@@ -310,8 +306,8 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
             key = lambda m: (m[objective], m[second])  # noqa: E731
         (score, _), best = passes.search(measured, shape, key)
     if not np.all(np.isfinite(score)):
-        raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each "
-                         "operand it must hold)")
+        raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
+                         "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")
     chosen = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, best[6], best[7], best[8],
                       best[9])
     cache.remember(kept_key, chosen)

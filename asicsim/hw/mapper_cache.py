@@ -32,12 +32,23 @@ def clear_cache() -> None:
     _CHOSEN.clear()
 
 
+def _content(v) -> tuple:
+    """A value's content for a key: an array's dtype, shape and bytes; a tuple item by item."""
+    if isinstance(v, tuple):
+        return tuple(map(_content, v))
+    if isinstance(v, np.ndarray | np.generic):
+        a = np.asarray(v)
+        return (a.dtype.str, a.shape, a.tobytes())
+    return (type(v).__name__, v)
+
+
 def _content_key(p: GemmProblem, hw: ArrayHardware) -> tuple:
-    arrays = [*(getattr(p, f.name) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"),
-              *(p.off_chip[k] for k in sorted(p.off_chip)), hw.rows, hw.cols, hw.dataflow,
-              hw.dram_bytes_per_cycle, *hw.capacity]
-    return (tuple(sorted(p.off_chip)), hw.layout, hw.zero_weights, hw.mac_rate, hw.bypass_unused, hw.whole_tiles,
-            tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, arrays)))
+    """Every field of the problem and of the hardware by content (never by name), so a field
+    added to either is in the key without a change here."""
+    problem = [(f.name, _content(getattr(p, f.name))) for f in dataclasses.fields(GemmProblem) if f.name != "off_chip"]
+    off_chip = [(k, _content(np.asarray(p.off_chip[k]))) for k in sorted(p.off_chip)]
+    hardware = [(f.name, _content(getattr(hw, f.name))) for f in dataclasses.fields(ArrayHardware)]
+    return (tuple(problem), tuple(off_chip), tuple(hardware))
 
 
 #: The chosen schedule of small problems by the content of the problem and the hardware

@@ -130,7 +130,7 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
                            capacity=tuple(c[..., None] for c in caps), layout=layout(d),
                            dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), zero_weights=zero,
                            mac_rate=rate, bypass_unused=d.array.bypass_unused,
-                           whole_tiles=d.array.whole_tiles)
+                           whole_tiles=d.array.whole_tiles, double_buffers=d.array.double_buffers)
         bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
         q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
         bpe_gemm = dict(bpe, filter=q.b_bytes)

@@ -76,7 +76,7 @@ def streamed_homes(p: GemmProblem, hw: ArrayHardware, streamed) -> list:
     return out
 
 
-def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool, streamed=0.0, share=1.0) -> list[tuple]:
+def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool, streamed=0.0, share=1.0, db=False) -> list[tuple]:
     """Per buffer ``(a, b, c, budget)``: a schedule's tiles take ``a Mt Kt + b Kt Nt + c Mt Nt``
     bytes there (``a``: the A tile's bytes per element if the ifmap streams from DRAM into this
     buffer, off chip or its overflow ``streamed``; ``b`` the B tile's; ``c`` the partial sums' if
@@ -84,7 +84,10 @@ def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool, streamed=0.0, sh
     partial sums live elsewhere), twice that when double-buffered, and ``budget`` is the capacity
     less the tensors kept whole there (:func:`kept_on_chip`; below zero where they do not fit),
     ``share`` of that where a streamed tensor is homed there. ``spill``: partial sums in the
-    design's ``psum_spill`` buffer."""
+    design's ``psum_spill`` buffer. ``db`` (bool or array): the rows of a double-buffered schedule
+    where the design doubles only some operands' tiles (``hw.double_buffers``): the coefficient of
+    an operand it does not double is halved, so that twice the row is the bytes the tiles take
+    (the doubled ones twice, the others once); every operand doubled, the rows do not depend on it."""
     if not any_kept(p) or not np.any(streamed):  # nothing streams (the common case, fast)
         streamed, share = 0.0, 1.0
     lay = hw.layout
@@ -92,14 +95,19 @@ def buffer_rows(p: GemmProblem, hw: ArrayHardware, spill: bool, streamed=0.0, sh
     a_eff = p.a_bytes * np.minimum(p.a_footprint / np.maximum(p.M * p.K * p.a_bytes, 1e-300), 1.0)
     psum_home = lay.psum_spill if spill else lay.home("psum")
     homes = streamed_homes(p, hw, streamed) if not (isinstance(share, float) and share == 1.0) else None
+    some = not hw.doubles_all and np.any(db)
+
+    def once(x, op):  # an operand's tile kept once in a double-buffered schedule: half its row
+        return x * np.where(db, 0.5, 1.0) if some and op not in hw.double_buffers else x
+
     rows = []
     for i, cap in enumerate(hw.capacity):
         cap = np.asarray(cap, dtype=np.float64)
-        a = np.where(off["ifmap"], a_eff, 0.0) if lay.home("ifmap") == i else 0.0
-        b = np.where(off["filter"], p.b_bytes, 0.0) if lay.home("filter") == i else 0.0
-        c = p.acc_bytes if psum_home == i else 0.0
+        a = once(np.where(off["ifmap"], a_eff, 0.0), "ifmap") if lay.home("ifmap") == i else 0.0
+        b = once(np.where(off["filter"], p.b_bytes, 0.0), "filter") if lay.home("filter") == i else 0.0
+        c = once(p.acc_bytes, "psum") if psum_home == i else 0.0
         if lay.home("ofmap") == i and psum_home != i:
-            c = c + np.where(off["ofmap"], p.out_bytes, 0.0)
+            c = c + once(np.where(off["ofmap"], p.out_bytes, 0.0), "ofmap")
         budget = cap - kept_on_chip(p, hw, i, streamed)
         rows.append((a, b, c, budget if homes is None else np.where(homes[i], budget * share, budget)))
     return rows

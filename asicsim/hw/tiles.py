@@ -15,12 +15,14 @@ from asicsim.hw.counts import (
     OS,
     OUTPUTS,
     WEIGHTS,
+    WS,
     ArrayHardware,
     GemmCounts,
     GemmProblem,
     Schedule,
 )
 from asicsim.hw.residency import buffer_rows as buffer_rows  # the mapper's
+from asicsim.hw.whole_tiles import whole_tile_scales
 
 
 def _floor(x):
@@ -82,15 +84,28 @@ def most_sub(t: list, other, rows: list, db, cap):
     return best
 
 
-def fits(s: Schedule, rows: list) -> np.ndarray:
-    """Whether the tiles of ``s`` fit every buffer (:func:`buffer_rows`)."""
+def fits(s: Schedule, rows: list, pad=(1.0, 1.0)) -> np.ndarray:
+    """Whether the tiles of ``s`` fit every buffer (:func:`buffer_rows`). ``pad``: what the A and B
+    tiles' bytes are multiplied by where they are stored as whole array-sized tiles
+    (:func:`padded`)."""
     Ma = s.Mt if s.Ma is None else s.Ma
     Na = s.Nt if s.Na is None else s.Na
     ok = (s.Mt >= 1) & (s.Nt >= 1) & (s.Kt >= 1) & (Ma >= 1) & (Na >= 1) & (Ma <= s.Mt) & (Na <= s.Nt)
     for a, b, c, budget in rows:
-        used = a * s.Mt * s.Kt + b * s.Kt * s.Nt + c * Ma * Na
+        used = a * s.Mt * s.Kt * pad[0] + b * s.Kt * s.Nt * pad[1] + c * Ma * Na
         ok = ok & (used * np.where(s.double_buffered, 2.0, 1.0) <= budget * (1 + 1e-12))
     return ok
+
+
+def padded(hw: ArrayHardware, s: Schedule) -> tuple:
+    """``(A, B)``: what the stationary operand's tile bytes are multiplied by where the design
+    stores it in whole array-sized tiles (``array.whole_tiles``, :mod:`asicsim.hw.whole_tiles`):
+    its block ``Kt x Nt`` (ws; is: ``Kt x Mt``) takes ``ceil(Kt / R) R`` rows by the array's
+    tile's folds of ``C`` columns, as one pass over it moves from DRAM; 1 otherwise."""
+    Ma = s.Mt if s.Ma is None else s.Ma
+    Na = s.Nt if s.Na is None else s.Na
+    return whole_tile_scales(hw.whole_tiles, hw.dataflow == WS, hw.dataflow == IS, hw.rows, hw.cols,
+                             s.Mt, s.Nt, s.Kt, Ma, Na, s.Kt)
 
 
 def trip_tiles(D, ndim: int) -> np.ndarray:
@@ -135,13 +150,15 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
 
 
 def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:
-    """Whether ``s`` is in the space: its tiles fit (:func:`fits`) and it cuts K outside the
+    """Whether ``s`` is in the space: its tiles fit (:func:`fits`; stored as whole array-sized
+    tiles where the design says so, :func:`padded`) and it cuts K outside the
     outputs family only where partial sums may go to DRAM (the outputs leave through it)."""
-    rows = {sp: buffer_rows(p, hw, sp, s.streamed, s.tile_share)
+    rows = {sp: buffer_rows(p, hw, sp, s.streamed, s.tile_share, s.double_buffered)
             for sp in ((False, True) if hw.layout.psum_spill is not None else (False,))}
-    ok = fits(s, rows[False])
+    pad = padded(hw, s)
+    ok = fits(s, rows[False], pad)
     if True in rows:
-        ok = np.where(s.psum_spill, fits(s, rows[True]), ok)
+        ok = np.where(s.psum_spill, fits(s, rows[True], pad), ok)
     cut_k = (s.family != OUTPUTS) & (s.Kt < p.K)
     Ma = s.Mt if s.Ma is None else s.Ma
     Na = s.Nt if s.Na is None else s.Na

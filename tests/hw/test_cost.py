@@ -415,8 +415,11 @@ def test_tpu_v1_mlp_batch_sweep_crosses_at_the_ridge():
 def test_sweep_equals_cost_per_variant():
     ops = [Gemm(256, 256, 256), Conv(28, 28, 32, 64, 3, 3, padding=1, batch=2),
            Gemm(17, 300, 200, weight_sparsity=0.8, sparse_format="csr")]
-    rows, dfs, scales = [16, 128], ["os", "ws", "is"], [1 / 64, 1.0]
+    rows, dfs = [16, 128], ["os", "ws", "is"]
     for name in ("tpu_v1", "dc_bf16_128x128", "edge_int8_32x32"):
+        # tpu_v1 stores whole 256-column weight tiles: its 256 KiB FIFO at 1/64 (4 KiB) holds no
+        # 128 x 256 tile, so no ws schedule fits there (tests/hw/test_double_buffers.py)
+        scales = [1 / 8 if name == "tpu_v1" else 1 / 64, 1.0]
         out = gemm_sweep(ops, name, rows=np.array(rows)[:, None], dataflow=np.array(dfs),
                          buffer_scale=np.array(scales)[:, None, None])
         base = sim.load_design(name)

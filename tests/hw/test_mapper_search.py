@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -49,7 +50,7 @@ def model(op, d):
                        dataflow=np.int64({"os": 0, "ws": 1, "is": 2}[d.array.dataflow]),
                        capacity=tuple(np.float64(b.capacity_bytes) for b in d.buffers), layout=layout(d),
                        dram_bytes_per_cycle=np.asarray(d.dram_bytes_per_cycle), bypass_unused=d.array.bypass_unused,
-                       whole_tiles=d.array.whole_tiles)
+                       whole_tiles=d.array.whole_tiles, double_buffers=d.array.double_buffers)
     rates = energy_rates(d, fmts)
     return p, hw, (lambda c: schedule_energy(c, dict(bpe, filter=p.b_bytes), rates))
 
@@ -66,7 +67,10 @@ def enumerate_space(op, d, score_energy) -> dict:
     sums to DRAM, allowed where the outputs go to DRAM. A schedule fits when, in every buffer, the
     tiles homed there (A Mt x Kt if the ifmap streams from DRAM, B Kt x Nt likewise, the partial
     sums Ma x Na in their buffer, the outputs Ma x Na where they leave through another buffer),
-    doubled when double-buffered, fit the capacity less the tensors kept whole there. An operand
+    doubled when double-buffered (only those of the operands the design's ``array.double_buffers``
+    lists), fit the capacity less the tensors kept whole there; where the design moves its
+    stationary operand in whole array tiles (``array.whole_tiles``), its block takes its padded
+    bytes (:func:`padded_block`). An operand
     the DRAM does not hold is kept on chip, whole (no tiles) or streaming its overflow (its tiles
     as an off-chip operand's, in each share of :data:`TILE_SHARES` of the buffer it is homed in,
     less what is kept whole: the space asicsim/hw/residency.py defines), each choice
@@ -95,12 +99,16 @@ def enumerate_space(op, d, score_energy) -> dict:
             subs = [(m, n)] if fam == 0 else [(m, s) for s in range(1, n + 1)] if fam == 1 else \
                 [(s, n) for s in range(1, m + 1)]
             for ma, na in subs:
-                use = {"ifmap": m * k * bpe["ifmap"] * ("ifmap" in moving),
-                       "filter": k * n * bpe["filter"] * ("filter" in moving), "ofmap": 0.0, "psum": 0.0}
-                use[home] += ma * na * bpe["psum"]
+                # (buffer, operand, bytes) of every tile homed on chip
+                tiles = [("ifmap", "ifmap", padded_block(d, "is", k, m, ma) * bpe["ifmap"] * ("ifmap" in moving)),
+                         ("filter", "filter", padded_block(d, "ws", k, n, na) * bpe["filter"] * ("filter" in moving)),
+                         (home, "psum", ma * na * bpe["psum"])]
                 if home != "ofmap" and "ofmap" in moving:
-                    use["ofmap"] += ma * na * bpe["ofmap"]
-                if all(use[x] * (2 if db else 1) <= part[x] * (cap[x] - whole[x]) for x in cap):
+                    tiles.append(("ofmap", "ofmap", ma * na * bpe["ofmap"]))
+                use = dict.fromkeys(cap, 0.0)
+                for where, what, nbytes in tiles:
+                    use[where] += nbytes * (2 if db and what in d.array.double_buffers else 1)
+                if all(use[x] <= part[x] * (cap[x] - whole[x]) for x in cap):
                     rows.append((m, n, k, ma, na))
         if not rows:
             continue
@@ -112,6 +120,18 @@ def enumerate_space(op, d, score_energy) -> dict:
         for key in best:
             best[key] = min(best[key], float(np.min(got[key])))
     return best
+
+
+def padded_block(d, stationary: str, k: int, n: int, na: int) -> int:
+    """Elements a ``k x n`` block of the operand takes in its buffer: ``k n``, or, where the design's
+    dataflow is ``stationary`` and it moves that operand in whole ``R x C`` tiles, ``k`` rounded up
+    to whole ``R`` rows times each ``na``-wide piece of ``n`` (the array works through the block
+    ``na`` columns at a time) rounded up to whole ``C`` columns."""
+    R, C = d.array.rows, d.array.cols
+    if not (d.array.whole_tiles and d.array.dataflow == stationary):
+        return k * n
+    pieces = [na] * (n // na) + ([n % na] if n % na else [])
+    return math.ceil(k / R) * R * sum(math.ceil(w / C) * C for w in pieces)
 
 
 def chosen(op, d, objective) -> float:
@@ -168,6 +188,23 @@ def test_whole_tiles_against_the_enumerated_space(M, N, K, df, R, C, caps, psum,
     op = sim.Gemm(M, N, K)
     d = small_design(R, C, df, caps, psum)
     d = dataclasses.replace(d, array=dataclasses.replace(d.array, whole_tiles=True, whole_tiles_source="test"))
+    assert_near_least(op, d, objective, GAP)
+
+
+@settings(max_examples=40, deadline=None)
+@given(M=st.integers(1, 9), N=st.integers(1, 9), K=st.integers(1, 9), df=st.sampled_from(["os", "ws", "is"]),
+       R=st.integers(1, 4), C=st.integers(1, 4), caps=st.tuples(*[st.integers(8, 300)] * 3),
+       psum=st.one_of(st.none(), st.integers(4, 1200)), whole=st.booleans(),
+       doubled=st.lists(st.sampled_from(["ifmap", "filter", "ofmap", "psum"]), unique=True, max_size=3),
+       objective=st.sampled_from(["dram", "energy", "latency"]))
+def test_double_buffers_against_the_enumerated_space(M, N, K, df, R, C, caps, psum, whole, doubled, objective):
+    """A double-buffered schedule that doubles only the tiles of the operands ``array.double_buffers``
+    lists (the others' transfers stall), with and without whole-tile storage: ``dram`` exact, the
+    others within :data:`GAP`."""
+    op = sim.Gemm(M, N, K)
+    d = small_design(R, C, df, caps, psum)
+    d = dataclasses.replace(d, array=dataclasses.replace(d.array, whole_tiles=whole, whole_tiles_source="test",
+                                                         double_buffers=tuple(doubled), double_buffers_source="test"))
     assert_near_least(op, d, objective, GAP)
 
 
