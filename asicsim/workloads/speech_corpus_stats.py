@@ -33,6 +33,15 @@ def baselines(d: Dataset) -> dict[str, float | str]:
             "wer_most_frequent": wer(test, [top] * len(test))}
 
 
+def baseline_line(dataset: str) -> str:
+    """One line of :func:`baselines` on ``dataset`` (what ``asicsim train`` prints beside a CER)."""
+    from asicsim.workloads.datasets import load_dataset
+
+    b = baselines(load_dataset(dataset))
+    return (f"baselines on {dataset}'s test split (no audio): empty output CER {b['cer_empty']:.4f}, most frequent "
+            f"training transcript ({b['most_frequent']!r}) CER {b['cer_most_frequent']:.4f}")
+
+
 def frame_geometry(name: str) -> tuple[float, float]:
     """(window, hop) in seconds of a corpus's features."""
     if name.startswith("speech_open"):

@@ -131,7 +131,7 @@ def test_no_preset_test_voice_shares_a_speaker_with_training():
     assert engines.speaker_parts("festival:kal_diphone") == engines.speaker_parts("flite:kal16") == ("kal",)
 
 
-def test_stats_and_baselines_by_hand():
+def test_stats_and_baselines_by_hand(monkeypatch):
     y = np.array([[VOCAB.index(c) for c in t.ljust(6, "_")] for t in ("ab c", "ab c", "dd", "ab")], np.int32)
     y[y == 0] = -1
     d = Dataset("hand", "ctc", np.zeros((3, 5, 1), np.float32), y[:3], np.zeros((1, 5, 1), np.float32), y[3:], 29,
@@ -147,6 +147,11 @@ def test_stats_and_baselines_by_hand():
     # "ab c" is the most frequent training transcript; against "ab": 2 insertions over 2 characters
     assert r["most_frequent"] == "ab c" and r["cer_most_frequent"] == 1.0 and r["cer_empty"] == 1.0
     assert r["wer_most_frequent"] == 1.0  # "ab" -> "ab c": one insertion over one word
+    from asicsim.workloads import datasets
+
+    monkeypatch.setattr(datasets, "load_dataset", lambda name: d)
+    assert stats.baseline_line("hand").endswith("empty output CER 1.0000, most frequent training "
+                                                 "transcript ('ab c') CER 1.0000")
 
 
 def test_generation_holds_out_voices_and_sentences(engines_here, tmp_path, monkeypatch):
