@@ -178,6 +178,7 @@ def test_the_gpu_scale_is_estimated_at_over_10_hours(engines_here):
     r = stats.estimate("speech_open_gpu")
     assert r["estimated_hours_train"] >= 10 and r["sentence_pools_shared"] == 0
     assert r["voices_train"] == 44 and r["voices_test"] == 13
+    assert stats.stats_lines(r)[0].startswith("speech_open_gpu (estimated from its settings, not generated): 12.")
 
 
 @pytest.mark.slow
@@ -193,3 +194,15 @@ def test_the_small_corpus_statistics_and_its_hours_estimate(engines_here):
     assert r["hours_train"] == pytest.approx(a["train_seconds"].sum() / 3600, rel=0.02)
     est = stats.estimate("speech_open")["estimated_hours_train"]
     assert est == pytest.approx(a["train_seconds"].sum() / 3600, rel=0.10)
+
+
+def test_the_corpus_command_prints_the_estimate_and_refuses_what_it_cannot(engines_here, capsys):
+    import json
+
+    from asicsim.cli import main
+
+    assert main(["corpus", "speech_open_gpu", "--estimate", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["estimated_hours_train"] >= 10 and r["utterances_train"] == 28000
+    assert main(["corpus", "speech", "--estimate"]) == 2
+    assert "no settings-based estimate" in capsys.readouterr().err
