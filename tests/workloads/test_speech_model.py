@@ -249,6 +249,7 @@ def test_speech_ds2_trains_below_chance():
 def test_cli_prints_error_rates(monkeypatch, capsys):
     import argparse
 
+    from asicsim.workloads import speech_corpus_stats
     from asicsim.workloads.cli import run_train
 
     curves = {"step": [10], "train_loss": [2.0], "test_loss": [1.5], "test_accuracy": [None],
@@ -258,8 +259,7 @@ def test_cli_prints_error_rates(monkeypatch, capsys):
     fake = training.TrainResult("speech_ds2", "fp32", {"scale": "small", "model": "ds2", "dataset": "speech", "optimizer": "adam",
                                                         "lr": 1e-3, "batch": 32, "steps": 10}, [run])
     monkeypatch.setattr(training, "train", lambda *a, **k: fake)
-    from asicsim.workloads import speech_corpus_stats  # the baselines beside the CER (tested on their own)
-
+    # the baselines beside the CER (tested on their own in test_speech_corpus_open.py)
     monkeypatch.setattr(speech_corpus_stats, "baseline_line", lambda name: f"baselines of {name}")
     args = argparse.Namespace(workload="speech_ds2", recipe="fp32", seeds=1, optimizer=None, lr=None, steps=None,
                               batch=None, eval_every=None, json=False)
