@@ -220,3 +220,10 @@ def test_speech_open_trains_below_both_baselines(engines_here):
     base = stats.baselines(load_dataset("speech_open"))
     assert not r.diverged and r.metric == "test_cer"
     assert r.mean < 0.6 < base["cer_most_frequent"] < base["cer_empty"], r.runs[0].curves
+
+
+def test_without_an_engine_the_dataset_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no engine
+    for engine in ("flite", "festival"):
+        with pytest.raises(DatasetUnavailable, match="apt-get install espeak-ng flite festival festvox-kallpc16k"):
+            engines.engine_versions.__wrapped__((engine,))  # (not the per-process cache)
