@@ -20,6 +20,8 @@ LAYER_COMMANDS = {
               "train a real workload under a precision recipe (accuracy, divergence, numerics)"),
     "infer": ("asicsim.workloads.cli",
               "post-training quantization: the fp32-trained workload evaluated under a recipe"),
+    "corpus": ("asicsim.workloads.speech_corpus_stats",
+               "speech corpus statistics: hours, voices, words, OOV rate, test/train overlap, baselines"),
     "sweep": ("asicsim.sweep.cli", "run a sweep spec (recipes x designs x workloads) into a results directory"),
     "report": ("asicsim.report.cli",
                "turn a sweep's results directory into a self-contained HTML report (+ Markdown, CSV)"),

@@ -121,6 +121,10 @@ def run_train(args) -> int:
           f"batch {s['batch']}, {s['steps']} steps")
     print(f"{r.metric}: {r.mean:.4f} (mean of {len(r.runs)} seeds: "
           f"{', '.join(f'{v:.4f}' for v in r.per_seed)})")
+    if r.metric == "test_cer":
+        from asicsim.workloads import speech_corpus_stats
+
+        print(speech_corpus_stats.baseline_line(s["dataset"]))
     print(f"diverged: {r.diverged}")
     for run in r.runs:
         div = (f"diverged at step {run.divergence['step']}: {run.divergence['cause']}"

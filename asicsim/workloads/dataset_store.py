@@ -21,7 +21,9 @@ OPTIONAL = {"vowels": "pip install 'asicsim[vowels]' (the aeon package ships Jap
                       "to a folder holding the four *-ubyte.gz files",
             "gcide": "apt-get install dict-gcide (Debian), or set $ASICSIM_GCIDE to a gcide.dict.dz",
             "speech": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)",
-            "speech_large": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)"}
+            "speech_large": "apt-get install espeak-ng (Debian; the speech corpus is synthesised by it)",
+            "speech_open": "apt-get install espeak-ng flite festival festvox-kallpc16k dict-gcide (Debian)",
+            "speech_open_gpu": "apt-get install espeak-ng flite festival festvox-kallpc16k dict-gcide (Debian)"}
 
 
 class DatasetUnavailable(RuntimeError):

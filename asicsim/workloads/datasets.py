@@ -15,6 +15,11 @@
                     ``espeak-ng`` (96 speakers, 16 held out), 40 log-mel per 10 ms, for CTC
                     (:mod:`asicsim.workloads.speech_corpus`); optional: needs ``espeak-ng``
 ``speech_large``    the same at 10x the utterances and 240 speakers, for a GPU
+``speech_open``     GCIDE definition clauses spoken by espeak-ng, flite and festival voices,
+                    rate and pitch perturbed, in simulated rooms, with noise; test voices and
+                    test sentences never occur in training
+                    (:mod:`asicsim.workloads.speech_corpus_open`); optional: needs the engines
+``speech_open_gpu`` the same with >= 10 h of training audio, for a GPU
 ``gcide``           characters of GCIDE, the GNU Collaborative International Dictionary of
                     English (Webster's 1913 and later additions: ~40 M characters of English
                     prose), read from Debian's ``dict-gcide`` package; optional (see :func:`_gcide`)
@@ -41,10 +46,12 @@ from asicsim.workloads.dataset_store import DatasetUnavailable as DatasetUnavail
 from asicsim.workloads.dataset_store import cache_dir as cache_dir
 from asicsim.workloads.dataset_store import cached_arrays
 from asicsim.workloads.speech_corpus import load_speech
+from asicsim.workloads.speech_corpus_open import load_open_speech
 
 #: Seed of every fixed split (train/test shuffles); the splits never change between runs.
 SPLIT_SEED = 0
-DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "gcide", "speech", "speech_large")
+DATASETS = ("digits", "mnist1d", "pydoc", "vowels", "fmnist", "gcide", "speech", "speech_large", "speech_open",
+            "speech_open_gpu")
 GCIDE_FILE = "/usr/share/dictd/gcide.dict.dz"
 ASCII_VOCAB = "".join(chr(c) for c in range(32, 127)) + "\n"  # printable ASCII + newline
 FMNIST_DIRS = ("/usr/share/dataset-fashion-mnist", "/usr/share/fashion-mnist",
@@ -224,7 +231,9 @@ def _speech(name: str) -> Dataset:
 
 _LOADERS = {"digits": _digits, "mnist1d": _mnist1d, "pydoc": _pydoc, "vowels": _vowels,
             "fmnist": _fmnist, "gcide": _gcide, "speech": functools.partial(_speech, "speech"),
-            "speech_large": functools.partial(_speech, "speech_large")}
+            "speech_large": functools.partial(_speech, "speech_large"),
+            "speech_open": functools.partial(load_open_speech, "speech_open"),
+            "speech_open_gpu": functools.partial(load_open_speech, "speech_open_gpu")}
 
 
 @functools.cache

@@ -249,6 +249,7 @@ def test_speech_ds2_trains_below_chance():
 def test_cli_prints_error_rates(monkeypatch, capsys):
     import argparse
 
+    from asicsim.workloads import speech_corpus_stats
     from asicsim.workloads.cli import run_train
 
     curves = {"step": [10], "train_loss": [2.0], "test_loss": [1.5], "test_accuracy": [None],
@@ -258,11 +259,13 @@ def test_cli_prints_error_rates(monkeypatch, capsys):
     fake = training.TrainResult("speech_ds2", "fp32", {"scale": "small", "model": "ds2", "dataset": "speech", "optimizer": "adam",
                                                         "lr": 1e-3, "batch": 32, "steps": 10}, [run])
     monkeypatch.setattr(training, "train", lambda *a, **k: fake)
+    # the baselines beside the CER (tested on their own in test_speech_corpus_open.py)
+    monkeypatch.setattr(speech_corpus_stats, "baseline_line", lambda name: f"baselines of {name}")
     args = argparse.Namespace(workload="speech_ds2", recipe="fp32", seeds=1, optimizer=None, lr=None, steps=None,
                               batch=None, eval_every=None, json=False)
     assert run_train(args) == 0
     out = capsys.readouterr().out
-    assert "test_cer: 0.1250" in out
+    assert "test_cer: 0.1250" in out and "baselines of speech" in out
     header, row = (line.split() for line in out.splitlines() if line.strip().startswith(("step", "10 ")))
     assert header[-2:] == ["test_cer", "test_wer"] and row[-2:] == ["0.1250", "0.5000"]
 
