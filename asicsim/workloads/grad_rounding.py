@@ -63,9 +63,16 @@ def gradient_setup(tx: optax.GradientTransformation, grad_format: str | None, gr
     (:class:`~asicsim.emulate.replicas.Replicas`). A count that does not divide ``batch`` is a
     :class:`~asicsim.emulate.replicas.ReplicaError` naming both."""
     spec = None if grad_format is None else gradient_role(grad_format, grad_rounding)
-    r = Replicas(replicas, spec)  # checks the count
-    if batch % replicas:
-        raise ReplicaError(f"replicas = {replicas} does not divide batch = {batch}; allowed: a divisor of {batch}")
+    r = check_replicas(replicas, batch, spec)
     if replicas == 1:
         return (tx if spec is None else optax.chain(round_gradients(spec), tx)), None
     return tx, r
+
+
+def check_replicas(replicas: int, batch: int, spec: RoleSpec | None = None) -> Replicas:
+    """:class:`~asicsim.emulate.replicas.Replicas` of ``replicas`` over ``batch``, or a
+    :class:`~asicsim.emulate.replicas.ReplicaError` naming both where the count does not divide it."""
+    r = Replicas(replicas, spec)  # checks the count
+    if batch % replicas:
+        raise ReplicaError(f"replicas = {replicas} does not divide batch = {batch}; allowed: a divisor of {batch}")
+    return r
