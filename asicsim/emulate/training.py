@@ -152,14 +152,16 @@ def check_trainable(pol: Policy) -> Policy:
 
 
 def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation, *,
-                    weights: int = 0, max_sites: int = MAX_SITES, has_aux: bool = False) -> tuple[Callable, Callable]:
+                    weights: int = 0, max_sites: int = MAX_SITES, has_aux: bool = False,
+                    replicas=None) -> tuple[Callable, Callable]:
     """``(init, step)`` for ``loss_fn(params, batch) -> scalar`` (``has_aux``: ``-> (scalar, aux)``,
     aux returned as ``metrics["aux"]``) under ``policy`` with optimizer ``tx``.
 
     ``init(params, key, batch=None) -> TrainState`` (``batch``: the first batch, required by a
     recipe with learned step sizes, which are initialised on it); ``step(state, batch) -> (state,
     metrics)``. An inference-only recipe (static scaling: post-training quantization) is a
-    :class:`RecipeError`.
+    :class:`RecipeError`. ``replicas`` (:class:`asicsim.emulate.replicas.Replicas`): the batch split
+    over data-parallel replicas whose gradients are all-reduced in a wire format (None: one batch).
     """
     pol = check_trainable(load_recipe(policy))
     ls = pol.loss_scaling
@@ -208,11 +210,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         words = derive(seed_words(state.key), state.step)
         w_fwd, w_upd, w_opt, w_lsq = (derive(words, i) for i in range(4))
         scale = state.loss_scale.scale
-        kw = {"asicsim_words": w_fwd} if pol.stochastic else {}
         amax0 = None if state.amax_history is None else amax_estimate(state.amax_history, algo)
 
-        def scaled(params, amax, steps):
-            extra = dict(kw)
+        def scaled(params, amax, steps, batch, fwd_words):
+            extra = {"asicsim_words": fwd_words} if pol.stochastic else {}
             if amax is not None:
                 extra["asicsim_amax"] = amax
             if steps is not None:
@@ -223,10 +224,16 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             return (loss if unscaled else loss * scale).astype(jnp.float32), (loss, aux)
 
         steps0 = None if state.lsq is None else state.lsq[0]
-        (_, (loss, aux)), (sgrads, seen, sgrad_steps) = jax.value_and_grad(scaled, argnums=(0, 1, 2), has_aux=True)(
-            state.params, amax0, steps0)
+        vg = jax.value_and_grad(scaled, argnums=(0, 1, 2), has_aux=True)
+        if replicas is None:
+            (_, (loss, aux)), (sgrads, seen, sgrad_steps) = vg(state.params, amax0, steps0, batch, w_fwd)
+        else:  # per-replica gradients, all-reduced in the wire format (asicsim.emulate.replicas)
+            loss, aux, sgrads, seen, sgrad_steps = replicas.value_and_grads(vg, state.params, amax0, steps0,
+                                                                            batch, w_fwd)
         unscale = functools.partial(_unscale, unscaled=unscaled, scale=scale)
         grads = jax.tree_util.tree_map(unscale, sgrads)
+        if replicas is not None:
+            grads = replicas.reduce(grads, derive(words, 4))
         finite = all_finite(sgrads) if steps0 is None else all_finite((sgrads, sgrad_steps))
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 

@@ -1,7 +1,9 @@
 """``asicsim scaling --model WORKLOAD``: strong scaling of a training workload's own step, split
 data, tensor or pipeline parallel (:mod:`asicsim.system.workload_scaling`), and with
 ``--accuracy`` the accuracy cost of its gradients rounded to ``--grad-format`` in training
-(:mod:`asicsim.workloads.grad_rounding`) beside the time that format saves."""
+(:mod:`asicsim.workloads.grad_rounding`) beside the time that format saves: the batch split over
+``--replicas`` data-parallel replicas (default the largest ``--chips``), each replica's gradient
+rounded before the float32 sum, against the same replicas summing float32 gradients."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from asicsim.hw.links import TopologyError
 _PRESET_ONLY = {"overlap": (False, "--overlap"), "mode": ("strong", "--mode weak")}
 #: flags that only a workload run uses
 _WORKLOAD_ONLY = (("split", "data", "--split"), ("micro_batches", None, "--micro-batches"),
-                  ("recipe", None, "--recipe"), ("scale", None, "--scale"), ("accuracy", False, "--accuracy"))
+                  ("recipe", None, "--recipe"), ("scale", None, "--scale"), ("accuracy", False, "--accuracy"),
+                  ("replicas", None, "--replicas"))
 COLUMNS = ("chips", "batch_per_chip", "micro_batches", "step_ms", "compute_ms", "comm_ms", "bubble_ms",
            "saved_ms", "samples_per_s", "speedup", "efficiency")
 
@@ -28,6 +31,8 @@ def add_arguments(p) -> None:
     p.add_argument("--grad-rounding", default="rne", help="--accuracy: rne | sr (stochastic rounding)")
     p.add_argument("--seeds", default="0,1", help="--accuracy: comma-separated training seeds")
     p.add_argument("--train-steps", type=int, help="--accuracy: optimizer steps (default the workload's)")
+    p.add_argument("--replicas", type=int, help="--accuracy: data-parallel replicas whose gradients are each "
+                   "rounded before the sum (default the largest --chips; it must divide the workload's batch)")
 
 
 def check_preset_flags(args) -> None:
@@ -48,10 +53,21 @@ def run_workload(args, topo, chips: list[int], seeds: list[int]) -> dict:
             raise TopologyError(f"{flag} with workload {args.model!r}; allowed: only with the preset models "
                                 "(a workload scales strong, without overlap)")
     recipe = args.recipe or DEFAULT_RECIPE
-    if args.accuracy:  # a bad --grad-format or --grad-rounding fails before anything is priced or trained
-        from asicsim.workloads.grad_rounding import gradient_role
+    if args.replicas is not None and not args.accuracy:
+        raise TopologyError(f"--replicas = {args.replicas} without --accuracy; allowed: only with --accuracy "
+                            "(the replicas of the training run)")
+    replicas = max(chips) if args.replicas is None else args.replicas
+    if args.accuracy:  # a bad --grad-format, --grad-rounding or --replicas fails before anything runs
+        from asicsim.workloads import load_workload
+        from asicsim.workloads.grad_rounding import check_replicas, gradient_role
 
         gradient_role(args.grad_format, args.grad_rounding)
+        w = load_workload(args.model, args.scale)
+        try:
+            check_replicas(replicas, w.batch if args.batch is None else args.batch)
+        except ValueError as err:
+            hint = "" if args.replicas is not None else " (the largest --chips; set --replicas)"
+            raise TopologyError(f"--accuracy on workload {w.name!r}: {err}{hint}") from None
     rows = workload_scaling_curve(args.model, args.design, chips, args.split, batch=args.batch,
                                   micro_batches=args.micro_batches, recipe=recipe, topology=topo,
                                   grad_format=args.grad_format, scale=args.scale)
@@ -60,19 +76,23 @@ def run_workload(args, topo, chips: list[int], seeds: list[int]) -> dict:
            "points": [r for r in rows if r["chips"] in chips]}
     if args.accuracy:
         out["accuracy"] = gradient_accuracy(args.model, args.grad_format, args.grad_rounding, seeds,
-                                            args.train_steps, args.scale)
+                                            args.train_steps, args.scale, replicas, args.batch)
     return out
 
 
-def gradient_accuracy(workload, grad_format: str, grad_rounding: str, seeds, steps, scale) -> dict:
-    """The workload trained in fp32 with plain gradients and with gradients rounded to
-    ``grad_format``: the metric per seed, the means and the cost (rounded minus plain)."""
+def gradient_accuracy(workload, grad_format: str, grad_rounding: str, seeds, steps, scale,
+                      replicas: int = 1, batch: int | None = None) -> dict:
+    """The workload trained in fp32 over ``replicas`` data-parallel replicas with float32
+    gradients summed (the fp32 all-reduce) and with each replica's gradient rounded to
+    ``grad_format`` before the sum: the metric per seed, the means and the cost (rounded minus
+    float32); ``batch``: the global batch (default the workload's)."""
     from asicsim.workloads import train
 
-    plain = train(workload, "fp32", seeds=tuple(seeds), steps=steps, stats=False, scale=scale)
-    rounded = train(workload, "fp32", seeds=tuple(seeds), steps=steps, stats=False, scale=scale,
-                    grad_format=grad_format, grad_rounding=grad_rounding)
-    return {"metric": plain.metric, "seeds": list(seeds), "steps": plain.settings["steps"],
+    kw = {"seeds": tuple(seeds), "steps": steps, "stats": False, "scale": scale, "replicas": replicas,
+          "batch": batch}
+    plain = train(workload, "fp32", **kw)
+    rounded = train(workload, "fp32", **kw, grad_format=grad_format, grad_rounding=grad_rounding)
+    return {"metric": plain.metric, "seeds": list(seeds), "steps": plain.settings["steps"], "replicas": replicas,
             "grad_rounding": grad_rounding, "fp32_grads": plain.per_seed, "rounded_grads": rounded.per_seed,
             "fp32_grads_test_loss": [r.test_loss for r in plain.runs],
             "rounded_grads_test_loss": [r.test_loss for r in rounded.runs],
@@ -101,7 +121,8 @@ def print_table(out: dict, min_efficiency: float, stop) -> None:
         print(f"scaling stops paying at {stop['chips']} chips (efficiency {stop['efficiency']:.3f} < {min_efficiency:g})")
     acc = out.get("accuracy")
     if acc:
-        print(f"accuracy ({acc['metric']}, {acc['steps']} steps, seeds {acc['seeds']}): fp32 gradients "
+        print(f"accuracy ({acc['metric']}, {acc['steps']} steps, {acc['replicas']} replicas, seeds {acc['seeds']}): "
+              "fp32 gradients "
               f"{acc['fp32_grads_mean']:.4f} {acc['fp32_grads']}, {out['grad_format']} ({acc['grad_rounding']}) "
               f"{acc['rounded_grads_mean']:.4f} {acc['rounded_grads']}; cost {acc['cost']:+.4f}; test loss "
               f"{acc['fp32_grads_test_loss']} -> {acc['rounded_grads_test_loss']}"

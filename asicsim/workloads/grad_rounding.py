@@ -10,6 +10,14 @@ a stream that advances every step), placed before the optimizer by
 gradient, as one chip's shard would be rounded; the ring's own partial sums (each rounded again
 in ``grad_format`` on some hardware) are not emulated. ``fp32`` with ``rne`` leaves the gradients
 untouched: the run is bit-identical to plain training.
+
+With ``replicas = R > 1`` (``train(..., replicas=R)``, :func:`gradient_setup`) the step's batch is
+split over ``R`` data-parallel replicas and each replica's gradient is rounded to ``grad_format``
+before the float32 sum, the sum rounded again for the all-gather
+(:class:`asicsim.emulate.replicas.Replicas`): the rounding then sees each chip's gradient, not
+their mean. Without ``grad_format`` the replicas' gradients are summed in float32: the
+fp32-all-reduce run the rounded one is compared with (the ordinary gradient up to float32
+summation order, not bit-identical to ``R = 1``).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import jax.numpy as jnp
 import optax
 
 from asicsim.emulate.policy import RoleSpec
+from asicsim.emulate.replicas import ReplicaError, Replicas
 from asicsim.emulate.training import round_tree
 
 
@@ -44,3 +53,26 @@ def round_gradients(spec: RoleSpec, seed: int = 0) -> optax.GradientTransformati
         return round_tree(updates, spec, key), GradRoundingState(state.count + 1)
 
     return optax.GradientTransformation(init, update)
+
+
+def gradient_setup(tx: optax.GradientTransformation, grad_format: str | None, grad_rounding: str,
+                   replicas: int, batch: int) -> tuple[optax.GradientTransformation, Replicas | None]:
+    """The optimizer and the replicas of a run whose gradients cross an all-reduce in
+    ``grad_format`` (None: not rounded) over ``replicas`` data-parallel replicas of the ``batch``:
+    one replica rounds the mean gradient before ``tx``; several round each replica's gradient
+    (:class:`~asicsim.emulate.replicas.Replicas`). A count that does not divide ``batch`` is a
+    :class:`~asicsim.emulate.replicas.ReplicaError` naming both."""
+    spec = None if grad_format is None else gradient_role(grad_format, grad_rounding)
+    r = check_replicas(replicas, batch, spec)
+    if replicas == 1:
+        return (tx if spec is None else optax.chain(round_gradients(spec), tx)), None
+    return tx, r
+
+
+def check_replicas(replicas: int, batch: int, spec: RoleSpec | None = None) -> Replicas:
+    """:class:`~asicsim.emulate.replicas.Replicas` of ``replicas`` over ``batch``, or a
+    :class:`~asicsim.emulate.replicas.ReplicaError` naming both where the count does not divide it."""
+    r = Replicas(replicas, spec)  # checks the count
+    if batch % replicas:
+        raise ReplicaError(f"replicas = {replicas} does not divide batch = {batch}; allowed: a divisor of {batch}")
+    return r

@@ -34,7 +34,7 @@ class Runner:
     """Compiled pieces of one (workload, recipe, optimizer) shared by all seeds."""
 
     def __init__(self, workload: Workload, policy: Policy, data: Dataset, model: Model,
-                 tx: optax.GradientTransformation | None, stats: bool):
+                 tx: optax.GradientTransformation | None, stats: bool, replicas=None):
         self.w, self.policy, self.data, self.model = workload, policy, data, model
         self.task = data.task
         self.loss = tasks.loss_fn(model, data.task)
@@ -46,10 +46,11 @@ class Runner:
         first = getattr(model, "running_init", None)  # a batch-normalised model's running statistics
         if tx is not None:
             if first is None:
-                self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx)
+                self.init, step = make_train_step(lambda p, b: self.loss(p, b), policy, tx, replicas=replicas)
             else:  # the batch statistics leave each step as aux (asicsim.workloads.speech_layers)
                 stat_loss = tasks.loss_fn(model, data.task, batch_stats=True)
-                self.init, step = make_train_step(lambda p, b: stat_loss(p, b), policy, tx, has_aux=True)
+                self.init, step = make_train_step(lambda p, b: stat_loss(p, b), policy, tx, has_aux=True,
+                                                  replicas=replicas)
             self.init, step = with_pruning(self.init, step, workload.prune)  # asicsim.workloads.pruning
             if first is not None:
                 self.init, step = with_running_stats(self.init, step, first)

@@ -46,7 +46,7 @@ from asicsim.workloads import tasks
 from asicsim.workloads.datasets import Dataset, load_dataset
 from asicsim.workloads.deepbench import WorkloadError
 from asicsim.workloads.divergence import DivergenceWatch
-from asicsim.workloads.grad_rounding import gradient_role, round_gradients
+from asicsim.workloads.grad_rounding import gradient_setup
 from asicsim.workloads.models import Model, make_model
 from asicsim.workloads.pruning import weight_sparsity
 from asicsim.workloads.runner import Runner
@@ -121,7 +121,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
           batch: int | None = None, eval_every: int | None = None, momentum: float | None = None,
           stats: bool = True, keep_params: bool = False,
           progress: Callable[[int, int], None] | None = None, scale: str | None = None,
-          grad_format: str | None = None, grad_rounding: str = "rne", prune=None) -> TrainResult:
+          grad_format: str | None = None, grad_rounding: str = "rne", prune=None,
+          replicas: int = 1) -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
@@ -136,7 +137,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``scale`` picks the workload's scale (``small`` by default; ``gpu``: its ``[scales.gpu]``).
     ``grad_format`` (with ``grad_rounding``, ``rne`` or ``sr``): the weight gradients are rounded to
     it before the optimizer, as a reduced-precision all-reduce sends them
-    (:mod:`asicsim.workloads.grad_rounding`); None: not rounded.
+    (:mod:`asicsim.workloads.grad_rounding`); None: not rounded. ``replicas``: the batch split over
+    that many data-parallel replicas, each one's gradient rounded to ``grad_format`` before the sum.
     ``prune``: :class:`~asicsim.workloads.prune_rules.PruneRule` s replacing the workload's
     ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
     """
@@ -149,10 +151,9 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
                          "recipe, tx) and init(params, key, first_batch)")
     data, model = build(w)
     check_batch(w, data)
-    tx = make_optimizer(w.optimizer, w.lr, w.momentum)
-    if grad_format is not None:
-        tx = optax.chain(round_gradients(gradient_role(grad_format, grad_rounding)), tx)
-    runner = Runner(w, policy, data, model, tx, stats)
+    tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
+                              replicas, w.batch)
+    runner = Runner(w, policy, data, model, tx, stats, replicas=reps)
     total = len(seeds) * w.steps
     runs = []
     for i, s in enumerate(seeds):
@@ -164,6 +165,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
                                            "momentum", "batch", "steps", "eval_every")}
     if grad_format is not None:
         settings |= {"grad_format": grad_format, "grad_rounding": grad_rounding}
+    if replicas != 1:
+        settings["replicas"] = replicas
     if w.prune:
         settings["prune"] = [dataclasses.asdict(r) for r in w.prune]
     return TrainResult(w.name, policy.name, settings, runs)

@@ -98,6 +98,22 @@ def test_tensor_parallel_step_by_hand():
     assert allgather_time(AllReduce(1000, 4, 16), HAND).time_s == pytest.approx(3 * (5e-6 + 2000 / 4e10))
 
 
+@pytest.mark.parametrize("chips", [2, 4])
+def test_bytes_and_time_of_the_two_layer_mlp_on_2_and_4_chips(chips):
+    # digits_mlp is 64-64-10 at batch 32. Tensor parallel (Shoeybi et al. 2019 §3, the MLP block):
+    # layer 1 column-parallel, layer 2 row-parallel: one all-reduce of the 32 x 10 bf16 output
+    # forward (g) and one of the 32 x 64 bf16 input gradient backward (f), whatever the chip count:
+    # (320 + 2048) x 2 bytes; each a ring of 2(n-1) steps of 5 us + bytes / (n x 10 GB/s)
+    t = parallel_step("digits_mlp", DESIGN, chips, "tensor", recipe="bf16", topology=HAND)
+    assert t.comm_bytes == (32 * 10 + 32 * 64) * 2 == 4736
+    ring = sum(2 * (chips - 1) * (5e-6 + n * 2 / (chips * 10e9)) for n in (32 * 10, 32 * 64))
+    assert t.comm_s == pytest.approx(ring, rel=1e-12)  # 20.47 us on 2 chips, 60.71 us on 4
+    # data parallel: every weight and bias gradient once, in fp32: 4810 x 4 bytes
+    d = parallel_step("digits_mlp", DESIGN, chips, "data", recipe="bf16", topology=HAND)
+    assert d.comm_bytes == DIGITS_PARAMS * 4 == 19240
+    assert d.comm_s == pytest.approx(2 * (chips - 1) * (5e-6 + 19240 / (chips * 10e9)), rel=1e-12)
+
+
 def test_pipeline_stages_minimise_the_slowest_stage():
     assert pipeline_stages([1, 2, 3, 4], 2) == [(0, 3), (3, 4)]  # 6 | 4 (not 3 | 7)
     assert pipeline_stages([1, 2, 3, 4], 3) == [(0, 2), (2, 3), (3, 4)]  # 3 | 3 | 4
@@ -170,6 +186,11 @@ def test_cli_scales_a_workload(capsys):
     (["--model", "mlp_9"], "--model = 'mlp_9'; allowed: mlp_2560"),
     (["--model", "digits_mlp", "--accuracy", "--grad-rounding", "nearest"], "rounding = 'nearest'; allowed: rne"),
     (["--model", "digits_mlp", "--accuracy", "--grad-format", "fp99"], "format = 'fp99'"),
+    (["--model", "digits_mlp", "--replicas", "2"], "--replicas = 2 without --accuracy"),
+    (["--model", "mlp_2560", "--replicas", "2"], "--replicas with --model 'mlp_2560'"),
+    (["--model", "digits_mlp", "--accuracy", "--replicas", "5"], "replicas = 5 does not divide batch = 32"),
+    (["--model", "digits_mlp", "--accuracy", "--chips", "1,3"], "replicas = 3 .*set --replicas"),
+    (["--model", "digits_mlp", "--accuracy", "--replicas", "0"], "replicas = 0; allowed: an integer >= 1"),
 ])
 def test_cli_bad_combinations(extra, message):
     p = argparse.ArgumentParser(prog="asicsim")
@@ -177,3 +198,17 @@ def test_cli_bad_combinations(extra, message):
     args = p.parse_args(["scaling", "--design", DESIGN, "--chips", "1,2", *extra])
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         args.func(args)
+
+
+def test_cli_accuracy_trains_over_the_replicas(capsys):
+    argv = ["scaling", "--model", "digits_mlp", "--design", DESIGN, "--chips", "1,4", "--grad-format", "int8",
+            "--accuracy", "--seeds", "0", "--train-steps", "20"]
+    doc = json.loads(_run([*argv, "--json"], capsys))
+    acc = doc["accuracy"]
+    assert acc["replicas"] == 4 and acc["steps"] == 20 and acc["seeds"] == [0]  # replicas: the largest --chips
+    from asicsim.workloads import train
+
+    kw = dict(seeds=(0,), steps=20, stats=False, replicas=4)
+    assert acc["fp32_grads"] == train("digits_mlp", "fp32", **kw).per_seed
+    assert acc["rounded_grads"] == train("digits_mlp", "fp32", **kw, grad_format="int8").per_seed
+    assert doc["points"][1]["saved_s"] > 0  # 8-bit gradients on the wire: 4 x fewer bytes than fp32
