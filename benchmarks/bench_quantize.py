@@ -11,7 +11,11 @@ ratio to the copy is taken within one round (the load of a shared machine drifts
 rounds); the tables give the median over rounds of those ratios, and the median G elem/s.
 Aims (issue 37 item 5): element formats >= 1 x copy for rne and sr, MX >= 0.8, 30x ml_dtypes.
 
-    python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel]
+    python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel] [--passes]
+
+``--passes`` prints, instead of timing, each case's optimised HLO (compiled for the default
+backend): its kernels (top-level instructions that are not free, ``hlo_passes.count_passes``)
+and the bytes they read and write as copies of the tensor (1 = one fp32 read + one fp32 write).
 """
 
 from __future__ import annotations
@@ -125,13 +129,40 @@ def compare_kernel(x: np.ndarray, repeat: int, copy_t: float) -> None:
         print(f"| {fmt} | {gps(k):.2f} | {gps(q):.2f} | {k / q:.2f} | {copy_t / k:.2f} -> {copy_t / q:.2f} |")
 
 
+def pass_rows(n: int, cases=CASES) -> list[dict]:
+    """Kernels and traffic (in copies of the tensor) of each case's optimised HLO."""
+    from hlo_passes import count_passes
+
+    rows, key = [], jax.random.key(0)
+    for fmt, kwargs in cases:
+        for rounding in ("rne", "sr"):
+            def step(v, k, fmt=fmt, kwargs=kwargs, rounding=rounding):
+                return sim.quantize(v, fmt, rounding, key=k if rounding == "sr" else None, **kwargs)
+            arg = jax.ShapeDtypeStruct((4096, n // 4096), jnp.float32)
+            got = count_passes(jax.jit(step, donate_argnums=0).lower(arg, key).compile().as_text())
+            rows.append({"format": fmt + (" per-channel" if kwargs else ""), "rounding": rounding,
+                         "kernels": got["other_instructions"], "copies": got["traffic_mb"] * 1e6 / (8 * n)})
+    return rows
+
+
+def passes(n: int) -> None:
+    print(f"# quantize's optimised HLO, {n / 2**20:.0f} M float32 elements (4096 rows)\n")
+    print("| format | rounding | kernels | traffic (copies) |\n|---|---|---|---|")
+    for r in pass_rows(n):
+        print(f"| {r['format']} | {r['rounding']} | {r['kernels']} | {r['copies']:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16 * 2**20)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--compare-kernel", action="store_true",
                         help="also time SR by the general integer kernel against quantize, alternating")
+    parser.add_argument("--passes", action="store_true", help="count kernels and traffic in the HLO instead")
     args = parser.parse_args()
+    if args.passes:
+        passes(args.n)
+        return
     rng = np.random.default_rng(0)
     x = rng.standard_normal(args.n, dtype=np.float32)
     out = np.empty_like(x)
