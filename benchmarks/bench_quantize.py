@@ -6,7 +6,16 @@ a numpy copy into an existing buffer (the memory-bandwidth limit) and ml_dtypes 
 round trips. asicsim runs under ``jax.jit`` with the input buffer donated, so XLA writes the
 result in place instead of allocating a fresh 64 MiB output per call.
 
-    python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel]
+Timing: ``--repeat`` rounds, each timing the copy and then every case once, so each case's
+ratio to the copy is taken within one round (the load of a shared machine drifts between
+rounds); the tables give the median over rounds of those ratios, and the median G elem/s.
+Aims (issue 37 item 5): element formats >= 1 x copy for rne and sr, MX >= 0.8, 30x ml_dtypes.
+
+    python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel] [--passes]
+
+``--passes`` prints, instead of timing, each case's optimised HLO (compiled for the default
+backend): its kernels (top-level instructions that are not free, ``hlo_passes.count_passes``)
+and the bytes they read and write as copies of the tensor (1 = one fp32 read + one fp32 write).
 """
 
 from __future__ import annotations
@@ -19,7 +28,6 @@ import jax
 import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
-from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
 from asicsim.numerics.grid_rounding import round_to_grid
@@ -33,6 +41,7 @@ CASES = [
     ("float8_e5m2", {}),
     ("float4_e2m1fn", {}),
     ("mxfp8_e4m3", {}),
+    ("mxfp4_e2m1", {}),
     ("int8", {"axis": 0}),  # per-channel (one scale per row)
 ]
 ML_DTYPES = {
@@ -44,11 +53,30 @@ ML_DTYPES = {
 }
 
 
-def bench_asicsim(x: np.ndarray, fmt: str, kwargs: dict, rounding: str, repeat: int) -> float:
+def asicsim_runner(x: np.ndarray, fmt: str, kwargs: dict, rounding: str):
     def step(v, k):
         return sim.quantize(v, fmt, rounding, key=k if rounding == "sr" else None, **kwargs)
 
-    return best_of(_donated_runner(x, step), repeat)
+    run = _donated_runner(x, step)
+    run()  # compile
+    return run
+
+
+def interleaved(runs: dict, repeat: int) -> dict:
+    """Median seconds and median ratio to ``runs["copy"]`` of each runner over ``repeat`` rounds,
+    each round timing the copy first, then every runner once."""
+    times = {name: [] for name in runs}
+    ratios = {name: [] for name in runs}
+    for _ in range(repeat):
+        t_copy = None
+        for name, run in runs.items():
+            t = time.perf_counter()
+            run()
+            dt = time.perf_counter() - t
+            t_copy = dt if name == "copy" else t_copy
+            times[name].append(dt)
+            ratios[name].append(t_copy / dt)
+    return {name: (float(np.median(times[name])), float(np.median(ratios[name]))) for name in runs}
 
 
 def _donated_runner(x: np.ndarray, step):
@@ -101,40 +129,72 @@ def compare_kernel(x: np.ndarray, repeat: int, copy_t: float) -> None:
         print(f"| {fmt} | {gps(k):.2f} | {gps(q):.2f} | {k / q:.2f} | {copy_t / k:.2f} -> {copy_t / q:.2f} |")
 
 
+def pass_rows(n: int, cases=CASES) -> list[dict]:
+    """Kernels and traffic (in copies of the tensor) of each case's optimised HLO."""
+    from hlo_passes import count_passes
+
+    rows, key = [], jax.random.key(0)
+    for fmt, kwargs in cases:
+        for rounding in ("rne", "sr"):
+            def step(v, k, fmt=fmt, kwargs=kwargs, rounding=rounding):
+                return sim.quantize(v, fmt, rounding, key=k if rounding == "sr" else None, **kwargs)
+            arg = jax.ShapeDtypeStruct((4096, n // 4096), jnp.float32)
+            got = count_passes(jax.jit(step, donate_argnums=0).lower(arg, key).compile().as_text())
+            rows.append({"format": fmt + (" per-channel" if kwargs else ""), "rounding": rounding,
+                         "kernels": got["other_instructions"], "copies": got["traffic_mb"] * 1e6 / (8 * n)})
+    return rows
+
+
+def passes(n: int) -> None:
+    print(f"# quantize's optimised HLO, {n / 2**20:.0f} M float32 elements (4096 rows)\n")
+    print("| format | rounding | kernels | traffic (copies) |\n|---|---|---|---|")
+    for r in pass_rows(n):
+        print(f"| {r['format']} | {r['rounding']} | {r['kernels']} | {r['copies']:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=16 * 2**20)
     parser.add_argument("--repeat", type=int, default=10)
     parser.add_argument("--compare-kernel", action="store_true",
                         help="also time SR by the general integer kernel against quantize, alternating")
+    parser.add_argument("--passes", action="store_true", help="count kernels and traffic in the HLO instead")
     args = parser.parse_args()
+    if args.passes:
+        passes(args.n)
+        return
     rng = np.random.default_rng(0)
     x = rng.standard_normal(args.n, dtype=np.float32)
     out = np.empty_like(x)
-    copy_t = best_of(lambda: np.copyto(out, x), args.repeat)
+    runs = {"copy": lambda: np.copyto(out, x)}
+    for fmt, kwargs in CASES:
+        for rounding in ("rne", "sr"):
+            runs[fmt, rounding] = asicsim_runner(x, fmt, kwargs, rounding)
+        if fmt in ML_DTYPES:
+            runs[fmt, "ml_dtypes"] = lambda dt=ML_DTYPES[fmt]: x.astype(dt).astype(np.float32)
+    res = interleaved(runs, args.repeat)
+    copy_t = res["copy"][0]
     gps = lambda t: args.n / t / 1e9  # noqa: E731
-    print(f"# quantize throughput, {args.n / 2**20:.0f} M float32 elements")
+    print(f"# quantize throughput, {args.n / 2**20:.0f} M float32 elements, median of {args.repeat} rounds")
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} JAX device(s), "
-          f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d')}")
+          f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d %H:%M')}")
     print(f"\nnumpy copy (memory limit): {gps(copy_t):.2f} G elem/s\n")
-    print("Each figure also as a ratio to the copy above (x copy); last column: asicsim rne over ml_dtypes.\n")
+    print("x copy: the median over rounds of (copy time / case time) in the same round; last column: "
+          "asicsim rne over ml_dtypes (aims: element formats >= 1 x copy, MX >= 0.8, >= 30x ml_dtypes).\n")
     print("| format | rne G/s | rne x copy | sr G/s | sr x copy | ml_dtypes astype G/s | ml_dtypes x copy "
           "| rne / ml_dtypes |")
     print("|---|---|---|---|---|---|---|---|")
     for fmt, kwargs in CASES:
-        rne = bench_asicsim(x, fmt, kwargs, "rne", args.repeat)
-        sr = bench_asicsim(x, fmt, kwargs, "sr", args.repeat)
+        (rne, rne_x), (sr, sr_x) = res[fmt, "rne"], res[fmt, "sr"]
         ml = ml_ratio = over_ml = "-"
         if fmt in ML_DTYPES:
-            dt = ML_DTYPES[fmt]
-            ml_t = best_of(lambda dt=dt: x.astype(dt).astype(np.float32), max(2, args.repeat // 3))
-            ml, ml_ratio, over_ml = f"{gps(ml_t):.3f}", f"{copy_t / ml_t:.3f}", f"{ml_t / rne:.1f}x"
+            ml_t, ml_x = res[fmt, "ml_dtypes"]
+            ml, ml_ratio, over_ml = f"{gps(ml_t):.3f}", f"{ml_x:.3f}", f"{ml_t / rne:.1f}x"
         label = fmt + (" per-channel" if kwargs else "")
-        print(f"| {label} | {gps(rne):.2f} | {copy_t / rne:.2f} | {gps(sr):.2f} | {copy_t / sr:.2f} | {ml} "
+        print(f"| {label} | {gps(rne):.2f} | {rne_x:.2f} | {gps(sr):.2f} | {sr_x:.2f} | {ml} "
               f"| {ml_ratio} | {over_ml} |")
     if args.compare_kernel:
         compare_kernel(x, args.repeat, copy_t)
-
 
 if __name__ == "__main__":
     main()

@@ -2,6 +2,7 @@
 
     python benchmarks/gpu_emulate.py [--quick] [--out DIR] [--parts tests,step_time,...]
                                      [--budget SECONDS] [--steps 20] [--repeat 5] [--json OUT.json]
+                                     [--tests "PYTEST PATHS"]
 
 Each part runs in its own process under its own deadline (``DEADLINES`` x ``--budget`` / their
 sum) and writes every row to ``DIR/<part>.jsonl`` the moment it exists, so a part cut off at its
@@ -12,8 +13,10 @@ shrinks every size so the script is checked on a CPU (tests/test_gpu_emulate_scr
 
 Parts (issue 37; the parts live in ``gpu_emulate_parts.py`` and ``hlo_passes.py``):
 
-* ``tests``: ``pytest tests/numerics tests/emulate`` on the device (with pytest-xdist when it is
-  installed), each failure's traceback kept from the JUnit XML in ``tests.jsonl``;
+* ``tests``: ``pytest tests/numerics tests/emulate`` on the device (``--tests`` chooses others;
+  ``--quick``: ``QUICK_TESTS``), with pytest-xdist when it is installed (the row says how many
+  workers, or that it ran serially without it), each failure's id, message and traceback appended
+  to ``tests.jsonl`` the moment it fails (``pytest_failure_log.py``);
 * ``step_time``: every training recipe's step and compile time against the native bf16 step
   (aims <= 1.3x and <= 2x);
 * ``hlo_passes``: full-tensor passes per GEMM operand in the optimised HLO, against native;
@@ -36,6 +39,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # the parts' modules, also when imported by a test
+#: The ``tests`` part's pytest selection, and the one of ``--quick``: one short test, so the CPU
+#: check runs the part (its xdist workers and failure log) in seconds.
+DEFAULT_TESTS = "tests/numerics tests/emulate"
+QUICK_TESTS = "tests/numerics/test_random.py::test_derive_is_reproducible_and_scalar_or_array_tags_agree"
 #: Each part's share of the time budget, in seconds at the default budget (sum 520 s: with the
 #: device line's DEVICE_S the default run fits the device machine's 600 s per command).
 DEVICE_S = 60
@@ -57,15 +64,17 @@ def _device_line() -> str:
             f"jax {jax.__version__}; date {time.strftime('%Y-%m-%d')}")
 
 
-def run_tests(out: Path, deadline: float, on_row) -> None:
+def run_tests(out: Path, deadline: float, on_row, selection: str) -> None:
     """pytest on the device: each failure (id, message, traceback) lands in ``tests.jsonl`` as it
     happens (``pytest_failure_log.py``), then the closing line; the whole log in ``tests.log``."""
     import importlib.util
 
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
-           "-p", "pytest_failure_log", "-rf", "tests/numerics", "tests/emulate"]
+           "-p", "pytest_failure_log", "-rf", *selection.split()]
+    workers = "none: pytest-xdist is not installed, the tests ran serially"
     if importlib.util.find_spec("xdist"):
-        cmd += ["-n", str(min(16, os.cpu_count() or 1))]
+        workers = min(16, os.cpu_count() or 1)
+        cmd += ["-n", str(workers)]
     env = {**os.environ, "ASICSIM_FAILURE_LOG": str((out / "tests.jsonl").resolve()),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
     t = time.perf_counter()
@@ -78,7 +87,8 @@ def run_tests(out: Path, deadline: float, on_row) -> None:
             p.wait()
             rc = "timed out"
     lines = [ln for ln in (out / "tests.log").read_text().splitlines() if ln.strip()]
-    on_row({"summary": lines[-1] if lines else "", "exit": rc, "seconds": time.perf_counter() - t})
+    on_row({"summary": lines[-1] if lines else "", "exit": rc, "seconds": time.perf_counter() - t,
+            "xdist_workers": workers})
 
 
 def run_part(name: str, args, out: Path) -> None:
@@ -92,7 +102,7 @@ def run_part(name: str, args, out: Path) -> None:
         sink.flush()
 
     if name == "tests":
-        run_tests(out, args.deadline, on_row)
+        run_tests(out, args.deadline, on_row, args.tests or (QUICK_TESTS if args.quick else DEFAULT_TESTS))
         return
     import gpu_emulate_parts as parts
     import hlo_passes
@@ -111,7 +121,8 @@ def run_part(name: str, args, out: Path) -> None:
 
 def _spawn(name: str, args, out: Path, deadline: float) -> str:
     cmd = [sys.executable, __file__, "--part", name, "--out", str(out), "--deadline", f"{deadline:.0f}",
-           "--steps", str(args.steps), "--repeat", str(args.repeat)] + (["--quick"] if args.quick else [])
+           "--steps", str(args.steps), "--repeat", str(args.repeat)] + (["--quick"] if args.quick else []) \
+        + (["--tests", args.tests] if args.tests else [])
     with open(out / f"{name}.log", "w") as log:
         p = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -138,6 +149,8 @@ def main(argv=None) -> dict:
     p.add_argument("--steps", type=int, default=20, help="training steps per timed scan")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--json", help="also write every figure to this JSON file")
+    p.add_argument("--tests", help="pytest paths (space-separated) for the tests part; default "
+                   f"{DEFAULT_TESTS!r}, with --quick {QUICK_TESTS!r}")
     p.add_argument("--part", help=argparse.SUPPRESS)  # internal: run one part in this process
     p.add_argument("--deadline", type=float, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -13,7 +13,9 @@ TRACEBACK_CHARS = 4000
 
 def pytest_runtest_logreport(report) -> None:
     path = os.environ.get("ASICSIM_FAILURE_LOG")
-    if not path or not report.failed:
+    # An xdist worker sees its own reports too: only the controller, which receives them all,
+    # writes (else each failure was logged twice).
+    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
         return
     text = report.longreprtext
     lines = text.strip().splitlines() or [""]

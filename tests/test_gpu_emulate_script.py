@@ -53,10 +53,11 @@ def test_hlo_passes_counts_traffic_outside_gemms():
 def test_gpu_benchmark_script_quick(tmp_path):
     mod = load_benchmark("gpu_emulate")
     out = mod.main(["--quick", "--out", str(tmp_path / "out"), "--parts",
-                    "step_time,hlo_passes,exact_orders,same_bits,quantize", "--budget", "1800",
+                    "tests,step_time,hlo_passes,exact_orders,same_bits,quantize", "--budget", "2800",
                     "--json", str(tmp_path / "out.json")])
     assert json.loads((tmp_path / "out.json").read_text())["status"] == out["status"]
     assert all(s == "done" for s in out["status"].values()), out["status"]
+    assert [r["summary"].split(" in ")[0] for r in out["tests"]] == ["1 passed"]  # QUICK_TESTS
     parts = load_benchmark("gpu_emulate_parts")
     assert [(r["model"], r["recipe"]) for r in out["step_time"]] == [
         (m, r) for m in ("mlp 64 wide", "transformer d64") for r in parts.QUICK_RECIPES]
@@ -67,6 +68,40 @@ def test_gpu_benchmark_script_quick(tmp_path):
     assert all(r["bits_differ_loop"] == 0 and r["bits_differ_cpu"] == 0 for r in out["exact_orders"])
     assert len(out["same_bits"]) == 10 and all(r["bits_differ"] == 0 for r in out["same_bits"])
     assert {r["format"] for r in out["quantize"]} == set(parts.QUANTIZE_FORMATS)
+
+
+FAILING_TESTS = '''
+def test_passes():
+    assert 1 + 1 == 2
+
+
+def test_fails_with_a_traceback():
+    value = 41
+    assert value == 42, "the answer is off by one"
+'''
+
+
+@pytest.mark.slow
+def test_tests_part_keeps_each_failures_traceback(tmp_path):
+    """The tests part on a file with one passing and one failing test: exactly one row for the
+    failure (under pytest-xdist the workers' own reports were logged as well as the controller's:
+    two rows, on the old code), with its message and the traceback's source line, then the
+    closing line; with xdist installed, the workers it ran on."""
+    (tmp_path / "test_two.py").write_text(FAILING_TESTS)
+    mod = load_benchmark("gpu_emulate")
+    out = mod.main(["--quick", "--out", str(tmp_path / "out"), "--parts", "tests", "--budget", "300",
+                    "--tests", str(tmp_path / "test_two.py")])
+    assert out["status"]["tests"] == "done"
+    failures = [r for r in out["tests"] if "failed" in r and "summary" not in r]
+    assert [r["failed"].split("::")[-1] for r in failures] == ["test_fails_with_a_traceback"]
+    assert failures[0]["message"] == "AssertionError: the answer is off by one"
+    assert "assert value == 42" in failures[0]["traceback"]
+    (summary,) = [r for r in out["tests"] if "summary" in r]
+    assert summary["summary"].startswith("1 failed, 1 passed") and summary["exit"] == 1
+    import importlib.util
+
+    assert (summary["xdist_workers"] >= 1) if importlib.util.find_spec("xdist") else \
+        summary["xdist_workers"].startswith("none")
 
 
 @pytest.mark.slow

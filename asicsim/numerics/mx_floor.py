@@ -118,13 +118,13 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
     block size is one block, unpadded. ``window``: x is not padded (None, None for the first
     two); the amax is a ``reduce_window`` over x, which pads the short last block with zeros.
 
-    Blocks along the last axis of a tensor of ``MAGIC_MIN_SIZE`` or more elements: the amax needs
-    only its exponent, so it is reduced as floats (XLA:CPU hands a float max over a short inner
-    axis to a vectorised library kernel) from the magnitude bits with their low 8 bits cleared
-    (exactly representable, order kept; patterns below 2**24 kept whole): the exponent field of a
-    normal amax, or the leading bit of a subnormal one, is exact. Blocks along another axis, and
-    small tensors: an integer max of the magnitude bits, which XLA:CPU fuses with the pad and the
-    bit masking into one kernel (measured faster there: (1900, 25) along 1900 61 -> 38 us)."""
+    The amax is an integer max of the magnitude bits, which XLA:CPU fuses with the pad and the
+    bit masking into one kernel that reads x once. (Blocks along the last axis of large tensors
+    were reduced as floats from the bits with their low 8 bits cleared, which XLA:CPU hands to
+    a library kernel that does not fuse its producer: the masked tensor was written out and read
+    back, one more pass over x. The integer max, in one process on 4096 x 4096 fp32, 32-element
+    blocks, median of 9: 87-102 against 202-229 ms for the float one; see benchmarks/RESULTS.md,
+    issue 37.)"""
     axis = plan.axis % x.ndim
     n, b = x.shape[axis], min(plan.block_size, x.shape[axis])
     pad = [(0, (-n) % b if i == axis else 0) for i in range(x.ndim)]
@@ -136,26 +136,16 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
     padded = jnp.pad(x, pad) if pad[axis][1] else x
     blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
     mag = jax.lax.bitcast_convert_type(blocked, jnp.int32) & np.int32(0x7FFFFFFF)
-    if axis == x.ndim - 1 and x.size >= MAGIC_MIN_SIZE and plan.rule == "floor":  # "up" reads the mantissa
-        coarse = jnp.where(mag >= np.int32(1 << 24), mag & np.int32(0x7FFFFF00), mag).astype(jnp.float32)
-        amax_f = jnp.max(coarse, axis=axis + 1, keepdims=True)
-        amax = amax_f.astype(jnp.int32)
-        # floor(log2 amax): a normal amax's exponent field; a subnormal's from its exact float image
-        sub_exp = (jax.lax.bitcast_convert_type(amax_f, jnp.int32) >> 23) - 127 - 149
-    else:
-        amax, sub_exp = jnp.max(mag, axis=axis + 1, keepdims=True), None
-    return padded, blocked, amax, _floor_shift(amax, element, plan, sub_exp)
+    amax = jnp.max(mag, axis=axis + 1, keepdims=True)
+    return padded, blocked, amax, _floor_shift(amax, element, plan)
 
 
-def _floor_shift(amax, element, plan: Scaling, sub_exp=None) -> jax.Array:
+def _floor_shift(amax, element, plan: Scaling) -> jax.Array:
     """Block scale exponents from int32 amax bits by the plan's ``floor`` (OCP MX) or ``up`` rule
     (as :func:`pow2_scale_exponent`: one more where the amax's normalised mantissa exceeds the
-    element max's), clamped to the scale format's range (an all-zero block: its lowest).
-    ``sub_exp``: floor(log2) of a subnormal amax where the caller has it already (default: from
-    the leading bit of ``amax``; the ``up`` rule always takes it from there)."""
+    element max's), clamped to the scale format's range (an all-zero block: its lowest)."""
     lead = 31 - jax.lax.clz(amax)
-    if sub_exp is None or plan.rule == "up":
-        sub_exp = lead - 149
+    sub_exp = lead - 149
     normal = amax >= np.int32(1 << 23)
     log2 = jnp.where(normal, (amax >> 23) - 127, sub_exp)
     e = log2 - emax_of(element)
