@@ -37,6 +37,7 @@ mechanism, :class:`Body`: a step per body operand, taken in order as each body i
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -44,6 +45,21 @@ from asicsim.emulate.fields import LSQ_SCALINGS
 from asicsim.emulate.layer_rules import collecting
 from asicsim.emulate.lsq import lsq_init, lsq_quantize
 from asicsim.emulate.trace import recording
+
+
+#: The smallest step training keeps: after each optimizer update a step below it is set to it (a
+#: projection onto ``step >= LSQ_MIN_STEP``), so that a step driven to 0 or below does not turn
+#: the next forward into NaN. 1e-5 as quant_mp's LSQ (``scale = where(scale > eps, scale, eps)``,
+#: ``eps = 1e-5``; found with the search tool, the paper has no rule). Absolute, not relative to
+#: the tensor: a tensor whose ``lsq_init`` is below it starts at its own step and is raised to
+#: 1e-5 by the first update.
+LSQ_MIN_STEP = 1e-5
+
+
+def clamp_steps(steps):
+    """``steps`` (a pytree of float32 arrays) with each value below :data:`LSQ_MIN_STEP` set to it
+    (NaN stays NaN: a NaN update is the loss scaler's to skip)."""
+    return jax.tree_util.tree_map(lambda s: jnp.where(s < LSQ_MIN_STEP, jnp.float32(LSQ_MIN_STEP), s), steps)
 
 
 class InitialStepsWarning(UserWarning):

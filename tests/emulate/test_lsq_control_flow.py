@@ -241,3 +241,23 @@ def test_a_custom_vjp_with_lsq_operands_is_refused():
     w, x = jnp.ones((4, 4)), jnp.ones((2, 4))
     with pytest.raises(ValueError, match="inside a custom_vjp or custom_jvp function"):
         jax.jit(emulate(f, _recipe()))(x, w, asicsim_lsq=[jnp.float32(1)] * 2)
+
+
+def test_a_step_driven_below_zero_is_clamped_to_the_minimum():
+    """An update that drives every step negative (an optimizer adding -10 to everything): the
+    steps are clamped to LSQ_MIN_STEP = 1e-5 after the update (as quant_mp's LSQ clamps its scale
+    to eps = 1e-5), so the next loss is finite. On the old code the steps went to about -10 and
+    the next loss was NaN (lsq_quantize's output for an invalid traced step)."""
+    from asicsim.emulate.lsq_sites import LSQ_MIN_STEP
+    from test_lsq_recipes import _loss, _params
+
+    down = optax.GradientTransformation(lambda p: optax.EmptyState(),
+                                        lambda u, s, p=None: (jax.tree_util.tree_map(lambda a: jnp.full_like(a, -10.0), u), s))
+    init, step = make_train_step(_loss, _recipe(), down)
+    batch = _digits(32)
+    state = init(_params(), 0, batch)
+    stepj = jax.jit(step)
+    state, _ = stepj(state, batch)
+    assert all(np.all(np.asarray(s) == np.float32(LSQ_MIN_STEP)) for s in state.lsq[0])
+    state, metrics = stepj(state, batch)
+    assert np.isfinite(metrics["loss"])
