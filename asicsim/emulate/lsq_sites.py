@@ -46,7 +46,6 @@ from asicsim.emulate.layer_rules import collecting
 from asicsim.emulate.lsq import lsq_init, lsq_quantize
 from asicsim.emulate.trace import recording
 
-
 #: The smallest step training keeps: after each optimizer update a step below it is set to it (a
 #: projection onto ``step >= LSQ_MIN_STEP``), so that a step driven to 0 or below does not turn
 #: the next forward into NaN. 1e-5 as quant_mp's LSQ (``scale = where(scale > eps, scale, eps)``,

@@ -248,8 +248,9 @@ def test_a_step_driven_below_zero_is_clamped_to_the_minimum():
     steps are clamped to LSQ_MIN_STEP = 1e-5 after the update (as quant_mp's LSQ clamps its scale
     to eps = 1e-5), so the next loss is finite. On the old code the steps went to about -10 and
     the next loss was NaN (lsq_quantize's output for an invalid traced step)."""
-    from asicsim.emulate.lsq_sites import LSQ_MIN_STEP
     from test_lsq_recipes import _loss, _params
+
+    from asicsim.emulate.lsq_sites import LSQ_MIN_STEP
 
     down = optax.GradientTransformation(lambda p: optax.EmptyState(),
                                         lambda u, s, p=None: (jax.tree_util.tree_map(lambda a: jnp.full_like(a, -10.0), u), s))
