@@ -163,10 +163,8 @@ def test_a_call_without_steps_warns_that_they_are_initial():
         jax.jit(emulate(lambda w, x: x @ w, _recipe()))(W, X)
 
 
-def _scan_mlp(p, x):
-    def body(h, _):
-        return jnp.tanh(h @ p), None
-    return jax.lax.scan(body, x, None, length=2)[0].sum()
+def _layers(ws, x):  # a scan over stacked layers: a step per layer (lsq_sites)
+    return jax.lax.scan(lambda h, w: (h @ w, None), x, ws)[0]
 
 
 def _jit_dot(pol, steps):
@@ -207,8 +205,8 @@ BAD = [
      "expected (1, 4)"),
     (lambda: emulate(lambda w, x: x @ w, _recipe())(W, X, asicsim_lsq=[jnp.float32(-1), jnp.float32(1)]),
      "a step must be positive and finite"),
-    (lambda: jax.jit(emulate(_scan_mlp, _recipe()))(W, X, asicsim_lsq=[jnp.float32(1)] * 2),
-     "has shape (); expected (2,) (scaling = 'lsq', operand shape (2, 4), a step per layer of 1 layer scan(s))"),
+    (lambda: jax.jit(emulate(_layers, _recipe()))(jnp.ones((3, 4, 4)), X, asicsim_lsq=[jnp.float32(1)] * 2),
+     "has shape (); expected (3,) (scaling = 'lsq', operand shape (2, 4), a step per layer of 1 layer scan(s))"),
     (lambda: init_lsq_steps(lambda w, x: x @ w, _recipe(), jnp.zeros((4, 4)), X), "nonzero finite value"),
     (lambda: train("digits_mlp", _recipe(), seeds=(0,), steps=1), "not yet supported by workload training"),
     (lambda: round_role(W, RoleSpec("int4", scaling="lsq")), "rounds GEMM operands of an emulated function only"),
