@@ -29,8 +29,8 @@ mechanism, :class:`Body`: a step per body operand, taken in order as each body i
   closed over by the body; its gradient is the sum over iterations. Initial steps: on the
   operands of the first iteration (a while loop's body run once on the initial carry, even
   where the loop would not run).
-- a ``cond``/``switch``: each branch its own steps, branch 0's first; initial steps: each branch
-  run on the operands.
+- a ``cond``/``switch``: each branch its own steps, branch 0's first (``lax.cond``'s false
+  branch); initial steps: each branch run on the operands (the one not taken too).
 - a user's ``custom_vjp``/``custom_jvp``: refused; its rule gives the gradients of everything
   inside it, so a learned step there would get the user's gradient (none), not LSQ's.
 """
