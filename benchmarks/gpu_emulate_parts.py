@@ -36,6 +36,8 @@ NOT_TIMED = {
     "int8_ptq_tensor": "post-training quantization, not trained",
     "int4_w_g128": "weight-only post-training quantization, not trained",
     "w4a8_g128": "post-training quantization, not trained",
+    "int8_lsq": "learned step sizes: the steps (TrainState.lsq) are state this script does not keep yet",
+    "int4_lsq": "learned step sizes: the steps (TrainState.lsq) are state this script does not keep yet",
 }
 #: ``--quick`` times three of them (one per kind of scaling), so the check of the script stays short.
 QUICK_RECIPES = ["bf16", "fp8_hybrid", "mxfp4"]

@@ -29,6 +29,7 @@ import numpy as np
 from jax.extend import core as jcore
 
 from asicsim._jax_compat import subfuns
+from asicsim.emulate.lsq_sites import Body
 from asicsim.emulate.policy import Policy
 from asicsim.emulate.site_rows import count_rows
 from asicsim.numerics.random import derive
@@ -150,13 +151,19 @@ def checkpoint(interp, eqn, invals, flags, paths=None, data=None):
     inner = p["jaxpr"]
     closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())
 
+    steps = Body(interp.lsq)  # learned steps: closed over; initial ones come out as extra outputs
+
     def body(*args):
         interp.site = site0  # retraced when jax recomputes: the same site numbers
-        return interp.run(closed.jaxpr, closed.consts, list(args), flags, paths, data)
+        steps.enter()
+        outs = interp.run(closed.jaxpr, closed.consts, list(args), flags, paths, data)
+        return [*outs, *steps.leave()]
 
     out = jax.checkpoint(body, prevent_cse=p.get("prevent_cse", True), policy=p.get("policy"))(*invals)
+    n = len(closed.jaxpr.outvars)
+    steps.close(out[n:])
     interp.site = site0 + _sites(closed.jaxpr, flags, data)
-    return list(out)
+    return list(out[:n])
 
 
 def _sites(jaxpr, flags, data=None) -> int:

@@ -55,7 +55,7 @@ class _Interpreter:
                  prerounded: RoleSpec | None = None, lsq: LsqSteps | None = None):
         self.policy = policy
         self.lsq = LsqSteps() if lsq is None else lsq  # learned step sizes (.lsq_sites)
-        self.depth = 0  # nesting in scans, while loops, conds, checkpoints and custom rules
+        self.custom = 0  # nesting in custom_vjp/custom_jvp rules (no learned steps inside: .lsq_sites)
         self.prerounded = prerounded
         self.n_rows = n_rows  # rows in the whole function (the last one is n_rows - 1)
         self.multiplier = 1  # times the current jaxpr runs per call (scan lengths)
@@ -188,7 +188,7 @@ class _Interpreter:
                 return self._bind(eqn, invals)
             dn = p["dimension_numbers"]
             (a, b), lsq = self.lsq.operands(pol, roles, invals[:2], dot_kept(dn, (invals[0].ndim, invals[1].ndim)),
-                                            self.depth, "dot_general")
+                                            self.custom, "dot_general")
             ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
             return [_emulated_dot(a, b, meta, kd, GemmSite(dn, roles, out_dtype, ongrid), pol)]
         if name == "conv_general_dilated":
@@ -200,7 +200,7 @@ class _Interpreter:
             self._record("conv", eqn, roles, pol, path=gemm_path(roles, paths))  # priced as the convolution it is
             if plain_float32(pol):
                 return self._bind(eqn, invals)
-            ops, lsq = self.lsq.operands(pol, roles, invals[:2], conv_kept(p["dimension_numbers"]), self.depth,
+            ops, lsq = self.lsq.operands(pol, roles, invals[:2], conv_kept(p["dimension_numbers"]), self.custom,
                                          "convolution")
             patches, kernel, dn, finish = conv_as_gemm(ops[0], ops[1], {k: p[k] for k in keep})
             ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
@@ -208,11 +208,12 @@ class _Interpreter:
             return [finish(_emulated_dot(patches, kernel, meta, kd, site, pol))]
         if name in ("scan", "while", "cond") or (name in REMAT and "jaxpr" in p) or (
                 name in CUSTOM and count_rows(eqn.params["call_jaxpr"].jaxpr, flags, data)):
-            self.depth += 1  # a body traced on its own (LSQ steps are kept outside them: .lsq_sites)
+            custom = int(name in CUSTOM)
+            self.custom += custom
             try:
                 return self._nested(eqn, invals, flags, paths, data)
             finally:
-                self.depth -= 1
+                self.custom -= custom
         if _inlined(eqn):
             inner = p["jaxpr"]
             closed = inner if hasattr(inner, "consts") else jcore.ClosedJaxpr(inner, ())

@@ -8,7 +8,9 @@ Transformer Engine keeps one amax history per module) and stochastic-rounding wo
 scanned inputs. Where the scan holds the function's first or last row and the recipe has
 ``[first_last]``, that iteration is peeled out of the loop and run on its own with the edge roles,
 the others as a scan of the remaining iterations (the first and last *layer*, as Wang et al.
-2018 keep them in 16 bits, not every layer of the stack).
+2018 keep them in 16 bits, not every layer of the stack). Learned step sizes are per layer too
+(:mod:`.lsq_sites`): each iteration indexes its layer's steps by ``ex["layer"]``, the index of
+its weights in the stack, and the initial steps come out stacked as extra scanned outputs.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from asicsim.emulate.lsq_sites import Body
 from asicsim.emulate.provenance import input_data, loop_data
 from asicsim.emulate.site_rows import count_rows, scan_parts
 from asicsim.numerics.random import derive
@@ -38,6 +41,9 @@ def layer_scan(interp, p, invals, flags, paths, data=None):
 
     # per-iteration extras, stacked in execution order t
     ex = {}
+    lsq = interp.lsq
+    if not lsq.initialising:  # the layer of iteration t: its steps' index (in the weights' order)
+        ex["layer"] = jnp.arange(n)[::-1] if reverse else jnp.arange(n)
     if interp.words is not None:  # words per iteration: stochastic rounding never reuses bits
         ex["words"] = derive(derive(interp.words, 1_000_003 + site0), jnp.arange(n))
     for name in ("amax", "est"):
@@ -45,11 +51,20 @@ def layer_scan(interp, p, invals, flags, paths, data=None):
         if arr is not None:
             ex[name] = arr[site0:site0 + n * k].reshape(n, k, *arr.shape[1:])
 
+    steps = Body(lsq)
+
     def iteration(carry, x, e, base):
         interp.site, interp.row_base = 0, base
         interp.words, interp.amax, interp.est = e.get("words"), e.get("amax"), e.get("est")
-        outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x], bflags, bpaths, bdata)
-        return outs[:ncarry], outs[ncarry:]
+        steps.enter()
+        if "layer" in e:
+            lsq.layers.append((e["layer"], n))
+        try:
+            outs = interp.run(closed.jaxpr, closed.consts, [*consts, *carry, *x], bflags, bpaths, bdata)
+        finally:
+            if "layer" in e:
+                lsq.layers.pop()
+        return outs[:ncarry], [*outs[ncarry:], *steps.leave()]
 
     head = tail = False
     if interp.policy.first_last and row0 is not None and k:
@@ -69,8 +84,10 @@ def layer_scan(interp, p, invals, flags, paths, data=None):
     finally:
         interp.multiplier = outer
         interp.words, interp.amax, interp.est, interp.site, interp.row_base = saved
+    ny = len(closed.jaxpr.outvars) - ncarry
+    steps.close(ys[ny:])  # initial steps per layer, stacked in the weights' order
     interp.site = site0 + n * k
-    return [*carry, *ys]
+    return [*carry, *ys[:ny]]
 
 
 def _peeled(iteration, init, xs, ex, n, k, row0, head, tail, reverse, unroll, interp):

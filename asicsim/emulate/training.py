@@ -31,7 +31,8 @@ What one step does, in the recipe's formats:
    ``init(params, key, batch)`` with the paper's ``lsq_init`` of each operand on that batch (pass
    the first batch), differentiated with the weights (LSQ's step gradient, divided by the loss
    scale like theirs) and updated by the same optimizer ``tx`` (its own state for the steps,
-   float leaves rounded to ``opt_state``); the steps stay float32, not kept on a skipped step.
+   float leaves rounded to ``opt_state``); the steps stay float32, not kept on a skipped step,
+   and clamped to at least ``lsq_sites.LSQ_MIN_STEP`` (1e-5) after each update.
 7. Stochastic rounding: seed words from ``state.key`` and ``state.step``, derived per use by
    integer hashing (``random.seed_words``/``derive``: no threefry call inside the step), so no
    random bits are ever reused.
@@ -66,7 +67,7 @@ import optax
 from asicsim.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
 from asicsim.emulate.loss_output import split_loss
 from asicsim.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
-from asicsim.emulate.lsq_sites import LsqSteps
+from asicsim.emulate.lsq_sites import LsqSteps, clamp_steps
 from asicsim.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim.emulate.recipes import load_recipe
 from asicsim.emulate.transform import _emulate, round_role
@@ -258,7 +259,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         if lsq is not None:  # the learned steps: the same optimizer, state of their own
             step_updates, step_opt = tx.update(jax.tree_util.tree_map(unscale, sgrad_steps), lsq[1], lsq[0])
             step_opt = round_tree(step_opt, pol.role("opt_state"), words=w_lsq)
-            lsq = keep((optax.apply_updates(lsq[0], step_updates), step_opt), lsq)
+            lsq = keep((clamp_steps(optax.apply_updates(lsq[0], step_updates)), step_opt), lsq)  # >= 1e-5
         amax_history = state.amax_history
         if amax_history is not None:  # record this step's amax (not on a skipped step)
             rolled = jnp.roll(amax_history, 1, axis=1).at[:, 0].set(seen.astype(jnp.float32))

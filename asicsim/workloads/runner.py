@@ -42,7 +42,7 @@ class Runner:
         self.train_data = tasks.train_arrays(data)
         fwd = emulate(model.apply, policy)
         kw = sr_key(policy)
-        self.forward = jax.jit(lambda p, x: fwd(p, x, **kw))
+        self.forward = jax.jit(lambda p, x, steps=None: fwd(p, x, **kw, **lsq_steps(steps)))
         first = getattr(model, "running_init", None)  # a batch-normalised model's running statistics
         if tx is not None:
             if first is None:
@@ -106,16 +106,22 @@ class Runner:
                 s["outliers"] = float("nan")  # where it would count nearly everything
         return out
 
-    def evaluate(self, params) -> dict:
+    def evaluate(self, params, steps=None) -> dict:
         """The test split under the recipe's forward pass: :func:`.tasks.evaluate`'s values
         (``test_loss``, ``test_accuracy`` (None for the LM and speech); speech's ``test_cer``,
-        ``test_wer``)."""
-        return tasks.evaluate(self.task, lambda x: self.forward(params, x), self.data, self.w, self.model)
+        ``test_wer``). ``steps``: the learned step sizes (``TrainState.lsq[0]``) of an LSQ recipe,
+        the forward's GEMMs taking them in the training loss's order."""
+        return tasks.evaluate(self.task, lambda x: self.forward(params, x, steps), self.data, self.w, self.model)
 
 
 def sr_key(policy: Policy) -> dict:
     """Stochastic-rounding recipes need a key in every emulated call (fixed: evaluation)."""
     return {"asicsim_key": jax.random.key(0)} if getattr(policy, "stochastic", False) else {}
+
+
+def lsq_steps(steps) -> dict:
+    """``asicsim_lsq`` for an emulated call where a recipe has learned step sizes (else nothing)."""
+    return {} if steps is None else {"asicsim_lsq": steps}
 
 
 def _capture(model: Model, params, x) -> dict:

@@ -141,19 +141,23 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     that many data-parallel replicas, each one's gradient rounded to ``grad_format`` before the sum.
     ``prune``: :class:`~asicsim.workloads.prune_rules.PruneRule` s replacing the workload's
     ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
+    A recipe with learned step sizes (``int8_lsq``): the steps are initialised on the first
+    training batch and trained with the weights (:func:`asicsim.emulate.make_train_step`), the
+    evaluation uses them; such a run has no numerics statistics (they round whole tensors, the
+    learned steps belong to GEMM operands); not with pruning or batch norm yet (an error).
     """
     w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum, prune=prune)
     policy = check_trainable(load_recipe(recipe))
-    if policy.lsq:  # its steps would have to reach the evaluation and the statistics too
-        raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
-                         f"by workload training ({w.name!r}); train with asicsim.emulate.make_train_step(loss_fn, "
-                         "recipe, tx) and init(params, key, first_batch)")
     data, model = build(w)
+    if policy.lsq and (w.prune or getattr(model, "running_init", None) is not None):
+        raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
+                         f"by workload training with pruning or batch norm ({w.name!r}); train with "
+                         "asicsim.emulate.make_train_step(loss_fn, recipe, tx) and init(params, key, first_batch)")
     check_batch(w, data)
     tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
                               replicas, w.batch)
-    runner = Runner(w, policy, data, model, tx, stats, replicas=reps)
+    runner = Runner(w, policy, data, model, tx, stats and not policy.lsq, replicas=reps)
     total = len(seeds) * w.steps
     runs = []
     for i, s in enumerate(seeds):
@@ -177,8 +181,12 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
     t0 = time.perf_counter()
     key = jax.random.key(seed)
     params = runner.model.init(jax.random.fold_in(key, 0))
-    state = runner.init(params, jax.random.fold_in(key, 1))
     order = batch_order(runner.data, w, w.steps, w.batch, seed)
+    if policy.lsq:  # learned steps: lsq_init on the operands of the first training batch
+        state = runner.init(params, jax.random.fold_in(key, 1), runner.make_batch(runner.train_data,
+                                                                                  jnp.asarray(order[0])))
+    else:
+        state = runner.init(params, jax.random.fold_in(key, 1))
     keys = tasks.curve_keys(runner.task)
     curves: dict = {"step": [], "train_loss": [], **{k: [] for k in keys}}
     numerics, numerics_curve = {}, []
@@ -194,7 +202,8 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
         done += n
         p = state.params
         watch.weights(done, p)
-        ev = runner.evaluate(inference_params(state))  # a batch norm's running statistics included
+        steps = getattr(state, "lsq", None) and state.lsq[0]  # learned steps, where the recipe has them
+        ev = runner.evaluate(inference_params(state), steps)  # a batch norm's running statistics included
         watch.evaluation(done, ev["test_loss"])
         finite = losses[np.isfinite(losses)]
         curves["step"].append(done)

@@ -24,6 +24,7 @@ from asicsim.emulate.export import export_tensor
 from asicsim.emulate.lsq_sites import InitialStepsWarning
 from asicsim.emulate.transform import init_lsq_steps, round_role
 from asicsim.workloads import train
+from asicsim.workloads.prune_rules import PruneRule
 
 
 def _recipe(weight="lsq", wf="int4", af="uint4", **extra):
@@ -163,10 +164,8 @@ def test_a_call_without_steps_warns_that_they_are_initial():
         jax.jit(emulate(lambda w, x: x @ w, _recipe()))(W, X)
 
 
-def _scan_mlp(p, x):
-    def body(h, _):
-        return jnp.tanh(h @ p), None
-    return jax.lax.scan(body, x, None, length=2)[0].sum()
+def _layers(ws, x):  # a scan over stacked layers: a step per layer (lsq_sites)
+    return jax.lax.scan(lambda h, w: (h @ w, None), x, ws)[0]
 
 
 def _jit_dot(pol, steps):
@@ -207,9 +206,11 @@ BAD = [
      "expected (1, 4)"),
     (lambda: emulate(lambda w, x: x @ w, _recipe())(W, X, asicsim_lsq=[jnp.float32(-1), jnp.float32(1)]),
      "a step must be positive and finite"),
-    (lambda: jax.jit(emulate(_scan_mlp, _recipe()))(W, X), "inside a scan, while_loop, cond"),
+    (lambda: jax.jit(emulate(_layers, _recipe()))(jnp.ones((3, 4, 4)), X, asicsim_lsq=[jnp.float32(1)] * 2),
+     "has shape (); expected (3,) (scaling = 'lsq', operand shape (2, 4), a step per layer of 1 layer scan(s))"),
     (lambda: init_lsq_steps(lambda w, x: x @ w, _recipe(), jnp.zeros((4, 4)), X), "nonzero finite value"),
-    (lambda: train("digits_mlp", _recipe(), seeds=(0,), steps=1), "not yet supported by workload training"),
+    (lambda: train("digits_mlp", _recipe(), seeds=(0,), steps=1, prune=[PruneRule("2:4", start=1)]),
+     "not yet supported by workload training with pruning or batch norm"),
     (lambda: round_role(W, RoleSpec("int4", scaling="lsq")), "rounds GEMM operands of an emulated function only"),
     (lambda: export_tensor(W, RoleSpec("int4", scaling="lsq_channel"), (0,)), "learned steps are training state"),
 ]
@@ -220,6 +221,20 @@ def test_bad_inputs(call, fragment):
     with pytest.raises((RecipeError, ValueError)) as err:
         call()
     assert fragment in str(err.value)
+
+
+@pytest.mark.slow  # 150 steps of digits_mlp: ~40 s on 2 busy cores
+def test_workload_training_with_a_shipped_lsq_recipe():
+    """asicsim.workloads.train (what asicsim train runs) with int4_lsq on digits_mlp: the steps
+    start from the first batch, train with the weights, and the evaluation uses them (without
+    them it would warn, an error under pytest's filterwarnings). Measured, seed 0, 150 steps:
+    test accuracy 0.9053 (fp32 0.8914; 300 steps: int4_lsq 0.9526, int8_lsq 0.9443, fp32
+    0.9443). On the old code the recipe was refused."""
+    res = train("digits_mlp", "int4_lsq", seeds=(0,), steps=150, eval_every=150)
+    run = res.runs[0]
+    print(f"digits_mlp int4_lsq 150 steps: test accuracy {run.final:.4f}")
+    assert run.final > 0.85 and not run.diverged
+    assert run.numerics == {}  # statistics round whole tensors: none for learned steps
 
 
 def test_lsq_roles_round_trip_through_toml(tmp_path):

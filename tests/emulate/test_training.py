@@ -204,7 +204,8 @@ def test_every_training_recipe_trains_a_tiny_mlp(name):
         return jnp.mean((h @ p["w2"] - b[1]) ** 2)
 
     init, step = make_train_step(loss, name, optax.sgd(0.05))
-    s, m = jax.jit(lambda s: jax.lax.scan(lambda c, _: step(c, (x, y)), s, None, length=15))(init(p, 1))
+    state = init(p, 1, (x, y))  # the batch: learned-step recipes (int8_lsq) initialise their steps on it
+    s, m = jax.jit(lambda s: jax.lax.scan(lambda c, _: step(c, (x, y)), s, None, length=15))(state)
     losses = np.asarray(m["loss"])
     skipped = np.asarray(m["skipped"])  # dynamic loss scaling may overflow at first (init 2^16)
     assert np.all(np.isfinite(losses)) and not np.any(skipped[5:]) and np.all(np.diff(skipped.astype(int)) <= 0)
