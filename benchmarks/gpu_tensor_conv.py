@@ -14,9 +14,10 @@ every other constant fixed at the shipped fit. Printed per device x pass, median
   device's (Volta <-> Turing, the nearest generation with them): fit on one device, predict the other;
 * ``in sample``: fitted on the device's own rows (the values shipped in gpu_fit.toml).
 
-``--chunks``: the grid that chose ``conv_chunk_bytes`` (each device alone).
+``--chunks``: the grid that chose ``conv_chunk_bytes`` (each device alone); ``--worst N``: the N rows
+with the largest error under the shipped constants.
 
-    python benchmarks/gpu_tensor_conv.py [--chunks]
+    python benchmarks/gpu_tensor_conv.py [--chunks] [--worst N]
 """
 
 from __future__ import annotations
@@ -68,6 +69,19 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
                                               bias=("err", lambda s: float(np.exp(np.median(s)))))
 
 
+def worst(rows: list[dict], fit: dict, n: int) -> pd.DataFrame:
+    recs = []
+    for g in gc.groups_of(rows):
+        p = g.predict(fit)
+        for i, r in enumerate(g.rows):
+            o = r["ops"][0]
+            recs.append(dict(device=g.device, kind=r["kind"], err=np.log(p[i] / g.measured[i]),
+                             op=f"{o.in_h}x{o.in_w}x{o.in_channels}->{o.out_channels} k{o.kernel_h}x{o.kernel_w} "
+                                f"s{o.stride} n{o.batch}", meas_us=g.measured[i] * 1e6, pred_us=p[i] * 1e6))
+    df = pd.DataFrame(recs)
+    return df.loc[df.err.abs().sort_values(ascending=False).index[:n]]
+
+
 def fit_generation(rows: list[dict], shipped: dict, table: dict, gen: str) -> dict:
     """``gen``'s three tensor pass factors by least squares on ``rows``, all else fixed at ``shipped``."""
     without = {k: v for k, v in shipped.items() if k not in keys(gen)}
@@ -92,12 +106,16 @@ def chunks(rows: list[dict], shipped: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chunks", action="store_true", help="the conv_chunk_bytes grid, each device alone")
+    ap.add_argument("--worst", type=int, default=0, help="list the N rows with the largest error")
     args = ap.parse_args(argv)
     shipped, table = load_fit(), fit_table()
     rows = tensor_conv_rows()
     pd.set_option("display.width", 200)
     if args.chunks:
         chunks(rows, shipped)
+        return
+    if args.worst:
+        print(worst(rows, shipped, args.worst).round(2).to_string(index=False))
         return
     no_tensor = {k: v for k, v in shipped.items() if "_tensor@" not in k or not k.startswith("conv")}
     own = {}
