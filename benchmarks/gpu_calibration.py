@@ -2,7 +2,7 @@
 
 Rows (:mod:`gpu_measured`, beside this file): DeepBench's published sheets (P100 PCIe, TitanX
 Pascal, M40, GTX 1080 Ti, T4; GEMM, GEMM-based conv, RNN without input projections, sparse GEMM;
-V100 GEMMs; tensor-core GEMMs priced padded, as DeepBench ran them)
+V100 GEMMs and convs; tensor-core GEMMs and convs priced padded, as DeepBench ran them)
 and the H100 set (fp32 and fp16 GEMMs, fp32 convolutions in three passes, fp32 RNN layers with
 their input projections, and the two sustained tensor-core rates under the 700 W cap). Every row is
 priced with ``operands="warm"``: both protocols time back-to-back calls on the same operands; and
@@ -50,7 +50,7 @@ from gpu_measured import DESIGNS, FORMATS, all_rows, design_for
 from asicsim.cli_progress import StepProgress
 from asicsim.hw.gpu import precision_path
 from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats, rnn_algos
-from asicsim.hw.gpu_kernels import Kernels, op_kernels, stored_bytes
+from asicsim.hw.gpu_kernels import Kernels, conv_chunk, conv_pad, op_kernels, stored_bytes
 from asicsim.hw.gpu_model import (
     FIT_FILE,
     fit_table,
@@ -74,8 +74,13 @@ class Group:
         self.ops = ops
         self.op_row = np.repeat(np.arange(len(rows)), [len(r["ops"]) for r in rows])
         algos = rnn_algos(ops, self.passes, self.design, self.formats)
+        # the convolutions' layout: one per device x precision (its protocol)
+        self.layout = next((r["layout"] for r in rows if "layout" in r), "NHWC")
         krows = [k for i, (op, p) in enumerate(zip(ops, self.passes, strict=True))
-                 for k in op_kernels(op, i, p, rnn_skip_input=self.skip, rnn_algo=algos[i])]
+                 for k in op_kernels(op, i, p, rnn_skip_input=self.skip, rnn_algo=algos[i],
+                                     conv_pad=conv_pad(self.path), conv_layout=self.layout,
+                                     conv_chunk=conv_chunk(self.path, generation_constants(
+                                         load_fit(), self.design.architecture)[0]))]
         by = {r: self.formats[r].storage_bits / 8 for r in ("act", "weight", "out")}
         self.kernels = Kernels.build(krows, by["act"], by["weight"], by["out"])
         self.row_sustained = np.array([r.get("sustained", True) for r in rows], dtype=bool)
@@ -97,7 +102,8 @@ class Group:
             m = self.row_sustained[self.op_row] == sustained
             res = gpu_cost_many([o for o, k in zip(self.ops, m, strict=True) if k], self.design,
                                 FORMATS[self.precision], fit=fit, passes=[p for p, k in zip(self.passes, m, strict=True) if k],
-                                rnn_skip_input=self.skip, operands="warm", sustained=sustained)
+                                rnn_skip_input=self.skip, operands="warm", sustained=sustained,
+                                conv_layout=self.layout)
             per_op[m] = [r.time_s for r in res]
         return np.bincount(self.op_row, weights=per_op, minlength=len(self.rows))
 
@@ -191,7 +197,7 @@ def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
         "# Constants of the GPU cost model (asicsim/hw/gpu_model.py); `name@Generation` is a constant",
         "# of that GPU generation (a generation without its own takes the nearest generation's).",
         "# \"fitted\": least squares on ln(predicted / measured) over data/deepbench/measured/ (P100 PCIe,",
-        "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM; V100: GEMM) and",
+        "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM; V100: GEMM, conv) and",
         "# data/measured/h100/ (GEMM fp32/fp16, conv fp32 three passes, RNN fp32 layers), all devices at",
         "# once; refit and rewrite with `python benchmarks/gpu_calibration.py --refit --write`.",
         "# \"assumption\": not identifiable from the measured set (lower == upper: never fitted).",

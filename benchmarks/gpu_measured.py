@@ -53,10 +53,18 @@ def design_for(device: str, precision: str):
     return d
 
 
-def _conv(r, n_col: str = "N") -> sim.Conv:
-    return sim.Conv(int(r.H), int(r.W), int(r.C), int(getattr(r, "K_conv", getattr(r, "K", 0))), int(r.R),
-                    int(r.S), stride=int(r.stride_h), stride_w=int(r.stride_w), padding=int(r.pad_h),
-                    padding_w=int(r.pad_w), batch=int(getattr(r, n_col)))
+def _conv(r, n_col: str = "N", pad: int = 1) -> sim.Conv:
+    """The convolution of a sheet row; ``pad``: C and K rounded up to a multiple of it (the run's own padding)."""
+    c, k = int(r.C), int(getattr(r, "K_conv", getattr(r, "K", 0)))
+    c, k = -(-c // pad) * pad, -(-k // pad) * pad
+    return sim.Conv(int(r.H), int(r.W), c, k, int(r.R), int(r.S), stride=int(r.stride_h), stride_w=int(r.stride_w),
+                    padding=int(r.pad_h), padding_w=int(r.pad_w), batch=int(getattr(r, n_col)))
+
+
+#: DeepBench's ``conv_bench`` pads C and K to multiples of 8 for its tensor-core (``half``) runs and
+#: stores them NHWC (``code/nvidia/conv_bench.cu`` lines 108-112 and 564-575, ``PAD_KERNELS`` on by
+#: default; DeepBench commit 30c5115 of 2019-10-07 re-measured the V100 and T4 sheets with it).
+DEEPBENCH_CONV_PAD = {"fp16_mixed": 8}
 
 
 def deepbench_tensor_padding(m: int, n: int, k: int, a_t: bool, b_t: bool, precision: str) -> tuple[int, int, int]:
@@ -89,13 +97,16 @@ def deepbench_rows(data: Path = DEEPBENCH) -> list[dict]:
         op = sim.Gemm(m, n, k, a_transposed=bool(r.a_transposed), b_transposed=bool(r.b_transposed))
         rows.append(dict(device=r.device, precision=r.precision, kind="gemm", ops=[op], passes=["fwd"],
                          time_us=r.time_us, flops=2.0 * r.M * r.N * r.K, skip_input=True, sustained=True))
-    c = pd.read_csv(data / "conv_results.csv")
+    # V100: its sheet's conv rows (scripts/deepbench_v100_conv.py)
+    c = pd.concat([pd.read_csv(data / f) for f in ("conv_results.csv", "v100_conv_results.csv")])
     for r in c.itertuples():
         ps = r[c.columns.get_loc("pass") + 1]  # "pass" is a keyword: no attribute access
         if ps == "fwd" and isinstance(r.fwd_algo, str) and r.fwd_algo not in GEMM_CONV_ALGOS:
             continue  # Winograd / FFT: fewer flops than the direct count
-        rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r)],
-                         passes=[ps], time_us=r.time_us, flops=float(r.flops), skip_input=True, sustained=True))
+        pad = DEEPBENCH_CONV_PAD.get(r.precision, 1)
+        rows.append(dict(device=r.device, precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r, pad=pad)],
+                         passes=[ps], time_us=r.time_us, flops=float(r.flops), skip_input=True, sustained=True,
+                         layout="NHWC" if pad > 1 else "NCHW"))
     n = pd.read_csv(data / "rnn_results.csv")
     for r in n.itertuples():
         ps = r[n.columns.get_loc("pass") + 1]
@@ -122,7 +133,8 @@ def h100_rows(data: Path = H100) -> list[dict]:
     for r in c.itertuples():
         ps = r[c.columns.get_loc("pass") + 1]
         rows.append(dict(device="H100", precision=r.precision, kind=f"conv_{ps}", ops=[_conv(r, "N_conv")],
-                         passes=[ps], time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False))
+                         passes=[ps], time_us=r.meas_us, flops=float(r.flops), skip_input=False, sustained=False,
+                         layout=r.layout))
     n = pd.read_csv(data / "rnn.csv")
     for r in n.itertuples():
         op = sim.Rnn(r.type, int(r.hidden), int(r.batch), int(r.timesteps))

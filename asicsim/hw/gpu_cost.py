@@ -31,7 +31,7 @@ import numpy as np
 from asicsim.hw.cost_record import CostResult
 from asicsim.hw.gpu import PATH_ALIGN, GpuDesign, default_formats, precision_path
 from asicsim.hw.gpu import resolve_gpu_formats as resolve_gpu_formats
-from asicsim.hw.gpu_kernels import Kernels, op_kernels
+from asicsim.hw.gpu_kernels import Kernels, conv_chunk, conv_pad, op_kernels
 from asicsim.hw.gpu_model import (
     efficiency,
     energy_per_op_pj,
@@ -42,7 +42,7 @@ from asicsim.hw.gpu_model import (
 )
 from asicsim.hw.node_scaling import energy_factor
 from asicsim.hw.objectives import FASTEST
-from asicsim.hw.operations import Elementwise, OperationError, Rnn
+from asicsim.hw.operations import Conv, Elementwise, OperationError, Rnn
 from asicsim.hw.result import Bound, EnergySplit, Price, Schedule, Traffic
 from asicsim.hw.result_table import Labels
 from asicsim.hw.roles import parse_formats
@@ -59,7 +59,7 @@ def rnn_algos(ops: Sequence, passes: Sequence[str], design: GpuDesign, fmts: Map
 
 def gpu_price(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
               passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
-              operands: str = "cold", sustained: bool = True) -> Price:
+              operands: str = "cold", sustained: bool = True, conv_layout: str = "NHWC") -> Price:
     """Price operations on a GPU design: one typed :class:`~asicsim.hw.result.Price` of shape
     ``(operations,)`` (with :class:`~asicsim.hw.result_table.Labels`), assembled in array
     operations from the kernels' times.
@@ -70,16 +70,21 @@ def gpu_price(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | 
     projections (DeepBench); ``operands="warm"`` prices back-to-back calls on the same operands (the
     measurement protocol) instead of the residency rule; ``sustained=False`` prices a burst from
     idle, which runs at full clock until the power averaged over the controller's window reaches
-    the TDP (:mod:`asicsim.hw.gpu_power`; default: a sustained load, capped).
+    the TDP (:mod:`asicsim.hw.gpu_power`; default: a sustained load, capped). ``conv_layout``:
+    the convolutions' tensors in memory, ``"NHWC"`` (channels last, as :class:`~asicsim.hw.operations.Conv`
+    defines them) or ``"NCHW"`` (PyTorch's default): on a tensor-core path a channels-first tensor is
+    transposed to and from the cores' channels-last layout, and channels are padded to the path's
+    alignment (:func:`asicsim.hw.gpu_kernels.conv_kernels`).
     """
-    return _assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained)[0]
+    return _assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained, conv_layout)[0]
 
 
 def gpu_cost_many(ops: Sequence, design: GpuDesign, formats=None, *, fit: Mapping | None = None,
                   passes: Sequence[str] | None = None, rnn_skip_input: bool | Sequence[bool] = False,
-                  operands: str = "cold", sustained: bool = True) -> list:
+                  operands: str = "cold", sustained: bool = True, conv_layout: str = "NHWC") -> list:
     """:func:`gpu_price` as one :class:`asicsim.hw.cost.CostResult` per operation (views of it)."""
-    return gpu_records(*_assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained), ops)
+    return gpu_records(*_assemble(ops, design, formats, fit, passes, rnn_skip_input, operands, sustained,
+                                  conv_layout), ops)
 
 
 def gpu_costs(ops: Sequence, design: GpuDesign, formats=None) -> tuple[list, Price]:
@@ -139,12 +144,14 @@ def gpu_static_split(design: GpuDesign, static_w: float) -> tuple[dict[str, floa
     return split, src
 
 
-def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_input, operands, sustained=True):
+def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_input, operands, sustained=True,
+              conv_layout="NHWC"):
     """The price (shape ``(operations,)``) and each operation's clock ratio under the power cap
     (NaN where uncapped), every figure an array over the operations."""
     fit = dict(load_fit() if fit is None else fit)
     c, borrowed = generation_constants(fit, design.architecture)
     ops = list(ops)
+    tensor_convs = any(isinstance(op, Conv) for op in ops)  # the notes name a borrowed conv factor only where used
     n = len(ops)
     fmts = resolve_gpu_formats(design, formats)
     try:
@@ -154,11 +161,14 @@ def _assemble(ops: Sequence, design: GpuDesign, formats, fit, passes, rnn_skip_i
             raise
         # vector work runs on the SIMT cores in any format (conversions are elementwise too)
         path = precision_path(design, default_formats())
+    if not (tensor_convs and path.eff_class == "tensor"):
+        borrowed = {k: g for k, g in borrowed.items() if not (k.startswith("conv_") and k.endswith("_tensor"))}
     passes = list(passes) if passes is not None else ["fwd"] * n
     skips = [bool(rnn_skip_input)] * n if isinstance(rnn_skip_input, (bool, np.bool_)) else list(rnn_skip_input)
     algos = rnn_algos(ops, passes, design, fmts)
     rows = [r for i, (op, ps) in enumerate(zip(ops, passes, strict=True))
-            for r in op_kernels(op, i, ps, rnn_skip_input=skips[i], rnn_algo=algos[i])]
+            for r in op_kernels(op, i, ps, rnn_skip_input=skips[i], rnn_algo=algos[i], conv_pad=conv_pad(path),
+                                conv_layout=conv_layout, conv_chunk=conv_chunk(path, c))]
     by = {r: fmts[r].storage_bits / 8 for r in ("act", "weight", "out")}  # memory words: tf32 is 4 bytes
     kern = Kernels.build(rows, by["act"], by["weight"], by["out"])
     t = kernel_times(kern, design, path, c, operands=operands, sustained=sustained) if rows else {}

@@ -18,11 +18,13 @@ GENERATIONS = ("Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Hopper", "Blac
 GENERATION_KEYS = ("launch_us", "rnn_step_us", "rnn_call_us", "conv_call_us", "cta_k_overhead",
                    "eff_simt", "eff_tensor", "eff_int8_tensor", "unaligned_eff", "unaligned_exp", "occ_exp", "smax_p",
                    "smax_p_stream", "l2_fraction", "l2_bytes_per_sm_clock",
-                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "e_tensor_ratio",
-                   "persist_step_us", "persist_eff")
+                   "conv_fwd", "conv_bwd_data", "conv_bwd_filter", "conv_fwd_tensor",
+                   "conv_bwd_data_tensor", "conv_bwd_filter_tensor", "e_tensor_ratio",
+                   "persist_step_us", "persist_eff", "e_fp32_scale", "e_int8_tensor_scale")
 #: Generation keys never borrowed by another generation: one library's quirk on one path (cuBLASLt's
-#: int8 kernels on Hopper reach 0.42 of the peak; other generations keep their class's efficiency).
-OWN_GENERATION_ONLY = frozenset({"eff_int8_tensor"})
+#: int8 kernels on Hopper reach 0.42 of the peak; other generations keep their class's efficiency; a
+#: path's energy measured on one generation's board).
+OWN_GENERATION_ONLY = frozenset({"eff_int8_tensor", "e_fp32_scale", "e_int8_tensor_scale"})
 
 
 @functools.cache

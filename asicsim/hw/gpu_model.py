@@ -17,7 +17,8 @@ Every operation becomes kernels (:mod:`asicsim.hw.gpu_kernels`); a kernel's time
   ``(min(n, r) / r)^occ_exp`` of it (``occ_exp = 1``: a lone small tile leaves the SM as idle as
   one full wave would). The rate is slowed by ``1 + tile_cost (128/tm + 128/tn - 2)`` for small
   tiles (less reuse per loaded operand), by a conv pass factor (``conv_fwd``,
-  ``conv_bwd_data``, ``conv_bwd_filter``) for implicit-GEMM convolutions and by ``rnn_bwd_data``
+  ``conv_bwd_data``, ``conv_bwd_filter``; on a tensor-core path ``conv_<pass>_tensor`` where the
+  generation has its own) for implicit-GEMM convolutions and by ``rnn_bwd_data``
   for an RNN's recurrent data-gradient GEMMs.
 * **Alignment** (:data:`asicsim.hw.gpu.PATH_ALIGN`): a tensor-core kernel needs the dimensions the
   library checks (:func:`asicsim.hw.gpu_kernels.op_kernels`: a GEMM's leading dimensions) to be
@@ -163,7 +164,10 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     rate = path.peak_ops_per_s * eff * np.where(aligned, 1.0, unaligned_rate(k, c))
     bw = dram_rate(design, c)
     p = c["smax_p"]
-    factors = np.array([1.0] + [c[f] for f in PASS_FACTORS[1:]])
+    # a pass's factor; tensor-core convolutions have their own where the generation has them
+    tensor = path.eff_class == "tensor"
+    factors = np.array([1.0] + [c.get(f"{f}_tensor", c[f]) if tensor and f.startswith("conv")
+                                else c[f] for f in PASS_FACTORS[1:]])
     step = path.k_align
     M, N, K, B = k.M, k.N, k.K, k.batch
     gemm = (M > 0) & ~k.sparse

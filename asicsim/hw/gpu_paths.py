@@ -56,6 +56,8 @@ K_ALIGN = {"simt": 1, "dp4a": 4, "tensor": 8}
 #: at 230-290 TOPS where the same sizes at 0 mod 16 reach 580-720 (data/measured/h200/gemm.csv).
 #: MX fp8 assumed as fp8. Other paths take any size.
 PATH_ALIGN = {"tf32_tensor": 4, "fp16_tensor": 8, "fp8_tensor": 16, "mxfp8_tensor": 16, "int8_tensor": 16}
+#: Bytes per operand element of each tensor-core path (16 bytes = :data:`PATH_ALIGN` elements).
+PATH_BYTES = {name: 16 // n for name, n in PATH_ALIGN.items()}
 #: Paths whose library kernels take no split-K (the K loop of a CTA runs to the end): cuBLASLt's
 #: int8 kernels as torch._int_mm calls them (data/measured/h200/gemm.csv: an int8 GEMM 8 x 512 x
 #: 500 000 takes 2.24 ms and 8 x 1024 x 500 000 the same, twice the bytes in the same time: the CTAs

@@ -38,9 +38,11 @@ CLASS_ENERGY_KEYS = {"simt": None, "dp4a": "e_dp4a_ratio", "tensor": "e_tensor_r
 
 
 def energy_per_op_pj(design: GpuDesign, path: PrecisionPath, c: Mapping) -> float:
-    """Dynamic energy of one op (2 per MAC) on ``path`` (:mod:`asicsim.hw.gpu_model`, "Energy per op")."""
+    """Dynamic energy of one op (2 per MAC) on ``path`` (:mod:`asicsim.hw.gpu_model`, "Energy per op"),
+    times the path's own ``e_<path>_scale`` of its generation where board power was measured on that
+    path (Hopper's fp32 SIMT and int8 tensor cores: ``data/measured/h100/power_path.csv``)."""
     key = CLASS_ENERGY_KEYS[path.eff_class]
-    ratio = c[key] if key else 1.0
+    ratio = (c[key] if key else 1.0) * c.get(f"e_{path.name}_scale", 1.0)  # a path's own, where measured
     if path.eff_class == "tensor" and design.fp16_tensor_tflops:
         ratio *= design.fp16_tensor_tflops * 1e12 / path.peak_ops_per_s
     return c["e_simt_pj_12nm"] * energy_factor(design.process_nm, 12.0)[0] * ratio
