@@ -7,9 +7,9 @@ A package lists its names by the module that defines them and calls :func:`lazy_
     lazy_package(__name__, {".quantize": ["quantize"], ".catalog": ["get_format"], ".emulate": None})
 
 (``None`` exports the module itself.)
-``from asicsim.numerics import quantize``, ``asicsim.numerics.quantize(...)``, ``dir()`` and
+``from asicsim._src.numerics import quantize``, ``asicsim._src.numerics.quantize(...)``, ``dir()`` and
 ``help()`` then work as with eager imports. Where an exported name is also a submodule's name
-(``asicsim.numerics.quantize``: the function and its module), the export wins, as it did when the
+(``asicsim._src.numerics.quantize``: the function and its module), the export wins, as it did when the
 package ran ``from .quantize import quantize``: the import system binds a submodule on its package
 when it is first imported, which would otherwise hide the function behind its module.
 """

@@ -27,7 +27,7 @@ import platform
 import numpy as np
 import pandas as pd
 
-from asicsim.hw.links import (
+from asicsim._src.hw.links import (
     LINKS,
     TOPOLOGIES,
     Topology,
@@ -36,7 +36,7 @@ from asicsim.hw.links import (
     measured_allreduce,
     predict_rows,
 )
-from asicsim.system.scaling import scaling_curve, stops_paying
+from asicsim._src.system.scaling import scaling_curve, stops_paying
 
 #: the scaling table's designs: the illustrative bf16 accelerator, and V100 on its tensor cores
 DEFAULT_DESIGNS = (("dc_bf16_128x128", None), ("gpu_v100", "act=fp16,weight=fp16,acc=fp32"))

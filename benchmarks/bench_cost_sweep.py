@@ -1,6 +1,6 @@
 """Throughput of the physical cost model over ResNet-18: a vectorised design sweep and the scalar path.
 
-1. :func:`asicsim.hw.gemm_sweep` over ResNet-18's 21 layers (SCALE-Sim topology
+1. :func:`asicsim._src.hw.gemm_sweep` over ResNet-18's 21 layers (SCALE-Sim topology
    ``tests/hw/golden/inputs/Resnet18.csv``) on a catalog design (default ``dc_bf16_128x128``):
    array rows x cols (multiples of ``--step`` from ``--step`` to 256: powers of two and the sizes
    in between) x dataflow {os, ws, is} x buffer_scale (2^-4 .. 2^3, every buffer's capacity scaled)
@@ -12,12 +12,12 @@
 2. :func:`asicsim.cost_table` on the same layers for one design point (the design as catalogued)
    per format: the scalar, non-vectorised path, in ms per network per design point; beside it
    ``gemm_sweep`` for that one design point (no grid), for comparison.
-3. ``--networks``: :func:`asicsim.hw.cost_many` of ResNet-18 (the topology above), ResNet-50 (He et
+3. ``--networks``: :func:`asicsim._src.hw.cost_many` of ResNet-18 (the topology above), ResNet-50 (He et
    al. 2016, Table 1, 224x224, batch 1; stride on the 3x3 convolutions) and one GPT-2 small block
    (d_model 768, 12 heads, 1024 tokens: QKV, scores and values per head, projection, MLP 4x) on
    ``--network-design`` (default ``edge_int8_32x32``), CPU ms per network, beside a numpy anchor
    timed alternately in the same run (5 products of 256x256 float64 matrices), and per design point
-   of a :func:`asicsim.hw.gemm_sweep` of the network over 384 design points of that design.
+   of a :func:`asicsim._src.hw.gemm_sweep` of the network over 384 design points of that design.
 
 Both run for the mapping ``--objective`` (default: the default objective, ``balanced``) and, in the
 same run, for an ``--anchor`` objective (default ``energy``, the default before issue 30), so the
@@ -40,14 +40,14 @@ from pathlib import Path
 import numpy as np
 
 from asicsim import Conv, Gemm, cost_table
-from asicsim.hw import (
+from asicsim._src.hw import (
     cost_many,
     gemm_sweep,
     load_design,
     read_scalesim_topology,
     topology_operations,
 )
-from asicsim.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
+from asicsim._src.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
 
 TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
 # each a variant of the design with these PE formats (its native full-rate mode)
@@ -199,7 +199,7 @@ def bench_networks(design: str, repeat: int, objective: str) -> None:
 def _clear_caches() -> None:
     """Forget what the mapper and the bounds cache by content (code before them has none)."""
     try:
-        from asicsim.hw import conv_windows, cost, mapper_passes
+        from asicsim._src.hw import conv_windows, cost, mapper_passes
         (mapper_passes.clear_cache if hasattr(mapper_passes, "clear_cache") else _mapper_cache().clear_cache)()
         conv_windows._window_cover.cache_clear()
         cost._bounds_of.cache_clear()  # operation_bounds' cache (pricing itself bounds the problem it prices)
@@ -209,7 +209,7 @@ def _clear_caches() -> None:
 
 def _mapper_cache():
     """The module of the candidates and choices kept by content (i31-speed's fourth step on)."""
-    from asicsim.hw import mapper_cache
+    from asicsim._src.hw import mapper_cache
     return mapper_cache
 
 

@@ -5,7 +5,7 @@ the ratio BLAS time / MAC time (1.0 = as fast as BLAS). A bit-exact MAC rounds a
 of the M*N*K additions, so it cannot use a GEMM kernel: it is an elementwise loop over K.
 ``path`` says which exact kernel ran (``f32``: float32 arithmetic, taken when provably exact;
 ``f64``: the general float64 kernel; ``int32``/``int64``: integer MACs; see
-``asicsim/numerics/fast32.py``). The machine is shared: compare ratios, not absolute times.
+``asicsim/_src/numerics/fast32.py``). The machine is shared: compare ratios, not absolute times.
 
     python benchmarks/bench_dot.py [--n 512] [--repeat 5]
 """
@@ -22,9 +22,9 @@ import numpy as np
 from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
-from asicsim.numerics import fast32
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.matmul import _Int32
+from asicsim._src.numerics import fast32
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.matmul import _Int32
 
 CASES = [
     "a=bf16,b=bf16,acc=bf16,order=sequential",  # the headline case

@@ -5,7 +5,7 @@ of ``--steps`` training steps is timed:
 
 * the anchor: a plain optax step on the plain loss (``value_and_grad``, ``tx.update``,
   ``apply_updates``), no asicsim anywhere;
-* each recipe: :func:`asicsim.emulate.training.make_train_step` under that recipe, in the same
+* each recipe: :func:`asicsim._src.emulate.training.make_train_step` under that recipe, in the same
   jit/scan structure on the same batches.
 
 The machine is shared and noisy, so every recipe is timed interleaved with the anchor (anchor,
@@ -36,10 +36,10 @@ import optax
 from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 from jax import lax
 
-from asicsim.emulate.training import make_train_step
-from asicsim.workloads import tasks
-from asicsim.workloads.training import batch_order, build, make_optimizer
-from asicsim.workloads.workload import load_workload
+from asicsim._src.emulate.training import make_train_step
+from asicsim._src.workloads import tasks
+from asicsim._src.workloads.training import batch_order, build, make_optimizer
+from asicsim._src.workloads.workload import load_workload
 
 WORKLOADS = ["mnist1d_mlp", "mnist1d_cnn", "mnist1d_gru"]
 FAKE_QUANT = ["fp32", "bf16", "bf16_nomaster", "fp16_mixed", "fp16_nomaster", "fp8_hybrid", "mxfp8",

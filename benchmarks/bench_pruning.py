@@ -26,11 +26,11 @@ import time
 
 import numpy as np
 
-from asicsim.workloads import train
-from asicsim.workloads.pricing import price_trace, workload_trace
-from asicsim.workloads.prune_price import sparse_trace
-from asicsim.workloads.prune_rules import PruneRule
-from asicsim.workloads.workload import load_workload
+from asicsim._src.workloads import train
+from asicsim._src.workloads.pricing import price_trace, workload_trace
+from asicsim._src.workloads.prune_price import sparse_trace
+from asicsim._src.workloads.prune_rules import PruneRule
+from asicsim._src.workloads.workload import load_workload
 
 
 def main() -> None:
@@ -88,8 +88,8 @@ def _sizes(w) -> dict[str, int]:
     """Elements of every weight matrix of the workload's model, by path."""
     import jax
 
-    from asicsim.emulate.layer_rules import leaf_paths
-    from asicsim.workloads.training import build
+    from asicsim._src.emulate.layer_rules import leaf_paths
+    from asicsim._src.workloads.training import build
 
     _, model = build(w)
     params = model.init(0)

@@ -30,9 +30,9 @@ import ml_dtypes
 import numpy as np
 
 import asicsim as sim
-from asicsim.numerics.grid_rounding import round_to_grid
-from asicsim.numerics.random import hash_bits, key_words
-from asicsim.numerics.rounding import F32, parse_rounding
+from asicsim._src.numerics.grid_rounding import round_to_grid
+from asicsim._src.numerics.random import hash_bits, key_words
+from asicsim._src.numerics.rounding import F32, parse_rounding
 
 CASES = [
     ("bfloat16", {}),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asicsim.hw import (
+from asicsim._src.hw import (
     read_scalesim_config,
     read_scalesim_topology,
     scalesim_arrays,

@@ -4,7 +4,7 @@ The spec prices the MNIST-1D CNN's training step under two recipes and DeepBench
 inference GEMMs and convolutions (int8) on every variant of ``edge_int8_32x32``: array rows x cols
 x dataflow x activation-buffer x weight-buffer capacity. Everything a user waits for is timed:
 expanding the spec (building and hashing every design), the worker processes, the vectorised
-pricing (:mod:`asicsim.hw.family`), writing every record atomically, and consolidating the results
+pricing (:mod:`asicsim._src.hw.family`), writing every record atomically, and consolidating the results
 table. The anchor, in the same run: the same points priced one design at a time
 (``trace_costs`` / ``suite_costs`` per design, no store) on a sample, extrapolated.
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import asicsim as sim
-from asicsim.sweep import expand, load_spec
+from asicsim._src.sweep import expand, load_spec
 
 
 def spec_text(sizes: list[int]) -> str:
@@ -45,8 +45,8 @@ vary = {{ "array.rows" = {sizes}, "array.cols" = {sizes}, "array.dataflow" = ["o
 
 def one_at_a_time(spec, sample: int) -> float:
     """Seconds per point pricing ``sample`` designs one by one (the scalar path), per point kind."""
-    from asicsim.workloads.deepbench import suite_costs
-    from asicsim.workloads.pricing import trace_costs, workload_trace
+    from asicsim._src.workloads.deepbench import suite_costs
+    from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
     designs = [d for _, d in spec.designs][:sample]
     traces = {r: workload_trace("mnist1d_cnn", r) for r in spec.recipes}

@@ -1,7 +1,7 @@
 """Tensor-core matmul (GPU presets, bit-exact) vs the sequential-order float32 kernel, on CPU.
 
 Both run ``sim.matmul`` on the same (n, n) x (n, n) operands: the preset
-(``asicsim.numerics.tensor_core(gpu, fmt, out)``, the float64 block kernel of
+(``asicsim._src.numerics.tensor_core(gpu, fmt, out)``, the float64 block kernel of
 ``numerics/tensorcore.py``) and ``a=<fmt>,acc=fp32,order=sequential`` (the exact float32 path of
 ``numerics/fast32.py`` where it applies, as for fp16/bf16/fp8 operands). Issue 33 item 6 asks
 for the tensor-core time within 20x of the sequential one. The machine is shared: compare ratios.
@@ -32,9 +32,9 @@ import numpy as np
 from _timing import best_of  # benchmarks/ is on sys.path when run as a script
 
 import asicsim as sim
-from asicsim.numerics import fast32, tc_kernel, tensor_core
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.matmul import _matmul3d
+from asicsim._src.numerics import fast32, tc_kernel, tensor_core
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.matmul import _matmul3d
 
 CASES = [  # (gpu, input format, output format)
     ("v100", "fp16", "fp32"),

@@ -17,10 +17,10 @@ import time
 import jax
 import numpy as np
 
-from asicsim.workloads import training
-from asicsim.workloads.ctc import beam_decode, error_rate, greedy_decode, transcripts
-from asicsim.workloads.speech_layers import RUNNING
-from asicsim.workloads.workload import load_workload
+from asicsim._src.workloads import training
+from asicsim._src.workloads.ctc import beam_decode, error_rate, greedy_decode, transcripts
+from asicsim._src.workloads.speech_layers import RUNNING
+from asicsim._src.workloads.workload import load_workload
 
 
 def main(argv=None) -> int:

@@ -10,7 +10,7 @@ gradients lie below 2^-24):
 1. the log2 histogram of |activation gradient| (every tapped GEMM input's gradient, all layers,
    one training batch) of the fp32 model after its first step and at the end of fp32 training,
    with fp16's smallest subnormal (2^-24) and smallest normal (2^-14) marked, the fractions below
-   them (:mod:`asicsim.workloads.grad_underflow`) and per layer the fraction below 2^-24;
+   them (:mod:`asicsim._src.workloads.grad_underflow`) and per layer the fraction below 2^-24;
 2. the workload trained under fp32, fp16 without loss scaling (``fp16_noscale``) and fp16 with
    dynamic loss scaling (``fp16_mixed``: init 2^16) on each seed: the final metric per seed.
 
@@ -32,8 +32,8 @@ RECIPES = ("fp32", "fp16_noscale", "fp16_mixed")
 def first_step_histograms(workload: str, seed: int):
     """(histogram of the activation gradients after one fp32 step, their per-layer fraction below
     fp16's smallest subnormal, the fractions of the weight gradients (the dW GEMMs' outputs))."""
-    from asicsim.workloads import train
-    from asicsim.workloads.grad_underflow import merged_histogram, underflow_fractions
+    from asicsim._src.workloads import train
+    from asicsim._src.workloads.grad_underflow import merged_histogram, underflow_fractions
 
     first = train(workload, "fp32", seeds=(seed,), steps=1, eval_every=1).runs[0].numerics
 
@@ -49,13 +49,13 @@ def first_step_histograms(workload: str, seed: int):
 def recipe_runs(workload: str, seeds, steps: int | None) -> dict:
     """{recipe: TrainResult} for :data:`RECIPES` (fp32 with its numerics statistics: the
     histogram at the end of training)."""
-    from asicsim.workloads import train
+    from asicsim._src.workloads import train
 
     return {rec: train(workload, rec, seeds=tuple(seeds), steps=steps, stats=rec == "fp32") for rec in RECIPES}
 
 
 def _print_histogram(title: str, hist: dict) -> dict:
-    from asicsim.workloads.grad_underflow import histogram_lines, underflow_fractions
+    from asicsim._src.workloads.grad_underflow import histogram_lines, underflow_fractions
 
     f = underflow_fractions(hist)
     print(f"\n{title}: {f['values']} values; below 2^-25 (fp16 rounds to 0) {100 * f['zero']:.1f} %, "
@@ -71,8 +71,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="training steps (default: the workload's)")
     ap.add_argument("--json", default=None, help="write the figures to this file")
     args = ap.parse_args(argv)
-    from asicsim.workloads import load_workload
-    from asicsim.workloads.grad_underflow import merged_histogram
+    from asicsim._src.workloads import load_workload
+    from asicsim._src.workloads.grad_underflow import merged_histogram
 
     steps = args.steps or load_workload(args.workload).steps
     t0 = time.perf_counter()

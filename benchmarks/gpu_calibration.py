@@ -9,13 +9,13 @@ priced with ``operands="warm"``: both protocols time back-to-back calls on the s
 with its set's ``sustained`` (:mod:`gpu_measured`: the H100 set's graph replays are bursts that the
 power cap does not reach, its power-cap rows and DeepBench's 400-call loops are sustained).
 
-For each row the model (the same kernels and times :func:`asicsim.hw.gpu_cost.gpu_cost_many`
+For each row the model (the same kernels and times :func:`asicsim._src.hw.gpu_cost.gpu_cost_many`
 returns; ``--check-public`` asserts it) predicts the time; the error is ``|ln(predicted /
 measured)|``, reported per device x precision x kind as median and 90th percentile for
 
 * ``naive``: the datasheet roofline ``max(flops / peak of the precision, ideal bytes / datasheet
   bandwidth)`` (P100 fp16 at its half2 rate, T4 int8 at its tensor rate): the floor to beat;
-* ``fit``: the shipped constants (``asicsim/hw/data/gpu_fit.toml``; ``--refit`` refits them on all
+* ``fit``: the shipped constants (``asicsim/_src/hw/data/gpu_fit.toml``; ``--refit`` refits them on all
   devices first, ``--write`` stores the refit);
 * ``loo``: each device held out in turn: the constants refit from their priors on the other
   devices, then the held-out device predicted. Nothing is fitted per device; constants of a
@@ -47,11 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_measured, beside
 
 from gpu_measured import DESIGNS, FORMATS, all_rows, design_for
 
-from asicsim.cli_progress import StepProgress
-from asicsim.hw.gpu import precision_path
-from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats, rnn_algos
-from asicsim.hw.gpu_kernels import Kernels, conv_chunk, conv_pad, op_kernels, stored_bytes
-from asicsim.hw.gpu_model import (
+from asicsim._src.cli_progress import StepProgress
+from asicsim._src.hw.gpu import precision_path
+from asicsim._src.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats, rnn_algos
+from asicsim._src.hw.gpu_kernels import Kernels, conv_chunk, conv_pad, op_kernels, stored_bytes
+from asicsim._src.hw.gpu_model import (
     FIT_FILE,
     fit_table,
     generation_constants,
@@ -194,7 +194,7 @@ def summary(df: pd.DataFrame, cols: list[str], by: list[str]) -> pd.DataFrame:
 
 def write_fit(fit: dict, table: dict, path: Path, note: str) -> None:
     lines = [
-        "# Constants of the GPU cost model (asicsim/hw/gpu_model.py); `name@Generation` is a constant",
+        "# Constants of the GPU cost model (asicsim/_src/hw/gpu_model.py); `name@Generation` is a constant",
         "# of that GPU generation (a generation without its own takes the nearest generation's).",
         "# \"fitted\": least squares on ln(predicted / measured) over data/deepbench/measured/ (P100 PCIe,",
         "# TitanX Pascal, M40, GTX 1080 Ti, T4: GEMM, GEMM-based conv, RNN, sparse GEMM; V100: GEMM, conv) and",

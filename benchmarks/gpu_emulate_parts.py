@@ -61,7 +61,7 @@ def mlp(width: int, layers: int, classes: int = 10):
 
 
 def transformer(d_model: int, layers: int, heads: int, context: int, vocab: int = 256):
-    from asicsim.workloads.models import transformer as make
+    from asicsim._src.workloads.models import transformer as make
 
     m = make(vocab, context=context, d_model=d_model, heads=heads, layers=layers)
 
@@ -115,7 +115,7 @@ def _interleaved(f, g, arg_f, arg_g, repeat: int) -> tuple[float, float]:
 def step_times(quick: bool, steps: int, repeat: int, recipes=None, on_row=None) -> list[dict]:
     """One row per (model, recipe): a jitted ``lax.scan`` of ``steps`` training steps against the
     native bf16 scan, timed interleaved, and both compile times (aims: <= 1.3x and <= 2x)."""
-    from asicsim.emulate import make_train_step
+    from asicsim._src.emulate import make_train_step
 
     if quick:
         cases = {"mlp 64 wide": (mlp(64, 2), "mlp", 8), "transformer d64": (transformer(64, 2, 4, 16), "lm", 4)}
@@ -168,8 +168,8 @@ def exact_orders(quick: bool, repeat: int, on_row=None) -> list[dict]:
     packed FMA, ``portable`` float32 kernel, or ``xla`` loops) and the XLA loops, as multiples of
     cuBLAS bf16; the elements whose bits differ between the two, and from the CPU backend on
     CPU_ROWS rows (aims: <= 10x, 0 bits)."""
-    from asicsim.numerics import MacSpec, kernel_probe
-    from asicsim.numerics.matmul import _matmul3d
+    from asicsim._src.numerics import MacSpec, kernel_probe
+    from asicsim._src.numerics.matmul import _matmul3d
 
     cpu = jax.devices("cpu")[0]
     rows = []
@@ -201,7 +201,7 @@ def exact_orders(quick: bool, repeat: int, on_row=None) -> list[dict]:
 
 
 def _bit_cases():
-    from asicsim.emulate.policy import RoleSpec
+    from asicsim._src.emulate.policy import RoleSpec
 
     x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
     x *= np.exp2(np.random.default_rng(1).integers(-20, 20, (256, 1))).astype(np.float32)
@@ -222,7 +222,7 @@ def _bit_cases():
 
 
 def _round(spec, x, arrays, axis=None):
-    from asicsim.emulate.role_rounding import round_role
+    from asicsim._src.emulate.role_rounding import round_role
 
     return round_role(x, spec, axis=axis, **arrays)
 

@@ -3,7 +3,7 @@ precision x kind x shape next to the datasheet roofline, and the worst rows.
 
 Shape classes of a GEMM: ``skinny`` (M or N <= 16: cuBLAS's GEMV-like kernels), ``long_k``
 (K >= 100 000), ``unaligned`` (a leading dimension off the path's alignment,
-:func:`asicsim.hw.gpu_kernels.gemm_align`), else ``gemm``; an RNN layer is ``rnn``. Every row is
+:func:`asicsim._src.hw.gpu_kernels.gemm_align`), else ``gemm``; an RNN layer is ``rnn``. Every row is
 priced with ``operands="warm"`` (the protocol: back-to-back calls on the same operands).
 Error = ln(predicted / measured): median and 90th percentile of its magnitude, and ``bias`` =
 exp(median signed error) (> 1: predicted slower than measured).
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # gpu_measured, gpu_ca
 from gpu_calibration import groups_of
 from gpu_measured import h200_rows
 
-from asicsim.hw.gpu import PATH_ALIGN
-from asicsim.hw.gpu_model import load_fit
+from asicsim._src.hw.gpu import PATH_ALIGN
+from asicsim._src.hw.gpu_model import load_fit
 
 
 def shape_of(row: dict, path: str) -> str:
@@ -40,7 +40,7 @@ def shape_of(row: dict, path: str) -> str:
         return "skinny"
     if op.K >= 100_000:
         return "long_k"
-    from asicsim.hw.gpu_kernels import gemm_align
+    from asicsim._src.hw.gpu_kernels import gemm_align
     if path in PATH_ALIGN and gemm_align(op) % PATH_ALIGN[path]:
         return "unaligned"
     return "gemm"
@@ -78,10 +78,10 @@ def table(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def persistent_rows() -> list[dict]:
-    """The H200 RNN rows PyTorch runs with cuDNN's persistent kernel (asicsim.hw.gpu_rnn)."""
+    """The H200 RNN rows PyTorch runs with cuDNN's persistent kernel (asicsim._src.hw.gpu_rnn)."""
     from gpu_measured import design_for
 
-    from asicsim.hw.gpu_rnn import rnn_algo
+    from asicsim._src.hw.gpu_rnn import rnn_algo
 
     d = design_for("H200", "fp16")
     return [r for r in h200_rows() if r["kind"] == "rnn_fwd" and r["precision"] == "fp16"
@@ -118,7 +118,7 @@ def persistent_report(fit: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fit", help="a fit file written like asicsim/hw/data/gpu_fit.toml")
+    ap.add_argument("--fit", help="a fit file written like asicsim/_src/hw/data/gpu_fit.toml")
     ap.add_argument("--worst", type=int, default=10, help="rows listed with the largest error")
     ap.add_argument("--persistent", action="store_true",
                     help="fit the persistent-RNN constants on the H200's persistent rows, with a two-fold check")

@@ -5,7 +5,7 @@ A row is a dict: ``device``, ``precision``, ``kind`` (``gemm``, ``conv_<pass>``,
 ``sparse_gemm``), ``ops`` and ``passes`` (what the model prices; their times add up), ``time_us``,
 ``flops`` (the sheet's count) and ``skip_input`` (RNN input projections left out, as DeepBench's
 ``rnn_bench.cu`` does with ``CUDNN_SKIP_INPUT``; the H100 set's torch layers include them) and
-``sustained`` (the power cap of a sustained load, :mod:`asicsim.hw.gpu_power`: DeepBench's sheets
+``sustained`` (the power cap of a sustained load, :mod:`asicsim._src.hw.gpu_power`: DeepBench's sheets
 time 400 back-to-back calls per kernel, a suite run without idle gaps, and the H100's power-cap rows
 are sustained runs; the H100 and H200 sets' other rows are bursts, CUDA graph replays of >= 2 ms
 timed 7 times, far inside the power controller's 1 s window).
@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 import asicsim as sim
-from asicsim.hw.gpu import precision_path
-from asicsim.hw.gpu_cost import resolve_gpu_formats
+from asicsim._src.hw.gpu import precision_path
+from asicsim._src.hw.gpu_cost import resolve_gpu_formats
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEPBENCH = ROOT / "data" / "deepbench" / "measured"

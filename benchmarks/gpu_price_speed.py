@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 import asicsim as sim
-from asicsim.workloads.deepbench import list_suites, load_suite
+from asicsim._src.workloads.deepbench import list_suites, load_suite
 
 
 def best(fn, repeat: int = 5) -> float:

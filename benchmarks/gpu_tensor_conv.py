@@ -4,7 +4,7 @@ Rows: the fp16 (tensor-core, fp32 accumulation) forward, data-gradient and filte
 ``data/deepbench/measured/v100_conv_results.csv`` and ``conv_results.csv`` (T4), priced as
 ``conv_bench`` ran them: C and K padded to 8, NHWC (:data:`gpu_measured.DEEPBENCH_CONV_PAD`), so
 no layout transform; the kernels step through ``conv_chunk_bytes`` of input channels per filter tap
-(:func:`asicsim.hw.gpu_kernels.conv_kernels`). Fitted here: each generation's three tensor-core
+(:func:`asicsim._src.hw.gpu_kernels.conv_kernels`). Fitted here: each generation's three tensor-core
 pass factors (``conv_<pass>_tensor@Volta`` on the V100 rows only, ``@Turing`` on the T4 rows only),
 every other constant fixed at the shipped fit. Printed per device x pass, median / p90 of
 |ln(pred/meas)| and bias = exp(median signed):
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_calibration as gc
 from gpu_measured import deepbench_rows
 
-from asicsim.hw.gpu_model import fit_table, load_fit
+from asicsim._src.hw.gpu_model import fit_table, load_fit
 
 PASSES = ("conv_fwd", "conv_bwd_data", "conv_bwd_filter")
 GENS = {"V100": "Volta", "T4": "Turing"}

@@ -30,7 +30,7 @@ from gpu_calibration import groups_of, refit
 from gpu_heldout import shape_of
 from gpu_measured import deepbench_rows
 
-from asicsim.hw.gpu_model import fit_table, load_fit
+from asicsim._src.hw.gpu_model import fit_table, load_fit
 
 KEYS = ("eff_tensor", "eff_simt", "launch_us", "cta_k_overhead", "occ_exp", "smax_p", "smax_p_stream")
 

@@ -133,7 +133,7 @@ def recipe_passes(recipes: list[str], quick: bool, on_row=None) -> list[dict]:
     import optax
     from gpu_emulate_parts import bf16_native, mlp, plain_step  # benchmarks/ is on sys.path
 
-    from asicsim.emulate import make_train_step
+    from asicsim._src.emulate import make_train_step
 
     width, batch = (64, 16) if quick else (4096, 256)  # 16: nvfp4's wgrad rotation takes 16-row blocks
     init, loss = mlp(width, 2 if quick else 4)

@@ -1,6 +1,6 @@
 """DRAM, time and energy of ResNet-50 and a GPT-2 block on every systolic design in the repo, per
 mapping objective: the figures issue 31's kept-on-chip overflow fix moves (tensors kept on chip
-between operations that outgrow their buffer: asicsim/hw/residency.py).
+between operations that outgrow their buffer: asicsim/_src/hw/residency.py).
 
     python benchmarks/kept_overflow_figures.py [--designs tpu_v1,edge_int8_32x32] [--json OUT]
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cost_sweep import gpt2_block
 
 from asicsim import Conv, Gemm
-from asicsim.hw import cost_many, load_design
+from asicsim._src.hw import cost_many, load_design
 
 DESIGNS = ("tpu_v1", "tpu_v4", "edge_int8_32x32", "dc_bf16_128x128", "fp8_128x128", "eyeriss_v1",
            "scalesim_default", "scalesim_google")

@@ -2,8 +2,8 @@
 
     python benchmarks/kernel_sass.py --triton-python /path/to/venv/bin/python [--n 2048]
 
-The Pallas kernel of the sequential/chunked orders (:mod:`asicsim.numerics.mac_kernel`) is
-lowered for CUDA here, verified (:mod:`asicsim.numerics.triton_ir`), and handed as Triton IR to
+The Pallas kernel of the sequential/chunked orders (:mod:`asicsim._src.numerics.mac_kernel`) is
+lowered for CUDA here, verified (:mod:`asicsim._src.numerics.triton_ir`), and handed as Triton IR to
 a *side environment* holding the ``triton`` wheel from PyPI (``python -m venv T && T/bin/pip
 install triton``), which compiles it for sm_90 with the ptxas it bundles; its ``cuobjdump``
 disassembles the result. No GPU is needed. For each MAC the table gives the main k loop's
@@ -27,8 +27,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from asicsim.numerics import MacSpec, mac_kernel
-from asicsim.numerics.triton_ir import triton_kernels
+from asicsim._src.numerics import MacSpec, mac_kernel
+from asicsim._src.numerics.triton_ir import triton_kernels
 
 MACS = {  # label -> (MacSpec, native FMA)
     "bf16 acc, native fma": ("a=bf16,b=bf16,acc=bf16,order=sequential", True),

@@ -4,12 +4,12 @@ Trains workload ``gpt2_small_lm`` (scale ``small``: 4 layers, d_model 128, 4 hea
 600 steps; about 1.5 min per seed on 2 CPU cores) in fp32 per seed, then on ``--prompts`` windows
 of ``context`` characters from GCIDE's validation split (seeded offsets):
 
-* table 1, per KV cache (:mod:`asicsim.workloads.kv_cache`; fp32, bf16, fp8_e4m3 and int8, with
+* table 1, per KV cache (:mod:`asicsim._src.workloads.kv_cache`; fp32, bf16, fp8_e4m3 and int8, with
   per-token or per-head scales): perplexity (exp of the mean NLL, nats per character) of the
   tokens after a ``--prompt``-character prompt, fed one at a time through the cache (teacher
   forcing), and of greedy decoding of as many tokens from the same prompts, the fraction of
   tokens equal to the bf16 cache's at the same position and of sequences equal throughout;
-* table 2, the attention roles (:mod:`asicsim.emulate.attention`): validation NLL of the full
+* table 2, the attention roles (:mod:`asicsim._src.emulate.attention`): validation NLL of the full
   forward (no cache) emulated under recipes that round only Q, K, P and V (everything else fp32),
   per tensor or per (sequence, head).
 
@@ -48,7 +48,7 @@ def _attention_nll(model, params, text, names) -> dict[str, float]:
     import jax
     import jax.numpy as jnp
 
-    from asicsim.emulate import emulate
+    from asicsim._src.emulate import emulate
 
     x, y = jnp.asarray(text[:, :-1]), jnp.asarray(text[:, 1:])
     out = {}
@@ -67,11 +67,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, help="override the workload's training steps")
     args = ap.parse_args(argv)
 
-    from asicsim.workloads.datasets import load_dataset
-    from asicsim.workloads.lm_generate import kv_cache_table, windows
-    from asicsim.workloads.models import make_model
-    from asicsim.workloads.training import train
-    from asicsim.workloads.workload import load_workload
+    from asicsim._src.workloads.datasets import load_dataset
+    from asicsim._src.workloads.lm_generate import kv_cache_table, windows
+    from asicsim._src.workloads.models import make_model
+    from asicsim._src.workloads.training import train
+    from asicsim._src.workloads.workload import load_workload
 
     t0 = time.perf_counter()
     w = load_workload("gpt2_small_lm").replace(steps=args.steps)

@@ -4,7 +4,7 @@ Trains the workload at ``--scale`` (``small``: 4 layers, d_model 128, context 64
 recipe on 2 CPU cores; ``gpu``: GPT-2 small's 12 layers, d_model 768, 12 heads, context 1024, for
 one GPU) under each recipe and writes two tables: the validation loss (nats per character; chance
 is ln 96 = 4.56) with divergence and time, and per layer the activations' amax, outlier fraction
-(|x| >= 6, LLM.int8()'s definition) and kurtosis (asicsim.workloads.stats) at the last evaluation
+(|x| >= 6, LLM.int8()'s definition) and kurtosis (asicsim._src.workloads.stats) at the last evaluation
 and the largest amax over all evaluations. Where fp8/MX formats fail on transformers it is through
 such outliers and the loss spikes they cause, so both are shown side by side.
 
@@ -80,8 +80,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="folder for the tables (.md) and all curves (.json)")
     args = ap.parse_args(argv)
 
-    from asicsim.workloads.training import train
-    from asicsim.workloads.workload import load_workload
+    from asicsim._src.workloads.training import train
+    from asicsim._src.workloads.workload import load_workload
 
     w = load_workload(args.workload, args.scale).replace(steps=args.steps)
     results = {}

@@ -3,11 +3,11 @@ mapper made fast without moving a figure).
 
 The cases: every systolic design in ``designs/`` (and two with ``psum_spill``) x ResNet-18 (SCALE-Sim's 21 layers), ResNet-50 and
 one GPT-2 block (``benchmarks/bench_cost_sweep.py``) x every objective through
-:func:`asicsim.hw.cost_many`; a random GEMM and conv grid (``--gemms``, seed 0) through
-:func:`asicsim.hw.gemm_sweep` over array rows x cols x dataflow x buffer_scale on four designs
+:func:`asicsim._src.hw.cost_many`; a random GEMM and conv grid (``--gemms``, seed 0) through
+:func:`asicsim._src.hw.gemm_sweep` over array rows x cols x dataflow x buffer_scale on four designs
 x every objective; and the sweep of ``bench_cost_sweep.py`` (ResNet-18, sides 64..256 step 64,
 every dataflow and buffer scale, every format) under ``balanced`` and ``energy``. Every array of
-each price (:meth:`asicsim.hw.result.Price.arrays`) is stored, so a check compares every value.
+each price (:meth:`asicsim._src.hw.result.Price.arrays`) is stored, so a check compares every value.
 
     python benchmarks/mapper_identity.py --save /tmp/ref.npz    # on the reference commit
     python benchmarks/mapper_identity.py --check /tmp/ref.npz   # on the code under test
@@ -30,15 +30,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_cost_sweep as bench
 
 import asicsim as sim
-from asicsim.hw import (
+from asicsim._src.hw import (
     cost_many,
     gemm_sweep,
     load_design,
     read_scalesim_topology,
     topology_operations,
 )
-from asicsim.hw.design import SystolicDesign
-from asicsim.hw.objectives import OBJECTIVES
+from asicsim._src.hw.design import SystolicDesign
+from asicsim._src.hw.objectives import OBJECTIVES
 
 DESIGNS = Path(__file__).resolve().parents[1] / "designs"
 

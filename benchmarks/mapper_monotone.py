@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 import asicsim as sim
-from asicsim.hw import load_design
+from asicsim._src.hw import load_design
 
 METRIC = {"latency": lambda r: r.cycles, "energy": lambda r: r.energy_total_pj, "dram": lambda r: r.dram_bytes}
 

@@ -2,7 +2,7 @@
 item 4): an upper limit, not a prune.
 
 For every (candidate, element) pair the mapper measures, the floor of its objective from
-:mod:`asicsim.hw.mapper_bounds` (DRAM transfer and a compute floor: no folds) is compared with the
+:mod:`asicsim._src.hw.mapper_bounds` (DRAM transfer and a compute floor: no folds) is compared with the
 value the search finally chose for that element (for ``balanced``, its first pass: the latency,
 with the 5 % slack, since a pair within it may win the second pass). A branch and bound can skip a
 pair only where the floor is above the best found *so far*, which is never below the final
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_cost_sweep as bench
 
-from asicsim.hw import (
+from asicsim._src.hw import (
     cost_many,
     gemm_sweep,
     mapper,
@@ -36,9 +36,9 @@ from asicsim.hw import (
     read_scalesim_topology,
     topology_operations,
 )
-from asicsim.hw.counts import Schedule, schedule_counts
-from asicsim.hw.mapper_bounds import floors
-from asicsim.hw.objectives import BALANCED_SLACK, OBJECTIVES
+from asicsim._src.hw.counts import Schedule, schedule_counts
+from asicsim._src.hw.mapper_bounds import floors
+from asicsim._src.hw.objectives import BALANCED_SLACK, OBJECTIVES
 
 _seen: list = []  # (floor, measured primary) per chunk of the current best_counts call
 _state: dict = {}

@@ -1,6 +1,6 @@
 """Where the mapper's time goes: process CPU per stage (issue 31 item 4).
 
-1. Cold :func:`asicsim.hw.cost_many` of ResNet-50 on ``edge_int8_32x32`` (``balanced``; caches
+1. Cold :func:`asicsim._src.hw.cost_many` of ResNet-50 on ``edge_int8_32x32`` (``balanced``; caches
    cleared before each of ``--repeat`` calls): candidate generation, stacking, twins, ``distinct``,
    measuring, search.
 2. One format of the ``bench_cost_sweep.py`` sweep (ResNet-18 on dc_bf16_128x128 int8, sides
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_cost_sweep as bench
 
-from asicsim.hw import (
+from asicsim._src.hw import (
     cost_many,
     gemm_sweep,
     mapper,

@@ -37,8 +37,8 @@ import math
 from pathlib import Path
 
 import asicsim as sim
-from asicsim.hw.cost import cost_many
-from asicsim.hw.design_parts import BufferSpec
+from asicsim._src.hw.cost import cost_many
+from asicsim._src.hw.design_parts import BufferSpec
 
 LAYERS = Path(__file__).parent / "nvdla" / "resnet50_estimator_layers.csv"
 # (MACs, CBUF KB, SDRAM GB/s, primer int8 ResNet-50 frames/s, Atomic-C x Atomic-K)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 import asicsim as sim
-from asicsim.hw import gemm_sweep
+from asicsim._src.hw import gemm_sweep
 
 ops = [sim.Gemm(256, 256, 256), sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8), sim.Gemm(197, 768, 3072)] * 7
 side = np.arange(8, 257, 8)

@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 import asicsim as sim
-from asicsim.workloads import train
+from asicsim._src.workloads import train
 
 
 def _acc(workload, recipe, seeds, **kw):
@@ -187,7 +187,7 @@ def speech(seeds, steps: int = 600) -> None:
         under = max(v["underflow"] for x in r.runs for k, v in x.numerics.items() if k.startswith("grad:"))
         print(f"| {recipe} | {_cell(r)} | {wer:.3f} | {skipped} | {under:.2e} | "
               f"{time.perf_counter() - t0:.0f} |", flush=True)
-    from asicsim.workloads import infer
+    from asicsim._src.workloads import infer
 
     for recipe in ("int8_ptq_tensor", "int8_ptq_channel"):
         q = infer("speech_ds2", recipe, seeds=seeds, params=fp32_params, stats=False)

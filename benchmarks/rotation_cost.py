@@ -1,14 +1,14 @@
 """What 16-point Hadamard rotations of every GEMM's activation and weight cost in one training step
 of the character transformer (issue 34 item 3): fp8 E4M3 per-tensor operands with and without
 ``rotation = 16`` (QuaRot-style; the backward GEMMs reading the same roles rotate too), the op
-trace's rotation work (elements x log2 16 additions, asicsim.emulate.rotation_trace) priced on an
+trace's rotation work (elements x log2 16 additions, asicsim._src.emulate.rotation_trace) priced on an
 H100 and on TPU v4. Usage: ``python benchmarks/rotation_cost.py``."""
 
 from __future__ import annotations
 
-from asicsim.emulate import load_recipe
-from asicsim.emulate.recipe_toml import recipe_table
-from asicsim.workloads.pricing import price_trace, workload_trace
+from asicsim._src.emulate import load_recipe
+from asicsim._src.emulate.recipe_toml import recipe_table
+from asicsim._src.workloads.pricing import price_trace, workload_trace
 
 WORKLOAD, DESIGNS = "charlm_transformer", ("gpu_h100", "tpu_v4")
 

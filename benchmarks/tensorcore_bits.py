@@ -1,6 +1,6 @@
 """The tensor-core kernel's outputs on random inputs, to compare two versions bit for bit.
 
-Every preset of ``asicsim.numerics.tensor_core`` (and the mixed fp8 pairs) and 13 generic
+Every preset of ``asicsim._src.numerics.tensor_core`` (and the mixed fp8 pairs) and 13 generic
 ``tensorcore:k`` specs covering every block option (sticky bits, late c, flushing, product
 limit, saturation, the product exponent, fp16/bf16 accumulators), each on 6 random cases:
 operands spread over up to 29 binades with zeros and -0, some with inf/NaN, with and without
@@ -18,9 +18,9 @@ import jax
 import numpy as np
 
 import asicsim as sim
-from asicsim.numerics import tensor_core
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.tc_presets import MIXED_FP8, PRESETS
+from asicsim._src.numerics import tensor_core
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.tc_presets import MIXED_FP8, PRESETS
 
 jax.config.update("jax_enable_x64", True)
 GEN = [  # generic specs covering every option of the block

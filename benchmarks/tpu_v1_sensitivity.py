@@ -61,7 +61,7 @@ import dataclasses
 import math
 import sys
 
-from asicsim.hw import Conv, Gemm, cost_many, load_design
+from asicsim._src.hw import Conv, Gemm, cost_many, load_design
 
 #: Table 3 (p. 7), % of cycles: rows 1 (array active), 4 (weight stall), 5 (weight shift), 6 (non-matrix), 9 (TOPS)
 TABLE3 = {

@@ -30,7 +30,7 @@ PTQ_RECIPES = ["int8_ptq_tensor", "int8_ptq_channel", "mxfp8", "mxfp6", "mxfp4"]
 def ptq(workloads) -> int:
     import pandas as pd
 
-    from asicsim.workloads.post_training import accuracy_drop_table
+    from asicsim._src.workloads.post_training import accuracy_drop_table
 
     pd.set_option("display.width", 200)
     for name in workloads:
@@ -43,7 +43,7 @@ def ptq(workloads) -> int:
 
 
 def main(argv=None) -> int:
-    from asicsim.workloads.training import train
+    from asicsim._src.workloads.training import train
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="*", default=DEFAULT)

@@ -2,7 +2,7 @@
 
 ZigZag (zigzag-dse 3.9.1, KU Leuven; LOMA temporal-mapping search) prices each ResNet-18 layer of its
 shipped ``resnet18.onnx`` on its shipped ``tpu_like`` accelerator, searching spatial and temporal
-mappings for the lowest energy. asicsim prices the same layers (``asicsim.hw.Conv``/``Gemm``, built
+mappings for the lowest energy. asicsim prices the same layers (``asicsim._src.hw.Conv``/``Gemm``, built
 from ZigZag's own parsed loop sizes, strides and paddings) on ``benchmarks/zigzag/tpu_like.toml``,
 a design written to match the yaml (every field says which ZigZag key it comes from). Printed per
 layer: energy, latency, DRAM bytes, and the wall time of each tool; then the energy per memory level
@@ -57,7 +57,7 @@ Modelling differences (why the two need not agree; each is visible in the breakd
    to C:3 (3/32 of the rows); asicsim's im2col folds ``K = 3 x 7 x 7 = 147`` reduction rows onto
    the 32 rows (5 folds), a different use of the array.
 10. **Strided input footprint.** Both count only the input pixels some window reads (a 1x1
-    stride-2 downsample reads a quarter of its ifmap; asicsim: ``asicsim/hw/conv_windows.py``).
+    stride-2 downsample reads a quarter of its ifmap; asicsim: ``asicsim/_src/hw/conv_windows.py``).
 11. **Timing.** ZigZag's time per layer is its spatial + temporal mapping search and cost model
     (``run_zigzag.py`` times it inside the pipeline; CPU time, as the machine is shared); asicsim's
     is one ``cost_many([op], design)`` call, dominated by fixed per-call overhead, so the whole
@@ -79,7 +79,7 @@ import sys
 import time
 from pathlib import Path
 
-from asicsim.hw import Conv, Gemm, cost_many, load_design
+from asicsim._src.hw import Conv, Gemm, cost_many, load_design
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "zigzag"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from asicsim import __version__
+from asicsim._src.cli_progress import StepProgress
 from asicsim.cli import build_parser, main
-from asicsim.cli_progress import StepProgress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_designs_lists_systolic_and_gpu(capsys):
 
 
 def test_workloads_lists_training_workloads_and_kernel_suites(capsys):
-    from asicsim.workloads import list_suites, list_workloads
+    from asicsim._src.workloads import list_suites, list_workloads
 
     rc, out, _ = _run(["workloads", "--json"], capsys)
     assert rc == 0

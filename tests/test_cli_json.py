@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.cli_json import json_text, plain
+from asicsim._src.cli_json import json_text, plain
 
 
 def _strict(text: str):

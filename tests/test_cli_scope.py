@@ -8,10 +8,10 @@ import math
 
 import pytest
 
+from asicsim._src.report import compared, scope
+from asicsim._src.report.units import compare, times
+from asicsim._src.system.busy import trace_totals
 from asicsim.cli import main
-from asicsim.report import compared, scope
-from asicsim.report.units import compare, times
-from asicsim.system.busy import trace_totals
 
 NAN = math.nan
 

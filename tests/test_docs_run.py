@@ -83,7 +83,7 @@ MODULES = _modules_with_examples()
 
 
 def test_docstring_examples_are_found():
-    assert {"asicsim", "asicsim.hw.cost", "asicsim.workloads.training"} <= set(MODULES)
+    assert {"asicsim", "asicsim._src.hw.cost", "asicsim._src.workloads.training"} <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,7 +1,7 @@
 """Every options object is a frozen dataclass that checks and converts its fields when built: one
 built in code is checked as one read from a file (same message, naming field, value and what is
 allowed), and converted values (lists as tuples, names as resolved specs, ints as floats) are
-stored in one place, :mod:`asicsim.numerics.frozen_fields`."""
+stored in one place, :mod:`asicsim._src.numerics.frozen_fields`."""
 
 from __future__ import annotations
 
@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.emulate.recipes import load_recipe
-from asicsim.emulate.role_spec import RecipeError
-from asicsim.hw import Gemm
-from asicsim.hw.cost_record import CostResult
-from asicsim.hw.design_parts import BufferSpec, DramSpec, PESpec
-from asicsim.hw.native import MacMode
-from asicsim.hw.result import Bound
-from asicsim.numerics.formats import FloatFormat
-from asicsim.sweep.errors import SweepError
-from asicsim.sweep.report_options import REPORT_DEFAULTS, ReportOptions, report_options
-from asicsim.workloads.prune_rules import PruneRule
-from asicsim.workloads.speech_corpus import SpeechSettings
+from asicsim._src.emulate.recipes import load_recipe
+from asicsim._src.emulate.role_spec import RecipeError
+from asicsim._src.hw import Gemm
+from asicsim._src.hw.cost_record import CostResult
+from asicsim._src.hw.design_parts import BufferSpec, DramSpec, PESpec
+from asicsim._src.hw.native import MacMode
+from asicsim._src.hw.result import Bound
+from asicsim._src.numerics.formats import FloatFormat
+from asicsim._src.sweep.errors import SweepError
+from asicsim._src.sweep.report_options import REPORT_DEFAULTS, ReportOptions, report_options
+from asicsim._src.workloads.prune_rules import PruneRule
+from asicsim._src.workloads.speech_corpus import SpeechSettings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asicsim"
 

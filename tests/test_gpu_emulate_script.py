@@ -114,7 +114,7 @@ def test_a_part_past_its_deadline_keeps_its_rows(tmp_path):
 
 
 def test_every_shipped_recipe_is_timed_or_says_why_not():
-    from asicsim.emulate import list_recipes
+    from asicsim._src.emulate import list_recipes
 
     parts = load_benchmark("gpu_emulate_parts")
     assert not set(parts.TRAINING_RECIPES) & set(parts.NOT_TIMED)

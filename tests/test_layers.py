@@ -11,7 +11,7 @@ The helpers at the top of the package sit below every layer (``cli_types``, ``cl
 command list every layer's subcommands use). Every import counts:
 top-level ones and those inside functions (a lazy import is still a dependency); only imports
 under ``if TYPE_CHECKING:`` do not run and are skipped. A name imported from a package that
-exports it lazily (``from asicsim import load_results``, ``from asicsim.numerics import quantize``;
+exports it lazily (``from asicsim import load_results``, ``from asicsim._src.numerics import quantize``;
 :mod:`asicsim._lazy`) is a dependency on the module that defines it.
 """
 
@@ -113,11 +113,11 @@ def test_layers_import_one_way():
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("from asicsim.report import write_report\n", "imports asicsim.report (report)"),
+    ("from asicsim._src.report import write_report\n", "imports asicsim.report (report)"),
     ("from ..system import links\n", "imports asicsim.system (system)"),
-    ("import asicsim.emulate.policy\n", "imports asicsim.emulate.policy (emulate)"),
-    ("def f():\n    from asicsim.sweep import sweep\n", "imports asicsim.sweep.run (sweep)"),  # a lazy import
-    ("from asicsim import load_results\n", "imports asicsim.sweep.store (sweep)"),  # a root export
+    ("import asicsim._src.emulate.policy\n", "imports asicsim._src.emulate.policy (emulate)"),
+    ("def f():\n    from asicsim._src.sweep import sweep\n", "imports asicsim._src.sweep.run (sweep)"),  # a lazy import
+    ("from asicsim import load_results\n", "imports asicsim._src.sweep.store (sweep)"),  # a root export
     ("from asicsim import emulate\n", "imports asicsim.emulate (emulate)"),  # a sideways root export
 ])
 def test_the_check_catches_an_upward_import(tmp_path, monkeypatch, source, expected):
@@ -192,7 +192,7 @@ def test_the_cycle_check_finds_a_cycle_made_by_a_lazy_import():
 
 
 def test_imports_inside_functions_and_through_lazy_exports_are_edges(tmp_path, monkeypatch):
-    source = "def f():\n    from asicsim.numerics import quantize\n    from . import scaling\n"
+    source = "def f():\n    from asicsim._src.numerics import quantize\n    from . import scaling\n"
     monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: source)
     got = {t for _, t in _imports(PACKAGE / "numerics" / "codec.py")}
-    assert got == {"asicsim.numerics.quantize", "asicsim.numerics.scaling"}
+    assert got == {"asicsim._src.numerics.quantize", "asicsim._src.numerics.scaling"}

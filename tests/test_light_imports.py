@@ -51,16 +51,16 @@ def test_help_lists_every_command_as_its_module_registers_it():
 
 def test_names_load_on_first_use_as_eager_imports_did():
     import asicsim as sim
-    import asicsim.numerics
-    import asicsim.numerics.quantize  # the submodule of the same name as the function
+    import asicsim._src.numerics
+    import asicsim._src.numerics.quantize  # the submodule of the same name as the function
 
-    assert isinstance(asicsim.numerics.quantize, types.FunctionType)  # the export, not its module
-    assert sim.quantize is asicsim.numerics.quantize and not hasattr(sim, "format")  # no builtin shadowed
-    from asicsim.hw import cost  # hw/cost.py and the function cost()
+    assert isinstance(asicsim._src.numerics.quantize, types.FunctionType)  # the export, not its module
+    assert sim.quantize is asicsim._src.numerics.quantize and not hasattr(sim, "format")  # no builtin shadowed
+    from asicsim._src.hw import cost  # hw/cost.py and the function cost()
 
     assert callable(cost) and not isinstance(cost, types.ModuleType)
     assert isinstance(sim.emulate, types.ModuleType) and callable(sim.emulate)  # the callable package
     assert {"quantize", "cost_table", "emulate", "sweep", "load_results"} <= set(dir(sim))
-    assert isinstance(sim.hw, types.ModuleType) and sim.hw.gpu.__name__ == "asicsim.hw.gpu"  # submodules
+    assert isinstance(sim.hw, types.ModuleType) and sim.hw.gpu.__name__ == "asicsim._src.hw.gpu"  # submodules
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         sim.no_such_name  # noqa: B018

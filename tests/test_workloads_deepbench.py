@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 
 import asicsim as sim
-from asicsim.hw import list_designs, load_design
-from asicsim.hw.operations import RNN_CELLS, AllReduce, Conv, Gemm, OperationError, Rnn
-from asicsim.hw.pricing import BOUNDS
-from asicsim.workloads import (
+from asicsim._src.hw import list_designs, load_design
+from asicsim._src.hw.operations import RNN_CELLS, AllReduce, Conv, Gemm, OperationError, Rnn
+from asicsim._src.hw.pricing import BOUNDS
+from asicsim._src.workloads import (
     PRECISIONS,
     WorkloadError,
     list_suites,
@@ -26,7 +26,7 @@ from asicsim.workloads import (
     suite_costs,
     workloads_dir,
 )
-from asicsim.workloads.deepbench import SHAPE_COLUMNS, RecurrentRnn
+from asicsim._src.workloads.deepbench import SHAPE_COLUMNS, RecurrentRnn
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "data" / "deepbench"
@@ -155,7 +155,7 @@ def test_designs_side_by_side_and_precisions():
     own = suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128")
     pd.testing.assert_frame_equal(a.iloc[13:].reset_index(drop=True), own)
     assert (own["format_act"] == "bfloat16").all() and own["precision"].isna().all()
-    # fp16 is not a bf16 value set: on the bf16 array it runs only emulated (asicsim.hw.native)
+    # fp16 is not a bf16 value set: on the bf16 array it runs only emulated (asicsim._src.hw.native)
     with pytest.raises(OperationError, match="does not execute act=float16"):
         suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128", precision="fp16_mixed")
     fp = suite_costs("deepbench_gemm_inference_device", "dc_bf16_128x128", "emulate=2", precision="fp16_mixed")
@@ -196,7 +196,7 @@ def test_hand_checked_conv_row_and_sparse_row():
 
 
 def test_allreduce_suite_prices_on_link_topologies_with_the_ring_model():
-    from asicsim.hw.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
+    from asicsim._src.hw.links import LINKS, TOPOLOGIES, allreduce_time, get_topology
 
     df = suite_costs("deepbench_allreduce", ["deepbench_titanx_pascal", "nvlink"])
     assert len(df) == 70 and list(df.columns[:2]) == ["size_floats", "ranks"]

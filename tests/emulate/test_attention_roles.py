@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate import (
+from asicsim._src.emulate import (
     RecipeError,
     attention_role,
     emulate,
@@ -22,8 +22,8 @@ from asicsim.emulate import (
     load_recipe,
     op_trace,
 )
-from asicsim.workloads import models
-from asicsim.workloads.models import transformer
+from asicsim._src.workloads import models
+from asicsim._src.workloads.models import transformer
 
 ROLES4 = ("query", "key", "probabilities", "value")
 

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate import Policy, RecipeError, RoleSpec, emulate, load_recipe
+from asicsim._src.emulate import Policy, RecipeError, RoleSpec, emulate, load_recipe
 
 BF16, E4M3, E5M2, F16 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2, np.float16
 
@@ -135,7 +135,7 @@ def test_block_scaled_backward_roles_round_along_the_gradient_gemm():
     pol = policy(grad_dx="mxfp8_e5m2", weight_dx="mxfp8_e4m3")
     w, x, g = (jax.random.normal(jax.random.key(i), s) for i, s in enumerate([(8, 64), (4, 8), (4, 64)]))
     _, (_, dx) = vjp(pol, dense, w, x, cot=g)
-    from asicsim.numerics import quantize
+    from asicsim._src.numerics import quantize
 
     gq = np.asarray(quantize(g, "mxfp8_e5m2", "rne", axis=-1), np.float64)
     wq = np.asarray(quantize(w, "mxfp8_e4m3", "rne", axis=-1), np.float64)

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from asicsim.emulate import emulate, load_recipe
-from asicsim.emulate.ptq import UncalibratedSites, calibrate, observe_amax
+from asicsim._src.emulate import emulate, load_recipe
+from asicsim._src.emulate.ptq import UncalibratedSites, calibrate, observe_amax
 
 V, D, T, B = 12, 8, 4, 2
 RNG = np.random.default_rng(0)
@@ -351,7 +351,7 @@ def test_layer_scan_rows_are_per_layer_for_the_histogram_calibrators():
 
 
 def test_infer_says_which_rows_calibration_did_not_reach():
-    from asicsim.workloads.post_training import _calibrate
+    from asicsim._src.workloads.post_training import _calibrate
 
     pol, how = _calibrate(load_recipe("int8_ptq_tensor"), switch_fn, W, [(X1, jnp.int32(0)), (X2, jnp.int32(2))])
     assert pol.uncalibrated == ((1, 0),)

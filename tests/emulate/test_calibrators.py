@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy.stats import entropy
 
-from asicsim.emulate import calibrators as cal
-from asicsim.emulate import emulate, load_recipe
-from asicsim.emulate.ptq import calibrate, observe_amax
+from asicsim._src.emulate import calibrators as cal
+from asicsim._src.emulate import emulate, load_recipe
+from asicsim._src.emulate.ptq import calibrate, observe_amax
 
 
 def test_percentile_of_a_known_sample():
@@ -166,7 +166,7 @@ def test_percentile_per_channel():
 
 
 def test_calibration_fields_are_checked():
-    from asicsim.emulate import RecipeError
+    from asicsim._src.emulate import RecipeError
 
     base = {"name": "t", "roles": {"weight": "int8", "act": {"format": "int8", "scaling": "static"}, "acc": "fp32"}}
     for cal_t, msg in [({"method": "kl"}, "max | percentile | mse | entropy"),

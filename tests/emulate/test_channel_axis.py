@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 from float_gemm import assert_float32_gemm
 
-from asicsim.emulate import emulate, load_recipe
-from asicsim.emulate.transform import round_role
+from asicsim._src.emulate import emulate, load_recipe
+from asicsim._src.emulate.transform import round_role
 
 RNG = np.random.default_rng(0)
 W_IN_OUT = RNG.normal(size=(16, 4)).astype(np.float32) * np.array([0.01, 0.1, 1.0, 10.0], np.float32)

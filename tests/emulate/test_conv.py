@@ -1,4 +1,4 @@
-"""Convolutions as im2col GEMMs (asicsim.emulate.conv): the same values as XLA's convolution for
+"""Convolutions as im2col GEMMs (asicsim._src.emulate.conv): the same values as XLA's convolution for
 every layout, padding, stride, dilation and grouping; under emulation, the GEMM's treatment."""
 
 import jax
@@ -8,7 +8,7 @@ import pytest
 from float_gemm import gamma
 from jax import lax
 
-from asicsim.emulate.conv import conv_as_gemm
+from asicsim._src.emulate.conv import conv_as_gemm
 
 CASES = [
     # (lhs shape, rhs shape, dimension numbers, strides, padding, lhs dilation, rhs dilation, fg, bg)
@@ -77,7 +77,7 @@ def test_emulated_conv_is_the_emulated_im2col_gemm(recipe):
     layouts (the convolution's dW^T = dY^T P, JAX's transpose of the GEMM P^T dY), summed in the
     order the host's kernel takes for each (issue 29 item 23): within float32's bound for any
     order (:mod:`float_gemm`), then one ulp of wgrad's bf16."""
-    from asicsim.emulate import emulate, load_recipe
+    from asicsim._src.emulate import emulate, load_recipe
 
     rng = np.random.default_rng(1)
     x = jnp.asarray(rng.standard_normal((3, 10, 24)).astype(np.float32))  # K = 3 x 24 = 72 > 64

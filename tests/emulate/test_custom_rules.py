@@ -14,7 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate import Policy, RoleSpec, emulate
+from asicsim._src.emulate import Policy, RoleSpec, emulate
 
 # distinct formats per role, so a role mix-up changes the bits
 POLICY = Policy(name="roles_apart", roles=(

@@ -17,8 +17,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate import emulate, load_recipe, round_role
-from asicsim.emulate.policy import RecipeError, RoleSpec
+from asicsim._src.emulate import emulate, load_recipe, round_role
+from asicsim._src.emulate.policy import RecipeError, RoleSpec
 
 F32 = np.float32
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from flax import linen, nnx
 
-from asicsim.emulate import RecipeError, emulate, list_recipes, load_recipe, op_trace
+from asicsim._src.emulate import RecipeError, emulate, list_recipes, load_recipe, op_trace
 
 
 def representable(x, dtype) -> bool:

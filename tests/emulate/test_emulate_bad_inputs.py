@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import optax
 import pytest
 
-from asicsim.emulate import (
+from asicsim._src.emulate import (
     LossScaling,
     Policy,
     RecipeError,
@@ -19,7 +19,7 @@ from asicsim.emulate import (
     load_recipe,
     make_train_step,
 )
-from asicsim.emulate.fields import AmaxCompute, RoleScaling
+from asicsim._src.emulate.fields import AmaxCompute, RoleScaling
 
 
 def recipe(act=None, **top):

@@ -1,5 +1,5 @@
 """Export of weight codes and scales under every kind of weight recipe, and serving on them
-(:mod:`asicsim.emulate.export`, :mod:`asicsim.emulate.serving`), against outside references:
+(:mod:`asicsim._src.emulate.export`, :mod:`asicsim._src.emulate.serving`), against outside references:
 ml_dtypes' fp8 decoding, numpy integer arithmetic, the OCP MX v1.0 scale rule."""
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ import numpy as np
 import pytest
 
 import asicsim
-from asicsim.emulate.export import (
+from asicsim._src.emulate.export import (
     canonical,
     dequantize_codes,
     export_codes,
     export_tensor,
 )
-from asicsim.emulate.export_io import load_codes, save_codes
-from asicsim.emulate.policy import RoleSpec
-from asicsim.emulate.recipes import load_recipe
-from asicsim.emulate.role_rounding import round_role
-from asicsim.emulate.serving import serve
+from asicsim._src.emulate.export_io import load_codes, save_codes
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.emulate.recipes import load_recipe
+from asicsim._src.emulate.role_rounding import round_role
+from asicsim._src.emulate.serving import serve
 
 RNG = np.random.default_rng(34)
 W = RNG.standard_normal((40, 24)).astype(np.float32)  # (in, out): contraction axis 0
@@ -159,7 +159,7 @@ def test_onnx_qdq_dequantizes_as_we_do(recipe):
     dequantized weights bit for bit; its MatMul gives x @ w (its own summation order)."""
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
-    from asicsim.emulate.export_io import onnx_qdq
+    from asicsim._src.emulate.export_io import onnx_qdq
 
     codes = export_codes({"dense": W, "eqx": np.ascontiguousarray(W.T)}, recipe,
                          axis=lambda path, leaf: (0,) if path == "dense" else (1,))
@@ -176,7 +176,7 @@ def test_onnx_qdq_dequantizes_as_we_do(recipe):
 
 def test_onnx_qdq_refuses_what_it_cannot_write():
     pytest.importorskip("onnx")
-    from asicsim.emulate.export_io import onnx_qdq
+    from asicsim._src.emulate.export_io import onnx_qdq
 
     with pytest.raises(ValueError, match="2-d int8 weights with fp32 scales"):
         onnx_qdq(export_codes({"w": W}, "mxfp8"))
@@ -262,7 +262,7 @@ def test_int_serving_runs_int8_dot_generals():
 def test_calibrated_int8_model_serves_bit_identically(recipe):
     """PTQ as deployed: calibrate, export, serve; each GEMM row's activation scale is the
     calibrated one (rows numbered as asicsim.emulate numbers them)."""
-    from asicsim.emulate.ptq import calibrate
+    from asicsim._src.emulate.ptq import calibrate
 
     batches = [RNG.standard_normal((5, 32)).astype(np.float32) for _ in range(2)]
     pol = calibrate(_mlp, SMALL, batches, recipe)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from jax import lax
 
-from asicsim.emulate import emulate, op_trace
-from asicsim.hw import Gemm, cost_many
-from asicsim.workloads.pricing import price_trace, trace_costs
+from asicsim._src.emulate import emulate, op_trace
+from asicsim._src.hw import Gemm, cost_many
+from asicsim._src.workloads.pricing import price_trace, trace_costs
 
 
 def test_integer_gemm_stays_exact_and_float_gemms_around_it_are_still_rounded():

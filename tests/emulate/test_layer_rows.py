@@ -12,9 +12,9 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import emulate, make_train_step
-from asicsim.emulate.ptq import calibrate
-from asicsim.emulate.site_rows import count_rows
+from asicsim._src.emulate import emulate, make_train_step
+from asicsim._src.emulate.ptq import calibrate
+from asicsim._src.emulate.site_rows import count_rows
 
 L, D = 4, 8
 SCALES = np.array([1e-3, 1e2, 1e-3, 1e2], np.float32)  # layers of very different magnitudes

@@ -16,10 +16,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.emulate import Policy, RecipeError, RoleSpec, emulate, load_recipe, op_trace
-from asicsim.emulate.layer_report import layer_report
-from asicsim.emulate.layer_rules import UnusedLayerRule, leaf_paths
-from asicsim.emulate.recipes import policy_from_table
+from asicsim._src.emulate import Policy, RecipeError, RoleSpec, emulate, load_recipe, op_trace
+from asicsim._src.emulate.layer_report import layer_report
+from asicsim._src.emulate.layer_rules import UnusedLayerRule, leaf_paths
+from asicsim._src.emulate.recipes import policy_from_table
 
 # The README's example: attention in bf16, the MLP in fp8 (E4M3, per-tensor scale), the first
 # and last layer in fp16, everything else fp32.
@@ -142,7 +142,7 @@ def test_a_rule_that_matches_nothing_is_reported():
 
 
 def test_gemm_paths_without_a_leaf_and_policy_stays_hashable():
-    from asicsim.emulate.operand_roles import gemm_path
+    from asicsim._src.emulate.operand_roles import gemm_path
 
     assert gemm_path(("act", "weight"), ["x", "params/w"]) == "params/w"
     assert gemm_path(("act", "act"), [None, None]) == "<act>"
@@ -203,7 +203,7 @@ def test_a_delayed_rule_gives_the_training_step_its_amax_history():
     assert pol.delayed and pol.history_settings == (4, "max")
     static = load_recipe({"roles": GOOD, "layers": [{"match": "*", "roles": {
         "act": {"format": "int8", "scaling": "static"}}}]})
-    from asicsim.emulate import make_train_step
+    from asicsim._src.emulate import make_train_step
 
     with pytest.raises(RecipeError, match=r"layers\[0\]\.roles\.act\.scaling"):
         make_train_step(lambda p, b: jnp.sum(b @ p), static, None)
@@ -215,7 +215,7 @@ def test_master_weights_are_rounded_to_their_rules_weight_format():
     import ml_dtypes
     import optax
 
-    from asicsim.emulate import make_train_step
+    from asicsim._src.emulate import make_train_step
 
     pol = load_recipe({"roles": {**GOOD, "master": "fp32"},
                        "layers": [{"match": "w1", "roles": {"weight": "fp16"}}]})

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from asicsim.emulate import lsq_init, lsq_quantize
+from asicsim._src.emulate import lsq_init, lsq_quantize
 
 BOUNDS = {"int8": (128, 127), "int4": (8, 7), "uint4": (0, 15), "uint8": (0, 255), "int2": (2, 1)}
 

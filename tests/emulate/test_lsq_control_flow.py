@@ -1,7 +1,7 @@
 """Learned step sizes (``scaling = "lsq"``) at GEMMs inside control flow, each model written as users
 write it (a scan over stacked layers, an RNN's time scan, a ``while_loop``, a ``cond``, a
 ``jax.checkpoint``'d layer), against the same model calling ``lsq_quantize`` itself: the steps
-:mod:`asicsim.emulate.lsq_sites` documents (per layer in a layer scan, one for every iteration of a
+:mod:`asicsim._src.emulate.lsq_sites` documents (per layer in a layer scan, one for every iteration of a
 time scan or loop, per branch of a cond) trained by the same adam, bit for bit after 3 steps."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import optax
 import pytest
 from test_lsq_recipes import _digits, _recipe
 
-from asicsim.emulate import emulate, lsq_init, lsq_quantize, make_train_step
-from asicsim.emulate.transform import init_lsq_steps
+from asicsim._src.emulate import emulate, lsq_init, lsq_quantize, make_train_step
+from asicsim._src.emulate.transform import init_lsq_steps
 
 WF, AF = "int4", "uint4"  # the recipe _recipe() builds: int4 weights, uint4 activations
 
@@ -250,7 +250,7 @@ def test_a_step_driven_below_zero_is_clamped_to_the_minimum():
     the next loss was NaN (lsq_quantize's output for an invalid traced step)."""
     from test_lsq_recipes import _loss, _params
 
-    from asicsim.emulate.lsq_sites import LSQ_MIN_STEP
+    from asicsim._src.emulate.lsq_sites import LSQ_MIN_STEP
 
     down = optax.GradientTransformation(lambda p: optax.EmptyState(),
                                         lambda u, s, p=None: (jax.tree_util.tree_map(lambda a: jnp.full_like(a, -10.0), u), s))

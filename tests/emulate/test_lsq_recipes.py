@@ -11,7 +11,7 @@ import optax
 import pytest
 from test_lsq import ref_forward
 
-from asicsim.emulate import (
+from asicsim._src.emulate import (
     RecipeError,
     RoleSpec,
     emulate,
@@ -20,11 +20,11 @@ from asicsim.emulate import (
     lsq_quantize,
     make_train_step,
 )
-from asicsim.emulate.export import export_tensor
-from asicsim.emulate.lsq_sites import InitialStepsWarning
-from asicsim.emulate.transform import init_lsq_steps, round_role
-from asicsim.workloads import train
-from asicsim.workloads.prune_rules import PruneRule
+from asicsim._src.emulate.export import export_tensor
+from asicsim._src.emulate.lsq_sites import InitialStepsWarning
+from asicsim._src.emulate.transform import init_lsq_steps, round_role
+from asicsim._src.workloads import train
+from asicsim._src.workloads.prune_rules import PruneRule
 
 
 def _recipe(weight="lsq", wf="int4", af="uint4", **extra):
@@ -225,7 +225,7 @@ def test_bad_inputs(call, fragment):
 
 @pytest.mark.slow  # 150 steps of digits_mlp: ~40 s on 2 busy cores
 def test_workload_training_with_a_shipped_lsq_recipe():
-    """asicsim.workloads.train (what asicsim train runs) with int4_lsq on digits_mlp: the steps
+    """asicsim._src.workloads.train (what asicsim train runs) with int4_lsq on digits_mlp: the steps
     start from the first batch, train with the weights, and the evaluation uses them (without
     them it would warn, an error under pytest's filterwarnings). Measured, seed 0, 150 steps:
     test accuracy 0.9053 (fp32 0.8914; 300 steps: int4_lsq 0.9526, int8_lsq 0.9443, fp32
@@ -239,7 +239,7 @@ def test_workload_training_with_a_shipped_lsq_recipe():
 
 def test_lsq_roles_round_trip_through_toml(tmp_path):
     """A recipe with learned-step roles is written as TOML and read back equal (recipe_toml)."""
-    from asicsim.emulate.recipe_toml import recipe_toml
+    from asicsim._src.emulate.recipe_toml import recipe_toml
 
     pol = _recipe("lsq_channel")
     path = tmp_path / "lsq.toml"

@@ -19,8 +19,8 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import emulate, load_recipe
-from asicsim.workloads.models import transformer
+from asicsim._src.emulate import emulate, load_recipe
+from asicsim._src.workloads.models import transformer
 
 
 @pytest.fixture(scope="module")

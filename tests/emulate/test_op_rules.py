@@ -1,5 +1,5 @@
 """Per-op rules (issue 34 item 7): ``[[layers]]`` rules naming a vector role round the non-GEMM
-ops whose name (name scope / primitive, :mod:`asicsim.emulate.op_rules`) they match. Checked on
+ops whose name (name scope / primitive, :mod:`asicsim._src.emulate.op_rules`) they match. Checked on
 a Flax Linen transformer block: a softmax in bf16 while the layer norms, GELU, residual adds and
 GEMMs stay fp32, bit for bit against the same block with a hand-written bf16 softmax (each step
 rounded as microxcaling's softmax rounds it: inputs once, every result); a layer norm kept fp32
@@ -16,9 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.emulate import RecipeError, emulate, load_recipe, op_trace
-from asicsim.emulate.layer_report import layer_report
-from asicsim.emulate.layer_rules import UnusedLayerRule
+from asicsim._src.emulate import RecipeError, emulate, load_recipe, op_trace
+from asicsim._src.emulate.layer_report import layer_report
+from asicsim._src.emulate.layer_rules import UnusedLayerRule
 
 FP32 = {"weight": "fp32", "act": "fp32", "acc": "fp32"}
 

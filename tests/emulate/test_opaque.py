@@ -1,7 +1,7 @@
 """Issue 29 item 13: GEMMs the emulation cannot see (a Pallas kernel, an ffi call, a callback,
 cuDNN's fused attention) ran silently unemulated: mxfp4 output bit-identical to fp32, no op-trace
 row, no warning. Now each is an error naming the primitive and the recipe option ``opaque`` that
-passes it through, with a warning (:mod:`asicsim.emulate.opaque`)."""
+passes it through, with a warning (:mod:`asicsim._src.emulate.opaque`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from jax import lax
 from jax.experimental import pallas as pl
 
-from asicsim.emulate import (
+from asicsim._src.emulate import (
     OpaqueError,
     OpaquePrimitive,
     RecipeError,

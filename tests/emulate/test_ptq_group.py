@@ -12,10 +12,10 @@ import optax
 import pytest
 from float_gemm import assert_float32_gemm
 
-from asicsim.emulate import RecipeError, RoleSpec, emulate, load_recipe, round_role
-from asicsim.emulate.group_weights import QuantizedWeight, dequantize, export_weight
-from asicsim.emulate.ptq import calibrate, dequantize_params, export_params, quantize_params
-from asicsim.numerics.group_quant import SCALE_FORMATS
+from asicsim._src.emulate import RecipeError, RoleSpec, emulate, load_recipe, round_role
+from asicsim._src.emulate.group_weights import QuantizedWeight, dequantize, export_weight
+from asicsim._src.emulate.ptq import calibrate, dequantize_params, export_params, quantize_params
+from asicsim._src.numerics.group_quant import SCALE_FORMATS
 
 SHIPPED = ["int4_w_g128", "w4a8_g128", "int8_ptq_entropy"]
 

@@ -8,9 +8,9 @@ import tomllib
 
 import pytest
 
-from asicsim.emulate.policy import list_recipes
-from asicsim.emulate.recipe_toml import policy_from_repr, recipe_toml
-from asicsim.emulate.recipes import load_recipe, policy_from_table
+from asicsim._src.emulate.policy import list_recipes
+from asicsim._src.emulate.recipe_toml import policy_from_repr, recipe_toml
+from asicsim._src.emulate.recipes import load_recipe, policy_from_table
 
 
 @pytest.mark.parametrize("name", list_recipes())

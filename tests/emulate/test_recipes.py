@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.emulate import emulate, list_recipes, load_recipe, round_role
-from asicsim.emulate.ptq import calibrate, quantize_params
+from asicsim._src.emulate import emulate, list_recipes, load_recipe, round_role
+from asicsim._src.emulate.ptq import calibrate, quantize_params
 
 ISSUE_RECIPES = ["fp32", "bf16", "fp16_mixed", "fp16_nomaster", "bf16_nomaster", "fp8_hybrid", "fp8_wang2018",
                  "fixed16_rn", "fixed16_sr", "int8_ptq_tensor", "int8_ptq_channel", "mxfp8", "mxfp6", "mxfp4",
@@ -142,7 +142,7 @@ def test_amax_is_the_largest_magnitude(shape):
     2**-120 to 2**100 of both signs, inf where one is. A NaN gives NaN on the integer path (small
     tensors), NaN or the largest other magnitude on the float path. The integer path also keeps
     a subnormal amax (XLA:CPU's float max may read it as 0)."""
-    from asicsim.emulate.role_rounding import INT_AMAX_BELOW, _amax
+    from asicsim._src.emulate.role_rounding import INT_AMAX_BELOW, _amax
 
     rng = np.random.default_rng(7)
     x = (rng.standard_normal(shape) * 2.0 ** rng.integers(-120, 100, shape)).astype(np.float32)
@@ -177,7 +177,7 @@ def test_delayed_scaling_margin_leaves_headroom_above_a_stale_amax():
     assert float(round_role(x, spec, amax=jnp.float32(1.0))[0]) == float(want) != 1.0
     assert load_recipe({"roles": {"weight": {"format": "fp8_e4m3", "scaling": "delayed", "margin": 2},
                                   "act": "fp8_e4m3", "acc": "fp32"}}).role("weight").margin == 2
-    from asicsim.emulate import RecipeError
+    from asicsim._src.emulate import RecipeError
     with pytest.raises(RecipeError, match="margin"):
         load_recipe({"roles": {"weight": {"format": "fp8_e4m3", "margin": 1}, "act": "fp8_e4m3", "acc": "fp32"}})
 
@@ -319,7 +319,7 @@ def test_ptq_per_channel_beats_per_tensor_on_uneven_channels():
 
 
 def test_new_recipe_fields_are_checked_all_at_once():
-    from asicsim.emulate import RecipeError
+    from asicsim._src.emulate import RecipeError
 
     bad = {"roles": {"weight": {"format": "int8", "scaling": "statc"}, "act": "int8", "acc": "fp32"},
            "mac": {"order": "chunky:3", "spec": "v200", "colour": 1}, "calibration": {"batches": 0}}
@@ -335,7 +335,7 @@ def test_new_recipe_fields_are_checked_all_at_once():
 
 
 def test_delayed_scaling_history_settings_must_agree_and_apply_to_delayed_roles_only():
-    from asicsim.emulate import RecipeError
+    from asicsim._src.emulate import RecipeError
 
     delayed = {"format": "fp8_e4m3", "scaling": "delayed"}
     bad = {"roles": {"weight": {**delayed, "amax_history": 4}, "act": {**delayed, "amax_history": 16},
@@ -356,7 +356,7 @@ def test_delayed_scaling_history_settings_must_agree_and_apply_to_delayed_roles_
 
 
 def test_first_and_last_layer_overrides_follow_the_gemm_sites():
-    from asicsim.emulate import op_trace
+    from asicsim._src.emulate import op_trace
 
     p = {f"w{i}": jnp.full((8, 8), 0.05) for i in range(4)}
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import scipy.linalg
 
-from asicsim.emulate import emulate, load_recipe, round_role
-from asicsim.emulate.policy import RecipeError, RoleSpec
-from asicsim.numerics.rotation import hadamard_rotate, random_signs
+from asicsim._src.emulate import emulate, load_recipe, round_role
+from asicsim._src.emulate.policy import RecipeError, RoleSpec
+from asicsim._src.numerics.rotation import hadamard_rotate, random_signs
 
 
 def _rotation_matrix(length: int, size: int, seed: int) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Recipes whose GEMMs run as a named GPU's tensor cores compute them (issue 33 item 5):
 ``tensor_core = "h100"`` feeds the preset MAC the operands' codes and applies their scales to
-the float32 result, as cuBLASLt/CUTLASS do (asicsim/emulate/tensor_core_gemm.py)."""
+the float32 result, as cuBLASLt/CUTLASS do (asicsim/_src/emulate/tensor_core_gemm.py)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import emulate, load_recipe, make_train_step
-from asicsim.emulate.policy import RecipeError, RoleSpec
-from asicsim.emulate.recipe_toml import recipe_toml
-from asicsim.emulate.recipes import policy_from_table
-from asicsim.emulate.role_rounding import round_role
-from asicsim.emulate.tensor_core_gemm import role_codes
-from asicsim.emulate.tracing import op_trace
-from asicsim.numerics import get_format, matmul, quantize, tensor_core
-from asicsim.numerics.random import key_words
-from asicsim.numerics.tc_ref import tensorcore_ref
+from asicsim._src.emulate import emulate, load_recipe, make_train_step
+from asicsim._src.emulate.policy import RecipeError, RoleSpec
+from asicsim._src.emulate.recipe_toml import recipe_toml
+from asicsim._src.emulate.recipes import policy_from_table
+from asicsim._src.emulate.role_rounding import round_role
+from asicsim._src.emulate.tensor_core_gemm import role_codes
+from asicsim._src.emulate.tracing import op_trace
+from asicsim._src.numerics import get_format, matmul, quantize, tensor_core
+from asicsim._src.numerics.random import key_words
+from asicsim._src.numerics.tc_ref import tensorcore_ref
 
 HYBRID = load_recipe("fp8_hybrid")
 H100 = dataclasses.replace(HYBRID, tensor_core="h100")

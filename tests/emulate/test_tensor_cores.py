@@ -12,9 +12,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.emulate import RoleSpec, emulate
-from asicsim.emulate import contract as gemm_mod  # the GEMM itself (fast_dot) runs there
-from asicsim.emulate.tensor_cores import _in_range, grid_dtypes, narrow_dot, narrow_dtype
+from asicsim._src.emulate import RoleSpec, emulate
+from asicsim._src.emulate import contract as gemm_mod  # the GEMM itself (fast_dot) runs there
+from asicsim._src.emulate.tensor_cores import _in_range, grid_dtypes, narrow_dot, narrow_dtype
 
 
 @pytest.mark.parametrize(("fmt", "want"), [

@@ -13,9 +13,9 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import LossScaling, list_recipes, load_recipe, make_train_step
-from asicsim.emulate.loss_scaling import ScaleState, all_finite, update_scale
-from asicsim.emulate.training import MAX_SITES
+from asicsim._src.emulate import LossScaling, list_recipes, load_recipe, make_train_step
+from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, update_scale
+from asicsim._src.emulate.training import MAX_SITES
 
 
 def linear_loss(p, x):
@@ -150,7 +150,7 @@ def test_fp8_hybrid_keeps_an_amax_history_per_site():
 
 
 def test_delayed_scaling_most_recent_amax_uses_the_newest_entry():
-    from asicsim.emulate.training import amax_estimate
+    from asicsim._src.emulate.training import amax_estimate
 
     h = jnp.asarray(np.random.default_rng(0).random((3, 5, 3)).astype(np.float32))
     np.testing.assert_array_equal(amax_estimate(h, "most_recent"), h[:, 0])
@@ -214,7 +214,7 @@ def test_every_training_recipe_trains_a_tiny_mlp(name):
 
 
 def test_delayed_scaling_amax_inside_a_scan_is_the_largest_over_iterations():
-    from asicsim.emulate import emulate
+    from asicsim._src.emulate import emulate
 
     xs = jnp.stack([jnp.full((2, 3), v) for v in (1.0, -7.0, 2.0, 0.5)])  # amax per step 1, 7, 2, .5
 
@@ -256,7 +256,7 @@ def test_delayed_scaling_rounds_a_scan_constant_weight_once_outside_the_loop():
             return h, jnp.sum(h)
         return jnp.sum(jax.lax.scan(body, jnp.zeros((4, 6)), xs)[1])
 
-    from asicsim.emulate import emulate
+    from asicsim._src.emulate import emulate
 
     def run(w, m):
         return emulate(f, "fp8_hybrid")(w, xs, asicsim_amax=m)

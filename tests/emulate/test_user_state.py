@@ -19,7 +19,7 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.emulate import Policy, RoleSpec, emulate, make_train_step
+from asicsim._src.emulate import Policy, RoleSpec, emulate, make_train_step
 
 nnx = __import__("flax.nnx", fromlist=["nnx"])
 POLICY = Policy(name="weight_bf16_act_fp16", roles=(

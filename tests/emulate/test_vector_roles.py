@@ -15,8 +15,8 @@ import pytest
 from flax import linen
 from jax import lax
 
-from asicsim.emulate import RecipeError, emulate, list_recipes, load_recipe, op_trace
-from asicsim.emulate.vector_roles import vector_rounder
+from asicsim._src.emulate import RecipeError, emulate, list_recipes, load_recipe, op_trace
+from asicsim._src.emulate.vector_roles import vector_rounder
 
 BF16 = ml_dtypes.bfloat16
 HI = lax.Precision.HIGHEST

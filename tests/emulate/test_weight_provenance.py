@@ -1,4 +1,4 @@
-"""Issue 29 item 12: which values are the weight (:mod:`asicsim.emulate.provenance`).
+"""Issue 29 item 12: which values are the weight (:mod:`asicsim._src.emulate.provenance`).
 
 A gather from a weight table by token ids yields activations, not a weight: an embedding lookup
 feeding a time scan made the RNN a "scan over layers" (2 rows per time step, the input GEMM
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from asicsim.emulate import emulate, layer_report, load_recipe, op_trace
-from asicsim.emulate.site_rows import count_rows
+from asicsim._src.emulate import emulate, layer_report, load_recipe, op_trace
+from asicsim._src.emulate.site_rows import count_rows
 
 V, D, H, B = 20, 8, 8, 2
 # weights and activations in different formats (int8 PTQ's weights): a role mix-up changes the numbers

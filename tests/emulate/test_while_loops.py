@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from asicsim.emulate import emulate
+from asicsim._src.emulate import emulate
 
 W = jnp.asarray(np.random.default_rng(0).normal(size=(6, 6)).astype(np.float32)) * 0.4
 H0 = jnp.asarray(np.random.default_rng(1).normal(size=(3, 6)).astype(np.float32))

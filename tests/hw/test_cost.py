@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asicsim as sim
-from asicsim.hw import (
+from asicsim._src.hw import (
     BOUNDS,
     ArraySpec,
     BufferSpec,
@@ -35,8 +35,8 @@ from asicsim.hw import (
     multiplier_energy_pj,
     sram_access_energy_pj,
 )
-from asicsim.hw.operations import weight_store_bits
-from asicsim.hw.power_spec import PowerSpec
+from asicsim._src.hw.operations import weight_store_bits
+from asicsim._src.hw.power_spec import PowerSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -102,8 +102,8 @@ def test_a_partial_fold_still_loads_a_whole_tile():
     # still takes R=4 cycles, 3 more than the 1-cycle stream: fill/drain (2*4 + 4 - 2) + 3, as for
     # K=8. (The mapper takes K=6 as two 3-row tiles instead: each fold loads 3 rows, 2 more than
     # the stream: 10 + 2; issue 31, a schedule may use part of the array.)
-    from asicsim.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
-    from asicsim.hw.pipeline import gemm_problem, layout
+    from asicsim._src.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
+    from asicsim._src.hw.pipeline import gemm_problem, layout
 
     d = design(4, 4, "ws")
     for k in (6, 8):
@@ -171,8 +171,8 @@ def test_hand_stalls_per_tile_step():
     # schedule_counts directly: os M=4, N=3, K=5 on 2x2, outputs resident 2 x 3, T_m=2 (2 steps):
     # DRAM A + 2 B + C = 20+30+12 = 62 B over 1 B/cycle; busy: rows folds ceil(2/2)*2=2, column
     # folds 2, compute 2*2*5=20, fill/drain 2*2+2-2=4 (no reload: the stream of 5 >= 2 rows)
-    from asicsim.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
-    from asicsim.hw.pipeline import gemm_problem, layout
+    from asicsim._src.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
+    from asicsim._src.hw.pipeline import gemm_problem, layout
     d = design(dataflow="os", bw_bytes_per_cycle=1)
     op = Gemm(4, 3, 5)
     p = gemm_problem(op.lower(), [op], d, {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0})
@@ -291,8 +291,8 @@ def _golden_rows() -> pd.DataFrame:
 
 def _whole_gemm_counts(op, d):
     """The counts of ``op`` on ``d`` mapped as SCALE-Sim maps it: the whole GEMM one tile step."""
-    from asicsim.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
-    from asicsim.hw.pipeline import gemm_problem, layout
+    from asicsim._src.hw.counts import OUTPUTS, ArrayHardware, Schedule, schedule_counts
+    from asicsim._src.hw.pipeline import gemm_problem, layout
 
     lows = op.lower()
     p = gemm_problem(lows, [op], d, {"ifmap": 1.0, "filter": 1.0, "psum": 4.0, "ofmap": 1.0})

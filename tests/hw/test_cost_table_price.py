@@ -8,14 +8,14 @@ import pandas as pd
 import pytest
 
 import asicsim as sim
-from asicsim.hw import Conv, Elementwise, Gemm, Price, Rnn
-from asicsim.hw import gpu_cost as gpu_cost_module
-from asicsim.hw.cost import cost_many
-from asicsim.hw.cost_tables import cost_table, stack_designs
-from asicsim.hw.design_files import labelled_designs
-from asicsim.hw.gpu_cost import gpu_cost_many, gpu_price
-from asicsim.hw.result_table import Labels
-from asicsim.hw.sweep import gemm_sweep
+from asicsim._src.hw import Conv, Elementwise, Gemm, Price, Rnn
+from asicsim._src.hw import gpu_cost as gpu_cost_module
+from asicsim._src.hw.cost import cost_many
+from asicsim._src.hw.cost_tables import cost_table, stack_designs
+from asicsim._src.hw.design_files import labelled_designs
+from asicsim._src.hw.gpu_cost import gpu_cost_many, gpu_price
+from asicsim._src.hw.result_table import Labels
+from asicsim._src.hw.sweep import gemm_sweep
 
 # an elementwise op first (its row has no MAC rate), grouped convs, RNNs, a sparse GEMM
 OPS = [Elementwise(1 << 16, 3, inputs=2), Gemm(1000, 3000, 700), Gemm(8, 4096, 4096), Gemm(77, 129, 513),
@@ -139,7 +139,7 @@ def test_gpu_price_lists_each_operations_kernels_once(monkeypatch):
 def test_gpu_skip_input_is_per_operation():
     """An RNN whose lowering has no input projection is priced as DeepBench's (skip input) beside
     one that has: each op's price is the one it gets alone."""
-    from asicsim.workloads.deepbench import RecurrentRnn
+    from asicsim._src.workloads.deepbench import RecurrentRnn
 
     skip = RecurrentRnn("gru", 512, 16, 25)  # DeepBench's: every GEMM shares the recurrent weights
     other = Rnn("lstm", 512, 16, 25, input_size=256)

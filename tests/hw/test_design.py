@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import asicsim
-from asicsim.hw import (
+from asicsim._src.hw import (
     ArraySpec,
     BufferSpec,
     DesignError,
@@ -19,7 +19,7 @@ from asicsim.hw import (
     list_designs,
     load_design,
 )
-from asicsim.numerics import get_format
+from asicsim._src.numerics import get_format
 
 INPUTS = Path(__file__).parent / "golden" / "inputs"
 CATALOG = list_designs()

@@ -1,4 +1,4 @@
-"""Both design kinds answer one interface (asicsim.hw.interface.Design), and no consumer outside
+"""Both design kinds answer one interface (asicsim._src.hw.interface.Design), and no consumer outside
 asicsim/hw asks a design which class it is."""
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-import asicsim.hw as hw
-from asicsim.hw.cost import CostResult
-from asicsim.hw.design_checks import DesignError
-from asicsim.hw.design_files import design_from_any_table
-from asicsim.hw.family import family_key
-from asicsim.hw.gpu_cost import gpu_cost_many
-from asicsim.hw.interface import DESIGN_KINDS, Design, WeightBuffer, roof
-from asicsim.hw.operations import Gemm, Rnn
-from asicsim.workloads.deepbench import RecurrentRnn
+import asicsim._src.hw as hw
+from asicsim._src.hw.cost import CostResult
+from asicsim._src.hw.design_checks import DesignError
+from asicsim._src.hw.design_files import design_from_any_table
+from asicsim._src.hw.family import family_key
+from asicsim._src.hw.gpu_cost import gpu_cost_many
+from asicsim._src.hw.interface import DESIGN_KINDS, Design, WeightBuffer, roof
+from asicsim._src.hw.operations import Gemm, Rnn
+from asicsim._src.workloads.deepbench import RecurrentRnn
 
 PACKAGE = Path(__file__).resolve().parents[2] / "asicsim"
 FP16 = {"act": "fp16", "weight": "fp16", "acc": "fp32"}
@@ -53,7 +53,7 @@ def test_every_catalog_design_answers_the_interface(name):
     assert wb is None or (isinstance(wb, WeightBuffer) and 0 < wb.resident_kib <= wb.capacity_kib)
     assert set(roof(d)) == {"design_kind", "peak_ops_per_s", "dram_bytes_per_s", "power_w", "idle_power_chip_w",
                             "idle_power_board_w", "peak_flops_per_w_board"}  # idle power, peak per board W (issue 30)
-    from asicsim.hw.efficiency import peak_tops_per_w
+    from asicsim._src.hw.efficiency import peak_tops_per_w
     assert roof(d)["peak_flops_per_w_board"] == pytest.approx(peak_tops_per_w(d)["board"] * 1e12)
 
 
@@ -174,7 +174,7 @@ def dispatches(source: str) -> list[str]:
                              for s in sides for c in [s, *getattr(s, "elts", ())])
             if kind_attr and kind_const:
                 out.append(f"{node.lineno}: compares a design kind")
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("asicsim.hw"):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("asicsim._src.hw"):
             bad = {a.name for a in node.names} & (DESIGN_CLASSES | {"gpu_cost_many"})
             if bad:
                 out.append(f"{node.lineno}: imports {sorted(bad)}")
@@ -192,8 +192,8 @@ def test_the_scanner_finds_the_old_dispatches():
     """The dispatches this interface replaced (sweep/points.py, system/batching.py,
     workloads/deepbench.py before it) are caught, so the test below can fail."""
     old = '''
-from asicsim.hw.gpu import GpuDesign
-from asicsim.hw.gpu_cost import gpu_cost_many
+from asicsim._src.hw.gpu import GpuDesign
+from asicsim._src.hw.gpu_cost import gpu_cost_many
 if isinstance(design, GpuDesign): pass
 if kind == "rnn" and isinstance(spec, (SystolicDesign, int)): pass
 gates = getattr(spec, "vector", True) is not None

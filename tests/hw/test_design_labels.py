@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from asicsim._src.hw import Gemm, cost_table, load_design
+from asicsim._src.hw.design_checks import DesignError
+from asicsim._src.hw.design_files import designs_dir, labelled_designs
 from asicsim.cli import main
-from asicsim.hw import Gemm, cost_table, load_design
-from asicsim.hw.design_checks import DesignError
-from asicsim.hw.design_files import designs_dir, labelled_designs
 
 NAME = "edge_int8_32x32"
 

@@ -7,7 +7,7 @@ accumulators (4096 x 256 x 32 bit: 2048 needed for peak, doubled so the compiler
 doubled every tile: CNN0's 2888 x 256 partial-sum block (2.96 MB) fits the 4 MiB accumulators once,
 not twice, so overlapping the weight fetches cost half the columns or a second weight pass.
 
-Every figure below is a hand calculation from asicsim/hw/counts.py's definitions (cycles: compute
+Every figure below is a hand calculation from asicsim/_src/hw/counts.py's definitions (cycles: compute
 is every fold's streamed cycles, fill/drain ``2R + C - 2``, a double-buffered stall ``X_e + X_d /
 s + max(0, X_d - busy) (s - 1) / s`` over ``s`` tile steps)."""
 
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw import (
+from asicsim._src.hw import (
     ArraySpec,
     BufferSpec,
     DesignError,
@@ -29,7 +29,7 @@ from asicsim.hw import (
     SystolicDesign,
     load_design,
 )
-from asicsim.hw.counts import (
+from asicsim._src.hw.counts import (
     OUTPUTS,
     WEIGHTS,
     WS,
@@ -39,10 +39,10 @@ from asicsim.hw.counts import (
     Schedule,
     schedule_counts,
 )
-from asicsim.hw.design_files import list_designs
-from asicsim.hw.tiles import valid
+from asicsim._src.hw.design_files import list_designs
+from asicsim._src.hw.tiles import valid
 
-OPERANDS = ("ifmap", "filter", "ofmap", "psum")  # asicsim.hw.design_parts.OPERANDS (the default)
+OPERANDS = ("ifmap", "filter", "ofmap", "psum")  # asicsim._src.hw.design_parts.OPERANDS (the default)
 #: a 2 x 2 weight-stationary array, int8 operands, int32 partial sums, 1 byte per cycle of DRAM
 ONE_BYTE_PER_CYCLE = 1.0
 

@@ -1,4 +1,4 @@
-"""DRAM lower bounds (asicsim.hw.bounds): hand calculations, a brute-force check that explicit
+"""DRAM lower bounds (asicsim._src.hw.bounds): hand calculations, a brute-force check that explicit
 schedules never beat the pebble bound, and property tests that hold the cost model (and the mapper)
 to the bounds: DRAM bytes never below them; at fixed buffers a wider or taller array never moves more.
 """
@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import asicsim
-from asicsim.hw import Conv, Elementwise, Gemm, Rnn, load_design
-from asicsim.hw.bounds import (
+from asicsim._src.hw import Conv, Elementwise, Gemm, Rnn, load_design
+from asicsim._src.hw.bounds import (
     compulsory_dram_bytes,
     conv_ifmap_read_elems,
     dram_bounds,
@@ -24,9 +24,9 @@ from asicsim.hw.bounds import (
     pebble_dram_bytes,
     pebble_words,
 )
-from asicsim.hw.cost import operation_bounds
+from asicsim._src.hw.cost import operation_bounds
 
-cost_many = asicsim.hw.cost_many
+cost_many = asicsim._src.hw.cost_many
 ALL_OFF = {"ifmap": True, "filter": True, "ofmap": True}
 ONE_BYTE = dict(a_bytes=1, b_bytes=1, out_bytes=1)
 

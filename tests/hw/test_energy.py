@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from asicsim.hw import list_designs, load_design
-from asicsim.hw.design import DRAM_KINDS as DESIGN_DRAM_KINDS
-from asicsim.hw.energy import (
+from asicsim._src.hw import list_designs, load_design
+from asicsim._src.hw.design import DRAM_KINDS as DESIGN_DRAM_KINDS
+from asicsim._src.hw.energy import (
     DRAM_KINDS,
     Energy,
     adder_energy_pj,
@@ -19,8 +19,8 @@ from asicsim.hw.energy import (
     sram_access_energy_pj,
     sram_energy_pj_per_bit,
 )
-from asicsim.hw.energy_table import design_energy_table
-from asicsim.numerics import get_format
+from asicsim._src.hw.energy_table import design_energy_table
+from asicsim._src.numerics import get_format
 
 F = get_format
 

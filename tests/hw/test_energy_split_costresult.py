@@ -1,5 +1,5 @@
 """A cost result's energy split: static power over the busy time (the components
-:func:`asicsim.hw.power.is_static` names, at every scope) and the dynamic rest, in the result, its
+:func:`asicsim._src.hw.power.is_static` names, at every scope) and the dynamic rest, in the result, its
 row, the sweep's suite table and the CLI."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 
 import asicsim as sim
-from asicsim.hw import Elementwise
-from asicsim.hw.power import is_static
-from asicsim.hw.result import EnergySplit
+from asicsim._src.hw import Elementwise
+from asicsim._src.hw.power import is_static
+from asicsim._src.hw.result import EnergySplit
 
 CASES = [(sim.Gemm(64, 64, 64), "gpu_h100"), (sim.Gemm(64, 64, 64), "edge_int8_32x32"),
          (sim.Gemm(256, 128, 512), "tpu_v1"), (Elementwise(4096, 4), "tpu_v1")]
@@ -46,8 +46,8 @@ def test_a_result_without_static_is_all_dynamic():
 
 
 def test_cost_table_suite_costs_and_trace_prices_carry_the_split():
-    from asicsim.workloads.deepbench import suite_costs
-    from asicsim.workloads.pricing import price_trace, workload_trace
+    from asicsim._src.workloads.deepbench import suite_costs
+    from asicsim._src.workloads.pricing import price_trace, workload_trace
 
     t = sim.hw.cost_table([sim.Gemm(64, 64, 64)], ["gpu_h100", "tpu_v1"]).frame()
     assert (t["energy_dynamic_j"] + t["energy_static_j"]).to_numpy() == pytest.approx(t["energy_j"].to_numpy())

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.cost import cost_many
-from asicsim.hw.family import cost_family, family_key
-from asicsim.hw.native import MacMode
-from asicsim.hw.result import Bound
+from asicsim._src.hw.cost import cost_many
+from asicsim._src.hw.family import cost_family, family_key
+from asicsim._src.hw.native import MacMode
+from asicsim._src.hw.result import Bound
 
 OPS = [sim.Gemm(100, 64, 800), sim.Gemm(32, 10, 64), sim.Conv(28, 28, 16, 32, 3, 3, padding=1, batch=4),
        sim.Gemm(512, 512, 512, weight_sparsity=0.9), sim.Rnn("gru", 256, 16, 10),
@@ -69,7 +69,7 @@ def test_family_key_separates_what_cannot_be_vectorised():
 
 
 def test_trace_totals_family_equal_trace_costs_per_design():
-    from asicsim.workloads.pricing import trace_costs, trace_totals_family, workload_trace
+    from asicsim._src.workloads.pricing import trace_costs, trace_totals_family, workload_trace
 
     designs = _variants("edge_int8_32x32", fp32_rate=0.25)[::5]  # int8 only: give it fp32 MACs
     for recipe in ("fp32", "fp16_mixed"):

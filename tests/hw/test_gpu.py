@@ -1,5 +1,5 @@
 """GPU baseline: designs/gpu_*.toml, the GpuDesign spec, the cost model's hand cases, and its error
-on DeepBench's measured sheets (asicsim/hw/gpu_model.py, benchmarks/gpu_calibration.py)."""
+on DeepBench's measured sheets (asicsim/_src/hw/gpu_model.py, benchmarks/gpu_calibration.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import pytest
 from benchmark_scripts import load_benchmark
 
 import asicsim as sim
+from asicsim._src.hw import gpu_model as gm
+from asicsim._src.hw.cost import parse_formats
+from asicsim._src.hw.design_files import designs_dir, list_designs, load_design
+from asicsim._src.hw.gpu import DesignError, GpuDesign, precision_path
+from asicsim._src.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
+from asicsim._src.hw.gpu_model import load_fit
+from asicsim._src.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 from asicsim.cli import main
-from asicsim.hw import gpu_model as gm
-from asicsim.hw.cost import parse_formats
-from asicsim.hw.design_files import designs_dir, list_designs, load_design
-from asicsim.hw.gpu import DesignError, GpuDesign, precision_path
-from asicsim.hw.gpu_cost import gpu_cost_many, resolve_gpu_formats
-from asicsim.hw.gpu_model import load_fit
-from asicsim.hw.operations import AllReduce, Conv, Elementwise, Gemm, OperationError, Rnn
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS_CSV = ROOT / "data" / "gpus.csv"
@@ -354,7 +354,7 @@ def test_calibration_error_on_the_measured_sets():
 def test_generation_constants_borrow_the_nearest_generation():
     """A GPU of a generation without measurements (V100: Volta) takes each generation constant from
     the nearest generation that has it, the earlier on a tie, and says so in the result's notes."""
-    from asicsim.hw.gpu_model import generation_constants
+    from asicsim._src.hw.gpu_model import generation_constants
 
     fit = {"launch_us": 9.0, "launch_us@Pascal": 5.0, "launch_us@Turing": 2.0, "launch_us@Hopper": 3.0}
     assert generation_constants(fit, "Pascal")[0]["launch_us"] == 5.0
@@ -371,7 +371,7 @@ def test_generation_constants_borrow_the_nearest_generation():
 def test_calibration_shows_progress(monkeypatch, capsys):
     # it printed nothing for 900 s on a busy machine: a progress line on stderr, per stage and,
     # within a fit, at every evaluation (a line every few seconds in a log)
-    from asicsim.cli_progress import StepProgress
+    from asicsim._src.cli_progress import StepProgress
 
     gc = load_benchmark("gpu_calibration")
     rows = gc.all_rows()

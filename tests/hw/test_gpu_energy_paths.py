@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.gpu_cost import gpu_price
-from asicsim.hw.gpu_model import generation_constants, load_fit
-from asicsim.hw.operations import Gemm
+from asicsim._src.hw.gpu_cost import gpu_price
+from asicsim._src.hw.gpu_model import generation_constants, load_fit
+from asicsim._src.hw.operations import Gemm
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = {"fp32": "act=fp32,weight=fp32,acc=fp32,out=fp32", "fp16": "act=fp16,weight=fp16,acc=fp32,out=fp16",

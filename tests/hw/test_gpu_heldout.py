@@ -10,11 +10,11 @@ import pytest
 from benchmark_scripts import load_benchmark
 
 import asicsim as sim
-from asicsim.hw.design_files import load_design
-from asicsim.hw.gpu_cost import gpu_cost_many
-from asicsim.hw.gpu_model import load_fit
-from asicsim.hw.gpu_rnn import rnn_algo
-from asicsim.hw.operations import Gemm, Rnn
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.gpu_cost import gpu_cost_many
+from asicsim._src.hw.gpu_model import load_fit
+from asicsim._src.hw.gpu_rnn import rnn_algo
+from asicsim._src.hw.operations import Gemm, Rnn
 
 F16 = "act=fp16,weight=fp16,acc=fp32"
 I8 = "act=int8,weight=int8,acc=int32"
@@ -55,7 +55,7 @@ def test_rnn_algorithm_as_pytorch_picks_it(cell, hidden, batch, steps, design, a
 def test_persistent_rnn_keeps_its_weights_on_chip(monkeypatch):
     """H200 fp16 LSTM 512 at batch 16: measured 45.3 us (1.8 us per step); the standard algorithm's
     per-step kernels priced it at 124 us. Persistent: one launch, no weight re-reads, said in notes."""
-    from asicsim.hw import gpu_rnn
+    from asicsim._src.hw import gpu_rnn
 
     d = load_design("gpu_h200")
     op = Rnn("lstm", 512, 16, 25)
@@ -74,7 +74,7 @@ def test_int8_skinny_long_k_runs_without_split_k(monkeypatch):
     """H200 int8 8 x 512 x 500 000 (cuBLASLt's view, TN): 2.24 ms measured, 8 x 1024 x 500 000 the
     same. The model had 76 us: split-K over every SM. cuBLASLt's int8 kernels run all of K in a
     few CTAs (gpu_paths.NO_SPLIT_K); fp16 still splits (measured 126 us)."""
-    from asicsim.hw import gpu_model
+    from asicsim._src.hw import gpu_model
 
     d = load_design("gpu_h200")
     op = Gemm(8, 512, 500_000, a_transposed=True)
@@ -89,8 +89,8 @@ def test_int8_skinny_long_k_runs_without_split_k(monkeypatch):
 def test_l2_bandwidth_is_the_dies_not_the_drams():
     """H200 and H100 share the GH100 die and its L2: an L2-resident working set streams at the same
     rate on both, whatever their HBM (the old l2_bw_ratio x DRAM rate made the H200's 1.43x)."""
-    from asicsim.hw.gpu_fit import generation_constants
-    from asicsim.hw.gpu_model import l2_rate
+    from asicsim._src.hw.gpu_fit import generation_constants
+    from asicsim._src.hw.gpu_model import l2_rate
 
     c, _ = generation_constants(load_fit(), "Hopper")
     assert l2_rate(load_design("gpu_h200"), c) == l2_rate(load_design("gpu_h100"), c)

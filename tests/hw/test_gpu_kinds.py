@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from benchmark_scripts import load_benchmark
 
-from asicsim.hw.design_files import load_design
-from asicsim.hw.gpu_cost import gpu_cost_many
-from asicsim.hw.gpu_fit import generation_constants
-from asicsim.hw.gpu_model import load_fit
-from asicsim.hw.gpu_power import capped_time
-from asicsim.hw.operations import Gemm
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.gpu_cost import gpu_cost_many
+from asicsim._src.hw.gpu_fit import generation_constants
+from asicsim._src.hw.gpu_model import load_fit
+from asicsim._src.hw.gpu_power import capped_time
+from asicsim._src.hw.operations import Gemm
 
 F16 = "act=fp16,weight=fp16,acc=fp32"
 BIG = Gemm(8192, 8192, 8192)
@@ -65,7 +65,7 @@ def test_a_burst_longer_than_the_power_window_is_capped_after_it():
     (2.0, 2100.0, False, 0.5 + 4.0 * 0.75),
 ])
 def test_capped_time_rule(t_full, dyn_j, sustained, expect):
-    """TDP 700 W, static 175 W, a 1 s window (asicsim.hw.gpu_power)."""
+    """TDP 700 W, static 175 W, a 1 s window (asicsim._src.hw.gpu_power)."""
     assert float(capped_time(t_full, dyn_j, 700.0, 175.0, 1.0, sustained)) == pytest.approx(expect)
 
 

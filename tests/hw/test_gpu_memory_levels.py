@@ -1,4 +1,4 @@
-"""A GPU's bytes per memory level (asicsim/hw/gpu_model.py): DRAM by the residency rule the
+"""A GPU's bytes per memory level (asicsim/_src/hw/gpu_model.py): DRAM by the residency rule the
 systolic designs follow (each operation's inputs read from DRAM once, outputs written once, plus
 the re-reads of an L2-blocked schedule past L2), L2 <-> SM traffic by the tiles, and the
 measurement protocol's warm operands. Figures are hand-computed from the shapes."""
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.cost import operation_bounds
-from asicsim.hw.design_files import load_design
-from asicsim.hw.gpu_cost import gpu_cost_many
-from asicsim.hw.operations import Conv, Gemm, Rnn
+from asicsim._src.hw.cost import operation_bounds
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.gpu_cost import gpu_cost_many
+from asicsim._src.hw.operations import Conv, Gemm, Rnn
 
 BF16 = "act=bfloat16,weight=bfloat16,acc=fp32,out=bfloat16"
 
@@ -77,7 +77,7 @@ def test_warm_operands_are_the_measurement_protocol():
 def test_memory_streams_at_the_published_copy_rate():
     """H100: 2.90 TB/s published device-copy rate, not the datasheet's 3.35 (designs/gpu_h100.toml);
     a design without one streams at the fitted bw_eff x datasheet."""
-    from asicsim.hw.gpu_model import dram_rate, load_fit
+    from asicsim._src.hw.gpu_model import dram_rate, load_fit
 
     h100 = load_design("gpu_h100")
     assert dram_rate(h100, load_fit()) == 2.90e12

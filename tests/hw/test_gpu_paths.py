@@ -1,4 +1,4 @@
-"""GPU designs execute natively only the precision paths their architecture has (asicsim.hw.gpu_paths):
+"""GPU designs execute natively only the precision paths their architecture has (asicsim._src.hw.gpu_paths):
 anything else is the error a systolic design gives, or emulated at a slowdown the caller states."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import pytest
 
 import asicsim as sim
-from asicsim.hw.design_files import list_designs, load_design
-from asicsim.hw.gpu_paths import native_modes
-from asicsim.hw.operations import Elementwise, Gemm, OperationError
+from asicsim._src.hw.design_files import list_designs, load_design
+from asicsim._src.hw.gpu_paths import native_modes
+from asicsim._src.hw.operations import Elementwise, Gemm, OperationError
 
 G = Gemm(256, 256, 256)
 FP8 = "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32"

@@ -11,10 +11,10 @@ import pytest
 from benchmark_scripts import load_benchmark
 
 import asicsim as sim
-from asicsim.hw.gpu_cost import gpu_price
-from asicsim.hw.gpu_kernels import conv_kernels
-from asicsim.hw.gpu_model import generation_constants, load_fit
-from asicsim.hw.operations import Conv, OperationError
+from asicsim._src.hw.gpu_cost import gpu_price
+from asicsim._src.hw.gpu_kernels import conv_kernels
+from asicsim._src.hw.gpu_model import generation_constants, load_fit
+from asicsim._src.hw.operations import Conv, OperationError
 
 FP16 = "act=fp16,weight=fp16,acc=fp32,out=fp16"
 FP32 = "act=fp32,weight=fp32,acc=fp32,out=fp32"

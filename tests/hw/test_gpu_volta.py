@@ -9,8 +9,8 @@ import pytest
 from benchmark_scripts import load_benchmark
 
 import asicsim as sim
-from asicsim.hw.gpu_model import generation_constants, load_fit
-from asicsim.hw.operations import Gemm
+from asicsim._src.hw.gpu_model import generation_constants, load_fit
+from asicsim._src.hw.operations import Gemm
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 import asicsim
-from asicsim.cli import main
-from asicsim.hw import (
+from asicsim._src.hw import (
     ArraySpec,
     Conv,
     DesignError,
@@ -24,9 +23,10 @@ from asicsim.hw import (
     read_scalesim_config,
     read_scalesim_topology,
 )
-from asicsim.hw.gpu_model import load_fit
-from asicsim.hw.limits import Limit
-from asicsim.hw.operations import AllReduce, OperationError
+from asicsim._src.hw.gpu_model import load_fit
+from asicsim._src.hw.limits import Limit
+from asicsim._src.hw.operations import AllReduce, OperationError
+from asicsim.cli import main
 
 INPUTS = Path(__file__).parent / "golden" / "inputs"
 ARRAY = '[array]\nrows = 8\ncols = 8\ndataflow = "ws"\n'
@@ -109,7 +109,7 @@ DESIGN_ROWS = [
     (SYSTOLIC, 'holds = ["ifmap", "filter", "ofmap"]', "holds = {ifmap = 1}", "buffers.ub.holds",
      "a non-empty list"),
     (SYSTOLIC, "rows = 8", "rows = true", "array.rows", "an integer"),
-    # [[pe.modes]] (asicsim.hw.native): native MAC modes, each checked with its path
+    # [[pe.modes]] (asicsim._src.hw.native): native MAC modes, each checked with its path
     (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = 2.0}]', "pe.modes[0].rate", "a number in (0, 1]"),
     (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = 0}]', "pe.modes[0].rate", "a number in (0, 1]"),
     (SYSTOLIC, "mac_energy_pj = 0.5", 'mac_energy_pj = 0.5\nmodes = [{a = "int16", b = "int8", acc = "int32", rate = true}]', "pe.modes[0].rate", "a number in (0, 1]"),

@@ -1,4 +1,4 @@
-"""Tensors kept on chip between operations that outgrow their buffer (asicsim/hw/residency.py): the
+"""Tensors kept on chip between operations that outgrow their buffer (asicsim/_src/hw/residency.py): the
 overflow streams from DRAM through tiles of its own, the buffer keeps what is left beside the
 tiles. Hand counts of small schedules, and the case the DRAM-bound property test found (issue 31)."""
 
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign
-from asicsim.hw.cost import bytes_per_element, resolve_formats
-from asicsim.hw.counts import ACTIVATIONS, OUTPUTS, ArrayHardware, Schedule, schedule_counts
-from asicsim.hw.pipeline import gemm_problem, layout
-from asicsim.hw.residency import stream_choices
-from asicsim.hw.tiles import valid
+from asicsim._src.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign
+from asicsim._src.hw.cost import bytes_per_element, resolve_formats
+from asicsim._src.hw.counts import ACTIVATIONS, OUTPUTS, ArrayHardware, Schedule, schedule_counts
+from asicsim._src.hw.pipeline import gemm_problem, layout
+from asicsim._src.hw.residency import stream_choices
+from asicsim._src.hw.tiles import valid
 
 
 def unified(kib_bytes, filter_bytes=1000, psum_bytes=1000):

@@ -1,4 +1,4 @@
-"""The mapper (asicsim/hw/mapper.py): against the hand tilings issue 17 measured, and each objective
+"""The mapper (asicsim/_src/hw/mapper.py): against the hand tilings issue 17 measured, and each objective
 optimal for its own metric among the objectives (against an enumerator of every schedule:
 tests/hw/test_mapper_search.py)."""
 
@@ -10,7 +10,7 @@ import re
 import pytest
 
 import asicsim as sim
-from asicsim.hw import load_design
+from asicsim._src.hw import load_design
 
 MIB = 2**20
 

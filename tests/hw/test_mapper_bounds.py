@@ -1,4 +1,4 @@
-"""The mapper's objective floors (asicsim/hw/mapper_bounds.py) never exceed the measured value:
+"""The mapper's objective floors (asicsim/_src/hw/mapper_bounds.py) never exceed the measured value:
 random schedules (valid or not) of random GEMMs and convs on random small designs, every
 objective, measured with the model's own counts and the pipeline's energy."""
 
@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from test_mapper_search import model as search_model
 
 import asicsim as sim
-from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign
-from asicsim.hw.cost import resolve_formats
-from asicsim.hw.counts import Schedule, schedule_counts
-from asicsim.hw.mapper_bounds import floors
-from asicsim.hw.objectives import OBJECTIVES
-from asicsim.hw.pricing import energy_rates
+from asicsim._src.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign
+from asicsim._src.hw.cost import resolve_formats
+from asicsim._src.hw.counts import Schedule, schedule_counts
+from asicsim._src.hw.mapper_bounds import floors
+from asicsim._src.hw.objectives import OBJECTIVES
+from asicsim._src.hw.pricing import energy_rates
 
 
 def design(R, C, df, caps, kept, gbps, static_w):
@@ -73,8 +73,8 @@ def test_floors_never_exceed_the_measured_value(M, N, K, conv, R, C, df, caps, k
 def test_floor_of_the_chosen_schedule(objective):
     """The mapper's own choice on catalogued designs: the floor is at most its value, and the
     latency floor is within the array's fill/drain and reloads of it on a large GEMM."""
-    from asicsim.hw import load_design
-    from asicsim.hw.mapper import best_counts
+    from asicsim._src.hw import load_design
+    from asicsim._src.hw.mapper import best_counts
 
     d = load_design("edge_int8_32x32")
     p, hw, rates, score = model(sim.Gemm(1024, 1024, 1024), d)

@@ -1,5 +1,5 @@
-"""The mapper's fast path (asicsim/hw/mapper_passes.py: lean counts, balanced's kept first pass, the
-content-keyed candidate and choice caches; asicsim/hw/bounds.py's cache) chooses bit for bit what the
+"""The mapper's fast path (asicsim/_src/hw/mapper_passes.py: lean counts, balanced's kept first pass, the
+content-keyed candidate and choice caches; asicsim/_src/hw/bounds.py's cache) chooses bit for bit what the
 unpruned evaluation chooses: every candidate measured with the full counts, balanced's second
 pass measured again, nothing cached. The reference below is that evaluation, written from the
 mapper's candidate list and selection rule (what is compared is the speed-ups, not the search).
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-import asicsim.hw.mapper as mapper
-import asicsim.hw.mapper_cache as cache
-import asicsim.hw.mapper_passes as passes
-import asicsim.hw.mapper_shapes as shapes
-import asicsim.hw.pipeline as pipeline
-from asicsim.hw import cost_many, gemm_sweep
-from asicsim.hw.cost import _operation_bounds, operation_bounds
-from asicsim.hw.counts import (
+import asicsim._src.hw.mapper as mapper
+import asicsim._src.hw.mapper_cache as cache
+import asicsim._src.hw.mapper_passes as passes
+import asicsim._src.hw.mapper_shapes as shapes
+import asicsim._src.hw.pipeline as pipeline
+from asicsim._src.hw import cost_many, gemm_sweep
+from asicsim._src.hw.cost import _operation_bounds, operation_bounds
+from asicsim._src.hw.counts import (
     ACTIVATIONS,
     IS,
     LEAN_SKIPS,
@@ -32,9 +32,9 @@ from asicsim.hw.counts import (
     Schedule,
     schedule_counts,
 )
-from asicsim.hw.mapper import _dram_key, _pick
-from asicsim.hw.objectives import BALANCED_SLACK, OBJECTIVES
-from asicsim.hw.tiles import (
+from asicsim._src.hw.mapper import _dram_key, _pick
+from asicsim._src.hw.objectives import BALANCED_SLACK, OBJECTIVES
+from asicsim._src.hw.tiles import (
     aligned,
     buffer_rows,
     element_shape,
@@ -211,7 +211,7 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
 
 
 def _one_problem():
-    from asicsim.hw.counts import OUTPUTS, ArrayHardware, BufferLayout, GemmProblem
+    from asicsim._src.hw.counts import OUTPUTS, ArrayHardware, BufferLayout, GemmProblem
     one = np.float64(1)
     p = GemmProblem(M=np.float64(8), N=np.float64(8), K=np.float64(8), a_bytes=one, b_bytes=one, acc_bytes=one * 4,
                     out_bytes=one, a_footprint=np.float64(64), reps=one, shared_weights=np.False_,
@@ -305,7 +305,7 @@ def test_distinct_with_fields_equal_everywhere():
 # --- the candidates generated along a variant axis are those generated one variant at a time ---
 
 def one_variant_at_a_time(p, hw) -> list:
-    """asicsim.hw.mapper.candidates as at 4df6fca (copied): one pass per buffering and home."""
+    """asicsim._src.hw.mapper.candidates as at 4df6fca (copied): one pass per buffering and home."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -410,7 +410,7 @@ def one_variant_at_a_time(p, hw) -> list:
 def _problems():
     """(p, hw) the pipeline gives the mapper: networks on shipped designs and with partial sums
     allowed in the activation buffer (four variants), and a random grid of design points."""
-    from asicsim.hw.cost import bytes_per_element, resolve_formats
+    from asicsim._src.hw.cost import bytes_per_element, resolve_formats
     rng = np.random.default_rng(7)
     ops = [sim.Gemm(*(int(x) for x in rng.integers(1, 3000, 3))) for _ in range(6)]
     ops += [sim.Conv(14, 14, 96, 200, 3, 3, padding=1), sim.Gemm(1, 1000, 2048)]

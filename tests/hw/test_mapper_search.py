@@ -1,7 +1,7 @@
-"""The mapper's search (asicsim/hw/mapper.py) against an enumerator written here from the loop-nest
+"""The mapper's search (asicsim/_src/hw/mapper.py) against an enumerator written here from the loop-nest
 definition, sharing none of the mapper's candidate lists or buffer shares: every tile of every
 family, buffering and partial-sum home, with its own rule for what fits. Prices come from the
-model's own counts (asicsim.hw.counts.schedule_counts and the pipeline's energy)."""
+model's own counts (asicsim._src.hw.counts.schedule_counts and the pipeline's energy)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asicsim as sim
-from asicsim.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign, load_design
-from asicsim.hw.cost import bytes_per_element, resolve_formats
-from asicsim.hw.counts import ArrayHardware, Schedule, schedule_counts
-from asicsim.hw.mapper import best_counts
-from asicsim.hw.pipeline import gemm_problem, layout
-from asicsim.hw.pricing import energy_rates, schedule_energy
-from asicsim.hw.residency import TILE_SHARES
+from asicsim._src.hw import ArraySpec, BufferSpec, DramSpec, PESpec, SystolicDesign, load_design
+from asicsim._src.hw.cost import bytes_per_element, resolve_formats
+from asicsim._src.hw.counts import ArrayHardware, Schedule, schedule_counts
+from asicsim._src.hw.mapper import best_counts
+from asicsim._src.hw.pipeline import gemm_problem, layout
+from asicsim._src.hw.pricing import energy_rates, schedule_energy
+from asicsim._src.hw.residency import TILE_SHARES
 
 MIB = 2**20
 
@@ -73,7 +73,7 @@ def enumerate_space(op, d, score_energy) -> dict:
     bytes (:func:`padded_block`). An operand
     the DRAM does not hold is kept on chip, whole (no tiles) or streaming its overflow (its tiles
     as an off-chip operand's, in each share of :data:`TILE_SHARES` of the buffer it is homed in,
-    less what is kept whole: the space asicsim/hw/residency.py defines), each choice
+    less what is kept whole: the space asicsim/_src/hw/residency.py defines), each choice
     enumerated."""
     b = d
     assert all(len(x.holds) == 1 for x in b.buffers)
@@ -141,14 +141,14 @@ def chosen(op, d, objective) -> float:
 
 
 #: What each objective's choice may cost above the enumerated least on these small problems.
-#: ``dram``: nothing (proven, asicsim/hw/mapper.py). ``energy`` and ``latency``: 3 of 1,080
+#: ``dram``: nothing (proven, asicsim/_src/hw/mapper.py). ``energy`` and ``latency``: 3 of 1,080
 #: (case, objective) pairs above the least, by at most 1.0033x (before issue 31's second pass:
 #: 468, up to 1.42x); 1.021x is the worst seen on other samples (benchmarks/RESULTS.md). Why not
 #: exact: the misses cut two tile dimensions below what fits at once to gain tile steps (an
 #: outputs block 3 x 3 of 9 x 8 where 3 x 8 fits), which only listing every pair of trip counts
 #: finds, O(sqrt(M) sqrt(N)) candidates per GEMM (about twice the whole search at 1000 x 1000).
 #: Double buffering trades tile steps against bytes and folds (``stall = X / s + ...``,
-#: asicsim/hw/counts.py), so no trip count of the misses' kind is dominated and none can be pruned.
+#: asicsim/_src/hw/counts.py), so no trip count of the misses' kind is dominated and none can be pruned.
 GAP = {"dram": 1.0, "energy": 1.025, "latency": 1.025}
 
 
@@ -209,7 +209,7 @@ def test_double_buffers_against_the_enumerated_space(M, N, K, df, R, C, caps, ps
 
 
 #: The same with tensors kept on chip (``dram.holds`` leaves some out), whole or streaming their
-#: overflow (asicsim/hw/residency.py). ``dram``: exact (600 random cases of this test's
+#: overflow (asicsim/_src/hw/residency.py). ``dram``: exact (600 random cases of this test's
 #: distribution, 0 above the least). ``energy``: 91 of 600 above the least, at most 1.070x;
 #: ``latency``: 90 of 600, at most 1.190x (benchmarks/RESULTS.md, "Tensors kept on chip"): the
 #: kept tensors leave tight budgets, where cutting two tile sides at once (the misses of ``GAP``)
@@ -317,7 +317,7 @@ def test_issue_31_larger_buffers_not_slower():
 def test_more_bandwidth_never_worse(objective):
     """The searched schedules do not depend on the DRAM bandwidth and each one's cycles never grow
     with it, so the chosen one never gets slower (or moves more bytes). Energy is not held: a wider
-    DRAM interface has more idle power (asicsim.hw.power)."""
+    DRAM interface has more idle power (asicsim._src.hw.power)."""
     ops = [sim.Gemm(200, 2000, 2000), sim.Gemm(59, 94, 1350), sim.Conv(28, 28, 128, 128, 3, 3, padding=1, batch=8),
            sim.Gemm(1000, 3000, 700)]
     metric = {"latency": "cycles", "energy": "energy_total_pj", "dram": "dram_bytes"}[objective]
@@ -361,7 +361,7 @@ HELD = {"buffers": ("latency", "dram"), "bandwidth": ("latency", "dram"), "array
 
 def _allowance(d, change) -> float:
     """Cycles a larger array may add: its longer one-time fill/drain (``2R + C - 2`` once per
-    repetition, asicsim.hw.counts), which no schedule avoids where operands and results cross the
+    repetition, asicsim._src.hw.counts), which no schedule avoids where operands and results cross the
     whole array once. None where the design says they bypass unused rows and columns
     (``array.bypass_unused``: the fill/drain of the used block only). Per fold, a schedule uses
     only the rows its tile spans, so nothing else."""
@@ -423,7 +423,7 @@ def test_better_hardware_never_worse(M, N, K, df, R, C, caps, psum, change, bypa
 
 def _fits_array(schedule: dict, d) -> bool:
     """Whether a schedule's resident block (so its array tile) spans at most the array's rows and
-    columns (asicsim.hw.counts: os rows Mt x columns Nt, ws Kt x Nt, is Kt x Mt)."""
+    columns (asicsim._src.hw.counts: os rows Mt x columns Nt, ws Kt x Nt, is Kt x Mt)."""
     rows, cols = {"os": ("Mt", "Nt"), "ws": ("Kt", "Nt"), "is": ("Kt", "Mt")}[d.array.dataflow]
     return schedule[rows] <= d.array.rows and schedule[cols] <= d.array.cols
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import asicsim as sim
-from asicsim.hw.design_files import load_design
-from asicsim.hw.efficiency import energy_per_mac_pj
-from asicsim.hw.energy import adder_energy_pj, multiplier_energy_pj
-from asicsim.hw.native import MacMode
-from asicsim.hw.operations import OperationError
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.efficiency import energy_per_mac_pj
+from asicsim._src.hw.energy import adder_energy_pj, multiplier_energy_pj
+from asicsim._src.hw.native import MacMode
+from asicsim._src.hw.operations import OperationError
 
 GATE_SRC = "test: the design gates the unused operand bits"
 

@@ -1,4 +1,4 @@
-"""Formats a design executes (asicsim.hw.native) and the bits a tensor stores (issue 17, item 6).
+"""Formats a design executes (asicsim._src.hw.native) and the bits a tensor stores (issue 17, item 6).
 
 TPU v1's rates are Jouppi et al., "In-Datacenter Performance Analysis of a Tensor Processing
 Unit", ISCA 2017, Sec. 2: 8-bit operands (signed or unsigned) at full rate, half speed with one
@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.cost import cost
-from asicsim.hw.design_files import list_designs, load_design
-from asicsim.hw.native import MacMode, execution_mode, storage_bits
-from asicsim.hw.operations import OperationError
-from asicsim.numerics import catalog, decode, get_format
-from asicsim.numerics.embed import embeds
+from asicsim._src.hw.cost import cost
+from asicsim._src.hw.design_files import list_designs, load_design
+from asicsim._src.hw.native import MacMode, execution_mode, storage_bits
+from asicsim._src.hw.operations import OperationError
+from asicsim._src.numerics import catalog, decode, get_format
+from asicsim._src.numerics.embed import embeds
 
 # one 256 x 256 weight tile whatever its width, so the schedule is the same in every mode
 G = sim.Gemm(1024, 256, 256)
@@ -162,7 +162,7 @@ def _values(fmt) -> set:
 
 
 def test_embeds_agrees_with_enumerating_every_value():
-    """The witness rule (asicsim.numerics.embed) against brute force: every catalog float/int
+    """The witness rule (asicsim._src.numerics.embed) against brute force: every catalog float/int
     format of at most 8 bits, plus int16, fp16 and bf16 as targets."""
     small = [f for f in catalog().values() if f.kind != "block" and f.bits <= 8]
     big = [get_format(n) for n in ("int16", "fp16", "bf16")]
@@ -186,6 +186,6 @@ def test_gpus_refuse_integer_operands_wider_than_8_bits():
 
 
 def test_tf32_gradients_all_reduce_as_32_bit_words():
-    from asicsim.system.scaling import _grad_bits
+    from asicsim._src.system.scaling import _grad_bits
 
     assert _grad_bits("tf32") == 32 and _grad_bits("bf16") == 16 and _grad_bits("int4") == 4

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 import asicsim as sim
+from asicsim._src.hw import Conv, CostResult, Gemm, Rnn, read_scalesim_topology, topology_operations
+from asicsim._src.hw.cost import cost_many, scheduled_for
+from asicsim._src.hw.cost_tables import cost_table
+from asicsim._src.hw.family import cost_family
+from asicsim._src.hw.objectives import BALANCED_SLACK, DEFAULT_OBJECTIVE, FASTEST
+from asicsim._src.hw.sweep import gemm_sweep
 from asicsim.cli import main
-from asicsim.hw import Conv, CostResult, Gemm, Rnn, read_scalesim_topology, topology_operations
-from asicsim.hw.cost import cost_many, scheduled_for
-from asicsim.hw.cost_tables import cost_table
-from asicsim.hw.family import cost_family
-from asicsim.hw.objectives import BALANCED_SLACK, DEFAULT_OBJECTIVE, FASTEST
-from asicsim.hw.sweep import gemm_sweep
 
 INPUTS = Path(__file__).parent / "golden" / "inputs"
 RESNET18 = topology_operations(read_scalesim_topology(INPUTS / "Resnet18.csv"))

@@ -1,4 +1,4 @@
-"""Power at named scopes (asicsim.hw.power): the schema's keys, how the scopes nest, idle power,
+"""Power at named scopes (asicsim._src.hw.power): the schema's keys, how the scopes nest, idle power,
 the [power] table's checks, the TDP cap shared with the GPU model, the GPU's split and its
 launch/SM fractions, and TOPS/W."""
 
@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw import load_design
-from asicsim.hw.design_checks import DesignError
-from asicsim.hw.design_files import design_from_table
-from asicsim.hw.efficiency import energy_per_mac_pj, peak_tops_per_w
-from asicsim.hw.power import component, power_capped_time
-from asicsim.hw.power_spec import PowerSpec
-from asicsim.hw.scopes import SCOPE_ENERGY_KEYS
+from asicsim._src.hw import load_design
+from asicsim._src.hw.design_checks import DesignError
+from asicsim._src.hw.design_files import design_from_table
+from asicsim._src.hw.efficiency import energy_per_mac_pj, peak_tops_per_w
+from asicsim._src.hw.power import component, power_capped_time
+from asicsim._src.hw.power_spec import PowerSpec
+from asicsim._src.hw.scopes import SCOPE_ENERGY_KEYS
 
 SCHEMA = (*SCOPE_ENERGY_KEYS, "power_core_w", "power_chip_w", "power_board_w", "idle_power_chip_w",
           "idle_power_board_w", "launch_fraction", "sm_fraction", "objective",
@@ -94,7 +94,7 @@ BAD_POWER = [
 def test_bad_power_table_is_named(table, fragment):
     import tomllib
 
-    from asicsim.hw.design_files import designs_dir
+    from asicsim._src.hw.design_files import designs_dir
 
     t = tomllib.loads((designs_dir() / "edge_int8_32x32.toml").read_text())
     with pytest.raises(DesignError, match=None) as err:
@@ -176,7 +176,7 @@ def test_lpddr_background_is_the_micron_idd2n_sum():
     """LPDDR4 standby per x16 channel from Micron's currents as DRAMPower ships them (memspecs/
     MICRON_6Gb_LPDDR4-3200_32bit_A.json): IDD2N 2.0 mA x 1.8 V + 27 mA x 1.1 V + 0.75 mA x 1.1 V
     = 34.1 mW (was a 20 mW estimate). edge_int8_32x32: 2 GiB = 2 channels."""
-    from asicsim.hw.power import dram_background_w
+    from asicsim._src.hw.power import dram_background_w
 
     w, src = dram_background_w("LPDDR4", 12.8, 2)
     assert w == pytest.approx(2 * (1.8 * 2.0 + 1.1 * 27.0 + 1.1 * 0.75) * 1e-3)

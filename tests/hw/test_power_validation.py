@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 
 import asicsim as sim
-from asicsim.hw.efficiency import peak_tops_per_w
-from asicsim.hw.power import component
+from asicsim._src.hw.efficiency import peak_tops_per_w
+from asicsim._src.hw.power import component
 
 # --- TPU v1: N. P. Jouppi et al., "In-Datacenter Performance Analysis of a Tensor Processing Unit",
 # ISCA 2017, Table 2: 28 nm, 700 MHz, TDP 75 W, measured idle 28 W and busy 40 W per die.
@@ -153,7 +153,7 @@ def test_tpu_v4_mac_energy_is_googles_7nm_figure_not_the_node_scaled_default():
     dense GEMM draws about 124 W, 35 % below the 192 W maximum (see benchmarks/RESULTS.md)."""
     import dataclasses
 
-    from asicsim.hw import load_design
+    from asicsim._src.hw import load_design
 
     d = load_design("tpu_v4")
     assert d.pe.mac_energy_pj == pytest.approx(0.21 + 0.38)

@@ -1,4 +1,4 @@
-"""The one typed price (asicsim.hw.result): every front end returns it or a view of it."""
+"""The one typed price (asicsim._src.hw.result): every front end returns it or a view of it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.family import cost_designs
-from asicsim.hw.result import BOUNDS, DIRECTIONS, OPERANDS, Bound, EnergySplit, Traffic
+from asicsim._src.hw.family import cost_designs
+from asicsim._src.hw.result import BOUNDS, DIRECTIONS, OPERANDS, Bound, EnergySplit, Traffic
 
 OPS = [sim.Gemm(256, 256, 256), sim.Conv(28, 28, 32, 64, 3, 3, padding=1, batch=2), sim.Elementwise(4096, 2),
        sim.Rnn("lstm", 128, 4, 3)]

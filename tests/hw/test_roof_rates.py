@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-import asicsim.hw.pricing as pricing
-from asicsim.hw.design_files import load_design
-from asicsim.hw.efficiency import idle_power, peak_tops_per_w, power_figures
-from asicsim.hw.interface import roof
+import asicsim._src.hw.pricing as pricing
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.efficiency import idle_power, peak_tops_per_w, power_figures
+from asicsim._src.hw.interface import roof
 
 
 @pytest.mark.parametrize("name", ["tpu_v1", "dc_bf16_128x128", "gpu_h100"])

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.hw import REPORT_COLUMNS, read_scalesim_topology, scalesim_arrays, scalesim_report
+from asicsim._src.hw import REPORT_COLUMNS, read_scalesim_topology, scalesim_arrays, scalesim_report
 
 GOLDEN = Path(__file__).parent / "golden"
 CONV_FIELDS = ("ifmap_h", "ifmap_w", "filter_h", "filter_w", "channels", "num_filter", "stride")

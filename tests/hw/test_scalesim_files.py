@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from asicsim.hw import (
+from asicsim._src.hw import (
     REPORT_COLUMNS,
     ScaleSimFileError,
     read_scalesim_config,

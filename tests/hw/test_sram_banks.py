@@ -1,12 +1,12 @@
-"""Banked SRAM energy (asicsim.hw.sram_banks), the Stillmaker & Baas node curve
-(asicsim.hw.node_scaling) and a published-power check of TPU v1."""
+"""Banked SRAM energy (asicsim._src.hw.sram_banks), the Stillmaker & Baas node curve
+(asicsim._src.hw.node_scaling) and a published-power check of TPU v1."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from asicsim.hw import (
+from asicsim._src.hw import (
     BufferSpec,
     Conv,
     cost,
@@ -14,12 +14,12 @@ from asicsim.hw import (
     load_design,
     sram_energy_pj_per_bit,
 )
-from asicsim.hw.energy import node_scale
-from asicsim.hw.gpu import precision_path
-from asicsim.hw.gpu_cost import resolve_gpu_formats
-from asicsim.hw.gpu_model import energy_per_op_pj, generation_constants, load_fit
-from asicsim.hw.node_scaling import area_factor, energy_factor, table
-from asicsim.hw.sram_banks import MAX_BANK_KIB, buffer_access_energy_pj, default_banks
+from asicsim._src.hw.energy import node_scale
+from asicsim._src.hw.gpu import precision_path
+from asicsim._src.hw.gpu_cost import resolve_gpu_formats
+from asicsim._src.hw.gpu_model import energy_per_op_pj, generation_constants, load_fit
+from asicsim._src.hw.node_scaling import area_factor, energy_factor, table
+from asicsim._src.hw.sram_banks import MAX_BANK_KIB, buffer_access_energy_pj, default_banks
 
 
 # --- node table: the paper's numbers at its nodes --------------------------------------------
@@ -29,7 +29,7 @@ def test_node_table_reproduces_the_papers_worked_example():
     import csv
 
     from asicsim._files import read_text_file
-    from asicsim.hw import node_scaling
+    from asicsim._src.hw import node_scaling
 
     path = node_scaling.Path(node_scaling.__file__).parent / "data" / node_scaling.CSV_NAME
     rows = {(r["node_nm"], r["model"]): r for r in csv.DictReader(
@@ -130,7 +130,7 @@ def test_tpu_v1_busy_power_near_published():
     """TPU v1 on a busy layer draws clearly less than its TDP, near its measured busy power.
 
     Jouppi et al., ISCA 2017, Table 2: TDP 75 W, measured idle 28 W and busy 40 W per die (the die:
-    the off-chip DDR3 weight memory is not in it: the chip scope of asicsim.hw.power, which adds the
+    the off-chip DDR3 weight memory is not in it: the chip scope of asicsim._src.hw.power, which adds the
     clock, control and idle power the paper measured to the array and buffers).
     Tolerance: +-15 % of 40 W. The 40 W is an average over Google's production workloads, not this
     layer; the SRAM model's bank size (1 MiB) and wire energy are estimates (sram_banks); 15 %

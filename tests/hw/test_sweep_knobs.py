@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.design_checks import DesignError
-from asicsim.hw.scalesim_compat import scalesim_arrays
-from asicsim.hw.sweep import gemm_sweep
+from asicsim._src.hw.design_checks import DesignError
+from asicsim._src.hw.scalesim_compat import scalesim_arrays
+from asicsim._src.hw.sweep import gemm_sweep
 
 SIDE = r"allowed: an integer in \[1, 65536\] PEs"
 SCALE = r"allowed: a finite number in \(0, "

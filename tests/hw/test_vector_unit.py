@@ -1,4 +1,4 @@
-"""The vector unit (asicsim.hw.vector_unit) and per-operation synchronisation (array.sync_cycles).
+"""The vector unit (asicsim._src.hw.vector_unit) and per-operation synchronisation (array.sync_cycles).
 
 Hand numbers: the test design runs at 1 GHz (one cycle = 1 ns) with 8 lanes at 500 MHz, so one
 vector cycle is 2 array cycles; int8 operands and outputs (1 byte per element).
@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from asicsim.hw import Conv, Elementwise, Gemm, OperationError, cost
-from asicsim.hw.design import (
+from asicsim._src.hw import Conv, Elementwise, Gemm, OperationError, cost
+from asicsim._src.hw.design import (
     ArraySpec,
     BufferSpec,
     DramSpec,
@@ -20,8 +20,8 @@ from asicsim.hw.design import (
     SystolicDesign,
     VectorUnitSpec,
 )
-from asicsim.hw.family import cost_family
-from asicsim.hw.vector_unit import vector_counts, vector_note
+from asicsim._src.hw.family import cost_family
+from asicsim._src.hw.vector_unit import vector_counts, vector_note
 
 BITS = {"act": 8.0, "out": 8.0, "weight": 8.0, "acc": 32.0}
 

@@ -1,5 +1,5 @@
 """The stationary operand moved in whole array-sized tiles (``array.whole_tiles``,
-asicsim/hw/whole_tiles.py), as TPU v1 fetches 256x256 weight tiles (64 KiB) from its Weight Memory
+asicsim/_src/hw/whole_tiles.py), as TPU v1 fetches 256x256 weight tiles (64 KiB) from its Weight Memory
 into the Weight FIFO (Jouppi et al., ISCA 2017, arXiv:1704.04760, Sec. 2).
 
 Sec. 7 (p. 12): "Consider the 600x600 matrix used in LSTM1. With a 256x256 matrix unit, it takes 9
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asicsim as sim
-from asicsim.hw import ArraySpec, DesignError, load_design
-from asicsim.hw.counts import (
+from asicsim._src.hw import ArraySpec, DesignError, load_design
+from asicsim._src.hw.counts import (
     WEIGHTS,
     ArrayHardware,
     BufferLayout,
@@ -80,7 +80,7 @@ def test_whole_tiles_off_moves_only_the_bytes():
 
 def _explicit_tiles(K, N, Kt, Na, R, C) -> int:
     """Whole R x C tiles of a weight matrix cut into Kt-row slivers and Na-column array tiles,
-    counted one fold at a time (the definition in asicsim/hw/whole_tiles.py)."""
+    counted one fold at a time (the definition in asicsim/_src/hw/whole_tiles.py)."""
     tiles = 0
     for k0 in range(0, K, Kt):
         for n0 in range(0, N, Na):
@@ -144,7 +144,7 @@ def test_only_the_fetched_stationary_operand_pads(df, scaled):
 
 
 def _small(df):
-    from asicsim.hw import BufferSpec, DramSpec, PESpec, SystolicDesign
+    from asicsim._src.hw import BufferSpec, DramSpec, PESpec, SystolicDesign
     return SystolicDesign(name="w", technology_nm=45, clock_mhz=1000, static_power_w=0.0,
                           array=ArraySpec(rows=4, cols=4, dataflow=df),
                           pe=PESpec(a_format="int8", b_format="int8", acc_format="int32"),

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from benchmark_scripts import load_benchmark
 
-from asicsim.hw import cost_many, load_design
-from asicsim.hw.energy_table import design_energy_table
+from asicsim._src.hw import cost_many, load_design
+from asicsim._src.hw.energy_table import design_energy_table
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "benchmarks" / "zigzag"

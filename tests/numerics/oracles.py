@@ -15,7 +15,7 @@ import gmpy2
 import ml_dtypes
 import numpy as np
 
-from asicsim.numerics import FloatFormat
+from asicsim._src.numerics import FloatFormat
 
 MODES = ("rne", "rna", "rtz", "rup", "rdn")
 

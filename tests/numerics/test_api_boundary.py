@@ -11,7 +11,7 @@ import jax
 import numpy as np
 import pytest
 
-from asicsim.numerics import (
+from asicsim._src.numerics import (
     BlockFormat,
     add,
     block_scales,
@@ -23,7 +23,7 @@ from asicsim.numerics import (
     matmul,
     quantize,
 )
-from asicsim.numerics.group_quant import group_round
+from asicsim._src.numerics.group_quant import group_round
 
 VALUES = [1.0, 3.14159, -2.5e-3, 1e-40, np.inf, -np.nan, 65504.0, -1000.0]
 FINITE = [1.0, 3.14159, -2.5e-3, 0.75, -7.0, 100.0, 0.0, -1000.0]

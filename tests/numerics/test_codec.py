@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import assert_same_bits, gfloat_info, ml_type
 
-from asicsim.numerics import catalog, decode, encode, get_format, quantize
+from asicsim._src.numerics import catalog, decode, encode, get_format, quantize
 
 FLOATS = {n: s for n, s in catalog().items() if s.kind == "float" and s.bits <= 16}
 

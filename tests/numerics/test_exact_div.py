@@ -18,7 +18,7 @@ import softfloatpy as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.numerics.exact_div import divide
+from asicsim._src.numerics.exact_div import divide
 
 _exact = jax.jit(divide)
 

@@ -13,10 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.numerics import catalog, get_format
-from asicsim.numerics.fast_rounding32 import fast_round32
-from asicsim.numerics.grid_rounding import round_to_grid
-from asicsim.numerics.rounding import F32, parse_rounding
+from asicsim._src.numerics import catalog, get_format
+from asicsim._src.numerics.fast_rounding32 import fast_round32
+from asicsim._src.numerics.grid_rounding import round_to_grid
+from asicsim._src.numerics.rounding import F32, parse_rounding
 
 RNE = parse_rounding("rne")
 # every catalog format the fast path takes, plus grammar-built ones (fixed point, odd widths)

@@ -15,12 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.numerics import get_format, quantize
-from asicsim.numerics.fast_rounding32 import fast_sr_fixed32
-from asicsim.numerics.formats import IntFormat
-from asicsim.numerics.grid_rounding import round_to_grid
-from asicsim.numerics.random import hash_bits, key_words
-from asicsim.numerics.rounding import F32, parse_rounding
+from asicsim._src.numerics import get_format, quantize
+from asicsim._src.numerics.fast_rounding32 import fast_sr_fixed32
+from asicsim._src.numerics.formats import IntFormat
+from asicsim._src.numerics.grid_rounding import round_to_grid
+from asicsim._src.numerics.random import hash_bits, key_words
+from asicsim._src.numerics.rounding import F32, parse_rounding
 
 SR = parse_rounding("sr")
 NAMES = ["q7.8", "q3.4", "uq4.4", "int4", "int8", "uint8", "q15.8", "q11.12", "uq8.16", "q0.15", "q2.13"]

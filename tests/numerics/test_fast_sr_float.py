@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from test_fast_sr import _inputs, boundary_words
 
-from asicsim.numerics import catalog, get_format, quantize
-from asicsim.numerics.fast_rounding32 import fast_sr_float32
-from asicsim.numerics.grid_rounding import round_to_grid
-from asicsim.numerics.random import hash_bits, key_words
-from asicsim.numerics.rounding import F32, parse_rounding
+from asicsim._src.numerics import catalog, get_format, quantize
+from asicsim._src.numerics.fast_rounding32 import fast_sr_float32
+from asicsim._src.numerics.grid_rounding import round_to_grid
+from asicsim._src.numerics.random import hash_bits, key_words
+from asicsim._src.numerics.rounding import F32, parse_rounding
 
 SR = parse_rounding("sr")
 _ZERO = (jnp.zeros(1, jnp.float32), jnp.zeros(1, jnp.uint32))

@@ -1,11 +1,11 @@
 """Bit-pattern float32 comparisons against numpy's float compare (numpy does not read subnormals
-as zero; XLA:CPU's compare does, which is why asicsim.numerics.float_order exists)."""
+as zero; XLA:CPU's compare does, which is why asicsim._src.numerics.float_order exists)."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.numerics.float_order import order_key, positive
+from asicsim._src.numerics.float_order import order_key, positive
 
 EDGES = np.float32([0.0, -0.0, 2.0**-149, -(2.0**-149), 2.0**-126, -(2.0**-126), 1.0, -1.0,
                     np.finfo(np.float32).max, -np.finfo(np.float32).max, np.inf, -np.inf,

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import gfloat_info, ml_type
 
-from asicsim.numerics import (
+from asicsim._src.numerics import (
     BlockFormat,
     FloatFormat,
     FormatError,
@@ -24,7 +24,7 @@ from asicsim.numerics import (
     get_format,
     quantize,
 )
-from asicsim.numerics.catalog import catalog_dir, load_format_file, parse_name
+from asicsim._src.numerics.catalog import catalog_dir, load_format_file, parse_name
 
 FLOATS = {n: s for n, s in catalog().items() if s.kind == "float"}
 FINFO = ["bits", "max", "min", "smallest_normal", "smallest_subnormal", "tiny", "eps", "nmant", "nexp", "machep", "minexp", "maxexp"]

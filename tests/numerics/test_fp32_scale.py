@@ -1,7 +1,7 @@
 """Issue 29 item 10: fp32 scales from tiny and huge amax, every granularity, against an exact
 ``fractions.Fraction`` reference written from the definition (element grids from ml_dtypes).
 
-The definition (``asicsim.numerics.fp32_scale``): ``s = amax / max`` rounded to nearest float32,
+The definition (``asicsim._src.numerics.fp32_scale``): ``s = amax / max`` rounded to nearest float32,
 or up where that is a subnormal below the quotient; ``y = x / s`` rounded to nearest float32,
 ``|y|`` capped at ``max`` where ``|x| <= amax``; ``q`` = ``y`` rounded onto the element in the
 requested mode; the value ``q * s`` rounded to nearest float32. Before the fix a tensor of amax
@@ -19,10 +19,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate.policy import RoleSpec
-from asicsim.emulate.role_rounding import round_role
-from asicsim.numerics import Scaling, block_scales, get_format, quantize
-from asicsim.numerics.static_scale import quantize_static
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.emulate.role_rounding import round_role
+from asicsim._src.numerics import Scaling, block_scales, get_format, quantize
+from asicsim._src.numerics.static_scale import quantize_static
 
 F32_MAX = float(np.finfo(np.float32).max)
 # amax from the smallest subnormal to the largest float: the issue's 7.79e-43, scales around

@@ -1,4 +1,4 @@
-"""Per-group integer quantization (asicsim.numerics.group_quant) against an exact reference:
+"""Per-group integer quantization (asicsim._src.numerics.group_quant) against an exact reference:
 GPTQ's asymmetric and AWQ's symmetric rule written with fractions.Fraction (every quotient exact,
 every rounding explicit), exhaustively over the int4 codes and by hypothesis beyond."""
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.numerics.group_quant import (
+from asicsim._src.numerics.group_quant import (
     SCALE_FORMATS,
     code_range,
     group_dequantize,

@@ -1,7 +1,7 @@
 """The MAC model: fast kernels against the scalar reference, bit for bit, plus known facts.
 
 Every exact order (sequential, folded, chunk, tree, tensorcore) is compared with
-``asicsim.numerics.mac_ref.dot_ref`` (Python Fractions, the order followed literally) on data
+``asicsim._src.numerics.mac_ref.dot_ref`` (Python Fractions, the order followed literally) on data
 chosen to hit both fast paths (float32 where provably exact, float64 otherwise): ordinary
 values, the accumulator's subnormal range, cancellation to zero, overflow to inf/NaN and a wide
 exponent spread. Results are compared as float32 bit patterns (so the sign of zero counts);
@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 
 import asicsim
 from asicsim._jax_compat import enable_x64
-from asicsim.numerics import fast32, get_format
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.mac_ref import dot_ref, tensorcore_block
-from asicsim.numerics.matmul import dot, matmul
-from asicsim.numerics.rounding import f32_to_f64, f64_to_f32
+from asicsim._src.numerics import fast32, get_format
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.mac_ref import dot_ref, tensorcore_block
+from asicsim._src.numerics.matmul import dot, matmul
+from asicsim._src.numerics.rounding import f32_to_f64, f64_to_f32
 
 M, K, N = 3, 13, 4  # K = 13 leaves a tail for folded/chunk/tensorcore and an odd tree level
 

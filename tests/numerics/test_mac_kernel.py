@@ -1,4 +1,4 @@
-"""The Pallas kernel of the sequential / folded / chunk orders (asicsim/numerics/mac_kernel.py).
+"""The Pallas kernel of the sequential / folded / chunk orders (asicsim/_src/numerics/mac_kernel.py).
 
 On this CPU the kernel runs through Pallas' interpreter (``interpret=True``): the same kernel
 body, the same arithmetic objects, checked bit for bit against the scalar Fraction reference
@@ -25,12 +25,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_mac import assert_same_bits, datasets
 
-from asicsim.numerics import fast32, kernel_probe, mac_kernel
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.mac_ref import dot_ref
-from asicsim.numerics.matmul import _matmul3d, matmul
-from asicsim.numerics.quantize import quantize
-from asicsim.numerics.triton_ir import triton_kernels
+from asicsim._src.numerics import fast32, kernel_probe, mac_kernel
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.mac_ref import dot_ref
+from asicsim._src.numerics.matmul import _matmul3d, matmul
+from asicsim._src.numerics.quantize import quantize
+from asicsim._src.numerics.triton_ir import triton_kernels
 
 
 def _on_grid(a, b, mac):

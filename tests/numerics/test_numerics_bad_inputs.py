@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.numerics import (
+from asicsim._src.numerics import (
     BlockFormat,
     FormatError,
     MacSpec,
@@ -29,7 +29,7 @@ from asicsim.numerics import (
     mul,
     quantize,
 )
-from asicsim.numerics.group_quant import group_dequantize, group_quantize
+from asicsim._src.numerics.group_quant import group_dequantize, group_quantize
 
 # (file name, file text or bytes, fragment of the error). {dir} is the folder of the files.
 FORMAT_FILES = [

@@ -30,9 +30,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.numerics import get_format, quantize
-from asicsim.numerics.scaling import Scaling, block_scales
-from asicsim.numerics.two_level import two_level_parts
+from asicsim._src.numerics import get_format, quantize
+from asicsim._src.numerics.scaling import Scaling, block_scales
+from asicsim._src.numerics.two_level import two_level_parts
 
 F32 = np.float32
 FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], F32)
@@ -201,7 +201,7 @@ def test_block_scale_formats_are_any_float_format(scale):
     block scale, against a numpy float32 reference of the same definition (the module's, TE's
     arithmetic with the tensor scale 1): d = round(min(amax * (1/448), S)), enc = min(1/d, max),
     q = round(clip(x * enc, +-448)), value q * d."""
-    from asicsim.numerics.formats import BlockFormat
+    from asicsim._src.numerics.formats import BlockFormat
 
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((8, 64)) * np.exp2(rng.integers(-60, 60, (8, 1)))).astype(F32)
@@ -244,8 +244,8 @@ def test_block_scale_formats_are_any_float_format(scale):
 def test_bad_two_level_block_formats(fields, message, tmp_path):
     """Table-driven: a tensor scale whose arithmetic overflows float32, or that is not a float
     format, is refused when a format file is loaded, naming the file and the field."""
-    from asicsim.numerics.catalog import load_format_file
-    from asicsim.numerics.formats import FormatError
+    from asicsim._src.numerics.catalog import load_format_file
+    from asicsim._src.numerics.formats import FormatError
 
     table = {"name": "bad", "kind": "block", "element": "float4_e2m1fn", "scale": "float8_e4m3fn",
              "block_size": 16, **fields}
@@ -259,7 +259,7 @@ def test_bad_two_level_block_formats(fields, message, tmp_path):
 def test_two_level_formats_have_no_codes_through_encode():
     """encode/decode would drop the tensor scale: they refuse, naming the function that gives
     the parts (they used to take every block scale for a power of two)."""
-    from asicsim.numerics import decode, encode
+    from asicsim._src.numerics import decode, encode
 
     x = np.ones((2, 32), F32)
     for call in (lambda: encode(x, "nvfp4"), lambda: decode(np.zeros((2, 32), np.uint8), "nvfp4", scales=np.zeros(4))):
@@ -275,7 +275,7 @@ def test_nvfp4_recipe_is_te_nvfp4_block_scaling():
     stochastically (TE's NVFP4BlockScaling defaults)."""
     import jax.numpy as jnp
 
-    from asicsim.emulate import load_recipe, round_role
+    from asicsim._src.emulate import load_recipe, round_role
 
     pol = load_recipe("nvfp4")
     w = np.random.default_rng(5).standard_normal((64, 48)).astype(F32)

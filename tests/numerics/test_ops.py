@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asicsim as sim
-from asicsim.numerics import ops
+from asicsim._src.numerics import ops
 
 MODES = ["rne", "rna", "rtz", "rup", "rdn"]
 _MPFR_ROUND = {

@@ -28,8 +28,8 @@ from oracles import (
     mpfr_round_array,
 )
 
-from asicsim.numerics import FormatError, catalog, decode, get_format, quantize
-from asicsim.numerics.scalar import round_float, round_int
+from asicsim._src.numerics import FormatError, catalog, decode, get_format, quantize
+from asicsim._src.numerics.scalar import round_float, round_int
 
 FLOATS = {n: s for n, s in catalog().items() if s.kind == "float" and s.bits <= 16}
 ML_FLOATS = [n for n in FLOATS if ml_type(n) is not None]
@@ -290,7 +290,7 @@ def test_fp16_target_vs_softfloat(mode):
 )
 @pytest.mark.parametrize("mode", MODES)
 def test_scalar_reference_vs_mpfr(name, mode):
-    """asicsim.numerics.scalar (Fractions) agrees with MPFR: it is a reference for ops.py/mac.py."""
+    """asicsim._src.numerics.scalar (Fractions) agrees with MPFR: it is a reference for ops.py/mac.py."""
     spec = FLOATS[name]
     x32 = np.concatenate([tie_inputs(spec, np.float32), SPECIALS])
     for x in x32.tolist():
@@ -583,7 +583,7 @@ def test_jit_vmap_grad():
 
 
 def test_no_recompilation():
-    from asicsim.numerics.quantize import _quantize_jit
+    from asicsim._src.numerics.quantize import _quantize_jit
 
     x = np.random.default_rng(0).standard_normal(77).astype(np.float32)
     quantize(x, "float8_e5m2", "rtz")

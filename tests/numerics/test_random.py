@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.numerics.random import derive, hash_bits, key_words, seed_words
+from asicsim._src.numerics.random import derive, hash_bits, key_words, seed_words
 
 
 def _pairs(words) -> set[tuple[int, int]]:

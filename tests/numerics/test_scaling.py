@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracles import MODES, assert_same_bits, fp32_scale
 
-from asicsim.numerics import Scaling, block_scales, decode, encode, get_format, quantize
+from asicsim._src.numerics import Scaling, block_scales, decode, encode, get_format, quantize
 
 GFLOAT_MX = {
     "mxfp8_e4m3": gf.format_info_mxfp8_e4m3,
@@ -307,9 +307,9 @@ def _edge_tensor(rng, shape, axis):
 def test_float_block_path_matches_integer_path(seed, case, name):
     """``floor_blocks_float`` (float ops, XLA:CPU's subnormal flushing worked around) gives the
     same bits and scales as the integer path on any input: exact, not approximately."""
-    from asicsim.numerics.mx_floor import floor_blocks_float
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import _scaled_exact, resolve_scaling
+    from asicsim._src.numerics.mx_floor import floor_blocks_float
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import _scaled_exact, resolve_scaling
 
     shape, axis = case
     x = jnp.asarray(_edge_tensor(np.random.default_rng(seed), shape, axis % len(shape)))
@@ -343,9 +343,9 @@ def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
     add in the scaled grid's units) gives the integer path's bits and scales: on blocks it
     handles itself (asserted: its cond does not hand the tensor on), and on tensors with tiny
     or huge blocks, which it hands to ``floor_blocks_float``."""
-    from asicsim.numerics.mx_floor import MAGIC_MIN_SIZE, _magic_plan
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import (
+    from asicsim._src.numerics.mx_floor import MAGIC_MIN_SIZE, _magic_plan
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import (
         _scaled_exact,
         _scaled_jit,
         resolve_scaling,
@@ -371,9 +371,14 @@ def test_magic_block_path_at_its_exponent_limit(name):
     """Blocks whose quantum 2**(s + qmin) is 2**-124 .. 2**-127, each holding the values that
     float32 flushing would get wrong past the magic path's limit (a float32 subnormal input worth
     0.75 of a quantum, half and whole quanta) beside a normal tensor: the integer path's bits."""
-    from asicsim.numerics.formats import emax_of
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import _scaled_exact, _scaled_jit, element_qmin, resolve_scaling
+    from asicsim._src.numerics.formats import emax_of
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import (
+        _scaled_exact,
+        _scaled_jit,
+        element_qmin,
+        resolve_scaling,
+    )
 
     element, plan = resolve_scaling(get_format(name), axis=-1)
     x = np.random.default_rng(5).standard_normal((128, 96)).astype(np.float32)
@@ -392,9 +397,9 @@ def test_magic_block_path_at_its_exponent_limit(name):
 def test_float_block_path_is_taken_where_it_applies():
     """MX float elements with round-to-nearest-even go the float way; mxint8 (emax 0), other
     rounding modes and stochastic rounding keep the integer path."""
-    from asicsim.numerics.mx_floor import floor_blocks_float
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import resolve_scaling
+    from asicsim._src.numerics.mx_floor import floor_blocks_float
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import resolve_scaling
 
     x = jnp.ones((4, 32), jnp.float32)
     for name, mode, taken in [("mxfp8_e4m3", "rne", True), ("mxfp4", "rne", True), ("mxint8", "rne", False),
@@ -413,8 +418,13 @@ def test_unpadded_small_block_path_matches_integer_path(seed, case, name):
     """Small tensors with a short last block (per-block values from a ``reduce_window``, read
     per element through a broadcast; no pad, no slice) give the integer path's bits and scales
     on blocks of every kind."""
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import MAGIC_MIN_SIZE, _scaled_exact, _scaled_jit, resolve_scaling
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import (
+        MAGIC_MIN_SIZE,
+        _scaled_exact,
+        _scaled_jit,
+        resolve_scaling,
+    )
 
     shape, axis = case
     assert np.prod(shape) < MAGIC_MIN_SIZE and shape[axis] % 32
@@ -433,8 +443,8 @@ def test_up_rule_fast_paths_at_the_mantissa_boundary(name, size):
     """The ``up`` rule's fast paths bump a block's exponent exactly where its amax's mantissa
     exceeds the element max's (``max * 2**k`` stays, the next float32 up and a subnormal amax past
     the boundary move up), as the integer path and ``pow2_scale_exponent`` decide it."""
-    from asicsim.numerics.rounding import parse_rounding
-    from asicsim.numerics.scaling import _scaled_exact, _scaled_jit, resolve_scaling
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import _scaled_exact, _scaled_jit, resolve_scaling
 
     spec = _up_rule(name)
     element, plan = resolve_scaling(spec, axis=-1)

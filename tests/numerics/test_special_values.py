@@ -16,8 +16,8 @@ import pytest
 from oracles import assert_same_bits, fp32_scale, mpfr_round_array
 
 from asicsim._jax_compat import enable_x64
-from asicsim.numerics import catalog, decode, encode, get_format, quantize
-from asicsim.numerics.formats import emax_of
+from asicsim._src.numerics import catalog, decode, encode, get_format, quantize
+from asicsim._src.numerics.formats import emax_of
 
 # OCP MX's floor scale rule, which mx_reference implements (the "up" rule never overflows an
 # element: test_scaling.py::test_up_rule_never_saturates); two-level formats (NVFP4: a float block
@@ -233,7 +233,7 @@ def _asymmetric_in_numpy_float32(x, fmt):
 def test_asymmetric_fp32_scaling_is_float32_arithmetic(fmt, exponent):
     # Was: the scale clamped at 2**-126 and subnormal results flushed (every tensor below
     # 2**-125 wrong), and lo / s computed as lo * (1 / s) (uint4: 4 of 50 tensors at 2**0).
-    from asicsim.numerics.scaling import Scaling
+    from asicsim._src.numerics.scaling import Scaling
 
     rng = np.random.default_rng(abs(exponent) * 7 + len(fmt))
     for _ in range(30):
@@ -245,7 +245,7 @@ def test_asymmetric_fp32_scaling_is_float32_arithmetic(fmt, exponent):
 
 
 def test_asymmetric_fp32_scaling_per_channel_is_per_tensor_of_each_channel():
-    from asicsim.numerics.scaling import Scaling
+    from asicsim._src.numerics.scaling import Scaling
 
     rng = np.random.default_rng(5)
     x = (rng.normal(size=(6, 5)) * np.float32(2.0**-128) * [1, 4, 0.25, 2**20, 1]).astype(np.float32)

@@ -1,4 +1,4 @@
-"""The Pallas kernel of the tensor-core order (asicsim/numerics/tc_kernel.py).
+"""The Pallas kernel of the tensor-core order (asicsim/_src/numerics/tc_kernel.py).
 
 On this CPU the kernel runs through Pallas' interpreter (``interpret=True``): the same kernel
 body, checked bit for bit (float64 accumulator bits; NaN as NaN) against the XLA path it
@@ -24,12 +24,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.numerics import tc_kernel, tensor_core
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.matmul import _matmul3d, matmul
-from asicsim.numerics.quantize import quantize
-from asicsim.numerics.tc_presets import MIXED_FP8, PRESETS
-from asicsim.numerics.triton_ir import triton_kernels
+from asicsim._src.numerics import tc_kernel, tensor_core
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.matmul import _matmul3d, matmul
+from asicsim._src.numerics.quantize import quantize
+from asicsim._src.numerics.tc_presets import MIXED_FP8, PRESETS
+from asicsim._src.numerics.triton_ir import triton_kernels
 
 # generic tensorcore:k specs the kernel takes: sticky bits, the product exponent, flushing, the
 # product limit, an fp16 / bf16 accumulator, directed roundings

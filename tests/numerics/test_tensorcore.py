@@ -25,10 +25,10 @@ import numpy as np
 import pytest
 
 from asicsim._jax_compat import enable_x64
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.scalar import round_float
-from asicsim.numerics.tc_ref import block_ref
-from asicsim.numerics.tensorcore import block_fma, operand_exponents
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.scalar import round_float
+from asicsim._src.numerics.tc_ref import block_ref
+from asicsim._src.numerics.tensorcore import block_fma, operand_exponents
 
 X = np.ldexp  # X(1, -24) == 2**-24, as the suite writes ldexp(1., -24)
 BELOW1 = 1 - X(1, -24)  # nextafterf(1, 0)

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asicsim.numerics import matmul, tensor_core
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.mac_ref import dot_ref
-from asicsim.numerics.tc_presets import PRESETS
+from asicsim._src.numerics import matmul, tensor_core
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.mac_ref import dot_ref
+from asicsim._src.numerics.tc_presets import PRESETS
 
 DATA = Path(__file__).parents[1] / "data" / "tensorcore"
 FILE_FMT = {"float16": "fp16", "bfloat16": "bf16", "tf32": "tf32", "float8_e4m3fn": "e4m3",
@@ -68,7 +68,7 @@ def test_preset_reproduces_every_measured_row(key):
     c, d32, d16, a, b = load(key[0], FILE_FMT[key[1]])
     mac = tensor_core(*key)
     for x, fmt in ((a, "a_fmt"), (b, "b_fmt")):  # the operands are exact in the input format
-        from asicsim.numerics import quantize
+        from asicsim._src.numerics import quantize
 
         assert (np.asarray(quantize(x, mac.spec(fmt), "rne")) == x).all()
     want = d16 if key[2] == "float16" else d32

@@ -2,7 +2,7 @@
 effect on a hand-worked example, ``c=`` in ``dot``/``matmul``, and bad input.
 
 Hand-worked values: ``W`` = acc fraction bits + guard bits; an addend is truncated onto
-``2**(e_max - W)`` (see asicsim/numerics/tensorcore.py).
+``2**(e_max - W)`` (see asicsim/_src/numerics/tensorcore.py).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from asicsim._jax_compat import enable_x64
-from asicsim.numerics import get_format, tensor_core
-from asicsim.numerics.exact64 import round64
-from asicsim.numerics.mac import MacSpec
-from asicsim.numerics.mac_ref import dot_ref
-from asicsim.numerics.matmul import dot, matmul
-from asicsim.numerics.tc_presets import source, supported
-from asicsim.numerics.tensorcore import fast_rounding, round_ieee
+from asicsim._src.numerics import get_format, tensor_core
+from asicsim._src.numerics.exact64 import round64
+from asicsim._src.numerics.mac import MacSpec
+from asicsim._src.numerics.mac_ref import dot_ref
+from asicsim._src.numerics.matmul import dot, matmul
+from asicsim._src.numerics.tc_presets import source, supported
+from asicsim._src.numerics.tensorcore import fast_rounding, round_ieee
 
 X = np.ldexp
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from asicsim.hw.design_files import designs_dir
+from asicsim._src.hw.design_files import designs_dir
 
 #: The systolic design's name: it must come out of every report escaped.
 EVIL = "edge<b>x</b><script>alert(1)</script>"
@@ -49,14 +49,14 @@ _cache: dict[str, dict] = {}
 def real_report(tmp_path_factory) -> dict:
     """Run the sweep and write its report (once per session): ``{"out", "html", "info"}``."""
     if "report" not in _cache:
-        import asicsim.sweep as sw
-        from asicsim.report import write_report
+        import asicsim._src.sweep as sw
+        from asicsim._src.report import write_report
 
         root = tmp_path_factory.mktemp("report_sweep")
         text = (designs_dir() / "edge_int8_32x32.toml").read_text()
         text = text.replace('name = "edge_int8_32x32"', f'name = "{EVIL}"')
         text = re.sub(r"^tdp_w = .*\n", "", text, flags=re.M)
-        # the int8 design also runs the recipes' fp32/bf16 MACs (asicsim.hw.native), at a stated rate
+        # the int8 design also runs the recipes' fp32/bf16 MACs (asicsim._src.hw.native), at a stated rate
         text = text.replace("[buffers.activations]", FP32_MODE + "[buffers.activations]")
         (root / "evil.toml").write_text(text)
         spec = root / "spec.toml"

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from asicsim.report import answer, objective, pivots, write_report
-from asicsim.report.document import Table, Text
-from asicsim.report.load import load
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store
+from asicsim._src.report import answer, objective, pivots, write_report
+from asicsim._src.report.document import Table, Text
+from asicsim._src.report.load import load
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store
 
 # test_accuracy per (recipe, seed): bf16 loses 0.1 and 0.5 points (mean 0.3), fp8 2 points,
 # fp16 diverges on seed 1
@@ -113,7 +113,7 @@ def test_the_limit_recorded_in_spec_json_is_used_and_checked(tmp_path):
     res = _store(tmp_path / "a", report={"objective": "energy", "max_accuracy_drop": 3.0})
     assert _said(answer.section(res, objective.options(res)))[1].startswith("w (training): fp8 on acc")
     bad = _store(tmp_path / "b", report={"objective": "speed", "max_accuracy_drop": -1, "colour": 1})
-    from asicsim.sweep import SweepError
+    from asicsim._src.sweep import SweepError
 
     with pytest.raises(SweepError) as err:
         objective.options(bad)
@@ -184,7 +184,7 @@ def test_many_designs_keep_the_best_and_the_gpus(tmp_path):
 def test_the_command_line_overrides_the_objective(tmp_path, capsys):
     import argparse
 
-    from asicsim.report import cli as report_cli
+    from asicsim._src.report import cli as report_cli
 
     _store(tmp_path / "r", report={"objective": "energy"})
     parser = argparse.ArgumentParser()

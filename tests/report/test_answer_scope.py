@@ -9,11 +9,11 @@ import math
 
 import pytest
 
-from asicsim.report import answer, objective, scope, summary_text
-from asicsim.report.units import compare, times
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store
-from asicsim.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND, gpu_bound
+from asicsim._src.report import answer, objective, scope, summary_text
+from asicsim._src.report.units import compare, times
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store
+from asicsim._src.system.busy import LAUNCH_BOUND, OCCUPANCY_BOUND, gpu_bound
 
 NAN = math.nan
 # two seeds each; bf16 loses 0.1 and 0.5 points: every seed within the 0.5-point limit
@@ -61,7 +61,7 @@ def _store(root, cost: dict, train=TRAIN):
     store = Store(root)
     store.points.mkdir(parents=True)
     store.write(recs)
-    from asicsim.report.load import load
+    from asicsim._src.report.load import load
 
     return load(root)
 
@@ -162,7 +162,7 @@ def test_still_bound_at_the_busy_batch_and_occupancy(tmp_path):
 
 
 def test_the_busy_batch_chosen_for_the_gpu_is_said_so(tmp_path):
-    """Records whose busy_gpu names the GPU compared with (asicsim.system.busy.busy_batch): the batch
+    """Records whose busy_gpu names the GPU compared with (asicsim._src.system.busy.busy_batch): the batch
     is the smallest keeping it busy, or the largest priced where it is still bound."""
     gpu = {**GPU, "launch_fraction": 0.9, "sm_fraction": 0.1}
     acc = ACC | _busy(_energies(0.5, 0.9, 1.0, 0.45, 0.8, 0.8), 2.0, 4096) | {"busy_gpu": "g"}
@@ -234,7 +234,7 @@ def test_summary_text_prints_the_scoped_answer(tmp_path):
 
 
 def test_kernel_suites_compare_at_the_scope(tmp_path):
-    from asicsim.report.load import load
+    from asicsim._src.report.load import load
 
     recs = [_rec(i, "kernels", {"suite": "s", "precision": "int8", "design": d},
                  {**r, "design_kind": k, "geomean_tflops": 1.0})

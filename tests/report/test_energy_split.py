@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from asicsim.report import sections, tables
-from asicsim.report.document import Text
-from asicsim.report.load import load
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store
+from asicsim._src.report import sections, tables
+from asicsim._src.report.document import Text
+from asicsim._src.report.load import load
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store
 
 GPU = "gpu_x"
 

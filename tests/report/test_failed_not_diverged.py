@@ -5,11 +5,11 @@ run as ``failed`` with its step) read as divergences."""
 
 from __future__ import annotations
 
-from asicsim.report import answer, objective, pivots, summary_text, tables
-from asicsim.report.document import Text
-from asicsim.report.load import load
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store
+from asicsim._src.report import answer, objective, pivots, summary_text, tables
+from asicsim._src.report.document import Text
+from asicsim._src.report.load import load
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store
 
 TIMEOUT = "timed out after 1 s (point_timeout_s = 1): no result"
 DIED = "worker process died (signal SIGKILL) while running this point"

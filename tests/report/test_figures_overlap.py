@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from asicsim.report import figures
-from asicsim.report.figures_train import coinciding
+from asicsim._src.report import figures
+from asicsim._src.report.figures_train import coinciding
 
 
 def test_coinciding_names_the_earlier_twin():

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from asicsim.report import figures
-from asicsim.report.figures_base import log_axis, wrap
-from asicsim.report.figures_roofline import roof_paths
-from asicsim.report.figures_train import _y_limits, seed_spread
+from asicsim._src.report import figures
+from asicsim._src.report.figures_base import log_axis, wrap
+from asicsim._src.report.figures_roofline import roof_paths
+from asicsim._src.report.figures_train import _y_limits, seed_spread
 
 LONG = "edge_int8_32x32[array.rows=96,array.cols=8,array.dataflow=os,buffers.activations.capacity_kib=512]"
 
@@ -136,7 +136,7 @@ def test_log_axis_labels_do_not_overlap(lo, hi):
 
 
 def test_a_large_design_space_is_aggregated():
-    from asicsim.report.load import ENERGY_PARTS
+    from asicsim._src.report.load import ENERGY_PARTS
 
     n = 25_000
     rng = np.random.default_rng(0)

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from cmarkgfm.cmark import Options
 
-from asicsim.report import html as report_html
-from asicsim.report import markdown
-from asicsim.report.document import Code, Figure, Section, Table, Text
+from asicsim._src.report import html as report_html
+from asicsim._src.report import markdown
+from asicsim._src.report.document import Code, Figure, Section, Table, Text
 
 NAMES = [
     "[x](javascript:alert(1)) ![t](http://example.com/t.png)",

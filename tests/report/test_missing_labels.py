@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from asicsim.report import summary_text, write_report
-from asicsim.sweep import sweep
+from asicsim._src.report import summary_text, write_report
+from asicsim._src.sweep import sweep
 
 SPEC = """
 designs = ["tpu_v1"]

@@ -9,14 +9,14 @@ import dataclasses
 
 import pytest
 
-from asicsim.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
-from asicsim.report import trade
-from asicsim.report.load import load
-from asicsim.report.objective import options
-from asicsim.sweep import sweep
-from asicsim.system.busy import trace_totals
-from asicsim.workloads import load_workload
-from asicsim.workloads.pricing import trace_costs, workload_trace
+from asicsim._src.hw.objectives import DEFAULT_OBJECTIVE, OBJECTIVES
+from asicsim._src.report import trade
+from asicsim._src.report.load import load
+from asicsim._src.report.objective import options
+from asicsim._src.sweep import sweep
+from asicsim._src.system.busy import trace_totals
+from asicsim._src.workloads import load_workload
+from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
 SPEC = """recipes = ["bf16"]
 designs = ["dc_bf16_128x128", "gpu_h100"]

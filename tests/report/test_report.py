@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 from sweep_data import EVIL, GPU, SPEC_NAME, html_text, real_report
 
-from asicsim.report import cli as report_cli
-from asicsim.report import summary_text, write_report
-from asicsim.report.sections import SECTION_IDS
-from asicsim.report.tables import BAIDU_FLOPS_PER_W
-from asicsim.report.units import eng
-from asicsim.sweep import load_results
-from asicsim.sweep.store import Store
+from asicsim._src.report import cli as report_cli
+from asicsim._src.report import summary_text, write_report
+from asicsim._src.report.sections import SECTION_IDS
+from asicsim._src.report.tables import BAIDU_FLOPS_PER_W
+from asicsim._src.report.units import eng
+from asicsim._src.sweep import load_results
+from asicsim._src.sweep.store import Store
 
 SLUG = "edge-b-x-b-script-alert-1-script"
 
@@ -246,15 +246,15 @@ def test_empty_directory(tmp_path, capsys):
 
 
 def test_not_a_results_directory(tmp_path):
-    from asicsim.sweep import SweepError
+    from asicsim._src.sweep import SweepError
 
     with pytest.raises(SweepError, match="not a sweep results directory"):
         write_report(tmp_path / "nothing")
 
 
 def test_large_design_space_energy_figure_capped():
-    from asicsim.report import figures
-    from asicsim.report.load import ENERGY_PARTS
+    from asicsim._src.report import figures
+    from asicsim._src.report.load import ENERGY_PARTS
 
     n = figures.MAX_BARS + 30
     df = pd.DataFrame({"workload": "w", "phase": "train", "recipe": "fp32",

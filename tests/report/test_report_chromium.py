@@ -10,7 +10,7 @@ import pytest
 from chromium import render
 from sweep_data import html_text, real_report
 
-from asicsim.report.sections import SECTION_IDS
+from asicsim._src.report.sections import SECTION_IDS
 
 #: The first screen: Chromium's viewport in ``render`` (1400 x 900 CSS pixels).
 SCREEN = 900
@@ -93,9 +93,9 @@ def test_a_deepbench_table_against_two_gpus_fits(chromium, tmp_path):
     import numpy as np
     import pandas as pd
 
-    from asicsim.report import html
-    from asicsim.report.document import Section, Table
-    from asicsim.report.sections import split_gpu_ratios
+    from asicsim._src.report import html
+    from asicsim._src.report.document import Section, Table
+    from asicsim._src.report.sections import split_gpu_ratios
 
     gpus = ["gpu_v100", "gpu_h100_sxm"]
     cols = ["suite", "precision", "design", "design_kind", "kernels", "time_s", "geomean_tflops", "energy_j",

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from asicsim.emulate.policy import recipes_dir
-from asicsim.emulate.recipes import load_recipe
-from asicsim.report import html
-from asicsim.report.document import Table, fmt
-from asicsim.report.reproduce import _recipes_toml
+from asicsim._src.emulate.policy import recipes_dir
+from asicsim._src.emulate.recipes import load_recipe
+from asicsim._src.report import html
+from asicsim._src.report.document import Table, fmt
+from asicsim._src.report.reproduce import _recipes_toml
 
 
 @pytest.mark.parametrize(("value", "text"), [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import asicsim.report as report
+import asicsim._src.report as report
 from asicsim.cli import main
 
 
@@ -78,7 +78,7 @@ def results(tmp_path) -> Path:
 def test_bad_output_refused_before_any_work(results, tmp_path, monkeypatch, capsys, make, message):
     target = make(tmp_path)
     before = {p: p.lstat() for p in tmp_path.rglob("*")} | {Path("/dev/null"): Path("/dev/null").lstat()}
-    monkeypatch.setattr(importlib.import_module("asicsim.report.load"), "load",
+    monkeypatch.setattr(importlib.import_module("asicsim._src.report.load"), "load",
                         lambda *a: pytest.fail("the report was computed before its output was checked"))
     with pytest.raises(ValueError) as err:
         report.write_report(results, target)

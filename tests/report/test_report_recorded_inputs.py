@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from asicsim.report import write_report
-from asicsim.sweep import SweepError, sweep
-from asicsim.sweep.spec import load_spec, spec_dict
-from asicsim.workloads.workload import workloads_dir
+from asicsim._src.report import write_report
+from asicsim._src.sweep import SweepError, sweep
+from asicsim._src.sweep.spec import load_spec, spec_dict
+from asicsim._src.workloads.workload import workloads_dir
 
 SPEC = """name = "mine"
 designs = ["dc_bf16_128x128", "gpu_v100"]

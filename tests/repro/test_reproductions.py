@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.workloads import train
+from asicsim._src.workloads import train
 
 SEEDS = (0, 1)
 

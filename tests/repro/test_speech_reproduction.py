@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import pytest
 
-from asicsim.workloads import infer, train
-from asicsim.workloads.datasets import DatasetUnavailable, load_dataset
+from asicsim._src.workloads import infer, train
+from asicsim._src.workloads.datasets import DatasetUnavailable, load_dataset
 
 SETTINGS = dict(seeds=(0,), steps=600, eval_every=300)
 

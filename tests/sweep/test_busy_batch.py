@@ -11,16 +11,16 @@ import textwrap
 import numpy as np
 import pytest
 
-from asicsim.sweep import expand, load_spec
-from asicsim.sweep.points import Job, run_job
-from asicsim.system.busy import (
+from asicsim._src.sweep import expand, load_spec
+from asicsim._src.sweep.points import Job, run_job
+from asicsim._src.system.busy import (
     BUSY_GROWTH,
     BUSY_MAX_BATCH,
     candidate_batches,
     input_bytes_per_example,
 )
-from asicsim.workloads import load_workload
-from asicsim.workloads.pricing import trace_costs, workload_trace
+from asicsim._src.workloads import load_workload
+from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
 
 def test_every_design_is_priced_at_the_busy_batch(tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from asicsim.sweep import expand, load_results, load_spec
+from asicsim._src.sweep import expand, load_results, load_spec
 
 
 @pytest.mark.slow
@@ -44,6 +44,6 @@ def test_demo_has_no_time_limit_and_reruns_failed_points(monkeypatch, tmp_path):
         seen.update(kwargs, spec=spec)
         raise KeyboardInterrupt  # stop here: what the demo asked for is all this test needs
 
-    monkeypatch.setattr("asicsim.sweep.run.sweep", sweep)
+    monkeypatch.setattr("asicsim._src.sweep.run.sweep", sweep)
     assert main(["demo", "--out", str(tmp_path / "demo"), "--json"]) == 130
     assert seen["spec"] == "demo" and seen["retry_failed"] is True

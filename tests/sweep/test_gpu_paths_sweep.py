@@ -1,5 +1,5 @@
 """A sweep prices an fp8 recipe on a GPU only where the chip has an fp8 path: on a V100 the point is
-done with every figure NaN and the reason naming the chip's paths (asicsim.hw.gpu_paths)."""
+done with every figure NaN and the reason naming the chip's paths (asicsim._src.hw.gpu_paths)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 import asicsim as sim
-from asicsim.sweep import load_results
+from asicsim._src.sweep import load_results
 
 SPEC = """
 seeds = [0]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import math
 
-from asicsim.emulate.policy import recipes_dir
-from asicsim.numerics.catalog import catalog_dir
-from asicsim.sweep import expand, load_spec
-from asicsim.sweep.points import run_job
-from asicsim.sweep.run import jobs_for
+from asicsim._src.emulate.policy import recipes_dir
+from asicsim._src.numerics.catalog import catalog_dir
+from asicsim._src.sweep import expand, load_spec
+from asicsim._src.sweep.points import run_job
+from asicsim._src.sweep.run import jobs_for
 
 SPEC = """
 recipes = ["{recipe}"]

@@ -1,4 +1,4 @@
-"""Sweep points whose formats a design does not execute (asicsim.hw.native): done, every figure NaN,
+"""Sweep points whose formats a design does not execute (asicsim._src.hw.native): done, every figure NaN,
 the reason saying so, never a total that quietly leaves the unpriced GEMMs out."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import asicsim as sim
-from asicsim.sweep import load_results
+from asicsim._src.sweep import load_results
 
 SPEC = """
 seeds = [0]

@@ -5,9 +5,9 @@ import math
 
 import jax.numpy as jnp
 
-from asicsim.emulate.policy import RoleSpec
-from asicsim.sweep.records import numerics_rows
-from asicsim.workloads.stats import describe, tensor_stats
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.sweep.records import numerics_rows
+from asicsim._src.workloads.stats import describe, tensor_stats
 
 
 def test_numerics_rows_keep_amax_outliers_and_kurtosis():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from asicsim.sweep.run import Progress
+from asicsim._src.sweep.run import Progress
 
 
 def test_eta_weighs_training_points_by_their_work():

@@ -8,8 +8,8 @@ import io
 
 import pytest
 
-import asicsim.sweep.progress as progress
-from asicsim.sweep.progress import Progress, banner_text
+import asicsim._src.sweep.progress as progress
+from asicsim._src.sweep.progress import Progress, banner_text
 
 GROUPS = {"a0": ("train", "w", "fp32"), "a1": ("train", "w", "fp32"),
           "b0": ("train", "w", "mxfp8"), "b1": ("train", "w", "mxfp8")}

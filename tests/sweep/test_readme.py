@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from asicsim.sweep import expand, load_spec
+from asicsim._src.sweep import expand, load_spec
 
 
 def test_readme_spec_loads_and_expands(tmp_path):

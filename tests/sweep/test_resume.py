@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import asicsim as sim
-from asicsim.sweep import expand, load_results, load_spec
+from asicsim._src.sweep import expand, load_results, load_spec
 
 SPEC = """
 seeds = [0, 1, 2]

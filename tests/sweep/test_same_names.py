@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from asicsim.emulate.policy import recipes_dir
-from asicsim.hw.design_files import designs_dir
-from asicsim.sweep import SweepError, expand, load_results, load_spec, sweep
-from asicsim.workloads.deepbench import workloads_dir
+from asicsim._src.emulate.policy import recipes_dir
+from asicsim._src.hw.design_files import designs_dir
+from asicsim._src.sweep import SweepError, expand, load_results, load_spec, sweep
+from asicsim._src.workloads.deepbench import workloads_dir
 
 #: digits_mlp (64-64-10) and the same file with hidden = [512]: MACs of one training step.
 MACS = {"digits_mlp": 454_656, "big": 3_637_248}
@@ -41,7 +41,7 @@ def _spec(tmp_path: Path, spaces: bool = True) -> Path:
                 ("hidden = [64]", "hidden = [512]"))
     r1 = _copy(recipes_dir() / "bf16.toml", tmp_path / "r1.toml", "mine")
     r2 = _copy(recipes_dir() / "fp32.toml", tmp_path / "r2.toml", "mine")
-    # int8 designs that also run the recipes' fp32/bf16 MACs (asicsim.hw.native), at a stated rate
+    # int8 designs that also run the recipes' fp32/bf16 MACs (asicsim._src.hw.native), at a stated rate
     d1 = _copy(designs_dir() / "tpu_v1.toml", tmp_path / "d1.toml", "npu",
                ("[buffers.unified]", FP32_MODE + "[buffers.unified]"))
     d2 = _copy(designs_dir() / "edge_int8_32x32.toml", tmp_path / "d2.toml", "npu",
@@ -102,9 +102,9 @@ def test_each_point_runs_its_own_workload_recipe_and_design(tmp_path):
 def test_entries_of_the_same_content_are_one_point_labelled_with_every_name(tmp_path):
     """A recipe and its copy, a design by name and by path: one point each (one computation), whose
     label keeps every name the spec gave (none vanishes), and it runs."""
-    from asicsim.report.tables import is_fp32
-    from asicsim.sweep.points import run_job
-    from asicsim.sweep.run import jobs_for
+    from asicsim._src.report.tables import is_fp32
+    from asicsim._src.sweep.points import run_job
+    from asicsim._src.sweep.run import jobs_for
 
     copy = tmp_path / "my_bf16_copy.toml"
     copy.write_text((recipes_dir() / "bf16.toml").read_text())

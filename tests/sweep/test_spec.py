@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asicsim.sweep import SweepError, expand, load_spec
-from asicsim.sweep.spec import sweeps_dir
+from asicsim._src.sweep import SweepError, expand, load_spec
+from asicsim._src.sweep.spec import sweeps_dir
 
 SPEC = """
 name = "t"
@@ -56,7 +56,7 @@ def test_expansion_counts_and_labels(tmp_path):
 def test_identity_is_stable_across_processes(tmp_path):
     path = _write(tmp_path, SPEC)
     here = [p.id for p in expand(load_spec(path))]
-    code = f"from asicsim.sweep import expand, load_spec; print(' '.join(p.id for p in expand(load_spec({str(path)!r}))))"
+    code = f"from asicsim._src.sweep import expand, load_spec; print(' '.join(p.id for p in expand(load_spec({str(path)!r}))))"
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert here == there
 
@@ -70,7 +70,7 @@ def test_identity_follows_resolved_inputs_not_names(tmp_path):
     assert set(base.values()).isdisjoint(steps.values())
     # the same recipe content under another file name is the same point; an edited one is not
     fp32 = (Path(load_spec(_write(tmp_path, SPEC)).source).parent / "copy.toml")
-    from asicsim.emulate.policy import recipes_dir
+    from asicsim._src.emulate.policy import recipes_dir
 
     text = (recipes_dir() / "fp32.toml").read_text()
     fp32.write_text(text)
@@ -140,9 +140,9 @@ def test_paths_in_a_spec_are_relative_to_its_folder(tmp_path, monkeypatch):
     """Recipes, designs, design-space bases and workloads named by relative path resolve against
     the spec file's folder, not the current one (issue 29, item 21: the old code looked in the
     current folder and said 'no such file')."""
-    from asicsim.emulate.policy import recipes_dir
-    from asicsim.hw.design_files import designs_dir
-    from asicsim.workloads.deepbench import workloads_dir
+    from asicsim._src.emulate.policy import recipes_dir
+    from asicsim._src.hw.design_files import designs_dir
+    from asicsim._src.workloads.deepbench import workloads_dir
 
     folder = tmp_path / "specs"
     folder.mkdir()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from asicsim.sweep import store as store_mod
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store, load_results, save_table
+from asicsim._src.sweep import store as store_mod
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store, load_results, save_table
 
 
 def _record(i: int, status: str = "done") -> dict:
@@ -45,7 +45,7 @@ def test_a_rerun_record_replaces_the_older_one(tmp_path):
 
 
 def test_load_results_names_bad_tables_and_directories(tmp_path):
-    from asicsim.sweep import SweepError
+    from asicsim._src.sweep import SweepError
 
     with pytest.raises(SweepError, match="not a sweep results directory"):
         load_results(tmp_path)

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from asicsim.report.load import load
-from asicsim.sweep import load_results, sweep
-from asicsim.sweep.point_identity import ID_SCHEME
-from asicsim.sweep.store import Store, StoreWarning
+from asicsim._src.report.load import load
+from asicsim._src.sweep import load_results, sweep
+from asicsim._src.sweep.point_identity import ID_SCHEME
+from asicsim._src.sweep.store import Store, StoreWarning
 
 GOOD = {"id": "a" * 20, "kind": "kernels", "status": "done", "reason": "", "ids": ID_SCHEME,
         "labels": {"suite": "s", "precision": None, "formats": None, "design": "d"},
@@ -58,7 +58,7 @@ def test_bad_file_is_named_skipped_and_reported(tmp_path, name, data, message):
     assert table["id"].tolist() == [GOOD["id"]]
     res = load(tmp_path)
     assert len(res.skipped) == 1 and str(bad) in res.skipped[0] and message in res.skipped[0]
-    from asicsim.report import _title
+    from asicsim._src.report import _title
 
     assert "1 file(s) in points/ were skipped" in _title(res)[1]
 
@@ -98,8 +98,8 @@ SPEC_JSON = [
 
 @pytest.mark.parametrize("data, message", SPEC_JSON, ids=[c[1] for c in SPEC_JSON])
 def test_bad_spec_json_is_a_clear_error_naming_the_file(tmp_path, capsys, data, message):
+    from asicsim._src.sweep import SweepError
     from asicsim.cli import main
-    from asicsim.sweep import SweepError
 
     Store(tmp_path).points.mkdir(parents=True)
     (tmp_path / "spec.json").write_bytes(data)
@@ -121,8 +121,8 @@ EMPTY_OUT = [
 
 @pytest.mark.parametrize("argv, message", EMPTY_OUT, ids=[" ".join(c[0]) for c in EMPTY_OUT])
 def test_no_store_in_the_current_folder_or_a_file(tmp_path, monkeypatch, capsys, argv, message):
+    from asicsim._src.sweep import load_spec
     from asicsim.cli import main
-    from asicsim.sweep import load_spec
 
     here = tmp_path / "here"
     here.mkdir()
@@ -130,7 +130,7 @@ def test_no_store_in_the_current_folder_or_a_file(tmp_path, monkeypatch, capsys,
     (tmp_path / "file").write_text("x")
     (tmp_path / "spec.toml").write_text(SPEC)
     small = load_spec(tmp_path / "spec.toml")
-    monkeypatch.setattr("asicsim.sweep.run.load_spec", lambda spec: small)  # the demo's points: not run here
+    monkeypatch.setattr("asicsim._src.sweep.run.load_spec", lambda spec: small)  # the demo's points: not run here
     argv = [a.replace("{file}", str(tmp_path / "file")).replace("{spec}", str(tmp_path / "spec.toml")) for a in argv]
     assert main(argv) == 2
     assert message in capsys.readouterr().err

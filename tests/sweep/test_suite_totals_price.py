@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.family import cost_designs
-from asicsim.sweep.kernel_points import suite_totals
-from asicsim.workloads.deepbench import load_suite, suite_costs
+from asicsim._src.hw.family import cost_designs
+from asicsim._src.sweep.kernel_points import suite_totals
+from asicsim._src.workloads.deepbench import load_suite, suite_costs
 
 
 @pytest.mark.parametrize("design", ["tpu_v1", "gpu_t4"])

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import asicsim as sim
-from asicsim.hw.design_files import designs_dir
-from asicsim.report.load import ENERGY_PARTS
-from asicsim.sweep import SweepError, expand, load_results, load_spec
-from asicsim.sweep.store import Store
+from asicsim._src.hw.design_files import designs_dir
+from asicsim._src.report.load import ENERGY_PARTS
+from asicsim._src.sweep import SweepError, expand, load_results, load_spec
+from asicsim._src.sweep.store import Store
 
 # Both load (every field is in range: a workload file is checked when the spec loads) and fail
 # when run: a kernel longer than digits' 64 pixels, and a 65536-wide transformer layer whose qkv
@@ -130,8 +130,8 @@ def test_diverged_run_is_diverged_not_failed_with_its_step_and_keeps_its_curves(
 
 
 def test_values_match_the_library_run_directly(swept):
-    from asicsim.workloads.pricing import trace_costs, workload_trace
-    from asicsim.workloads.training import train
+    from asicsim._src.workloads.pricing import trace_costs, workload_trace
+    from asicsim._src.workloads.training import train
 
     _, out, _ = swept
     res = load_results(out)
@@ -189,7 +189,7 @@ def test_second_sweep_on_a_directory_refuses(swept, tmp_path):
         with pytest.raises(SweepError, match="another sweep is running on this directory"):
             sim.sweep(path, out, workers=1, progress=None)
     # a lock held by a process that dies is released with it
-    code = (f"from asicsim.sweep.store import Store; import os, signal; s = Store({str(out)!r}); s.lock(); "
+    code = (f"from asicsim._src.sweep.store import Store; import os, signal; s = Store({str(out)!r}); s.lock(); "
             "os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code], check=False)
     with Store(out):
@@ -197,7 +197,7 @@ def test_second_sweep_on_a_directory_refuses(swept, tmp_path):
 
 
 def _timed_out_sweep(tmp_path: Path) -> tuple[Path, Path, str]:
-    from asicsim.report import summary_text
+    from asicsim._src.report import summary_text
 
     spec = tmp_path / "slow.toml"
     body = '[[workloads]]\nname = "digits_mlp"\nrun = ["train"]\nsteps = 30\neval_every = 30\n'
@@ -278,8 +278,8 @@ rate = 0.25
 
 
 def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
-    from asicsim.workloads.deepbench import suite_costs
-    from asicsim.workloads.pricing import trace_costs, workload_trace
+    from asicsim._src.workloads.deepbench import suite_costs
+    from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
     # the int8 edge design, given fp32 MACs (fp16 embeds in fp32) so the fp16 recipe runs on it
     base = tmp_path / "edge_fp32.toml"
@@ -322,7 +322,7 @@ def test_design_space_priced_in_one_pass_equals_each_design_alone(tmp_path):
 
 
 def test_kernel_formats_override_the_precision(tmp_path):
-    from asicsim.workloads.deepbench import suite_costs
+    from asicsim._src.workloads.deepbench import suite_costs
 
     spec = tmp_path / "fmt.toml"
     spec.write_text(textwrap.dedent("""
@@ -338,7 +338,7 @@ def test_kernel_formats_override_the_precision(tmp_path):
     assert len(res) == 4 and (res["status"] == "done").all()
     fp8 = res[res["formats"].notna()].set_index("design")
     for d in ("tpu_v1", "gpu_h100"):
-        # fp8 on int8-only tpu_v1: emulated at a stated slowdown (asicsim.hw.native); moot on a GPU
+        # fp8 on int8-only tpu_v1: emulated at a stated slowdown (asicsim._src.hw.native); moot on a GPU
         ref = suite_costs("deepbench_gemm_inference_device", d, "act=fp8_e4m3,weight=fp8_e4m3,acc=fp32,emulate=4")
         assert fp8.loc[d, "energy_j"] == pytest.approx(ref["energy_j"].sum(), rel=1e-12)
     assert fp8.loc["gpu_h100", "peak_ops_per_s"] == pytest.approx(sim.load_design("gpu_h100").fp8_tflops * 1e12)

@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from asicsim.sweep import SweepError, load_spec
-from asicsim.workloads.deepbench import WorkloadError
-from asicsim.workloads.workload import Workload, load_workload
+from asicsim._src.sweep import SweepError, load_spec
+from asicsim._src.workloads.deepbench import WorkloadError
+from asicsim._src.workloads.workload import Workload, load_workload
 
 GOOD = """
 name = "t"
@@ -77,7 +77,7 @@ def test_workload_built_in_code_is_checked(change, message):
 
 
 def test_workload_file_with_a_bad_setting_names_the_file(tmp_path):
-    from asicsim.workloads.deepbench import workloads_dir
+    from asicsim._src.workloads.deepbench import workloads_dir
 
     path = tmp_path / "w.toml"
     path.write_text((workloads_dir() / "digits_mlp.toml").read_text().replace("batch = 32", "batch = -3"))
@@ -129,8 +129,8 @@ def test_a_huge_design_space_is_refused_at_once_with_its_size(tmp_path, text, me
 
 
 def test_a_large_design_space_is_said_and_too_many_points_refused(tmp_path, monkeypatch):
-    from asicsim.sweep import designs, spec
-    from asicsim.sweep.spec import SweepWarning
+    from asicsim._src.sweep import designs, spec
+    from asicsim._src.sweep.spec import SweepWarning
 
     path = tmp_path / "big.toml"
     path.write_text('recipes = ["fp32", "bf16"]\n[[design_space]]\nbase = "gpu_v100"\n'
@@ -158,7 +158,7 @@ RAY_CASES = [
 def test_a_bad_ray_address_is_a_clear_error_at_once(tmp_path, address, message):
     import time
 
-    from asicsim.sweep import sweep
+    from asicsim._src.sweep import sweep
 
     path = tmp_path / "k.toml"
     path.write_text('designs = ["tpu_v1"]\n' + KERNELS)

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from asicsim.hw import Rnn, cost, cost_many, load_design
-from asicsim.system.batching import (
+from asicsim._src.hw import Rnn, cost, cost_many, load_design
+from asicsim._src.system.batching import (
     BatchingPolicy,
     ServiceTable,
     analytic,
@@ -18,11 +18,11 @@ from asicsim.system.batching import (
     service_table,
     simulate,
 )
-from asicsim.system.batching_cli import _rates, add_cli, run_cli
-from asicsim.system.batching_errors import BatchingError
-from asicsim.system.inference_models import INFERENCE_MODELS, get_model
-from asicsim.system.p99_budget import max_throughput_under_p99
-from asicsim.system.weight_residency import (
+from asicsim._src.system.batching_cli import _rates, add_cli, run_cli
+from asicsim._src.system.batching_errors import BatchingError
+from asicsim._src.system.inference_models import INFERENCE_MODELS, get_model
+from asicsim._src.system.p99_budget import max_throughput_under_p99
+from asicsim._src.system.weight_residency import (
     residency_comparison,
     residency_variant,
     weight_residency,
@@ -277,13 +277,13 @@ def test_cli_rejects_an_empty_rate_range_with_its_reason(capsys):
 
 
 def test_gpu_designs_when_present():
-    pytest.importorskip("asicsim.hw.gpu_model")
+    pytest.importorskip("asicsim._src.hw.gpu_model")
     try:
         gpu = load_design("gpu_v100")
     except Exception:  # the GPU catalog is optional here
         pytest.skip("no gpu_v100 design")
     t = service_table("gru_speech", gpu, "act=fp16,weight=fp16,acc=fp32", max_batch=16)
-    # cuDNN's persistent RNN kernel runs where PyTorch picks it (asicsim.hw.gpu_rnn: on Volta a
+    # cuDNN's persistent RNN kernel runs where PyTorch picks it (asicsim._src.hw.gpu_rnn: on Volta a
     # batch multiple of 8 with enough steps): much faster there; the standard kernel elsewhere, whose
     # time grows with the batch
     # time grows with the batch among batches of one alignment: the output layer's M = 100 b is a

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from asicsim.hw.design_files import load_design
-from asicsim.sweep.points import Job, run_job
-from asicsim.system.busy import (
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.sweep.points import Job, run_job
+from asicsim._src.system.busy import (
     busy_batch,
     candidate_batches,
     gpu_bound,
@@ -16,8 +16,8 @@ from asicsim.system.busy import (
     input_bytes_per_example,
     trace_totals,
 )
-from asicsim.workloads import load_workload
-from asicsim.workloads.pricing import trace_costs, workload_trace
+from asicsim._src.workloads import load_workload
+from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
 
 def _state(w, batch: int, gpu) -> str:
@@ -50,8 +50,8 @@ def test_no_batch_within_the_caps_unbinds_it():
 
 @pytest.mark.slow  # about 6 s: two jobs priced at the busy batch
 def test_a_sweep_records_the_batch_chosen_for_its_gpus(tmp_path):
-    from asicsim.sweep import expand, load_spec
-    from asicsim.sweep.run import jobs_for
+    from asicsim._src.sweep import expand, load_spec
+    from asicsim._src.sweep.run import jobs_for
 
     spec = tmp_path / "s.toml"
     spec.write_text('recipes = ["bf16"]\ndesigns = ["dc_bf16_128x128", "gpu_h100"]\n'
@@ -84,9 +84,9 @@ def test_a_gpu_that_does_not_run_the_recipe_chooses_nothing():
 
 
 def test_gpu_bound_speaks_the_price_bound_encoding():
-    """A bound GPU is named by the price's one encoding (asicsim.hw.result.Bound), not its own
+    """A bound GPU is named by the price's one encoding (asicsim._src.hw.result.Bound), not its own
     strings; the codes the per-kernel price stores keep their meaning."""
-    from asicsim.hw.result import Bound
+    from asicsim._src.hw.result import Bound
 
     assert gpu_bound(0.97, 0.9) is Bound.LAUNCH and gpu_bound(0.2, 0.3) is Bound.OCCUPANCY
     assert gpu_bound(0.5, 0.5) == "" and gpu_bound(float("nan"), None) == ""

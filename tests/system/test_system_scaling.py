@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from asicsim.hw import AllReduce, Gemm, OperationError, cost_many, list_designs
-from asicsim.hw.links import (
+from asicsim._src.hw import AllReduce, Gemm, OperationError, cost_many, list_designs
+from asicsim._src.hw.links import (
     LINKS,
     TOPOLOGIES,
     Link,
@@ -23,8 +23,8 @@ from asicsim.hw.links import (
     measured_allreduce,
     predict_rows,
 )
-from asicsim.system import scaling, scaling_cli
-from asicsim.system.scaling import (
+from asicsim._src.system import scaling, scaling_cli
+from asicsim._src.system.scaling import (
     TrainingModel,
     scaling_curve,
     stops_paying,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asicsim.hw.design_files import load_design
-from asicsim.workloads import load_workload
-from asicsim.workloads.pricing import trace_price, workload_trace
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.workloads import load_workload
+from asicsim._src.workloads.pricing import trace_price, workload_trace
 
 
 @pytest.mark.parametrize("workload,recipe,design", [

@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 
-from asicsim.hw import Elementwise, Gemm, cost_many, load_design
-from asicsim.system.batching_cli import add_cli, run_cli
-from asicsim.system.batching_errors import BatchingError
-from asicsim.system.p99_budget import max_throughput_under_p99
-from asicsim.system.workload_batching import workload_service_table
+from asicsim._src.hw import Elementwise, Gemm, cost_many, load_design
+from asicsim._src.system.batching_cli import add_cli, run_cli
+from asicsim._src.system.batching_errors import BatchingError
+from asicsim._src.system.p99_budget import max_throughput_under_p99
+from asicsim._src.system.workload_batching import workload_service_table
 
 
 def _cli(argv):

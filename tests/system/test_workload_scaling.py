@@ -10,15 +10,15 @@ import json
 
 import pytest
 
-from asicsim.hw import AllReduce, Gemm, cost_many
-from asicsim.hw.design_files import load_design
-from asicsim.hw.links import Link, allgather_time, send_time
-from asicsim.numerics import get_format
-from asicsim.system import scaling_cli
-from asicsim.system.scaling import TrainingModel
-from asicsim.system.workload_scaling import parallel_step
-from asicsim.system.workload_split import Collective, pipeline_stages, tensor_split
-from asicsim.workloads.pricing import trace_costs, workload_trace
+from asicsim._src.hw import AllReduce, Gemm, cost_many
+from asicsim._src.hw.design_files import load_design
+from asicsim._src.hw.links import Link, allgather_time, send_time
+from asicsim._src.numerics import get_format
+from asicsim._src.system import scaling_cli
+from asicsim._src.system.scaling import TrainingModel
+from asicsim._src.system.workload_scaling import parallel_step
+from asicsim._src.system.workload_split import Collective, pipeline_stages, tensor_split
+from asicsim._src.workloads.pricing import trace_costs, workload_trace
 
 DESIGN = "dc_bf16_128x128"
 HAND = Link("hand", 10.0, 5.0)  # 10 GB/s, 5 us per ring step
@@ -206,7 +206,7 @@ def test_cli_accuracy_trains_over_the_replicas(capsys):
     doc = json.loads(_run([*argv, "--json"], capsys))
     acc = doc["accuracy"]
     assert acc["replicas"] == 4 and acc["steps"] == 20 and acc["seeds"] == [0]  # replicas: the largest --chips
-    from asicsim.workloads import train
+    from asicsim._src.workloads import train
 
     kw = dict(seeds=(0,), steps=20, stats=False, replicas=4)
     assert acc["fp32_grads"] == train("digits_mlp", "fp32", **kw).per_seed

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asicsim.workloads.cli import _numerics_lines
+from asicsim._src.workloads.cli import _numerics_lines
 
 
 def _row(fmt="bf16", **kw) -> dict:

@@ -1,4 +1,4 @@
-"""CTC loss, greedy decoding and error rates (asicsim.workloads.ctc) against optax, brute force
+"""CTC loss, greedy decoding and error rates (asicsim._src.workloads.ctc) against optax, brute force
 enumeration and hand calculations."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import optax
 import pytest
 
-from asicsim.workloads.ctc import (
+from asicsim._src.workloads.ctc import (
     cer,
     ctc_loss,
     edit_distance,

@@ -1,4 +1,4 @@
-"""CTC prefix beam search (asicsim.workloads.ctc.prefix_beam_search) against a brute-force
+"""CTC prefix beam search (asicsim._src.workloads.ctc.prefix_beam_search) against a brute-force
 oracle: every frame-wise path of a tiny alphabet enumerated, the probabilities of the paths that
 collapse to the same labelling summed (Graves 2006, eq. 2-3), the labelling with the largest sum
 being the exact most probable one."""
@@ -12,7 +12,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from asicsim.workloads.ctc import beam_decode, greedy_decode, prefix_beam_search
+from asicsim._src.workloads.ctc import beam_decode, greedy_decode, prefix_beam_search
 
 
 def _collapse(path, blank=0):

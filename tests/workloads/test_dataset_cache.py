@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asicsim.workloads import datasets
+from asicsim._src.workloads import datasets
 
 
 def test_mnist1d_from_the_cache_equals_a_fresh_generation(tmp_path, monkeypatch):

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from asicsim.emulate.loss_scaling import MIN_SCALE
-from asicsim.workloads.divergence import DivergenceWatch
+from asicsim._src.emulate.loss_scaling import MIN_SCALE
+from asicsim._src.workloads.divergence import DivergenceWatch
 
 NAN = math.nan
 
@@ -74,12 +74,12 @@ def test_non_finite_weights_and_test_loss_after_a_chunk():
 def test_a_collapsed_loss_scale_diverges_the_sweep_point_and_shows_in_train(recipe, capsys):
     # lr 1e4: the first step blows the weights up, every later step overflows; the scale halves
     # from 2**16 to the floor 2**-24 in 40 steps, and step 42 overflows at the floor
-    from asicsim.emulate import load_recipe
-    from asicsim.sweep.learning_points import train_point
-    from asicsim.sweep.point_identity import Point
-    from asicsim.sweep.records import Job
-    from asicsim.workloads import load_workload
-    from asicsim.workloads.cli import add_cli
+    from asicsim._src.emulate import load_recipe
+    from asicsim._src.sweep.learning_points import train_point
+    from asicsim._src.sweep.point_identity import Point
+    from asicsim._src.sweep.records import Job
+    from asicsim._src.workloads import load_workload
+    from asicsim._src.workloads.cli import add_cli
 
     w = load_workload("digits_mlp").replace(lr=1e4, steps=300, eval_every=100)
     job = Job([Point("p", "train", {}, {"recipe": recipe, "seed": 0})], workload=w,

@@ -1,5 +1,5 @@
-"""The op trace's elementwise rows (asicsim.emulate.elementwise_trace) and their pricing on the
-vector unit (asicsim.workloads.pricing).
+"""The op trace's elementwise rows (asicsim._src.emulate.elementwise_trace) and their pricing on the
+vector unit (asicsim._src.workloads.pricing).
 
 The model is plain JAX with a conv + bias, relu, a 2x2 max-pool and a layer norm, so every count
 below is done by hand from the shapes: x is (2, 8, 8, 2) NHWC, the conv has 4 filters ("SAME"):
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from jax import lax
 
-from asicsim.emulate import op_trace
-from asicsim.hw import Elementwise, cost_many, load_design
-from asicsim.hw.native import MacMode
-from asicsim.workloads.pricing import price_trace, trace_costs, workload_trace
+from asicsim._src.emulate import op_trace
+from asicsim._src.hw import Elementwise, cost_many, load_design
+from asicsim._src.hw.native import MacMode
+from asicsim._src.workloads.pricing import price_trace, trace_costs, workload_trace
 
 
 def net(p, x):
@@ -103,7 +103,7 @@ def test_elementwise_rows_are_priced_on_the_vector_unit():
 
 
 def _with_fp32(name: str):
-    """A catalog int8 design given an fp32 MAC mode at a stated rate (asicsim.hw.native): the fp32
+    """A catalog int8 design given an fp32 MAC mode at a stated rate (asicsim._src.hw.native): the fp32
     recipe's GEMMs then run on it, and only the vector unit is in question here."""
     d = load_design(name)
     fp32 = MacMode(a="fp32", b="fp32", acc="fp32", rate=0.25, source="test: a stated rate")

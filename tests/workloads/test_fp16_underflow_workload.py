@@ -4,8 +4,8 @@ fp16_mixed (dynamic loss scaling) trains as fp32 does."""
 
 import pytest
 
-from asicsim.workloads import load_workload, train
-from asicsim.workloads.grad_underflow import merged_histogram, underflow_fractions
+from asicsim._src.workloads import load_workload, train
+from asicsim._src.workloads.grad_underflow import merged_histogram, underflow_fractions
 
 
 def test_the_workload_is_a_deep_plain_mlp():

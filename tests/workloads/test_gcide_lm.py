@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asicsim.workloads import datasets
-from asicsim.workloads.datasets import ASCII_VOCAB, DatasetUnavailable, load_dataset
-from asicsim.workloads.training import train
+from asicsim._src.workloads import datasets
+from asicsim._src.workloads.datasets import ASCII_VOCAB, DatasetUnavailable, load_dataset
+from asicsim._src.workloads.training import train
 
 
 def _decode(tokens) -> str:

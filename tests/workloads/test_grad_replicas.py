@@ -1,5 +1,5 @@
 """Data-parallel replicas whose gradients are each rounded before the float32 sum
-(``train(..., replicas=R, grad_format=...)``, :mod:`asicsim.emulate.replicas`): the reduction
+(``train(..., replicas=R, grad_format=...)``, :mod:`asicsim._src.emulate.replicas`): the reduction
 against an ml_dtypes oracle, a gradient that survives per-replica rounding but not the rounding
 of the mean, what fp32 promises (R = 1 bit-identical; R > 1 equal up to float32 summation
 order), a coarse format costing accuracy on digits, bad replica counts named."""
@@ -12,10 +12,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate.replicas import ReplicaError, Replicas
-from asicsim.numerics.random import seed_words
-from asicsim.workloads import train
-from asicsim.workloads.grad_rounding import gradient_role, round_gradients
+from asicsim._src.emulate.replicas import ReplicaError, Replicas
+from asicsim._src.numerics.random import seed_words
+from asicsim._src.workloads import train
+from asicsim._src.workloads.grad_rounding import gradient_role, round_gradients
 
 STEPS = 60
 WORDS = seed_words(jax.random.key(3))
@@ -110,7 +110,7 @@ def test_bad_replicas_are_named(replicas, words):
 def test_aux_is_averaged_and_the_loss_is_the_replicas_mean():
     import optax
 
-    from asicsim.emulate.training import make_train_step
+    from asicsim._src.emulate.training import make_train_step
 
     def loss(p, b):
         x, y = b

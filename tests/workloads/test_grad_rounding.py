@@ -10,9 +10,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate.role_spec import RecipeError
-from asicsim.workloads import train
-from asicsim.workloads.grad_rounding import gradient_role, round_gradients
+from asicsim._src.emulate.role_spec import RecipeError
+from asicsim._src.workloads import train
+from asicsim._src.workloads.grad_rounding import gradient_role, round_gradients
 
 STEPS = 60
 

@@ -1,4 +1,4 @@
-"""The activation-gradient underflow histogram (asicsim.workloads.grad_underflow) against numpy
+"""The activation-gradient underflow histogram (asicsim._src.workloads.grad_underflow) against numpy
 and ml_dtypes on a hand-made tensor, and its bad inputs."""
 
 import jax.numpy as jnp
@@ -6,14 +6,14 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.emulate.policy import RoleSpec
-from asicsim.workloads.grad_underflow import (
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.workloads.grad_underflow import (
     format_thresholds,
     histogram_lines,
     merged_histogram,
     underflow_fractions,
 )
-from asicsim.workloads.stats import describe, tensor_stats
+from asicsim._src.workloads.stats import describe, tensor_stats
 
 
 def _hand_made() -> np.ndarray:

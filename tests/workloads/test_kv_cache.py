@@ -13,10 +13,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from asicsim.workloads import kv_cache
-from asicsim.workloads.kv_cache import KVCacheSpec
-from asicsim.workloads.lm_generate import feed, greedy, teacher_forced_nll
-from asicsim.workloads.models import transformer
+from asicsim._src.workloads import kv_cache
+from asicsim._src.workloads.kv_cache import KVCacheSpec
+from asicsim._src.workloads.lm_generate import feed, greedy, teacher_forced_nll
+from asicsim._src.workloads.models import transformer
 
 MAX = {"fp8_e4m3": np.float32(448), "int8": np.float32(127)}
 

@@ -11,8 +11,8 @@ import os
 import numpy as np
 import pytest
 
-from asicsim.workloads.datasets import DatasetUnavailable, load_dataset
-from asicsim.workloads.training import train
+from asicsim._src.workloads.datasets import DatasetUnavailable, load_dataset
+from asicsim._src.workloads.training import train
 
 
 def _real(name: str):

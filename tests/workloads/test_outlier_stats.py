@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from asicsim.emulate.policy import RoleSpec
-from asicsim.workloads.stats import OUTLIER_THRESHOLD, describe, extremes, tensor_stats
-from asicsim.workloads.training import train
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.workloads.stats import OUTLIER_THRESHOLD, describe, extremes, tensor_stats
+from asicsim._src.workloads.training import train
 
 
 def _ex(x, spec=None):

@@ -2,7 +2,7 @@
 --design gpu_b200`` printed B200's "no Blackwell-generation measurements: ..." twice for
 grad-input, whose ops carried it alone and together with the alignment caveat."""
 
-from asicsim.workloads.pricing import merged_notes
+from asicsim._src.workloads.pricing import merged_notes
 
 
 def test_a_note_held_by_another_is_not_repeated():

@@ -1,4 +1,4 @@
-"""Pruning during training (asicsim.workloads.prune_rules, .pruning, .prune_price): the schedules
+"""Pruning during training (asicsim._src.workloads.prune_rules, .pruning, .prune_price): the schedules
 against the papers' formulas computed by hand, the masks' exact properties, pruned weights that
 stay zero through training steps, bad rules named, and pricing that uses the measured sparsity."""
 
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim.emulate import op_trace
-from asicsim.emulate.layer_rules import leaf_paths
-from asicsim.emulate.training import make_train_step
-from asicsim.hw.family import cost_designs
-from asicsim.hw.operations import Gemm
-from asicsim.workloads.deepbench import WorkloadError
-from asicsim.workloads.pricing import trace_costs, workload_trace
-from asicsim.workloads.prune_price import sparse_trace
-from asicsim.workloads.prune_rules import (
+from asicsim._src.emulate import op_trace
+from asicsim._src.emulate.layer_rules import leaf_paths
+from asicsim._src.emulate.training import make_train_step
+from asicsim._src.hw.family import cost_designs
+from asicsim._src.hw.operations import Gemm
+from asicsim._src.workloads.deepbench import WorkloadError
+from asicsim._src.workloads.pricing import trace_costs, workload_trace
+from asicsim._src.workloads.prune_price import sparse_trace
+from asicsim._src.workloads.prune_rules import (
     PruneRule,
     cubic_counts,
     cubic_sparsity,
@@ -31,9 +31,15 @@ from asicsim.workloads.prune_rules import (
     narang_threshold,
     rule_from_table,
 )
-from asicsim.workloads.pruning import Pruner, nm_mask, smallest_mask, weight_sparsity, with_pruning
-from asicsim.workloads.training import build, make_optimizer
-from asicsim.workloads.workload import load_workload
+from asicsim._src.workloads.pruning import (
+    Pruner,
+    nm_mask,
+    smallest_mask,
+    weight_sparsity,
+    with_pruning,
+)
+from asicsim._src.workloads.training import build, make_optimizer
+from asicsim._src.workloads.workload import load_workload
 
 # --- the schedules, by hand ----------------------------------------------------------------------
 
@@ -187,7 +193,7 @@ def test_every_schedule_reaches_its_target_in_a_training_run():
     rules = [PruneRule("narang", start=4, ramp=8, end=16, every=4, sparsity=0.8, match="fc0/w"),
              PruneRule("cubic", start=4, end=16, every=4, sparsity=0.9, match="fc1/w"),
              PruneRule("2:4", start=4, match="out/w")]
-    from asicsim.workloads import train
+    from asicsim._src.workloads import train
 
     run = train("mnist1d_mlp", "fp32", seeds=(0,), steps=20, eval_every=20, stats=False, prune=rules).runs[0]
     _, model = build(load_workload("mnist1d_mlp"))
@@ -287,7 +293,7 @@ def test_a_pruned_workload_checks_as_its_fields_too():
     import dataclasses
     import types
 
-    from asicsim.workloads.workload import workload_problems
+    from asicsim._src.workloads.workload import workload_problems
 
     w = load_workload("mnist1d_gru").replace(prune=[PruneRule("2:4", start=5, match="out/w")])
     assert workload_problems(types.SimpleNamespace(**dataclasses.asdict(w))) == []
@@ -300,7 +306,7 @@ def test_a_pruned_workload_checks_as_its_fields_too():
 
 def test_loss_regression_is_judged_after_the_last_mask_update():
     """Pruning raises the loss by design: the divergence watch judges regression from its end."""
-    from asicsim.workloads.divergence import DivergenceWatch
+    from asicsim._src.workloads.divergence import DivergenceWatch
 
     losses = np.concatenate([np.linspace(2.3, 1.0, 40), np.full(40, 2.0), np.linspace(2.0, 1.2, 20)])
     found = []

@@ -1,6 +1,6 @@
 """Rotation pricing (issue 34 item 3): a recipe's Hadamard rotations appear in the op trace as
 vector work (``work = "rotation"``: elements x log2(size) additions per rotated operand of each
-GEMM, :mod:`asicsim.emulate.rotation_trace`) and cost exactly that much more, by hand on TPU v1's
+GEMM, :mod:`asicsim._src.emulate.rotation_trace`) and cost exactly that much more, by hand on TPU v1's
 vector unit (256 lanes at the design's 700 MHz; Jouppi et al. 2017, designs/tpu_v1.toml)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from asicsim.emulate import load_recipe, op_trace
-from asicsim.hw.node_scaling import energy_factor
-from asicsim.workloads.trace_price import trace_price
+from asicsim._src.emulate import load_recipe, op_trace
+from asicsim._src.hw.node_scaling import energy_factor
+from asicsim._src.workloads.trace_price import trace_price
 
 M, K, N = 64, 128, 32
 P, X = {"w": jnp.ones((K, N))}, jnp.ones((M, K))

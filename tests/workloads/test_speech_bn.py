@@ -1,4 +1,4 @@
-"""Deep Speech 2's sequence-wise batch norm and row convolution (asicsim.workloads.speech_layers)
+"""Deep Speech 2's sequence-wise batch norm and row convolution (asicsim._src.workloads.speech_layers)
 in the ds2 model: statistics against numpy over the valid frames only, padding invariance,
 running averages through training, the row convolution against a numpy loop and its lookahead
 (no output reads further than tau frames ahead), and the batch norm rounded in fp16 by a recipe's
@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from jax import lax
 
-from asicsim.emulate import emulate, load_recipe
-from asicsim.emulate.layer_report import layer_report
-from asicsim.workloads import speech_layers as sl
-from asicsim.workloads import tasks, training
-from asicsim.workloads.models import make_model
-from asicsim.workloads.runner import Runner
-from asicsim.workloads.workload import Workload
+from asicsim._src.emulate import emulate, load_recipe
+from asicsim._src.emulate.layer_report import layer_report
+from asicsim._src.workloads import speech_layers as sl
+from asicsim._src.workloads import tasks, training
+from asicsim._src.workloads.models import make_model
+from asicsim._src.workloads.runner import Runner
+from asicsim._src.workloads.workload import Workload
 
 SIZES = {"channels": [4, 4], "kernels": [[3, 5], [3, 3]], "strides": [[2, 2], [1, 2]], "hidden": 8, "layers": 2}
 FP32 = {"weight": "fp32", "act": "fp32", "acc": "fp32"}
@@ -165,7 +165,7 @@ def test_bad_options_are_named(sizes, fragment):
     ("lookahead", 2, "model.lookahead = 2: allowed only with bidirectional = false"),
 ])
 def test_workload_files_check_the_options(field, value, fragment):
-    from asicsim.workloads.workload_checks import size_problems
+    from asicsim._src.workloads.workload_checks import size_problems
 
     problems = size_problems("ds2", {**SIZES, field: value})
     assert any(fragment in p for p in problems), problems
@@ -228,7 +228,7 @@ def test_a_recipe_rounds_the_models_batch_norms_and_nothing_else():
 def test_priced_inference_normalises_by_running_statistics(monkeypatch):
     """Training computes each batch's statistics (reductions); the deployed model reads the
     running ones, so its priced inference trace holds no reduction."""
-    from asicsim.workloads.pricing import workload_trace
+    from asicsim._src.workloads.pricing import workload_trace
 
     monkeypatch.setattr(training, "load_dataset", lambda name: _synthetic())
     w = Workload(name="bn_tiny", dataset="speech", model="ds2", sizes={**SIZES, "layers": 1, "batch_norm": True},

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import scipy.signal
 
-from asicsim.workloads import datasets
-from asicsim.workloads import speech_corpus as sc
-from asicsim.workloads.logmel import (
+from asicsim._src.workloads import datasets
+from asicsim._src.workloads import speech_corpus as sc
+from asicsim._src.workloads.logmel import (
     hz_to_mel,
     log_mel,
     mel_filterbank,

@@ -13,14 +13,14 @@ import os
 import numpy as np
 import pytest
 
-from asicsim.workloads import speech_corpus_engines as engines
-from asicsim.workloads import speech_corpus_open as so
-from asicsim.workloads import speech_corpus_rooms as rooms
-from asicsim.workloads import speech_corpus_stats as stats
-from asicsim.workloads import speech_corpus_texts as texts
-from asicsim.workloads.dataset_store import Dataset, DatasetUnavailable
-from asicsim.workloads.speech_corpus import VOCAB
-from asicsim.workloads.speech_corpus_open_settings import OPEN_PRESETS, OpenSpeechSettings
+from asicsim._src.workloads import speech_corpus_engines as engines
+from asicsim._src.workloads import speech_corpus_open as so
+from asicsim._src.workloads import speech_corpus_rooms as rooms
+from asicsim._src.workloads import speech_corpus_stats as stats
+from asicsim._src.workloads import speech_corpus_texts as texts
+from asicsim._src.workloads.dataset_store import Dataset, DatasetUnavailable
+from asicsim._src.workloads.speech_corpus import VOCAB
+from asicsim._src.workloads.speech_corpus_open_settings import OPEN_PRESETS, OpenSpeechSettings
 
 TINY = OpenSpeechSettings(train_utterances=12, test_utterances=6,
                           train_voices=("espeak-ng:en-us+m1", "flite:kal", "festival:kal_diphone", "flite:slt"),
@@ -147,7 +147,7 @@ def test_stats_and_baselines_by_hand(monkeypatch):
     # "ab c" is the most frequent training transcript; against "ab": 2 insertions over 2 characters
     assert r["most_frequent"] == "ab c" and r["cer_most_frequent"] == 1.0 and r["cer_empty"] == 1.0
     assert r["wer_most_frequent"] == 1.0  # "ab" -> "ab c": one insertion over one word
-    from asicsim.workloads import datasets
+    from asicsim._src.workloads import datasets
 
     monkeypatch.setattr(datasets, "load_dataset", lambda name: d)
     assert stats.baseline_line("hand").endswith("empty output CER 1.0000, most frequent training "
@@ -165,7 +165,7 @@ def test_generation_holds_out_voices_and_sentences(engines_here, tmp_path, monke
     r = stats.corpus_stats(d, *stats.frame_geometry("speech_open"))
     assert (r["voices_train"], r["voices_test"], r["voices_shared"], r["overlap"]) == (4, 2, 0, 0)
     train_pool, test_pool = so.pools(TINY)
-    from asicsim.workloads.ctc import transcripts
+    from asicsim._src.workloads.ctc import transcripts
     assert set(transcripts(d.y_train, VOCAB)) <= set(train_pool)
     assert set(transcripts(d.y_test, VOCAB)) <= set(test_pool) and not set(train_pool) & set(test_pool)
     assert all(n // 2 >= len(row[row >= 0]) for n, row in zip(d.x_len_train, d.y_train, strict=True))
@@ -185,7 +185,7 @@ def test_the_gpu_scale_is_estimated_at_over_10_hours(engines_here):
 def test_the_small_corpus_statistics_and_its_hours_estimate(engines_here):
     """``speech_open`` itself (~3 min to generate on 2 cores, then cached): held-out voices and
     sentences, the OOV rate, and the hours estimate within 10 % of the generated audio."""
-    from asicsim.workloads.datasets import load_dataset
+    from asicsim._src.workloads.datasets import load_dataset
 
     _, a, _ = so.load_arrays("speech_open")
     r = stats.corpus_stats(load_dataset("speech_open"), *stats.frame_geometry("speech_open"))
@@ -213,8 +213,8 @@ def test_speech_open_trains_below_both_baselines(engines_here):
     """The workload at 600 of its 1500 steps (~2-3 minutes on 2 free cores; 1190 s on 2 shared ones):
     measured test CER 0.442 (seed 0) on unheard voices and sentences, against the most frequent
     training transcript's 0.836 and an empty transcript's 1.0 (benchmarks/RESULTS.md)."""
-    from asicsim.workloads import training
-    from asicsim.workloads.datasets import load_dataset
+    from asicsim._src.workloads import training
+    from asicsim._src.workloads.datasets import load_dataset
 
     r = training.train("speech_open", "fp32", seeds=(0,), stats=False, steps=600, eval_every=300)
     base = stats.baselines(load_dataset("speech_open"))

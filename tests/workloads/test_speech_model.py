@@ -1,4 +1,4 @@
-"""The Deep Speech 2-shaped model (asicsim.workloads.speech_model) and the speech (CTC) task in
+"""The Deep Speech 2-shaped model (asicsim._src.workloads.speech_model) and the speech (CTC) task in
 training, inference, pricing and the report, on a small synthetic dataset of the speech
 interface (the real ``speech`` dataset only in the slow test)."""
 
@@ -11,14 +11,14 @@ import optax
 import pytest
 from jax import lax
 
-from asicsim.emulate import op_trace
-from asicsim.emulate.training import make_train_step
-from asicsim.workloads import post_training, tasks, training
-from asicsim.workloads.ctc import ctc_loss
-from asicsim.workloads.datasets import Dataset, DatasetUnavailable, load_dataset
-from asicsim.workloads.models import im2col_2d, make_model
-from asicsim.workloads.speech_model import RELU_CLIP, patches
-from asicsim.workloads.workload import Workload, load_workload
+from asicsim._src.emulate import op_trace
+from asicsim._src.emulate.training import make_train_step
+from asicsim._src.workloads import post_training, tasks, training
+from asicsim._src.workloads.ctc import ctc_loss
+from asicsim._src.workloads.datasets import Dataset, DatasetUnavailable, load_dataset
+from asicsim._src.workloads.models import im2col_2d, make_model
+from asicsim._src.workloads.speech_model import RELU_CLIP, patches
+from asicsim._src.workloads.workload import Workload, load_workload
 
 SIZES = {"channels": [4, 4], "kernels": [[3, 5], [3, 3]], "strides": [[2, 2], [1, 2]], "hidden": 8, "layers": 1}
 
@@ -158,7 +158,7 @@ def test_shipped_workload_loads():
 
 
 def test_lower_is_better_everywhere():
-    from asicsim.report.tables import lower_is_better as report_lower
+    from asicsim._src.report.tables import lower_is_better as report_lower
 
     for m in ("test_cer", "test_wer", "val_loss"):
         assert tasks.lower_is_better(m) and report_lower(m)
@@ -222,7 +222,7 @@ def test_fp16_mixed_step_and_no_gemm_in_the_loss(data):
 
 
 def test_workload_trace_of_speech(synthetic):
-    from asicsim.workloads.pricing import workload_trace
+    from asicsim._src.workloads.pricing import workload_trace
 
     t = workload_trace(synthetic, "fp16_mixed", batch=4)
     assert {"forward", "grad-input", "grad-weight", "optimizer"} <= set(t["role"])
@@ -249,8 +249,8 @@ def test_speech_ds2_trains_below_chance():
 def test_cli_prints_error_rates(monkeypatch, capsys):
     import argparse
 
-    from asicsim.workloads import speech_corpus_stats
-    from asicsim.workloads.cli import run_train
+    from asicsim._src.workloads import speech_corpus_stats
+    from asicsim._src.workloads.cli import run_train
 
     curves = {"step": [10], "train_loss": [2.0], "test_loss": [1.5], "test_accuracy": [None],
               "test_cer": [0.125], "test_wer": [0.5]}

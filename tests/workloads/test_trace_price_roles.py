@@ -4,8 +4,13 @@
 import numpy as np
 import pytest
 
-from asicsim.workloads.pricing import _TOTALLED_ENERGY, merged_notes, price_trace, workload_trace
-from asicsim.workloads.trace_price import trace_price
+from asicsim._src.workloads.pricing import (
+    _TOTALLED_ENERGY,
+    merged_notes,
+    price_trace,
+    workload_trace,
+)
+from asicsim._src.workloads.trace_price import trace_price
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from asicsim.emulate import load_recipe
-from asicsim.hw import Elementwise, Gemm, cost_many, load_design
-from asicsim.hw.native import MacMode
-from asicsim.workloads.pricing import price_trace, workload_trace
+from asicsim._src.emulate import load_recipe
+from asicsim._src.hw import Elementwise, Gemm, cost_many, load_design
+from asicsim._src.hw.native import MacMode
+from asicsim._src.workloads.pricing import price_trace, workload_trace
 
 
 def test_digits_mlp_trace_by_hand():
@@ -65,7 +65,7 @@ def test_each_gemm_is_priced_in_its_own_formats():
 
 def _tpu_v1_with_fp32() -> object:
     """tpu_v1 given an fp32 MAC mode (fp16 embeds in it) at a stated rate: int8 alone runs no
-    fp16 recipe (asicsim.hw.native)."""
+    fp16 recipe (asicsim._src.hw.native)."""
     d = load_design("tpu_v1")
     fp32 = MacMode(a="fp32", b="fp32", acc="fp32", rate=0.25, source="test: a stated rate")
     return dataclasses.replace(d, pe=dataclasses.replace(d.pe, modes=(*d.pe.modes, fp32)))

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from jax import lax
 
-from asicsim.emulate.policy import RoleSpec
-from asicsim.workloads import (
+from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.workloads import (
     DatasetUnavailable,
     WorkloadError,
     datasets,
@@ -32,9 +32,9 @@ from asicsim.workloads import (
     tensor_stats,
     train,
 )
-from asicsim.workloads.cli import add_cli
-from asicsim.workloads.models import im2col_1d
-from asicsim.workloads.stats import describe
+from asicsim._src.workloads.cli import add_cli
+from asicsim._src.workloads.models import im2col_1d
+from asicsim._src.workloads.stats import describe
 
 NAMES = ["digits_mlp", "mnist1d_logreg", "mnist1d_mlp", "mnist1d_cnn", "mnist1d_gru", "mnist1d_lstm",
          "charlm_transformer", "vowels_gru", "fmnist_mlp", "fmnist_cnn"]

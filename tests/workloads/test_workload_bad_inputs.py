@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from asicsim.workloads import Workload, WorkloadError, load_workload
-from asicsim.workloads.datasets import load_dataset
+from asicsim._src.workloads import Workload, WorkloadError, load_workload
+from asicsim._src.workloads.datasets import load_dataset
 
 BASE = '''name = "w"
 dataset = "digits"
@@ -120,7 +120,7 @@ def test_workloads_built_in_code_are_checked(change, fragment):
 
 
 def test_a_batch_beyond_the_training_set_is_an_error():
-    from asicsim.workloads.training import train
+    from asicsim._src.workloads.training import train
 
     n = len(load_dataset("digits").x_train)
     with pytest.raises(WorkloadError, match=rf"batch = 100000: allowed: at most the {n} training examples "
@@ -129,7 +129,7 @@ def test_a_batch_beyond_the_training_set_is_an_error():
 
 
 def test_a_priced_trace_takes_a_batch_beyond_the_dataset_but_not_a_huge_one():
-    from asicsim.workloads.pricing import workload_trace
+    from asicsim._src.workloads.pricing import workload_trace
 
     tr = workload_trace("digits_mlp", "fp32", batch=4096, training=False)  # shapes only: larger than 1437
     assert (tr.loc[tr["kind"] != "elementwise", "M"] == 4096).all()

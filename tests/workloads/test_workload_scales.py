@@ -11,8 +11,14 @@ import tomllib
 
 import pytest
 
-from asicsim.sweep import SweepError, expand, load_spec
-from asicsim.workloads import Workload, WorkloadError, list_workloads, load_workload, workloads_dir
+from asicsim._src.sweep import SweepError, expand, load_spec
+from asicsim._src.workloads import (
+    Workload,
+    WorkloadError,
+    list_workloads,
+    load_workload,
+    workloads_dir,
+)
 
 BASE = """name = "tiny"
 dataset = "digits"

@@ -1,0 +1,117 @@
+"""fp32-scaled quantization where float32 arithmetic on XLA:CPU is not exact.
+
+A symmetric fp32 scale is defined as float32 arithmetic, as a fake-quant unit does it:
+``s = amax / max``, ``y = x / s``, ``q = round(y)`` onto the element, ``q * s``, each operation
+rounded to float32 -- subnormal results included (and a subnormal scale rounded up, see
+``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), and XLA:GPU's float32
+division is not correctly rounded, so the divisions are :func:`.exact_div.divide` (integer long
+division, correctly rounded, subnormals kept), and the other float32 operations run in float32
+only where no subnormal can occur (:func:`products_are_normal`); elsewhere they are done in
+float64 on values built from the bits (every float32 number, subnormals too, is a normal
+float64, which nothing flushes) and rounded once to float32 by the integer kernel. For +, -, *
+that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is innocuous).
+
+The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
+
+Asymmetric (zero-point) scaling always runs in float64: its float32 form, ``s = (hi - lo) /
+span``, ``zp = clip(round(min - lo / s))``, ``q = round(clip(x / s + zp))``, ``(q - zp) * s``,
+meets subnormals wherever the tensor is small; no shipped recipe scales asymmetrically, so one
+exact path is worth more than a fast one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..._jax_compat import enable_x64
+from .catalog import get_format
+from .exact_div import divide
+from .grid_rounding import round_to_grid
+from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
+
+_FLOAT32 = None
+
+
+def _float32_spec():
+    global _FLOAT32
+    if _FLOAT32 is None:
+        _FLOAT32 = get_format("float32")
+    return _FLOAT32
+
+
+def products_are_normal(amax, element) -> jax.Array:
+    """Whether float32's own multiply gives every ``q * s`` exactly (XLA:CPU flushes subnormal
+    products): every nonzero finite amax gives a scale of at least ``2**(-124 - qmin)``, so every
+    nonzero element value ``q >= 2**qmin`` times it is a normal float32."""
+    qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
+    if qmin < -124:
+        return jnp.asarray(False)
+    k = max(-126, -124 - qmin) + math.ceil(math.log2(element.max))  # amax >= 2**k => s >= bound
+    if k > 127:
+        return jnp.asarray(False)
+    live = (amax != 0) & (amax < np.uint32(F32.inf))
+    return jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
+
+
+def fp32_product(q, s, normal) -> jax.Array:
+    """float32 ``q * s`` correctly rounded: float32's multiply where ``normal`` (a predicate
+    from :func:`products_are_normal`), else in float64, subnormal products kept."""
+    return jax.lax.cond(normal, lambda q, s: q * s, _product, q, s)
+
+
+def fp32_mul(a, b) -> jax.Array:
+    """float32 ``a * b`` correctly rounded on every backend, subnormal operands and products
+    kept (in float64: every float32 is a normal float64, and 53 >= 2 * 24 + 2 bits make the
+    double rounding innocuous)."""
+    a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
+    return _product(a, b)
+
+
+def scale_up_if_subnormal(num, den: float) -> jax.Array:
+    """float32 ``num / den`` (num >= 0 float32, den > 0 a float32 constant) rounded to nearest,
+    or up to the next float32 where that is a subnormal below the quotient: a subnormal scale
+    never lets ``num / scale`` exceed ``den`` (see ``fp32_scale``)."""
+    s = divide(num, den)
+    with enable_x64(True):
+        below = f32_to_f64(s) * np.float64(np.float32(den)) < f32_to_f64(num)  # exact: 24 x 24 bits
+    sb = jax.lax.bitcast_convert_type(s, jnp.uint32)
+    up = below & (sb < np.uint32(F32.pow2_bits(-126)))
+    return jax.lax.bitcast_convert_type(sb + up.astype(jnp.uint32), jnp.float32)
+
+
+def _product(a, b) -> jax.Array:
+    """float32 ``a * b`` correctly rounded, subnormal products kept (in float64)."""
+    with enable_x64(True):
+        return f64_to_f32(_to_f32_grid(f32_to_f64(a) * f32_to_f64(b)))
+
+
+def _to_f32_grid(v):
+    """float64 values rounded (rne) onto float32's grid, still float64 (under x64)."""
+
+    bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
+    out = round_to_grid(jnp, F64, bits, _float32_spec(), Rounding(RoundMode.RNE), False)
+    return jax.lax.bitcast_convert_type(out, jnp.float64)
+
+
+def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, rand, round_bits):
+    """(values, scale) of asymmetric fp32 scaling over ``axes`` (reduced, kept), every float32
+    operation exact (see the module docstring); ``x / s + zp`` is clamped to the format's range
+    (every element lies within [lo, hi]: only the scale's rounding can carry it out)."""
+    with enable_x64(True):
+        x64 = f32_to_f64(x)
+        lo = jnp.minimum(jnp.min(x64, axis=axes, keepdims=True), 0.0)
+        hi = jnp.maximum(jnp.max(x64, axis=axes, keepdims=True), 0.0)
+        span = float(np.float32(element.kmax - element.kmin) * np.float32(element.eps))
+        s = scale_up_if_subnormal(f64_to_f32(_to_f32_grid(hi - lo)), span)
+        s = jnp.where(hi == lo, np.float32(1), s)
+        zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - f32_to_f64(divide(f64_to_f32(lo), s))))
+        zp = jnp.clip(zp, element.min, element.max)
+        y = _to_f32_grid(f32_to_f64(divide(x, s)) + zp)
+        y = f64_to_f32(jnp.clip(y, float(np.float32(element.min)), float(np.float32(element.max))))
+        q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
+        q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
+        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * f32_to_f64(s))), s
