@@ -7,9 +7,9 @@ A package lists its names by the module that defines them and calls :func:`lazy_
     lazy_package(__name__, {".quantize": ["quantize"], ".catalog": ["get_format"], ".emulate": None})
 
 (``None`` exports the module itself.)
-``from asicsim._src.numerics import quantize``, ``asicsim._src.numerics.quantize(...)``, ``dir()`` and
+``from asicsim.numerics import quantize``, ``asicsim.numerics.quantize(...)``, ``dir()`` and
 ``help()`` then work as with eager imports. Where an exported name is also a submodule's name
-(``asicsim._src.numerics.quantize``: the function and its module), the export wins, as it did when the
+(``asicsim.numerics.quantize``: the function and its module), the export wins, as it did when the
 package ran ``from .quantize import quantize``: the import system binds a submodule on its package
 when it is first imported, which would otherwise hide the function behind its module.
 """
@@ -40,7 +40,8 @@ class LazyPackage(types.ModuleType):
     def __getattr__(self, name: str):  # only called for a name not (yet) set
         exports = self.__dict__.get("_lazy_exports", {})
         if name not in exports:
-            if not name.startswith("_") and importlib.util.find_spec(f"{self.__name__}.{name}") is not None:
+            if (not name.startswith("_") and "__path__" in self.__dict__  # a package, not a facade
+                    and importlib.util.find_spec(f"{self.__name__}.{name}") is not None):
                 return importlib.import_module(f"{self.__name__}.{name}")  # a submodule, as before
             raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
         module, attr = exports[name]
@@ -68,3 +69,18 @@ def lazy_package(name: str, exports: dict[str, list[str] | None], cls: type[Lazy
     module = sys.modules[name]
     module.__dict__["_lazy_exports"] = _targets(name, exports)
     module.__class__ = cls
+
+
+def public_facade(name: str, private: str) -> None:
+    """Make the module ``name`` the public face of the private package ``private``
+    (``asicsim._src.<package>``): it exports exactly the names the private package exports (its
+    lazy exports and its ``__all__``), each loaded on first use, and has no submodules, so the
+    implementation's modules are not part of the supported surface."""
+    impl = importlib.import_module(private)
+    exports = dict(impl.__dict__.get("_lazy_exports", {}))
+    for attr in impl.__dict__.get("__all__", ()):
+        exports.setdefault(attr, (private, attr))
+    module = sys.modules[name]
+    module.__dict__["_lazy_exports"] = exports
+    module.__dict__["__all__"] = sorted(exports)
+    module.__class__ = LazyPackage

@@ -12,9 +12,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``asicsim`` parser with every command (``argv`` None), or for this command line: the
     command it names in full, the other layers' commands as their one-line help only."""
     from . import __version__
-    from .cli_catalog import add_cli as add_catalog_cli
-    from .cli_commands import LAYER_COMMANDS, command_help
-    from .cli_types import Parser
+    from ._src.cli_catalog import add_cli as add_catalog_cli
+    from ._src.cli_commands import LAYER_COMMANDS, command_help
+    from ._src.cli_types import Parser
 
     parser = Parser(
         prog="asicsim", description="Reduced-precision accelerator emulator and cost model."

@@ -5,6 +5,7 @@ module loads only when its command runs (:mod:`asicsim.cli_commands`)."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import types
@@ -59,8 +60,26 @@ def test_names_load_on_first_use_as_eager_imports_did():
     from asicsim._src.hw import cost  # hw/cost.py and the function cost()
 
     assert callable(cost) and not isinstance(cost, types.ModuleType)
-    assert isinstance(sim.emulate, types.ModuleType) and callable(sim.emulate)  # the callable package
     assert {"quantize", "cost_table", "emulate", "sweep", "load_results"} <= set(dir(sim))
-    assert isinstance(sim.hw, types.ModuleType) and sim.hw.gpu.__name__ == "asicsim._src.hw.gpu"  # submodules
+
+
+def test_the_public_surface_is_plain_functions_and_facades():
+    # issue 36 item 3: emulate and sweep are ordinary functions; the layers' packages export
+    # their documented names and nothing of the implementation behind them (asicsim._src)
+    import asicsim as sim
+
+    assert isinstance(sim.emulate, types.FunctionType) and isinstance(sim.sweep, types.FunctionType)
+    assert sim.emulate.__module__ == "asicsim._src.emulate.transform"
+    assert sim.load_recipe is importlib.import_module("asicsim._src.emulate.recipes").load_recipe
+    assert sim.hw.cost is importlib.import_module("asicsim._src.hw.cost").cost
+    assert sim.numerics.quantize is sim.quantize
+    for package in (sim.numerics, sim.hw, sim.workloads, sim.system, sim.report):
+        assert isinstance(package, types.ModuleType) and package.__all__
+        for name in package.__all__:
+            assert not isinstance(getattr(package, name), types.ModuleType), (package.__name__, name)
+    with pytest.raises(AttributeError, match="has no attribute 'gpu'"):
+        sim.hw.gpu  # noqa: B018  (a module of the implementation, not exported)
+    with pytest.raises(ModuleNotFoundError):
+        __import__("asicsim.emulate.policy")
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         sim.no_such_name  # noqa: B018

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import asicsim._src.hw as hw
+import asicsim.hw as hw
 from asicsim._src.hw.cost import CostResult
 from asicsim._src.hw.design_checks import DesignError
 from asicsim._src.hw.design_files import design_from_any_table
@@ -182,9 +182,9 @@ def dispatches(source: str) -> list[str]:
 
 
 def _consumers() -> list[Path]:
-    files = [PACKAGE / "cli.py", *PACKAGE.glob("*/cli.py")]
+    files = [PACKAGE / "cli.py", *PACKAGE.glob("_src/*/cli.py")]
     for layer in ("workloads", "system", "sweep", "report"):
-        files += (PACKAGE / layer).rglob("*.py")
+        files += (PACKAGE / "_src" / layer).rglob("*.py")
     return sorted(set(files))
 
 

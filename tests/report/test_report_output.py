@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import asicsim._src.report as report
+import asicsim.report as report
 from asicsim.cli import main
 
 

@@ -1,22 +1,15 @@
 """Emulate real workloads in reduced precision: :func:`emulate`, precision recipes, the op trace.
 
-The package is callable: ``asicsim.emulate(fn, policy)`` is :func:`emulate` (DESIGN.md's public
-name), while ``asicsim._src.emulate.load_recipe`` and the other names below stay reachable.
+The public names are exported by ``asicsim`` itself (``asicsim.emulate(fn, policy)``,
+``asicsim.load_recipe``, ...); this package is the implementation.
 """
 
-from asicsim._lazy import LazyPackage, lazy_package
+from asicsim._lazy import lazy_package
 
 __all__ = ["ROLES", "LossScaling", "OpaqueError", "OpaquePrimitive", "Policy", "RecipeError", "RoleSpec",
            "TrainState", "attention_role", "emulate", "layer_report", "list_recipes", "load_recipe", "lsq_init", "lsq_quantize",
            "make_train_step", "op_trace",
            "round_role"]
-
-
-class _CallableModule(LazyPackage):
-    """Lets ``asicsim.emulate(fn, policy)`` call the transformation and keep the submodules."""
-
-    def __call__(self, fn, policy, **kwargs):
-        return self.emulate(fn, policy, **kwargs)
 
 
 lazy_package(__name__, {
@@ -29,4 +22,4 @@ lazy_package(__name__, {
     ".tracing": ["op_trace"],
     ".training": ["TrainState", "make_train_step"],
     ".transform": ["emulate", "round_role"],
-}, _CallableModule)
+})

@@ -1,4 +1,4 @@
-"""The calibrated scales a recipe carries after :func:`asicsim._src.emulate.calibrate`, checked and
+"""The calibrated scales a recipe carries after :func:`asicsim.calibrate`, checked and
 normalised when its :class:`~asicsim._src.emulate.policy.Policy` is built, so scales set in code are
 checked as those calibration computes:
 

@@ -49,7 +49,7 @@ def to_codes(q, element) -> np.ndarray:
 
 
 def element_name(element) -> str:
-    """A name :func:`~asicsim._src.numerics.get_format` resolves to ``element``'s values (an MX
+    """A name :func:`~asicsim.numerics.get_format` resolves to ``element``'s values (an MX
     format's inline element, such as MXINT8's, by the format grammar: ``q1.6``)."""
     try:
         if get_format(element.name) == element:

@@ -96,7 +96,7 @@ def contract_grad(a, b, g, dn, policy: Policy, wrt: int, specs=(None, None), mac
 
 def mac_dot_general(a, b, dn, mac):
     """``dot_general`` by a bit-exact MAC order: operands transposed and reshaped to batched
-    (B, M, K) x (B, K, N) products for :func:`asicsim._src.numerics.matmul`, the result laid out as
+    (B, M, K) x (B, K, N) products for :func:`asicsim.numerics.matmul`, the result laid out as
     ``dot_general`` lays it out (batch, lhs free, rhs free)."""
     from asicsim._src.numerics import matmul
 

@@ -24,7 +24,7 @@ with ``zeros`` (``s * (k - z)``), ``delayed`` Transformer Engine's ``scale_inv``
 float32 product ``q * scale_inv``; fp8_hybrid's weights), ``none`` (the codes are the values).
 
 Each export is checked at once: its dequantized weight must equal, bit for bit, what
-:func:`asicsim._src.emulate.round_role` gives the GEMM (an error names the leaf otherwise). Not
+:func:`asicsim.round_role` gives the GEMM (an error names the leaf otherwise). Not
 exported (an error says so): stochastic weight rounding (its bits come from the run's key),
 rotations, ``delayed``/``static`` weight scaling with a margin, ``[first_last]`` (it depends on
 the GEMM order, not on the weight). ``delayed`` and ``static`` weights are scaled by their

@@ -33,8 +33,8 @@ class _Name(enum.StrEnum):
 
 
 class RoleScaling(_Name):
-    """How a role's tensors are scaled before rounding (see :class:`asicsim._src.emulate.RoleSpec`;
-    :class:`asicsim._src.numerics.Scaling` is the scaling of one quantize call)."""
+    """How a role's tensors are scaled before rounding (see :class:`asicsim.RoleSpec`;
+    :class:`asicsim.numerics.Scaling` is the scaling of one quantize call)."""
 
     NONE = "none"
     TENSOR = "tensor"

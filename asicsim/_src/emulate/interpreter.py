@@ -1,4 +1,4 @@
-"""The jaxpr interpreter behind :func:`asicsim._src.emulate.emulate`: re-evaluates a traced function,
+"""The jaxpr interpreter behind :func:`asicsim.emulate`: re-evaluates a traced function,
 replacing every float ``dot_general`` and ``conv_general_dilated`` with an emulated GEMM and
 recursing into scans, while loops, conds and nested calls; weights are found by provenance."""
 

@@ -4,7 +4,7 @@ Esser, McKinstry, Bablani, Appuswamy and Modha, "Learned Step Size Quantization"
 (arXiv:1902.08153). :func:`lsq_quantize` rounds one tensor with a step size that is itself a
 trainable parameter, and :func:`lsq_init` gives the paper's initial step. A recipe role asks
 for the same quantizer with ``scaling = "lsq"`` (``"lsq_channel"``: a step per output channel
-of a weight), and :func:`asicsim._src.emulate.make_train_step` then keeps and trains a step per GEMM
+of a weight), and :func:`asicsim.make_train_step` then keeps and trains a step per GEMM
 operand (:mod:`asicsim._src.emulate.lsq_sites`, which calls these two functions). A model may also
 call them itself, where it wants a quantizer, and keep the steps in its own parameters::
 
@@ -18,7 +18,7 @@ one ``Qn = 0`` and ``Qp = 2**b - 1`` (read from asicsim's integer format: ``Qn =
 ``Qp = kmax``; a symmetric integer format has ``Qn = Qp``). Here ``v / s`` is the
 correctly rounded float32 quotient (:func:`asicsim._src.numerics.exact_div.divide`: XLA on GPU does
 not round float32 division correctly), rounded half to even onto the integer grid by
-:func:`asicsim._src.numerics.quantize`, and ``v_bar * s`` is one float32 product (correctly rounded
+:func:`asicsim.numerics.quantize`, and ``v_bar * s`` is one float32 product (correctly rounded
 on every backend). Where the exact quotient lies within half a float32 ulp of a half-integer,
 rounding its float32 value may pick the other neighbour than rounding the exact quotient would,
 as float32 QAT code that divides and then rounds does too. A zero result is +0

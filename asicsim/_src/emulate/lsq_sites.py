@@ -10,7 +10,7 @@ gradient is LSQ's (Eq. 3 times the gradient scale ``g`` of Section 2.2); the ope
 the straight-through estimator (Eq. 5). Without ``asicsim_lsq`` each step is the paper's initial
 step :func:`~asicsim._src.emulate.lsq.lsq_init` of the operand in this call (not differentiated; an
 :class:`InitialStepsWarning` says so), and
-:func:`asicsim._src.emulate.transform.init_lsq_steps` returns those steps: what :func:`asicsim._src.emulate.make_train_step` keeps in
+:func:`asicsim._src.emulate.transform.init_lsq_steps` returns those steps: what :func:`asicsim.make_train_step` keeps in
 ``TrainState.lsq`` and trains with the optimizer.
 
 Which axes are examples (left out of ``g``'s count, ``batch_axes`` of ``lsq_quantize``): for an

@@ -25,7 +25,7 @@ name for the op (roles it leaves out stay the recipe's, falling back as usual:
 ``transcendental`` and ``reduction`` to ``vector``), so a rule ``vector = "fp32"`` keeps the
 ops it matches unrounded under a recipe whose ``vector`` is bf16, and a rule ``vector =
 "bf16"`` rounds its ops under a recipe that rounds none. A rule that matches nothing warns
-(:class:`.layer_rules.UnusedLayerRule`); :func:`asicsim._src.emulate.layer_report` lists each op
+(:class:`.layer_rules.UnusedLayerRule`); :func:`asicsim.layer_report` lists each op
 with its path, role, rule and format (``ops``).
 
 The interpreter keeps ``scopes`` (:func:`eqn_scope` of each equation it is evaluating, outermost
@@ -58,7 +58,7 @@ def op_path(scopes, eqn) -> str:
 
 def op_policy(policy, scopes, eqn, used: set[int]):
     """The policy op ``eqn`` runs under (the recipe's, or its first matching op rule's, which is
-    added to ``used``) and, for :func:`asicsim._src.emulate.layer_report`, a note of the choice."""
+    added to ``used``) and, for :func:`asicsim.layer_report`, a note of the choice."""
     role = role_of(eqn.primitive.name)
     if role is None or not any(is_op_rule(roles) for _, roles in policy.layers):
         if role is not None:

@@ -20,7 +20,7 @@ One vocabulary of roles everywhere (recipes, ``--formats`` on the CLI, the op tr
             the roles it names (a ``weight_dx`` in ``[roles]`` applies to the edge layers too)
 ``query``, ``key`` the operands of attention's score GEMM (Q K^T), ``probabilities``, ``value``
             the operands of its output GEMM (P V), where the model marks them
-            (:func:`asicsim._src.emulate.attention_role`; absent: ``act``); forward only (their
+            (:func:`asicsim.attention_role`; absent: ``act``); forward only (their
             gradient GEMMs read them as ``act_dx``); ``scaling = "head"``: one scale per index
             of the GEMM's batch axes (per sequence and head)
 ``vector``  the result of every float elementwise op, reduction and pooling outside the GEMMs
@@ -166,7 +166,7 @@ class Policy:
 
     @property
     def needs_calibration(self) -> bool:
-        """Some role uses static scales: :func:`asicsim._src.emulate.calibrate` sets them."""
+        """Some role uses static scales: :func:`asicsim.calibrate` sets them."""
         return "static" in self.scalings
 
     @property

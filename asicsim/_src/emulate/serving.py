@@ -23,7 +23,7 @@ rounding). ``integer=False`` serves such GEMMs by the table instead: bit-identic
 **table**: any other weight (fp8, MX fp8/fp6/fp4, NVFP4, bf16, group codes under float
 activations) is decoded through a lookup table of its format's values (one entry per code),
 scaled as the export says (exactly), and multiplied in float32 after the activation is rounded by
-its role (:func:`asicsim._src.emulate.round_role`): bit-identical to the emulated GEMM.
+its role (:func:`asicsim.round_role`): bit-identical to the emulated GEMM.
 
 The output is rounded by the recipe's ``acc`` and ``out`` roles, as the emulated GEMM's; a
 delayed or static activation role scales by its calibrated amax (``calibrate``'s per-row static

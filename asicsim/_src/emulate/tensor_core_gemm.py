@@ -1,7 +1,7 @@
 """GEMMs as a named GPU's tensor cores compute them (issue 33 item 5).
 
 A recipe's ``tensor_core = "h100"`` runs every GEMM on the H100's tensor-core MAC for its
-operand formats (:func:`asicsim._src.numerics.tensor_core`: fp8 E4M3/E5M2, fp16, bf16, tf32 inputs;
+operand formats (:func:`asicsim.numerics.tensor_core`: fp8 E4M3/E5M2, fp16, bf16, tf32 inputs;
 fp32 or fp16 results, per the recipe's ``acc`` role); ``[tensor_core]`` names the GPU per GEMM,
 keyed by the role the GEMM writes: ``out`` (the forward GEMM), ``grad_out`` (dX) and ``wgrad``
 (dW). The model then trains or evaluates with that GPU's GEMM numerics on any backend.
@@ -13,7 +13,7 @@ What a GEMM computes, as the libraries do it on the GPU:
    scaling) and the factor that turns codes into values (``scale_inv = 1 / sf``, ``s``); an
    unscaled role's codes are its values, scale 1. The codes are computed, not recovered by a
    division of the values (which is inexact where the scale is not a power of two);
-2. the tensor-core MAC on the codes (:func:`asicsim._src.numerics.matmul` with the GPU's preset): the
+2. the tensor-core MAC on the codes (:func:`asicsim.numerics.matmul` with the GPU's preset): the
    whole K accumulated in the MMA's accumulator (Hopper fp8: 13 fraction bits), as cuBLASLt's
    fp8 GEMM with ``CUBLASLT_MATMUL_DESC_FAST_ACCUM`` (Transformer Engine's forward GEMM,
    ``use_split_accumulator=False``) does;

@@ -15,7 +15,7 @@ primitives). Which operand of a GEMM is the weight is found by provenance: leave
 An emulated GEMM (custom VJP, as AQT's fwd/dlhs/drhs): the activation operand is rounded with role
 ``act`` and the weight with ``weight`` (two activations, e.g. attention scores: both ``act``), the
 product accumulates in float32 and is rounded to ``acc`` then ``out`` (``mac_order = "fast"``; a
-bit-exact MAC order runs :func:`asicsim._src.numerics.matmul`). A convolution is carried out as the
+bit-exact MAC order runs :func:`asicsim.numerics.matmul`). A convolution is carried out as the
 im2col GEMM an accelerator runs (:mod:`asicsim._src.emulate.conv`) and treated as that GEMM. Backward: the
 incoming cotangent is rounded to ``grad`` (``grad_dx``/``grad_dw`` where a recipe gives each gradient
 GEMM its own; the other operand to ``weight_dx``/``act_dw`` likewise: :mod:`asicsim._src.emulate.gemm`);
@@ -167,7 +167,7 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         if unused:
             warnings.warn(f"recipe {pol.name!r}: layer rule(s) {unused} matched no GEMM (rules of "
                           f"vector roles: no op) of {getattr(fn, '__name__', 'the function')} (see "
-                          "asicsim._src.emulate.layer_report for every GEMM's weight path and op's name)", UnusedLayerRule, stacklevel=2)
+                          "asicsim.layer_report for every GEMM's weight path and op's name)", UnusedLayerRule, stacklevel=2)
         result = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), outs)
         if graph is None:
             return result

@@ -12,6 +12,7 @@ records that view it.
 from asicsim._lazy import lazy_package
 
 lazy_package(__name__, {
+    ".family": ["cost_family", "family_key"],
     ".cost": ["CostResult", "cost", "cost_many", "parse_formats", "topology_operations"],
     ".cost_tables": ["cost_table"],
     ".design": ["ArraySpec", "BufferSpec", "DesignError", "DramSpec", "PESpec", "SystolicDesign",
@@ -62,12 +63,14 @@ __all__ = [
     "VectorUnitSpec",
     "adder_energy_pj",
     "cost",
+    "cost_family",
     "cost_many",
     "cost_table",
     "design_energy_table",
     "designs_dir",
     "dram_energy_pj_per_bit",
     "energy_per_mac_pj",
+    "family_key",
     "gemm_sweep",
     "gpu_cost_many",
     "gpu_price",

@@ -117,7 +117,7 @@ def _double_buffers_problems(out: list[Problem], v: dict) -> None:
 class PESpec:
     """One MAC unit: multiplier operand formats (a = ifmap, b = filter) and the accumulator format.
 
-    Format names go through :func:`asicsim._src.numerics.get_format` (names, aliases, grammar, .toml
+    Format names go through :func:`asicsim.numerics.get_format` (names, aliases, grammar, .toml
     paths); the resolved frozen specs are stored, so ``"bf16"`` and ``"bfloat16"`` give equal PEs.
     ``modes`` lists the MAC formats the PE executes natively and at what fraction of the peak
     (:mod:`asicsim._src.hw.native`; tables with ``a``, ``b``, ``acc``, ``rate``, ``source``); the PE's own

@@ -16,7 +16,7 @@ from asicsim._src.hw.sram_banks import buffer_access_energy_pj
 
 
 def design_energy_table(design) -> dict[str, Energy]:
-    """Per-event energies of a :class:`~asicsim._src.hw.SystolicDesign` at its node, each with its source.
+    """Per-event energies of a :class:`~asicsim.hw.SystolicDesign` at its node, each with its source.
 
     Keys: ``mac_mult_pj``, ``mac_add_pj``, ``mac_pj`` (per MAC), ``<buffer>.read_pj_per_word`` and
     ``<buffer>.write_pj_per_word`` (a buffer's default: one bank plus the wire to it,

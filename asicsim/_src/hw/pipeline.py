@@ -3,7 +3,7 @@
 :func:`price` takes operations and a design, optionally with design axes (array rows, columns,
 dataflow, buffer capacities as arrays that broadcast: a design space), and returns per-operation
 a :class:`asicsim._src.hw.result.Price` of shape ``design_shape + (operations,)``. :func:`asicsim.cost_many` (one design, results
-as records), :func:`asicsim._src.hw.family.cost_family` and :func:`asicsim._src.hw.gemm_sweep` are front ends
+as records), :func:`asicsim._src.hw.family.cost_family` and :func:`asicsim.hw.gemm_sweep` are front ends
 of it, so the three give the same numbers by construction.
 """
 

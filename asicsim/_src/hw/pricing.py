@@ -1,7 +1,7 @@
 """Prices counts: traffic per memory level and operand, energy per component, and the bound.
 
 One implementation for every front end (:func:`asicsim.cost_many`, :func:`asicsim._src.hw.family.cost_family`,
-:func:`asicsim._src.hw.gemm_sweep`) and for the mapper's energy objective: :func:`energy_rates` turns a
+:func:`asicsim.hw.gemm_sweep`) and for the mapper's energy objective: :func:`energy_rates` turns a
 design (and swept array sizes and capacities) into pJ per event once, :func:`traffic` and
 :func:`energy` apply them to counts (arrays keyed by :class:`asicsim._src.hw.counts.GemmCounts` field
 names), :func:`classify_bound` names the regime. Every energy keeps its source
@@ -199,7 +199,7 @@ def classify_bound(transfer, busy, performed, pes, macs):
 
 def _per_word(design: SystolicDesign, buffer, kind: str, word_bits: float, capacity_kib):
     """(pJ per word, source) of a buffer access; a size-derived default follows the (possibly
-    swept) capacity, banked as :func:`asicsim._src.hw.design_energy_table` does."""
+    swept) capacity, banked as :func:`asicsim.hw.design_energy_table` does."""
     given = buffer.read_energy_pj if kind == "read" else buffer.write_energy_pj
     if given is not None:
         return float(given), f"design {design.name!r} buffer {buffer.name!r} {kind}_energy_pj"

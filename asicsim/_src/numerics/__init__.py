@@ -3,6 +3,7 @@
 from asicsim._lazy import lazy_package
 
 lazy_package(__name__, {
+    ".two_level": ["two_level_parts"],
     ".catalog": ["aliases", "catalog", "get_format"],
     ".codec": ["decode", "encode"],
     ".formats": ["BlockFormat", "FloatFormat", "FormatError", "IntFormat"],

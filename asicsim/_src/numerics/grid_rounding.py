@@ -4,7 +4,7 @@ float64's uint64) rounded onto a format's grid (:func:`round_to_grid`), exact mu
 
 No float arithmetic anywhere (XLA on CPU flushes subnormals; on GPU it does not round float32
 division correctly), and nothing here knows about scaling: :mod:`asicsim._src.numerics.scaling` and
-:mod:`asicsim._src.numerics.quantize` both build on these kernels, so they stand below both.
+:mod:`asicsim.numerics.quantize` both build on these kernels, so they stand below both.
 """
 
 from __future__ import annotations

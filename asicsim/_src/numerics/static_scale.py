@@ -1,6 +1,6 @@
 """Static scaling: a tensor quantized onto a format by one float32 scale from a given (calibrated)
 amax, with the rules of :mod:`asicsim._src.numerics.fp32_scale`; a block format (MX, BFP) brings its own
-scales and is rounded as :func:`asicsim._src.numerics.quantize` rounds it, so this module stands above
+scales and is rounded as :func:`asicsim.numerics.quantize` rounds it, so this module stands above
 both."""
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ def gpus() -> list[str]:
 
 def preset_text(gpu: str, a_fmt: str, out: str = "fp32", b_fmt: str | None = None) -> str:
     """The :class:`~asicsim._src.numerics.mac.MacSpec` text of ``gpu``'s tensor cores for ``a_fmt``
-    (and ``b_fmt``) inputs and ``out`` results (:func:`asicsim._src.numerics.tensor_core` parses it);
+    (and ``b_fmt``) inputs and ``out`` results (:func:`asicsim.numerics.tensor_core` parses it);
     ``b_fmt`` is ``a_fmt``, or the other fp8 format (:data:`MIXED_FP8`)."""
     try:
         key = (str(gpu).strip().lower(), _fmt(a_fmt), _fmt(out))

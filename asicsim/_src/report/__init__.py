@@ -7,7 +7,7 @@ fetched from anywhere), the same as Markdown, and every table as CSV.
 
 (Skipped by the doctests: they need a sweep's results in ``out/``; tests/report builds some.)
 
-Modules: :mod:`~asicsim._src.report.load` (the results directory), :mod:`~asicsim._src.report.tables`
+Modules: :mod:`~asicsim.report.load` (the results directory), :mod:`~asicsim._src.report.tables`
 (pandas tables), :mod:`~asicsim._src.report.figures` (matplotlib to inline SVG),
 :mod:`~asicsim._src.report.sections` (what the report says; the answer in :mod:`~asicsim._src.report.answer`
 and :mod:`~asicsim._src.report.accuracy`, the mapping objective's trade in :mod:`~asicsim._src.report.trade`,

@@ -149,7 +149,7 @@ def _spec_json(path: Path) -> dict:
 
 
 def load(root: str | Path) -> Results:
-    """Read ``root`` (raises :class:`asicsim._src.sweep.SweepError` if it is not a results directory)."""
+    """Read ``root`` (raises :class:`asicsim.SweepError` if it is not a results directory)."""
     root = results_root(root)
     store = Store(root)
     if not store.points.is_dir():

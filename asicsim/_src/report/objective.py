@@ -43,7 +43,7 @@ def options(res: Results, overrides: dict | None = None) -> ReportOptions:
     """The ``[report]`` settings (:class:`~asicsim._src.sweep.report_options.ReportOptions`): the
     sweep's recorded ones (spec.json), else its spec.toml's, else the defaults; ``overrides`` (from
     the command line) on top. A bad value raises
-    :class:`~asicsim._src.sweep.SweepError` naming the file, field, value and what is allowed."""
+    :class:`~asicsim.SweepError` naming the file, field, value and what is allowed."""
     recorded, where = None, "report"
     if "report" in res.spec:
         recorded, where = res.spec["report"], f"{res.root / 'spec.json'}: report"

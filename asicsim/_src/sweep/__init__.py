@@ -12,16 +12,9 @@ See :mod:`asicsim._src.sweep.spec` for the spec file, :mod:`asicsim._src.sweep.s
 
 from __future__ import annotations
 
-from asicsim._lazy import LazyPackage, lazy_package
+from asicsim._lazy import lazy_package
 
 __all__ = ["Point", "SweepError", "SweepSpec", "expand", "load_results", "load_spec", "sweep"]
-
-
-class _CallableModule(LazyPackage):
-    """Lets ``asicsim.sweep(spec, out)`` run a sweep and keep the submodules."""
-
-    def __call__(self, spec, out, **kwargs):
-        return self.sweep(spec, out, **kwargs)
 
 
 lazy_package(__name__, {
@@ -31,4 +24,4 @@ lazy_package(__name__, {
     ".errors": ["SweepError"],
     ".spec": ["SweepSpec", "load_spec"],
     ".store": ["load_results"],
-}, _CallableModule)
+})

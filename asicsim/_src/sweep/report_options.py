@@ -37,7 +37,7 @@ def option_problems(values: Mapping, where: str = "report") -> list[str]:
 
 @dataclass(frozen=True, eq=False)
 class ReportOptions(Mapping):
-    """The ``[report]`` settings, checked at construction (a :class:`~asicsim._src.sweep.SweepError`
+    """The ``[report]`` settings, checked at construction (a :class:`~asicsim.SweepError`
     names every bad field); the limits are stored as floats. Read as a mapping too
     (``opts["objective"]``, ``dict(opts)``), as the spec's table it comes from.
 

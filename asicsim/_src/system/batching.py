@@ -5,7 +5,7 @@ batch at a time) launches a batch when ``max_batch`` requests are waiting or the
 waited ``max_wait_s``, whichever comes first, and only when it is free (a batch that could
 launch while the chip is busy launches the moment it frees, with up to ``max_batch`` of the
 waiting requests, oldest first). A batch of ``b`` requests takes the time and energy the cost
-model gives the model's operations at batch ``b`` (``asicsim._src.hw.cost_many`` on the design, summed; the
+model gives the model's operations at batch ``b`` (``asicsim.hw.cost_many`` on the design, summed; the
 operations run one after another), so the service table depends on the design and the formats.
 
 Reported per run: throughput (requests served per second, first arrival to last completion),

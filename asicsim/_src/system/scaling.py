@@ -3,7 +3,7 @@
 One step on ``N`` chips, each holding a full model copy and ``b`` samples (the per-chip batch):
 
 - compute: the per-chip forward and backward operations priced by the chip's design (its
-  ``asicsim._src.hw.cost_many``: a systolic design's physical model, a GPU design's GPU baseline; every
+  ``asicsim.hw.cost_many``: a systolic design's physical model, a GPU design's GPU baseline; every
   operation is priced as a forward kernel of its shape). A dense layer ``(b x K) @ (K x N)`` has a forward GEMM and two backward
   GEMMs with the same MACs each: ``dX = dY W^T``, ``(b x N)(N x K)``, and ``dW = X^T dY``,
   ``(K x b)(b x N)``; the first layer skips ``dX`` (nobody needs the input's gradient). An RNN layer

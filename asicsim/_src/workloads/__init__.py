@@ -12,6 +12,10 @@ per-tensor numerics statistics), :func:`infer` (post-training quantization of th
 from asicsim._lazy import lazy_package
 
 lazy_package(__name__, {
+    ".prune_rules": ["PruneRule"],
+    ".prune_price": ["sparse_trace"],
+    ".pricing": ["price_trace", "workload_trace"],
+    ".ctc": ["greedy_decode", "prefix_beam_search"],
     ".datasets": ["DATASETS", "Dataset", "DatasetUnavailable", "load_dataset"],
     ".deepbench": ["PRECISIONS", "Suite", "WorkloadError", "list_suites", "load_suite",
         "suite_costs", "suites_table", "workloads_dir"],
@@ -31,11 +35,13 @@ __all__ = [
     "DatasetUnavailable",
     "InferResult",
     "Model",
+    "PruneRule",
     "Suite",
     "TrainResult",
     "Workload",
     "WorkloadError",
     "accuracy_drop_table",
+    "greedy_decode",
     "infer",
     "list_suites",
     "list_workloads",
@@ -43,9 +49,13 @@ __all__ = [
     "load_suite",
     "load_workload",
     "make_model",
+    "prefix_beam_search",
+    "price_trace",
+    "sparse_trace",
     "suite_costs",
     "suites_table",
     "tensor_stats",
     "train",
+    "workload_trace",
     "workloads_dir",
 ]

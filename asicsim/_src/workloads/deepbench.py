@@ -21,7 +21,7 @@ its columns. How each DeepBench row becomes an asicsim operation:
   timesteps counts the ``timesteps`` recurrent GEMMs alone; the gate nonlinearities run on the
   design's vector unit (a design without one, e.g. the SCALE-Sim designs, prices the GEMMs only and
   says so in the ``note`` column). GPU designs price them without the input projection too (the
-  GPU model's ``rnn_skip_input``, which :func:`asicsim._src.hw.cost_many` picks for such a lowering);
+  GPU model's ``rnn_skip_input``, which :func:`asicsim.hw.cost_many` picks for such a lowering);
   a model that still counts other work than DeepBench gets a ``note`` saying by how much its flop
   count differs.
 - ``sparse_gemm``: DeepBench's sparse operand is A (M x K, ``nnz_A`` nonzeros) times a dense B

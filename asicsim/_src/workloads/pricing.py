@@ -1,7 +1,7 @@
 """Price what a training workload runs: its op trace under a recipe, on systolic designs and GPUs.
 
 ``workload_trace`` traces one training step (or one inference batch) of a workload under a recipe
-with :func:`asicsim._src.emulate.op_trace` (shapes only, nothing is computed); ``trace_costs`` prices
+with :func:`asicsim.op_trace` (shapes only, nothing is computed); ``trace_costs`` prices
 each of its rows on a design (time, energy split, traffic, bound) and ``price_trace`` sums them per role,
 pricing each group of rows in the formats its role uses with one call on a group of designs
 (:func:`trace_price`: :func:`asicsim._src.hw.family.cost_designs`, one typed price per group):

@@ -36,7 +36,7 @@ def sparse_trace(trace: pd.DataFrame, sparsity: dict[str, float], sparse_format:
             raise WorkloadError(f"weight sparsity of {path!r} = {s!r}: allowed: a fraction of zeros in [0, 1) "
                                 "(a weight matrix that is all zeros cannot be priced as a GEMM)")
     if "weight_path" not in trace:
-        raise WorkloadError("the trace has no weight_path column: make it with asicsim._src.emulate.op_trace")
+        raise WorkloadError("the trace has no weight_path column: make it with asicsim.op_trace")
     reads = (trace["rhs_role"] == "weight") & trace["role"].isin(WEIGHT_READING_ROLES) & (trace["kind"] != "elementwise")
     s = trace["weight_path"].map(lambda p: float(sparsity.get(p, 0.0))).where(reads, 0.0)
     missing = sorted(set(sparsity) - set(trace.loc[reads, "weight_path"]))

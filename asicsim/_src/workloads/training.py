@@ -142,7 +142,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``prune``: :class:`~asicsim._src.workloads.prune_rules.PruneRule` s replacing the workload's
     ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
     A recipe with learned step sizes (``int8_lsq``): the steps are initialised on the first
-    training batch and trained with the weights (:func:`asicsim._src.emulate.make_train_step`), the
+    training batch and trained with the weights (:func:`asicsim.make_train_step`), the
     evaluation uses them; such a run has no numerics statistics (they round whole tensors, the
     learned steps belong to GEMM operands); not with pruning or batch norm yet (an error).
     """
@@ -153,7 +153,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     if policy.lsq and (w.prune or getattr(model, "running_init", None) is not None):
         raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
                          f"by workload training with pruning or batch norm ({w.name!r}); train with "
-                         "asicsim._src.emulate.make_train_step(loss_fn, recipe, tx) and init(params, key, first_batch)")
+                         "asicsim.make_train_step(loss_fn, recipe, tx) and init(params, key, first_batch)")
     check_batch(w, data)
     tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
                               replicas, w.batch)
