@@ -90,7 +90,6 @@ class Policy:
     description: str = ""
     source: str = ""
     first_last: tuple[tuple[str, RoleSpec], ...] = ()  # roles overridden in the first and last GEMM row
-    extra: tuple = field(default=(), repr=False)
     mac: str = ""  # a full MacSpec text (e.g. "v100"; overrides mac_order), see asicsim._src.numerics.mac
     calibration_batches: int = 8  # static scaling: calibration batches asicsim infer uses
     # static scaling: per-GEMM-row amax of (lhs, rhs, grad) from calibration, ((row, (a, b, g)), ...);
