@@ -184,8 +184,9 @@ def generate(s: SpeechSettings, threads: int | None = None) -> dict[str, np.ndar
     return out
 
 
-def to_dataset(name: str, s: SpeechSettings, a: dict[str, np.ndarray], version: str) -> Dataset:
-    """The :class:`Dataset` (task ``ctc``) of :func:`generate`'s arrays, frames zero-padded to the longest."""
+def ctc_dataset(name: str, a: dict[str, np.ndarray], description: str, speaker_names) -> Dataset:
+    """The :class:`Dataset` (task ``ctc``) of a corpus's arrays (concatenated frames, lengths,
+    labels, speakers), frames zero-padded to the longest utterance."""
     steps = int(max(a["train_len"].max(), a["test_len"].max()))
 
     def pad(x, lens):
@@ -194,15 +195,20 @@ def to_dataset(name: str, s: SpeechSettings, a: dict[str, np.ndarray], version: 
             out[i, :n] = x[start: start + n]
         return out
 
+    return Dataset(name, "ctc", pad(a["train_x"], a["train_len"]), a["train_y"], pad(a["test_x"], a["test_len"]),
+                   a["test_y"], len(VOCAB), vocab=VOCAB, description=description, x_len_train=a["train_len"],
+                   x_len_test=a["test_len"], speakers_train=a["train_speaker"], speakers_test=a["test_speaker"],
+                   speaker_names=speaker_names)
+
+
+def to_dataset(name: str, s: SpeechSettings, a: dict[str, np.ndarray], version: str) -> Dataset:
+    """The :class:`Dataset` (task ``ctc``) of :func:`generate`'s arrays, frames zero-padded to the longest."""
     win, hop, _ = s.frame
     desc = (f"espeak-ng {version} speech, {s.train_utterances}/{s.test_utterances} utterances, "
             f"{len(s.speakers)} speakers (voice+variant), {s.test_speakers} held out for test; digits, "
             f"commands, pydoc_data phrases; white noise at {s.snr_db} dB SNR; {s.n_mels} HTK log-mel "
             f"{win}/{hop} samples at {SAMPLE_RATE} Hz, normalised by training mean/std; seed {s.seed}")
-    return Dataset(name, "ctc", pad(a["train_x"], a["train_len"]), a["train_y"], pad(a["test_x"], a["test_len"]),
-                   a["test_y"], len(VOCAB), vocab=VOCAB, description=desc, x_len_train=a["train_len"],
-                   x_len_test=a["test_len"], speakers_train=a["train_speaker"], speakers_test=a["test_speaker"],
-                   speaker_names=s.speakers)
+    return ctc_dataset(name, a, desc, s.speakers)
 
 
 def cache_key(name: str, s: SpeechSettings, version: str) -> str:

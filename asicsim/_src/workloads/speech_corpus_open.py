@@ -31,7 +31,7 @@ import numpy as np
 from asicsim._src.workloads import speech_corpus_rooms as rooms
 from asicsim._src.workloads.dataset_store import Dataset, cached_arrays
 from asicsim._src.workloads.logmel import log_mel, mel_filterbank
-from asicsim._src.workloads.speech_corpus import VOCAB, trim
+from asicsim._src.workloads.speech_corpus import VOCAB, ctc_dataset, trim
 from asicsim._src.workloads.speech_corpus_engines import ENGINES, engine_versions, synthesize
 from asicsim._src.workloads.speech_corpus_open_settings import (
     HOP,
@@ -127,21 +127,10 @@ def load_arrays(name: str, settings: OpenSpeechSettings | None = None) -> tuple[
 def load_open_speech(name: str, settings: OpenSpeechSettings | None = None) -> Dataset:
     """Dataset ``name`` (``speech_open``, ``speech_open_gpu``, or any name with ``settings``)."""
     s, a, versions = load_arrays(name, settings)
-    steps = int(max(a["train_len"].max(), a["test_len"].max()))
-
-    def pad(x, lens):
-        out = np.zeros((len(lens), steps, x.shape[1]), np.float32)
-        for i, (start, n) in enumerate(zip(np.cumsum(lens) - lens, lens, strict=True)):
-            out[i, :n] = x[start: start + n]
-        return out
-
     digest = hashlib.sha256(repr(s).encode()).hexdigest()[:8]
     desc = (f"open speech ({versions}; settings {digest}): {s.train_utterances}/{s.test_utterances} "
             f"utterances, {len(s.train_voices)} training / {len(s.test_voices)} held-out voices, GCIDE "
             f"definition clauses (test sentences never in training), stretch {s.stretch}, pitch {s.pitch}, "
             f"rooms for {s.reverb_fraction:.0%}, noise {s.snr_db} dB SNR; {s.n_mels} log-mel 25/10 ms at "
             f"16 kHz, normalised by training mean/std; seed {s.seed}")
-    return Dataset(name, "ctc", pad(a["train_x"], a["train_len"]), a["train_y"], pad(a["test_x"], a["test_len"]),
-                   a["test_y"], len(VOCAB), vocab=VOCAB, description=desc, x_len_train=a["train_len"],
-                   x_len_test=a["test_len"], speakers_train=a["train_speaker"], speakers_test=a["test_speaker"],
-                   speaker_names=s.voices)
+    return ctc_dataset(name, a, desc, s.voices)
