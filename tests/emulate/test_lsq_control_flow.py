@@ -178,9 +178,11 @@ def test_lsq_in_control_flow_trains_as_the_hand_written_model(name):
             state, metrics = stepj(state, batch)
             hand, opt, loss = hand_step(hand, opt)
             assert np.array_equal(metrics["loss"], loss)
-    # cond: measured, the losses equal bit for bit, one step and w_in 1 ulp apart from step 2 on
-    # (XLA:CPU sums the gradient of the taken branch in another order than in the hand model)
-    same = np.testing.assert_array_equal if name != "cond" else lambda a, b: np.testing.assert_allclose(a, b, 1e-6)
+    # cond: measured, the losses equal bit for bit, one step and w_in apart from step 2 on (XLA:CPU
+    # sums the gradient of the taken branch in another order than in the hand model; adam's
+    # division by sqrt(v) magnifies it): 1 ulp on jax 0.10.2, 10 ulp on one of w_in's 1024 on 0.8.0
+    same = np.testing.assert_array_equal if name != "cond" else (
+        lambda a, b: np.testing.assert_array_max_ulp(np.asarray(a), np.asarray(b), maxulp=16))
     for got, ref in zip(state.lsq[0], hand["s"], strict=True):
         same(got, ref)
     for k in p0:
