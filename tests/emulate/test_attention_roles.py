@@ -119,10 +119,12 @@ def _gemms_marked_vs_unmarked(names):
 
 @pytest.mark.slow  # the transformer's gradient: about a minute per recipe on 2 cores
 def test_unmarked_roles_keep_recipes_of_every_kind_bit_identical(monkeypatch):
-    """One recipe of each rounding mechanism (every shipped one, GEMMs alone: the test above):
+    """One recipe of each scaling mechanism (every shipped one, GEMMs alone: the test above):
     delayed per-tensor scales (fp8_hybrid), two-level blocks with a rotation and stochastic
-    rounding (nvfp4), a bit-exact MAC order (tensorcore_fp16)."""
-    _marked_vs_unmarked(monkeypatch, ["fp8_hybrid", "nvfp4", "tensorcore_fp16"])
+    rounding (nvfp4). A bit-exact MAC order (tensorcore_fp16) rounds inside each GEMM, which the
+    GEMM-level test covers for every shipped recipe; its transformer gradient alone takes 2.5
+    minutes of XLA compilation on 2 cores."""
+    _marked_vs_unmarked(monkeypatch, ["fp8_hybrid", "nvfp4"])
 
 
 @pytest.mark.parametrize("role", ROLES4)

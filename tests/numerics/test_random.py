@@ -102,7 +102,7 @@ def test_neighbouring_words_are_independent():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(2))  # 80 s a key on 2 cores: two keys fit CI's budget
 def test_neighbouring_words_are_independent_slow(seed):
     """Lags 1..16, top and bottom bytes, 2**26 words per key."""
     for byte in (3, 0):

@@ -72,17 +72,19 @@ def test_kernel_matches_xla_path_with_specials_and_partial_tiles():
     assert np.isnan(got).any() and np.isinf(got).any() and (got == 0).any()
 
 
-@pytest.mark.slow  # 40 interpreted kernels: a few minutes
+@pytest.mark.slow  # 40 interpreted kernels, 7 s each on 2 cores
 @pytest.mark.parametrize("text", _presets() + GENERIC)
 def test_every_preset_matches_xla_path(text):
-    """The probe operands with and without c; without, on 32 x 32 tiles."""
+    """The probe operands with c; the generic specs also without c, on 32 x 32 tiles (the
+    presets' own tiles without c: the hypothesis test below)."""
     mac = MacSpec.parse(text)
     if not tc_kernel.applies(mac):
         assert mac.tc_late_c is not None, text  # B200 fp8: the XLA path (see applies)
         return
     a, b, c = tc_kernel.probe_operands(mac)
     _check(mac, a, b, c)
-    _check(mac, a, b, None, tile=(32, 32, 4))
+    if text in GENERIC:
+        _check(mac, a, b, None, tile=(32, 32, 4))
 
 
 @pytest.mark.slow

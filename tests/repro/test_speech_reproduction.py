@@ -31,7 +31,7 @@ def _grad_underflow(run) -> float:
     return max(v["underflow"] for k, v in run.numerics.items() if k.startswith("grad:"))
 
 
-@pytest.mark.slow  # ~6 min on 2 cores: four trainings of the speech model
+@pytest.mark.experiment  # 15-20 min on 2 cores: four trainings of the speech model
 def test_micikevicius2018_on_deep_speech_2_and_int8_ptq():
     try:
         load_dataset("speech")

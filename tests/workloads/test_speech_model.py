@@ -15,7 +15,7 @@ from asicsim._src.emulate import op_trace
 from asicsim._src.emulate.training import make_train_step
 from asicsim._src.workloads import post_training, tasks, training
 from asicsim._src.workloads.ctc import ctc_loss
-from asicsim._src.workloads.datasets import Dataset, DatasetUnavailable, load_dataset
+from asicsim._src.workloads.datasets import Dataset
 from asicsim._src.workloads.models import im2col_2d, make_model
 from asicsim._src.workloads.speech_model import RELU_CLIP, patches
 from asicsim._src.workloads.workload import Workload, load_workload
@@ -230,20 +230,9 @@ def test_workload_trace_of_speech(synthetic):
     assert set(inf["role"]) == {"forward"} and (inf["macs"] > 0).any()
 
 
-def _speech_or_skip():
-    try:
-        return load_dataset("speech")
-    except (ValueError, DatasetUnavailable) as err:  # not yet a dataset, or not generated here
-        pytest.skip(f"the speech dataset does not load here ({type(err).__name__}: {err})")
-
-
-@pytest.mark.slow
-def test_speech_ds2_trains_below_chance():
-    _speech_or_skip()
-    # 600 of the workload's 1500 steps (~2 minutes on 2 cores): the full run reached CER 0.06
-    r = training.train("speech_ds2", "fp32", seeds=(0,), stats=False, steps=600, eval_every=300)
-    assert not r.diverged and r.metric == "test_cer"
-    assert r.mean < 0.4, r.runs[0].curves  # chance (an empty transcript) is 1.0
+# The workload's fp32 training (600 steps, seed 0, CER < 0.25) is held by the speech reproduction
+# (tests/repro/test_speech_reproduction.py), which trains it beside fp16; a second run here cost
+# four minutes of CI.
 
 
 def test_cli_prints_error_rates(monkeypatch, capsys):
