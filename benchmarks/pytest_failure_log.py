@@ -9,13 +9,21 @@ import json
 import os
 
 TRACEBACK_CHARS = 4000
+_worker = False
+
+
+def pytest_configure(config) -> None:
+    # An xdist worker has ``workerinput`` (the PYTEST_XDIST_WORKER variable is no test: a pytest
+    # started from inside an xdist worker inherits it, and then nothing was logged).
+    global _worker
+    _worker = hasattr(config, "workerinput")
 
 
 def pytest_runtest_logreport(report) -> None:
     path = os.environ.get("ASICSIM_FAILURE_LOG")
     # An xdist worker sees its own reports too: only the controller, which receives them all,
     # writes (else each failure was logged twice).
-    if not path or not report.failed or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not path or not report.failed or _worker:
         return
     text = report.longreprtext
     lines = text.strip().splitlines() or [""]
