@@ -72,7 +72,7 @@ def test_kernel_matches_xla_path_with_specials_and_partial_tiles():
     assert np.isnan(got).any() and np.isinf(got).any() and (got == 0).any()
 
 
-@pytest.mark.slow  # 40 interpreted kernels, 7 s each on 2 cores
+@pytest.mark.experiment  # 40 interpreted kernels, 7 s each on 2 cores
 @pytest.mark.parametrize("text", _presets() + GENERIC)
 def test_every_preset_matches_xla_path(text):
     """The probe operands with c; the generic specs also without c, on 32 x 32 tiles (the

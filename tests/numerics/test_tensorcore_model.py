@@ -219,7 +219,7 @@ def test_kernel_matches_fraction_model(mac, seed, spread, scale):
     _kernel_matches_fraction_model(mac, seed, spread, scale)
 
 
-@pytest.mark.slow
+@pytest.mark.experiment  # 60 examples of the Fraction model: the longest numerics test
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**EXAMPLE)
 def test_kernel_matches_fraction_model_many(mac, seed, spread, scale):

@@ -11,7 +11,7 @@ import pytest
 from asicsim._src.sweep import expand, load_results, load_spec
 
 
-@pytest.mark.slow
+@pytest.mark.experiment  # 5-9 min: the whole demo (the main job)
 def test_demo_runs_every_point_and_writes_the_report(tmp_path):
     out = tmp_path / "demo"
     done = subprocess.run([sys.executable, "-m", "asicsim", "demo", "--out", str(out), "--json"],
