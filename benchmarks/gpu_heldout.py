@@ -12,6 +12,8 @@ exp(median signed error) (> 1: predicted slower than measured).
 
 ``--by-kind``: the table per device x precision x kind (median / p90 / bias) of the H100 set (the
 fit set, in sample) and the H200 set (held out), the aim being median <= 0.10 and p90 <= 0.30.
+Every device held out (the fitted ones by leave-one-device-out), next to the roofline, with the
+worst rows: ``benchmarks/gpu_kind_table.py``.
 """
 
 from __future__ import annotations
