@@ -26,9 +26,15 @@ mechanism, :class:`Body`: a step per body operand, taken in order as each body i
   weights), indexed by the iteration as delayed scaling's amax rows are; nested layer scans
   stack their lengths, outer first. Initial steps: each layer's on its own operands.
 - a time scan, ``while_loop`` or ``jax.checkpoint``: one step for every iteration (as one amax row),
-  closed over by the body; its gradient is the sum over iterations. Initial steps: on the
-  operands of the first iteration (a while loop's body run once on the initial carry, even
-  where the loop would not run).
+  closed over by the body; its gradient is the sum over iterations. Initial steps: a time scan's
+  the mean over its iterations of each iteration's ``lsq_init`` (for equal-sized iterations the
+  paper's ``2 mean|v| / sqrt(Qp)`` over the operand at every time step, as a layer's activations
+  over a sequence are; exactly the first iteration's where all are equal, as a weight's are: an
+  RNN's recurrent operand is zero at its first step from a zero state, where a first-iteration
+  step would be 0); a while loop's and a checkpoint's on the operands of the first iteration
+  (a while loop's body run once on the initial carry, even where the loop would not run).
+  In an initialising call an all-zero operand (or channel) has initial step 0 and is rounded to
+  0 exactly; :func:`asicsim.make_train_step` raises such a step to :data:`LSQ_MIN_STEP`.
 - a ``cond``/``switch``: each branch its own steps, branch 0's first (``lax.cond``'s false
   branch); initial steps: each branch run on the operands (the one not taken too).
 - a user's ``custom_vjp``/``custom_jvp``: refused; its rule gives the gradients of everything
@@ -50,8 +56,8 @@ from asicsim._src.emulate.trace import recording
 #: projection onto ``step >= LSQ_MIN_STEP``), so that a step driven to 0 or below does not turn
 #: the next forward into NaN. 1e-5 as quant_mp's LSQ (``scale = where(scale > eps, scale, eps)``,
 #: ``eps = 1e-5``; found with the search tool, the paper has no rule). Absolute, not relative to
-#: the tensor: a tensor whose ``lsq_init`` is below it starts at its own step and is raised to
-#: 1e-5 by the first update.
+#: the tensor: :func:`asicsim.make_train_step` raises an initial step below it (``lsq_init`` of a
+#: tiny or all-zero operand) to it as well.
 LSQ_MIN_STEP = 1e-5
 
 
@@ -80,7 +86,10 @@ def lsq_operand(x, spec, role: str, kept: tuple[int, ...], step=None):
     init = None
     if step is None:
         chan = spec.scaling == "lsq_channel" and kept
-        init = step = lax.stop_gradient(lsq_init(x, spec.format, axis=tuple(kept) if chan else None))
+        init = lax.stop_gradient(lsq_init(x, spec.format, axis=tuple(kept) if chan else None))
+        # a zero init is an all-zero operand (channel): any positive step rounds it to 0 exactly
+        # (an RNN's zero initial state; the step itself is its first iteration's and training's concern)
+        step = jnp.where(init > 0, init, jnp.float32(1))
     batch = () if role == "weight" else tuple(kept)
     return lsq_quantize(x, step, spec.format, batch_axes=batch).astype(x.dtype), init
 

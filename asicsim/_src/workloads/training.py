@@ -150,10 +150,6 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
                                         eval_every=eval_every, momentum=momentum, prune=prune)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
-    if policy.lsq and (w.prune or getattr(model, "running_init", None) is not None):
-        raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
-                         f"by workload training with pruning or batch norm ({w.name!r}); train with "
-                         "asicsim.make_train_step(loss_fn, recipe, tx) and init(params, key, first_batch)")
     check_batch(w, data)
     tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
                               replicas, w.batch)
