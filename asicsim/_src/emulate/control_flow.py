@@ -63,7 +63,7 @@ def time_scan(interp, p, invals, flags, paths, data=None):
 def _iteration_mean(a):
     """The mean over axis 0 of ``a`` (one initial step per iteration), taken as ``a[0] + mean(a -
     a[0])``: exactly ``a[0]`` where every iteration's is the same (a weight's)."""
-    return a[0] + jnp.mean(a - a[0], axis=0)
+    return a[0] + jnp.mean(a - a[:1], axis=0)
 
 
 def while_loop(interp, p, invals, flags, paths, data=None):

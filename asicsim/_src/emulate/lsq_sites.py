@@ -51,6 +51,8 @@ from asicsim._src.emulate.fields import LSQ_SCALINGS
 from asicsim._src.emulate.layer_rules import collecting
 from asicsim._src.emulate.lsq import lsq_init, lsq_quantize
 from asicsim._src.emulate.trace import recording
+from asicsim._src.numerics import get_format
+from asicsim._src.numerics.exact_div import divide
 
 #: The smallest step training keeps: after each optimizer update a step below it is set to it (a
 #: projection onto ``step >= LSQ_MIN_STEP``), so that a step driven to 0 or below does not turn
@@ -94,14 +96,42 @@ def lsq_operand(x, spec, role: str, kept: tuple[int, ...], step=None):
     return lsq_quantize(x, step, spec.format, batch_axes=batch).astype(x.dtype), init
 
 
+#: What an observing call (:func:`asicsim._src.emulate.transform.observe_lsq`) records per LSQ
+#: operand, as sums over its elements: ``r = x / step`` (as :func:`lsq_quantize` divides) and ``q``
+#: the rounded operand; ``saturated``: finite elements beyond the codes (``r > Qp`` or ``r < -Qn``,
+#: moved by the clip), ``underflow``: nonzero finite ones rounded to 0, ``err_sq``/``sq``: the sums
+#: of ``(q - x)**2`` and ``x**2`` over the finite elements. Ratios of these sums are fractions;
+#: over a time scan's iterations (equal sizes) the mean of each sum is kept (the same ratios).
+OBSERVED = ("size", "nonzero", "zero", "underflow", "saturated", "nonfinite", "err_sq", "sq")
+
+
+def observe(x, q, step, spec) -> jax.Array:
+    """:data:`OBSERVED` of operand ``x`` rounded to ``q`` with ``step`` (float32, shape (8,))."""
+    fmt = get_format(spec.format)
+    x = jnp.asarray(x, jnp.float32)
+    q = jnp.asarray(q, jnp.float32)
+    r = divide(x, jnp.broadcast_to(jnp.asarray(step, jnp.float32), x.shape))
+    finite = jnp.isfinite(x)
+    nonzero = finite & (x != 0)
+    sat = finite & ((r > fmt.kmax) | (r < fmt.kmin))
+    err = jnp.where(finite, q - x, 0.0)
+    xs = jnp.where(finite, x, 0.0)
+    counts = [jnp.float32(x.size), jnp.sum(nonzero), jnp.sum(finite & (x == 0)), jnp.sum(nonzero & (q == 0)),
+              jnp.sum(sat), jnp.sum(~jnp.isfinite(q))]
+    return jnp.stack([*(c.astype(jnp.float32) for c in counts), jnp.sum(err * err), jnp.sum(xs * xs)])
+
+
 class LsqSteps:
     """The steps of one emulated call: ``given`` (consumed in order) or, where None, initialised
-    from each operand; ``seen`` collects the initial steps used."""
+    from each operand; ``seen`` collects the initial steps used, or with ``observe`` (and given
+    steps) each operand's :func:`observe` vector, and ``labels`` each site's ``(role, weight path)``."""
 
-    def __init__(self, given=None):
+    def __init__(self, given=None, observe: bool = False):
         self.given = None if given is None else list(given)
+        self.observing = observe and given is not None
         self.next = 0
         self.seen: list = []
+        self.labels: dict = {}  # site number -> (role, the GEMM's weight path), when observing
         self.layers: list = []  # (iteration, length) of each enclosing layer scan, outer first
 
     @property
@@ -109,7 +139,7 @@ class LsqSteps:
         """No steps given: each is ``lsq_init`` of its operand, collected in ``seen``."""
         return self.given is None
 
-    def operands(self, pol, roles, xs, kept, custom: int, where: str):
+    def operands(self, pol, roles, xs, kept, custom: int, where: str, path: str = ""):
         """``xs`` with each LSQ operand rounded (``kept``: per operand, the axes not contracted),
         and per operand whether it was (then on its grid: the GEMM does not round it again)."""
         out, done = [], []
@@ -124,10 +154,14 @@ class LsqSteps:
                                  f"{where} inside a custom_vjp or custom_jvp function: its rule gives the gradients "
                                  "inside it, so a learned step there gets no LSQ gradient; move the GEMM out of "
                                  "the custom rule, or call lsq_quantize in it with a step of your own")
+            if self.observing:
+                self.labels[self.next] = (role, path)
             step = self._step(x, spec, keep, role, where)
             q, init = lsq_operand(x, spec, role, keep, step)
             if init is not None:
                 self.seen.append(init)
+            elif self.observing:
+                self.seen.append(observe(x, q, step, spec))
             out.append(q)
             done.append(True)
         return out, tuple(done)
