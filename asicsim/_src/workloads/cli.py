@@ -73,7 +73,8 @@ def _number(v, spec: str) -> str:
 
 def _numerics_lines(numerics: dict) -> list[str]:
     lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s} "
-             f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents"]
+             + (" learned step (LSQ)" if numerics and all("step" in s for s in numerics.values())
+                else f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents")]
     for name, s in numerics.items():
         if "step" in s:  # a learned-step operand (asicsim._src.workloads.lsq_stats): its step, not exponents
             lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
