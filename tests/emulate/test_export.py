@@ -276,3 +276,41 @@ def test_calibrated_int8_model_serves_bit_identically(recipe):
     y = np.asarray(served(x))
     assert [g["mode"] for g in served.gemms] == ["int", "int"]
     assert np.max(np.abs(y - e)) <= 2.0**-19 * np.max(np.abs(e))
+
+
+def test_an_lsq_trained_model_exports_codes_and_its_learned_steps():
+    """int8_lsq (int8 weights, a learned step per output channel) after two training steps: each
+    weight exported as LSQ's codes, numpy's round half to even of clip(w / step, -128, 127) (Esser
+    et al. 2020, Eqs. 1-2), with the learned steps as its (N, 1) fp32 scales; dequantized, bit
+    for bit lsq_quantize(w, step). Without the steps the export is refused, naming where they
+    come from. On the old code LSQ weights could not be exported."""
+    import optax
+
+    from asicsim._src.emulate import lsq_quantize, make_train_step
+    from asicsim._src.emulate.lsq_export import lsq_weight_steps
+
+    rng = np.random.default_rng(0)
+    params = {"w1": jnp.asarray(rng.normal(size=(8, 6)), jnp.float32),
+              "w2": jnp.asarray(rng.normal(size=(6, 3)), jnp.float32)}
+    batch = (jnp.asarray(rng.normal(size=(16, 8)), jnp.float32), jnp.asarray(rng.normal(size=(16, 3)), jnp.float32))
+
+    def loss(p, b):
+        return jnp.mean((jnp.tanh(b[0] @ p["w1"]) @ p["w2"] - b[1]) ** 2)
+
+    init, step = make_train_step(loss, "int8_lsq", optax.sgd(0.1))
+    state = init(params, 0, batch)
+    stepj = jax.jit(step)
+    for _ in range(2):
+        state, _ = stepj(state, batch)
+    steps = lsq_weight_steps(loss, "int8_lsq", state.lsq[0], state.params, batch)
+    assert sorted(steps) == ["w1", "w2"] and steps["w1"].shape == (1, 6)
+    codes = export_codes(state.params, "int8_lsq", lsq_steps=steps)
+    for k in ("w1", "w2"):
+        w, s = np.asarray(state.params[k]), steps[k]
+        wc = codes[k]
+        assert wc.codes.dtype == np.int8 and wc.scale_kind == "fp32"
+        np.testing.assert_array_equal(wc.codes, np.clip(np.rint(w / s), -128, 127).astype(np.int8))
+        np.testing.assert_array_equal(wc.scales, s.reshape(-1, 1))
+        np.testing.assert_array_equal(np.asarray(dequantize_codes(codes)[k]), np.asarray(lsq_quantize(w, s, "int8")))
+    with pytest.raises(ValueError, match="lsq_steps=lsq_weight_steps"):
+        export_codes(state.params, "int8_lsq")

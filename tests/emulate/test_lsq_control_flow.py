@@ -126,12 +126,13 @@ def _initial(name, p, x):
         h2 = jax.nn.relu(h1 @ p["ws"][1])
         return [i(x), i(p["w_in"], False), jnp.stack([i(h), i(h1)]), jnp.stack([i(w, False) for w in p["ws"]]),
                 i(h2), i(p["w_out"], False)]
-    if name == "rnn":
-        x0 = _frames(x)[0]
+    if name == "rnn":  # a time scan's: the mean over its iterations (of the frames: all frames')
         h = jnp.full((x.shape[0], 16), 0.5)
-        steps = [i(x0), i(p["w_in"][:16], False), i(h), i(p["ws"][0], False)]
+        hs = []
         for xt in _frames(x):
+            hs.append(i(h))
             h = jnp.tanh(xt @ p["w_in"][:16] + h @ p["ws"][0])
+        steps = [i(_frames(x)), i(p["w_in"][:16], False), jnp.mean(jnp.stack(hs)), i(p["ws"][0], False)]
         return [*steps, i(h), i(p["w_out"], False)]
     if name == "while":
         h2 = jax.nn.relu(jax.nn.relu(h @ p["ws"][0]) @ p["ws"][0])
@@ -192,6 +193,37 @@ def test_lsq_in_control_flow_trains_as_the_hand_written_model(name):
         assert moved == [True, True, False, False, True, True]
     else:
         assert all(moved)
+
+
+def test_an_rnn_from_a_zero_state_starts_from_positive_steps_and_trains():
+    """An RNN whose state starts at 0 (as every GRU/LSTM here does): the recurrent operand is zero
+    at the first time step, so a first-iteration initial step would be lsq_init(0) = 0 and every
+    forward NaN. The time scan's initial step is the mean over iterations of lsq_init of each
+    step's operand (by hand below: 0 for h_0, then lsq_init(h_t) of the fp32 recurrence, loosely:
+    the emulated h_t are of rounded operands); the frames' and weights' exactly as lsq_init of
+    all frames / of the weight; a training step's loss is finite. On the old code the recurrent
+    step was 0 and the loss NaN."""
+    def zero_rnn(p, batch):
+        h0 = jnp.zeros((batch[0].shape[0], 16), jnp.float32)
+        h = jax.lax.scan(lambda h, x: (jnp.tanh(x @ p["w_in"][:16] + h @ p["ws"][0]), None), h0,
+                         _frames(batch[0]))[0]
+        return _xent(h @ p["w_out"], batch[1])
+
+    batch, p0 = _digits(32), _init()
+    init, step = make_train_step(zero_rnn, _recipe(), optax.adam(1e-2))
+    state = init(p0, 0, batch)
+    got = [np.asarray(s) for s in state.lsq[0]]
+    h, hs = jnp.zeros((32, 16)), []
+    for xt in _frames(batch[0]):
+        hs.append(float(lsq_init(h, AF)) if np.any(np.asarray(h)) else 0.0)
+        h = jnp.tanh(xt @ p0["w_in"][:16] + h @ p0["ws"][0])
+    assert hs[0] == 0.0 and got[2] > 0
+    np.testing.assert_allclose(got[2], np.mean(hs), rtol=0.3)
+    np.testing.assert_allclose(got[0], lsq_init(_frames(batch[0]), AF), rtol=1e-6)
+    np.testing.assert_allclose(got[3], lsq_init(p0["ws"][0], WF), rtol=1e-6)  # float32 means: jit vs eager
+    with jax.numpy_dtype_promotion("standard"):  # optax's adam mixes Python floats with int32 counts
+        state, metrics = jax.jit(step)(state, batch)
+    assert np.isfinite(metrics["loss"]) and all(np.isfinite(np.asarray(s)).all() for s in state.lsq[0])
 
 
 def test_a_while_loop_takes_one_step_per_operand_for_every_iteration():

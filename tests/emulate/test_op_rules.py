@@ -93,6 +93,32 @@ def test_a_rule_keeps_the_layer_norms_in_fp32_under_a_bf16_recipe():
     assert rest and all(e["rule"] is None and set(e["formats"].values()) == {"bf16"} for e in rest)
 
 
+def bf16_gelu(x):
+    """jax.nn.gelu's tanh approximation step by step (its jaxpr: integer_pow, mul, add, mul, tanh,
+    add, mul, mul), the input and every result rounded to bf16, the scalar constants left in
+    float32 (as microxcaling's vec ops leave a scalar constant)."""
+    x = _bf16(x)
+    inner = _bf16(0.7978845834732056 * _bf16(x + _bf16(0.044714998453855515 * _bf16(x ** 3))))
+    return _bf16(x * _bf16(0.5 * _bf16(1.0 + _bf16(jnp.tanh(inner)))))
+
+
+def test_a_gelu_in_bf16_by_a_rule_bit_for_bit():
+    """A rule naming a GELU's scope rounds its ops (vector role: arithmetic and, without a
+    transcendental role, its tanh) and nothing else: against the hand-written bf16 GELU; the GEMM
+    before it and the scaling after it stay fp32."""
+    def f(w, x):
+        h = x @ w
+        with jax.named_scope("gelu"):
+            h = jax.nn.gelu(h)
+        return h * 3.0
+
+    w, x = jax.random.normal(jax.random.key(2), (16, 8)), X[0]
+    pol = load_recipe({"roles": FP32, "layers": [{"match": "gelu/*", "roles": {"vector": "bf16"}}]})
+    got = np.asarray(emulate(f, pol)(w, x))
+    np.testing.assert_array_equal(got, np.asarray(bf16_gelu(x @ w) * 3.0))
+    assert not np.array_equal(got, np.asarray(f(w, x)))  # the GELU was rounded
+
+
 class NormThenScale(nn.Module):
     @nn.compact
     def __call__(self, x):

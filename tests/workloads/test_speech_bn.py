@@ -236,3 +236,26 @@ def test_priced_inference_normalises_by_running_statistics(monkeypatch):
     reductions = {mode: int((t["primitive"] == "reduce_sum").sum())
                   for mode, t in (("train", workload_trace(w, batch=4)), ("infer", workload_trace(w, batch=4, training=False)))}
     assert reductions["train"] > 0 and reductions["infer"] == 0, reductions
+
+
+@pytest.mark.slow  # ~2 min on 2 shared cores (a GRU model's LSQ training chunk, statistics and evaluation)
+def test_lsq_training_with_batch_norm_and_pruning(monkeypatch):
+    """train (asicsim train) with int8_lsq on a tiny batch-normalised ds2 with a 2:4 rule on the
+    GRU input projections: the learned steps start positive (the GRUs' recurrent operand is zero
+    at the first frame: a time scan's initial step is the mean over its frames, .lsq_sites), the
+    run is finite, the pruned weights are half zero, the running statistics moved from (0, 1), and
+    the statistics name every LSQ operand. On the old code the run was refused ("not yet
+    supported ... pruning or batch norm"); with the refusal lifted alone its loss was NaN."""
+    from asicsim._src.workloads.prune_rules import PruneRule
+
+    monkeypatch.setattr(training, "load_dataset", lambda name: _synthetic())
+    w = Workload(name="bn_tiny", dataset="speech", model="ds2", sizes={**SIZES, "batch_norm": True},
+                 optimizer="adam", lr=1e-3, batch=8, steps=4, eval_every=4)
+    run = training.train(w, "int8_lsq", seeds=(0,), keep_params=True,
+                         prune=[PruneRule("2:4", start=1, match="gru*/wx")]).runs[0]
+    assert not run.diverged and np.isfinite(run.curves["train_loss"][-1]) and np.isfinite(run.test_loss)
+    assert [v for k, v in run.sparsity.items() if k.endswith("/wx")] == [0.5, 0.5]  # gru0, gru1
+    running = run.params[sl.RUNNING]
+    assert all(np.any(np.asarray(r["mean"]) != 0) for r in running.values())
+    assert all(s["step_min"] > 0 and np.isfinite(s["rel_error"]) for s in run.numerics.values())
+    assert any(k.startswith("act:") for k in run.numerics) and any(k.startswith("weight:") for k in run.numerics)

@@ -55,9 +55,16 @@ def time_scan(interp, p, invals, flags, paths, data=None):
         interp.multiplier = outer
         interp.words, interp.amax = outer_words, outer_amax
     ny = len(closed.jaxpr.outvars) - ncarry
-    steps.close([a[-1 if p["reverse"] else 0] for a in ys[ny:]])  # initial steps: the first iteration's
+    steps.close([_iteration_mean(a) for a in ys[ny:]])  # initial steps: over all iterations (.lsq_sites)
     interp.site = site0 + count_rows(closed.jaxpr, [*cflags, *([False] * ncarry), *xflags], bdata)
     return [*carry, *ys[:ny]]
+
+
+def _iteration_mean(a):
+    """The mean over axis 0 of ``a`` (one initial step per iteration), taken as ``a[0] + mean(a -
+    a[0])``: exactly ``a[0]`` where every iteration's is the same (a weight's)."""
+    return a[0] + jnp.mean(a - a[:1], axis=0)
+
 
 def while_loop(interp, p, invals, flags, paths, data=None):
     cn, bn = p["cond_nconsts"], p["body_nconsts"]

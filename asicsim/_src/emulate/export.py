@@ -52,6 +52,7 @@ from asicsim._src.emulate.codes_layout import (
     to_codes,
 )
 from asicsim._src.emulate.layer_rules import gemm_policy, key_name, match_rule
+from asicsim._src.emulate.lsq_export import lsq_parts
 from asicsim._src.emulate.policy import RoleSpec
 from asicsim._src.emulate.recipes import load_recipe
 from asicsim._src.emulate.role_rounding import _amax, delayed_codes, round_role
@@ -97,7 +98,8 @@ def _refuse(spec: RoleSpec, what: str) -> None:
            "a rotation: the codes would be of the rotated weight" if spec.rotation is not None else
            f"scaling = {str(spec.scaling)!r} with a margin" if spec.scaling in ("delayed", "static") and spec.margin
            else f"scaling = {str(spec.scaling)!r}: learned steps are training state (TrainState.lsq), not in "
-                "the recipe" if spec.scaling in ("lsq", "lsq_channel")
+                "the recipe (export_codes(..., lsq_steps=lsq_weight_steps(...)) takes them)"
+           if spec.scaling in ("lsq", "lsq_channel")
            else None)
     if why:
         raise ValueError(f"export: {what}: the weight role ({spec.format}) has {why}; codes and scales "
@@ -252,13 +254,14 @@ def is_weight_leaf(x) -> bool:
 
 
 def export_codes(params, policy, *, axis: int | Sequence[int] | Callable | None = None,
-                 where: Callable[[str], bool] | None = None):
+                 where: Callable[[str], bool] | None = None, lsq_steps: dict | None = None):
     """``params`` with every weight leaf (float, rank >= 2; ``where(path)`` picks them, default
     all) a :class:`WeightCodes` under ``policy``'s ``weight`` role (a ``[[layers]]`` rule
     matching the leaf's path replaces it, as in :func:`asicsim.emulate`). ``axis``: the
     contraction axes of each weight, in the GEMM's order (None: all but the last, Flax/Haiku
     ``(..., in, out)`` kernels and HWIO convolutions; -1 for Equinox's ``(out, in)``), or a
-    callable ``(path, leaf) -> axes``."""
+    callable ``(path, leaf) -> axes``. ``lsq_steps``: ``{path: learned step}`` of a recipe with
+    learned step sizes (:func:`asicsim._src.emulate.lsq_export.lsq_weight_steps`)."""
     pol = load_recipe(policy)
     if pol.first_last:
         raise ValueError(f"export: recipe {pol.name!r} has [first_last] roles, which follow the GEMM order, "
@@ -275,9 +278,24 @@ def export_codes(params, policy, *, axis: int | Sequence[int] | Callable | None 
         if spec is None or spec.is_identity:
             out.append(leaf)
             continue
-        ax = axis(path, leaf) if callable(axis) else axis
-        out.append(export_tensor(leaf, spec, _axes(ax, leaf.ndim, path), what=path))
+        ax = _axes(axis(path, leaf) if callable(axis) else axis, leaf.ndim, path)
+        if lsq_steps is not None and path in lsq_steps and str(spec.scaling) in ("lsq", "lsq_channel"):
+            out.append(_export_lsq(leaf, spec, ax, lsq_steps[path], path))
+        else:
+            out.append(export_tensor(leaf, spec, ax, what=path))
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _export_lsq(x, spec: RoleSpec, axes, step, what: str) -> WeightCodes:
+    """LSQ's codes with the learned ``step`` as fp32 scales (:mod:`.lsq_export`), checked."""
+    codes, grid, tile, element, rounded = lsq_parts(x, spec, axes, step, what)
+    out = WeightCodes(codes=codes, element=element, scale_kind="fp32", scales=grid, tile=tile, axes=tuple(axes),
+                      scale_format="fp32", dtype=str(jnp.asarray(x).dtype))
+    if not np.array_equal(np.asarray(rounded.astype(jnp.float32)).view(np.uint32),
+                          np.asarray(dequantize_tensor(out).astype(jnp.float32)).view(np.uint32)):
+        raise ValueError(f"export: {what}: the codes do not dequantize to the LSQ-rounded weight bit for bit (a "
+                         "NaN/inf weight); nothing is exported")
+    return out
 
 
 def dequantize_codes(tree):

@@ -188,7 +188,7 @@ class _Interpreter:
                 return self._bind(eqn, invals)
             dn = p["dimension_numbers"]
             (a, b), lsq = self.lsq.operands(pol, roles, invals[:2], dot_kept(dn, (invals[0].ndim, invals[1].ndim)),
-                                            self.custom, "dot_general")
+                                            self.custom, "dot_general", gemm_path(roles, paths))
             ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
             return [_emulated_dot(a, b, meta, kd, GemmSite(dn, roles, out_dtype, ongrid), pol)]
         if name == "conv_general_dilated":
@@ -201,7 +201,7 @@ class _Interpreter:
             if plain_float32(pol):
                 return self._bind(eqn, invals)
             ops, lsq = self.lsq.operands(pol, roles, invals[:2], conv_kept(p["dimension_numbers"]), self.custom,
-                                         "convolution")
+                                         "convolution", gemm_path(roles, paths))
             patches, kernel, dn, finish = conv_as_gemm(ops[0], ops[1], {k: p[k] for k in keep})
             ongrid = tuple(g or q for g, q in zip(self._ongrid(flags, roles, pol), lsq, strict=True))
             site = GemmSite(dn, roles, eqn.outvars[0].aval.dtype, ongrid)

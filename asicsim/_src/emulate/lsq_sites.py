@@ -26,9 +26,15 @@ mechanism, :class:`Body`: a step per body operand, taken in order as each body i
   weights), indexed by the iteration as delayed scaling's amax rows are; nested layer scans
   stack their lengths, outer first. Initial steps: each layer's on its own operands.
 - a time scan, ``while_loop`` or ``jax.checkpoint``: one step for every iteration (as one amax row),
-  closed over by the body; its gradient is the sum over iterations. Initial steps: on the
-  operands of the first iteration (a while loop's body run once on the initial carry, even
-  where the loop would not run).
+  closed over by the body; its gradient is the sum over iterations. Initial steps: a time scan's
+  the mean over its iterations of each iteration's ``lsq_init`` (for equal-sized iterations the
+  paper's ``2 mean|v| / sqrt(Qp)`` over the operand at every time step, as a layer's activations
+  over a sequence are; exactly the first iteration's where all are equal, as a weight's are: an
+  RNN's recurrent operand is zero at its first step from a zero state, where a first-iteration
+  step would be 0); a while loop's and a checkpoint's on the operands of the first iteration
+  (a while loop's body run once on the initial carry, even where the loop would not run).
+  In an initialising call an all-zero operand (or channel) has initial step 0 and is rounded to
+  0 exactly; :func:`asicsim.make_train_step` raises such a step to :data:`LSQ_MIN_STEP`.
 - a ``cond``/``switch``: each branch its own steps, branch 0's first (``lax.cond``'s false
   branch); initial steps: each branch run on the operands (the one not taken too).
 - a user's ``custom_vjp``/``custom_jvp``: refused; its rule gives the gradients of everything
@@ -45,13 +51,15 @@ from asicsim._src.emulate.fields import LSQ_SCALINGS
 from asicsim._src.emulate.layer_rules import collecting
 from asicsim._src.emulate.lsq import lsq_init, lsq_quantize
 from asicsim._src.emulate.trace import recording
+from asicsim._src.numerics import get_format
+from asicsim._src.numerics.exact_div import divide
 
 #: The smallest step training keeps: after each optimizer update a step below it is set to it (a
 #: projection onto ``step >= LSQ_MIN_STEP``), so that a step driven to 0 or below does not turn
 #: the next forward into NaN. 1e-5 as quant_mp's LSQ (``scale = where(scale > eps, scale, eps)``,
 #: ``eps = 1e-5``; found with the search tool, the paper has no rule). Absolute, not relative to
-#: the tensor: a tensor whose ``lsq_init`` is below it starts at its own step and is raised to
-#: 1e-5 by the first update.
+#: the tensor: :func:`asicsim.make_train_step` raises an initial step below it (``lsq_init`` of a
+#: tiny or all-zero operand) to it as well.
 LSQ_MIN_STEP = 1e-5
 
 
@@ -80,19 +88,50 @@ def lsq_operand(x, spec, role: str, kept: tuple[int, ...], step=None):
     init = None
     if step is None:
         chan = spec.scaling == "lsq_channel" and kept
-        init = step = lax.stop_gradient(lsq_init(x, spec.format, axis=tuple(kept) if chan else None))
+        init = lax.stop_gradient(lsq_init(x, spec.format, axis=tuple(kept) if chan else None))
+        # a zero init is an all-zero operand (channel): any positive step rounds it to 0 exactly
+        # (an RNN's zero initial state; the step itself is its first iteration's and training's concern)
+        step = jnp.where(init > 0, init, jnp.float32(1))
     batch = () if role == "weight" else tuple(kept)
     return lsq_quantize(x, step, spec.format, batch_axes=batch).astype(x.dtype), init
 
 
+#: What an observing call (:func:`asicsim._src.emulate.transform.observe_lsq`) records per LSQ
+#: operand, as sums over its elements: ``r = x / step`` (as :func:`lsq_quantize` divides) and ``q``
+#: the rounded operand; ``saturated``: finite elements beyond the codes (``r > Qp`` or ``r < -Qn``,
+#: moved by the clip), ``underflow``: nonzero finite ones rounded to 0, ``err_sq``/``sq``: the sums
+#: of ``(q - x)**2`` and ``x**2`` over the finite elements. Ratios of these sums are fractions;
+#: over a time scan's iterations (equal sizes) the mean of each sum is kept (the same ratios).
+OBSERVED = ("size", "nonzero", "zero", "underflow", "saturated", "nonfinite", "err_sq", "sq")
+
+
+def observe(x, q, step, spec) -> jax.Array:
+    """:data:`OBSERVED` of operand ``x`` rounded to ``q`` with ``step`` (float32, shape (8,))."""
+    fmt = get_format(spec.format)
+    x = jnp.asarray(x, jnp.float32)
+    q = jnp.asarray(q, jnp.float32)
+    r = divide(x, jnp.broadcast_to(jnp.asarray(step, jnp.float32), x.shape))
+    finite = jnp.isfinite(x)
+    nonzero = finite & (x != 0)
+    sat = finite & ((r > fmt.kmax) | (r < fmt.kmin))
+    err = jnp.where(finite, q - x, 0.0)
+    xs = jnp.where(finite, x, 0.0)
+    counts = [jnp.float32(x.size), jnp.sum(nonzero), jnp.sum(finite & (x == 0)), jnp.sum(nonzero & (q == 0)),
+              jnp.sum(sat), jnp.sum(~jnp.isfinite(q))]
+    return jnp.stack([*(c.astype(jnp.float32) for c in counts), jnp.sum(err * err), jnp.sum(xs * xs)])
+
+
 class LsqSteps:
     """The steps of one emulated call: ``given`` (consumed in order) or, where None, initialised
-    from each operand; ``seen`` collects the initial steps used."""
+    from each operand; ``seen`` collects the initial steps used, or with ``observe`` (and given
+    steps) each operand's :func:`observe` vector, and ``labels`` each site's ``(role, weight path)``."""
 
-    def __init__(self, given=None):
+    def __init__(self, given=None, observe: bool = False):
         self.given = None if given is None else list(given)
+        self.observing = observe and given is not None
         self.next = 0
         self.seen: list = []
+        self.labels: dict = {}  # site number -> (role, the GEMM's weight path), when observing
         self.layers: list = []  # (iteration, length) of each enclosing layer scan, outer first
 
     @property
@@ -100,7 +139,7 @@ class LsqSteps:
         """No steps given: each is ``lsq_init`` of its operand, collected in ``seen``."""
         return self.given is None
 
-    def operands(self, pol, roles, xs, kept, custom: int, where: str):
+    def operands(self, pol, roles, xs, kept, custom: int, where: str, path: str = ""):
         """``xs`` with each LSQ operand rounded (``kept``: per operand, the axes not contracted),
         and per operand whether it was (then on its grid: the GEMM does not round it again)."""
         out, done = [], []
@@ -115,10 +154,14 @@ class LsqSteps:
                                  f"{where} inside a custom_vjp or custom_jvp function: its rule gives the gradients "
                                  "inside it, so a learned step there gets no LSQ gradient; move the GEMM out of "
                                  "the custom rule, or call lsq_quantize in it with a step of your own")
+            if self.observing:
+                self.labels[self.next] = (role, path)
             step = self._step(x, spec, keep, role, where)
             q, init = lsq_operand(x, spec, role, keep, step)
             if init is not None:
                 self.seen.append(init)
+            elif self.observing:
+                self.seen.append(observe(x, q, step, spec))
             out.append(q)
             done.append(True)
         return out, tuple(done)

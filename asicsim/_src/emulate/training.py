@@ -29,7 +29,8 @@ What one step does, in the recipe's formats:
 6. Learned step sizes (roles with ``scaling = "lsq"``/``"lsq_channel"``, Esser et al. 2020):
    ``state.lsq`` holds a step per GEMM operand they round (:mod:`.lsq_sites`), initialised by
    ``init(params, key, batch)`` with the paper's ``lsq_init`` of each operand on that batch (pass
-   the first batch), differentiated with the weights (LSQ's step gradient, divided by the loss
+   the first batch; a step below ``lsq_sites.LSQ_MIN_STEP`` raised to it, as after updates: an operand
+   that is zero throughout the batch has step 0), differentiated with the weights (LSQ's step gradient, divided by the loss
    scale like theirs) and updated by the same optimizer ``tx`` (its own state for the steps,
    float leaves rounded to ``opt_state``); the steps stay float32, not kept on a skipped step,
    and clamped to at least ``lsq_sites.LSQ_MIN_STEP`` (1e-5) after each update.
@@ -194,7 +195,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         amax = jnp.zeros((max_sites, hist_len, 3), jnp.float32) if pol.delayed else None
         lsq = None
         if pol.lsq:
-            steps = _initial_steps(work, batch, key)
+            steps = clamp_steps(_initial_steps(work, batch, key))  # an all-zero operand's 0: LSQ_MIN_STEP
             lsq = (steps, round_tree(tx.init(steps), pol.role("opt_state"), jax.random.fold_in(k_init, 2)))
         return TrainState(step=jnp.int32(0), params=work, master=master, opt_state=opt_state,
                           loss_scale=init_scale(ls), key=key, amax_history=amax, lsq=lsq)

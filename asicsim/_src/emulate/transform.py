@@ -71,7 +71,7 @@ from asicsim._src.emulate.site_rows import count_rows
 from asicsim._src.emulate.trace import trace_active
 from asicsim._src.numerics.random import key_words
 
-__all__ = ["count_sites", "emulate", "init_lsq_steps", "round_role", "split_arrays"]
+__all__ = ["count_sites", "emulate", "init_lsq_steps", "observe_lsq", "round_role", "split_arrays"]
 
 
 def split_arrays(tree):
@@ -111,6 +111,17 @@ def init_lsq_steps(fn: Callable, policy, *args, weights: int | None = 0, **kwarg
     return steps.seen
 
 
+def observe_lsq(fn: Callable, policy, steps, *args, weights: int | None = 0, **kwargs) -> tuple[list, list]:
+    """How the learned ``steps`` round ``fn``'s LSQ operands on these arguments: ``(labels, sums)``,
+    per LSQ operand in GEMM order its ``(role, weight path)`` and its
+    :data:`~asicsim._src.emulate.lsq_sites.OBSERVED` sums (shape (8,); in a scan over stacked layers
+    ``(layers, 8)``; a time scan's: the mean over iterations; a while loop's: its first iteration's).
+    Jittable (the labels are known when it is traced)."""
+    lsq = LsqSteps(steps, observe=True)
+    _emulate(fn, load_recipe(policy), weights=weights, lsq_steps=lsq)(*args, **kwargs)
+    return [lsq.labels[i] for i in range(len(lsq.given))], lsq.seen
+
+
 def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: RoleSpec | None = None,
              lsq_steps: LsqSteps | None = None) -> Callable:
     """:func:`emulate`; ``prerounded``: the caller promises the ``weights`` argument's leaves are
@@ -133,7 +144,8 @@ def _emulate(fn: Callable, pol: Policy, *, weights: int | None = 0, prerounded: 
         flags = [level if start <= i < stop else 0 for i in positions]
         # each weight leaf's path inside the ``weights`` argument, for the layer rules and the op
         # trace's ``weight_path`` (a pruned weight's sparsity is priced by it)
-        wpaths = leaf_paths(args[weights]) if (pol.layers or trace_active()) and start < stop else []
+        observing = lsq_steps is not None and lsq_steps.observing  # names its sites by weight path
+        wpaths = leaf_paths(args[weights]) if (pol.layers or trace_active() or observing) and start < stop else []
         paths = [wpaths[i - start] if wpaths and start <= i < stop else None for i in positions]
 
         def flat_fn(*xs):

@@ -73,8 +73,14 @@ def _number(v, spec: str) -> str:
 
 def _numerics_lines(numerics: dict) -> list[str]:
     lines = [f"  {'tensor':28s} {'format':14s} {'underflow':>9s} {'overflow':>9s} {'zero':>7s} "
-             f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents"]
+             + (" learned step (LSQ)" if numerics and all("step" in s for s in numerics.values())
+                else f"{'amax':>9s} {'|x|>=6':>8s} {'kurt':>6s}  exponents")]
     for name, s in numerics.items():
+        if "step" in s:  # a learned-step operand (asicsim._src.workloads.lsq_stats): its step, not exponents
+            lines.append(f"  {name:28s} {s['format']:14s} {s['underflow']:9.2%} {s['overflow']:9.2%} "
+                         f"{s['zero']:7.1%}  learned step {s['step']:.3g} ({s['step_min']:.3g}..{s['step_max']:.3g}), "
+                         f"relative error {_number(s['rel_error'], '.2%')}")
+            continue
         hist = s.get("exp_hist") or {}
         span = f"2^{min(hist)}..2^{max(hist)}" if hist else "none (no nonzero finite value)"
         fmt_span = ("" if s.get("fmt_min_exp") is None
@@ -87,7 +93,10 @@ def _numerics_lines(numerics: dict) -> list[str]:
     if any(_number(s.get("outliers"), "") == "–" for s in grads):
         lines.append("  |x|>=6 –: not counted for gradients: they are measured times the loss scale, where "
                      "LLM.int8()'s threshold on activations means nothing")
-    if any(_number(s.get("kurtosis"), "") == "–" for s in numerics.values()):
+    if any("step" in s for s in numerics.values()):
+        lines.append("  learned steps (LSQ): overflow = the fraction beyond the codes (clipped to -Qn..Qp times the "
+                     "step), underflow = nonzero elements rounded to 0")
+    if any(_number(s.get("kurtosis"), "") == "–" for s in numerics.values() if "step" not in s):
         lines.append("  kurt –: no spread (the tensor's finite elements are all equal, or none is finite)")
     return lines
 

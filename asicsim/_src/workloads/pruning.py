@@ -81,6 +81,11 @@ class PrunedState(NamedTuple):
     def loss_scale(self):
         return self.train.loss_scale
 
+    @property
+    def lsq(self):
+        """The training state's learned step sizes (``TrainState.lsq``; None without LSQ roles)."""
+        return self.train.lsq
+
 
 def _any_rule(_) -> bool:
     """Every prune rule is consulted (``match_rule`` filters recipe rules by their roles)."""
@@ -187,8 +192,8 @@ def with_pruning(init, step, rules):
         return init, step
     holder: dict = {}
 
-    def pruned_init(params, key):
-        train = init(params, key)
+    def pruned_init(params, key, batch=None):  # batch: the first one, for learned steps (lsq_init)
+        train = init(params, key) if batch is None else init(params, key, batch)
         holder["pruner"] = Pruner(rules, train.params)
         return holder["pruner"].init(train)
 

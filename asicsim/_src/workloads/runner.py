@@ -17,6 +17,7 @@ from asicsim._src.emulate.policy import Policy, RoleSpec
 from asicsim._src.emulate.training import make_train_step
 from asicsim._src.workloads import tasks
 from asicsim._src.workloads.datasets import Dataset
+from asicsim._src.workloads.lsq_stats import LsqObserver
 from asicsim._src.workloads.models import Model
 from asicsim._src.workloads.pruning import with_pruning
 from asicsim._src.workloads.speech_layers import with_running_stats
@@ -55,8 +56,12 @@ class Runner:
             if first is not None:
                 self.init, step = with_running_stats(self.init, step, first)
             self.chunk = jax.jit(self._chunk_fn(step))
-        # training: weights, activations and both gradients; inference: weights and activations
-        self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None
+        # training: weights, activations and both gradients; inference: weights and activations;
+        # learned step sizes: each LSQ operand as the run's steps round it (.lsq_stats)
+        if stats and policy.lsq:
+            self.stats_fn = LsqObserver(policy, lambda p, b: self.loss(p, b))
+        else:
+            self.stats_fn = jax.jit(self._stats_fn(grads=tx is not None)) if stats else None
 
     def _chunk_fn(self, step):
         def chunk(state, data, idx):
@@ -96,7 +101,11 @@ class Runner:
             return out
         return fn
 
-    def numerics(self, params, batch, scale: float, histogram: bool) -> dict:
+    def numerics(self, params, batch, scale: float, histogram: bool, steps=None) -> dict:
+        """Statistics of one batch (:mod:`.stats`; with learned step sizes, ``steps`` =
+        ``TrainState.lsq[0]``: :mod:`.lsq_stats`, without histograms)."""
+        if self.policy.lsq:
+            return self.stats_fn(params, batch, steps, **sr_key(self.policy))
         raw = self.stats_fn(params, batch, jnp.float32(scale))
         roles = {"weight": "weight", "act": "act", "grad": "grad", "wgrad": "wgrad"}
         out = {k: describe(v, self.policy.role(roles[k.split(":")[0]]), histogram=histogram)

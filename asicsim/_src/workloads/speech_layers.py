@@ -118,14 +118,19 @@ class NormState(NamedTuple):
     def loss_scale(self):
         return self.train.loss_scale
 
+    @property
+    def lsq(self):
+        """The training state's learned step sizes (``TrainState.lsq``; None without LSQ roles)."""
+        return self.train.lsq
+
 
 def with_running_stats(init, step, first: dict):
     """``(init, step)`` of a training step whose metrics carry the batch statistics as ``aux``
     (``make_train_step(..., has_aux=True)``), keeping their running averages from ``first``
     (:class:`NormState`); the metrics lose ``aux``."""
 
-    def norm_init(params, key):
-        return NormState(init(params, key), first)
+    def norm_init(params, key, batch=None):  # batch: the first one, for learned steps (lsq_init)
+        return NormState(init(params, key) if batch is None else init(params, key, batch), first)
 
     def norm_step(s: NormState, batch):
         train, metrics = step(s.train, batch)

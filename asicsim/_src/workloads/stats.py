@@ -117,9 +117,15 @@ def _extremes(x: jax.Array, finite: jax.Array) -> dict:
             "kurtosis": jnp.where(var > 0, m4 / jnp.where(var > 0, var * var, 1.0), jnp.nan)}
 
 
+#: what :func:`extremes` keeps of an LSQ operand's statistics (:mod:`.lsq_stats`, which have ``step``)
+LSQ_EXTREMES = ("step", "overflow", "rel_error")
+
+
 def extremes(stats: dict) -> dict:
-    """``{tensor: {amax, outliers, kurtosis}}`` of :func:`describe`'d (or raw) statistics."""
-    return {name: {k: float(s[k]) for k in EXTREMES} for name, s in stats.items()}
+    """``{tensor: {amax, outliers, kurtosis}}`` of :func:`describe`'d (or raw) statistics
+    (an LSQ operand's: ``{step, overflow, rel_error}``)."""
+    return {name: {k: float(s[k]) for k in (LSQ_EXTREMES if "step" in s else EXTREMES)}
+            for name, s in stats.items()}
 
 
 def describe(stats: dict, spec: RoleSpec | None, *, histogram: bool = True) -> dict:

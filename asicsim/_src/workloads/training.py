@@ -142,22 +142,19 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``prune``: :class:`~asicsim._src.workloads.prune_rules.PruneRule` s replacing the workload's
     ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
     A recipe with learned step sizes (``int8_lsq``): the steps are initialised on the first
-    training batch and trained with the weights (:func:`asicsim.make_train_step`), the
-    evaluation uses them; such a run has no numerics statistics (they round whole tensors, the
-    learned steps belong to GEMM operands); not with pruning or batch norm yet (an error).
+    training batch and trained with the weights (:func:`asicsim.make_train_step`; with pruning
+    and batch norm too), the evaluation uses them; its numerics statistics are of each LSQ GEMM
+    operand as the run's steps round it (:mod:`.lsq_stats`: step, saturated and underflowing
+    fractions, relative error) in place of the per-tensor ones.
     """
     w = load_workload(workload, scale).replace(optimizer=optimizer, lr=lr, steps=steps, batch=batch,
                                         eval_every=eval_every, momentum=momentum, prune=prune)
     policy = check_trainable(load_recipe(recipe))
     data, model = build(w)
-    if policy.lsq and (w.prune or getattr(model, "running_init", None) is not None):
-        raise ValueError(f"recipe {policy.name!r} has learned step sizes (scaling = 'lsq'): not yet supported "
-                         f"by workload training with pruning or batch norm ({w.name!r}); train with "
-                         "asicsim.make_train_step(loss_fn, recipe, tx) and init(params, key, first_batch)")
     check_batch(w, data)
     tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
                               replicas, w.batch)
-    runner = Runner(w, policy, data, model, tx, stats and not policy.lsq, replicas=reps)
+    runner = Runner(w, policy, data, model, tx, stats, replicas=reps)
     total = len(seeds) * w.steps
     runs = []
     for i, s in enumerate(seeds):
@@ -213,7 +210,7 @@ def _train_seed(runner: Runner, w: Workload, policy: Policy, seed: int, keep: bo
         if runner.stats_fn is not None:
             batch = runner.make_batch(runner.train_data, jnp.asarray(order[min(done, w.steps - 1)]))
             last = done >= w.steps or watch.found is not None
-            num = runner.numerics(p, batch, _loss_scale(state), histogram=last)
+            num = runner.numerics(p, batch, _loss_scale(state), histogram=last, steps=steps)
             numerics_curve.append({"step": done, **summarize(num), "tensors": extremes(num)})
             if last:
                 numerics = num
