@@ -74,9 +74,12 @@ def _stack(blocks: list, shape, leads: list) -> Schedule:
 @dataclasses.dataclass(frozen=True)
 class Chunk(Schedule):
     """Stacked candidates with their place in the search order (``order``: one whole number per
-    candidate; ties on both measures go to the least)."""
+    candidate; ties on both measures go to the least); ``firsts``: where each element's distinct
+    candidates are the first ``firsts`` (the rest copies of them: the one chunk of a few elements),
+    else None."""
 
     order: np.ndarray | None = None
+    firsts: np.ndarray | None = None
 
 
 #: blocks whose fields vary along axes that hold at most this share of the grid keep only each
@@ -124,7 +127,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
         mine = [i for i in range(len(blocks)) if sigs[i] == sig]
         first = np.concatenate([np.arange(at[j], at[j] + leads[j]) for j in mine])
         if several and DISTINCT_SHARE * int(np.prod([x for x, v in zip(shape, sig, strict=True) if v])) <= size:
-            s, order = distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
+            s, order, _ = distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
             step = max(1, STACK_ELEMENTS // size)
             for lo in range(0, s.family.shape[0], step):
                 part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
@@ -143,8 +146,8 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
                     full = (n, *shape)
                     both = Schedule(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
                                                       np.broadcast_to(getattr(t, f), full)]) for f in FIELDS))
-                    both, order = distinct(both, np.concatenate([order, order + total]))
-                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order)
+                    both, order, firsts = distinct(both, np.concatenate([order, order + total]))
+                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order, firsts=firsts)
                     return
                 for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
