@@ -108,7 +108,7 @@ from asicsim._src.hw.tiles import (
 from asicsim._src.hw.whole_tiles import whole_tile_scales
 
 #: tie-break measure of each objective
-_SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
+_SECOND = passes.SECOND
 
 
 def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list, mask: float = 0.0, share: float = 1.0):
@@ -266,22 +266,6 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             for b, only in out if db or not only]
 
 
-def _key(objective: str):
-    """The search key of ``objective`` other than ``balanced``: the objective, then its tie-break."""
-    second = _SECOND[objective]
-    return lambda m: (m[objective], m[second])
-
-
-def _search_once(measured: list, shape, objective: str) -> tuple:
-    """:func:`asicsim._src.hw.mapper_passes.search` of chunks measured once (``balanced``: both its
-    passes over the same measures: the fastest, then the least energy within the slack of it)."""
-    if objective != "balanced":
-        return passes.search(measured, shape, _key(objective))
-    limit = passes.search(measured, shape, lambda m: (m["latency"], m["energy"]))[0][0] * (1.0 + BALANCED_SLACK)
-    return passes.search(measured, shape, lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf),
-                                                     m["latency"]))
-
-
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
                 energy_key=None) -> GemmCounts:
     """The counts of the best schedule per element for ``objective`` (one of
@@ -308,11 +292,11 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         # one chunk (a design point, small grids): measured once for both of balanced's passes
         once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
         grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
-                                          lambda m, sh: _search_once(m, sh, objective)) if once and chunks else None
+                                          lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
         if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
             score, best = grouped
         elif once:
-            (score, _), best = _search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
+            (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
                                             shape, objective)
         else:
             measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
@@ -323,7 +307,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
                 measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
                 key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
             else:
-                key = _key(objective)
+                key = passes.objective_key(objective)
             (score, _), best = passes.search(measured, shape, key)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "

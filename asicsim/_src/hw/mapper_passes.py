@@ -204,6 +204,25 @@ def search(measured: list, shape, key) -> tuple:
     return best[0][:2], best[1]
 
 
+#: the tie-break of each objective other than ``balanced``
+SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
+
+
+def objective_key(objective: str):
+    """The search key of ``objective`` other than ``balanced``: the objective, then its tie-break."""
+    second = SECOND[objective]
+    return lambda m: (m[objective], m[second])
+
+
+def search_once(measured: list, shape, objective: str) -> tuple:
+    """:func:`search` of chunks measured once (``balanced``: both its passes over the same
+    measures: the fastest, then the least energy within the slack of it)."""
+    if objective != "balanced":
+        return search(measured, shape, objective_key(objective))
+    limit = search(measured, shape, lambda m: (m["latency"], m["energy"]))[0][0] * (1.0 + BALANCED_SLACK)
+    return search(measured, shape, lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"]))
+
+
 #: at most this many (candidate, element) pairs of ``balanced``'s first pass are kept for its second
 #: (24 bytes each); chunks past it are measured again
 KEEP_PAIRS = 1 << 23
