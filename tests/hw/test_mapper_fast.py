@@ -279,10 +279,12 @@ def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     k = max(1, int((~dup).sum(axis=0).max()))
     keep = np.argsort(dup, axis=0, kind="stable")[:k]
     order = 3 * np.arange(n)
-    got, got_order = shapes.distinct(s, order)
+    got, got_order, firsts = shapes.distinct(s, order)
     for f, v in zip(shapes.FIELDS, flat, strict=True):
         assert np.array_equal(getattr(got, f), np.take_along_axis(v, keep, 0).reshape(k, *own), equal_nan=True), f
     assert np.array_equal(got_order, order[keep].reshape(k, *own))
+    # each element's distinct candidates are its first `firsts` (mapper_groups measures those only)
+    assert np.array_equal(firsts, (~dup).sum(axis=0).reshape(own))
 
 
 def test_distinct_with_fields_equal_everywhere():
@@ -293,12 +295,12 @@ def test_distinct_with_fields_equal_everywhere():
     ones = np.ones((n, *own))
     s = Schedule(np.zeros((n, *own), dtype=np.int64), ones, ones, ones, np.zeros((n, 1, 1), dtype=bool),
                  np.zeros((n, 1, 1), dtype=bool), ones, ones, 0.0 * ones, ones)
-    got, order = shapes.distinct(s, np.arange(n))
-    assert got.Mt.shape == (1, *own) and np.all(order == 0)
+    got, order, firsts = shapes.distinct(s, np.arange(n))
+    assert got.Mt.shape == (1, *own) and np.all(order == 0) and np.all(firsts == 1)
     mt = np.array([3.0, 1.0, 3.0, 2.0, 1.0])[:, None, None] * ones
-    got, order = shapes.distinct(dataclasses.replace(s, Mt=mt), np.arange(n))
-    assert np.array_equal(order[:, 0, 0], [0, 1, 3]) and np.array_equal(got.Mt[:, 0, 0], [3.0, 1.0, 2.0])
-    got, order = shapes.distinct(dataclasses.replace(s, Kt=np.full((n, *own), np.nan)), np.arange(n))
+    got, order, firsts = shapes.distinct(dataclasses.replace(s, Mt=mt), np.arange(n))
+    assert np.all(firsts == 3) and np.array_equal(order[:, 0, 0], [0, 1, 3]) and np.array_equal(got.Mt[:, 0, 0], [3.0, 1.0, 2.0])
+    got, order, _ = shapes.distinct(dataclasses.replace(s, Kt=np.full((n, *own), np.nan)), np.arange(n))
     assert np.array_equal(order[:, 1, 2], np.arange(n))
 
 

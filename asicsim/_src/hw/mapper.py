@@ -79,6 +79,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from asicsim._src.hw import mapper_cache as cache
+from asicsim._src.hw import mapper_groups as groups
 from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import (
     ACTIVATIONS,
@@ -107,7 +108,7 @@ from asicsim._src.hw.tiles import (
 from asicsim._src.hw.whole_tiles import whole_tile_scales
 
 #: tie-break measure of each objective
-_SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
+_SECOND = passes.SECOND
 
 
 def _dram_key(p: GemmProblem, hw: ArrayHardware, fam: int, t: list, mask: float = 0.0, share: float = 1.0):
@@ -290,21 +291,24 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         cands, chunks = cache.searched(p, hw, shape, candidates)
         # one chunk (a design point, small grids): measured once for both of balanced's passes
         once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
-        measured = passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)
-        measured = list(measured) if once else measured
-        if objective == "balanced":  # two passes: the fastest, then the least energy near it
-            fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-            if once:
-                limit = passes.search(measured, shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-            else:
+        grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
+                                          lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
+        if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
+            score, best = grouped
+        elif once:
+            (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
+                                            shape, objective)
+        else:
+            measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
+            if objective == "balanced":  # two passes: the fastest, then the least energy near it
+                fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
                 kept: list = []
                 limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
                 measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
-            key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
-        else:
-            second = _SECOND[objective]
-            key = lambda m: (m[objective], m[second])  # noqa: E731
-        (score, _), best = passes.search(measured, shape, key)
+                key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
+            else:
+                key = passes.objective_key(objective)
+            (score, _), best = passes.search(measured, shape, key)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
                          "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")

@@ -74,9 +74,12 @@ def _stack(blocks: list, shape, leads: list) -> Schedule:
 @dataclasses.dataclass(frozen=True)
 class Chunk(Schedule):
     """Stacked candidates with their place in the search order (``order``: one whole number per
-    candidate; ties on both measures go to the least)."""
+    candidate; ties on both measures go to the least); ``firsts``: where each element's distinct
+    candidates are the first ``firsts`` (the rest copies of them: the one chunk of a few elements),
+    else None."""
 
     order: np.ndarray | None = None
+    firsts: np.ndarray | None = None
 
 
 #: blocks whose fields vary along axes that hold at most this share of the grid keep only each
@@ -124,7 +127,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
         mine = [i for i in range(len(blocks)) if sigs[i] == sig]
         first = np.concatenate([np.arange(at[j], at[j] + leads[j]) for j in mine])
         if several and DISTINCT_SHARE * int(np.prod([x for x, v in zip(shape, sig, strict=True) if v])) <= size:
-            s, order = distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
+            s, order, _ = distinct(_stack([blocks[j] for j in mine], shape, [leads[j] for j in mine]), first)
             step = max(1, STACK_ELEMENTS // size)
             for lo in range(0, s.family.shape[0], step):
                 part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
@@ -143,8 +146,8 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
                     full = (n, *shape)
                     both = Schedule(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
                                                       np.broadcast_to(getattr(t, f), full)]) for f in FIELDS))
-                    both, order = distinct(both, np.concatenate([order, order + total]))
-                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order)
+                    both, order, firsts = distinct(both, np.concatenate([order, order + total]))
+                    yield Chunk(*(getattr(both, f) for f in FIELDS), order=order, firsts=firsts)
                     return
                 for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
@@ -199,6 +202,25 @@ def search(measured: list, shape, key) -> tuple:
         best = (tuple(np.where(b, w, o) for w, o in zip(won, best[0], strict=True)),
                 [np.where(b, w, o) for w, o in zip(fields, best[1], strict=True)])
     return best[0][:2], best[1]
+
+
+#: the tie-break of each objective other than ``balanced``
+SECOND = {"dram": "latency", "energy": "latency", "latency": "energy"}
+
+
+def objective_key(objective: str):
+    """The search key of ``objective`` other than ``balanced``: the objective, then its tie-break."""
+    second = SECOND[objective]
+    return lambda m: (m[objective], m[second])
+
+
+def search_once(measured: list, shape, objective: str) -> tuple:
+    """:func:`search` of chunks measured once (``balanced``: both its passes over the same
+    measures: the fastest, then the least energy within the slack of it)."""
+    if objective != "balanced":
+        return search(measured, shape, objective_key(objective))
+    limit = search(measured, shape, lambda m: (m["latency"], m["energy"]))[0][0] * (1.0 + BALANCED_SLACK)
+    return search(measured, shape, lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"]))
 
 
 #: at most this many (candidate, element) pairs of ``balanced``'s first pass are kept for its second

@@ -46,9 +46,10 @@ def signature(b: Schedule, nd: int) -> tuple:
 
 
 def distinct(s: Schedule, order: np.ndarray) -> tuple:
-    """``s`` (stacked, fields of few elements) with, per element, only the first of candidates
-    equal in every field, in order; elements with fewer keep copies of one of theirs (equal
-    fields, later in order: never chosen before it). ``order``: the candidates' search order.
+    """``(s, order, firsts)``: ``s`` (stacked, fields of few elements) with, per element, only the
+    first of candidates equal in every field, in order; elements with fewer keep copies of one of
+    theirs (equal fields, later in order: never chosen before it) after their ``firsts`` distinct
+    ones (per element). ``order``: the candidates' search order.
     Equal values of different bits (0.0 and -0.0, outside whole numbers) may both be kept: a
     copy, never chosen. Laid out (candidate, element), as stacked: no transposed copies; a field
     equal everywhere (the same value for every candidate and element) tells none apart and is
@@ -85,11 +86,12 @@ def distinct(s: Schedule, order: np.ndarray) -> tuple:
         np.put_along_axis(dup, by[1:], same, 0)
     elif n > 1:  # every field equal everywhere: the first of each element
         dup[1:] = True
-    k = max(1, int((~dup).sum(axis=0).max()))
+    firsts = np.maximum((~dup).sum(axis=0), 1)
+    k = int(firsts.max())
     keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
     at = keep * size + np.arange(size)  # flat positions in (candidate, element)
     fields = [np.ascontiguousarray(v).reshape(-1)[at].reshape(k, *own) for v in flat]
-    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own)
+    return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own), firsts.reshape(own)
 
 
 def _packed(flat: list):

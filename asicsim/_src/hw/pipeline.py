@@ -33,11 +33,10 @@ from asicsim._src.hw.operations import (
 )
 from asicsim._src.hw.power import component, power_capped_time
 from asicsim._src.hw.pricing import (
+    ScheduleEnergy,
     classify_bound,
     energy,
     energy_rates,
-    schedule_energy,
-    schedule_energy_key,
     traffic,
 )
 from asicsim._src.hw.result import Bound, EnergySplit, Price, Schedule
@@ -134,8 +133,8 @@ def price(ops, d: SystolicDesign, fmts: dict, bpe: dict, *, rows=None, cols=None
         bounds = gemm_bounds(p, lows, [ops[i] for i in owner], owner, n, bpe, caps, R, C)
         q, inverse = distinct_gemms(p, hw)  # each distinct GEMM searched once
         bpe_gemm = dict(bpe, filter=q.b_bytes)
-        c = spread_counts(best_counts(q, hw, objective, lambda c: schedule_energy(c, bpe_gemm, rates),
-                                      schedule_energy_key(bpe_gemm, rates)), inverse)
+        se = ScheduleEnergy(bpe_gemm, rates)
+        c = spread_counts(best_counts(q, hw, objective, se, se.key), inverse)
         onehot = np.zeros((len(lows), n))
         onehot[np.arange(len(lows)), owner] = 1.0
         # an operation's mapping is that of its largest GEMM

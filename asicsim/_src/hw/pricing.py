@@ -185,6 +185,35 @@ def schedule_energy_key(bpe: dict, rates: EnergyRates) -> tuple:
             tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, nums)))
 
 
+class ScheduleEnergy:
+    """:func:`schedule_energy` with its byte widths and rates (the pricing pipeline's mapping
+    objective): ``key`` is :func:`schedule_energy_key`; :meth:`at` the same over some of the GEMMs."""
+
+    def __init__(self, bpe: dict, rates: EnergyRates):
+        self.bpe, self.rates = bpe, rates
+        self.key = schedule_energy_key(bpe, rates)
+
+    def __call__(self, c):
+        return schedule_energy(c, self.bpe, self.rates)
+
+    def at(self, idx: np.ndarray, n: int):
+        """This energy over GEMMs ``idx`` of ``n`` (the last axis of every count), or None where
+        a rate varies along any axis (a design sweep: the rates are not cut here). A byte width
+        that varies along the GEMMs (a per-GEMM filter width) is cut with them."""
+        if any(a.size > 1 for a in map(np.asarray, _rate_numbers(self.rates))):
+            return None
+        bpe = {k: v[..., idx] if np.ndim(v) and np.shape(v)[-1] == n else v for k, v in self.bpe.items()}
+        if any(np.size(v) > 1 and np.shape(v)[-1] != idx.size for v in bpe.values()):
+            return None
+        return ScheduleEnergy(bpe, self.rates)
+
+
+def _rate_numbers(rates: EnergyRates) -> list:
+    pm = rates.power
+    return [rates.add, rates.dram, rates.static, pm.control_fraction, pm.vr_efficiency,
+            *rates.sram_read.values(), *rates.sram_write.values()]
+
+
 def classify_bound(transfer, busy, performed, pes, macs):
     """DeepBench's three regimes, as :class:`~asicsim._src.hw.result.Bound` codes: ``bandwidth`` when moving the
     data over the DRAM link takes at least as long as the array's work, else ``occupancy`` when
