@@ -266,6 +266,16 @@ def prepare(at, bt, mac: MacSpec, c):
     return at, bt, ea, eb, acc
 
 
+def _unroll(k: int, blocks: int) -> int:
+    """Blocks per scan step: 16 products (see ``_TILE``'s note), but at most half the blocks, so
+    that the loop keeps two or more trips. XLA removes a loop of one trip, and then fuses the
+    elementwise ops that make the operands (the previous GEMM's blocks, the rounding of its
+    output) into the slice of every block, once per block and operand: the tiny transformer's
+    gradient under tensorcore_fp16 grew to 30 MB of optimised HLO and took 4x the compile time
+    (benchmarks/RESULTS.md, issue 37). A loop's operands are computed once, in front of it."""
+    return min(max(1, 16 // k), 4, max(1, blocks // 2))
+
+
 def _accumulate(at, bt, mac: MacSpec, c):
     k = mac.order_size
     at, bt, ea, eb, acc = prepare(at, bt, mac, c)
@@ -277,7 +287,7 @@ def _accumulate(at, bt, mac: MacSpec, c):
 
     if full:  # scan over (K / k, k, ...) views: the blocks in order
         blocks = [x[:full].reshape(full // k, k, x.shape[1]) for x in (at, bt, ea, eb)]
-        acc, _ = jax.lax.scan(step, acc, blocks, unroll=max(1, min(4, 16 // k)))
+        acc, _ = jax.lax.scan(step, acc, blocks, unroll=_unroll(k, full // k))
     if full < at.shape[0]:  # a last, shorter block
         acc = block_fma(acc, at[full:], bt[full:], ea[full:], eb[full:], mac)
     return acc
