@@ -178,7 +178,8 @@ def add_cli(subparsers) -> None:
     p.add_argument("--estimate", action="store_true", help="estimate the hours without generating (open corpora)")
     p.add_argument("--sample", type=int, metavar="N",
                    help="open corpora: hours from N utterances per split synthesised as the corpus would be, "
-                        "with a 95 %% interval (exact when N >= the split's size), without generating it all")
+                        "with a 95 %% interval (exact when N >= the split's size), without generating it all "
+                        "(default: none; the statistics of the whole corpus, generated)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_corpus)
 
