@@ -191,6 +191,8 @@ def test_cli_scales_a_workload(capsys):
     (["--model", "digits_mlp", "--accuracy", "--replicas", "5"], "replicas = 5 does not divide batch = 32"),
     (["--model", "digits_mlp", "--accuracy", "--chips", "1,3"], "replicas = 3 .*set --replicas"),
     (["--model", "digits_mlp", "--accuracy", "--replicas", "0"], "replicas = 0; allowed: an integer >= 1"),
+    (["--model", "digits_mlp", "--allreduce", "ring"], "--allreduce ring without --accuracy"),
+    (["--model", "mlp_2560", "--allreduce", "ring"], "--allreduce with --model 'mlp_2560'"),
 ])
 def test_cli_bad_combinations(extra, message):
     p = argparse.ArgumentParser(prog="asicsim")

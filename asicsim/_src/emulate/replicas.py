@@ -14,9 +14,11 @@ whose wire format is ``spec`` (None: float32, nothing rounded):
 4. every chip divides by ``R``: the mean gradient the optimizer sees.
 
 With stochastic rounding (``spec.rounding = "sr"``) steps 1 and 3 draw streams of their own
-from the step's seed words. Not modelled: a reduce-scatter whose partial sums are themselves
-rounded to ``spec`` at every hop (some all-reduce implementations accumulate in the wire format);
-the chips' order of summation (float32 sums of ``R`` terms in XLA's order).
+from the step's seed words. With ``allreduce = "ring"`` steps 2 and 3 are a ring reduce-scatter
+whose partial sums are rounded to ``spec`` after every addition
+(:mod:`asicsim._src.emulate.ring_reduce`: chunk ``i`` summed in ring order from chip ``i + 1``),
+as an all-reduce that accumulates in the wire format does; the default ``"sum"`` sums the
+rounded gradients in float32 (XLA's order) and rounds the sum once.
 
 What is promised: with ``R = 1`` the caller keeps its ordinary step (no replica code runs);
 with ``R > 1`` and ``spec`` None the gradient is the ordinary one up to float32 summation order
@@ -34,12 +36,18 @@ import jax
 import jax.numpy as jnp
 
 from asicsim._src.emulate.policy import RoleSpec
+from asicsim._src.emulate.ring_reduce import ring_tree
 from asicsim._src.emulate.training import round_tree
 from asicsim._src.numerics.random import derive
 
 
 class ReplicaError(ValueError):
-    """A batch the replicas cannot split, or a bad replica count."""
+    """A batch the replicas cannot split, a bad replica count or all-reduce."""
+
+
+#: how the replicas' rounded gradients are summed: once in float32 (``sum``), or in a ring whose
+#: partial sums are rounded to the wire format after every addition (``ring``)
+ALLREDUCE = ("sum", "ring")
 
 
 @dataclass(frozen=True)
@@ -48,10 +56,13 @@ class Replicas:
 
     count: int
     spec: RoleSpec | None = None
+    allreduce: str = "sum"
 
     def __post_init__(self):
         if not (isinstance(self.count, int) and not isinstance(self.count, bool) and self.count >= 1):
             raise ReplicaError(f"replicas = {self.count!r}; allowed: an integer >= 1")
+        if self.allreduce not in ALLREDUCE:
+            raise ReplicaError(f"allreduce = {self.allreduce!r}; allowed: {', '.join(ALLREDUCE)}")
 
     def split(self, batch):
         """Every leaf of ``batch`` (B, ...) as (R, B / R, ...)."""
@@ -76,6 +87,9 @@ class Replicas:
         """The mean gradient from the replicas' float32 gradients ``grads`` (R, ...) after the
         all-reduce in ``spec`` (steps 1-4 of the module doc)."""
         sent = round_tree(grads, self.spec, words=derive(words, 0))
+        if self.allreduce == "ring":  # each partial sum rounded; the result is in the wire format already
+            total = ring_tree(sent, self.spec, derive(words, 2))
+            return jax.tree_util.tree_map(lambda g: g / jnp.float32(self.count), total)
         total = jax.tree_util.tree_map(lambda g: jnp.sum(g.astype(jnp.float32), axis=0), sent)
         total = round_tree(total, self.spec, words=derive(words, 1))
         return jax.tree_util.tree_map(lambda g: g / jnp.float32(self.count), total)

@@ -3,7 +3,8 @@ data, tensor or pipeline parallel (:mod:`asicsim._src.system.workload_scaling`),
 ``--accuracy`` the accuracy cost of its gradients rounded to ``--grad-format`` in training
 (:mod:`asicsim._src.workloads.grad_rounding`) beside the time that format saves: the batch split over
 ``--replicas`` data-parallel replicas (default the largest ``--chips``), each replica's gradient
-rounded before the float32 sum, against the same replicas summing float32 gradients."""
+rounded before the float32 sum (``--allreduce ring``: every partial sum of the ring rounded too),
+against the same replicas summing float32 gradients."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ _PRESET_ONLY = {"overlap": (False, "--overlap"), "mode": ("strong", "--mode weak
 #: flags that only a workload run uses
 _WORKLOAD_ONLY = (("split", "data", "--split"), ("micro_batches", None, "--micro-batches"),
                   ("recipe", None, "--recipe"), ("scale", None, "--scale"), ("accuracy", False, "--accuracy"),
-                  ("replicas", None, "--replicas"))
+                  ("replicas", None, "--replicas"), ("allreduce", "sum", "--allreduce"))
 COLUMNS = ("chips", "batch_per_chip", "micro_batches", "step_ms", "compute_ms", "comm_ms", "bubble_ms",
            "saved_ms", "samples_per_s", "speedup", "efficiency")
 
@@ -33,6 +34,9 @@ def add_arguments(p) -> None:
     p.add_argument("--train-steps", type=int, help="--accuracy: optimizer steps (default the workload's)")
     p.add_argument("--replicas", type=int, help="--accuracy: data-parallel replicas whose gradients are each "
                    "rounded before the sum (default the largest --chips; it must divide the workload's batch)")
+    p.add_argument("--allreduce", choices=("sum", "ring"), default="sum",
+                   help="--accuracy: sum the rounded gradients in fp32 (sum) or in a ring reduce-scatter whose "
+                   "partial sums are rounded to --grad-format at every hop (ring)")
 
 
 def check_preset_flags(args) -> None:
@@ -56,6 +60,9 @@ def run_workload(args, topo, chips: list[int], seeds: list[int]) -> dict:
     if args.replicas is not None and not args.accuracy:
         raise TopologyError(f"--replicas = {args.replicas} without --accuracy; allowed: only with --accuracy "
                             "(the replicas of the training run)")
+    if args.allreduce != "sum" and not args.accuracy:
+        raise TopologyError(f"--allreduce {args.allreduce} without --accuracy; allowed: only with --accuracy "
+                            "(how the training run sums the replicas' gradients)")
     replicas = max(chips) if args.replicas is None else args.replicas
     if args.accuracy:  # a bad --grad-format, --grad-rounding or --replicas fails before anything runs
         from asicsim._src.workloads import load_workload
@@ -76,23 +83,25 @@ def run_workload(args, topo, chips: list[int], seeds: list[int]) -> dict:
            "points": [r for r in rows if r["chips"] in chips]}
     if args.accuracy:
         out["accuracy"] = gradient_accuracy(args.model, args.grad_format, args.grad_rounding, seeds,
-                                            args.train_steps, args.scale, replicas, args.batch)
+                                            args.train_steps, args.scale, replicas, args.batch, args.allreduce)
     return out
 
 
 def gradient_accuracy(workload, grad_format: str, grad_rounding: str, seeds, steps, scale,
-                      replicas: int = 1, batch: int | None = None) -> dict:
+                      replicas: int = 1, batch: int | None = None, allreduce: str = "sum") -> dict:
     """The workload trained in fp32 over ``replicas`` data-parallel replicas with float32
     gradients summed (the fp32 all-reduce) and with each replica's gradient rounded to
     ``grad_format`` before the sum: the metric per seed, the means and the cost (rounded minus
-    float32); ``batch``: the global batch (default the workload's)."""
+    float32); ``batch``: the global batch (default the workload's); ``allreduce``: how the rounded
+    gradients are summed (:data:`asicsim._src.emulate.replicas.ALLREDUCE`)."""
     from asicsim._src.workloads import train
 
     kw = {"seeds": tuple(seeds), "steps": steps, "stats": False, "scale": scale, "replicas": replicas,
           "batch": batch}
     plain = train(workload, "fp32", **kw)
-    rounded = train(workload, "fp32", **kw, grad_format=grad_format, grad_rounding=grad_rounding)
+    rounded = train(workload, "fp32", **kw, grad_format=grad_format, grad_rounding=grad_rounding, allreduce=allreduce)
     return {"metric": plain.metric, "seeds": list(seeds), "steps": plain.settings["steps"], "replicas": replicas,
+            "allreduce": allreduce,
             "grad_rounding": grad_rounding, "fp32_grads": plain.per_seed, "rounded_grads": rounded.per_seed,
             "fp32_grads_test_loss": [r.test_loss for r in plain.runs],
             "rounded_grads_test_loss": [r.test_loss for r in rounded.runs],
@@ -121,7 +130,8 @@ def print_table(out: dict, min_efficiency: float, stop) -> None:
         print(f"scaling stops paying at {stop['chips']} chips (efficiency {stop['efficiency']:.3f} < {min_efficiency:g})")
     acc = out.get("accuracy")
     if acc:
-        print(f"accuracy ({acc['metric']}, {acc['steps']} steps, {acc['replicas']} replicas, seeds {acc['seeds']}): "
+        print(f"accuracy ({acc['metric']}, {acc['steps']} steps, {acc['replicas']} replicas, all-reduce "
+              f"{acc['allreduce']}, seeds {acc['seeds']}): "
               "fp32 gradients "
               f"{acc['fp32_grads_mean']:.4f} {acc['fp32_grads']}, {out['grad_format']} ({acc['grad_rounding']}) "
               f"{acc['rounded_grads_mean']:.4f} {acc['rounded_grads']}; cost {acc['cost']:+.4f}; test loss "

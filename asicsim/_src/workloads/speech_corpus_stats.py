@@ -94,7 +94,56 @@ def estimate(name: str) -> dict:
             "sentence_pools_shared": len(set(train) & set(test)), "mean_chars": mean_chars}
 
 
+def sampled_hours(name: str, n: int, settings=None, threads: int | None = None, seed: int = 0) -> dict:
+    """Hours of an open corpus from ``n`` utterances per split (at most the split's ``N``), drawn
+    without replacement (a permutation seeded by ``seed``) and synthesised exactly as the full
+    corpus would synthesise them (an utterance depends on its settings, split and index only:
+    :func:`asicsim._src.workloads.speech_corpus_open.utterance`). Per split: the estimate ``N x``
+    the sample's mean seconds, with a 95 % interval of ``1.96 N s / sqrt(n) x sqrt((N - n) / (N - 1))``
+    (``s``: the sample's standard deviation; normal approximation, finite population); with
+    ``n >= N`` the exact hours, interval 0. Also the wall seconds per utterance."""
+    import os
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from asicsim._src.workloads import speech_corpus_open as so
+    from asicsim._src.workloads.logmel import mel_filterbank
+    from asicsim._src.workloads.speech_corpus_open_settings import N_FFT, OPEN_PRESETS, RATE
+
+    if settings is None and name not in OPEN_PRESETS:
+        raise ValueError(f"--sample: corpus {name!r} is not an open corpus; open corpora are {sorted(OPEN_PRESETS)}")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        raise ValueError(f"--sample = {n!r}; allowed: an integer >= 2 (utterances per split)")
+    s = settings or OPEN_PRESETS[name]
+    fb = mel_filterbank(RATE, N_FFT, s.n_mels, 20.0, RATE / 2)
+    out: dict = {"name": name, "sample": n}
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(threads or os.cpu_count() or 1) as ex:
+        for split, (part, total, voices, pool) in enumerate(zip(
+                ("train", "test"), (s.train_utterances, s.test_utterances), (s.train_voices, s.test_voices),
+                so.pools(s), strict=True)):
+            idx = np.random.default_rng([seed, split]).permutation(total)[:n]
+            sec = np.array(list(ex.map(lambda i, v=voices, p=pool, sp=split: so.utterance(
+                s, sp, int(i), v[i % len(v)], p, fb)[2], idx)))
+            k = len(sec)
+            half = 0.0 if k == total else 1.96 * total * sec.std(ddof=1) / k**0.5 * ((total - k) / (total - 1)) ** 0.5
+            out |= {f"{part}_indices": idx.tolist(), f"{part}_seconds": sec.tolist(), f"utterances_{part}": total,
+                    f"hours_{part}": float(total * sec.mean() / 3600), f"hours_{part}_ci95": float(half / 3600)}
+    out["seconds_per_utterance"] = (time.perf_counter() - t0) / (len(out["train_seconds"]) + len(out["test_seconds"]))
+    return out
+
+
 def stats_lines(r: dict) -> list[str]:
+    if "sample" in r:
+        exact = r["sample"] >= r["utterances_train"]
+        return [f"{r['name']}: hours {'(exact: every utterance synthesised)' if exact else 'estimated from a random sample of '}"
+                + ("" if exact else f"{len(r['train_seconds'])} train / {len(r['test_seconds'])} test utterances "
+                   "synthesised as the corpus would be (95 % interval)"),
+                f"  hours        {r['hours_train']:.3f} +- {r['hours_train_ci95']:.3f} train / {r['hours_test']:.3f} "
+                f"+- {r['hours_test_ci95']:.3f} test ({r['utterances_train']} / {r['utterances_test']} utterances)",
+                f"  synthesis    {r['seconds_per_utterance']:.3f} s of wall time per utterance here"]
     if "estimated_hours_train" in r:
         return [f"{r['name']} (estimated from its settings, not generated): {r['estimated_hours_train']:.2f} h "
                 f"train / {r['estimated_hours_test']:.2f} h test",
@@ -127,6 +176,10 @@ def add_cli(subparsers) -> None:
                     "--estimate gives an open corpus's hours from its settings without generating it.")
     p.add_argument("name", choices=CORPORA, help="the corpus (a dataset name)")
     p.add_argument("--estimate", action="store_true", help="estimate the hours without generating (open corpora)")
+    p.add_argument("--sample", type=int, metavar="N",
+                   help="open corpora: hours from N utterances per split synthesised as the corpus would be, "
+                        "with a 95 %% interval (exact when N >= the split's size), without generating it all "
+                        "(default: none; the statistics of the whole corpus, generated)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run_corpus)
 
@@ -135,7 +188,11 @@ def run_corpus(args) -> int:
     from asicsim._src.workloads.datasets import load_dataset
 
     try:
-        if args.estimate:
+        if args.estimate and args.sample is not None:
+            raise ValueError("--estimate with --sample; allowed: one of them")
+        if args.sample is not None:
+            r = sampled_hours(args.name, args.sample)
+        elif args.estimate:
             r = estimate(args.name)
         else:
             r = corpus_stats(load_dataset(args.name), *frame_geometry(args.name))

@@ -122,7 +122,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
           stats: bool = True, keep_params: bool = False,
           progress: Callable[[int, int], None] | None = None, scale: str | None = None,
           grad_format: str | None = None, grad_rounding: str = "rne", prune=None,
-          replicas: int = 1) -> TrainResult:
+          replicas: int = 1, allreduce: str = "sum") -> TrainResult:
     """Train ``workload`` under ``recipe`` once per seed; keyword arguments override the workload.
 
     Returns a :class:`TrainResult`: ``metric`` (``test_accuracy``, or ``val_loss`` for the
@@ -138,7 +138,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     ``grad_format`` (with ``grad_rounding``, ``rne`` or ``sr``): the weight gradients are rounded to
     it before the optimizer, as a reduced-precision all-reduce sends them
     (:mod:`asicsim._src.workloads.grad_rounding`); None: not rounded. ``replicas``: the batch split over
-    that many data-parallel replicas, each one's gradient rounded to ``grad_format`` before the sum.
+    that many data-parallel replicas, each one's gradient rounded to ``grad_format`` before the sum;
+    ``allreduce="ring"``: the sum formed in a ring whose partial sums are rounded to it at every hop.
     ``prune``: :class:`~asicsim._src.workloads.prune_rules.PruneRule` s replacing the workload's
     ``[[prune]]``; a pruned run's ``sparsity`` holds the zeros of every weight matrix at the end.
     A recipe with learned step sizes (``int8_lsq``): the steps are initialised on the first
@@ -153,7 +154,7 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
     data, model = build(w)
     check_batch(w, data)
     tx, reps = gradient_setup(make_optimizer(w.optimizer, w.lr, w.momentum), grad_format, grad_rounding,
-                              replicas, w.batch)
+                              replicas, w.batch, allreduce)
     runner = Runner(w, policy, data, model, tx, stats, replicas=reps)
     total = len(seeds) * w.steps
     runs = []
@@ -168,6 +169,8 @@ def train(workload: str | Workload, recipe: str | Policy = "fp32", seeds=(0, 1),
         settings |= {"grad_format": grad_format, "grad_rounding": grad_rounding}
     if replicas != 1:
         settings["replicas"] = replicas
+        if allreduce != "sum":
+            settings["allreduce"] = allreduce
     if w.prune:
         settings["prune"] = [dataclasses.asdict(r) for r in w.prune]
     return TrainResult(w.name, policy.name, settings, runs)
