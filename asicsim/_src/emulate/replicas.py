@@ -89,9 +89,9 @@ class Replicas:
         sent = round_tree(grads, self.spec, words=derive(words, 0))
         if self.allreduce == "ring":  # each partial sum rounded; the result is in the wire format already
             total = ring_tree(sent, self.spec, derive(words, 2))
-            return jax.tree_util.tree_map(lambda g: g / jnp.float32(self.count), total)
-        total = jax.tree_util.tree_map(lambda g: jnp.sum(g.astype(jnp.float32), axis=0), sent)
-        total = round_tree(total, self.spec, words=derive(words, 1))
+        else:
+            total = jax.tree_util.tree_map(lambda g: jnp.sum(g.astype(jnp.float32), axis=0), sent)
+            total = round_tree(total, self.spec, words=derive(words, 1))
         return jax.tree_util.tree_map(lambda g: g / jnp.float32(self.count), total)
 
 

@@ -177,10 +177,7 @@ def schedule_energy_key(bpe: dict, rates: EnergyRates) -> tuple:
     """The content of everything :func:`schedule_energy` reads (dtype, shape and bytes of each
     number): two calls with equal keys price every schedule alike (the mapper's kept choices,
     :func:`asicsim._src.hw.mapper_cache.chosen_key`)."""
-    pm = rates.power
-    nums = [rates.add, rates.dram, rates.static, pm.control_fraction, pm.vr_efficiency,
-            *(bpe[k] for k in sorted(bpe)), *(rates.sram_read[k] for k in sorted(rates.sram_read)),
-            *(rates.sram_write[k] for k in sorted(rates.sram_write))]
+    nums = [*_rate_numbers(rates), *(bpe[k] for k in sorted(bpe))]
     return (tuple(sorted(bpe)), tuple(sorted(rates.sram_read)), tuple(sorted(rates.sram_write)),
             tuple((a.dtype.str, a.shape, a.tobytes()) for a in map(np.asarray, nums)))
 
@@ -209,9 +206,11 @@ class ScheduleEnergy:
 
 
 def _rate_numbers(rates: EnergyRates) -> list:
+    """Every number of ``rates`` that :func:`schedule_energy` reads, SRAM rates by sorted key."""
     pm = rates.power
     return [rates.add, rates.dram, rates.static, pm.control_fraction, pm.vr_efficiency,
-            *rates.sram_read.values(), *rates.sram_write.values()]
+            *(rates.sram_read[k] for k in sorted(rates.sram_read)),
+            *(rates.sram_write[k] for k in sorted(rates.sram_write))]
 
 
 def classify_bound(transfer, busy, performed, pes, macs):
