@@ -42,7 +42,7 @@ import numpy as np
 U32, U64 = np.uint32, np.uint64
 GAMMA, M1, M2 = U64(0x9E3779B97F4A7C15), U64(0xBF58476D1CE4E5B9), U64(0x94D049BB133111EB)
 # "Good" tests of dieharder 3.31.1 (dieharder -l) that fit a few minutes a stream on one core.
-TESTS = (0, 2, 3, 4, 8, 10, 13, 15, 17, 101, 102, 205)
+TESTS = (0, 2, 3, 4, 8, 10, 13, 15, 101, 102, 205)  # 17 (GCD) alone took minutes
 
 
 def splitmix64(w, i):
@@ -176,9 +176,9 @@ def main() -> None:
             print(f"| {gen} | {stream} | {n['PASSED']} | {n['WEAK']} | {n['FAILED']} | "
                   f"{worst['test']} (ntup {worst['ntup']}) p={worst['p']:.6f} | "
                   f"{time.perf_counter() - t:.0f} s |", flush=True)
-            for r in rows:
-                if r["verdict"] != "PASSED":
-                    print(f"    {r['verdict']}: {r['test']} ntup {r['ntup']} p={r['p']:.8f}", file=sys.stderr)
+            print("    p: " + ", ".join(f"{r['test']}{'/' + str(r['ntup']) if r['ntup'] else ''} {r['p']:.4f}"
+                                     + ("" if r["verdict"] == "PASSED" else f" {r['verdict']}") for r in rows),
+                  file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
