@@ -12,10 +12,13 @@ rounds); the tables give the median over rounds of those ratios, and the median 
 Aims (issue 37 item 5): element formats >= 1 x copy for rne and sr, MX >= 0.8, 30x ml_dtypes.
 
     python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel] [--passes]
+        [--sr-words]
 
 ``--passes`` prints, instead of timing, each case's optimised HLO (compiled for the default
 backend): its kernels (top-level instructions that are not free, ``hlo_passes.count_passes``)
 and the bytes they read and write as copies of the tensor (1 = one fp32 read + one fp32 write).
+``--sr-words`` times, instead, SR with its SplitMix64 words against the same rule fed a one-op
+word: the share of SR's time a cheaper generator could save.
 """
 
 from __future__ import annotations
@@ -129,6 +132,47 @@ def compare_kernel(x: np.ndarray, repeat: int, copy_t: float) -> None:
         print(f"| {fmt} | {gps(k):.2f} | {gps(q):.2f} | {k / q:.2f} | {copy_t / k:.2f} -> {copy_t / q:.2f} |")
 
 
+def sr_words(x: np.ndarray, repeat: int) -> None:
+    """How much of SR's time the random words take: quantize's SR against the same rule
+    (``fast_sr_float32``) fed a one-op word (``i * 0x9E3779B9 + seed``, no mixing: the most any
+    cheaper generator could gain), and the words alone (``x ^ words``), in one interleaved run."""
+    from asicsim._src.numerics.fast_rounding32 import fast_sr_float32
+
+    def one_op(k, shape):
+        i = jax.lax.iota(jnp.uint32, int(np.prod(shape))).reshape(shape)
+        return i * np.uint32(0x9E3779B9) + key_words(k)[0]
+
+    def xor(words):
+        def step(v, k):
+            bits = jax.lax.bitcast_convert_type(v, jnp.uint32) ^ words(k, v.shape)
+            return jax.lax.bitcast_convert_type(bits, jnp.float32)
+        return step
+
+    def rule(fmt):
+        spec = sim.get_format(fmt)
+        return lambda v, k: fast_sr_float32(v, spec, parse_rounding("sr"), spec.saturate, one_op(k, v.shape))
+
+    out = np.empty_like(x)
+    runs = {"copy": lambda: np.copyto(out, x),
+            "words alone: SplitMix64": _donated_runner(x, xor(lambda k, shape: hash_bits(key_words(k), shape))),
+            "words alone: one-op word": _donated_runner(x, xor(one_op))}
+    for fmt in ("bfloat16", "float8_e4m3fn", "float4_e2m1fn"):
+        runs[f"{fmt} sr: quantize (SplitMix64)"] = _donated_runner(
+            x, lambda v, k, fmt=fmt: sim.quantize(v, fmt, "sr", key=k))
+        runs[f"{fmt} sr: one-op word"] = _donated_runner(x, rule(fmt))
+        runs[f"{fmt} rne"] = _donated_runner(x, lambda v, k, fmt=fmt: sim.quantize(v, fmt))
+    best = dict.fromkeys(runs, float("inf"))  # the fastest of each: the least disturbed by the load
+    for _ in range(repeat):
+        for name, run in runs.items():
+            t = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - t)
+    print(f"\nSR's words, {x.size / 2**20:g} M elements, fastest of {repeat} interleaved rounds:\n")
+    print("| case | ns / element | x copy |\n|---|---|---|")
+    for name, t in best.items():
+        print(f"| {name} | {t * 1e9 / x.size:.3f} | {best['copy'] / t:.2f} |")
+
+
 def pass_rows(n: int, cases=CASES) -> list[dict]:
     """Kernels and traffic (in copies of the tensor) of each case's optimised HLO."""
     from hlo_passes import count_passes
@@ -159,12 +203,17 @@ def main() -> None:
     parser.add_argument("--compare-kernel", action="store_true",
                         help="also time SR by the general integer kernel against quantize, alternating")
     parser.add_argument("--passes", action="store_true", help="count kernels and traffic in the HLO instead")
+    parser.add_argument("--sr-words", action="store_true",
+                        help="instead, time SR with its words against a one-op word (the generator's share)")
     args = parser.parse_args()
     if args.passes:
         passes(args.n)
         return
     rng = np.random.default_rng(0)
     x = rng.standard_normal(args.n, dtype=np.float32)
+    if args.sr_words:
+        sr_words(x, args.repeat)
+        return
     out = np.empty_like(x)
     runs = {"copy": lambda: np.copyto(out, x)}
     for fmt, kwargs in CASES:

@@ -30,3 +30,15 @@ def test_mx_block_amax_reads_the_tensor_once(rows):
     of traffic at 4096 x 4096 (both lax.cond branches counted, input donated), 4.24 now; at this
     size 6.48 -> 4.48 (this test fails on the old code)."""
     assert rows["mxfp8_e4m3", "rne"]["copies"] < 5
+
+
+def test_sr_words_mode_times_each_case(capsys):
+    """``--sr-words`` runs (the copy, the words alone, SR with SplitMix64 and with a one-op word,
+    rne) and prints one row per case; its figures are in benchmarks/RESULTS.md (issue 37 item 5)."""
+    import numpy as np
+
+    bench = load_benchmark("bench_quantize")
+    bench.sr_words(np.linspace(-3, 3, 4096 * 4, dtype=np.float32), 1)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "ns" not in line]
+    assert len(rows) == 3 + 3 * 3, rows
+    assert all(float(r.split("|")[2]) > 0 for r in rows)
