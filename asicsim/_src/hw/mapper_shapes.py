@@ -77,7 +77,9 @@ def distinct(s, order: np.ndarray) -> tuple:
             # sorted stably by their sum (equal keys adjacent and in order; unequal keys of one sum
             # between equal ones only keep a copy, never chosen; the sum keeps the first key's runs,
             # which a stable sort uses)
-            by = np.argsort(keys[0] if len(keys) == 1 else keys[0] + keys[1], axis=0, kind="stable")
+            if len(keys) == 2:  # the sum in place of the second key: (sum, first) equal iff both keys are
+                keys[1] += keys[0]  # (the second is the sum less the first, modulo 2^64)
+            by = np.argsort(keys[-1], axis=0, kind="stable")
             cmp = keys
         else:  # by a hash of the fields' bits, then the fields compared (NaN equals nothing);
             # unequal fields of one hash between equal ones only keep a copy (never chosen)
@@ -86,17 +88,23 @@ def distinct(s, order: np.ndarray) -> tuple:
             for v in cmp:
                 h = h * np.uint64(0x9E3779B97F4A7C15) + np.asarray(v, dtype=np.float64).view(np.uint64)
             by = np.argsort(h, axis=0, kind="stable")
-        same = np.ones((n - 1, size), dtype=bool)
+        by *= size
+        by += np.arange(size)
+        flat = by.reshape(-1)  # the sorted order as flat positions in (candidate, element)
+        same = np.ones((n - 1) * size, dtype=bool)
+        w = np.empty(flat.size, dtype=np.uint64) if cmp is keys else None  # (one buffer for the keys)
         for v in cmp:
-            w = np.take_along_axis(v, by, 0)
-            same &= w[1:] == w[:-1]
-        np.put_along_axis(dup, by[1:], same, 0)
+            w = np.take(v.reshape(-1), flat, out=w)
+            same &= w[size:] == w[:-size]
+            w = w if cmp is keys else None
+        dup.reshape(-1)[flat[size:]] = same
     elif n > 1:  # every field equal everywhere: the first of each element
         dup[1:] = True
     firsts = np.maximum((~dup).sum(axis=0), 1)
     k = int(firsts.max())
     keep = np.argsort(dup, axis=0, kind="stable")[:k]  # the firsts, in order, then copies
-    at = keep * size + np.arange(size)  # flat positions in (candidate, element)
+    at = keep * size
+    at += np.arange(size)  # flat positions in (candidate, element)
     fields = [_gather(c, ns, keep, at, own) for c in cols]
     return Schedule(*fields), np.asarray(order)[keep].reshape(k, *own), firsts.reshape(own)
 
@@ -128,18 +136,20 @@ def _packed(varying: list, ranges: list, ns: list, own: tuple):
     """The fields (each a list of parts) as two unsigned 64-bit keys at (candidates, elements)
     holding each value exactly (whole numbers from -1, at most 64 bits a key), or None where they
     do not fit (then compared as they are). ``ranges``: each field's least and largest value."""
-    widths, ints = [], []
+    widths, ints, done = [], [], {}
     for c, (lo, hi) in zip(varying, ranges, strict=True):
         lo, hi = float(lo), float(hi)  # NaN: not whole, returns None here
         if not (lo >= -1 and hi < 2.0 ** 52):
             return None
         parts = []
         for v in c:
-            iv = v.astype(np.int64)  # in range: exact where whole, truncated where not
-            if v.dtype.kind == "f" and not (iv == v).all():
-                return None
-            iv += 1
-            parts.append(iv.view(np.uint64))  # non-negative: the same bits
+            if id(v) not in done:  # (a part's field that is another's, converted once)
+                iv = v.astype(np.int64)  # in range: exact where whole, truncated where not
+                if v.dtype.kind == "f" and not (iv == v).all():
+                    return None
+                iv += 1
+                done[id(v)] = iv.view(np.uint64)  # non-negative: the same bits
+            parts.append(done[id(v)])
         widths.append(int(hi + 1).bit_length())
         ints.append(parts)
     if max(widths) > 64:
