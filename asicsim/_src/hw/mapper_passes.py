@@ -62,10 +62,10 @@ def _stack(blocks: list, shape, leads: list) -> Schedule:
     for f in FIELDS:
         vals = [np.asarray(getattr(b, f)) for b in blocks]
         own = np.broadcast_shapes(*{v.shape[1:] if v.ndim > nd else v.shape for v in vals})  # (each shape once)
-        a = np.empty((total, *(1,) * (nd - len(own)), *own), dtype=np.result_type(*vals))
+        a = np.empty((total, *(1,) * (nd - len(own)), *own), dtype=np.result_type(*{v.dtype for v in vals}))
         at = 0
         for v, n in zip(vals, leads, strict=True):
-            a[at:at + n] = v if v.ndim > nd else v[None]
+            a[at:at + n] = v  # (one without the candidate axis broadcasts along it)
             at += n
         out.append(a)
     return Schedule(*out)
