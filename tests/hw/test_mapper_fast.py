@@ -287,6 +287,53 @@ def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     assert np.array_equal(firsts, (~dup).sum(axis=0).reshape(own))
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_distinct_of_parts_is_the_pairwise_distinct_of_their_stack(seed):
+    """mapper_shapes.distinct of a list of parts (the candidates and their twins, read at their own
+    shapes without a concatenated copy) keeps what the pairwise definition keeps on the parts
+    stacked one after the other (every field broadcast to (candidates, elements)): the first of
+    candidates equal in every field, in order, then copies; the same fields (dtype, shape,
+    values), search order and counts. Fields of whole numbers (packed keys), or NaN and halves
+    (the hash), at (n, elements), (n, 1, columns) or one value; a field may be the same array in
+    both parts (as the twins pass some on). Fails on a219d71 (distinct took one stack only)."""
+    rng = np.random.default_rng(seed)
+    n1, n2 = (int(x) for x in rng.integers(1, 30, 2))
+    own = (int(rng.integers(1, 4)), int(rng.integers(1, 5)))
+    odd = seed % 3 == 0  # NaN and halves: compared by hash
+
+    def field(n, kind):
+        if kind == 0:
+            return rng.choice([0.0, 1.0, 2.0, 3.0, 2.5, np.nan] if odd else [0.0, 1.0, 2.0, 3.0, 40.0], size=(n, *own))
+        if kind == 1:
+            return rng.integers(0, 2, (n, 1, own[1])).astype(float)
+        return np.full((1, 1, 1), 7.0)
+
+    kinds = [int(k) for k in rng.integers(0, 3, 7)]
+    a = Schedule(rng.integers(-1, 3, (n1, *own)), *(field(n1, k) for k in kinds[:3]), rng.random((n1, 1, 1)) < 0.5,
+                 rng.random((n1, *own)) < 0.5, *(field(n1, k) for k in kinds[3:]))
+    b = Schedule(rng.integers(-1, 3, (n2, *own)), *(field(n2, k) for k in kinds[:3]), rng.random((n2, 1, 1)) < 0.5,
+                 rng.random((n2, *own)) < 0.5, *(field(n2, k) for k in kinds[3:]))
+    if n1 == n2:  # passed on as it is (as aligned passes the family and the buffering)
+        b = dataclasses.replace(b, family=a.family, double_buffered=a.double_buffered)
+    n = n1 + n2
+    flat = [np.concatenate([np.broadcast_to(np.asarray(getattr(x, f)), (m, *own)) for x, m in ((a, n1), (b, n2))])
+            .reshape(n, -1) for f in shapes.FIELDS]
+    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    for v in flat:
+        same &= v[:, None] == v[None, :]
+    dup = (same & np.tri(n, k=-1, dtype=bool)[..., None]).any(axis=1)  # [j]: equal to an earlier one
+    k = max(1, int((~dup).sum(axis=0).max()))
+    keep = np.argsort(dup, axis=0, kind="stable")[:k]
+    order = 5 * np.arange(n)
+    got, got_order, firsts = shapes.distinct([a, b], order)
+    for f, v in zip(shapes.FIELDS, flat, strict=True):
+        g = getattr(got, f)
+        assert g.dtype == v.dtype and g.shape == (k, *own), f
+        assert np.array_equal(g, np.take_along_axis(v, keep, 0).reshape(k, *own), equal_nan=True), f
+    assert np.array_equal(got_order, order[keep].reshape(k, *own))
+    assert np.array_equal(firsts, np.maximum((~dup).sum(axis=0), 1).reshape(own))
+
+
 def test_distinct_with_fields_equal_everywhere():
     """Fields equal for every candidate and element are not compared (mapper_shapes.distinct):
     all fields equal keeps the first of each element; one field varying keeps its distinct

@@ -48,7 +48,7 @@ def candidate_count(blocks: list, shape) -> int:
 def _lead(b: Schedule, nd: int) -> int:
     """The candidates in block ``b``: the leading axis of a field with one more axis than the
     elements (1 where none has)."""
-    return max((np.shape(v)[0] for v in (getattr(b, f) for f in FIELDS) if np.ndim(v) > nd), default=1)
+    return max((v.shape[0] for v in (np.asarray(getattr(b, f)) for f in FIELDS) if v.ndim > nd), default=1)
 
 
 def _stack(blocks: list, shape, leads: list) -> Schedule:
@@ -61,11 +61,11 @@ def _stack(blocks: list, shape, leads: list) -> Schedule:
     out = []
     for f in FIELDS:
         vals = [np.asarray(getattr(b, f)) for b in blocks]
-        own = np.broadcast_shapes(*(v.shape[1:] if v.ndim > nd else v.shape for v in vals))
-        a = np.empty((total, *(1,) * (nd - len(own)), *own), dtype=np.result_type(*vals))
+        own = np.broadcast_shapes(*{v.shape[1:] if v.ndim > nd else v.shape for v in vals})  # (each shape once)
+        a = np.empty((total, *(1,) * (nd - len(own)), *own), dtype=np.result_type(*{v.dtype for v in vals}))
         at = 0
         for v, n in zip(vals, leads, strict=True):
-            a[at:at + n] = v if v.ndim > nd else v[None]
+            a[at:at + n] = v  # (one without the candidate axis broadcasts along it)
             at += n
         out.append(a)
     return Schedule(*out)
@@ -142,11 +142,8 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
                 order = first[done:done + n]
                 if not several:  # one chunk of both (one measure of a few elements), each
                     # element's distinct candidates only (:func:`asicsim._src.hw.mapper_shapes.distinct`)
-                    t = aligned(s, hw)
-                    full = (n, *shape)
-                    both = Schedule(*(np.concatenate([np.broadcast_to(getattr(s, f), full),
-                                                      np.broadcast_to(getattr(t, f), full)]) for f in FIELDS))
-                    both, order, firsts = distinct(both, np.concatenate([order, order + total]))
+                    # (the candidates and their twins as one stack, each at its own shape)
+                    both, order, firsts = distinct([s, aligned(s, hw)], np.concatenate([order, order + total]))
                     yield Chunk(*(getattr(both, f) for f in FIELDS), order=order, firsts=firsts)
                     return
                 for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
