@@ -39,7 +39,9 @@ Every operation becomes kernels (:mod:`asicsim._src.hw.gpu_kernels`); a kernel's
   schedule, ``2 M N K e / sqrt(S / e)`` bytes for ``S`` bytes of L2 and ``e`` bytes per element
   (the leading term of Smith et al.'s tight bound, which their blocked algorithm attains), never
   above ``l2_bytes``; a convolution's windows re-read its input from L2, so it moves its
-  compulsory bytes (no proven conv bound has the constants, :mod:`asicsim._src.hw.bounds`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
+  compulsory bytes (no proven conv bound has the constants, :mod:`asicsim._src.hw.bounds`). A grid of
+  few CTAs streams DRAM at most at what its resident CTAs keep in flight (Little's law:
+  :mod:`asicsim._src.hw.gpu_cta`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
   the H100 set time back-to-back calls on the same operands): a working set that fits stays in L2,
   moves no DRAM bytes and streams at the L2 rate, ``l2_bytes_per_sm_clock`` x SMs x clock (a
   property of the die: the H200's L2 is the H100's, whatever its HBM). DRAM streams at the
@@ -49,7 +51,8 @@ Every operation becomes kernels (:mod:`asicsim._src.hw.gpu_kernels`); a kernel's
   a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
   their own, max-like ``p = smax_p_stream``. A matrix-vector product (M or N = 1) may instead run
   the library's GEMV kernel on any path (cuBLAS's ``gemv``: no tile, the matrix streamed once, its
-  math unpadded, overlapped with ``smax_p_stream``), whichever is faster (the H100 and H200 fp32
+  math unpadded, overlapped with ``smax_p_stream``), whichever is faster; so may an implicit-GEMM
+  conv pass with a side of 1 (the data gradient of a C = 1 layer) (the H100 and H200 fp32
   GEMVs stream 512 x 500 000 at 2.9 and 4.2 TB/s, their DRAM rates, where 8-wide SIMT tiles
   priced them 1.5-2.8x slower).
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
