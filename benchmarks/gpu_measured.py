@@ -64,7 +64,9 @@ def _conv(r, n_col: str = "N", pad: int = 1) -> sim.Conv:
 #: DeepBench's ``conv_bench`` pads C and K to multiples of 8 for its tensor-core (``half``) runs and
 #: stores them NHWC (``code/nvidia/conv_bench.cu`` lines 108-112 and 564-575, ``PAD_KERNELS`` on by
 #: default; DeepBench commit 30c5115 of 2019-10-07 re-measured the V100 and T4 sheets with it).
-DEEPBENCH_CONV_PAD = {"fp16_mixed": 8}
+#: Its int8 runs pad C (and H, W; not modelled, under 2 % of the math here) to a multiple of 4 for
+#: cuDNN's DP4A kernels (data/deepbench/README.md, "Benchmark-side padding").
+DEEPBENCH_CONV_PAD = {"fp16_mixed": 8, "int8": 4}
 
 
 def deepbench_tensor_padding(m: int, n: int, k: int, a_t: bool, b_t: bool, precision: str) -> tuple[int, int, int]:

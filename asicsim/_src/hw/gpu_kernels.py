@@ -180,9 +180,18 @@ def conv_kernels(op: Conv, i: int, pass_name: str, pad: int = 1, layout: str = "
     return out
 
 
+#: Channels a DP4A convolution takes per instruction: cuDNN's int8 convolutions run on DP4A, four
+#: int8 channels per 32-bit lane (``CUDNN_DATA_INT8x4``; DeepBench's ``conv_bench`` pads int8 C to a
+#: multiple of 4 for them, data/deepbench/README.md), so a C = 1 layer costs as C = 4.
+DP4A_CHANNELS = 4
+
+
 def conv_pad(path) -> int:
     """The channel count a path's convolutions are padded to: its alignment on the tensor cores
-    (:data:`asicsim._src.hw.gpu_paths.PATH_ALIGN`), 1 elsewhere (:func:`conv_kernels`)."""
+    (:data:`asicsim._src.hw.gpu_paths.PATH_ALIGN`), 4 on DP4A (:data:`DP4A_CHANNELS`), 1 elsewhere
+    (:func:`conv_kernels`)."""
+    if path.eff_class == "dp4a":
+        return DP4A_CHANNELS
     return PATH_ALIGN.get(path.name, 1) if path.eff_class == "tensor" else 1
 
 

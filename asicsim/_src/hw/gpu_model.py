@@ -39,7 +39,9 @@ Every operation becomes kernels (:mod:`asicsim._src.hw.gpu_kernels`); a kernel's
   schedule, ``2 M N K e / sqrt(S / e)`` bytes for ``S`` bytes of L2 and ``e`` bytes per element
   (the leading term of Smith et al.'s tight bound, which their blocked algorithm attains), never
   above ``l2_bytes``; a convolution's windows re-read its input from L2, so it moves its
-  compulsory bytes (no proven conv bound has the constants, :mod:`asicsim._src.hw.bounds`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
+  compulsory bytes (no proven conv bound has the constants, :mod:`asicsim._src.hw.bounds`). A grid of
+  few CTAs streams DRAM at most at what its resident CTAs keep in flight (Little's law:
+  :mod:`asicsim._src.hw.gpu_cta`). ``operands="warm"`` prices the calibration protocol instead (DeepBench and
   the H100 set time back-to-back calls on the same operands): a working set that fits stays in L2,
   moves no DRAM bytes and streams at the L2 rate, ``l2_bytes_per_sm_clock`` x SMs x clock (a
   property of the die: the H200's L2 is the H100's, whatever its HBM). DRAM streams at the
@@ -49,7 +51,8 @@ Every operation becomes kernels (:mod:`asicsim._src.hw.gpu_kernels`); a kernel's
   a tensor-core path's GEMV-like tiles (a side <= 16) stream their operands under the math, with
   their own, max-like ``p = smax_p_stream``. A matrix-vector product (M or N = 1) may instead run
   the library's GEMV kernel on any path (cuBLAS's ``gemv``: no tile, the matrix streamed once, its
-  math unpadded, overlapped with ``smax_p_stream``), whichever is faster (the H100 and H200 fp32
+  math unpadded, overlapped with ``smax_p_stream``), whichever is faster; so may an implicit-GEMM
+  conv pass with a side of 1 (the data gradient of a C = 1 layer) (the H100 and H200 fp32
   GEMVs stream 512 x 500 000 at 2.9 and 4.2 TB/s, their DRAM rates, where 8-wide SIMT tiles
   priced them 1.5-2.8x slower).
 * **Power cap**, per kernel: its dynamic energy ``E_dyn`` (ops x energy per op of the path, bytes x
@@ -85,6 +88,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from asicsim._src.hw.gpu import PATH_ALIGN, GpuDesign, PrecisionPath
+from asicsim._src.hw.gpu_cta import grid_dram_rate, per_cta_rate
 from asicsim._src.hw.gpu_fit import FIT_FILE as FIT_FILE  # re-exported: the model's public names
 from asicsim._src.hw.gpu_fit import GENERATION_KEYS as GENERATION_KEYS
 from asicsim._src.hw.gpu_fit import GENERATIONS as GENERATIONS
@@ -207,7 +211,11 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     warm = np.full(len(M), operands == "warm") | (k.seq > 1)
     warm3 = warm[:, None, None]
     dram = np.where(fits, np.where(warm3, 0.0, ideal_bytes), dram_big)
-    t_mem = np.where(warm3 & fits, working / l2_rate(design, c), dram / bw)
+    # DRAM streams at most at what the resident CTAs keep in flight (Little's law, gpu_cta)
+    resident = np.minimum(tiles_m * tiles_n * Bx * s, sm * ctas)
+    cta_bw = per_cta_rate(tm, tn, k.a_bytes, k.b_bytes, path.eff_class, path.name, design.architecture,
+                          design.clock_hz, c)
+    t_mem = np.where(warm3 & fits, working / l2_rate(design, c), dram / grid_dram_rate(bw, resident, cta_bw))
     # tensor-core GEMV-like kernels (a tile side <= 16) stream their operands under the math: a
     # max-like overlap (smax_p_stream); SIMT and DP4A kernels keep the fitted smax_p
     streams = (path.eff_class == "tensor") & (np.minimum(tm, tn) <= 16)
@@ -223,13 +231,15 @@ def kernel_times(k: Kernels, design: GpuDesign, path: PrecisionPath, c: Mapping,
     busy_sms = np.minimum(tiles_m * tiles_n * Bx * s / sm, 1.0)  # share of the SMs with a CTA
     d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (
         pick(a) for a in (t_comp, t_mem, t_tot, dram, l2_traffic, fits, busy_sms))
-    # a matrix-vector product (M or N = 1, a plain GEMM): the library's GEMV kernel streams the
-    # matrix once, its math unpadded, under a max-like overlap (smax_p_stream) on every path
+    # a matrix-vector product (M or N = 1: a plain GEMM, or an implicit-GEMM conv pass such as the
+    # data gradient of a C = 1 layer): the library's GEMV-like kernel streams the operands once, its
+    # math unpadded, under a max-like overlap (smax_p_stream) on every path
     ib, fit1 = ideal_bytes[:, 0, 0], fits[:, 0, 0]
     v_comp = ops_useful / rate
     v_mem = np.where(warm & fit1, ib / l2_rate(design, c), ib / bw)
     v_tot = _smax(v_comp, v_mem, c["smax_p_stream"])
-    gv = gemm & (np.minimum(M, N) == 1) & (k.seq == 1) & (k.pass_idx == 0) & (k.a_elems < 0) & (v_tot < d_tot)
+    plain = (k.pass_idx == 0) & (k.a_elems < 0)
+    gv = gemm & (np.minimum(M, N) == 1) & (k.seq == 1) & (plain | implicit[:, 0, 0]) & (v_tot < d_tot)
     d_comp, d_mem, d_tot, d_dram, d_l2, d_fits, d_busy = (np.where(gv, a, b) for a, b in (
         (v_comp, d_comp), (v_mem, d_mem), (v_tot, d_tot), (np.where(fit1 & warm, 0.0, ib), d_dram),
         (ib, d_l2), (fit1, d_fits), (1.0, d_busy)))
