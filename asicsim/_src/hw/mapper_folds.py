@@ -23,15 +23,16 @@ array or, where operands bypass unused columns, its balanced width ``ceil(c / ce
 (without bypass a narrower fold only adds folds). The partial last tile and the rounding of
 ``ceil(r / F) F`` make this a short list, not a proof: ``tests/hw/test_mapper_search.py``
 enumerates every fold height and width from the loop nest and holds the choice to the least
-within its ``GAP``. A twin equal to its candidate (every fold the array's) is left out; a design
-that moves whole array tiles (``array.whole_tiles``) gets none.
+within its ``GAP``. A design that moves whole array tiles (``array.whole_tiles``) gets none.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import IS, OS, WS, ArrayHardware, GemmProblem, Schedule, ceil_div
+from asicsim._src.hw.tiles import element_shape
 from asicsim._src.hw.whole_tiles import spatial_folds
 
 
@@ -46,8 +47,8 @@ def _busy(fr, fc, g):
 
 
 def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
-    """``s`` with the busy-least fold of its short list (module docstring); family -1 (outside the
-    space) where that fold is the array's."""
+    """``s`` with the busy-least fold of its short list (module docstring; 0 where that is the
+    array's)."""
     R, C, df = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64), hw.dataflow
     os_, ws_ = df == OS, df == WS
     Ma = s.Mt if s.Ma is None else s.Ma
@@ -73,16 +74,32 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
             best, best_fr, best_fc = np.where(win, b, best), np.where(win, fr, best_fr), np.where(win, fc, best_fc)
     fold_r = np.where(best_fr < np.minimum(R, g["r"]), best_fr, 0.0)
     fold_c = np.where(best_fc < np.minimum(C, g["c"]), best_fc, 0.0)
-    same = (fold_r == 0) & (fold_c == 0)
-    return Schedule(np.where(same, -1, s.family), s.Mt, s.Nt, s.Kt, s.double_buffered, s.psum_spill, s.Ma, s.Na,
-                    s.streamed, s.tile_share, fold_r, fold_c)
+    return Schedule(s.family, s.Mt, s.Nt, s.Kt, s.double_buffered, s.psum_spill, s.Ma, s.Na, s.streamed,
+                    s.tile_share, fold_r, fold_c)
 
 
 def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
-    """The fold twin of every candidate block where one of its elements has a fold smaller than
-    the array (none for ``array.whole_tiles``), in the blocks' order."""
-    if hw.whole_tiles:
+    """The fold twins of the candidate blocks (none for ``array.whole_tiles``), in the blocks'
+    order: where the blocks make few (candidate, element) pairs (a design point), one block of
+    all of them stacked (one pass, not one per block), of the candidates with a fold smaller than
+    the array at some element; else one per block that has one somewhere. Where a candidate's fold stays the array's, its twin equals it in
+    every field (a copy, later in the search order: never chosen; the one chunk of a design
+    point drops it, :func:`asicsim._src.hw.mapper_shapes.distinct`)."""
+    if hw.whole_tiles or not blocks:
         return []
+    shape = element_shape(p, hw)
+    leads = [passes._lead(b, len(shape)) for b in blocks]
+    if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:
+        blocks = [passes._stack(blocks, shape, leads)]
     with np.errstate(divide="ignore", invalid="ignore"):
         twins = [fold_twin(p, hw, b) for b in blocks]
-    return [t for t in twins if np.any(np.asarray(t.family) >= 0)]
+    out = []
+    for t in twins:
+        smaller = (np.asarray(t.fold_rows) > 0) | (np.asarray(t.fold_cols) > 0)
+        if len(blocks) == 1 and smaller.ndim > len(shape):  # the stacked block: only the candidates
+            keep = smaller.reshape(smaller.shape[0], -1).any(axis=1)  # with a smaller fold somewhere
+            t = Schedule(*(np.asarray(getattr(t, f))[keep] if np.ndim(getattr(t, f)) > len(shape) else getattr(t, f)
+                           for f in passes.FIELDS))
+        if np.any(smaller):
+            out.append(t)
+    return out
