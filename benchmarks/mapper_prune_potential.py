@@ -54,7 +54,7 @@ def _hook():
     def measured(p, hw, s, score_energy):
         out = measures(p, hw, s, score_energy)
         c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                            s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share), lean=True)
+                                            s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols), lean=True)
         f = floors(p, hw, c, _state["rates"])[_state["objective"]]
         key = "latency" if _state["objective"] == "balanced" else _state["objective"]
         assert np.all(np.broadcast_to(f, out[key].shape) <= out[key])  # the floor holds

@@ -139,7 +139,7 @@ def test_hand_partial_sums_fill_their_buffer():
     assert r.dram_bytes == 150 == r.dram_bound_bytes
     assert r.schedule == {"family": "weights", "Mt": 2, "Nt": 2, "Kt": 5, "tiles_m": 10, "tiles_n": 1,
                           "tiles_k": 1, "double_buffered": True, "psum_spill": False, "streamed": 0,
-                          "tile_share": 1.0}
+                          "tile_share": 1.0, "fold_rows": 2, "fold_cols": 2}  # folds: the whole 2 x 2 array
     # the weights are loaded into the array once per 2-row sliver: 10 x 10 reads; rf=3 row folds
     assert r.traffic["sram.filter.reads"] == 5 * 2 * 10
     assert r.cycles_compute == 3 * 20

@@ -33,6 +33,7 @@ from asicsim._src.hw.counts import (
     schedule_counts,
 )
 from asicsim._src.hw.mapper import _dram_key, _pick
+from asicsim._src.hw.mapper_folds import fold_twins
 from asicsim._src.hw.objectives import BALANCED_SLACK, OBJECTIVES
 from asicsim._src.hw.tiles import (
     aligned,
@@ -70,7 +71,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None, energy_key=None):
                                    np.broadcast_to(getattr(t, f), (n, *shape))]) for f in passes.FIELDS))
     with np.errstate(divide="ignore", invalid="ignore"):
         c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                            s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share))
+                                            s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols))
         ok = valid(p, hw, s)
         lat = np.where(ok, c.busy_cycles + c.cycles_stall, np.inf)
         m = {"latency": lat, "dram": np.where(ok, c.dram_bytes, np.inf)}
@@ -83,7 +84,7 @@ def unpruned_best_counts(p, hw, objective, score_energy=None, energy_key=None):
             pick, lo = _select(m[objective], m[mapper._SECOND[objective]])
     assert np.all(np.isfinite(lo))
     b = [np.take_along_axis(getattr(s, f), pick[None], 0)[0] for f in passes.FIELDS]
-    return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, b[6], b[7], b[8], b[9]))
+    return schedule_counts(p, hw, Schedule(b[0], b[1], b[2], b[3], b[4] > 0, b[5] > 0, *b[6:]))
 
 
 def _sweep(ops, design, grid, objective):
@@ -187,7 +188,7 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
         shape = element_shape(p, hw)
         for s in passes.stacked_chunks(mapper.candidates(p, hw), hw, shape):
             full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                                          s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share), lean=b)
+                                                          s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols), lean=b)
                           for b in (False, True))
             for f in type(full).names():
                 v = getattr(lean, f)
@@ -487,10 +488,12 @@ def _problems():
 
 def test_candidates_along_a_variant_axis_are_those_one_variant_at_a_time():
     """mapper.candidates generates every (double buffering, partial-sum home) in one pass and
-    splits them: the same blocks, in the same order, with the same values (bits) as one pass each."""
+    splits them: the same blocks, in the same order, with the same values (bits) as one pass each
+    (and then the same fold twins of them)."""
     for p, hw in _problems():
         with np.errstate(divide="ignore", invalid="ignore"):
             got, ref = mapper.candidates(p, hw), one_variant_at_a_time(p, hw)
+            ref = ref + fold_twins(p, hw, ref)  # then each one's fold twin (asicsim._src.hw.mapper_folds)
         assert len(got) == len(ref)
         for g, r in zip(got, ref, strict=True):
             for f in passes.FIELDS:

@@ -182,7 +182,7 @@ def _schedule(t: dict) -> dict:
             "Kt": int(t["Kt"]), "tiles_m": int(t["tiles_m"]), "tiles_n": int(t["tiles_n"]),
             "tiles_k": int(t["tiles_k"]), "double_buffered": bool(t["double_buffered"]),
             "psum_spill": bool(t["psum_spill"]), "streamed": int(t["streamed"]),
-            "tile_share": float(t["tile_share"])}
+            "tile_share": float(t["tile_share"]), "fold_rows": int(t["fold_rows"]), "fold_cols": int(t["fold_cols"])}
 
 
 def _mapping_text(t: dict, d: SystolicDesign) -> str:
@@ -191,7 +191,8 @@ def _mapping_text(t: dict, d: SystolicDesign) -> str:
     off = {o: o in d.dram.holds for o in ("ifmap", "filter", "ofmap")}
     spill = next((b.name for b in d.buffers if b.psum_spill), "") if t["psum_spill"] else ""
     return describe(t["family"], t["Mt"], t["Nt"], t["Kt"], t["tiles_m"], t["tiles_n"],
-                    bool(t["double_buffered"]), off, spill, t["tiles_k"], t["streamed"], t["tile_share"])
+                    bool(t["double_buffered"]), off, spill, t["tiles_k"], t["streamed"], t["tile_share"],
+                    (t["fold_rows"], t["fold_cols"]) if (t["fold_rows"], t["fold_cols"]) != (d.array.rows, d.array.cols) else ())
 
 
 def topology_operations(topology: Topology) -> list[Operation]:

@@ -109,3 +109,8 @@ class Schedule:
     #: the share of a buffer a streamed kept tensor is homed in (of what the tensors kept whole
     #: leave) its tiles may take; the rest keeps the streamed tensors (:mod:`asicsim._src.hw.residency`)
     tile_share: np.ndarray | float = 1.0
+    #: the rows (columns) of the array one fold of the array's tile takes (0: the array's rows
+    #: (columns); more than the array: the array's): a fold smaller than the array
+    #: (:mod:`asicsim._src.hw.counts`, "Folds smaller than the array")
+    fold_rows: np.ndarray | float = 0.0
+    fold_cols: np.ndarray | float = 0.0

@@ -48,6 +48,17 @@ per-fold cost. (SCALE-Sim's first-order model likewise charges an operand that f
 its own spatial size ``S_R x S_C``, ``2 S_R + S_C + T - 2`` cycles: Samajdar et al., "A Systematic
 Methodology for Characterizing Scalability of DNN Accelerators using SCALE-Sim", ISPASS 2020, eq. 1.)
 
+Folds smaller than the array (:attr:`Schedule.fold_rows`, ``fold_cols``; 0: the array's sides): a
+schedule may cut its array tile into folds of at most ``F_r`` rows and ``F_c`` columns, so a
+larger array can run a smaller array's folds. ``F_r`` rows of the stationary operand sit in the
+rows nearest the edge it crosses, as a partial fold's do, so they load (drain) in ``F_r`` shifts
+with or without ``array.bypass_unused``; what a smaller fold saves there is the reloads
+(``max(0, F_r - stream)`` a fold) and, where operands bypass unused rows and columns, the
+fill/drain of the used block (``2 F_r + F_c - 2``); without bypass the other operands still cross
+all ``R`` rows and ``C`` columns once (``2R + C - 2``), so a narrower fold there only adds folds
+and the mapper leaves ``fold_cols`` at the array's. A design moving whole ``R x C`` tiles
+(``array.whole_tiles``) moves one per fold, so its folds are the array's (the mapper keeps them).
+
 DRAM transfers ``X`` overlap compute only when double-buffered: the first of ``s`` tile steps waits for its data and the later ones hide theirs behind the work,
 ``stall = X / s + max(0, X - busy) (s - 1) / s``; single-buffered, ``stall = X``. A double-buffered
 schedule doubles the tiles of the operands the design lists in ``array.double_buffers`` (default:
@@ -81,7 +92,7 @@ from asicsim._src.hw.residency import resident_bytes
 from asicsim._src.hw.whole_tiles import spatial_folds, whole_tile_scales
 
 #: the inputs of a count (:mod:`asicsim._src.hw.count_inputs`) stay importable from here
-__all__ = ['ACTIVATIONS', 'FAMILIES', 'IS', 'LEAN_SKIPS', 'OS', 'OUTPUTS', 'WEIGHTS', 'WS', 'ZERO_CODES', 'ArrayHardware', 'BufferLayout', 'GemmCounts', 'GemmProblem', 'Schedule', 'ceil_div', 'schedule_counts']
+__all__ = ['ACTIVATIONS', 'FAMILIES', 'IS', 'LEAN_SKIPS', 'OS', 'OUTPUTS', 'WEIGHTS', 'WS', 'ZERO_CODES', 'ArrayHardware', 'BufferLayout', 'GemmCounts', 'GemmProblem', 'Schedule', 'ceil_div', 'fold_sides', 'schedule_counts']
 
 
 @dataclass(frozen=True)
@@ -125,10 +136,12 @@ class GemmCounts:
     Na: np.ndarray
     streamed: np.ndarray
     tile_share: np.ndarray
+    fold_rows: np.ndarray  # the rows (columns) of the array a fold takes (the array's sides by default)
+    fold_cols: np.ndarray
 
     #: fields that describe the mapping rather than add up over GEMMs
     MAPPING = ("tiles_m", "tiles_n", "tiles_k", "family", "Mt", "Nt", "Kt", "double_buffered", "psum_spill",
-               "Ma", "Na", "streamed", "tile_share")
+               "Ma", "Na", "streamed", "tile_share", "fold_rows", "fold_cols")
 
     @property
     def dram_bytes(self) -> np.ndarray:
@@ -148,6 +161,13 @@ class GemmCounts:
 #: a use raises)
 LEAN_SKIPS = ("macs_nonzero", "folds", "mapping_slots", "mapped_pes", "footprint_ifmap_bytes",
               "footprint_filter_bytes", "footprint_ofmap_bytes", "Ma", "Na")
+
+
+def fold_sides(hw: ArrayHardware, s: Schedule) -> tuple:
+    """``(F_r, F_c)``: the rows and columns of the array one fold of ``s`` takes (its
+    ``fold_rows`` and ``fold_cols``, at most the array's; 0: the array's)."""
+    fr, fc = np.asarray(s.fold_rows, dtype=np.float64), np.asarray(s.fold_cols, dtype=np.float64)
+    return np.where(fr > 0, np.minimum(hw.rows, fr), hw.rows), np.where(fc > 0, np.minimum(hw.cols, fc), hw.cols)
 
 
 def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool = False) -> GemmCounts:
@@ -171,6 +191,9 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     kept = resident_bytes(p, hw, s, {"ifmap": mult_a, "filter": mult_b, "ofmap": 1.0})
     # the stationary operand moved in whole array-sized tiles, where the design says so
     pad_a, pad_b = whole_tile_scales(hw.whole_tiles, ws_, is_, R, C, M, N, K, Ma, Na, Kt)
+    if hw.whole_tiles and np.any((np.asarray(s.fold_rows) > 0) | (np.asarray(s.fold_cols) > 0)):
+        raise ValueError("a design with array.whole_tiles moves whole rows x cols tiles: its folds are the "
+                         "array's (Schedule.fold_rows and fold_cols must be 0)")
 
     def moved(op, S, pad=1.0):  # bytes fetched per pass: all of it off chip, else what its buffer does not keep
         return S * pad if kept is None else np.where(p.off_chip[op], S * pad, S - kept[op])
@@ -193,7 +216,8 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     # folds along each spatial dimension, counted over its tiles (the last tile may be partial)
     row_dim, row_tile = np.where(os_, M, K), np.where(os_, Ma, Kt)
     col_dim, col_tile = np.where(is_, M, N), np.where(is_, Ma, Na)
-    rows_f, cols_f = spatial_folds(row_dim, row_tile, R), spatial_folds(col_dim, col_tile, C)
+    fr, fc = fold_sides(hw, s)  # a fold's rows and columns (module docstring)
+    rows_f, cols_f = spatial_folds(row_dim, row_tile, fr), spatial_folds(col_dim, col_tile, fc)
     streamed_total = np.where(os_, K, np.where(ws_, M, N))
     stream_trips = np.where(os_, Tk, np.where(ws_, Tma, Tna))
     steps = Tm * Tn * Tk
@@ -203,10 +227,10 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
     if hw.zero_weights == ZERO_CODES["skip"]:
         compute = np.ceil(compute * p.density)
     stream = streamed_total / stream_trips  # cycles one fold streams (tiles balanced)
-    used_rows = np.minimum(R, row_tile)  # the rows the array's tile spans (module docstring)
+    used_rows = np.minimum(fr, row_tile)  # the rows a fold of the array's tile spans (module docstring)
     reload = (folds - 1) * np.maximum(used_rows - stream, 0)  # all of them per fold, even a partial one
     # once per repetition across the whole array, or only the used block where operands bypass the rest
-    used_cols = np.minimum(C, col_tile)
+    used_cols = np.minimum(fc, col_tile)
     fill_drain = np.where(hw.bypass_unused, 2 * used_rows + used_cols - 2, 2 * R + C - 2) + reload
 
     # --- SRAM <-> array accesses (elements) -----------------------------------------------------
@@ -247,7 +271,7 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
             sram_psum_spilled=reps * psum_rw * spill, sram_ofmap_writes=reps * M * N,
             dram_ifmap_bytes=dram_a, dram_filter_bytes=dram_b, dram_ofmap_bytes=dram_c, dram_psum_bytes=dram_p,
             tiles_m=Tm, tiles_n=Tn, tiles_k=Tk, family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db,
-            psum_spill=spill, streamed=s.streamed, tile_share=s.tile_share)
+            psum_spill=spill, streamed=s.streamed, tile_share=s.tile_share, fold_rows=fr, fold_cols=fc)
     return GemmCounts(
         macs=macs, macs_nonzero=macs * p.density, psum_adds=reps * M * N * np.maximum(contributions - 1, 0),
         folds=reps * folds, cycles_compute=reps * compute, cycles_fill_drain=reps * fill_drain,
@@ -262,4 +286,5 @@ def schedule_counts(p: GemmProblem, hw: ArrayHardware, s: Schedule, lean: bool =
         family=fam, Mt=Mt, Nt=Nt, Kt=Kt, double_buffered=db, psum_spill=spill,
         Ma=np.broadcast_to(Ma, np.shape(Mt)) * 1.0, Na=np.broadcast_to(Na, np.shape(Nt)) * 1.0,
         streamed=np.broadcast_to(s.streamed, np.shape(Mt)) * 1.0,
-        tile_share=np.broadcast_to(s.tile_share, np.shape(Mt)) * 1.0)
+        tile_share=np.broadcast_to(s.tile_share, np.shape(Mt)) * 1.0,
+        fold_rows=np.broadcast_to(fr, np.shape(Mt)) * 1.0, fold_cols=np.broadcast_to(fc, np.shape(Mt)) * 1.0)

@@ -34,8 +34,9 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   double-buffered, at every trip count beside the first block with K whole); the array's tile
   the whole block, or as wide as fits beside the sliver, or no taller than a fold's stream (os:
   its reload hides) or cut to a multiple of the array side it spans;
-* one array-sized tile per family; then every candidate's array-aligned twin
-  (:func:`asicsim._src.hw.tiles.aligned`).
+* one array-sized tile per family; then every candidate's fold twin, folds smaller than the array
+  where they save cycles (:mod:`asicsim._src.hw.mapper_folds`), and every candidate's array-aligned
+  twin (:func:`asicsim._src.hw.tiles.aligned`).
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
 + ...``, :mod:`asicsim._src.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
@@ -79,6 +80,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from asicsim._src.hw import mapper_cache as cache
+from asicsim._src.hw import mapper_folds as folds
 from asicsim._src.hw import mapper_groups as groups
 from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import (
@@ -262,8 +264,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
     # in the order of (buffering, home, kept choice), the same blocks each
-    return [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in blocks
-            for b, only in out if db or not only]
+    out = [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in blocks
+           for b, only in out if db or not only]
+    return out + folds.fold_twins(p, hw, out)  # folds smaller than the array (mapper_folds)
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
@@ -312,7 +315,6 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
                          "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")
-    chosen = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, best[6], best[7], best[8],
-                      best[9])
+    chosen = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, *best[6:])
     cache.remember(kept_key, chosen)
     return schedule_counts(p, hw, chosen)

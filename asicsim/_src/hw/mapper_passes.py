@@ -33,7 +33,8 @@ def measures(p: GemmProblem, hw: ArrayHardware, s: Schedule, score_energy) -> di
     """``latency`` (busy and stall cycles), ``energy`` (``score_energy``) and ``dram`` bytes of
     schedule ``s`` (fields may carry a leading candidate axis); inf outside the space."""
     c = schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
-                                        s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share), lean=True)
+                                        s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share, s.fold_rows,
+                                        s.fold_cols), lean=True)
     ok = valid(p, hw, s)
     out = {"latency": c.busy_cycles + c.cycles_stall, "dram": c.dram_bytes}
     out["energy"] = score_energy(c) if score_energy is not None else out["dram"]

@@ -9,13 +9,14 @@ from asicsim._src.hw.residency import STREAM_BITS, streams
 
 def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles_n: float,
              double_buffered: bool, off_chip: dict[str, bool], psum_spill: str = "", tiles_k: float = 1,
-             streamed: float = 0, tile_share: float = 1) -> str:
+             streamed: float = 0, tile_share: float = 1, fold: tuple = ()) -> str:
     """One mapping in words, e.g. 'weights resident in SRAM (K x 1024 block); activations
     streamed 4x; tile 512x1024x4096; double-buffered'. ``psum_spill``: the buffer partial sums
     are kept in, when not the design's partial-sum buffer; ``tiles_k``: K slivers (outside the
     outputs family, partial sums go to DRAM and back between them); ``streamed``: the kept
     tensors whose overflow streams (:attr:`asicsim._src.hw.counts.Schedule.streamed`) and the share
-    of their buffer the tiles take (``tile_share``)."""
+    of their buffer the tiles take (``tile_share``); ``fold``: ``(rows, cols)`` of a fold smaller
+    than the array (asicsim._src.hw.counts), empty where the folds are the array's."""
     fam = FAMILIES[int(family)]
     k = "K" if tiles_k <= 1 else f"{Kt:.0f}"
     parts = {"outputs": f"outputs resident in SRAM ({Mt:.0f} x {Nt:.0f} block)",
@@ -40,6 +41,8 @@ def describe(family: int, Mt: float, Nt: float, Kt: float, tiles_m: float, tiles
     if fam != "outputs" and tiles_k > 1:
         words.append(f"partial sums to DRAM and back {tiles_k - 1:.0f}x")
     words.append(f"tile {Mt:.0f}x{Nt:.0f}x{Kt:.0f} (MxNxK)")
+    if fold:
+        words.append(f"folds of {fold[0]:.0f}x{fold[1]:.0f} PEs")
     if psum_spill:
         words.append(f"partial sums in {psum_spill}")
     words.append("double-buffered" if double_buffered else "single-buffered")

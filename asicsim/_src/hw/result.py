@@ -40,7 +40,8 @@ from asicsim._src.hw.result_table import Labels, frame
 class Schedule:
     """The mapping the mapper chose per operation (its largest GEMM's): the resident operand's
     family (an index into :data:`asicsim._src.hw.counts.FAMILIES`), tile sizes, trip counts, double
-    buffering, partial-sum spill and the kept tensors that stream their overflow. NaN where an
+    buffering, partial-sum spill, the kept tensors that stream their overflow and the rows and
+    columns of the array a fold takes. NaN where an
     operation runs no GEMM."""
 
     family: np.ndarray
@@ -54,6 +55,8 @@ class Schedule:
     psum_spill: np.ndarray
     streamed: np.ndarray  # kept tensors streaming their overflow (asicsim._src.hw.residency.STREAM_BITS)
     tile_share: np.ndarray  # the share of their buffer the tiles take beside them (1: none kept)
+    fold_rows: np.ndarray  # the rows (columns) of the array one fold takes (the array's, or fewer:
+    fold_cols: np.ndarray  # asicsim._src.hw.counts, "Folds smaller than the array")
 
     def take(self, index) -> Schedule:
         return Schedule(**{f.name: np.asarray(getattr(self, f.name))[index] for f in fields(self)})

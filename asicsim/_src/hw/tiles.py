@@ -146,7 +146,7 @@ def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
     Na = np.where(df == IS, Na, cut(Na, hw.cols))
     out = s.family == OUTPUTS
     return Schedule(s.family, np.where(out, Ma, s.Mt), np.where(out, Na, s.Nt), Kt, s.double_buffered,
-                    s.psum_spill, Ma, Na, s.streamed, s.tile_share)
+                    s.psum_spill, Ma, Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols)
 
 
 def valid(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> np.ndarray:

@@ -1,0 +1,105 @@
+"""Folds smaller than the array in the mapper's search (issue 31 item 2: a larger array can run what
+a smaller one does).
+
+:mod:`asicsim._src.hw.counts` lets a schedule cut its array tile into folds of at most ``F_r`` rows
+and ``F_c`` columns (``Schedule.fold_rows``, ``fold_cols``; its docstring says what the hardware
+does). Per candidate the fold's sides change only the array's part of the busy cycles (the DRAM
+bytes, buffer use and tile loops stay): with ``r`` the rows of the array tile (os: ``Ma``; ws, is:
+``Kt``), ``c`` its columns, ``sigma`` the cycles a fold streams and ``Q`` the column folds times
+streamed trips,
+
+``busy(F_r, F_c) = rows_f cols_f streamed / mac_rate + (folds - 1) max(0, min(F_r, r) - sigma)
++ [bypass] (2 min(F_r, r) + min(F_c, c))`` (+ what no fold changes).
+
+Which heights can win: among heights giving the same fold count, the least one has the least
+reloads and fill/drain and the same folds, SRAM reads and partial sums (the least height of ``F``
+folds of ``r`` rows is ``ceil(r / F)``); a height at most ``sigma`` hides its reloads, so of those
+only the one of fewest folds, ``ceil(r / ceil(r / sigma))``, trades nothing but fill/drain for a
+fold more; above ``sigma`` a fold costs about its height, so ``F`` folds cost about ``r`` and fewer
+rows a fold save fill/drain and rounding. Each candidate gets one twin (:func:`fold_twins`): the
+busy-least of the array's sides and the heights of ``ceil(r / R)`` (the array's count, balanced),
+``F_s - 1``, ``F_s`` and ``F_s + 1`` folds (``F_s = ceil(r / sigma)``), by the columns of the
+array or, where operands bypass unused columns, its balanced width ``ceil(c / ceil(c / C))``
+(without bypass a narrower fold only adds folds). The partial last tile and the rounding of
+``ceil(r / F) F`` make this a short list, not a proof: ``tests/hw/test_mapper_search.py``
+enumerates every fold height and width from the loop nest and holds the choice to the least
+within its ``GAP``. A design that moves whole array tiles (``array.whole_tiles``) gets none.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asicsim._src.hw import mapper_passes as passes
+from asicsim._src.hw.counts import IS, OS, WS, ArrayHardware, GemmProblem, Schedule, ceil_div
+from asicsim._src.hw.tiles import element_shape
+from asicsim._src.hw.whole_tiles import spatial_folds
+
+
+def _busy(fr, fc, g):
+    """The fold-dependent busy cycles of folds ``fr x fc`` (module docstring) on geometry ``g``."""
+    rows_f = spatial_folds(g["row_dim"], g["r"], fr)
+    cols_f = spatial_folds(g["col_dim"], g["c"], fc)
+    folds = rows_f * cols_f * g["trips"]
+    u = np.minimum(fr, g["r"])
+    fill = np.where(g["bypass"], 2 * u + np.minimum(fc, g["c"]), 0.0)
+    return rows_f * cols_f * g["streamed"] / g["rate"] + (folds - 1) * np.maximum(u - g["sigma"], 0) + fill
+
+
+def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
+    """``s`` with the busy-least fold of its short list (module docstring; 0 where that is the
+    array's)."""
+    R, C, df = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64), hw.dataflow
+    os_, ws_ = df == OS, df == WS
+    Ma = s.Mt if s.Ma is None else s.Ma
+    Na = s.Nt if s.Na is None else s.Na
+    trips = np.where(os_, ceil_div(p.K, s.Kt), np.where(ws_, ceil_div(p.M, Ma), ceil_div(p.N, Na)))
+    streamed = np.where(os_, p.K, np.where(ws_, p.M, p.N))
+    g = {"row_dim": np.where(os_, p.M, p.K), "r": np.where(os_, Ma, s.Kt), "col_dim": np.where(df == IS, p.M, p.N),
+         "c": np.where(df == IS, Ma, Na), "trips": trips, "streamed": streamed, "sigma": streamed / trips,
+         "bypass": bool(hw.bypass_unused), "rate": hw.mac_rate}
+    r = np.maximum(g["r"], 1.0)
+    f_arr = np.ceil(r / R)
+    f_s = np.ceil(r / np.maximum(g["sigma"], 1.0))
+    heights = [R] + [np.ceil(r / np.clip(f, f_arr, r)) for f in (f_arr, f_s - 1, f_s, f_s + 1)]
+    widths = [C] + ([np.ceil(g["c"] / np.ceil(g["c"] / C))] if hw.bypass_unused else [])
+    best, best_fr, best_fc = None, R, C
+    for fc in widths:
+        for fr in heights:
+            b = _busy(fr, fc, g)
+            if best is None:
+                best = b
+                continue
+            win = b < best
+            best, best_fr, best_fc = np.where(win, b, best), np.where(win, fr, best_fr), np.where(win, fc, best_fc)
+    fold_r = np.where(best_fr < np.minimum(R, g["r"]), best_fr, 0.0)
+    fold_c = np.where(best_fc < np.minimum(C, g["c"]), best_fc, 0.0)
+    return Schedule(s.family, s.Mt, s.Nt, s.Kt, s.double_buffered, s.psum_spill, s.Ma, s.Na, s.streamed,
+                    s.tile_share, fold_r, fold_c)
+
+
+def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
+    """The fold twins of the candidate blocks (none for ``array.whole_tiles``), in the blocks'
+    order: where the blocks make few (candidate, element) pairs (a design point), one block of
+    all of them stacked (one pass, not one per block), of the candidates with a fold smaller than
+    the array at some element; else one per block that has one somewhere. Where a candidate's fold stays the array's, its twin equals it in
+    every field (a copy, later in the search order: never chosen; the one chunk of a design
+    point drops it, :func:`asicsim._src.hw.mapper_shapes.distinct`)."""
+    if hw.whole_tiles or not blocks:
+        return []
+    shape = element_shape(p, hw)
+    leads = [passes._lead(b, len(shape)) for b in blocks]
+    if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:
+        blocks = [passes._stack(blocks, shape, leads)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        twins = [fold_twin(p, hw, b) for b in blocks]
+    out = []
+    for t in twins:
+        smaller = (np.asarray(t.fold_rows) > 0) | (np.asarray(t.fold_cols) > 0)
+        if len(blocks) == 1 and smaller.ndim > len(shape):  # the stacked block: only the candidates
+            keep = smaller.reshape(smaller.shape[0], -1).any(axis=1)  # with a smaller fold somewhere
+            t = Schedule(*(np.asarray(getattr(t, f))[keep] if np.ndim(getattr(t, f)) > len(shape) else getattr(t, f)
+                           for f in passes.FIELDS))
+        if np.any(smaller):
+            out.append(t)
+    return out
