@@ -257,6 +257,17 @@ def test_a_design_point_of_a_sweep_gets_the_schedule_it_gets_priced_alone(monkey
             assert np.array_equal(getattr(swept, key)[i, j, k, m], getattr(alone, key)), (key, i, j, k, m)
 
 
+def _pairwise_distinct(flat: list, n: int) -> tuple:
+    """The pairwise oracle of distinct: ``dup[j, e]`` (candidate j equals an earlier one in every
+    field at element e), the count kept ``k`` and the kept indices per element, in order."""
+    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
+    for v in flat:
+        same &= v[:, None] == v[None, :]
+    dup = (same & np.tri(n, k=-1, dtype=bool)[..., None]).any(axis=1)  # [j]: equal to an earlier one
+    k = max(1, int((~dup).sum(axis=0).max()))
+    return dup, k, np.argsort(dup, axis=0, kind="stable")[:k]
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     """mapper_shapes.distinct (sorted by a hash of the fields) keeps per element exactly what the
@@ -273,12 +284,7 @@ def test_distinct_keeps_the_first_of_equal_candidates_per_element(seed):
     s = Schedule(rng.integers(-1, 3, (n, *own)), field(), field(), field(), rng.random((n, 1, 1)) < 0.5,
                  rng.random((n, *own)) < 0.5, field(), field())
     flat = [np.broadcast_to(np.asarray(getattr(s, f)), (n, *own)).reshape(n, -1) for f in shapes.FIELDS]
-    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
-    for v in flat:
-        same &= v[:, None] == v[None, :]
-    dup = (same & np.tri(n, k=-1, dtype=bool)[..., None]).any(axis=1)  # [j]: equal to an earlier one
-    k = max(1, int((~dup).sum(axis=0).max()))
-    keep = np.argsort(dup, axis=0, kind="stable")[:k]
+    dup, k, keep = _pairwise_distinct(flat, n)
     order = 3 * np.arange(n)
     got, got_order, firsts = shapes.distinct(s, order)
     for f, v in zip(shapes.FIELDS, flat, strict=True):
@@ -319,12 +325,7 @@ def test_distinct_of_parts_is_the_pairwise_distinct_of_their_stack(seed):
     n = n1 + n2
     flat = [np.concatenate([np.broadcast_to(np.asarray(getattr(x, f)), (m, *own)) for x, m in ((a, n1), (b, n2))])
             .reshape(n, -1) for f in shapes.FIELDS]
-    same = np.ones((n, n, flat[0].shape[1]), dtype=bool)
-    for v in flat:
-        same &= v[:, None] == v[None, :]
-    dup = (same & np.tri(n, k=-1, dtype=bool)[..., None]).any(axis=1)  # [j]: equal to an earlier one
-    k = max(1, int((~dup).sum(axis=0).max()))
-    keep = np.argsort(dup, axis=0, kind="stable")[:k]
+    dup, k, keep = _pairwise_distinct(flat, n)
     order = 5 * np.arange(n)
     got, got_order, firsts = shapes.distinct([a, b], order)
     for f, v in zip(shapes.FIELDS, flat, strict=True):
