@@ -24,7 +24,7 @@ from asicsim._src.numerics.rounding import F32, parse_rounding
 
 SR = parse_rounding("sr")
 _ZERO = (jnp.zeros(1, jnp.float32), jnp.zeros(1, jnp.uint32))
-EXTRA = ["e3m4", "e5m6fn", "e2m5", "e4m3", "e6m9", "e8m1"]
+EXTRA = ["e3m4", "e5m6fn", "e2m5", "e4m3", "e6m9", "e8m1", "e7m5b90"]  # e7m5b90: qmin = -94, the limit
 NAMES = sorted({n for n, s in catalog().items() if s.kind == "float"} | set(EXTRA))
 CASES = [(n, sat) for n in NAMES for sat in (False, True)
          if fast_sr_float32(_ZERO[0], get_format(n), SR, sat, _ZERO[1]) is not None]
@@ -84,8 +84,43 @@ def test_fast_sr_float_applies_only_where_exact():
     x, r = _ZERO
     for name, sat, rounding in [("float32", False, "sr"), ("float8_e4m3fnuz", False, "sr"),
                                 ("float8_e8m0fnu", True, "sr"), ("bf16", False, "sr8"),
-                                ("bf16", False, "rne"), ("q7.8", True, "sr"), ("e8m2b128", False, "sr")]:
+                                ("bf16", False, "rne"), ("q7.8", True, "sr"), ("e8m2b128", False, "sr"),
+                                ("e7m10b110", False, "sr"), ("e7m4b100", True, "sr"),  # qmin -119, -103
+                                ("e7m5b91", False, "sr")]:  # qmin -95: a zero would have threshold 1
         assert fast_sr_float32(x, get_format(name), parse_rounding(rounding), sat, r) is None, name
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "float16", "e7m5b90"])
+def test_fast_sr_float_below_one_quantum_against_float64(name):
+    """The rule below one quantum, by class: every float32 magnitude below the format's smallest
+    quantum ``2**qmin`` whose low 12 bits are 0x000, 0x001, 0x7FF, 0x800 or 0xFFF (every exponent
+    field and the top 11 mantissa bits exhaustively: zeros and float32 subnormals included, both
+    signs), each with the words 0, 2**32 - 1 and the threshold -1, +0, +1. The oracle is the
+    definition, in float64 here: one quantum (with the input's sign) iff the word is below
+    ``floor(|x| * 2**(32 - qmin))`` (exact in float64: 24 significant bits scaled by a power of
+    two), else a signed zero; the kernel is checked against the same oracle."""
+    spec = get_format(name)
+    qmin = spec.smallest_subnormal_exp
+    q_bits = (qmin + 127) << 23  # the quantum as float32 bits (normal for these formats)
+    high = np.arange(0, q_bits, 1 << 12, dtype=np.int64)
+    a = (high[:, None] | np.array([0x000, 0x001, 0x7FF, 0x800, 0xFFF])).reshape(-1)
+    threshold = np.floor(a.astype(np.uint32).view(np.float32).astype(np.float64) * 2.0 ** (32 - qmin))
+    assert threshold.max() < 2**32
+    t = threshold.astype(np.int64)
+    words = [np.zeros_like(t), np.full_like(t, 2**32 - 1), t - 1, t, t + 1]
+    rand = (np.concatenate(words * 2) % 2**32).astype(np.uint32)
+    bits = np.concatenate([a, a | 0x80000000] * len(words)).astype(np.uint32)
+    sign = bits & np.uint32(0x80000000)
+    thr = np.concatenate([t, t] * len(words))
+    want = np.where(rand.astype(np.int64) < thr, np.uint32(q_bits), np.uint32(0)) | sign
+    ref = jax.jit(lambda b, r: round_to_grid(jnp, F32, b, spec, SR, False, r))
+    got = jax.jit(lambda b, r: jax.lax.bitcast_convert_type(
+        fast_sr_float32(jax.lax.bitcast_convert_type(b, jnp.float32), spec, SR, False, r), jnp.uint32))
+    for f in (got, ref):
+        have = np.asarray(f(jnp.asarray(bits), jnp.asarray(rand)))
+        bad = np.flatnonzero(have != want)
+        assert bad.size == 0, [(hex(int(bits[i])), hex(int(rand[i])), hex(int(want[i])), hex(int(have[i])))
+                               for i in bad[:5]]
 
 
 @pytest.mark.parametrize("fmt", ["float8_e4m3fn", "bfloat16", "float4_e2m1fn"])
