@@ -33,7 +33,7 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
-from .fast_rounding32 import fast_round32
+from .fast_rounding32 import fast_round32, fast_sr_fixed32, fast_sr_float32
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
     fp32_product,
@@ -48,12 +48,17 @@ _SIGN = np.uint32(0x80000000)
 
 
 def round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
-    """``round_to_grid`` of float32 bits onto the element grid (the float fast path where it
-    applies: same bits, several times faster on XLA:CPU)."""
+    """``round_to_grid`` of float32 bits onto the element grid (a float fast path where one
+    applies: ``fast_round32``, or for stochastic rounding ``fast_sr_float32``/``fast_sr_fixed32``
+    with the same ``rand``; same bits, several times faster on XLA:CPU)."""
+    x = jax.lax.bitcast_convert_type(bits, jnp.float32)
     if rand is None:
-        fast = fast_round32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate)
-        if fast is not None:
-            return jax.lax.bitcast_convert_type(fast, jnp.uint32)
+        fast = fast_round32(x, element, rnd, saturate)
+    else:
+        fast = fast_sr_float32(x, element, rnd, saturate, rand)
+        fast = fast_sr_fixed32(x, element, rnd, saturate, rand) if fast is None else fast
+    if fast is not None:
+        return jax.lax.bitcast_convert_type(fast, jnp.uint32)
     return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)
 
 
