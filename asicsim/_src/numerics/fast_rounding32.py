@@ -133,9 +133,8 @@ def fast_sr_float32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     converted to uint32 (a truncation), so the lower clamp of ``e`` is not needed either; a
     float32 zero or subnormal becomes a value below 1 (threshold 0, as the kernel gives) when
     ``qmin >= -94``, which formats with ``-126 < qmin < -94`` do not meet (they take the kernel).
-    (Against two variable shifts for the threshold, the fused fp8 loop on XLA:CPU went from 36
-    to 29 instructions per 8 elements, fed a one-op word.) Formats whose smallest quantum is at most 2**-126, bf16 and
-    tf32, never fall below one quantum: that test is left out. A NaN or inf input rounds to bits at or
+    Formats whose smallest quantum is at most 2**-126, bf16 and tf32, never fall below one
+    quantum: that test is left out. A NaN or inf input rounds to bits at or
     above inf (its mantissa bits are kept or carried, never lost), so one overflow compare covers
     them, with one more for NaN where the format has inf. The sign goes back on the bits (the
     formats taken have -0 and signed NaNs). Checked bit for bit against the kernel for the same
@@ -172,3 +171,12 @@ def fast_sr_float32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand) -> 
     else:  # fn: overflow, inf and NaN alike are the NaN of the input's sign
         r = jnp.where(r > top, u32(F32.nan), r)
     return jax.lax.bitcast_convert_type(r | (bits & u32(F32.sign)), jnp.float32)
+
+
+def fast_round_any32(x: jax.Array, spec, rnd: Rounding, saturate: bool, rand=None) -> jax.Array | None:
+    """The fast path that applies to this rounding, or None (use the integer kernel): without
+    ``rand``, :func:`fast_round32`; with it, :func:`fast_sr_fixed32` or :func:`fast_sr_float32`."""
+    if rand is None:
+        return fast_round32(x, spec, rnd, saturate)
+    fast = fast_sr_fixed32(x, spec, rnd, saturate, rand)
+    return fast_sr_float32(x, spec, rnd, saturate, rand) if fast is None else fast

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
-from .fast_rounding32 import fast_round32, fast_sr_fixed32, fast_sr_float32
+from .fast_rounding32 import fast_round_any32
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
     fp32_product,
@@ -49,14 +49,8 @@ _SIGN = np.uint32(0x80000000)
 
 def round_bits(bits, element, rnd: Rounding, saturate: bool, rand):
     """``round_to_grid`` of float32 bits onto the element grid (a float fast path where one
-    applies: ``fast_round32``, or for stochastic rounding ``fast_sr_float32``/``fast_sr_fixed32``
-    with the same ``rand``; same bits, several times faster on XLA:CPU)."""
-    x = jax.lax.bitcast_convert_type(bits, jnp.float32)
-    if rand is None:
-        fast = fast_round32(x, element, rnd, saturate)
-    else:
-        fast = fast_sr_float32(x, element, rnd, saturate, rand)
-        fast = fast_sr_fixed32(x, element, rnd, saturate, rand) if fast is None else fast
+    applies, with the same ``rand``: same bits, several times faster on XLA:CPU)."""
+    fast = fast_round_any32(jax.lax.bitcast_convert_type(bits, jnp.float32), element, rnd, saturate, rand)
     if fast is not None:
         return jax.lax.bitcast_convert_type(fast, jnp.uint32)
     return round_to_grid(jnp, F32, bits, element, rnd, saturate, rand)

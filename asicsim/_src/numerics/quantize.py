@@ -17,7 +17,7 @@ import numpy as np
 from ..._jax_compat import is_floating
 from . import random as _random
 from .catalog import get_format
-from .fast_rounding32 import fast_round32, fast_sr_fixed32, fast_sr_float32
+from .fast_rounding32 import fast_round_any32
 from .formats import Format
 from .grid_rounding import decode_float_bits, round_to_grid
 from .inputs import check_flag, real_input
@@ -185,16 +185,14 @@ def _quantize_jit(x, words, spec, rnd: Rounding, sat: bool):
         c, udt = F64, jnp.uint64
     else:
         c, udt = F32, jnp.uint32
-    if c is F32 and (fast := fast_round32(x, spec, rnd, sat)) is not None:
+    if c is F32 and (fast := fast_round_any32(x, spec, rnd, sat)) is not None:
         return fast
     bits = jax.lax.bitcast_convert_type(x, udt)
     rand = None
     if rnd.stochastic:
         rand = _random.hash_bits(words, x.shape)
-        if c is F32:
-            for fast_sr in (fast_sr_fixed32, fast_sr_float32):
-                if (fast := fast_sr(x, spec, rnd, sat, rand)) is not None:
-                    return fast
+        if c is F32 and (fast := fast_round_any32(x, spec, rnd, sat, rand)) is not None:
+            return fast
         if c is F64:
             hi = _random.hash_bits(words ^ np.uint32(0x9E3779B9), x.shape)
             rand = (hi.astype(udt) << np.uint64(32)) | rand.astype(udt)
