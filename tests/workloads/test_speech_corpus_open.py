@@ -117,6 +117,8 @@ def test_clauses_are_plain_and_the_split_depends_on_the_text_only():
     ({"stretch": (1.3, 1.1)}, r"stretch = \(1\.3, 1\.1\): must be \(low, high\)"),
     ({"reverb_fraction": 1.5}, r"reverb_fraction = 1\.5: must be in \[0, 1\]"),
     ({"train_utterances": 0}, r"train_utterances = 0: must be >= 1"),
+    ({"test_utterances": True}, r"test_utterances = True: must be an int"),
+    ({"rir_seconds": "0.2"}, r"rir_seconds = '0\.2': must be a number"),
 ])
 def test_bad_settings_name_the_field_the_value_and_what_is_allowed(change, message):
     with pytest.raises(ValueError, match=r"OpenSpeechSettings\." + message):

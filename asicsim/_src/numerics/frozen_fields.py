@@ -55,3 +55,15 @@ def list_as_tuple(value: Any) -> Any:
     """A list (as TOML and JSON give) as the tuple a frozen, hashable object keeps; anything else
     unchanged, for the object's checks to judge."""
     return tuple(value) if isinstance(value, list) else value
+
+
+def check_scalar_fields(obj: Any, bad: Callable[[str, str], Any]) -> None:
+    """Call ``bad(name, allowed)`` (which raises) for a field annotated ``int`` that holds no int
+    (a bool is not one) or ``float`` that holds no number: a settings file's ``"3"`` or ``true``
+    is refused by name rather than failing later inside a computation."""
+    for f in fields(obj):
+        v = getattr(obj, f.name)
+        if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
+            bad(f.name, "must be an int")
+        if f.type == "float" and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+            bad(f.name, "must be a number")

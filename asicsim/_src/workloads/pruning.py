@@ -28,6 +28,7 @@ from jax import lax
 from asicsim._src.emulate.layer_rules import leaf_paths, match_rule
 from asicsim._src.workloads.deepbench import WorkloadError
 from asicsim._src.workloads.prune_rules import PruneRule, cubic_counts, narang_fractions
+from asicsim._src.workloads.wrapped_state import reads_through
 
 
 def magnitude_key(w):
@@ -66,25 +67,13 @@ class Target(NamedTuple):
     table: np.ndarray  # per update step: cubic counts (int32) or Narang's eps(t) / eps(t_last) (float32)
 
 
+@reads_through
 class PrunedState(NamedTuple):
     """A training state with its pruning masks (a pytree: jit/scan friendly)."""
 
     train: Any
     masks: tuple  # bool, one per target, the leaf's shape (True: kept)
     q: tuple  # float32 scalars: per target, Narang's q at its latest mask update (0 before; 0 for others)
-
-    @property
-    def params(self):
-        return self.train.params
-
-    @property
-    def loss_scale(self):
-        return self.train.loss_scale
-
-    @property
-    def lsq(self):
-        """The training state's learned step sizes (``TrainState.lsq``; None without LSQ roles)."""
-        return self.train.lsq
 
 
 def _any_rule(_) -> bool:

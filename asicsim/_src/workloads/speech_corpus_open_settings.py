@@ -4,9 +4,14 @@ train and which test, the sentence pool, the perturbations, checked when built; 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from asicsim._src.numerics.frozen_fields import convert_fields, converted, list_as_tuple
+from asicsim._src.numerics.frozen_fields import (
+    check_scalar_fields,
+    convert_fields,
+    converted,
+    list_as_tuple,
+)
 from asicsim._src.workloads.speech_corpus_engines import check_voice, speaker_parts
 
 RATE = 16000  # every engine's output is resampled to this rate
@@ -54,12 +59,7 @@ class OpenSpeechSettings:
             raise ValueError(f"OpenSpeechSettings.{name} = {getattr(self, name)!r}: {allowed}")
 
         convert_fields(self)
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
-                bad(f.name, "must be an int")
-            if f.type == "float" and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-                bad(f.name, "must be a number")
+        check_scalar_fields(self, bad)
         for name in ("train_utterances", "test_utterances", "min_words", "n_mels", "vocabulary"):
             if getattr(self, name) < 1:
                 bad(name, "must be >= 1")

@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from asicsim._src.workloads.model_parts import lead
+from asicsim._src.workloads.wrapped_state import reads_through
 
 #: the key of the running statistics in a batch-normalised model's inference parameters
 RUNNING = "bn_running"
@@ -104,24 +105,12 @@ def update_running(running: dict, stats: dict, keep) -> dict:
     return out
 
 
+@reads_through
 class NormState(NamedTuple):
     """A training state (``train``: a TrainState, or a pruned one) with the running statistics."""
 
     train: Any
     running: dict
-
-    @property
-    def params(self):
-        return self.train.params
-
-    @property
-    def loss_scale(self):
-        return self.train.loss_scale
-
-    @property
-    def lsq(self):
-        """The training state's learned step sizes (``TrainState.lsq``; None without LSQ roles)."""
-        return self.train.lsq
 
 
 def with_running_stats(init, step, first: dict):

@@ -5,11 +5,16 @@ variants it draws speakers from, the label vocabulary, and the named corpora (:d
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
-from asicsim._src.numerics.frozen_fields import convert_fields, converted, list_as_tuple
+from asicsim._src.numerics.frozen_fields import (
+    check_scalar_fields,
+    convert_fields,
+    converted,
+    list_as_tuple,
+)
 
 VOCAB = "_ '" + "abcdefghijklmnopqrstuvwxyz"
 SAMPLE_RATE = 22050  # espeak-ng's output rate
@@ -50,12 +55,7 @@ class SpeechSettings:
             raise ValueError(f"SpeechSettings.{name} = {getattr(self, name)!r}: {allowed}")
 
         convert_fields(self)  # a list (from TOML) keys as a tuple
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(v, int) or isinstance(v, bool)):
-                bad(f.name, "must be an int")
-            if f.type == "float" and (not isinstance(v, (int, float)) or isinstance(v, bool)):
-                bad(f.name, "must be a number")
+        check_scalar_fields(self, bad)
         for name in ("train_utterances", "test_utterances", "max_digits", "n_mels"):
             if getattr(self, name) < 1:
                 bad(name, "must be >= 1")
