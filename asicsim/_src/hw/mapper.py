@@ -36,7 +36,10 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   its reload hides) or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's fold twin, folds smaller than the array
   where they save cycles (:mod:`asicsim._src.hw.mapper_folds`), and every candidate's array-aligned
-  twin (:func:`asicsim._src.hw.tiles.aligned`).
+  twin (:func:`asicsim._src.hw.tiles.aligned`);
+* the tiles cut to an array side again at the sides of every smaller level of the array (halved,
+  rounded up, to 1 x 1), after the array's own, with their fold twins: an array twice as large
+  lists every tile the smaller one does (``mapper_folds``' docstring: larger arrays never slower).
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
 + ...``, :mod:`asicsim._src.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
@@ -153,12 +156,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     ndim = len(element_shape(p, hw))
     lists = [trip_tiles(x, ndim)[:, None] for x in D]  # (tiles, variant, *elements)
     one = np.ones_like(M)
-    side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
-    k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
-    # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
-    sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
-                np.where(hw.dataflow == IS, np.inf, hw.cols)]
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
     variants = [(db, spill) for db in (False, True) for spill in homes]
     lead = (len(variants),) + (1,) * ndim
@@ -175,13 +173,21 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             if np.any(can):
                 kept.append((mask, share, can))
             full = full | keeps_all(p, hw, mask, share)
-    blocks = []  # per kept choice: (block along the variant axis, emitted for double buffering only)
-    for mask, share, can in kept:
+    # per kept choice: (block along the variant axis, emitted for double buffering only); the
+    # array's own level, then the tiles that depend on the array's sides at the smaller levels
+    blocks, smaller, rows_of = [], [], {}
+    for level, (side, k_side, sub_side), (i_kept, (mask, share, can)) in (
+            (v, sides, k) for v, sides in enumerate(folds.level_sides(p, hw)) for k in enumerate(kept)):
         out: list = []
-        blocks.append(out)
-        rows = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
+        (smaller if level else blocks).append(out)
+        if i_kept not in rows_of:
+            rows_of[i_kept] = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
+        rows = rows_of[i_kept]
 
-        def emit(fam, t, ok=True, sub=None, only_db=False, out=out, mask=mask, share=share, can=can):
+        def emit(fam, t, ok=True, sub=None, only_db=False, dep=False, out=out, mask=mask, share=share, can=can,
+                 level=level):
+            if level and not dep:  # a smaller level: only the tiles its sides change
+                return
             Ma, Na = (t[0], t[1]) if sub is None else sub
             out.append((Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na,
                                  np.asarray(mask), np.asarray(share)), only_db))
@@ -214,7 +220,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                                if split > 1 else k_most])
             t[2] = k_side
             t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
-            emit(OUTPUTS, t)
+            emit(OUTPUTS, t, dep=True)
         for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
             # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
             # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
@@ -243,7 +249,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 for u in (t, wide, half, quarter):
                     g = list(u)  # the partial-sum tile the whole block wide (tall)
                     g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
-                    emit(fam, g, ok)
+                    emit(fam, g, ok, dep=u is wide)
                     longest = most(srm, u, rows, dbs, D[srm], ps)
                     slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
                     if u is t and k is K:  # double-buffered, K whole: every sliver length
@@ -259,14 +265,16 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                         across = sub_side[res]  # inf where the tile is streamed, not spatial
                         step = np.where(np.isfinite(across), across, 1.0)
                         cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
-                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
-                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
+                        for j, sub in enumerate((s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,)):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only,
+                                 dep=u is wide or i == 1 or j == 2)
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
-            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)], dep=True)
     # in the order of (buffering, home, kept choice), the same blocks each
-    out = [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in blocks
-           for b, only in out if db or not only]
-    return out + folds.fold_twins(p, hw, out)  # folds smaller than the array (mapper_folds)
+    out, more = ([variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in bs
+                  for b, only in out if db or not only] for bs in (blocks, smaller))
+    # folds smaller than the array (mapper_folds); the smaller levels' tiles after the array's own
+    return out + folds.fold_twins(p, hw, out) + more + folds.fold_twins(p, hw, more)
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
