@@ -176,6 +176,12 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
     # per kept choice: (block along the variant axis, emitted for double buffering only); the
     # array's own level, then the tiles that depend on the array's sides at the smaller levels
     blocks, smaller, rows_of = [], [], {}
+    memo: dict = {}  # what the array's own level computed that does not depend on the array's sides
+
+    def once(key, fn):
+        if key not in memo:
+            memo[key] = fn()
+        return memo[key]
     for level, (side, k_side, sub_side), (i_kept, (mask, share, can)) in (
             (v, sides, k) for v, sides in enumerate(folds.level_sides(p, hw)) for k in enumerate(kept)):
         out: list = []
@@ -199,25 +205,29 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             # K as long as fits (or at twice and four times its trips), or K one array side deep
             # and the other side as tall (wide) as then fits
             y = 1 - x
-            t = [None, None, one]
-            t[x] = D[x] if widest else lists[x]
-            t[y] = most(y, t, rows, dbs, D[y])
-            if not widest:
-                # every block height (width) with K as long as fits; double-buffered, also K one
-                # deep (the most steps)
-                every = [t[0], t[1], one]
-                # double-buffered only
-                emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
-                every[y] = trip_min(t[y], D[y])
-                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
-                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
-            t[y] = trip_min(t[y], D[y])
-            k_most = most(2, t, rows, dbs, K)
-            if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
-            for split in (1, 2, 4):
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
-                               if split > 1 else k_most])
+            if level:  # a smaller level: the block the array's own level picked
+                t = list(memo["outputs", i_kept, x, widest])
+            else:
+                t = [None, None, one]
+                t[x] = D[x] if widest else lists[x]
+                t[y] = most(y, t, rows, dbs, D[y])
+                if not widest:
+                    # every block height (width) with K as long as fits; double-buffered, also K one
+                    # deep (the most steps)
+                    every = [t[0], t[1], one]
+                    # double-buffered only
+                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
+                    every[y] = trip_min(t[y], D[y])
+                    emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
+                    t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
+                t[y] = trip_min(t[y], D[y])
+                memo["outputs", i_kept, x, widest] = list(t)
+                k_most = most(2, t, rows, dbs, K)
+                if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
+                    emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
+                for split in (1, 2, 4):
+                    emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                                   if split > 1 else k_most])
             t[2] = k_side
             t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
             emit(OUTPUTS, t, dep=True)
@@ -231,13 +241,16 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             ps = [None, None]
             ps[res] = one
             for k in (K, lists[2]):
-                t = [None, None, k]
-                t[srm] = one
-                t[res] = most(res, t, rows, dbs, D[res], ps)
-                if k is not K:
-                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
-                    t[2] = trip_min(t[2], K)
-                t[res] = trip_min(t[res], D[res])
+                def block(k=k, ps=ps, fam=fam, res=res, srm=srm, rows=rows, mask=mask, share=share):
+                    t = [None, None, k]
+                    t[srm] = one
+                    t[res] = most(res, t, rows, dbs, D[res], ps)
+                    if k is not K:
+                        t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
+                        t[2] = trip_min(t[2], K)
+                    t[res] = trip_min(t[res], D[res])
+                    return t
+                t = once(("block", i_kept, fam, k is K), block)
                 ok = dram_spill | (t[2] >= K)
                 wide = list(t)
                 wide[srm] = side[srm]
@@ -246,19 +259,23 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
                 quarter = list(t)
                 quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-                for u in (t, wide, half, quarter):
-                    g = list(u)  # the partial-sum tile the whole block wide (tall)
-                    g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
-                    emit(fam, g, ok, dep=u is wide)
-                    longest = most(srm, u, rows, dbs, D[srm], ps)
+                for ui, u in enumerate((t, wide, half, quarter)):
+                    fixed = ui != 1  # a block that does not depend on the array's sides
+                    if not (level and fixed):  # the partial-sum tile the whole block wide (tall)
+                        g = list(u)
+                        g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
+                        emit(fam, g, ok, dep=u is wide)
+                    longest = (once(("longest", i_kept, fam, k is K, ui), lambda u=u, s=srm, r=rows, q=ps: most(s, u, r, dbs, D[s], q))
+                               if fixed else most(srm, u, rows, dbs, D[srm], ps))
                     slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
-                    if u is t and k is K:  # double-buffered, K whole: every sliver length
+                    if u is t and k is K and not level:  # double-buffered, K whole: every sliver length
                         slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
                     for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
                         only = i == 3
                         g = list(u)
                         g[srm] = sliver
-                        s_res = most_sub(g, g[srm], rows, dbs, g[res])
+                        s_res = (once(("sub", i_kept, fam, k is K, ui, i), lambda g=g, s=srm, r=rows, e=res: most_sub(g, g[s], r, dbs, g[e]))
+                                 if fixed and i != 1 else most_sub(g, g[srm], rows, dbs, g[res]))
                         # or no taller than a fold's stream (os: no reload outlasts it), or cut
                         # to a multiple of the array side it spans (the other tiles uncut)
                         short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
