@@ -85,6 +85,7 @@ import numpy as np
 from asicsim._src.hw import mapper_cache as cache
 from asicsim._src.hw import mapper_folds as folds
 from asicsim._src.hw import mapper_groups as groups
+from asicsim._src.hw import mapper_levels as levels_mod
 from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import (
     ACTIVATIONS,
@@ -145,12 +146,13 @@ def _pick(key, t: list) -> list:
     return [np.take_along_axis(np.broadcast_to(x, key.shape), pick, 0)[0] for x in t]
 
 
-def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
+def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> list[Schedule]:
     """The searched schedules (module docstring), before their array-aligned twins: per buffering
     and partial-sum home (double buffering, then the home, each False first), the same blocks in
     the same order. Every buffering and home is generated in one pass along a leading element axis
     of its own (elementwise, so the same values as one pass each) and then split
-    (:mod:`asicsim._src.hw.mapper_shapes`)."""
+    (:mod:`asicsim._src.hw.mapper_shapes`). ``levels``: the smaller array levels listed are those
+    halved at most that many times (:func:`asicsim._src.hw.mapper_folds.level_sides`; None: all)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -175,17 +177,19 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             full = full | keeps_all(p, hw, mask, share)
     # per kept choice: (block along the variant axis, emitted for double buffering only); the
     # array's own level, then the tiles that depend on the array's sides at the smaller levels
-    blocks, smaller, rows_of = [], [], {}
+    blocks, smaller, rows_of = [], {}, {}
     memo: dict = {}  # what the array's own level computed that does not depend on the array's sides
 
     def once(key, fn):
         if key not in memo:
             memo[key] = fn()
         return memo[key]
-    for level, (side, k_side, sub_side), (i_kept, (mask, share, can)) in (
-            (v, sides, k) for v, sides in enumerate(folds.level_sides(p, hw)) for k in enumerate(kept)):
+    sides_of = [s for s in folds.level_sides(p, hw) if levels is None or s[5] <= levels]
+    for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
+            (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
+        can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
         out: list = []
-        (smaller if level else blocks).append(out)
+        (smaller.setdefault(level, []) if level else blocks).append(out)
         if i_kept not in rows_of:
             rows_of[i_kept] = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
         rows = rows_of[i_kept]
@@ -288,10 +292,39 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
             emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)], dep=True)
     # in the order of (buffering, home, kept choice), the same blocks each
-    out, more = ([variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in bs
-                  for b, only in out if db or not only] for bs in (blocks, smaller))
-    # folds smaller than the array (mapper_folds); the smaller levels' tiles after the array's own
-    return out + folds.fold_twins(p, hw, out) + more + folds.fold_twins(p, hw, more)
+    out, *more = ([variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in bs
+                   for b, only in out if db or not only] for bs in (blocks, *smaller.values()))
+    # folds smaller than the array (mapper_folds); each smaller level's tiles after the array's
+    # own, on that level's sides only (mapper_levels)
+    return out + folds.fold_twins(p, hw, out) + [s for v, m in zip(smaller, more, strict=True)
+                                                 for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
+
+
+def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, levels: int | None) -> tuple:
+    """``((score, second), best fields)`` of the search over the candidates with ``levels`` smaller
+    array levels (:func:`candidates`)."""
+    cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels), levels)
+    # one chunk (a design point, small grids): measured once for both of balanced's passes
+    once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
+    grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
+                                      lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
+    if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
+        score, best = grouped
+    elif once:
+        (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
+                                        shape, objective)
+    else:
+        measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
+        if objective == "balanced":  # two passes: the fastest, then the least energy near it
+            fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
+            kept: list = []
+            limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+            measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
+            key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
+        else:
+            key = passes.objective_key(objective)
+        (score, _), best = passes.search(measured, shape, key)
+    return score, best
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
@@ -316,27 +349,11 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     if hit is not None:
         return schedule_counts(p, hw, hit)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cands, chunks = cache.searched(p, hw, shape, candidates)
-        # one chunk (a design point, small grids): measured once for both of balanced's passes
-        once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
-        grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
-                                          lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
-        if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
-            score, best = grouped
-        elif once:
-            (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
-                                            shape, objective)
-        else:
-            measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
-            if objective == "balanced":  # two passes: the fastest, then the least energy near it
-                fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-                kept: list = []
-                limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-                measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
-                key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
-            else:
-                key = passes.objective_key(objective)
-            (score, _), best = passes.search(measured, shape, key)
+        # the array's own level first; the smaller levels where a proven floor says they can win
+        # (mapper_levels)
+        score, best = _search(p, hw, shape, objective, score_energy, 0 if levels_mod.PRUNE else None)
+        if levels_mod.PRUNE and len(folds.level_sides(p, hw)) > 1:
+            score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
                          "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")

@@ -87,19 +87,26 @@ def array_levels(hw: ArrayHardware) -> list:
 
 def level_sides(p: GemmProblem, hw: ArrayHardware) -> list:
     """Per array level (:func:`array_levels`) whose tiles differ from the level before's:
-    ``(side, k_side, sub_side)``, the tiles the mapper cuts to that array's sides (os: ``M`` on
-    rows, ``N`` on columns; ws: ``K`` rows, ``N`` columns; is: ``K`` rows, ``M`` columns), each at
-    most the problem's, and the side a partial-sum tile's rows (columns) span (inf: streamed)."""
+    ``(side, k_side, sub_side, (R_v, C_v), new, v)``, the tiles the mapper cuts to that array's sides (os:
+    ``M`` on rows, ``N`` on columns; ws: ``K`` rows, ``N`` columns; is: ``K`` rows, ``M`` columns),
+    each at most the problem's, the side a partial-sum tile's rows (columns) span (inf: streamed),
+    the level's sides (its candidates' folds are at most these: :mod:`asicsim._src.hw.mapper_levels`)
+    and where (per element) it cuts something new: a level's candidates are left out where not, so
+    each element's candidates are those it gets searched alone."""
     M, N, K, df = p.M, p.N, p.K, hw.dataflow
     out, last = [], None
-    for rl, cl in array_levels(hw):
+    for v, (rl, cl) in enumerate(array_levels(hw)):
         side = [np.minimum(M, np.where(df == IS, cl, rl)), np.minimum(N, np.where(df == IS, rl, cl))]
         k_side = np.minimum(K, np.where(df == OS, cl, rl))
         sub_side = [np.where(df == OS, rl, np.where(df == IS, cl, np.inf)), np.where(df == IS, np.inf, cl)]
         # a side at least the problem's cuts nothing (mapper.candidates: cut where the tile spans it)
         key = [*side, k_side, np.minimum(sub_side[0], M), np.minimum(sub_side[1], N)]
-        if last is None or not all(np.array_equal(*np.broadcast_arrays(a, b)) for a, b in zip(key, last, strict=True)):
-            out.append((side, k_side, sub_side))
+        new = np.True_
+        if last is not None:
+            both = np.broadcast_arrays(*key, *last)
+            new = np.any([a != b for a, b in zip(both[:len(key)], both[len(key):], strict=True)], axis=0)
+        if np.any(new):  # where it cuts nothing new at an element, its candidates are left out there
+            out.append((side, k_side, sub_side, (rl, cl), new, v))
         last = key
     return out
 
