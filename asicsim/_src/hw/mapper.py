@@ -38,8 +38,11 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   where they save cycles (:mod:`asicsim._src.hw.mapper_folds`), and every candidate's array-aligned
   twin (:func:`asicsim._src.hw.tiles.aligned`);
 * the tiles cut to an array side again at the sides of every smaller level of the array (halved,
-  rounded up, to 1 x 1), after the array's own, with their fold twins: an array twice as large
-  lists every tile the smaller one does (``mapper_folds``' docstring: larger arrays never slower).
+  rounded up, to 1 x 1), after the array's own, each on that level's sides only (folds at most
+  its sides; fold and array-aligned twins as an array of its sides lists them), and searched only
+  at the GEMMs where a proven floor on the level's cycles says it can beat or tie the array's own
+  level's choice (:mod:`asicsim._src.hw.mapper_levels`): an array twice as large lists every
+  schedule the smaller one does (``mapper_folds``' docstring: larger arrays never slower).
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
 + ...``, :mod:`asicsim._src.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
@@ -184,7 +187,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
         if key not in memo:
             memo[key] = fn()
         return memo[key]
-    sides_of = [s for s in folds.level_sides(p, hw) if levels is None or s[5] <= levels]
+    # (whole R x C tiles: a fold moves the array's tile, so no level runs as a smaller array)
+    sides_of = [s for s in folds.level_sides(p, hw) if s[5] <= (0 if hw.whole_tiles else np.inf if levels is None
+                                                                else levels)]
     for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
             (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
         can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
@@ -352,7 +357,7 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         # the array's own level first; the smaller levels where a proven floor says they can win
         # (mapper_levels)
         score, best = _search(p, hw, shape, objective, score_energy, 0 if levels_mod.PRUNE else None)
-        if levels_mod.PRUNE and len(folds.level_sides(p, hw)) > 1:
+        if levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
             score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "

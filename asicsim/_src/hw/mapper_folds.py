@@ -45,13 +45,12 @@ the busy cycles and at most that to the latency. For a tile, latency (busy + sta
 the busy cycles (the stall falls by at most ``later < 1`` a cycle), so the busy-least fold of
 the list is its latency-least. Hence ``latency`` on ``2R x 2C`` is at most that on ``R x C``
 (plus that fill/drain without bypass), for arrays ``2^k`` times larger; ``dram`` is proven least
-over a space that does not depend on the array. Not covered: a larger array of other sides
-(``6 x 6`` to ``7 x 7``: its levels differ), and the array-aligned twins
-(:func:`asicsim._src.hw.tiles.aligned`, cut to multiples of the array's own sides, not every
-level's: listing them per level would multiply them too); ``tests/hw/test_mapper_search.py``
-holds the 2x case under both objectives with and without bypass. Cost: the side-dependent tiles
-are about half of each level's, so the candidates grow with the levels (measured in
-``benchmarks/RESULTS.md``).
+over a space that does not depend on the array. A level's candidates run on its sides only and
+carry their fold and array-aligned twins on those sides (:mod:`asicsim._src.hw.mapper_levels`,
+which lists a level only where a proven floor says it can win). Not covered: a larger array of
+other sides (``6 x 6`` to ``7 x 7``: its levels differ) and designs moving whole array tiles;
+``tests/hw/test_mapper_search.py`` holds the 2x case under both objectives with and without
+bypass (cost in ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations

@@ -7,13 +7,17 @@ every *level* of the array (sides ``R_v x C_v``: halved ``v`` times, rounded up)
 array lists the tiles an ``R x C`` array does. Here a level's candidates run on that level's
 sides only: their folds are at most ``R_v x C_v`` (``Schedule.fold_rows``, ``fold_cols`` set to
 the sides; the base candidate's fold is the level's whole array), and their fold twins are the
-busy-least folds of the short list of an ``R_v x C_v`` array (:func:`on_level`). With operands
+busy-least folds of the short list of an ``R_v x C_v`` array, and the array-aligned twins of
+both are cut to multiples of the level's sides (:func:`on_level`), as the search on an ``R_v x
+C_v`` array lists them. With operands
 bypassing unused rows and columns a fold counts on the larger array as on an array of its size
 (:mod:`asicsim._src.hw.counts`: the array's sides enter only through the fold's), so each such
 candidate has the counts the ``R_v x C_v`` array gives the same tile and fold (without bypass, the
 larger array's one-time fill/drain on top, as before); the smaller array's own levels are the
-larger one's next levels. (A design moving whole ``R x C`` tiles keeps the array's folds: its
-levels span the whole array.)
+larger one's next levels. A design moving whole ``R x C`` tiles (``array.whole_tiles``) lists no
+smaller level: each fold moves the array's whole tile (its folds are the array's), so no part of
+it runs as a smaller array would, and a larger array moves larger padded tiles (not held
+monotone: ``tests/hw/test_mapper_search.py`` strips whole tiles there).
 
 **Floor of a level** (:func:`level_floor`): every candidate of level ``v`` folds its array tile
 into folds of at most ``R_v`` rows and ``C_v`` columns, and ``spatial_folds(dim, tile, F) >= dim
@@ -70,6 +74,7 @@ from asicsim._src.hw.counts import (
 )
 from asicsim._src.hw.mapper_bounds import ROUNDING, compute_floor
 from asicsim._src.hw.objectives import BALANCED_SLACK
+from asicsim._src.hw.tiles import aligned
 
 #: list a smaller level only where its floor says it can win (False: every level; the tests
 #: compare both)
@@ -84,23 +89,25 @@ def _on(hw: ArrayHardware, sides) -> ArrayHardware:
 
 def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     """Candidate ``blocks`` of the level of ``sides`` ``(R_v, C_v)`` with folds of that level's
-    sides, then their fold twins on an array of those sides (module docstring)."""
-    if hw.whole_tiles or not blocks:  # whole R x C tiles: the array's folds (counts require them)
+    sides, then their fold twins on an array of those sides, then the array-aligned twins
+    (:func:`asicsim._src.hw.tiles.aligned`) of both on those sides (module docstring)."""
+    if not blocks:
         return blocks
     rl, cl = sides
 
     def capped(s: Schedule) -> Schedule:
         fr, fc = np.asarray(s.fold_rows, dtype=np.float64), np.asarray(s.fold_cols, dtype=np.float64)
         return dataclasses.replace(s, fold_rows=np.where(fr > 0, fr, rl), fold_cols=np.where(fc > 0, fc, cl))
-    return [capped(b) for b in blocks] + [capped(t) for t in folds.fold_twins(p, _on(hw, sides), blocks)]
+    on = _on(hw, sides)
+    out = [capped(b) for b in blocks] + [capped(t) for t in folds.fold_twins(p, on, blocks)]
+    return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides
 
 
 def level_floor(p: GemmProblem, hw: ArrayHardware, sides) -> np.ndarray:
     """Cycles no candidate of the level of ``sides`` computes in less (module docstring):
     ``reps M N K / (min(row_dim, R_v) min(col_dim, C_v) mac_rate)``."""
     df = hw.dataflow
-    rows = np.asarray(hw.rows if hw.whole_tiles else sides[0], dtype=np.float64)
-    cols = np.asarray(hw.cols if hw.whole_tiles else sides[1], dtype=np.float64)
+    rows, cols = np.asarray(sides[0], dtype=np.float64), np.asarray(sides[1], dtype=np.float64)
     row_dim, col_dim = np.where(df == OS, p.M, p.K), np.where(df == IS, p.M, p.N)
     scale = (rows * cols) / (np.minimum(row_dim, rows) * np.minimum(col_dim, cols))
     work = compute_floor(p, _on(hw, (rows, cols))) * scale
