@@ -62,6 +62,7 @@ import numpy as np
 
 from asicsim._src.hw import mapper_folds as folds
 from asicsim._src.hw import mapper_groups as groups
+from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import (
     IS,
     OS,
@@ -74,7 +75,7 @@ from asicsim._src.hw.counts import (
 )
 from asicsim._src.hw.mapper_bounds import ROUNDING, compute_floor
 from asicsim._src.hw.objectives import BALANCED_SLACK
-from asicsim._src.hw.tiles import aligned
+from asicsim._src.hw.tiles import aligned, element_shape
 
 #: list a smaller level only where its floor says it can win (False: every level; the tests
 #: compare both)
@@ -98,7 +99,10 @@ def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     def capped(s: Schedule) -> Schedule:
         fr, fc = np.asarray(s.fold_rows, dtype=np.float64), np.asarray(s.fold_cols, dtype=np.float64)
         return dataclasses.replace(s, fold_rows=np.where(fr > 0, fr, rl), fold_cols=np.where(fc > 0, fc, cl))
-    on = _on(hw, sides)
+    on, shape = _on(hw, sides), element_shape(p, hw)
+    leads = [passes._lead(b, len(shape)) for b in blocks]
+    if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:  # few pairs: one block
+        blocks = [passes._stack(blocks, shape, leads)]  # (the same candidates in the same order)
     out = [capped(b) for b in blocks] + [capped(t) for t in folds.fold_twins(p, on, blocks)]
     return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides
 
