@@ -127,7 +127,9 @@ def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective)
            sim.Conv(28, 28, 64, 64, 3, 3, padding=1)]
     cache.clear_cache()
     cold = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
-    assert len(cache._CACHE) == 1
+    # one entry of the array's own level (and one of the GEMMs searched again with smaller
+    # levels, asicsim/_src/hw/mapper_levels.py, where a floor says they can win)
+    assert [key[1] for key in cache._CACHE].count(0) == 1
     assert len(cache._CHOSEN) == 1
     warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))  # the kept choice
     assert warm == cold
@@ -135,7 +137,7 @@ def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective)
     small = dataclasses.replace(small, buffers=tuple(dataclasses.replace(b, capacity_kib=b.capacity_kib / 2)
                                                      for b in small.buffers))
     halved = cost_many(ops, small, objective=objective)
-    assert len(cache._CACHE) == 2
+    assert [key[1] for key in cache._CACHE].count(0) == 2
     monkeypatch.setattr(pipeline, "best_counts", unpruned_best_counts)
     ref = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
     assert cold == ref
