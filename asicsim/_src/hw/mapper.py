@@ -42,7 +42,8 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   its sides; fold and array-aligned twins as an array of its sides lists them), and searched only
   at the GEMMs where a proven floor on the level's cycles says it can beat or tie the array's own
   level's choice (:mod:`asicsim._src.hw.mapper_levels`): an array twice as large lists every
-  schedule the smaller one does (``mapper_folds``' docstring: larger arrays never slower).
+  schedule the smaller one does (``mapper_folds``' docstring: larger arrays never slower). For
+  ``latency`` only, the objective physics holds never worse on a larger array that needs them.
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
 + ...``, :mod:`asicsim._src.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
@@ -356,8 +357,9 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     with np.errstate(divide="ignore", invalid="ignore"):
         # the array's own level first; the smaller levels where a proven floor says they can win
         # (mapper_levels)
-        score, best = _search(p, hw, shape, objective, score_energy, 0 if levels_mod.PRUNE else None)
-        if levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
+        listed = objective in levels_mod.OBJECTIVES
+        score, best = _search(p, hw, shape, objective, score_energy, None if listed and not levels_mod.PRUNE else 0)
+        if listed and levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
             score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "

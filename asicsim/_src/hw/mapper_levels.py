@@ -33,20 +33,18 @@ max(mac_rate, 1)`` (either term, for ``u`` above or below ``s``), and ``folds >=
 with ``rows_f >= row_dim / u``, so busy ``>= reps (row_dim col_dim / min(col_dim, C_v) - R_v) /
 max(mac_rate, 1)``. Both never fall as the sides shrink.
 
-**Which levels are listed** (:func:`needed`): the array's own level is searched first; with
-``L`` its choice's latency and ``E`` its energy, a level ``v`` is listed only where, at some
-element, its floor ``f_v`` is at most (with a margin of 1e-6 for rounding and the search's
-1e-12 tie tolerance):
+**Which objectives list them** (:data:`OBJECTIVES`): ``latency`` only. The levels exist so that
+a larger array at fixed buffers is never worse on an objective physics holds there
+(``tests/hw/test_mapper_search.py`` ``HELD["array"]``): ``latency``, and ``dram``, whose bytes do
+not depend on the array (its search over the array's own level is proven least). ``energy`` and
+``balanced`` are not held: a larger array leaks more per cycle. Listing the levels for them too
+cost 2.2-3.2x the cold search time for ``energy`` (the static term's floor rarely rules a level
+out; ``benchmarks/RESULTS.md``), so their space stays the array's own level.
 
-* ``latency``: ``L`` (a candidate of latency above the choice's is never chosen);
-* ``balanced``: ``L (1 + BALANCED_SLACK)`` (its first pass's fastest ``P <= L``, its second pass
-  keeps only latencies within ``P (1 + BALANCED_SLACK)``);
-* ``dram``: ``L``: the array's own level's lists reach the least DRAM bytes of the whole space
-  (:mod:`asicsim._src.hw.mapper` docstring, proven, held against an enumerator), so a level's
-  candidate can at best tie on bytes, and ties go to latency;
-* ``energy``: ``f_v x rates.static <= E`` (:func:`asicsim._src.hw.pricing.schedule_energy` is a
-  sum of non-negative terms with ``cycles x static`` among them; where the energy function has no
-  ``rates``, or the energy is the DRAM bytes, as ``dram``/every level).
+**Which levels are listed** (:func:`needed`): the array's own level is searched first; with
+``L`` its choice's latency, a level ``v`` is listed only where, at some element, its floor
+``f_v`` is at most ``L`` (with a margin of 1e-6 for rounding and the search's 1e-12 tie
+tolerance): a candidate of latency above the choice's is never chosen.
 
 A level not listed holds no candidate that beats the choice or ties with it, at any element, so
 the choice is the one of the search over every level; :data:`PRUNE` False lists every level
@@ -74,12 +72,13 @@ from asicsim._src.hw.counts import (
     schedule_counts,
 )
 from asicsim._src.hw.mapper_bounds import ROUNDING, compute_floor
-from asicsim._src.hw.objectives import BALANCED_SLACK
 from asicsim._src.hw.tiles import aligned, element_shape
 
 #: list a smaller level only where its floor says it can win (False: every level; the tests
 #: compare both)
 PRUNE = True
+#: the objectives whose search lists the smaller levels (module docstring)
+OBJECTIVES = ("latency",)
 #: relative margin of :func:`needed` (rounding of the counts, the search's 1e-12 tie tolerance)
 MARGIN = 1e-6
 
@@ -121,26 +120,16 @@ def level_floor(p: GemmProblem, hw: ArrayHardware, sides) -> np.ndarray:
     return work * (1.0 - ROUNDING)
 
 
-def needed(p: GemmProblem, hw: ArrayHardware, objective: str, c: GemmCounts, score_energy, shape) -> np.ndarray:
+def needed(p: GemmProblem, hw: ArrayHardware, c: GemmCounts, shape) -> np.ndarray:
     """Per element of ``shape``, the most halvings ``v`` of a smaller level
     (:func:`asicsim._src.hw.mapper_folds.level_sides`) that can hold a candidate beating or tying
-    the choice of counts ``c`` of the array's own level (module docstring; 0: none); every level
-    where the choice or the energy's floor is unknown."""
-    sides = folds.level_sides(p, hw)[1:]
+    on ``latency`` the choice of counts ``c`` of the array's own level (module docstring; 0: none);
+    every level where there is no choice."""
     lat = np.broadcast_to(np.asarray(c.busy_cycles + c.cycles_stall, dtype=np.float64), shape)
-    rates = getattr(score_energy, "rates", None)
-    every = np.full(shape, sides[-1][5] if sides else 0)
-    if objective == "energy" and score_energy is not None:
-        if rates is None:
-            return every
-        bound, per_cycle = np.asarray(score_energy(c), dtype=np.float64), rates.static
-    else:
-        bound, per_cycle = lat * (1.0 + BALANCED_SLACK if objective == "balanced" else 1.0), 1.0
-    bound = np.where(np.isfinite(lat), bound, np.inf)  # (no choice: every level)
+    bound = np.where(np.isfinite(lat), lat * (1.0 + MARGIN), np.inf)
     out = np.zeros(shape, dtype=int)
-    for s in sides:
-        can = level_floor(p, hw, s[3]) * per_cycle <= bound * (1.0 + MARGIN)
-        out = np.where(can | ~np.isfinite(bound), s[5], out)
+    for s in folds.level_sides(p, hw)[1:]:
+        out = np.where(level_floor(p, hw, s[3]) <= bound, s[5], out)
     return out
 
 
@@ -151,7 +140,7 @@ def with_levels(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_
     can: only those GEMMs where they can be cut out (each element's search is its own:
     :mod:`asicsim._src.hw.mapper_groups`), else every element."""
     first = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, *best[6:])
-    v = needed(p, hw, objective, schedule_counts(p, hw, first, lean=True), score_energy, shape)
+    v = needed(p, hw, schedule_counts(p, hw, first, lean=True), shape)
     if not np.any(v):
         return score, best
     g, n = np.flatnonzero(v.reshape(-1)), int(np.prod(shape))
