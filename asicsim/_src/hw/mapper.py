@@ -156,7 +156,8 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
     the same order. Every buffering and home is generated in one pass along a leading element axis
     of its own (elementwise, so the same values as one pass each) and then split
     (:mod:`asicsim._src.hw.mapper_shapes`). ``levels``: the smaller array levels listed are those
-    halved at most that many times (:func:`asicsim._src.hw.mapper_folds.level_sides`; None: all)."""
+    halved at most that many times (:func:`asicsim._src.hw.mapper_folds.level_sides`; None: all;
+    :data:`asicsim._src.hw.mapper_levels.OWN_ONLY`: none, nor their sides among the folds)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -189,8 +190,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
             memo[key] = fn()
         return memo[key]
     # (whole R x C tiles: a fold moves the array's tile, so no level runs as a smaller array)
-    sides_of = [s for s in folds.level_sides(p, hw) if s[5] <= (0 if hw.whole_tiles else np.inf if levels is None
-                                                                else levels)]
+    own_only = levels == levels_mod.OWN_ONLY
+    top = 0 if hw.whole_tiles or own_only else np.inf if levels is None else levels
+    sides_of = [s for s in folds.level_sides(p, hw) if s[5] <= top]
     for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
             (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
         can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
@@ -302,7 +304,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
                    for b, only in out if db or not only] for bs in (blocks, *smaller.values()))
     # folds smaller than the array (mapper_folds); each smaller level's tiles after the array's
     # own, on that level's sides only (mapper_levels)
-    return out + folds.fold_twins(p, hw, out) + [s for v, m in zip(smaller, more, strict=True)
+    return out + folds.fold_twins(p, hw, out, not own_only) + [s for v, m in zip(smaller, more, strict=True)
                                                  for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
 
 
@@ -358,7 +360,8 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         # the array's own level first; the smaller levels where a proven floor says they can win
         # (mapper_levels)
         listed = objective in levels_mod.OBJECTIVES
-        score, best = _search(p, hw, shape, objective, score_energy, None if listed and not levels_mod.PRUNE else 0)
+        first = (0 if levels_mod.PRUNE else None) if listed else levels_mod.OWN_ONLY
+        score, best = _search(p, hw, shape, objective, score_energy, first)
         if listed and levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
             score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
     if not np.all(np.isfinite(score)):

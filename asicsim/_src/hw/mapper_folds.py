@@ -110,9 +110,10 @@ def level_sides(p: GemmProblem, hw: ArrayHardware) -> list:
     return out
 
 
-def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
+def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule, level_folds: bool = True) -> Schedule:
     """``s`` with the busy-least fold of its short list (module docstring; 0 where that is the
-    array's)."""
+    array's); ``level_folds`` False: without the smaller levels' sides (the array alone, for the
+    objectives that list no smaller level: :data:`asicsim._src.hw.mapper_levels.OBJECTIVES`)."""
     R, C, df = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64), hw.dataflow
     os_, ws_ = df == OS, df == WS
     Ma = s.Mt if s.Ma is None else s.Ma
@@ -127,7 +128,7 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
     f_s = np.ceil(r / np.maximum(g["sigma"], 1.0))
     heights = [R] + [np.ceil(r / np.clip(f, f_arr, r)) for f in (f_arr, f_s - 1, f_s, f_s + 1)]
     widths = [C] + ([np.ceil(g["c"] / np.ceil(g["c"] / C))] if hw.bypass_unused else [])
-    for rl, cl in array_levels(hw)[1:]:  # every smaller level's sides and balanced folds (docstring)
+    for rl, cl in array_levels(hw)[1:] if level_folds else []:  # every smaller level's sides and balanced folds (docstring)
         heights += [rl, np.ceil(r / np.ceil(r / rl))]
         widths += [cl, np.ceil(g["c"] / np.ceil(g["c"] / cl))] if hw.bypass_unused else []
     best, best_fr, best_fc = None, R, C
@@ -145,7 +146,7 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
                     s.tile_share, fold_r, fold_c)
 
 
-def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
+def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list, level_folds: bool = True) -> list:
     """The fold twins of the candidate blocks (none for ``array.whole_tiles``), in the blocks'
     order: where the blocks make few (candidate, element) pairs (a design point), one block of
     all of them stacked (one pass, not one per block), of the candidates with a fold smaller than
@@ -159,7 +160,7 @@ def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:
         blocks = [passes._stack(blocks, shape, leads)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        twins = [fold_twin(p, hw, b) for b in blocks]
+        twins = [fold_twin(p, hw, b, level_folds) for b in blocks]
     out = []
     for t in twins:
         smaller = (np.asarray(t.fold_rows) > 0) | (np.asarray(t.fold_cols) > 0)

@@ -39,7 +39,8 @@ a larger array at fixed buffers is never worse on an objective physics holds the
 not depend on the array (its search over the array's own level is proven least). ``energy`` and
 ``balanced`` are not held: a larger array leaks more per cycle. Listing the levels for them too
 cost 2.2-3.2x the cold search time for ``energy`` (the static term's floor rarely rules a level
-out; ``benchmarks/RESULTS.md``), so their space stays the array's own level.
+out; ``benchmarks/RESULTS.md``), so their space stays the array's own level, with its fold lists
+(:data:`OWN_ONLY`): the same candidates and choices as before the levels.
 
 **Which levels are listed** (:func:`needed`): the array's own level is searched first; with
 ``L`` its choice's latency, a level ``v`` is listed only where, at some element, its floor
@@ -79,6 +80,9 @@ from asicsim._src.hw.tiles import aligned, element_shape
 PRUNE = True
 #: the objectives whose search lists the smaller levels (module docstring)
 OBJECTIVES = ("latency",)
+#: ``mapper.candidates``' ``levels`` for the other objectives: the array's own level only, its fold
+#: lists without the smaller levels' sides (the space before the levels)
+OWN_ONLY = -1
 #: relative margin of :func:`needed` (rounding of the counts, the search's 1e-12 tie tolerance)
 MARGIN = 1e-6
 
