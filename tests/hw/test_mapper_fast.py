@@ -504,7 +504,8 @@ def test_candidates_along_a_variant_axis_are_those_one_variant_at_a_time():
             got, ref = mapper.candidates(p, hw), one_variant_at_a_time(p, hw)
             own = mapper.candidates(p, hw, mapper_levels.OWN_ONLY)  # the objectives without levels
             own_ref = ref + fold_twins(p, hw, ref, level_folds=False)
-            ref = ref + fold_twins(p, hw, ref)  # then each one's fold twin (asicsim._src.hw.mapper_folds)
+            # then each one's fold twins (asicsim._src.hw.mapper_folds): the array's list, then with the levels' sides
+            ref = ref + fold_twins(p, hw, ref, level_folds=False) + fold_twins(p, hw, ref)
         assert len(got) >= len(ref) and len(own) == len(own_ref)
         for g, r in [*zip(got[:len(ref)], ref, strict=True), *zip(own, own_ref, strict=True)]:
             for f in passes.FIELDS:

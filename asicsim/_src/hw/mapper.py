@@ -304,7 +304,10 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
                    for b, only in out if db or not only] for bs in (blocks, *smaller.values()))
     # folds smaller than the array (mapper_folds); each smaller level's tiles after the array's
     # own, on that level's sides only (mapper_levels)
-    return out + folds.fold_twins(p, hw, out, not own_only) + [s for v, m in zip(smaller, more, strict=True)
+    # with the levels' sides among the folds, a tile's busy-least fold can be slower than the one
+    # of the array's own list (the stall differs): both twins are listed, the array's first
+    twins = folds.fold_twins(p, hw, out, False) + ([] if own_only else folds.fold_twins(p, hw, out))
+    return out + twins + [s for v, m in zip(smaller, more, strict=True)
                                                  for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
 
 

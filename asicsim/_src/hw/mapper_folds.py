@@ -43,7 +43,9 @@ array's sides only through the fold's, but for ``mapping_slots``); without bypas
 fill/drain is ``2R + C - 2`` a repetition, so the larger array adds ``2R + C`` per repetition to
 the busy cycles and at most that to the latency. For a tile, latency (busy + stall) grows with
 the busy cycles (the stall falls by at most ``later < 1`` a cycle), so the busy-least fold of
-the list is its latency-least. Hence ``latency`` on ``2R x 2C`` is at most that on ``R x C``
+the list is its latency-least (not always: with the levels' sides in the list, 6 of 1,016 changed
+choices of ``benchmarks/mapper_identity.py``'s grids were up to 1.05 % slower than with the
+array's own list, so ``latency`` lists both twins, the array's own first). Hence ``latency`` on ``2R x 2C`` is at most that on ``R x C``
 (plus that fill/drain without bypass), for arrays ``2^k`` times larger; ``dram`` is proven least
 over a space that does not depend on the array. A level's candidates run on its sides only and
 carry their fold and array-aligned twins on those sides (:mod:`asicsim._src.hw.mapper_levels`,

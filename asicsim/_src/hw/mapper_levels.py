@@ -106,7 +106,9 @@ def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     leads = [passes._lead(b, len(shape)) for b in blocks]
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:  # few pairs: one block
         blocks = [passes._stack(blocks, shape, leads)]  # (the same candidates in the same order)
-    out = [capped(b) for b in blocks] + [capped(t) for t in folds.fold_twins(p, on, blocks)]
+    # both fold twins, as mapper.candidates lists them for latency on an array of these sides
+    twins = folds.fold_twins(p, on, blocks, False) + folds.fold_twins(p, on, blocks)
+    out = [capped(b) for b in blocks] + [capped(t) for t in twins]
     return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides
 
 
