@@ -36,7 +36,14 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   its reload hides) or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's fold twin, folds smaller than the array
   where they save cycles (:mod:`asicsim._src.hw.mapper_folds`), and every candidate's array-aligned
-  twin (:func:`asicsim._src.hw.tiles.aligned`).
+  twin (:func:`asicsim._src.hw.tiles.aligned`);
+* the tiles cut to an array side again at the sides of every smaller level of the array (halved,
+  rounded up, to 1 x 1), after the array's own, each on that level's sides only (folds at most
+  its sides; fold and array-aligned twins as an array of its sides lists them), and searched only
+  at the GEMMs where a proven floor on the level's cycles says it can beat or tie the array's own
+  level's choice (:mod:`asicsim._src.hw.mapper_levels`): an array twice as large lists every
+  schedule the smaller one does (``mapper_folds``' docstring: larger arrays never slower). For
+  ``latency`` only, the objective physics holds never worse on a larger array that needs them.
 
 Why the lists: double-buffered, more tile steps ``s`` hide more of the transfers (``stall = X / s
 + ...``, :mod:`asicsim._src.hw.counts`) while costing bytes, folds or reloads, so a sliver shorter than
@@ -82,6 +89,7 @@ import numpy as np
 from asicsim._src.hw import mapper_cache as cache
 from asicsim._src.hw import mapper_folds as folds
 from asicsim._src.hw import mapper_groups as groups
+from asicsim._src.hw import mapper_levels as levels_mod
 from asicsim._src.hw import mapper_passes as passes
 from asicsim._src.hw.counts import (
     ACTIVATIONS,
@@ -142,23 +150,20 @@ def _pick(key, t: list) -> list:
     return [np.take_along_axis(np.broadcast_to(x, key.shape), pick, 0)[0] for x in t]
 
 
-def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
+def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> list[Schedule]:
     """The searched schedules (module docstring), before their array-aligned twins: per buffering
     and partial-sum home (double buffering, then the home, each False first), the same blocks in
     the same order. Every buffering and home is generated in one pass along a leading element axis
     of its own (elementwise, so the same values as one pass each) and then split
-    (:mod:`asicsim._src.hw.mapper_shapes`)."""
+    (:mod:`asicsim._src.hw.mapper_shapes`). ``levels``: the smaller array levels listed are those
+    halved at most that many times (:func:`asicsim._src.hw.mapper_folds.level_sides`; None: all;
+    :data:`asicsim._src.hw.mapper_levels.OWN_ONLY`: none, nor their sides among the folds)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
     lists = [trip_tiles(x, ndim)[:, None] for x in D]  # (tiles, variant, *elements)
     one = np.ones_like(M)
-    side = [np.minimum(M, np.where(hw.dataflow == IS, hw.cols, hw.rows)), np.minimum(N, np.where(hw.dataflow == IS, hw.rows, hw.cols))]
     dram_spill = np.asarray(p.off_chip["ofmap"], dtype=bool)
-    k_side = np.minimum(K, np.where(hw.dataflow == OS, hw.cols, hw.rows))
-    # the array side a partial-sum tile's rows (columns) span (inf: streamed, not spatial)
-    sub_side = [np.where(hw.dataflow == OS, hw.rows, np.where(hw.dataflow == IS, hw.cols, np.inf)),
-                np.where(hw.dataflow == IS, np.inf, hw.cols)]
     homes = (False, True) if hw.layout.psum_spill is not None else (False,)
     variants = [(db, spill) for db in (False, True) for spill in homes]
     lead = (len(variants),) + (1,) * ndim
@@ -175,13 +180,32 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             if np.any(can):
                 kept.append((mask, share, can))
             full = full | keeps_all(p, hw, mask, share)
-    blocks = []  # per kept choice: (block along the variant axis, emitted for double buffering only)
-    for mask, share, can in kept:
-        out: list = []
-        blocks.append(out)
-        rows = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
+    # per kept choice: (block along the variant axis, emitted for double buffering only); the
+    # array's own level, then the tiles that depend on the array's sides at the smaller levels
+    blocks, smaller, rows_of = [], {}, {}
+    memo: dict = {}  # what the array's own level computed that does not depend on the array's sides
 
-        def emit(fam, t, ok=True, sub=None, only_db=False, out=out, mask=mask, share=share, can=can):
+    def once(key, fn):
+        if key not in memo:
+            memo[key] = fn()
+        return memo[key]
+    # (whole R x C tiles: a fold moves the array's tile, so no level runs as a smaller array)
+    own_only = levels == levels_mod.OWN_ONLY
+    top = 0 if hw.whole_tiles or own_only else np.inf if levels is None else levels
+    sides_of = [s for s in folds.level_sides(p, hw) if s[5] <= top]
+    for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
+            (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
+        can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
+        out: list = []
+        (smaller.setdefault(level, []) if level else blocks).append(out)
+        if i_kept not in rows_of:
+            rows_of[i_kept] = variant_rows([buffer_rows(p, hw, spill, mask, share, db) for db, spill in variants], lead)
+        rows = rows_of[i_kept]
+
+        def emit(fam, t, ok=True, sub=None, only_db=False, dep=False, out=out, mask=mask, share=share, can=can,
+                 level=level):
+            if level and not dep:  # a smaller level: only the tiles its sides change
+                return
             Ma, Na = (t[0], t[1]) if sub is None else sub
             out.append((Schedule(np.where(np.logical_and(ok, can), fam, -1), *t, dbs, sp, Ma, Na,
                                  np.asarray(mask), np.asarray(share)), only_db))
@@ -193,28 +217,32 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             # K as long as fits (or at twice and four times its trips), or K one array side deep
             # and the other side as tall (wide) as then fits
             y = 1 - x
-            t = [None, None, one]
-            t[x] = D[x] if widest else lists[x]
-            t[y] = most(y, t, rows, dbs, D[y])
-            if not widest:
-                # every block height (width) with K as long as fits; double-buffered, also K one
-                # deep (the most steps)
-                every = [t[0], t[1], one]
-                # double-buffered only
-                emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
-                every[y] = trip_min(t[y], D[y])
-                emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
-                t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
-            t[y] = trip_min(t[y], D[y])
-            k_most = most(2, t, rows, dbs, K)
-            if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
-            for split in (1, 2, 4):
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
-                               if split > 1 else k_most])
+            if level:  # a smaller level: the block the array's own level picked
+                t = list(memo["outputs", i_kept, x, widest])
+            else:
+                t = [None, None, one]
+                t[x] = D[x] if widest else lists[x]
+                t[y] = most(y, t, rows, dbs, D[y])
+                if not widest:
+                    # every block height (width) with K as long as fits; double-buffered, also K one
+                    # deep (the most steps)
+                    every = [t[0], t[1], one]
+                    # double-buffered only
+                    emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
+                    every[y] = trip_min(t[y], D[y])
+                    emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
+                    t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
+                t[y] = trip_min(t[y], D[y])
+                memo["outputs", i_kept, x, widest] = list(t)
+                k_most = most(2, t, rows, dbs, K)
+                if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
+                    emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
+                for split in (1, 2, 4):
+                    emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
+                                   if split > 1 else k_most])
             t[2] = k_side
             t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
-            emit(OUTPUTS, t)
+            emit(OUTPUTS, t, dep=True)
         for fam, res, srm in ((WEIGHTS, 1, 0), (ACTIVATIONS, 0, 1)):
             # a K x Nt weight (Mt x K activation) block as wide (tall) as fits beside a one-row
             # (column) sliver and partial-sum tile, or K cut at every trip count (partial sums to
@@ -225,13 +253,16 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
             ps = [None, None]
             ps[res] = one
             for k in (K, lists[2]):
-                t = [None, None, k]
-                t[srm] = one
-                t[res] = most(res, t, rows, dbs, D[res], ps)
-                if k is not K:
-                    t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
-                    t[2] = trip_min(t[2], K)
-                t[res] = trip_min(t[res], D[res])
+                def block(k=k, ps=ps, fam=fam, res=res, srm=srm, rows=rows, mask=mask, share=share):
+                    t = [None, None, k]
+                    t[srm] = one
+                    t[res] = most(res, t, rows, dbs, D[res], ps)
+                    if k is not K:
+                        t = _pick(np.where(t[res] >= 1, _dram_key(p, hw, fam, t, mask, share), np.inf), t)
+                        t[2] = trip_min(t[2], K)
+                    t[res] = trip_min(t[res], D[res])
+                    return t
+                t = once(("block", i_kept, fam, k is K), block)
                 ok = dram_spill | (t[2] >= K)
                 wide = list(t)
                 wide[srm] = side[srm]
@@ -240,33 +271,71 @@ def candidates(p: GemmProblem, hw: ArrayHardware) -> list[Schedule]:
                 half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
                 quarter = list(t)
                 quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
-                for u in (t, wide, half, quarter):
-                    g = list(u)  # the partial-sum tile the whole block wide (tall)
-                    g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
-                    emit(fam, g, ok)
-                    longest = most(srm, u, rows, dbs, D[srm], ps)
+                for ui, u in enumerate((t, wide, half, quarter)):
+                    fixed = ui != 1  # a block that does not depend on the array's sides
+                    if not (level and fixed):  # the partial-sum tile the whole block wide (tall)
+                        g = list(u)
+                        g[srm] = most(srm, u, rows, dbs, D[srm], [None, None])
+                        emit(fam, g, ok, dep=u is wide)
+                    longest = (once(("longest", i_kept, fam, k is K, ui), lambda u=u, s=srm, r=rows, q=ps: most(s, u, r, dbs, D[s], q))
+                               if fixed else most(srm, u, rows, dbs, D[srm], ps))
                     slivers = [longest, np.minimum(side[srm], longest), np.minimum(one, longest)]
-                    if u is t and k is K:  # double-buffered, K whole: every sliver length
+                    if u is t and k is K and not level:  # double-buffered, K whole: every sliver length
                         slivers.append(trip_min(np.minimum(lists[srm], longest), D[srm]))
                     for i, sliver in enumerate(slivers):  # the partial-sum tile as wide (tall) as fits
                         only = i == 3
                         g = list(u)
                         g[srm] = sliver
-                        s_res = most_sub(g, g[srm], rows, dbs, g[res])
+                        s_res = (once(("sub", i_kept, fam, k is K, ui, i), lambda g=g, s=srm, r=rows, e=res: most_sub(g, g[s], r, dbs, g[e]))
+                                 if fixed and i != 1 else most_sub(g, g[srm], rows, dbs, g[res]))
                         # or no taller than a fold's stream (os: no reload outlasts it), or cut
                         # to a multiple of the array side it spans (the other tiles uncut)
                         short = np.where(hw.dataflow == OS, np.maximum(np.floor(K / np.ceil(K / g[2])), 1), one)
                         across = sub_side[res]  # inf where the tile is streamed, not spatial
                         step = np.where(np.isfinite(across), across, 1.0)
                         cut = np.where(s_res >= across, np.floor(s_res / step) * step, s_res)
-                        for sub in (s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,):
-                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only)
+                        for j, sub in enumerate((s_res, np.minimum(s_res, short), cut) if i in (0, 2) else (s_res,)):
+                            emit(fam, g, ok, (g[0], sub) if res == 1 else (sub, g[1]), only_db=only,
+                                 dep=u is wide or i == 1 or j == 2)
         for fam in (OUTPUTS, WEIGHTS, ACTIVATIONS):  # one array-sized tile: many steps
-            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)])
+            emit(fam, [side[0], side[1], k_side if fam == OUTPUTS else np.where(dram_spill, k_side, K)], dep=True)
     # in the order of (buffering, home, kept choice), the same blocks each
-    out = [variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in blocks
-           for b, only in out if db or not only]
-    return out + folds.fold_twins(p, hw, out)  # folds smaller than the array (mapper_folds)
+    out, *more = ([variant_of(b, v, ndim) for v, (db, _) in enumerate(variants) for out in bs
+                   for b, only in out if db or not only] for bs in (blocks, *smaller.values()))
+    # folds smaller than the array (mapper_folds); each smaller level's tiles after the array's
+    # own, on that level's sides only (mapper_levels)
+    # with the levels' sides among the folds, a tile's busy-least fold can be slower than the one
+    # of the array's own list (the stall differs): both twins are listed, the array's first
+    twins = folds.fold_twins(p, hw, out, False) + ([] if own_only else folds.fold_twins(p, hw, out))
+    return out + twins + [s for v, m in zip(smaller, more, strict=True)
+                                                 for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
+
+
+def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, levels: int | None) -> tuple:
+    """``((score, second), best fields)`` of the search over the candidates with ``levels`` smaller
+    array levels (:func:`candidates`)."""
+    cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels), levels)
+    # one chunk (a design point, small grids): measured once for both of balanced's passes
+    once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
+    grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
+                                      lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
+    if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
+        score, best = grouped
+    elif once:
+        (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
+                                        shape, objective)
+    else:
+        measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
+        if objective == "balanced":  # two passes: the fastest, then the least energy near it
+            fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
+            kept: list = []
+            limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
+            measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
+            key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
+        else:
+            key = passes.objective_key(objective)
+        (score, _), best = passes.search(measured, shape, key)
+    return score, best
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
@@ -291,27 +360,13 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
     if hit is not None:
         return schedule_counts(p, hw, hit)
     with np.errstate(divide="ignore", invalid="ignore"):
-        cands, chunks = cache.searched(p, hw, shape, candidates)
-        # one chunk (a design point, small grids): measured once for both of balanced's passes
-        once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
-        grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
-                                          lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
-        if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
-            score, best = grouped
-        elif once:
-            (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
-                                            shape, objective)
-        else:
-            measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
-            if objective == "balanced":  # two passes: the fastest, then the least energy near it
-                fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-                kept: list = []
-                limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-                measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
-                key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
-            else:
-                key = passes.objective_key(objective)
-            (score, _), best = passes.search(measured, shape, key)
+        # the array's own level first; the smaller levels where a proven floor says they can win
+        # (mapper_levels)
+        listed = objective in levels_mod.OBJECTIVES
+        first = (0 if levels_mod.PRUNE else None) if listed else levels_mod.OWN_ONLY
+        score, best = _search(p, hw, shape, objective, score_energy, first)
+        if listed and levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
+            score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
                          "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")

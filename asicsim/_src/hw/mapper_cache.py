@@ -83,12 +83,12 @@ def remember(key, s: Schedule) -> None:
     _CHOSEN[key] = s
 
 
-def searched(p: GemmProblem, hw: ArrayHardware, shape, generate) -> tuple:
+def searched(p: GemmProblem, hw: ArrayHardware, shape, generate, variant=None) -> tuple:
     """(candidate blocks ``generate(p, hw)``, :func:`asicsim._src.hw.mapper_passes.prepared`; their
     stacked chunks or None where there are several): from the cache where the content matches
-    (one ``generate``: the mapper's)."""
+    (one ``generate`` per ``variant``: the mapper's, with that many smaller array levels)."""
     small = max(1, int(np.prod(shape))) <= CACHE_PAIRS // 1024
-    key = _content_key(p, hw) if small else None
+    key = (_content_key(p, hw), variant) if small else None
     if key is not None and key in _CACHE:
         return _CACHE[key]
     cands = passes.prepared(generate(p, hw), shape)

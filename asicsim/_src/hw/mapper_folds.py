@@ -24,6 +24,35 @@ array or, where operands bypass unused columns, its balanced width ``ceil(c / ce
 ``ceil(r / F) F`` make this a short list, not a proof: ``tests/hw/test_mapper_search.py``
 enumerates every fold height and width from the loop nest and holds the choice to the least
 within its ``GAP``. A design that moves whole array tiles (``array.whole_tiles``) gets none.
+
+Larger arrays at fixed buffers (issue 31 item 2). The array's *levels* are its sides halved
+``v`` times, rounded up, down to 1 x 1 (:func:`array_levels`); those of ``2R x 2C`` are ``2R x 2C``
+and those of ``R x C`` (``ceil(2R / 2^v) = ceil(R / 2^(v-1))``). The mapper's tiles are of two
+kinds: those its lists take from the problem and the buffers alone (the same for every array),
+and those cut to an array side (the array-sized tiles, a block as wide as the array, a sliver one
+side long, a tile cut to a multiple of a side, K one side deep); the latter are generated at the
+sides of every level (:func:`level_sides`, a level that cuts nothing new skipped), after the
+array's own. So every tile the ``R x C`` array lists is listed for ``2R x 2C``. The fold twin's
+list holds every level's sides and balanced folds (its ``F_s`` heights are clipped to the
+array's balanced one, another level's where smaller), so for every tile the larger array's list
+holds every fold the smaller array's does, or its own sides where the tile spans no more. Counts:
+a fold of ``F_r x F_c`` on the larger array has the counts of the same schedule on an array of
+that size where operands bypass unused rows and columns (folds, streamed cycles, reloads,
+fill/drain of the used block, SRAM, DRAM and partial sums: :mod:`asicsim._src.hw.counts` reads the
+array's sides only through the fold's, but for ``mapping_slots``); without bypass the one-time
+fill/drain is ``2R + C - 2`` a repetition, so the larger array adds ``2R + C`` per repetition to
+the busy cycles and at most that to the latency. For a tile, latency (busy + stall) grows with
+the busy cycles (the stall falls by at most ``later < 1`` a cycle), so the busy-least fold of
+the list is its latency-least (not always: with the levels' sides in the list, 6 of 1,016 changed
+choices of ``benchmarks/mapper_identity.py``'s grids were up to 1.05 % slower than with the
+array's own list, so ``latency`` lists both twins, the array's own first). Hence ``latency`` on ``2R x 2C`` is at most that on ``R x C``
+(plus that fill/drain without bypass), for arrays ``2^k`` times larger; ``dram`` is proven least
+over a space that does not depend on the array. A level's candidates run on its sides only and
+carry their fold and array-aligned twins on those sides (:mod:`asicsim._src.hw.mapper_levels`,
+which lists a level only where a proven floor says it can win). Not covered: a larger array of
+other sides (``6 x 6`` to ``7 x 7``: its levels differ) and designs moving whole array tiles;
+``tests/hw/test_mapper_search.py`` holds the 2x case under both objectives with and without
+bypass (cost in ``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -46,9 +75,47 @@ def _busy(fr, fc, g):
     return rows_f * cols_f * g["streamed"] / g["rate"] + (folds - 1) * np.maximum(u - g["sigma"], 0) + fill
 
 
-def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
+def array_levels(hw: ArrayHardware) -> list:
+    """``[(R_v, C_v)]``: the array's sides halved ``v`` times, rounded up, ``v = 0, 1, ...`` until
+    both are 1 (per element; a grid runs until its largest array is done)."""
+    R, C = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64)
+    out, v = [(R, C)], 0
+    while np.max(out[-1][0]) > 1 or np.max(out[-1][1]) > 1:
+        v += 1
+        out.append((np.ceil(R / 2.0**v), np.ceil(C / 2.0**v)))
+    return out
+
+
+def level_sides(p: GemmProblem, hw: ArrayHardware) -> list:
+    """Per array level (:func:`array_levels`) whose tiles differ from the level before's:
+    ``(side, k_side, sub_side, (R_v, C_v), new, v)``, the tiles the mapper cuts to that array's sides (os:
+    ``M`` on rows, ``N`` on columns; ws: ``K`` rows, ``N`` columns; is: ``K`` rows, ``M`` columns),
+    each at most the problem's, the side a partial-sum tile's rows (columns) span (inf: streamed),
+    the level's sides (its candidates' folds are at most these: :mod:`asicsim._src.hw.mapper_levels`)
+    and where (per element) it cuts something new: a level's candidates are left out where not, so
+    each element's candidates are those it gets searched alone."""
+    M, N, K, df = p.M, p.N, p.K, hw.dataflow
+    out, last = [], None
+    for v, (rl, cl) in enumerate(array_levels(hw)):
+        side = [np.minimum(M, np.where(df == IS, cl, rl)), np.minimum(N, np.where(df == IS, rl, cl))]
+        k_side = np.minimum(K, np.where(df == OS, cl, rl))
+        sub_side = [np.where(df == OS, rl, np.where(df == IS, cl, np.inf)), np.where(df == IS, np.inf, cl)]
+        # a side at least the problem's cuts nothing (mapper.candidates: cut where the tile spans it)
+        key = [*side, k_side, np.minimum(sub_side[0], M), np.minimum(sub_side[1], N)]
+        new = np.True_
+        if last is not None:
+            both = np.broadcast_arrays(*key, *last)
+            new = np.any([a != b for a, b in zip(both[:len(key)], both[len(key):], strict=True)], axis=0)
+        if np.any(new):  # where it cuts nothing new at an element, its candidates are left out there
+            out.append((side, k_side, sub_side, (rl, cl), new, v))
+        last = key
+    return out
+
+
+def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule, level_folds: bool = True) -> Schedule:
     """``s`` with the busy-least fold of its short list (module docstring; 0 where that is the
-    array's)."""
+    array's); ``level_folds`` False: without the smaller levels' sides (the array alone, for the
+    objectives that list no smaller level: :data:`asicsim._src.hw.mapper_levels.OBJECTIVES`)."""
     R, C, df = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64), hw.dataflow
     os_, ws_ = df == OS, df == WS
     Ma = s.Mt if s.Ma is None else s.Ma
@@ -63,6 +130,9 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
     f_s = np.ceil(r / np.maximum(g["sigma"], 1.0))
     heights = [R] + [np.ceil(r / np.clip(f, f_arr, r)) for f in (f_arr, f_s - 1, f_s, f_s + 1)]
     widths = [C] + ([np.ceil(g["c"] / np.ceil(g["c"] / C))] if hw.bypass_unused else [])
+    for rl, cl in array_levels(hw)[1:] if level_folds else []:  # every smaller level's sides and balanced folds (docstring)
+        heights += [rl, np.ceil(r / np.ceil(r / rl))]
+        widths += [cl, np.ceil(g["c"] / np.ceil(g["c"] / cl))] if hw.bypass_unused else []
     best, best_fr, best_fc = None, R, C
     for fc in widths:
         for fr in heights:
@@ -78,7 +148,7 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
                     s.tile_share, fold_r, fold_c)
 
 
-def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
+def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list, level_folds: bool = True) -> list:
     """The fold twins of the candidate blocks (none for ``array.whole_tiles``), in the blocks'
     order: where the blocks make few (candidate, element) pairs (a design point), one block of
     all of them stacked (one pass, not one per block), of the candidates with a fold smaller than
@@ -92,7 +162,7 @@ def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list) -> list:
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:
         blocks = [passes._stack(blocks, shape, leads)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        twins = [fold_twin(p, hw, b) for b in blocks]
+        twins = [fold_twin(p, hw, b, level_folds) for b in blocks]
     out = []
     for t in twins:
         smaller = (np.asarray(t.fold_rows) > 0) | (np.asarray(t.fold_cols) > 0)

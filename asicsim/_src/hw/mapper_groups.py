@@ -60,6 +60,23 @@ def _sliceable(v, n: int) -> bool:
     return np.size(v) == 1 or np.shape(v) == (n,)
 
 
+def sliceable(p: GemmProblem, hw: ArrayHardware, shape) -> bool:
+    """Whether the elements of ``shape`` are GEMMs along one axis that :func:`subset` can cut."""
+    return len(shape) == 1 and all(_sliceable(getattr(x, f.name), shape[0]) for x in (p, hw)
+                                   for f in dataclasses.fields(x))
+
+
+def subset(p: GemmProblem, hw: ArrayHardware, g: np.ndarray, n: int) -> tuple:
+    """``(p, hw)`` over GEMMs ``g`` of ``n`` (:func:`sliceable` ones)."""
+    pg = dataclasses.replace(p, **{f.name: _cut(getattr(p, f.name), g, n) for f in dataclasses.fields(p)
+                                   if f.name != "off_chip"},
+                             off_chip={o: _cut(np.asarray(v), g, n) for o, v in p.off_chip.items()})
+    hg = dataclasses.replace(hw, rows=_cut(hw.rows, g, n), cols=_cut(hw.cols, g, n),
+                             dataflow=_cut(hw.dataflow, g, n), capacity=tuple(_cut(c, g, n) for c in hw.capacity),
+                             dram_bytes_per_cycle=_cut(hw.dram_bytes_per_cycle, g, n))
+    return pg, hg
+
+
 def search_in_groups(p: GemmProblem, hw: ArrayHardware, chunk, shape, score_energy, choose):
     """``choose(measured, shape)`` (the one-chunk search: ``(score, fields)``) of ``chunk``
     measured in :func:`groups` of its GEMMs, put back in GEMM order; None where it does not
@@ -69,8 +86,7 @@ def search_in_groups(p: GemmProblem, hw: ArrayHardware, chunk, shape, score_ener
         return None
     n = shape[0]
     parts = groups(firsts)
-    if len(parts) < 2 or not all(_sliceable(getattr(x, f.name), n) for x in (p, hw)
-                                 for f in dataclasses.fields(x)):
+    if len(parts) < 2 or not sliceable(p, hw, shape):
         return None
     energies = [None if score_energy is None else score_energy.at(g, n) if hasattr(score_energy, "at") else False
                 for g in parts]
@@ -80,12 +96,7 @@ def search_in_groups(p: GemmProblem, hw: ArrayHardware, chunk, shape, score_ener
     fields = [np.empty(n) for _ in FIELDS]
     for g, se in zip(parts, energies, strict=True):
         k = int(np.max(firsts[g]))
-        pg = dataclasses.replace(p, **{f.name: _cut(getattr(p, f.name), g, n) for f in dataclasses.fields(p)
-                                       if f.name != "off_chip"},
-                                 off_chip={o: _cut(np.asarray(v), g, n) for o, v in p.off_chip.items()})
-        hg = dataclasses.replace(hw, rows=_cut(hw.rows, g, n), cols=_cut(hw.cols, g, n),
-                                 dataflow=_cut(hw.dataflow, g, n), capacity=tuple(_cut(c, g, n) for c in hw.capacity),
-                                 dram_bytes_per_cycle=_cut(hw.dram_bytes_per_cycle, g, n))
+        pg, hg = subset(p, hw, g, n)
         cg = passes.Chunk(*(np.asarray(getattr(chunk, f))[:k, g] for f in FIELDS), order=chunk.order[:k, g])
         (s, _), best = choose([(cg, passes.measures(pg, hg, cg, se))], (g.size,))
         score[g] = s
