@@ -88,9 +88,9 @@ import numpy as np
 
 from asicsim._src.hw import mapper_cache as cache
 from asicsim._src.hw import mapper_folds as folds
-from asicsim._src.hw import mapper_groups as groups
 from asicsim._src.hw import mapper_levels as levels_mod
 from asicsim._src.hw import mapper_passes as passes
+from asicsim._src.hw import mapper_run as run
 from asicsim._src.hw.counts import (
     ACTIVATIONS,
     IS,
@@ -105,7 +105,7 @@ from asicsim._src.hw.counts import (
     schedule_counts,
 )
 from asicsim._src.hw.mapper_shapes import variant_of, variant_rows
-from asicsim._src.hw.objectives import BALANCED_SLACK, check_objective
+from asicsim._src.hw.objectives import check_objective
 from asicsim._src.hw.residency import TILE_SHARES, keeps_all, resident_bytes, stream_choices
 from asicsim._src.hw.tiles import (
     buffer_rows,
@@ -315,27 +315,7 @@ def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_ener
     """``((score, second), best fields)`` of the search over the candidates with ``levels`` smaller
     array levels (:func:`candidates`)."""
     cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels), levels)
-    # one chunk (a design point, small grids): measured once for both of balanced's passes
-    once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
-    grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
-                                      lambda m, sh: passes.search_once(m, sh, objective)) if once and chunks else None
-    if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
-        score, best = grouped
-    elif once:
-        (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
-                                        shape, objective)
-    else:
-        measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
-        if objective == "balanced":  # two passes: the fastest, then the least energy near it
-            fast = lambda m: (m["latency"], m["energy"])  # noqa: E731
-            kept: list = []
-            limit = passes.search(passes.keeping(measured, kept, passes.candidate_count(cands, shape), shape), shape, fast)[0][0] * (1.0 + BALANCED_SLACK)
-            measured = passes.kept_measures(p, hw, cands, shape, score_energy, kept)
-            key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
-        else:
-            key = passes.objective_key(objective)
-        (score, _), best = passes.search(measured, shape, key)
-    return score, best
+    return run.search_over(p, hw, shape, objective, score_energy, cands, chunks)
 
 
 def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=None,
