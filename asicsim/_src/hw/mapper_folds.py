@@ -43,10 +43,13 @@ array's sides only through the fold's, but for ``mapping_slots``); without bypas
 fill/drain is ``2R + C - 2`` a repetition, so the larger array adds ``2R + C`` per repetition to
 the busy cycles and at most that to the latency. For a tile, latency (busy + stall) grows with
 the busy cycles (the stall falls by at most ``later < 1`` a cycle), so the busy-least fold of
-the list is its latency-least (not always: with the levels' sides in the list, 6 of 1,016 changed
-choices of ``benchmarks/mapper_identity.py``'s grids were up to 1.05 % slower than with the
-array's own list, so ``latency`` lists both twins, the array's own first). Hence ``latency`` on ``2R x 2C`` is at most that on ``R x C``
-(plus that fill/drain without bypass), for arrays ``2^k`` times larger; ``dram`` is proven least
+the list is mostly its latency-least. Not always: with the levels' sides in the list, 6 of 1,016
+changed choices of ``benchmarks/mapper_identity.py``'s grids were up to 1.05 % slower than with
+the array's own list, so ``latency`` lists both twins, the array's own first, and the argument is
+a sketch, not a proof. Where it holds, ``latency`` on ``2R x 2C`` is at most that on ``R x C``
+(plus that fill/drain without bypass), for arrays ``2^k`` times larger (held by
+``tests/hw/test_mapper_search.py::test_larger_array_never_worse`` and, on 1,600 random pairs,
+``benchmarks/mapper_monotone_small.py``: none worse); ``dram`` is proven least
 over a space that does not depend on the array. A level's candidates run on its sides only and
 carry their fold and array-aligned twins on those sides (:mod:`asicsim._src.hw.mapper_levels`,
 which lists a level only where a proven floor says it can win). Not covered: a larger array of

@@ -1,13 +1,14 @@
 """The smaller array levels of the mapper's search, each on its own sides and listed only where a
-proven floor says it can win (issue 31 items 2 and 4: larger arrays never worse, at about the
-search cost of the array's own level).
+proven floor says it can win (issue 31 items 2 and 4: larger arrays never slower under
+``latency``; what it costs is in ``benchmarks/RESULTS.md``).
 
 :mod:`asicsim._src.hw.mapper_folds` (its docstring) lists the tiles cut to an array side again at
 every *level* of the array (sides ``R_v x C_v``: halved ``v`` times, rounded up), so a ``2R x 2C``
 array lists the tiles an ``R x C`` array does. Here a level's candidates run on that level's
 sides only: their folds are at most ``R_v x C_v`` (``Schedule.fold_rows``, ``fold_cols`` set to
 the sides; the base candidate's fold is the level's whole array), and their fold twins are the
-busy-least folds of the short list of an ``R_v x C_v`` array, and the array-aligned twins of
+busy-least folds of the short lists of an ``R_v x C_v`` array (with and without its own smaller
+levels' sides, as :func:`asicsim._src.hw.mapper.candidates` lists both), and the array-aligned twins of
 both are cut to multiples of the level's sides (:func:`on_level`), as the search on an ``R_v x
 C_v`` array lists them. With operands
 bypassing unused rows and columns a fold counts on the larger array as on an array of its size
@@ -49,8 +50,8 @@ tolerance): a candidate of latency above the choice's is never chosen.
 
 A level not listed holds no candidate that beats the choice or ties with it, at any element, so
 the choice is the one of the search over every level; :data:`PRUNE` False lists every level
-(``tests/hw/test_mapper_levels.py`` compares both on random problems under every objective, with
-and without bypass).
+(``tests/hw/test_mapper_levels.py`` compares both on random problems under ``latency``, with and
+without bypass).
 """
 
 from __future__ import annotations
