@@ -128,9 +128,9 @@ def test_cached_candidates_give_what_a_cold_search_gives(monkeypatch, objective)
            sim.Conv(28, 28, 64, 64, 3, 3, padding=1)]
     cache.clear_cache()
     cold = repr(cost_many(ops, "edge_int8_32x32", objective=objective))
-    # one entry of the array's own level (and, for latency, one of the GEMMs searched again with
-    # smaller levels, asicsim/_src/hw/mapper_levels.py, where a floor says they can win)
-    own = 0 if objective in mapper_levels.OBJECTIVES else mapper_levels.OWN_ONLY
+    # one entry of the array's own level (and, for latency, one of the smaller levels' candidates
+    # at the GEMMs where a floor says they can win, asicsim/_src/hw/mapper_levels.py)
+    own = (0 if objective in mapper_levels.OBJECTIVES else mapper_levels.OWN_ONLY, False)
     assert [key[1] for key in cache._CACHE].count(own) == 1
     assert len(cache._CHOSEN) == 1
     warm = repr(cost_many(ops, "edge_int8_32x32", objective=objective))  # the kept choice
@@ -503,9 +503,11 @@ def test_candidates_along_a_variant_axis_are_those_one_variant_at_a_time():
         with np.errstate(divide="ignore", invalid="ignore"):
             got, ref = mapper.candidates(p, hw), one_variant_at_a_time(p, hw)
             own = mapper.candidates(p, hw, mapper_levels.OWN_ONLY)  # the objectives without levels
-            own_ref = ref + fold_twins(p, hw, ref, level_folds=False)
-            # then each one's fold twins (asicsim._src.hw.mapper_folds): the array's list, then with the levels' sides
-            ref = ref + fold_twins(p, hw, ref, level_folds=False) + fold_twins(p, hw, ref)
+            own_ref = ref + fold_twins(p, hw, ref, (False,))
+            # then each one's fold twins (asicsim._src.hw.mapper_folds): the array's list, then with
+            # the levels' sides, each list searched on its own (mapper.candidates shares the folds'
+            # cycles between both)
+            ref = ref + fold_twins(p, hw, ref, (False,)) + fold_twins(p, hw, ref, (True,))
         assert len(got) >= len(ref) and len(own) == len(own_ref)
         for g, r in [*zip(got[:len(ref)], ref, strict=True), *zip(own, own_ref, strict=True)]:
             for f in passes.FIELDS:

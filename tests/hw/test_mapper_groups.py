@@ -45,11 +45,11 @@ def test_a_network_measured_in_groups_is_priced_as_one_chunk_and_unpruned(monkey
     monkeypatch.setattr(groups.passes, "measures", lambda p, hw, c, se: measured.append(c) or measure(p, hw, c, se))
     cache.clear_cache()
     grouped = cost_many(OPS, design, objective=objective)
-    # the array's own level's search, then (latency) the GEMMs a smaller level can win searched
-    # again with the levels (asicsim/_src/hw/mapper_levels.py), each in its groups
+    # the array's own level's search, then (latency) the smaller levels' candidates at the GEMMs
+    # where they can win (asicsim/_src/hw/mapper_levels.py), each in its groups
     assert used and len(used[0]) >= 2 and len(measured) == sum(len(u) for u in used)
     # each GEMM's column in its group holds every distinct candidate of its column in the one chunk
-    own = 0 if objective in mapper_levels.OBJECTIVES else mapper_levels.OWN_ONLY
+    own = (0 if objective in mapper_levels.OBJECTIVES else mapper_levels.OWN_ONLY, False)
     [(_, [chunk])] = [v for k, v in cache._CACHE.items() if k[1] == own]
     for g, c in zip(used[0], measured[:len(used[0])], strict=True):
         for j, e in enumerate(g):

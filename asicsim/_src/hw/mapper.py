@@ -150,14 +150,17 @@ def _pick(key, t: list) -> list:
     return [np.take_along_axis(np.broadcast_to(x, key.shape), pick, 0)[0] for x in t]
 
 
-def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> list[Schedule]:
+def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None,
+               smaller_only: bool = False) -> list[Schedule]:
     """The searched schedules (module docstring), before their array-aligned twins: per buffering
     and partial-sum home (double buffering, then the home, each False first), the same blocks in
     the same order. Every buffering and home is generated in one pass along a leading element axis
     of its own (elementwise, so the same values as one pass each) and then split
     (:mod:`asicsim._src.hw.mapper_shapes`). ``levels``: the smaller array levels listed are those
     halved at most that many times (:func:`asicsim._src.hw.mapper_folds.level_sides`; None: all;
-    :data:`asicsim._src.hw.mapper_levels.OWN_ONLY`: none, nor their sides among the folds)."""
+    :data:`asicsim._src.hw.mapper_levels.OWN_ONLY`: none, nor their sides among the folds).
+    ``smaller_only``: the smaller levels' candidates only, without the array's own level's (its
+    candidates do not depend on ``levels``, so a search listing them already has their choice)."""
     M, N, K = (np.asarray(x, dtype=np.float64) for x in (p.M, p.N, p.K))
     D = (M, N, K)
     ndim = len(element_shape(p, hw))
@@ -192,7 +195,7 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
     # (whole R x C tiles: a fold moves the array's tile, so no level runs as a smaller array)
     own_only = levels == levels_mod.OWN_ONLY
     top = 0 if hw.whole_tiles or own_only else np.inf if levels is None else levels
-    sides_of = [s for s in folds.level_sides(p, hw) if s[5] <= top]
+    sides_of = folds.level_sides(p, hw, top)
     for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
             (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
         can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
@@ -306,15 +309,21 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None) -> 
     # own, on that level's sides only (mapper_levels)
     # with the levels' sides among the folds, a tile's busy-least fold can be slower than the one
     # of the array's own list (the stall differs): both twins are listed, the array's first
-    twins = folds.fold_twins(p, hw, out, False) + ([] if own_only else folds.fold_twins(p, hw, out))
-    return out + twins + [s for v, m in zip(smaller, more, strict=True)
-                                                 for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
+    on_levels = [s for v, m in zip(smaller, more, strict=True) for s in levels_mod.on_level(p, hw, m, sides_of[v][3])]
+    if smaller_only:
+        return on_levels
+    twins = folds.fold_twins(p, hw, out, (False,) if own_only else (False, True))
+    return out + twins + on_levels
 
 
-def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, levels: int | None) -> tuple:
+def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, levels: int | None,
+            smaller_only: bool = False) -> tuple:
     """``((score, second), best fields)`` of the search over the candidates with ``levels`` smaller
-    array levels (:func:`candidates`)."""
-    cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels), levels)
+    array levels (:func:`candidates`; ``smaller_only``: theirs only); None where there are none."""
+    cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels, smaller_only),
+                                   (levels, smaller_only))
+    if not cands:
+        return None
     return run.search_over(p, hw, shape, objective, score_energy, cands, chunks)
 
 
@@ -345,8 +354,9 @@ def best_counts(p: GemmProblem, hw: ArrayHardware, objective: str, score_energy=
         listed = objective in levels_mod.OBJECTIVES
         first = (0 if levels_mod.PRUNE else None) if listed else levels_mod.OWN_ONLY
         score, best = _search(p, hw, shape, objective, score_energy, first)
-        if listed and levels_mod.PRUNE and not hw.whole_tiles and len(folds.level_sides(p, hw)) > 1:
+        if listed and levels_mod.PRUNE and not hw.whole_tiles:
             score, best = levels_mod.with_levels(p, hw, shape, objective, score_energy, score, best, _search)
+    score = score[0]
     if not np.all(np.isfinite(score)):
         raise ValueError("no schedule fits the buffers (a buffer smaller than one element of each operand it must "
                          "hold, or, with array.whole_tiles, than one rows x cols tile of the stationary one)")

@@ -68,14 +68,15 @@ from asicsim._src.hw.tiles import element_shape
 from asicsim._src.hw.whole_tiles import spatial_folds
 
 
-def _busy(fr, fc, g):
-    """The fold-dependent busy cycles of folds ``fr x fc`` (module docstring) on geometry ``g``."""
-    rows_f = spatial_folds(g["row_dim"], g["r"], fr)
-    cols_f = spatial_folds(g["col_dim"], g["c"], fc)
-    folds = rows_f * cols_f * g["trips"]
-    u = np.minimum(fr, g["r"])
-    fill = np.where(g["bypass"], 2 * u + np.minimum(fc, g["c"]), 0.0)
-    return rows_f * cols_f * g["streamed"] / g["rate"] + (folds - 1) * np.maximum(u - g["sigma"], 0) + fill
+def _busy(height: tuple, width: tuple, g):
+    """The fold-dependent busy cycles (module docstring) on geometry ``g`` of a fold of
+    ``height`` ``(row folds, min(F_r, r))`` and ``width`` ``(column folds, min(F_c, c))`` (each
+    part computed once per side, not once per pair)."""
+    rows_f, u = height
+    cols_f, used_c = width
+    a = rows_f * cols_f
+    fill = np.where(g["bypass"], 2 * u + used_c, 0.0)
+    return a * g["streamed"] / g["rate"] + (a * g["trips"] - 1) * np.maximum(u - g["sigma"], 0) + fill
 
 
 def array_levels(hw: ArrayHardware) -> list:
@@ -89,17 +90,20 @@ def array_levels(hw: ArrayHardware) -> list:
     return out
 
 
-def level_sides(p: GemmProblem, hw: ArrayHardware) -> list:
+def level_sides(p: GemmProblem, hw: ArrayHardware, most: float = np.inf) -> list:
     """Per array level (:func:`array_levels`) whose tiles differ from the level before's:
     ``(side, k_side, sub_side, (R_v, C_v), new, v)``, the tiles the mapper cuts to that array's sides (os:
     ``M`` on rows, ``N`` on columns; ws: ``K`` rows, ``N`` columns; is: ``K`` rows, ``M`` columns),
     each at most the problem's, the side a partial-sum tile's rows (columns) span (inf: streamed),
     the level's sides (its candidates' folds are at most these: :mod:`asicsim._src.hw.mapper_levels`)
     and where (per element) it cuts something new: a level's candidates are left out where not, so
-    each element's candidates are those it gets searched alone."""
+    each element's candidates are those it gets searched alone. ``most``: the levels halved at
+    most that many times only."""
     M, N, K, df = p.M, p.N, p.K, hw.dataflow
     out, last = [], None
     for v, (rl, cl) in enumerate(array_levels(hw)):
+        if v > most:
+            break
         side = [np.minimum(M, np.where(df == IS, cl, rl)), np.minimum(N, np.where(df == IS, rl, cl))]
         k_side = np.minimum(K, np.where(df == OS, cl, rl))
         sub_side = [np.where(df == OS, rl, np.where(df == IS, cl, np.inf)), np.where(df == IS, np.inf, cl)]
@@ -115,10 +119,12 @@ def level_sides(p: GemmProblem, hw: ArrayHardware) -> list:
     return out
 
 
-def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule, level_folds: bool = True) -> Schedule:
-    """``s`` with the busy-least fold of its short list (module docstring; 0 where that is the
-    array's); ``level_folds`` False: without the smaller levels' sides (the array alone, for the
-    objectives that list no smaller level: :data:`asicsim._src.hw.mapper_levels.OBJECTIVES`)."""
+def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule, lists: tuple = (True,)) -> list:
+    """Per entry of ``lists``, ``s`` with the busy-least fold of its short list (module docstring;
+    0 where that is the array's; the first of the list on ties): True with the smaller levels'
+    sides, False without them (the array alone, for the objectives that list no smaller level:
+    :data:`asicsim._src.hw.mapper_levels.OBJECTIVES`). The list without is the start of the list
+    with, so each fold's cycles are computed once for both."""
     R, C, df = np.asarray(hw.rows, dtype=np.float64), np.asarray(hw.cols, dtype=np.float64), hw.dataflow
     os_, ws_ = df == OS, df == WS
     Ma = s.Mt if s.Ma is None else s.Ma
@@ -133,30 +139,42 @@ def fold_twin(p: GemmProblem, hw: ArrayHardware, s: Schedule, level_folds: bool 
     f_s = np.ceil(r / np.maximum(g["sigma"], 1.0))
     heights = [R] + [np.ceil(r / np.clip(f, f_arr, r)) for f in (f_arr, f_s - 1, f_s, f_s + 1)]
     widths = [C] + ([np.ceil(g["c"] / np.ceil(g["c"] / C))] if hw.bypass_unused else [])
-    for rl, cl in array_levels(hw)[1:] if level_folds else []:  # every smaller level's sides and balanced folds (docstring)
+    own = (len(heights), len(widths))  # the array's own list: these first heights and widths
+    for rl, cl in array_levels(hw)[1:] if any(lists) else []:  # every smaller level's sides and balanced folds
         heights += [rl, np.ceil(r / np.ceil(r / rl))]
         widths += [cl, np.ceil(g["c"] / np.ceil(g["c"] / cl))] if hw.bypass_unused else []
-    best, best_fr, best_fc = None, R, C
-    for fc in widths:
-        for fr in heights:
-            b = _busy(fr, fc, g)
-            if best is None:
-                best = b
-                continue
-            win = b < best
-            best, best_fr, best_fc = np.where(win, b, best), np.where(win, fr, best_fr), np.where(win, fc, best_fc)
-    fold_r = np.where(best_fr < np.minimum(R, g["r"]), best_fr, 0.0)
-    fold_c = np.where(best_fc < np.minimum(C, g["c"]), best_fc, 0.0)
-    return Schedule(s.family, s.Mt, s.Nt, s.Kt, s.double_buffered, s.psum_spill, s.Ma, s.Na, s.streamed,
-                    s.tile_share, fold_r, fold_c)
+    h_parts = [(spatial_folds(g["row_dim"], g["r"], fr), np.minimum(fr, g["r"])) for fr in heights]
+    w_parts = [(spatial_folds(g["col_dim"], g["c"], fc), np.minimum(fc, g["c"])) for fc in widths]
+    busy: dict = {}
+    out = []
+    for with_levels in lists:
+        nh, nw = (len(heights), len(widths)) if with_levels else own
+        best, best_fr, best_fc = None, R, C
+        for j in range(nw):
+            for i in range(nh):
+                if (i, j) not in busy:
+                    busy[i, j] = _busy(h_parts[i], w_parts[j], g)
+                b = busy[i, j]
+                if best is None:
+                    best = b
+                    continue
+                win = b < best
+                best = np.where(win, b, best)
+                best_fr, best_fc = np.where(win, heights[i], best_fr), np.where(win, widths[j], best_fc)
+        fold_r = np.where(best_fr < np.minimum(R, g["r"]), best_fr, 0.0)
+        fold_c = np.where(best_fc < np.minimum(C, g["c"]), best_fc, 0.0)
+        out.append(Schedule(s.family, s.Mt, s.Nt, s.Kt, s.double_buffered, s.psum_spill, s.Ma, s.Na, s.streamed,
+                            s.tile_share, fold_r, fold_c))
+    return out
 
 
-def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list, level_folds: bool = True) -> list:
-    """The fold twins of the candidate blocks (none for ``array.whole_tiles``), in the blocks'
-    order: where the blocks make few (candidate, element) pairs (a design point), one block of
-    all of them stacked (one pass, not one per block), of the candidates with a fold smaller than
-    the array at some element; else one per block that has one somewhere. Where a candidate's fold stays the array's, its twin equals it in
-    every field (a copy, later in the search order: never chosen; the one chunk of a design
+def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list, lists: tuple = (True,)) -> list:
+    """The fold twins of the candidate blocks (none for ``array.whole_tiles``) per entry of
+    ``lists`` (:func:`fold_twin`), each in the blocks' order, one list after the other: where the
+    blocks make few (candidate, element) pairs (a design point), one block of all of them stacked
+    (one pass, not one per block), of the candidates with a fold smaller than the array at some
+    element; else one per block that has one somewhere. Where a candidate's fold stays the
+    array's, its twin equals it in every field (a copy, later in the search order: never chosen; the one chunk of a design
     point drops it, :func:`asicsim._src.hw.mapper_shapes.distinct`)."""
     if hw.whole_tiles or not blocks:
         return []
@@ -165,9 +183,9 @@ def fold_twins(p: GemmProblem, hw: ArrayHardware, blocks: list, level_folds: boo
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:
         blocks = [passes._stack(blocks, shape, leads)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        twins = [fold_twin(p, hw, b, level_folds) for b in blocks]
+        pairs = [fold_twin(p, hw, b, lists) for b in blocks]
     out = []
-    for t in twins:
+    for t in (t for k in range(len(lists)) for t in (pair[k] for pair in pairs)):
         smaller = (np.asarray(t.fold_rows) > 0) | (np.asarray(t.fold_cols) > 0)
         if len(blocks) == 1 and smaller.ndim > len(shape):  # the stacked block: only the candidates
             keep = smaller.reshape(smaller.shape[0], -1).any(axis=1)  # with a smaller fold somewhere

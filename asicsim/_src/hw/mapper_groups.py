@@ -78,7 +78,7 @@ def subset(p: GemmProblem, hw: ArrayHardware, g: np.ndarray, n: int) -> tuple:
 
 
 def search_in_groups(p: GemmProblem, hw: ArrayHardware, chunk, shape, score_energy, choose):
-    """``choose(measured, shape)`` (the one-chunk search: ``(score, fields)``) of ``chunk``
+    """``choose(measured, shape)`` (the one-chunk search: ``((score, second), fields)``) of ``chunk``
     measured in :func:`groups` of its GEMMs, put back in GEMM order; None where it does not
     apply (off, a grid, no ``firsts``, one group, or an energy not cut by GEMM)."""
     firsts = getattr(chunk, "firsts", None)
@@ -92,14 +92,14 @@ def search_in_groups(p: GemmProblem, hw: ArrayHardware, chunk, shape, score_ener
                 for g in parts]
     if any(e is False for e in energies) or (score_energy is not None and any(e is None for e in energies)):
         return None
-    score = np.empty(n)
+    score, second = np.empty(n), np.empty(n)
     fields = [np.empty(n) for _ in FIELDS]
     for g, se in zip(parts, energies, strict=True):
         k = int(np.max(firsts[g]))
         pg, hg = subset(p, hw, g, n)
         cg = passes.Chunk(*(np.asarray(getattr(chunk, f))[:k, g] for f in FIELDS), order=chunk.order[:k, g])
-        (s, _), best = choose([(cg, passes.measures(pg, hg, cg, se))], (g.size,))
-        score[g] = s
+        (s, t), best = choose([(cg, passes.measures(pg, hg, cg, se))], (g.size,))
+        score[g], second[g] = s, t
         for out, v in zip(fields, best, strict=True):
             out[g] = v
-    return score, fields
+    return (score, second), fields

@@ -108,7 +108,7 @@ def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:  # few pairs: one block
         blocks = [passes._stack(blocks, shape, leads)]  # (the same candidates in the same order)
     # both fold twins, as mapper.candidates lists them for latency on an array of these sides
-    twins = folds.fold_twins(p, on, blocks, False) + folds.fold_twins(p, on, blocks)
+    twins = folds.fold_twins(p, on, blocks, (False, True))
     out = [capped(b) for b in blocks] + [capped(t) for t in twins]
     return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides
 
@@ -141,27 +141,42 @@ def needed(p: GemmProblem, hw: ArrayHardware, c: GemmCounts, shape) -> np.ndarra
 
 
 def with_levels(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, score, best, search) -> tuple:
-    """The search's ``(score, best)`` over the array's own level, searched again (``search(p, hw,
-    shape, objective, score_energy, levels)``: the mapper's) with the smaller
-    levels that can win (:func:`asicsim._src.hw.mapper_levels.needed`) at the elements where any
-    can: only those GEMMs where they can be cut out (each element's search is its own:
-    :mod:`asicsim._src.hw.mapper_groups`), else every element."""
+    """The search's ``((score, second), best)`` over the array's own level, with the smaller
+    levels that can win (:func:`needed`) searched at the elements where any can (``search(p, hw,
+    shape, objective, score_energy, levels, smaller_only=True)``: the mapper's, over their
+    candidates only) and the better of both kept per element. Only those GEMMs are searched where
+    they can be cut out (each element's search is its own: :mod:`asicsim._src.hw.mapper_groups`),
+    else every element.
+
+    Neither list depends on the other, and the two choices are merged by the search's own rule
+    (:func:`asicsim._src.hw.mapper_passes.better`: the objective, ties within 1e-12 on its
+    tie-break, then the own level first), so the choice is one search's over both lists but for
+    the order of exact ties on both keys and chains of ties within 1e-12
+    (``tests/hw/test_mapper_levels.py`` holds the figures equal to the search over every level
+    at once)."""
     first = Schedule(best[0], best[1], best[2], best[3], best[4] > 0, best[5] > 0, *best[6:])
     v = needed(p, hw, schedule_counts(p, hw, first, lean=True), shape)
     if not np.any(v):
         return score, best
-    g, n = np.flatnonzero(v.reshape(-1)), int(np.prod(shape))
+    n = int(np.prod(shape))
+    g = np.flatnonzero(v.reshape(-1))
     at = None if score_energy is None else getattr(score_energy, "at", None)
     energy = None if score_energy is None or at is None else at(g, n)
     if g.size == n or not groups.sliceable(p, hw, shape) or (score_energy is not None and energy is None):
-        return search(p, hw, shape, objective, score_energy, int(v.max()))
-    pg, hg = groups.subset(p, hw, g, n)
-    sub, fields = search(pg, hg, (g.size,), objective, energy, int(v.max()))
-    score = np.array(np.broadcast_to(score, shape), dtype=np.float64)
-    score[g] = sub
-    out = []
-    for f, w in zip(best, fields, strict=True):
-        f = np.array(np.broadcast_to(f, shape), dtype=np.float64)
-        f[g] = w
-        out.append(f)
-    return score, out
+        g, found = slice(None), search(p, hw, shape, objective, score_energy, int(v.max()), True)
+    else:
+        pg, hg = groups.subset(p, hw, g, n)
+        found = search(pg, hg, (g.size,), objective, energy, int(v.max()), True)
+    if found is None:  # no smaller level cuts a tile of its own
+        return score, best
+    (sub, second), fields = found
+
+    def flat(x, sh):
+        return np.array(np.broadcast_to(x, sh), dtype=np.float64).reshape(-1)
+    old = [flat(x, shape) for x in (*score, *best)]
+    new = [flat(x, shape if isinstance(g, slice) else (g.size,)) for x in (sub, second, *fields)]
+    wins = passes.better((new[0], new[1], 1.0), (old[0][g], old[1][g], 0.0))
+    for o, w in zip(old, new, strict=True):
+        o[g] = np.where(wins, w, o[g])
+    out = [x.reshape(shape) for x in old]
+    return (out[0], out[1]), out[2:]

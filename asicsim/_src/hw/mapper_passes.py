@@ -155,7 +155,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
                 n += lead
 
 
-def _better(new: tuple, old: tuple) -> np.ndarray:
+def better(new: tuple, old: tuple) -> np.ndarray:
     """(primary, secondary, order) lexicographically less; primaries within 1e-12 are ties."""
     tie = np.abs(new[0] - old[0]) <= 1e-12 * np.abs(old[0])
     return np.where(tie, (new[1] < old[1]) | ((new[1] == old[1]) & (new[2] < old[2])), new[0] < old[0])
@@ -177,7 +177,7 @@ def search(measured: list, shape, key) -> tuple:
     """The best candidate per element by ``key(measures) -> (primary, secondary)``: ((primary,
     secondary), its schedule fields). Within a chunk the least primary, ties (within 1e-12) on
     the secondary, then on the search order (:func:`stacked_chunks`); a chunk's winner replaces
-    the best so far by :func:`_better`."""
+    the best so far by :func:`better`."""
     best = ((np.full(shape, np.inf), np.full(shape, np.inf), np.full(shape, np.inf)),
             [np.zeros(shape) for _ in FIELDS])
     for chunk, m in measured:
@@ -191,7 +191,7 @@ def search(measured: list, shape, key) -> tuple:
         order = order.reshape(order.shape + (1,) * (len(shape) + 1 - order.ndim))
         won = (np.take_along_axis(prim, pick, 0)[0], np.take_along_axis(sec, pick, 0)[0],
                np.take_along_axis(order, pick, 0)[0])
-        b = _better(won, best[0])
+        b = better(won, best[0])
         if not b.any():  # nothing replaced
             continue
         # each field gathered where it has a value per element (a field that does not vary along

@@ -15,7 +15,8 @@ from asicsim._src.hw.objectives import BALANCED_SLACK
 
 def search_over(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, cands: list, chunks) -> tuple:
     """``((score, second), best fields)`` over candidate blocks ``cands`` and their stacked
-    ``chunks`` (:func:`asicsim._src.hw.mapper_cache.searched`)."""
+    ``chunks`` (:func:`asicsim._src.hw.mapper_cache.searched`): the objective and its tie-break
+    (``balanced``: the energy, then the latency) of the choice."""
     # one chunk (a design point, small grids): measured once for both of balanced's passes
     once = 2 * len(cands) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS
     grouped = groups.search_in_groups(p, hw, chunks[0], shape, score_energy,
@@ -23,8 +24,8 @@ def search_over(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_
     if grouped is not None:  # a network's one chunk, in groups of its GEMMs (same figures)
         score, best = grouped
     elif once:
-        (score, _), best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
-                                        shape, objective)
+        score, best = passes.search_once(list(passes.measure_chunks(p, hw, cands, shape, score_energy, chunks)),
+                                         shape, objective)
     else:
         measured = passes.measure_chunks(p, hw, cands, shape, score_energy)
         if objective == "balanced":  # two passes: the fastest, then the least energy near it
@@ -35,5 +36,5 @@ def search_over(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_
             key = lambda m: (np.where(m["latency"] <= limit, m["energy"], np.inf), m["latency"])  # noqa: E731
         else:
             key = passes.objective_key(objective)
-        (score, _), best = passes.search(measured, shape, key)
+        score, best = passes.search(measured, shape, key)
     return score, best
