@@ -198,6 +198,8 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None,
     sides_of = folds.level_sides(p, hw, top)
     for level, (side, k_side, sub_side, _, new, _), (i_kept, (mask, share, can)) in (
             (v, sides, k) for v, sides in enumerate(sides_of) for k in enumerate(kept)):
+        if smaller_only and not level:  # (what the smaller levels take from it is computed when asked: once)
+            continue
         can = np.logical_and(can, new)  # (a level that cuts nothing new at an element: none there)
         out: list = []
         (smaller.setdefault(level, []) if level else blocks).append(out)
@@ -220,23 +222,27 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None,
             # K as long as fits (or at twice and four times its trips), or K one array side deep
             # and the other side as tall (wide) as then fits
             y = 1 - x
-            if level:  # a smaller level: the block the array's own level picked
-                t = list(memo["outputs", i_kept, x, widest])
-            else:
-                t = [None, None, one]
-                t[x] = D[x] if widest else lists[x]
-                t[y] = most(y, t, rows, dbs, D[y])
+
+            def outputs_block(x=x, y=y, widest=widest, rows=rows, mask=mask, share=share):
+                every = [None, None, one]  # every block width (height), the other side as fits
+                every[x] = D[x] if widest else lists[x]
+                every[y] = most(y, every, rows, dbs, D[y])
+                t = every if widest else _pick(np.where(every[y] >= 1, _dram_key(p, hw, OUTPUTS, every, mask, share),
+                                                        np.inf), every)
+                t = list(t)
+                t[y] = trip_min(t[y], D[y])
+                return every, t
+            every, t = once(("outputs", i_kept, x, widest), outputs_block)
+            t = list(t)  # (a smaller level: the block the array's own level picked)
+            if not level:
                 if not widest:
                     # every block height (width) with K as long as fits; double-buffered, also K one
                     # deep (the most steps)
-                    every = [t[0], t[1], one]
+                    every = [every[0], every[1], one]
                     # double-buffered only
                     emit(OUTPUTS, [every[0], every[1], np.where(every[y] >= 1, one, 0.0)], only_db=True)
-                    every[y] = trip_min(t[y], D[y])
+                    every[y] = trip_min(every[y], D[y])
                     emit(OUTPUTS, [every[0], every[1], most(2, every, rows, dbs, K)])
-                    t = _pick(np.where(t[y] >= 1, _dram_key(p, hw, OUTPUTS, t, mask, share), np.inf), t)
-                t[y] = trip_min(t[y], D[y])
-                memo["outputs", i_kept, x, widest] = list(t)
                 k_most = most(2, t, rows, dbs, K)
                 if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
                     emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(lists[2], k_most), K)], only_db=True)
