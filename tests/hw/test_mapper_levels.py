@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from test_mapper_search import _bypassing, model, small_design
 
 import asicsim as sim
-from asicsim._src.hw import cost_many, gemm_sweep, mapper, mapper_cache, mapper_levels
+from asicsim._src.hw import cost_many, gemm_sweep, mapper, mapper_cache, mapper_levels, pipeline
 from asicsim._src.hw.counts import schedule_counts
 from asicsim._src.hw.mapper_folds import level_sides
-from asicsim._src.hw.tiles import valid
+from asicsim._src.hw.tiles import element_shape, valid
 
 OBJECTIVES = mapper_levels.OBJECTIVES  # the objectives that list the smaller levels
 
@@ -118,3 +118,38 @@ def _check_floors(p, hw):
             lat = np.broadcast_to(c.busy_cycles + c.cycles_stall, np.shape(ok))
             assert np.all(~ok | (lat >= floor)), (s[3], float(np.min(np.where(ok, lat, np.inf))), float(floor))
         before = len(blocks)
+
+
+def test_merge_keeps_a_level_only_where_the_search_would(monkeypatch):
+    """``with_levels``' merge on the GEMMs cut out for the levels (here 1, 3 and 4 of 5, the
+    levels' search faked): a level's choice replaces the own level's where its latency is lower
+    (3), or higher within the 1e-12 tie tolerance with less energy (4); not where it is lower
+    within the tolerance with more energy (1), nor at the GEMMs not searched. Fails where the
+    merge writes the wrong elements or compares the latency alone."""
+    seen = []
+    real = pipeline.best_counts
+    monkeypatch.setattr(pipeline, "best_counts",
+                        lambda p, hw, o, se=None, key=None: seen.append((p, hw)) or real(p, hw, o, se, key))
+    ops = [sim.Gemm(1, 100, 200), sim.Gemm(64, 48, 72), sim.Gemm(7, 33, 90), sim.Gemm(128, 16, 9),
+           sim.Gemm(3, 3, 300)]
+    cost_many(ops, _design(8, 8, "ws", (2000, 1500, 800), None, False, 0.5), objective="latency")
+    p, hw = seen[0]
+    shape = element_shape(p, hw)
+    assert shape == (5,)  # (and finite figures, so that the ties below are ties)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        (score, second), best = mapper._search(p, hw, shape, "latency", None, 0)
+    assert np.all(np.isfinite(score) & (score > 0) & np.isfinite(second))
+    monkeypatch.setattr(mapper_levels, "needed", lambda p, hw, c, shape: np.array([0, 1, 0, 2, 1]))
+    at = np.array([1, 3, 4])
+    level_score = score[at] * np.array([1 - 1e-13, 0.5, 1 + 1e-13])
+    level_second = second[at] + np.array([1.0, 1.0, -1.0])
+
+    def levels_search(pg, hg, sh, objective, se, levels, smaller_only):
+        assert smaller_only and levels == 2 and sh == (3,) and np.array_equal(pg.M, np.asarray(p.M)[at])
+        return (level_score, level_second), [np.full(3, 777.0 + i) for i in range(len(best))]
+    (s, t), fields = mapper_levels.with_levels(p, hw, shape, "latency", None, (score, second), best, levels_search)
+    took = np.array([False, False, False, True, True])
+    assert np.array_equal(s, np.where(took, np.r_[0, level_score[0], 0, level_score[1:]], score))
+    assert np.array_equal(t, np.where(took, np.r_[0, level_second[0], 0, level_second[1:]], second))
+    for i, (f, b) in enumerate(zip(fields, best, strict=True)):
+        assert np.array_equal(f, np.where(took, 777.0 + i, np.broadcast_to(b, shape)))
