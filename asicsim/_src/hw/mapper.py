@@ -325,11 +325,9 @@ def candidates(p: GemmProblem, hw: ArrayHardware, levels: int | None = None,
 def _search(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_energy, levels: int | None,
             smaller_only: bool = False) -> tuple:
     """``((score, second), best fields)`` of the search over the candidates with ``levels`` smaller
-    array levels (:func:`candidates`; ``smaller_only``: theirs only); None where there are none."""
+    array levels (:func:`candidates`; ``smaller_only``: theirs only)."""
     cands, chunks = cache.searched(p, hw, shape, lambda p, hw: candidates(p, hw, levels, smaller_only),
                                    (levels, smaller_only))
-    if not cands:
-        return None
     return run.search_over(p, hw, shape, objective, score_energy, cands, chunks)
 
 

@@ -162,14 +162,13 @@ def with_levels(p: GemmProblem, hw: ArrayHardware, shape, objective: str, score_
     g = np.flatnonzero(v.reshape(-1))
     at = None if score_energy is None else getattr(score_energy, "at", None)
     energy = None if score_energy is None or at is None else at(g, n)
+    # (a level listed by needed cuts a tile of its own at some element: its candidates are not empty)
     if g.size == n or not groups.sliceable(p, hw, shape) or (score_energy is not None and energy is None):
-        g, found = slice(None), search(p, hw, shape, objective, score_energy, int(v.max()), True)
+        g = slice(None)
+        (sub, second), fields = search(p, hw, shape, objective, score_energy, int(v.max()), True)
     else:
         pg, hg = groups.subset(p, hw, g, n)
-        found = search(pg, hg, (g.size,), objective, energy, int(v.max()), True)
-    if found is None:  # no smaller level cuts a tile of its own
-        return score, best
-    (sub, second), fields = found
+        (sub, second), fields = search(pg, hg, (g.size,), objective, energy, int(v.max()), True)
 
     def flat(x, sh):
         return np.array(np.broadcast_to(x, sh), dtype=np.float64).reshape(-1)
