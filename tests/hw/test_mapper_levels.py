@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 from test_mapper_search import _bypassing, model, small_design
 
 import asicsim as sim
-from asicsim._src.hw import cost_many, gemm_sweep, mapper, mapper_cache, mapper_levels, pipeline
+from asicsim._src.hw import (
+    cost_many,
+    gemm_sweep,
+    mapper,
+    mapper_cache,
+    mapper_candidates,
+    mapper_levels,
+    pipeline,
+)
 from asicsim._src.hw.counts import schedule_counts
 from asicsim._src.hw.mapper_folds import level_sides
 from asicsim._src.hw.tiles import element_shape, valid
@@ -107,9 +115,9 @@ def test_level_floor_below_every_candidate(M, N, K, df, R, C, caps, bypass):
 
 
 def _check_floors(p, hw):
-    before = len(mapper.candidates(p, hw, 0))
+    before = len(mapper_candidates.candidates(p, hw, 0))
     for s in level_sides(p, hw)[1:]:
-        blocks = mapper.candidates(p, hw, s[5])
+        blocks = mapper_candidates.candidates(p, hw, s[5])
         floor = mapper_levels.level_floor(p, hw, s[3])
         for b in blocks[before:]:
             b = dataclasses.replace(b, family=np.maximum(b.family, 0))

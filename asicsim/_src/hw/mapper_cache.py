@@ -17,7 +17,7 @@ from asicsim._src.hw.mapper_shapes import FIELDS
 #: The stacked candidates of small problems (a network on one design point), by the content of the
 #: problem and the hardware (every array's dtype, shape and bytes, the buffer layout: never a
 #: name): pricing the same GEMMs on the same design point again skips generating them. The
-#: candidates are a function of exactly these (:func:`asicsim._src.hw.mapper.candidates`,
+#: candidates are a function of exactly these (:func:`asicsim._src.hw.mapper_candidates.candidates`,
 #: :func:`asicsim._src.hw.mapper_passes.stacked_chunks`), so a hit
 #: gives the arrays a miss would build; they are read-only. Design sweeps (more than
 #: :data:`CACHE_PAIRS` candidate-element pairs) are not kept.

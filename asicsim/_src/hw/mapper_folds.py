@@ -107,7 +107,7 @@ def level_sides(p: GemmProblem, hw: ArrayHardware, most: float = np.inf) -> list
         side = [np.minimum(M, np.where(df == IS, cl, rl)), np.minimum(N, np.where(df == IS, rl, cl))]
         k_side = np.minimum(K, np.where(df == OS, cl, rl))
         sub_side = [np.where(df == OS, rl, np.where(df == IS, cl, np.inf)), np.where(df == IS, np.inf, cl)]
-        # a side at least the problem's cuts nothing (mapper.candidates: cut where the tile spans it)
+        # a side at least the problem's cuts nothing (mapper_candidates.candidates: cut where the tile spans it)
         key = [*side, k_side, np.minimum(sub_side[0], M), np.minimum(sub_side[1], N)]
         new = np.True_
         if last is not None:

@@ -8,7 +8,7 @@ array lists the tiles an ``R x C`` array does. Here a level's candidates run on 
 sides only: their folds are at most ``R_v x C_v`` (``Schedule.fold_rows``, ``fold_cols`` set to
 the sides; the base candidate's fold is the level's whole array), and their fold twins are the
 busy-least folds of the short lists of an ``R_v x C_v`` array (with and without its own smaller
-levels' sides, as :func:`asicsim._src.hw.mapper.candidates` lists both), and the array-aligned twins of
+levels' sides, as :func:`asicsim._src.hw.mapper_candidates.candidates` lists both), and the array-aligned twins of
 both are cut to multiples of the level's sides (:func:`on_level`), as the search on an ``R_v x
 C_v`` array lists them. With operands
 bypassing unused rows and columns a fold counts on the larger array as on an array of its size
@@ -81,7 +81,7 @@ from asicsim._src.hw.tiles import aligned, element_shape
 PRUNE = True
 #: the objectives whose search lists the smaller levels (module docstring)
 OBJECTIVES = ("latency",)
-#: ``mapper.candidates``' ``levels`` for the other objectives: the array's own level only, its fold
+#: ``mapper_candidates.candidates``' ``levels`` for the other objectives: the array's own level only, its fold
 #: lists without the smaller levels' sides (the space before the levels)
 OWN_ONLY = -1
 #: relative margin of :func:`needed` (rounding of the counts, the search's 1e-12 tie tolerance)
@@ -107,7 +107,7 @@ def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     leads = [passes._lead(b, len(shape)) for b in blocks]
     if 2 * sum(leads) * max(1, int(np.prod(shape))) <= passes.STACK_ELEMENTS:  # few pairs: one block
         blocks = [passes._stack(blocks, shape, leads)]  # (the same candidates in the same order)
-    # both fold twins, as mapper.candidates lists them for latency on an array of these sides
+    # both fold twins, as mapper_candidates.candidates lists them for latency on an array of these sides
     twins = folds.fold_twins(p, on, blocks, (False, True))
     out = [capped(b) for b in blocks] + [capped(t) for t in twins]
     return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides

@@ -1,4 +1,4 @@
-"""One search over a list of candidate schedules (:func:`asicsim._src.hw.mapper.candidates`):
+"""One search over a list of candidate schedules (:func:`asicsim._src.hw.mapper_candidates.candidates`):
 measured in one chunk (a design point, small grids; a network's GEMMs in groups,
 :mod:`asicsim._src.hw.mapper_groups`) or in many, and the best per element picked by the
 objective (``balanced``: the fastest, then the least energy within its slack)."""
