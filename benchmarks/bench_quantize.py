@@ -12,13 +12,15 @@ rounds); the tables give the median over rounds of those ratios, and the median 
 Aims (issue 37 item 5): element formats >= 1 x copy for rne and sr, MX >= 0.8, 30x ml_dtypes.
 
     python benchmarks/bench_quantize.py [--n 16777216] [--repeat 10] [--compare-kernel] [--passes]
-        [--sr-words]
+        [--sr-words] [--vector-width 512]
 
 ``--passes`` prints, instead of timing, each case's optimised HLO (compiled for the default
 backend): its kernels (top-level instructions that are not free, ``hlo_passes.count_passes``)
 and the bytes they read and write as copies of the tensor (1 = one fp32 read + one fp32 write).
-``--sr-words`` times, instead, SR with its SplitMix64 words against the same rule fed a one-op
-word: the share of SR's time a cheaper generator could save.
+``--sr-words`` times, instead, SR with its words (``hash_bits``) against the same rule fed a
+one-op word: the share of SR's time a cheaper generator could save. ``--vector-width`` compiles
+every asicsim case with ``compiler_options={"xla_cpu_prefer_vector_width": W}`` (XLA:CPU's default
+is 256; 512 suits AVX-512 CPUs), as a user's ``jax.jit`` can.
 """
 
 from __future__ import annotations
@@ -82,16 +84,21 @@ def interleaved(runs: dict, repeat: int) -> dict:
     return {name: (float(np.median(times[name])), float(np.median(ratios[name]))) for name in runs}
 
 
+#: XLA compiler options of every jitted case (``--vector-width``)
+COMPILER_OPTIONS: dict = {}
+
+
 def _donated_runner(x: np.ndarray, step):
     """A call of jitted ``step(v, key)`` on a donated 4096-row copy of ``x`` (after a compile)."""
     key = jax.random.key(0)
-    f = jax.jit(step, donate_argnums=0)
+    f = jax.jit(step, donate_argnums=0, **({"compiler_options": COMPILER_OPTIONS} if COMPILER_OPTIONS else {}))
     state = {"v": jax.device_put(x.reshape(4096, -1))}
 
     def run():
         state["v"] = f(state["v"], key)
         state["v"].block_until_ready()
 
+    run.state = state  # (the last result: state["v"])
     return run
 
 
@@ -154,10 +161,10 @@ def sr_words(x: np.ndarray, repeat: int) -> None:
 
     out = np.empty_like(x)
     runs = {"copy": lambda: np.copyto(out, x),
-            "words alone: SplitMix64": _donated_runner(x, xor(lambda k, shape: hash_bits(key_words(k), shape))),
+            "words alone: hash_bits": _donated_runner(x, xor(lambda k, shape: hash_bits(key_words(k), shape))),
             "words alone: one-op word": _donated_runner(x, xor(one_op))}
     for fmt in ("bfloat16", "float8_e4m3fn", "float4_e2m1fn"):
-        runs[f"{fmt} sr: quantize (SplitMix64)"] = _donated_runner(
+        runs[f"{fmt} sr: quantize (hash_bits)"] = _donated_runner(
             x, lambda v, k, fmt=fmt: sim.quantize(v, fmt, "sr", key=k))
         runs[f"{fmt} sr: one-op word"] = _donated_runner(x, rule(fmt))
         runs[f"{fmt} rne"] = _donated_runner(x, lambda v, k, fmt=fmt: sim.quantize(v, fmt))
@@ -205,7 +212,11 @@ def main() -> None:
     parser.add_argument("--passes", action="store_true", help="count kernels and traffic in the HLO instead")
     parser.add_argument("--sr-words", action="store_true",
                         help="instead, time SR with its words against a one-op word (the generator's share)")
+    parser.add_argument("--vector-width", type=int, choices=(128, 256, 512),
+                        help="XLA:CPU's preferred vector width for the asicsim cases (default: XLA's own)")
     args = parser.parse_args()
+    if args.vector_width:
+        COMPILER_OPTIONS["xla_cpu_prefer_vector_width"] = args.vector_width
     if args.passes:
         passes(args.n)
         return
@@ -226,7 +237,8 @@ def main() -> None:
     gps = lambda t: args.n / t / 1e9  # noqa: E731
     print(f"# quantize throughput, {args.n / 2**20:.0f} M float32 elements, median of {args.repeat} rounds")
     print(f"machine: {platform.processor() or platform.machine()}, {jax.device_count()} JAX device(s), "
-          f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d %H:%M')}")
+          f"jax {jax.__version__}, date {time.strftime('%Y-%m-%d %H:%M')}, "
+          f"compiler options {COMPILER_OPTIONS or 'XLA defaults'}")
     print(f"\nnumpy copy (memory limit): {gps(copy_t):.2f} G elem/s\n")
     print("x copy: the median over rounds of (copy time / case time) in the same round; last column: "
           "asicsim rne over ml_dtypes (aims: element formats >= 1 x copy, MX >= 0.8, >= 30x ml_dtypes).\n")

@@ -33,7 +33,7 @@ def test_mx_block_amax_reads_the_tensor_once(rows):
 
 
 def test_sr_words_mode_times_each_case(capsys):
-    """``--sr-words`` runs (the copy, the words alone, SR with SplitMix64 and with a one-op word,
+    """``--sr-words`` runs (the copy, the words alone, SR with its words and with a one-op word,
     rne) and prints one row per case; its figures are in benchmarks/RESULTS.md (issue 37 item 5)."""
     import numpy as np
 
@@ -42,3 +42,31 @@ def test_sr_words_mode_times_each_case(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "ns" not in line]
     assert len(rows) == 3 + 3 * 3, rows
     assert all(float(r.split("|")[2]) > 0 for r in rows)
+
+
+def test_vector_width_reaches_the_compiled_cases(monkeypatch):
+    """``--vector-width`` compiles the cases with XLA:CPU's preferred vector width: the runner
+    passes it to ``jax.jit`` (what a user's jit can do), and the result is the same bits."""
+    import jax
+    import numpy as np
+
+    bench = load_benchmark("bench_quantize")
+    x = np.linspace(-3, 3, 4096 * 2, dtype=np.float32)
+    seen = []
+    real = jax.jit
+
+    def spy(*a, **k):
+        seen.append(k.get("compiler_options"))
+        return real(*a, **k)
+
+    def quantized(options):
+        monkeypatch.setattr(bench, "COMPILER_OPTIONS", options)
+        monkeypatch.setattr(bench.jax, "jit", spy)
+        run = bench.asicsim_runner(x, "float8_e4m3fn", {}, "sr")  # compiles and runs once
+        return np.asarray(run.state["v"])
+
+    wide = quantized({"xla_cpu_prefer_vector_width": 512})
+    assert seen[-1] == {"xla_cpu_prefer_vector_width": 512}
+    plain = quantized({})
+    assert seen[-1] is None
+    np.testing.assert_array_equal(wide, plain)

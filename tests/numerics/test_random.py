@@ -1,6 +1,6 @@
 """Random bits for stochastic rounding: seed-word derivation (``derive``, ``seed_words``):
 reproducible, distinct streams for distinct tags, parents and keys; and the word generator
-(``hash_bits``): SplitMix64's published outputs, uniform words, no dependence between
+(``hash_bits``): Wellons' triple32 as published, keyed as random.py states, uniform words, no dependence between
 neighbouring words or between derived streams (chi-square tests)."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_hashed_bits_of_derived_streams_look_uniform_and_independent():
 
 
 # --- the word generator's statistics ------------------------------------------------------------
-# The generator is SplitMix64 (see random.py). Each test is a chi-square test against the uniform
+# The generator is triple32, keyed (see random.py). Each test is a chi-square test against the uniform
 # distribution; chi2 is mapped to a standard normal z by the Wilson-Hilferty cube-root
 # transform (Johnson, Kotz & Balakrishnan, Continuous Univariate Distributions 1, ch. 18), and
 # |z| < 6 fails a correct generator with probability about 2e-9 per statistic. The old
@@ -82,11 +82,77 @@ def _bytes(u: np.ndarray, byte: int) -> np.ndarray:
     return (u >> np.uint32(8 * byte)) & np.uint32(0xFF)
 
 
-def test_splitmix64_known_answer():
-    """Seed 0: the first outputs of Vigna's reference splitmix64.c (x = 0; next() three times)
-    are 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4, 0x06c45d188009454f; we keep their top halves."""
-    got = np.asarray(hash_bits(jnp.zeros(2, jnp.uint32), (3,)))
-    np.testing.assert_array_equal(got, np.array([0xE220A839, 0x6E789E6A, 0x06C45D18], np.uint32))
+def _triple32(x: int) -> int:
+    """Wellons' triple32 (hash-prospector's README and hash.c), on Python ints."""
+    x ^= x >> 17
+    x = x * 0xED5AD4BB & 0xFFFFFFFF
+    x ^= x >> 11
+    x = x * 0xAC4C1B51 & 0xFFFFFFFF
+    x ^= x >> 15
+    x = x * 0x31848BAB & 0xFFFFFFFF
+    return x ^ x >> 14
+
+
+def _lowbias32(x: int) -> int:
+    """Wellons' lowbias32 with the 0x7FEB352D / 0x846CA68B constants, on Python ints."""
+    x ^= x >> 16
+    x = x * 0x7FEB352D & 0xFFFFFFFF
+    x ^= x >> 15
+    x = x * 0x846CA68B & 0xFFFFFFFF
+    return x ^ x >> 16
+
+
+def _keyed(i: int, w0: int, w1: int, chunk_bits: int = 32) -> int:
+    """Word ``i`` as random.py's docstring defines it: triple32 of ``i + w0`` with ``w1`` (the
+    chunk's: XOR lowbias32 of the chunk index) XORed in after the first multiply."""
+    lo, chunk = i & ((1 << chunk_bits) - 1), i >> chunk_bits
+    w1 ^= _lowbias32(chunk)
+    x = (lo + w0) & 0xFFFFFFFF
+    x ^= x >> 17
+    x = (x * 0xED5AD4BB & 0xFFFFFFFF) ^ w1
+    x ^= x >> 11
+    x = x * 0xAC4C1B51 & 0xFFFFFFFF
+    x ^= x >> 15
+    x = x * 0x31848BAB & 0xFFFFFFFF
+    return x ^ x >> 14
+
+
+def test_triple32_known_answer():
+    """Seed words 0: the words are triple32 of the counter. triple32(0) = 0 (a bijection fixing
+    zero); the rest by the published definition, computed on Python ints."""
+    got = np.asarray(hash_bits(jnp.zeros(2, jnp.uint32), (5,)))
+    assert got[0] == 0
+    np.testing.assert_array_equal(got, [_triple32(i) for i in range(5)])
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_keyed_words_match_the_definition(seed):
+    """Keyed words, row-major over a 2-D shape, and counters that wrap uint32 in ``i + w0``."""
+    w = key_words(jax.random.key(seed))
+    got = np.asarray(hash_bits(w, (7, 9))).ravel()
+    w0, w1 = (int(v) for v in np.asarray(w))
+    np.testing.assert_array_equal(got, [_keyed(i, w0, w1) for i in range(63)])
+    far = np.asarray(hash_bits(jnp.array([0xFFFFFFF0, w1], jnp.uint32), (40,)))  # i + w0 wraps at 16
+    np.testing.assert_array_equal(far, [_keyed(i, 0xFFFFFFF0, w1) for i in range(40)])
+
+
+def test_each_counter_chunk_has_its_own_key(monkeypatch):
+    """Beyond 2**32 words each chunk XORs lowbias32 of its index into ``w1`` (chunk 0 keeps the
+    key's words: lowbias32(0) = 0). Checked with 16-word chunks (a 2**32-word tensor needs 16
+    GiB), and the 2**32 + 8-word path traced."""
+    import asicsim._src.numerics.random as random_mod
+
+    w = key_words(jax.random.key(2))
+    w0, w1 = (int(v) for v in np.asarray(w))
+    small = np.asarray(hash_bits(w, (16,)))
+    monkeypatch.setattr(random_mod, "_CHUNK_BITS", 4)
+    got = np.asarray(random_mod.hash_bits(w, (5, 10))).ravel()
+    np.testing.assert_array_equal(got, [_keyed(i, w0, w1, chunk_bits=4) for i in range(50)])
+    np.testing.assert_array_equal(got[:16], small)
+    assert len(set(got[16:32]) & set(got[:16])) < 3  # not the first chunk's words again
+    monkeypatch.undo()
+    big = jax.eval_shape(lambda w: hash_bits(w, ((1 << 32) + 8,)), w)
+    assert big.shape == ((1 << 32) + 8,) and big.dtype == jnp.uint32
 
 
 def _neighbour_zs(seed: int, n: int, lags, byte: int = 3) -> list[float]:

@@ -1,18 +1,28 @@
 """Per-element random bits for stochastic rounding, fast enough to fuse into the rounding kernel.
 
 ``jax.random`` generates about 40 M values/s on a CPU core, far slower than rounding itself.
-:func:`hash_bits` is SplitMix64 (Steele, Lea & Flood, "Fast splittable pseudorandom number
-generators", OOPSLA 2014; Vigna's reference ``splitmix64.c``) read as a counter-based generator:
-word ``i`` is the top half of ``mix64(seed + (i + 1) * gamma)``, the seed being the two 32-bit
-words drawn once from the key. Its authors report SplitMix64 passing TestU01 BigCrush; it is a
-handful of 64-bit integer ops per element, fuses into the same XLA kernel, and is reproducible
-from the key: same key and shape, same bits.
+:func:`hash_bits` is a counter-based generator on 32-bit lanes: word ``i`` is Wellons'
+``triple32`` (hash-prospector, ``triple32``: shifts 17, 11, 15, 14 and multipliers 0xED5AD4BB,
+0xAC4C1B51, 0x31848BAB; a bijection of uint32 with the least bias its search found) of
+``i + words[0]``, with ``words[1]`` XORed in after the first multiply, the two 32-bit words drawn
+once from the key. It is three 32-bit multiplies and a few shifts and XORs per element, fuses into
+the same XLA kernel, and is reproducible from the key: same key and shape, same bits; word ``i``
+does not depend on the shape. Beyond 2**32 elements each 2**32-word chunk has its own
+``words[1]`` (the chunk's index mixed in), the first chunk's being the key's.
 
-It replaced Wellons' ``lowbias32`` applied to ``i + seed``, whose neighbouring words were
-dependent (chi-square of the top bytes of words i and i+1..4 over 2**24 words, three keys:
-z = 9-46; numpy's PCG64: |z| <= 1), which moved SR decisions by 1-3 % (issue 16, item 17).
+Why these ops: SplitMix64 (issue 16's choice) needs two 64-bit multiplies per word, which XLA:CPU
+does not vectorise to its advantage and a GPU runs as several 32-bit multiplies; with 512-bit
+vectors on an AVX-512 CPU the 32-bit generator makes stochastic rounding about twice as fast
+(benchmarks/RESULTS.md, "Stochastic rounding's words on 32-bit lanes"). Its licence: the same
+independent battery SplitMix64 passed (dieharder, ``benchmarks/rng_battery.py``: no test failed
+on one tensor's words, on derived streams interleaved, or on per-step tensors) and the chi-square
+tests of ``tests/numerics/test_random.py``. It replaced SplitMix64, which replaced Wellons'
+``lowbias32`` applied to ``i + seed``, whose neighbouring words were dependent (chi-square of the
+top bytes of words i and i+1..4 over 2**24 words, three keys: z = 9-46; numpy's PCG64: |z| <= 1),
+which moved SR decisions by 1-3 % (issue 16, item 17).
 
-Streams of seeds s and s' are the same sequence shifted by (s' - s) / gamma mod 2**64: for the
+Within a tensor the words are distinct (a bijection of the counter). Streams of seeds (a, b) and
+(a', b') are shifted copies of each other only where b = b' (the shift is a - a'): for the
 pseudo-random seeds :func:`derive` and :func:`key_words` give, two streams of n words overlap
 with probability about 2n / 2**64 (2**-39 for 2**24-element tensors).
 """
@@ -76,25 +86,33 @@ def derive(words: jax.Array, tag) -> jax.Array:
     return jnp.stack([left, right], axis=-1)
 
 
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's constants (splitmix64.c)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+_T1, _T2, _T3 = np.uint32(0xED5AD4BB), np.uint32(0xAC4C1B51), np.uint32(0x31848BAB)  # triple32's
+_CHUNK_BITS = 32  # a counter chunk is 2**32 words (the uint32 counter's range)
+
+
+def triple32_keyed(i, w0, w1):
+    """Word of counter ``i`` (uint32) for seed words ``w0``, ``w1`` (module docstring)."""
+    x = i + w0
+    x = (x ^ (x >> np.uint32(17))) * _T1 ^ w1
+    x = (x ^ (x >> np.uint32(11))) * _T2
+    x = (x ^ (x >> np.uint32(15))) * _T3
+    return x ^ (x >> np.uint32(14))
 
 
 def hash_bits(words: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """uint32 random bits of ``shape`` from the two seed words (fuses into the caller's kernel):
-    the top 32 bits of SplitMix64's output ``i + 1`` from seed ``words[0] << 32 | words[1]``."""
+    word ``i`` (row-major) is :func:`triple32_keyed` of ``i`` (module docstring)."""
     size = int(np.prod(shape, dtype=np.int64))
     # A buffer of their own: fused, the ``derive`` chains that made the words (~30 ops per level)
     # ran once per element (a conv im2col rounding: 46 instead of 1 ns per element).
     words = computed_once(words)
-    with enable_x64(True):  # 64-bit lanes inside the kernel only; callers keep their mode
-        seed = (words[0].astype(jnp.uint64) << np.uint64(32)) | words[1].astype(jnp.uint64)
-        z = seed + (jax.lax.iota(jnp.uint64, size) + np.uint64(1)) * _GAMMA
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        z = z ^ (z >> np.uint64(31))
-        return (z >> np.uint64(32)).astype(jnp.uint32).reshape(shape)
+    if size <= 1 << _CHUNK_BITS:
+        return triple32_keyed(jax.lax.iota(jnp.uint32, size), words[0], words[1]).reshape(shape)
+    with enable_x64(True):  # 64-bit counters for the chunk index only; callers keep their mode
+        i = jax.lax.iota(jnp.uint64, size)
+        lo = (i & np.uint64((1 << _CHUNK_BITS) - 1)).astype(jnp.uint32)
+        chunk = (i >> np.uint64(_CHUNK_BITS)).astype(jnp.uint32)
+    return triple32_keyed(lo, words[0], words[1] ^ _mix(chunk)).reshape(shape)
 
 
 def host_bits64(words: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
