@@ -299,7 +299,7 @@ def _edge_tensor(rng, shape, axis):
         return x.astype(np.float32)
 
 
-@pytest.mark.slow  # ~20 s; the default run checks this path through the magic path's tests
+@pytest.mark.slow  # ~20 s; the default run checks this path through the bits path's tests
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((64, 32), -1), ((45, 37), 0), ((16, 6), -1), ((3, 70, 5), 1), ((7, 100), -1)]),
@@ -322,7 +322,7 @@ def test_float_block_path_matches_integer_path(seed, case, name):
 
 
 def _magic_range_tensor(rng, shape, axis):
-    """Blocks whose exponents the magic path handles itself (amax between about 2**-90 and
+    """Blocks whose exponents the old magic-number path handled itself (amax between about 2**-90 and
     2**102), with float32 subnormals, +-0, NaN/inf and all-zero blocks inside."""
     blocks = (*shape[:axis], 1, *shape[axis + 1:])
     x = rng.standard_normal(shape) * 2.0 ** rng.integers(-40, 100, blocks) * 2.0 ** rng.integers(-40, 1, shape)
@@ -332,18 +332,18 @@ def _magic_range_tensor(rng, shape, axis):
     return x.astype(np.float32)
 
 
-@pytest.mark.slow  # ~7 s; the magic path at its exponent limit stays in the default run
+@pytest.mark.slow  # ~7 s; the bits path at the old path's exponent limit stays in the default run
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1),
        case=st.sampled_from([((128, 96), -1), ((340, 37), 0), ((3, 170, 25), 1), ((130, 100), -1)]),
        name=st.sampled_from(["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]),
        magic_range=st.booleans())
-def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
-    """``floor_blocks_magic`` (no scaling multiplies: ``reduce_precision`` and a magic-number
-    add in the scaled grid's units) gives the integer path's bits and scales: on blocks it
-    handles itself (asserted: its cond does not hand the tensor on), and on tensors with tiny
-    or huge blocks, which it hands to ``floor_blocks_float``."""
-    from asicsim._src.numerics.mx_floor import MAGIC_MIN_SIZE, _magic_plan
+def test_bits_block_path_matches_integer_path(seed, case, name, magic_range):
+    """``floor_blocks_bits`` (integer rounding of the bits to each block's quantum, no scaling
+    and no branch) gives the integer path's bits and scales: on blocks in float32's normal range
+    and on tensors with tiny or huge blocks, subnormal inputs and results (asserted: the path is
+    the one taken)."""
+    from asicsim._src.numerics.mx_floor import BITS_MIN_SIZE, floor_blocks_bits
     from asicsim._src.numerics.rounding import parse_rounding
     from asicsim._src.numerics.scaling import (
         _scaled_exact,
@@ -352,14 +352,13 @@ def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
     )
 
     shape, axis = case
-    assert np.prod(shape) >= MAGIC_MIN_SIZE
+    assert np.prod(shape) >= BITS_MIN_SIZE
     rng = np.random.default_rng(seed)
     make = _magic_range_tensor if magic_range else _edge_tensor
     x = jnp.asarray(make(rng, shape, axis % len(shape)))
     element, plan = resolve_scaling(get_format(name), axis=axis)
-    if magic_range:
-        assert not bool(_magic_plan(x, element, plan)[2])
     rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    assert floor_blocks_bits(x, element, plan, rne, True) is not None
     got = jax.jit(lambda v: _scaled_jit(v, words, element, plan, rne, True))(x)
     exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
     assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), f"{name} {shape} axis {axis}")
@@ -367,9 +366,9 @@ def test_magic_block_path_matches_integer_path(seed, case, name, magic_range):
 
 
 @pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"])
-def test_magic_block_path_at_its_exponent_limit(name):
+def test_bits_block_path_at_the_old_exponent_limit(name):
     """Blocks whose quantum 2**(s + qmin) is 2**-124 .. 2**-127, each holding the values that
-    float32 flushing would get wrong past the magic path's limit (a float32 subnormal input worth
+    float32 flushing would get wrong past the old magic-number path's limit (a float32 subnormal input worth
     0.75 of a quantum, half and whole quanta) beside a normal tensor: the integer path's bits."""
     from asicsim._src.numerics.formats import emax_of
     from asicsim._src.numerics.rounding import parse_rounding
@@ -420,14 +419,14 @@ def test_unpadded_small_block_path_matches_integer_path(seed, case, name):
     on blocks of every kind."""
     from asicsim._src.numerics.rounding import parse_rounding
     from asicsim._src.numerics.scaling import (
-        MAGIC_MIN_SIZE,
+        BITS_MIN_SIZE,
         _scaled_exact,
         _scaled_jit,
         resolve_scaling,
     )
 
     shape, axis = case
-    assert np.prod(shape) < MAGIC_MIN_SIZE and shape[axis] % 32
+    assert np.prod(shape) < BITS_MIN_SIZE and shape[axis] % 32
     x = jnp.asarray(_edge_tensor(np.random.default_rng(seed), shape, axis % len(shape)))
     element, plan = resolve_scaling(get_format(name), axis=axis)
     rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
@@ -438,7 +437,7 @@ def test_unpadded_small_block_path_matches_integer_path(seed, case, name):
 
 
 @pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp4"])
-@pytest.mark.parametrize("size", [(4, 64), (128, 128)])  # the float path, and the magic path
+@pytest.mark.parametrize("size", [(4, 64), (128, 128)])  # the float path, and the bits path
 def test_up_rule_fast_paths_at_the_mantissa_boundary(name, size):
     """The ``up`` rule's fast paths bump a block's exponent exactly where its amax's mantissa
     exceeds the element max's (``max * 2**k`` stays, the next float32 up and a subnormal amax past

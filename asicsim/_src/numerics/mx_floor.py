@@ -1,12 +1,11 @@
 """MX block scaling by the OCP ``floor`` rule with no scaling multiply where it pays: in float ops
-in the tensor's own layout (:func:`floor_blocks_float`), or, for large tensors, by shifting the
-element grid per block (:func:`floor_blocks_magic`); both give the bits of the general integer
-path (``scaling._scaled_groups``) for every input.
+in the tensor's own layout (:func:`floor_blocks_float`), or, for large tensors, by rounding each
+element's bits to its block's quantum with integer ops (:func:`floor_blocks_bits`); both give
+the bits of the general integer path (``scaling._scaled_groups``) for every input.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -20,11 +19,12 @@ from .rounding import Rounding, RoundMode
 from .scaling_plan import Scaling
 
 # Tensors below this many elements keep ``floor_blocks_float`` (unpadded where the last block
-# is short) and an integer block amax: the pad, the cond and the slice of ``floor_blocks_magic``
+# is short) and an integer block amax: the pad and the slice of ``floor_blocks_bits``
 # cost more than they save there. Measured in training, where a GRU's GEMMs run inside a scan:
 # mxfp8 on hidden 16 (tensors of 1600-4800 elements) 1.69 -> 1.45x and hidden 32 (3200-9600)
-# 1.58 -> 1.51x with 4096 -> 12288; hidden 64 (19200) is faster with the magic path.
-MAGIC_MIN_SIZE = 12288
+# 1.58 -> 1.51x with 4096 -> 12288; hidden 64 (19200) was faster with the magic-number path this
+# path replaced (not measured again for it).
+BITS_MIN_SIZE = 12288
 
 
 def floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
@@ -50,7 +50,7 @@ def floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool)
     # A small tensor with a short last block is not padded: its per-block values come from a
     # reduce_window and are read per element through a broadcast. Padding x and slicing the result
     # were two more XLA:CPU kernels, ~40 % of such a rounding (a GRU's dW operands, M = 100).
-    window = n % b != 0 and x.size < MAGIC_MIN_SIZE
+    window = n % b != 0 and x.size < BITS_MIN_SIZE
     padded, blocked, amax, shift = _floor_block_exponents(x, element, plan, window=window)
     if window:
         blocked = x
@@ -158,68 +158,72 @@ def _floor_shift(amax, element, plan: Scaling) -> jax.Array:
     return jnp.clip(jnp.where(amax == 0, lo, e), lo, hi)
 
 
-def floor_blocks_magic(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
-    """OCP MX ``floor`` block scaling with saturating RNE float elements, in about half the
-    elementwise ops of ``floor_blocks_float``: the same bits (None where it does not apply).
+def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """OCP MX ``floor`` block scaling with saturating RNE float elements in one elementwise pass of
+    integer ops on the bits, with no scaling and no branch: the same bits (None where it does not
+    apply).
 
-    No value is scaled: with ``s`` the block's scale exponent, an element at or above the
-    format's smallest normal ``2**(s + emin)`` is ``reduce_precision(|x|)`` (exact on the bits)
-    capped at ``max * 2**s``; one below it is rounded to a multiple of ``2**(s + qmin)`` by
-    ``(|x| + c) - c`` with ``c = 1.5 * 2**(s + qmin + 23)`` (RNE in the float add: ``|x| + c``
-    has that quantum as its ulp, and ``c`` is an even number of quanta); the sign goes back on
-    the bits. That is exact while every constant, input that matters and result is a normal
-    float32, i.e. ``s + qmin >= -125`` (a float32 subnormal input, which XLA:CPU may read as 0, is
-    then at most half the quantum: it rounds to 0 anyway) and the constants stay below 2**128.
-    A tensor with any nonzero finite block outside that range (amax below about 2**-110, or a
-    huge fp4 block) goes to ``floor_blocks_float`` by a ``lax.cond``, which also keeps the
-    per-block exponents in memory for the elementwise pass (XLA:CPU recomputes fused per-block
-    values per element)."""
-    if not (element.kind == "float" and saturate and rnd.mode is RoundMode.RNE and x.size >= MAGIC_MIN_SIZE
+    No value is scaled. With ``s`` the block's scale exponent, element ``|x|`` rounds to a multiple
+    of its quantum ``2**(max(E, s + emin) - m)`` (``E`` its binade, ``m`` the element's mantissa
+    bits), i.e. ``d = max(lead - m, s + qmin + 150 - max(e, 1))`` bits above its own ulp (``e``
+    its exponent field; ``lead`` 23, or for a float32 subnormal the position of its leading bit,
+    read from the exponent of its significand converted to float exactly). ``1 <= d <= 23``:
+    round the magnitude bits to a multiple of ``2**d`` by RNE (a carry into the exponent field is
+    the next binade's value, for subnormals too: the encoding is linear there); ``d <= 0``: exact
+    already; ``d == 24``: one quantum where the value is above half of it (a normal that is not a
+    power of two), else 0; ``d > 24``: 0. The result is capped at ``max * 2**s`` (its bits, built
+    per block, normal or subnormal) and the sign goes back on. Integer ops only, so XLA:CPU's
+    flushing of float32 subnormals never enters, for every block exponent the plan allows where
+    the smallest quantum ``2**(lo + qmin)`` is at least float32's ``2**-149``.
+
+    The tensor is read in its own shape, each block's values spread over its elements
+    (:func:`_per_element`), and no ``lax.cond`` guards the pass: both let XLA write the result in
+    place of a donated input, which makes this path faster than the magic-number float pass it
+    replaced, which needed a cond to the float path for blocks outside float32's normal
+    range (1.1-1.2x with XLA:CPU's default vectors, 1.5-1.75x with 512-bit ones; benchmarks/RESULTS.md,
+    issue 37 item 5)."""
+    if not (element.kind == "float" and saturate and rnd.mode is RoundMode.RNE and x.size >= BITS_MIN_SIZE
             and element.signed and element.has_zero and element.subnormals and element.nan != "negzero"
             and element.exp_bits <= 8 and 1 <= element.man_bits <= 22
-            and emax_of(element) >= 1 and element_qmin(element) >= -24):
+            and emax_of(element) >= 1 and element_qmin(element) >= -24
+            and plan.exponent_range[0] + element_qmin(element) >= -149):
         return None
-    padded, s_field, need_general, scale_exp = _magic_plan(x, element, plan)
-    n = x.shape[plan.axis % x.ndim]
-
-    def general(padded, s_field):
-        values = floor_blocks_float(padded, element, plan, rnd, saturate)[0]
-        return jax.lax.slice_in_dim(values, 0, n, axis=plan.axis % x.ndim)
-
-    magic = functools.partial(_magic_round, element=element, plan=plan, n=n)
-    return jax.lax.cond(need_general, general, magic, padded, s_field), scale_exp
+    padded, params, scale_exp = _bits_plan(x, element, plan)
+    return _bits_round(padded, params, element=element, plan=plan, n=x.shape[plan.axis % x.ndim]), scale_exp
 
 
-def _magic_plan(x, element, plan: Scaling):
-    """(padded x, per-block ``s << 23`` (0 for an all-zero block, int32.min for NaN/inf), whether
-    some block needs the general path, scale exponents) for ``floor_blocks_magic``."""
+def _bits_plan(x, element, plan: Scaling):
+    """(padded x, per-block ``(s + qmin + 150, cap bits)`` along a new axis after the blocks (cap
+    -1 where a block holds NaN/inf), scale exponents) for ``floor_blocks_bits``."""
     axis = plan.axis % x.ndim
     padded, _, amax, shift = _floor_block_exponents(x, element, plan)
     emax, qmin = emax_of(element), element_qmin(element)
     finite = amax < np.int32(0x7F800000)
-    live = finite & (amax > 0)
-    exact = (shift + qmin >= -125) & (shift + qmin + 23 <= 127) & (shift + emax <= 127)
-    s_field = jnp.where(finite, jnp.where(live, shift, 0) << 23, np.int32(-(2**31)))
-    return padded, s_field, jnp.any(live & ~exact), _block_scale_exponents(finite, shift, axis)
+    s = jnp.where(finite & (amax > 0), shift, 0)
+    max_man = int(np.array(element.max, np.float32).view(np.int32)) & 0x7FFFFF
+    top = s + np.int32(emax)  # the exponent of max * 2**s; subnormal below -126, exact (quantum >= 2**-149)
+    cap = jnp.where(top >= -126, ((top + 127) << 23) | np.int32(max_man),
+                    np.int32((1 << 23) | max_man) >> jnp.clip(-126 - top, 0, 31))
+    params = jnp.concatenate([s + np.int32(qmin + 150), jnp.where(finite, cap, np.int32(-1))], axis=axis + 1)
+    # in memory: fused, XLA:CPU computes the per-block values again for every element
+    return padded, jax.lax.optimization_barrier(params), _block_scale_exponents(finite, shift, axis)
 
 
-def _magic_round(padded, s_field, *, element, plan: Scaling, n: int):
-    """The elementwise pass of ``floor_blocks_magic`` (exact where ``_magic_plan`` says so)."""
+def _bits_round(padded, params, *, element, plan: Scaling, n: int):
+    """The elementwise pass of ``floor_blocks_bits``, on the tensor in its own shape."""
     axis = plan.axis % padded.ndim
     b = min(plan.block_size, padded.shape[axis])
-    blocked = padded.reshape(*padded.shape[:axis], -1, b, *padded.shape[axis + 1:])
-    bits = jax.lax.bitcast_convert_type(blocked, jnp.int32)
-
-    def pow2(k, mantissa=0):  # 2**(s + k) * (1 + mantissa / 2**23)
-        return jax.lax.bitcast_convert_type(s_field + np.int32(((k + 127) << 23) + mantissa), jnp.float32)
-
-    qmin, m = element_qmin(element), element.man_bits
-    max_man = int(np.array(element.max, np.float32).view(np.int32)) & 0x7FFFFF
-    a = jax.lax.bitcast_convert_type(bits & np.int32(0x7FFFFFFF), jnp.float32)
-    c = pow2(qmin + 23, 1 << 22)
-    normal = jnp.minimum(jax.lax.reduce_precision(a, exponent_bits=8, mantissa_bits=m), pow2(emax_of(element), max_man))
-    r = jnp.where(a < pow2(element.emin), (a + c) - c, normal)
-    out = jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(r, jnp.int32) | (bits & np.int32(-0x80000000)),
-                                       jnp.float32)
-    out = jnp.where(s_field == np.int32(-(2**31)), np.float32(np.nan), out)
-    return jax.lax.slice_in_dim(out.reshape(padded.shape), 0, n, axis=axis)
+    k, cap = (_per_element(p, axis, b, padded.shape[axis]) for p in jnp.split(params, 2, axis=axis + 1))
+    bits = jax.lax.bitcast_convert_type(padded, jnp.int32)
+    a = bits & np.int32(0x7FFFFFFF)
+    e = a >> 23
+    # a subnormal's leading bit: its significand (< 2**23) converted to float exactly, a normal float
+    lead = jnp.where(e > 0, np.int32(23), (jax.lax.bitcast_convert_type(a.astype(jnp.float32), jnp.int32) >> 23) - 127)
+    d = jnp.maximum(lead - np.int32(element.man_bits), k - jnp.maximum(e, 1))
+    dc = jnp.clip(d, 1, 23)
+    r = (a + ((np.int32(1) << (dc - 1)) - 1) + ((a >> dc) & 1)) & ~((np.int32(1) << dc) - 1)
+    above_half = (d == 24) & (e > 0) & ((a & np.int32(0x7FFFFF)) != 0)
+    r = jnp.where(d <= 0, a, jnp.where(d >= 24, jnp.where(above_half, (e + 1) << 23, 0), r))
+    out = jax.lax.bitcast_convert_type(jnp.minimum(r, cap) | (bits & np.int32(-0x80000000)), jnp.float32)
+    out = jnp.where(cap < 0, np.float32(np.nan), out)
+    return jax.lax.slice_in_dim(out, 0, n, axis=axis)

@@ -22,8 +22,8 @@ from .catalog import get_format
 from .fp32_scale import fp32_scaled
 from .grid_rounding import round_to_grid
 from .inputs import real_input
-from .mx_floor import MAGIC_MIN_SIZE as MAGIC_MIN_SIZE
-from .mx_floor import floor_blocks_float, floor_blocks_magic
+from .mx_floor import BITS_MIN_SIZE as BITS_MIN_SIZE
+from .mx_floor import floor_blocks_bits, floor_blocks_float
 from .pow2_scales import (
     amax_bits,
     element_qmin,
@@ -128,7 +128,7 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
         plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
     if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule in ("floor", "up") and x.ndim >= 1:
-        fast = floor_blocks_magic(x, element, plan, rnd, saturate)
+        fast = floor_blocks_bits(x, element, plan, rnd, saturate)
         if fast is None:
             fast = floor_blocks_float(x, element, plan, rnd, saturate)
         if fast is not None:
