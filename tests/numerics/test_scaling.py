@@ -393,6 +393,47 @@ def test_bits_block_path_at_the_old_exponent_limit(name):
     assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), name)
 
 
+@pytest.mark.parametrize("name", ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4"])
+def test_bits_block_path_on_every_grid_point_and_tie(name):
+    """Every element value and every midpoint between neighbours (the ties, where RNE picks the
+    even multiple of the quantum), both signs, in blocks scaled by 2**s over the whole E8M0 range
+    (float32 subnormal blocks and inputs included): the integer path's bits. The ties at a
+    quantum equal to the input's own leading bit (the digits images' 3/16 in mxfp4: 1.5 quanta
+    rounds to 2) went the wrong way in a first version, which took the parity from the
+    exponent field's lowest bit; random inputs almost never sit on a tie."""
+    from asicsim._src.numerics.formats import emax_of
+    from asicsim._src.numerics.mx_floor import BITS_MIN_SIZE, floor_blocks_bits
+    from asicsim._src.numerics.rounding import parse_rounding
+    from asicsim._src.numerics.scaling import _scaled_exact, _scaled_jit, resolve_scaling
+
+    element, plan = resolve_scaling(get_format(name), axis=-1)
+    codes = np.arange(1 << element.bits)
+    grid = np.unique(np.abs(np.asarray(decode(codes, element), np.float64)))
+    grid = grid[np.isfinite(grid)]
+    points = np.concatenate([grid, (grid[1:] + grid[:-1]) / 2, grid[1:] * 0.75 + grid[:-1] * 0.25])
+    top = element.max
+    assert top == grid[-1] and 2.0 ** emax_of(element) <= top
+    per_block = 31
+    chunks = [points[i:i + per_block] for i in range(0, len(points), per_block)]
+    rows = []
+    for s in (-127, -126, -125, -120, -110, -100, -60, -1, 0, 1, 60, 100, 127 - emax_of(element)):
+        for c in chunks:
+            block = np.zeros(32)
+            block[0] = top
+            block[1:1 + len(c)] = c
+            rows.append(block * 2.0**s)
+    x = np.array(rows)
+    x = x * np.where(np.random.default_rng(3).random(x.shape) < 0.5, -1, 1)
+    x = np.resize(x, (max(len(rows), -(-BITS_MIN_SIZE // 32)) // 2 * 2, 32)).astype(np.float32)
+    x = jnp.asarray(x.reshape(-1, 64))
+    rne, words = parse_rounding("rne"), jnp.zeros(2, jnp.uint32)
+    assert x.size >= BITS_MIN_SIZE and floor_blocks_bits(x, element, plan, rne, True) is not None
+    got = jax.jit(lambda v: _scaled_jit(v, words, element, plan, rne, True))(x)
+    exact = jax.jit(lambda v: _scaled_exact(v, words, element, plan, rne, True))(x)
+    assert_same_bits(np.asarray(got[0]), np.asarray(exact[0]), np.asarray(x), name)
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(exact[1]))
+
+
 def test_float_block_path_is_taken_where_it_applies():
     """MX float elements with round-to-nearest-even go the float way; mxint8 (emax 0), other
     rounding modes and stochastic rounding keep the integer path."""

@@ -221,7 +221,10 @@ def _bits_round(padded, params, *, element, plan: Scaling, n: int):
     lead = jnp.where(e > 0, np.int32(23), (jax.lax.bitcast_convert_type(a.astype(jnp.float32), jnp.int32) >> 23) - 127)
     d = jnp.maximum(lead - np.int32(element.man_bits), k - jnp.maximum(e, 1))
     dc = jnp.clip(d, 1, 23)
-    r = (a + ((np.int32(1) << (dc - 1)) - 1) + ((a >> dc) & 1)) & ~((np.int32(1) << dc) - 1)
+    # RNE: ties to the even multiple of the quantum, whose parity is bit d of the significand
+    # with its implicit bit (at d = 23 the implicit bit, not the exponent field's lowest)
+    odd = ((a & np.int32(0x7FFFFF)) | ((e > 0).astype(jnp.int32) << 23)) >> dc & 1
+    r = (a + ((np.int32(1) << (dc - 1)) - 1) + odd) & ~((np.int32(1) << dc) - 1)
     above_half = (d == 24) & (e > 0) & ((a & np.int32(0x7FFFFF)) != 0)
     r = jnp.where(d <= 0, a, jnp.where(d >= 24, jnp.where(above_half, (e + 1) << 23, 0), r))
     out = jax.lax.bitcast_convert_type(jnp.minimum(r, cap) | (bits & np.int32(-0x80000000)), jnp.float32)
