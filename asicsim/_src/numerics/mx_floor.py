@@ -168,8 +168,9 @@ def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
     bits), i.e. ``d = max(lead - m, s + qmin + 150 - max(e, 1))`` bits above its own ulp (``e``
     its exponent field; ``lead`` 23, or for a float32 subnormal the position of its leading bit,
     read from the exponent of its significand converted to float exactly). ``1 <= d <= 23``:
-    round the magnitude bits to a multiple of ``2**d`` by RNE (a carry into the exponent field is
-    the next binade's value, for subnormals too: the encoding is linear there); ``d <= 0``: exact
+    round the magnitude bits to a multiple of ``2**d`` by RNE, ties to the even multiple, whose
+    parity is bit ``d`` of the significand with its implicit bit (a carry into the exponent field
+    is the next binade's value, for subnormals too: the encoding is linear there); ``d <= 0``: exact
     already; ``d == 24``: one quantum where the value is above half of it (a normal that is not a
     power of two), else 0; ``d > 24``: 0. The result is capped at ``max * 2**s`` (its bits, built
     per block, normal or subnormal) and the sign goes back on. Integer ops only, so XLA:CPU's
@@ -180,7 +181,7 @@ def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
     (:func:`_per_element`), and no ``lax.cond`` guards the pass: both let XLA write the result in
     place of a donated input, which makes this path faster than the magic-number float pass it
     replaced, which needed a cond to the float path for blocks outside float32's normal
-    range (1.1-1.2x with XLA:CPU's default vectors, 1.5-1.75x with 512-bit ones; benchmarks/RESULTS.md,
+    range (1.15x with XLA:CPU's default vectors, 1.5-1.8x with 512-bit ones; benchmarks/RESULTS.md,
     issue 37 item 5)."""
     if not (element.kind == "float" and saturate and rnd.mode is RoundMode.RNE and x.size >= BITS_MIN_SIZE
             and element.signed and element.has_zero and element.subnormals and element.nan != "negzero"
