@@ -71,6 +71,11 @@ def _pick(key, t: list) -> list:
     return [np.take_along_axis(np.broadcast_to(x, key.shape), pick, 0)[0] for x in t]
 
 
+def _more_trips(tile, dim, split: int):
+    """The least tile with ``split`` times the trip count of ``tile`` over ``dim``."""
+    return trip_min(np.ceil(dim / (split * np.ceil(dim / np.maximum(tile, 1)))), dim)
+
+
 def _kept_choices(p: GemmProblem, hw: ArrayHardware) -> list:
     """``(streamed set, tile share, where it can win)`` per choice: kept tensors whole, or (where
     they may not leave room for the tiles) some of them streaming their overflow, the tiles fitted
@@ -162,8 +167,7 @@ def _outputs(g: _Space, emit, level: int, k_side, i_kept: int, rows, mask, share
             if not widest:  # double-buffered: every K sliver length (more steps hide more; fewer partial-sum passes)
                 emit(OUTPUTS, [t[0], t[1], trip_min(np.minimum(g.lists[2], k_most), K)], only_db=True)
             for split in (1, 2, 4):
-                emit(OUTPUTS, [t[0], t[1], trip_min(np.ceil(K / (split * np.ceil(K / np.maximum(k_most, 1)))), K)
-                               if split > 1 else k_most])
+                emit(OUTPUTS, [t[0], t[1], _more_trips(k_most, K, split) if split > 1 else k_most])
         t[2] = k_side
         t[y] = trip_min(most(y, t, rows, dbs, D[y]), D[y])
         emit(OUTPUTS, t, dep=True)
@@ -196,9 +200,9 @@ def _stationary(g: _Space, emit, level: int, side, sub_side, i_kept: int, rows, 
             wide[srm] = side[srm]
             wide[res] = trip_min(most(res, wide, rows, dbs, D[res], ps), D[res])
             half = list(t)  # the block at twice and four times its trips: room for the sliver
-            half[res] = trip_min(np.ceil(D[res] / (2 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+            half[res] = _more_trips(t[res], D[res], 2)
             quarter = list(t)
-            quarter[res] = trip_min(np.ceil(D[res] / (4 * np.ceil(D[res] / np.maximum(t[res], 1)))), D[res])
+            quarter[res] = _more_trips(t[res], D[res], 4)
             for ui, u in enumerate((t, wide, half, quarter)):
                 fixed = ui != 1  # a block that does not depend on the array's sides
                 if not (level and fixed):  # the partial-sum tile the whole block wide (tall)
