@@ -94,6 +94,13 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
         out = xp.where(neg_out & (r != u(0)), r | sign_bit, r)  # integers have no -0
         return xp.where(a > inf, nan_with_sign(spec, nan, bits & sign_bit), out)
 
+    carrier_over = None
+    if shift is not None and not saturate:
+        # rounded up to 2**128 under a scale whose max * 2**s float32 cannot hold (``limit`` was
+        # clamped to float32's max): the element is within its max, the product overflows, +-inf
+        carrier_over = (r == inf) & (limit == u(c.inf - 1)) & (a < inf)
+        if not spec.signed:  # a negative input to an unsigned format keeps its rule below
+            carrier_over = carrier_over & ~negative
     mode = rnd.mode
     if saturate or not (spec.has_inf or spec.has_nan):
         over_val = limit
@@ -122,7 +129,10 @@ def round_to_grid(xp, c: Carrier, bits, spec, rnd: Rounding, saturate: bool, ran
             out = xp.where(negative & (a != u(0)), nan if spec.has_nan else lowest, out)
         else:
             out = xp.where(negative & (r != u(0)), r | sign_bit, r)
-    return xp.where((r == nan) | (a > inf), nan_with_sign(spec, nan, bits & sign_bit), out)
+    out = xp.where((r == nan) | (a > inf), nan_with_sign(spec, nan, bits & sign_bit), out)
+    if carrier_over is not None:
+        out = xp.where(carrier_over, inf | (bits & sign_bit), out)
+    return out
 
 
 def nan_with_sign(spec, nan, sign):
@@ -158,7 +168,8 @@ def wrap_bits(xp, c: Carrier, r, negative, spec: IntFormat, shift=None):
 
 def int_to_bits(xp, c: Carrier, k, step):
     """Carrier bits of ``k * 2**step`` (signed integer ``k``, ``|k| < 2**c.man``), built from
-    integers: float ops would flush subnormal results, and XLA's exp2 is not exact."""
+    integers: float ops would flush subnormal results, and XLA's exp2 is not exact. A product
+    past the carrier's range is inf (a wrapped code times a scale near 2**128)."""
     i = k.dtype.type
     u = np.uint32 if c.width == 32 else np.uint64
     m = xp.abs(k).astype(u)
@@ -172,6 +183,7 @@ def int_to_bits(xp, c: Carrier, k, step):
         m << xp.clip(s, 0, c.width - 1).astype(u),
         m >> xp.clip(-s, 0, c.width - 1).astype(u),  # exact when the result is representable
     )
+    normal = xp.where(e + c.bias > 2 * c.bias, u(c.inf), normal)  # past the carrier's range: inf
     bits = xp.where(m == u(0), u(0), xp.where(e >= 1 - c.bias, normal, sub))
     return xp.where(k < i(0), bits | u(c.sign), bits)
 

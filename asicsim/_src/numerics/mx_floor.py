@@ -12,9 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import random as _random
 from .fast_rounding32 import fast_round32
 from .formats import emax_of
-from .pow2_scales import element_qmin
+from .pow2_scales import element_qmin, fast_layout
 from .rounding import Rounding, RoundMode
 from .scaling_plan import Scaling
 
@@ -90,6 +91,9 @@ def floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool)
     if not saturate:  # an overflow's inf/NaN is no tiny number: its bits are not w's (gave 7e-07)
         tiny_out = tiny_out & (jnp.abs(q) < np.float32(np.inf))
     values = jnp.where(tiny_out, small, q * up)
+    if plan.rule != "floor" and saturate:  # a scale rounded up from an amax near 2**128: q * up
+        big = np.float32(np.finfo(np.float32).max)  # can pass float32's max (``overflow_bits``)
+        values = jnp.where(jnp.abs(values) == np.float32(np.inf), jnp.copysign(big, values), values)
     if not window:
         values = jax.lax.slice_in_dim(values.reshape(padded.shape), 0, n, axis=axis)
     return values, _block_scale_exponents(finite, shift, axis)
@@ -158,10 +162,10 @@ def _floor_shift(amax, element, plan: Scaling) -> jax.Array:
     return jnp.clip(jnp.where(amax == 0, lo, e), lo, hi)
 
 
-def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
-    """OCP MX ``floor`` block scaling with saturating RNE float elements in one elementwise pass of
-    integer ops on the bits, with no scaling and no branch: the same bits (None where it does not
-    apply).
+def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool, words=None):
+    """OCP MX ``floor`` block scaling with saturating float elements, RNE or stochastic rounding,
+    in one elementwise pass of integer ops on the bits, with no scaling and no branch: the same
+    bits (None where it does not apply).
 
     No value is scaled. With ``s`` the block's scale exponent, element ``|x|`` rounds to a multiple
     of its quantum ``2**(max(E, s + emin) - m)`` (``E`` its binade, ``m`` the element's mantissa
@@ -177,20 +181,29 @@ def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
     flushing of float32 subnormals never enters, for every block exponent the plan allows where
     the smallest quantum ``2**(lo + qmin)`` is at least float32's ``2**-149``.
 
+    Stochastic rounding (full 32-bit words, blocks along a last axis the block size divides, so
+    the words are those the general path draws for each element, any tensor size) is the
+    kernel's rule on the same ``d``: for ``1 <= d <= 23`` add the low ``d`` bits of the
+    element's word and clear them; for ``d >= 24`` one quantum iff the word is below the
+    significand shifted to ``|x| / quantum * 2**32``.
+
     The tensor is read in its own shape, each block's values spread over its elements
     (:func:`_per_element`), and no ``lax.cond`` guards the pass: both let XLA write the result in
     place of a donated input, which makes this path faster than the magic-number float pass it
     replaced, which needed a cond to the float path for blocks outside float32's normal
     range (1.15x with XLA:CPU's default vectors, 1.5-1.8x with 512-bit ones; benchmarks/RESULTS.md,
     issue 37 item 5)."""
-    if not (element.kind == "float" and saturate and rnd.mode is RoundMode.RNE and x.size >= BITS_MIN_SIZE
+    stochastic = rnd.mode is RoundMode.SR and rnd.bits is None and words is not None and fast_layout(x.shape, plan)
+    if not (element.kind == "float" and saturate
+            and (stochastic or (rnd.mode is RoundMode.RNE and x.size >= BITS_MIN_SIZE))
             and element.signed and element.has_zero and element.subnormals and element.nan != "negzero"
             and element.exp_bits <= 8 and 1 <= element.man_bits <= 22
             and emax_of(element) >= 1 and element_qmin(element) >= -24
             and plan.exponent_range[0] + element_qmin(element) >= -149):
         return None
     padded, params, scale_exp = _bits_plan(x, element, plan)
-    return _bits_round(padded, params, element=element, plan=plan, n=x.shape[plan.axis % x.ndim]), scale_exp
+    rand = _random.hash_bits(words, x.shape) if stochastic else None
+    return _bits_round(padded, params, rand, element=element, plan=plan, n=x.shape[plan.axis % x.ndim]), scale_exp
 
 
 def _bits_plan(x, element, plan: Scaling):
@@ -203,15 +216,17 @@ def _bits_plan(x, element, plan: Scaling):
     s = jnp.where(finite & (amax > 0), shift, 0)
     max_man = int(np.array(element.max, np.float32).view(np.int32)) & 0x7FFFFF
     top = s + np.int32(emax)  # the exponent of max * 2**s; subnormal below -126, exact (quantum >= 2**-149)
-    cap = jnp.where(top >= -126, ((top + 127) << 23) | np.int32(max_man),
+    # past float32's range (a scale the ``up`` rule rounded up from an amax near 2**128): its max
+    cap = jnp.where(top >= -126, jnp.where(top > 127, np.int32(0x7F7FFFFF), ((top + 127) << 23) | np.int32(max_man)),
                     np.int32((1 << 23) | max_man) >> jnp.clip(-126 - top, 0, 31))
     params = jnp.concatenate([s + np.int32(qmin + 150), jnp.where(finite, cap, np.int32(-1))], axis=axis + 1)
     # in memory: fused, XLA:CPU computes the per-block values again for every element
     return padded, jax.lax.optimization_barrier(params), _block_scale_exponents(finite, shift, axis)
 
 
-def _bits_round(padded, params, *, element, plan: Scaling, n: int):
-    """The elementwise pass of ``floor_blocks_bits``, on the tensor in its own shape."""
+def _bits_round(padded, params, rand, *, element, plan: Scaling, n: int):
+    """The elementwise pass of ``floor_blocks_bits``, on the tensor in its own shape (``rand``:
+    each element's uint32 word for stochastic rounding, or None for RNE)."""
     axis = plan.axis % padded.ndim
     b = min(plan.block_size, padded.shape[axis])
     k, cap = (_per_element(p, axis, b, padded.shape[axis]) for p in jnp.split(params, 2, axis=axis + 1))
@@ -221,13 +236,33 @@ def _bits_round(padded, params, *, element, plan: Scaling, n: int):
     # a subnormal's leading bit: its significand (< 2**23) converted to float exactly, a normal float
     lead = jnp.where(e > 0, np.int32(23), (jax.lax.bitcast_convert_type(a.astype(jnp.float32), jnp.int32) >> 23) - 127)
     d = jnp.maximum(lead - np.int32(element.man_bits), k - jnp.maximum(e, 1))
+    if rand is not None:
+        r = _sr_magnitude(a, e, d, k, rand)
+    else:
+        r = _rne_magnitude(a, e, d, element)
+    out = jax.lax.bitcast_convert_type(jnp.minimum(r, cap) | (bits & np.int32(-0x80000000)), jnp.float32)
+    out = jnp.where(cap < 0, np.float32(np.nan), out)
+    return jax.lax.slice_in_dim(out, 0, n, axis=axis)
+
+
+def _rne_magnitude(a, e, d, element):
+    """Magnitude bits ``a`` (exponent field ``e``) rounded to nearest even at ``d`` bits."""
     dc = jnp.clip(d, 1, 23)
     # RNE: ties to the even multiple of the quantum, whose parity is bit d of the significand
     # with its implicit bit (at d = 23 the implicit bit, not the exponent field's lowest)
     odd = ((a & np.int32(0x7FFFFF)) | ((e > 0).astype(jnp.int32) << 23)) >> dc & 1
     r = (a + ((np.int32(1) << (dc - 1)) - 1) + odd) & ~((np.int32(1) << dc) - 1)
     above_half = (d == 24) & (e > 0) & ((a & np.int32(0x7FFFFF)) != 0)
-    r = jnp.where(d <= 0, a, jnp.where(d >= 24, jnp.where(above_half, (e + 1) << 23, 0), r))
-    out = jax.lax.bitcast_convert_type(jnp.minimum(r, cap) | (bits & np.int32(-0x80000000)), jnp.float32)
-    out = jnp.where(cap < 0, np.float32(np.nan), out)
-    return jax.lax.slice_in_dim(out, 0, n, axis=axis)
+    return jnp.where(d <= 0, a, jnp.where(d >= 24, jnp.where(above_half, (e + 1) << 23, 0), r))
+
+
+def _sr_magnitude(a, e, d, k, rand):
+    """Magnitude bits ``a`` stochastically rounded at ``d`` bits by the uint32 words ``rand``
+    (``round_magnitude``'s rule; ``k - 23`` is the exponent field of one quantum when d >= 24)."""
+    u32 = np.uint32
+    mask = (np.int32(1) << jnp.clip(d, 0, 23)) - 1
+    r = (a + (jax.lax.bitcast_convert_type(rand, jnp.int32) & mask)) & ~mask
+    sig = jax.lax.bitcast_convert_type((a & np.int32(0x7FFFFF)) | ((e > 0).astype(jnp.int32) << 23), jnp.uint32)
+    du = jax.lax.bitcast_convert_type(d, jnp.uint32)
+    threshold = (sig << (u32(32) - du)) | (sig >> (du - u32(32)))  # one of the two shifts is >= 32: 0
+    return jnp.where(d >= 24, jnp.where(rand < threshold, (k - 23) << 23, 0), r)

@@ -90,7 +90,8 @@ def pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate: 
     rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
     scaled = _divide_pow2_bits(bits, shift)
     out = _round_bits(scaled, element, rnd, saturate, rand)
-    values = jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift), jnp.float32)
+    values = jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift, overflow_bits(out, saturate)),
+                                          jnp.float32)
     values = jnp.where(finite, values, np.float32(np.nan))  # a NaN/inf anywhere: the scale is NaN
     scale_exp = jnp.where(finite_groups, shift_groups, jnp.iinfo(jnp.int32).min)
     return values, scale_exp.reshape(-1)
@@ -136,9 +137,17 @@ def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     return jnp.where((a == 0) | (exp == 255), bits, out)
 
 
-def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
-    """Bits of ``value * 2**shift`` for element values (zero or float32 normals) whose product
-    the float32 carrier holds exactly (the format range check guarantees it)."""
+def overflow_bits(bits: jax.Array, saturate: bool) -> jax.Array:
+    """What an element value whose scaled product passes float32's range becomes (a scale the
+    ``up`` or ``nearest`` rule rounded up from an amax near 2**128), as the general path gives
+    it: float32's max with the sign where saturating, else IEEE's overflow, +-inf (the element
+    itself is within its max: no format NaN)."""
+    return (bits & np.uint32(0x80000000)) | np.uint32(0x7F7FFFFF if saturate else 0x7F800000)
+
+
+def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array, overflow: jax.Array) -> jax.Array:
+    """Bits of ``value * 2**shift`` for element values (zero or float32 normals): exact where
+    the float32 carrier holds the product, ``overflow`` where it passes float32's range."""
     u = np.uint32
     a = bits & u(0x7FFFFFFF)
     exp = (a >> u(23)).astype(jnp.int32)
@@ -146,6 +155,5 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     normal = bits + (shift << 23).astype(jnp.uint32)
     sig = (a & u(0x7FFFFF)) | u(1 << 23)
     sub = (bits & u(0x80000000)) | (sig >> jnp.clip(1 - new_exp, 0, 31).astype(jnp.uint32))
-    overflow = (bits & u(0x80000000)) | u(0x7F800000)
     out = jnp.where(new_exp >= 1, jnp.where(new_exp > 254, overflow, normal), sub)
     return jnp.where((a == 0) | (exp == 255), bits, out)

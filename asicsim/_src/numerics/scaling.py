@@ -128,7 +128,7 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
         plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
     if plan.granularity == "block" and plan.scale_format != "fp32" and plan.rule in ("floor", "up") and x.ndim >= 1:
-        fast = floor_blocks_bits(x, element, plan, rnd, saturate)
+        fast = floor_blocks_bits(x, element, plan, rnd, saturate, words)
         if fast is None:
             fast = floor_blocks_float(x, element, plan, rnd, saturate)
         if fast is not None:
