@@ -41,6 +41,18 @@ def test_mx_rounds_in_place_after_its_amax(rows):
     assert rows["mxfp8_e4m3", "rne"]["copies"] < 2
 
 
+def test_per_channel_scaling_reads_its_rows_once_for_the_amax():
+    """int8 per-channel (one fp32 scale per row of 256): the amax over each row reduces 32-lane
+    pieces first, which fuses the bit masking into the reduce, and the codes and their product
+    sit in one branch of the product's exactness condition. Before, XLA:CPU wrote a masked copy
+    of the whole tensor to feed its split reduce, and materialised the codes before the
+    condition: 5.55 copies of traffic, now 3.54 (every branch counted; this test fails on that
+    code)."""
+    bench = load_benchmark("bench_quantize")
+    for row in bench.pass_rows(4096 * 256, [("int8", {"axis": 0})]):
+        assert row["copies"] < 4, row
+
+
 def test_sr_words_mode_times_each_case(capsys):
     """``--sr-words`` runs (the copy, the words alone, SR with its words and with a one-op word,
     rne) and prints one row per case; its figures are in benchmarks/RESULTS.md (issue 37 item 5)."""

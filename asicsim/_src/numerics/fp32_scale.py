@@ -4,8 +4,9 @@ group's amax (``scaling.Scaling(scale_format="fp32")``), or from a given amax es
 
 Symmetric: ``s = amax / max``, ``y = x / s``, ``q`` = ``y`` rounded onto the element, ``q * s``,
 each step rounded to float32 as a fake-quant unit computes it (``fp32_exact`` says where that
-runs in float32 and where in float64; the divisions are :func:`.exact_div.divide`, correctly
-rounded on every backend). Two rules keep the scale's own rounding from pushing an element past
+runs in float32 and where in float64; the divisions are correctly rounded on every backend:
+:func:`.exact_div.divide`, or for ``x / s`` float64's on a CPU, ``fp32_exact.quotient_to_round``).
+Two rules keep the scale's own rounding from pushing an element past
 the format's max (issue 29 item 10: a tensor of amax 7.79e-43 onto fp8_e4m3 had its largest
 element become NaN):
 
@@ -32,12 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import random as _random
-from .exact_div import divide
 from .fast_rounding32 import fast_round_any32
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
-    fp32_product,
+    fp32_mul,
     products_are_normal,
+    quotient_to_round,
     scale_up_if_subnormal,
 )
 from .grid_rounding import round_to_grid
@@ -75,13 +76,22 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
     """(values, scales) of fp32 scaling. ``amax``: uint32 magnitude bits, broadcastable against
     ``groups`` (symmetric only: asymmetric scaling takes its range from ``groups`` over ``axes``);
     ``finite``: where a group's amax is finite (elsewhere values and scales are NaN)."""
-    rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
     if symmetric:
-        q, scale = _codes(groups, amax, element, rnd, saturate, rand)
-        values = fp32_product(q, scale, products_are_normal(amax, element))
+        # The codes and their product in one branch each: with only the product behind the
+        # condition, XLA materialised the codes and the product, and copied the branch's result.
+        def scaled(product):
+            def run(groups, amax, finite, words):
+                rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+                q, scale = _codes(groups, amax, element, rnd, saturate, rand)
+                return jnp.where(finite, product(q, scale), np.float32(np.nan)), scale
+            return run
+
+        values, scale = jax.lax.cond(products_are_normal(amax, element), scaled(jnp.multiply), scaled(fp32_mul),
+                                     groups, amax, finite, words)
     else:
+        rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
         values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
-    values = jnp.where(finite, values, np.float32(np.nan))
+        values = jnp.where(finite, values, np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 
 
@@ -90,7 +100,8 @@ def _codes(groups, amax, element, rnd: Rounding, saturate: bool, rand):
     codes ``q`` = ``x / s`` rounded onto the element (``q * s`` is the value)."""
     amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
     scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
-    y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
+    qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
+    y = jax.lax.bitcast_convert_type(quotient_to_round(groups, scale, qmin), jnp.uint32)
     y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
     return jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32), scale
 
