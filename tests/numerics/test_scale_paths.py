@@ -118,3 +118,23 @@ def test_scales_past_float32_range_give_the_general_paths_values(fmt, rule):
                        block_size=32 if granularity == "block" else None, scale_format=scale_format, rule=rule)
         _same_as_general_path(x, words, element, plan, rounding, saturate,
                               f"{fmt} {rule} {granularity} {scale_format} {rounding} saturate={saturate}")
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4", "float8_e4m3fn", "float4_e2m1fn"])
+def test_fp32_scales_at_float32s_max_saturate_to_it(fmt):
+    """fp32 scaling of a tensor whose amax is float32's max: ``s = RN(amax / max)`` can round up,
+    and ``max * s`` then rounds past float32's max. Saturating, the element is float32's max
+    (int8 per tensor gave +-inf), as with power-of-two scales above; not saturating, IEEE's
+    +-inf stands. Per tensor, per channel, and static scaling (the same code path)."""
+    from asicsim._src.numerics.static_scale import quantize_static
+
+    top = np.finfo(np.float32).max
+    x = np.array([[top, -top, 1.0, 0.5], [3.4e38, -1.0, 2.0, 0.0]], np.float32)
+    for scaling in (Scaling(granularity="tensor"), Scaling(granularity="channel", axis=0)):
+        got = np.asarray(quantize(x, fmt, "rne", scaling=scaling, saturate=True))
+        assert np.isfinite(got).all(), (scaling, got)
+        assert np.abs(got).max() <= top
+    static = np.asarray(quantize_static(x, top, fmt, saturate=True))
+    assert np.isfinite(static).all(), static
+    loose = np.asarray(quantize(x, fmt, "rne", scaling=Scaling(granularity="tensor"), saturate=False))
+    assert not np.isnan(loose).any() and np.isfinite(loose[:, 2:]).all(), loose
