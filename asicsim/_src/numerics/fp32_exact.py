@@ -129,8 +129,8 @@ def quotient_to_round(x, s, qmin: int) -> jax.Array:
     float64 quotient rounded again to float32 is the correctly rounded float32 quotient (53 >=
     2 * 24 + 2: double rounding is innocuous for division, Figueroa 1995), and the one case it
     cannot give, a float32 subnormal (XLA:CPU flushes it), is replaced by +-2**-126 first (no
-    float32 quotient's float64 one lies within 2**-53 of 2**-150 without being it). It
-    runs at about 1.5x the integer long division there. Elsewhere (XLA:GPU's divisions are not
+    float32 quotient's float64 one lies within 2**-53 of 2**-150 without being it). There it is
+    about 1.5x as fast as the integer long division. Elsewhere (XLA:GPU's divisions are not
     correctly rounded), and where ``qmin <= -94``, it is :func:`.exact_div.divide`."""
     if qmin <= -94:
         return divide(x, s)

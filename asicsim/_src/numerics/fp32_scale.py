@@ -83,7 +83,7 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
             def run(groups, amax, finite, words):
                 rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
                 q, scale = _codes(groups, amax, element, rnd, saturate, rand)
-                return jnp.where(finite, _within_float32(product(q, scale), saturate), np.float32(np.nan)), scale
+                return jnp.where(finite, saturate_to_float32(product(q, scale), saturate), np.float32(np.nan)), scale
             return run
 
         values, scale = jax.lax.cond(products_are_normal(amax, element), scaled(jnp.multiply), scaled(fp32_mul),
@@ -91,15 +91,15 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
     else:
         rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
         values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
-        values = jnp.where(finite, _within_float32(values, saturate), np.float32(np.nan))
+        values = jnp.where(finite, saturate_to_float32(values, saturate), np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)
 
 
-def _within_float32(values, saturate: bool):
+def saturate_to_float32(values, saturate: bool):
     """A saturating format's values with float32's max in place of +-inf: a code times a scale
     rounded up from an amax near float32's max can round past it (int8 per tensor at an amax of
-    3.4028235e38 gave +-inf), as the power-of-two scales do (``pow2_scales.overflow_bits``).
-    Not saturating, IEEE's overflow stands."""
+    3.4028235e38 gave +-inf; power-of-two scales by the ``up`` rule likewise, see
+    ``pow2_scales.overflow_bits``). Not saturating, IEEE's overflow stands."""
     if not saturate:
         return values
     top = np.float32(np.finfo(np.float32).max)

@@ -15,6 +15,7 @@ import numpy as np
 from . import random as _random
 from .fast_rounding32 import fast_round32
 from .formats import emax_of
+from .fp32_scale import saturate_to_float32
 from .pow2_scales import element_qmin, fast_layout
 from .rounding import Rounding, RoundMode
 from .scaling_plan import Scaling
@@ -91,9 +92,8 @@ def floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool)
     if not saturate:  # an overflow's inf/NaN is no tiny number: its bits are not w's (gave 7e-07)
         tiny_out = tiny_out & (jnp.abs(q) < np.float32(np.inf))
     values = jnp.where(tiny_out, small, q * up)
-    if plan.rule != "floor" and saturate:  # a scale rounded up from an amax near 2**128: q * up
-        big = np.float32(np.finfo(np.float32).max)  # can pass float32's max (``overflow_bits``)
-        values = jnp.where(jnp.abs(values) == np.float32(np.inf), jnp.copysign(big, values), values)
+    if plan.rule != "floor":  # a scale rounded up from an amax near 2**128: q * up can pass float32's max
+        values = saturate_to_float32(values, saturate)
     if not window:
         values = jax.lax.slice_in_dim(values.reshape(padded.shape), 0, n, axis=axis)
     return values, _block_scale_exponents(finite, shift, axis)
