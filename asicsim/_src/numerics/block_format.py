@@ -101,3 +101,8 @@ def _spec_name(spec) -> str:
 def emax_of(fmt: FloatFormat | IntFormat) -> int:
     """floor(log2(max)): the element exponent that OCP MX's scale rule subtracts."""
     return math.frexp(fmt.max)[1] - 1
+
+
+def element_qmin(element: FloatFormat | IntFormat) -> int:
+    """Exponent of the element format's smallest nonzero magnitude."""
+    return element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits

@@ -20,6 +20,7 @@ This module is where the format types are imported from; each kind is defined in
 from __future__ import annotations
 
 from .block_format import BlockFormat as BlockFormat
+from .block_format import element_qmin as element_qmin
 from .block_format import emax_of as emax_of
 from .float_format import FloatFormat as FloatFormat
 from .float_format import NanPolicy as NanPolicy

@@ -30,6 +30,7 @@ import numpy as np
 from ..._jax_compat import enable_x64
 from .catalog import get_format
 from .exact_div import divide
+from .formats import element_qmin
 from .grid_rounding import round_to_grid
 from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
 
@@ -47,7 +48,7 @@ def products_are_normal(amax, element) -> jax.Array:
     """Whether float32's own multiply gives every ``q * s`` exactly (XLA:CPU flushes subnormal
     products): every nonzero finite amax gives a scale of at least ``2**(-124 - qmin)``, so every
     nonzero element value ``q >= 2**qmin`` times it is a normal float32."""
-    qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
+    qmin = element_qmin(element)
     if qmin < -124:
         return jnp.asarray(False)
     k = max(-126, -124 - qmin) + math.ceil(math.log2(element.max))  # amax >= 2**k => s >= bound

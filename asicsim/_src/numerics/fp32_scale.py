@@ -34,6 +34,7 @@ import numpy as np
 
 from . import random as _random
 from .fast_rounding32 import fast_round_any32
+from .formats import element_qmin
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
     fp32_mul,
@@ -111,8 +112,7 @@ def _codes(groups, amax, element, rnd: Rounding, saturate: bool, rand):
     codes ``q`` = ``x / s`` rounded onto the element (``q * s`` is the value)."""
     amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
     scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
-    qmin = element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
-    y = jax.lax.bitcast_convert_type(quotient_to_round(groups, scale, qmin), jnp.uint32)
+    y = jax.lax.bitcast_convert_type(quotient_to_round(groups, scale, element_qmin(element)), jnp.uint32)
     y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
     return jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32), scale
 

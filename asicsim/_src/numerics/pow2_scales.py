@@ -19,8 +19,10 @@ import numpy as np
 
 from . import random as _random
 from .exact_div import divide
+from .formats import element_qmin as element_qmin
 from .formats import emax_of
 from .fp32_scale import round_bits as _round_bits
+from .fp32_scale import saturate_to_float32
 from .rounding import Rounding
 from .scaling_plan import Scaling
 
@@ -57,11 +59,6 @@ def pow2_scale_exponent(amax_bits: jax.Array, element, plan: Scaling) -> jax.Arr
     return jnp.clip(jnp.where(amax_bits == 0, lo, e), lo, hi)
 
 
-def element_qmin(element) -> int:
-    """Exponent of the element format's smallest nonzero magnitude."""
-    return element.smallest_subnormal_exp if element.kind == "float" else -element.frac_bits
-
-
 def fast_layout(shape: tuple[int, ...], plan: Scaling) -> bool:
     if plan.granularity in ("tensor", "channel"):
         return len(shape) >= 1
@@ -90,8 +87,9 @@ def pow2_scaled_flat(x, words, element, plan: Scaling, rnd: Rounding, saturate: 
     rand = _random.hash_bits(words, x.shape) if rnd.stochastic else None
     scaled = _divide_pow2_bits(bits, shift)
     out = _round_bits(scaled, element, rnd, saturate, rand)
-    values = jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift, overflow_bits(out, saturate)),
-                                          jnp.float32)
+    # a scale the ``up`` or ``nearest`` rule rounded up from an amax near 2**128 can put the
+    # product past float32's range: its max where saturating, IEEE's +-inf where not
+    values = saturate_to_float32(jax.lax.bitcast_convert_type(_multiply_pow2_bits(out, shift), jnp.float32), saturate)
     values = jnp.where(finite, values, np.float32(np.nan))  # a NaN/inf anywhere: the scale is NaN
     scale_exp = jnp.where(finite_groups, shift_groups, jnp.iinfo(jnp.int32).min)
     return values, scale_exp.reshape(-1)
@@ -108,19 +106,15 @@ def amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
     last = x.shape[-1] if x.ndim else 0
     if axes and axes[-1] == x.ndim - 1 and last > _LANE and last % _LANE == 0:
         # the last axis in lanes first: a reduce over a short axis fuses the masking (XLA:CPU
-        # split a long one into reduce-windows fed by a masked copy of the whole tensor)
-        x = x.reshape(*x.shape[:-1], last // _LANE, _LANE)
-        x = jax.lax.bitcast_convert_type(_amax_lanes(x), jnp.float32)
+        # split a long one into reduce-windows fed by a masked copy of the whole tensor). The
+        # masking must follow the reshape: masked before it, XLA kept the masked copy.
+        lanes = x.reshape(*x.shape[:-1], last // _LANE, _LANE)
+        x = jax.lax.bitcast_convert_type(amax_bits(lanes, (-1,), keepdims=False), jnp.float32)
     mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
     return jnp.max(mag.astype(jnp.int32), axis=axes, keepdims=keepdims).astype(jnp.uint32)
 
 
 _LANE = 32
-
-
-def _amax_lanes(x: jax.Array) -> jax.Array:
-    mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
-    return jnp.max(mag.astype(jnp.int32), axis=-1).astype(jnp.uint32)
 
 
 def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
@@ -152,17 +146,9 @@ def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     return jnp.where((a == 0) | (exp == 255), bits, out)
 
 
-def overflow_bits(bits: jax.Array, saturate: bool) -> jax.Array:
-    """What an element value whose scaled product passes float32's range becomes (a scale the
-    ``up`` or ``nearest`` rule rounded up from an amax near 2**128), as the general path gives
-    it: float32's max with the sign where saturating, else IEEE's overflow, +-inf (the element
-    itself is within its max: no format NaN)."""
-    return (bits & np.uint32(0x80000000)) | np.uint32(0x7F7FFFFF if saturate else 0x7F800000)
-
-
-def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array, overflow: jax.Array) -> jax.Array:
+def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
     """Bits of ``value * 2**shift`` for element values (zero or float32 normals): exact where
-    the float32 carrier holds the product, ``overflow`` where it passes float32's range."""
+    the float32 carrier holds the product, +-inf where it passes float32's range."""
     u = np.uint32
     a = bits & u(0x7FFFFFFF)
     exp = (a >> u(23)).astype(jnp.int32)
@@ -170,5 +156,6 @@ def _multiply_pow2_bits(bits: jax.Array, shift: jax.Array, overflow: jax.Array) 
     normal = bits + (shift << 23).astype(jnp.uint32)
     sig = (a & u(0x7FFFFF)) | u(1 << 23)
     sub = (bits & u(0x80000000)) | (sig >> jnp.clip(1 - new_exp, 0, 31).astype(jnp.uint32))
+    overflow = (bits & u(0x80000000)) | u(0x7F800000)
     out = jnp.where(new_exp >= 1, jnp.where(new_exp > 254, overflow, normal), sub)
     return jnp.where((a == 0) | (exp == 255), bits, out)
