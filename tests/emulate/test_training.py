@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from asicsim._src.emulate import LossScaling, list_recipes, load_recipe, make_train_step
-from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, update_scale
+from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, norm_and_finite, update_scale
 from asicsim._src.emulate.training import MAX_SITES
 
 
@@ -52,11 +52,46 @@ def test_all_finite_sees_any_inf_or_nan(bad):
     """Under jit (XLA must not fold ``x * 0``), in float32 and bfloat16 leaves, at any position;
     the largest finite values are finite."""
     check = jax.jit(all_finite)
-    big = {"a": jnp.full((5, 7), 3.4e38), "b": jnp.full(3, -3.0e38, jnp.bfloat16), "n": jnp.arange(3)}
+    big = {"a": jnp.full((5, 7), 3.4e38), "b": jnp.full(3, -3.0e38, jnp.bfloat16), "n": jnp.arange(3),
+           "long": jnp.full((3, 96), -np.finfo(np.float32).max),  # (reduced in 32-lane pieces first)
+           "s": jnp.float32(2.0**-149), "empty": jnp.zeros((0, 4))}
     assert bool(check(big))
-    for leaf, i in (("a", (0, 0)), ("a", (4, 6)), ("b", 1)):
+    for leaf, i in (("a", (0, 0)), ("a", (4, 6)), ("b", 1), ("long", (2, 95)), ("long", (1, 40)), ("s", ())):
         tree = dict(big, **{leaf: big[leaf].at[i].set(bad)})
         assert not bool(check(tree)), (leaf, i)
+    assert bool(check({"empty": jnp.zeros((0,))})) and bool(check({}))
+
+
+def test_grad_norm_is_the_float64_norm_of_the_gradients():
+    """The ``grad_norm`` metric against numpy's float64 norm of the same gradients (jax.grad of a
+    float32 model, as the ``fp32`` recipe computes them), within float32 summation error."""
+    k1, k2, k3 = jax.random.split(jax.random.key(3), 3)
+    p = {"w1": jax.random.normal(k1, (40, 64)), "b1": jnp.zeros(64), "w2": jax.random.normal(k2, (64, 3)) * 0.1}
+    x = jax.random.normal(k3, (256, 40))
+    loss = lambda p, x: jnp.mean((jnp.tanh(x @ p["w1"] + p["b1"][None]) @ p["w2"] - 1.0) ** 2)  # noqa: E731
+    init, step = make_train_step(loss, "fp32", optax.sgd(0.0))
+    _, m = jax.jit(step)(init(p, jax.random.key(0)), x)
+    g = jax.grad(loss)(p, x)
+    want = np.sqrt(sum(np.sum(np.asarray(v, np.float64) ** 2) for v in jax.tree_util.tree_leaves(g)))
+    assert float(m["grad_norm"]) == pytest.approx(want, rel=1e-5)
+    norm, finite = norm_and_finite({"a": jnp.array([3.0, 0.0]), "b": jnp.array([[4.0]], jnp.bfloat16), "n": jnp.arange(2)})
+    assert float(norm) == 5.0 and bool(finite)
+
+
+def test_overflow_is_checked_on_the_unscaled_gradients():
+    """As AMP's GradScaler: a gradient finite while scaled (here by 2**-20) that overflows when the
+    scale is divided out is an overflow, and the norm reports it. Before, the scaled gradients
+    were checked: one jitted step reported no overflow and applied an inf gradient (inside a
+    scan XLA happened to reassociate the products so that the scaled gradient was inf too)."""
+    pol = dataclasses.replace(load_recipe("fp32"), loss_scaling=LossScaling(kind="static", init=2.0**-20))
+    loss = lambda p, x: jnp.sum(x @ p["w"]) * jnp.float32(1e30)  # noqa: E731 (its gradient: 1e40 x)
+    init, step = make_train_step(loss, pol, optax.sgd(1e-4))
+    state = init({"w": jnp.ones((1, 1))}, jax.random.key(0))
+    _, m = jax.jit(step)(state, jnp.full((1, 1), 1e10))
+    assert bool(m["overflow"]) and not bool(m["skipped"])  # static: reported, applied
+    assert float(m["grad_norm"]) == np.inf
+    _, m = jax.jit(step)(state, jnp.ones((1, 1)))
+    assert not bool(m["overflow"]) and float(m["grad_norm"]) == pytest.approx(1e30)
 
 
 def test_overflow_skips_the_step_and_halves_then_grows():

@@ -67,7 +67,13 @@ import optax
 
 from asicsim._src.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
 from asicsim._src.emulate.loss_output import split_loss
-from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, init_scale, update_scale
+from asicsim._src.emulate.loss_scaling import (
+    ScaleState,
+    all_finite,
+    init_scale,
+    norm_and_finite,
+    update_scale,
+)
 from asicsim._src.emulate.lsq_sites import LsqSteps, clamp_steps
 from asicsim._src.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim._src.emulate.recipes import load_recipe
@@ -236,7 +242,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         grads = jax.tree_util.tree_map(unscale, sgrads)
         if replicas is not None:
             grads = replicas.reduce(grads, derive(words, 4))
-        finite = all_finite(sgrads) if steps0 is None else all_finite((sgrads, sgrad_steps))
+        # finiteness of the unscaled gradients, as AMP's GradScaler checks them (a gradient the
+        # division overflows is not applied), in the same pass as their norm
+        norm, finite = norm_and_finite(grads)
+        if steps0 is not None:
+            finite = finite & all_finite(jax.tree_util.tree_map(unscale, sgrad_steps))
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 
         target = state.master if pol.has_master else state.params
@@ -266,7 +276,7 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             rolled = jnp.roll(amax_history, 1, axis=1).at[:, 0].set(seen.astype(jnp.float32))
             amax_history = jnp.where(skip | ~finite, amax_history, rolled)
         metrics = {"loss": jnp.asarray(loss, jnp.float32), "loss_scale": scale,
-                   "overflow": ~finite, "skipped": skip, "grad_norm": optax.tree.norm(grads)}
+                   "overflow": ~finite, "skipped": skip, "grad_norm": norm}
         if has_aux:
             metrics["aux"] = aux
         new = TrainState(step=state.step + 1, params=params, master=master, opt_state=opt_state,
