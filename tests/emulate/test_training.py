@@ -15,7 +15,7 @@ import pytest
 
 from asicsim._src.emulate import LossScaling, list_recipes, load_recipe, make_train_step
 from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, norm_and_finite, update_scale
-from asicsim._src.emulate.training import MAX_SITES
+from asicsim._src.emulate.training import MAX_SITES, master_is_params
 
 
 def linear_loss(p, x):
@@ -109,6 +109,30 @@ def test_overflow_skips_the_step_and_halves_then_grows():
     # only the 5 clean steps moved the weight (fp32 master): 1 - 5 * 100 * 1e-4
     np.testing.assert_allclose(float(state.master["w"][0, 0]), 1 - 5 * 100 * 1e-4, rtol=1e-5)
     assert np.all(np.isfinite(m["loss"]))
+
+
+def test_a_master_copy_equal_to_the_params_is_kept_once():
+    """fp8 and MX recipes round their weights at each GEMM, so with float32 parameters the master
+    copy equals ``params``: the state keeps ``params`` only (``master`` None; a second equal output
+    of the jitted step was a copy of every weight per step). With bfloat16 parameters, or a plain
+    weight role (bf16), the master copy is kept. The weights move as the optimizer says: SGD's
+    ``w - lr * g`` with ``g`` the emulated loss's gradient, bit for bit."""
+    from asicsim._src.emulate import emulate
+
+    loss = lambda p, x: jnp.mean((x @ p["w"]) ** 2)  # noqa: E731
+    p, x = {"w": jnp.full((4, 3), 0.75)}, jnp.linspace(-1.0, 1.0, 8).reshape(2, 4)
+    for recipe in ("fp8_hybrid", "mxfp8"):
+        init, step = make_train_step(loss, recipe, optax.sgd(0.5))
+        state = init(p, 0)
+        assert master_is_params(p, load_recipe(recipe)) and state.master is None
+        new, _ = jax.jit(step)(state, x)
+        assert new.master is None
+        g = jax.jit(jax.grad(emulate(loss, recipe)))(p, x)["w"]
+        np.testing.assert_array_equal(new.params["w"], p["w"] - 0.5 * g)
+    bf16_params = {"w": p["w"].astype(jnp.bfloat16)}
+    assert not master_is_params(bf16_params, load_recipe("fp8_hybrid"))
+    assert make_train_step(loss, "fp8_hybrid", optax.sgd(0.5))[0](bf16_params, 0).master is not None
+    assert not master_is_params(p, load_recipe("bf16")) and run("bf16", p, 0.1, 1, batch=x, loss=loss)[0].master is not None
 
 
 def test_no_master_bf16_stalls_while_the_fp32_master_does_not():

@@ -91,7 +91,10 @@ class TrainState(NamedTuple):
 
     step: jax.Array  # int32: steps taken (skipped ones included)
     params: Any  # the weights the model uses
-    master: Any  # the master copy the optimizer updates (None without role ``master``)
+    #: the master copy the optimizer updates: None without role ``master``, and None where it
+    #: would equal ``params`` (float32 parameters whose weight role is scaled, rounded at each
+    #: GEMM: fp8 and MX recipes), which then hold it (:func:`master_is_params`)
+    master: Any
     opt_state: Any  # optax state, float leaves rounded to role ``opt_state``
     loss_scale: ScaleState
     key: jax.Array  # base key for stochastic rounding
@@ -135,11 +138,28 @@ def working_weights(master, policy: Policy, key=None, *, words=None):
     leaves, treedef = jax.tree_util.tree_flatten(master)
     if words is None and policy.stochastic and key is not None:
         words = key_words(key)
-    out = []
-    for i, (x, path) in enumerate(zip(leaves, leaf_paths(master), strict=True)):
-        spec = _plain(gemm_policy(policy, match_rule(policy.layers, path), False).role("weight"))
-        out.append(round_tree(x, spec, words=None if words is None else derive(words, i)))
+    out = [round_tree(x, spec, words=None if words is None else derive(words, i))
+           for i, (x, spec) in enumerate(zip(leaves, _weight_roles(master, policy), strict=True))]
     return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def _weight_roles(master, policy: Policy) -> list:
+    """Per leaf of ``master``, the plain ``weight`` role it is rounded to (None: a scaled one, left
+    to the GEMMs)."""
+    return [_plain(gemm_policy(policy, match_rule(policy.layers, path), False).role("weight"))
+            for path in leaf_paths(master)]
+
+
+def master_is_params(params, policy: Policy) -> bool:
+    """True where the master copy would equal the weights the model uses, leaf for leaf: every
+    float parameter is float32 and no leaf's ``weight`` role is plain (a scaled one rounds at each
+    GEMM). The step then keeps one copy, ``params``, and ``master`` is None: two equal outputs of
+    a jitted step are two buffers, one a copy of the other (a pass over every weight per step)."""
+    if not policy.has_master:
+        return False
+    leaves = jax.tree_util.tree_leaves(params)
+    return all(x.dtype == jnp.float32 and (spec is None or spec.is_identity)
+               for x, spec in zip(leaves, _weight_roles(params, policy), strict=True) if _is_float(x))
 
 
 def stored_format(policy: Policy) -> RoleSpec | None:
@@ -193,6 +213,8 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             master = round_tree(_as_float32(params), pol.role("master"), k_init)
             work = _like(working_weights(master, pol, k_init), params)
             opt_state = tx.init(master)
+            if master_is_params(params, pol):  # one copy: params (master_is_params)
+                work, master = master, None
         else:
             master = None
             work = round_tree(params, stored_format(pol), k_init)
@@ -249,13 +271,15 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             finite = finite & all_finite(jax.tree_util.tree_map(unscale, sgrad_steps))
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 
-        target = state.master if pol.has_master else state.params
+        target = state.params if state.master is None else state.master
         updates, opt_state = tx.update(grads, state.opt_state, target)
         opt_state = round_tree(opt_state, pol.role("opt_state"), words=w_opt)
         if pol.has_master:
             master = round_tree(optax.apply_updates(target, updates), pol.role("master"),
                                 words=derive(w_upd, 0))
             params = _like(working_weights(master, pol, words=derive(w_upd, 1)), state.params)
+            if state.master is None:  # the master copy is the params (master_is_params)
+                params, master = master, None
         else:
             master = None
             params = round_tree(_add(target, updates), stored_format(pol), words=w_upd)
