@@ -18,9 +18,12 @@ import softfloatpy as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asicsim._src.numerics.exact_div import divide
+from asicsim._src.numerics.exact_div import divide, divide_exact, divide_float64
 
-_exact = jax.jit(divide)
+#: ``divide`` (on this backend), and each of its two paths: the integer long division (every
+#: backend but a CPU's) and float64's quotient (a CPU's), so both are held to the oracles here
+IMPLS = {"divide": jax.jit(divide), "long division": jax.jit(divide_exact), "float64": jax.jit(divide_float64)}
+PATHS = pytest.mark.parametrize("path", list(IMPLS))
 
 
 def _same(got, want):
@@ -36,8 +39,10 @@ DIVISORS = np.array([3.0, -7.0, 1.0, 0.1, 448.0, 2.0**-126, 2.0**-149, 1.4e-40, 
                      0.0, -0.0, np.inf, np.nan], np.float32)
 
 
+@PATHS
 @pytest.mark.parametrize("b", DIVISORS.tolist())
-def test_every_bfloat16_value_divided_exhaustively(b):
+def test_every_bfloat16_value_divided_exhaustively(b, path):
+    _exact = IMPLS[path]
     # all 2**16 bfloat16 bit patterns as float32 dividends (zeros, subnormals, inf, NaN included)
     a = np.arange(2**16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
     with np.errstate(all="ignore"):
@@ -45,7 +50,9 @@ def test_every_bfloat16_value_divided_exhaustively(b):
     _same(_exact(a, np.float32(b)), want)
 
 
-def test_random_bit_patterns_and_quotients_near_the_subnormal_and_overflow_edges():
+@PATHS
+def test_random_bit_patterns_and_quotients_near_the_subnormal_and_overflow_edges(path):
+    _exact = IMPLS[path]
     rng = np.random.default_rng(0)
     n = 1 << 18
     a = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
@@ -61,21 +68,25 @@ def test_random_bit_patterns_and_quotients_near_the_subnormal_and_overflow_edges
     _same(_exact(a, b), want)
 
 
+@PATHS
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True), min_size=2, max_size=64))
-def test_hypothesis_floats(xs):
+def test_hypothesis_floats(path, xs):
+    _exact = IMPLS[path]
     a = np.asarray(xs, np.float32)
     b = a[::-1].copy()
     with np.errstate(all="ignore"):
         _same(_exact(a, b), a / b)
 
 
-def test_divide_is_correct_on_this_backend_and_gives_one_nan():
+@PATHS
+def test_divide_is_correct_on_this_backend_and_gives_one_nan(path):
+    _exact = IMPLS[path]
     rng = np.random.default_rng(1)
     a = rng.standard_normal(4096).astype(np.float32) * np.float32(1e3)
     s = np.float32(0.37)  # a broadcast divisor: XLA:CPU would multiply by its reciprocal
-    _same(jax.jit(divide)(a, s), a / s)
-    q = np.asarray(jax.jit(divide)(np.array([np.nan, -np.nan, 0.0], np.float32), np.float32(0.0)))
+    _same(_exact(a, s), a / s)
+    q = np.asarray(_exact(np.array([np.nan, -np.nan, 0.0], np.float32), np.float32(0.0)))
     assert set(q.view(np.uint32).tolist()) == {0x7FC00000}  # NaN payloads and 0/0: one NaN
 
 
@@ -87,7 +98,9 @@ SPECIALS = np.array([0x00000000, 0x80000000, 0x00000001, 0x80000001, 0x007FFFFF,
                      0x7F800001], np.uint32).view(np.float32)
 
 
-def test_every_pair_of_special_operands():
+@PATHS
+def test_every_pair_of_special_operands(path):
+    _exact = IMPLS[path]
     # the issue's cases among them: inf / finite and inf / 0 were NaN, 1 / -0 was +inf
     a, b = (v.reshape(-1) for v in np.meshgrid(SPECIALS, SPECIALS, indexing="ij"))
     with np.errstate(all="ignore"):
@@ -97,8 +110,10 @@ def test_every_pair_of_special_operands():
     assert got.tolist() == [np.inf, -np.inf, -np.inf, -np.inf, np.inf, np.inf]
 
 
+@PATHS
 @pytest.mark.parametrize("a", [1.0, -3.0, 2.0**-149, 1e-40, 3.4e38, 0.0, np.inf])
-def test_every_bfloat16_divisor_exhaustively(a):
+def test_every_bfloat16_divisor_exhaustively(a, path):
+    _exact = IMPLS[path]
     # all 2**16 bfloat16 bit patterns as float32 divisors: x / 0, x / subnormal (overflow),
     # x / inf and NaN divisors included
     b = np.arange(2**16, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
@@ -107,7 +122,9 @@ def test_every_bfloat16_divisor_exhaustively(a):
     _same(_exact(np.float32(a), b), want)
 
 
-def test_random_bit_patterns_agree_with_numpy_and_keep_subnormal_quotients():
+@PATHS
+def test_random_bit_patterns_agree_with_numpy_and_keep_subnormal_quotients(path):
+    _exact = IMPLS[path]
     # the issue's comparison: random bit patterns, where the CPU path differed from the integer
     # path in 98,567 of 2.1 M quotients (flushed subnormals, inf / x)
     rng = np.random.default_rng(7)
@@ -125,7 +142,9 @@ def _sf32(bits: int):
     return sf.Float32.from_bytes(int(bits).to_bytes(4, "big"))
 
 
-def test_softfloat_f32_div_on_a_sample():
+@PATHS
+def test_softfloat_f32_div_on_a_sample(path):
+    _exact = IMPLS[path]
     rng = np.random.default_rng(8)
     n = 3000
     ab = rng.integers(0, 2**32, (2, n), dtype=np.uint64).astype(np.uint32)
@@ -138,10 +157,12 @@ def test_softfloat_f32_div_on_a_sample():
     _same(_exact(ab[0].view(np.float32), ab[1].view(np.float32)), want)
 
 
+@PATHS
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2**32 - 1), st.integers(0, 2**32 - 1)), min_size=1, max_size=64),
        st.lists(st.sampled_from(SPECIALS.view(np.uint32).tolist()), max_size=8))
-def test_hypothesis_bit_patterns(pairs, specials):
+def test_hypothesis_bit_patterns(path, pairs, specials):
+    _exact = IMPLS[path]
     bits = np.array(pairs + [(s, t) for s, t in zip(specials, reversed(specials), strict=True)], np.uint32)
     a, b = bits[:, 0].view(np.float32), bits[:, 1].view(np.float32)
     with np.errstate(all="ignore"):

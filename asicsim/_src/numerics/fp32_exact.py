@@ -116,31 +116,3 @@ def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, 
         q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
         q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
         return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * f32_to_f64(s))), s
-
-
-def quotient_to_round(x, s, qmin: int) -> jax.Array:
-    """float32 ``x / s`` for rounding onto a grid whose smallest quantum is ``2**qmin``: the
-    correctly rounded quotient, except that one that rounds to a float32 subnormal may come back
-    as +-2**-126. Where ``qmin > -94`` both lie below a quarter quantum and every mode rounds them
-    alike (rne, rna and rtz to 0, rup and rdn to one quantum or 0 by the sign, and stochastic
-    rounding's threshold ``floor(|y| * 2**(32 - qmin))`` is 0 for both).
-
-    On a CPU the quotient is float64's (the operands built from the bits, so nothing flushes;
-    a float32 quotient is never a float64 subnormal) converted to float32: a correctly rounded
-    float64 quotient rounded again to float32 is the correctly rounded float32 quotient (53 >=
-    2 * 24 + 2: double rounding is innocuous for division, Figueroa 1995), and the one case it
-    cannot give, a float32 subnormal (XLA:CPU flushes it), is replaced by +-2**-126 first (no
-    float32 quotient's float64 one lies within 2**-53 of 2**-150 without being it). There it is
-    about 1.5x as fast as the integer long division. Elsewhere (XLA:GPU's divisions are not
-    correctly rounded), and where ``qmin <= -94``, it is :func:`.exact_div.divide`."""
-    if qmin <= -94:
-        return divide(x, s)
-    return jax.lax.platform_dependent(x, s, cpu=_quotient_float64, default=divide)
-
-
-def _quotient_float64(x, s) -> jax.Array:
-    with enable_x64(True):
-        q = f32_to_f64(x) / f32_to_f64(s)
-        # a float32 subnormal (XLA:CPU would flush it); at most 2**-150 it rounds to +-0 itself
-        q = jnp.where((jnp.abs(q) < 2.0**-126) & (jnp.abs(q) > 2.0**-150), jnp.copysign(2.0**-126, q), q)
-        return q.astype(jnp.float32)

@@ -5,7 +5,7 @@ group's amax (``scaling.Scaling(scale_format="fp32")``), or from a given amax es
 Symmetric: ``s = amax / max``, ``y = x / s``, ``q`` = ``y`` rounded onto the element, ``q * s``,
 each step rounded to float32 as a fake-quant unit computes it (``fp32_exact`` says where that
 runs in float32 and where in float64; the divisions are correctly rounded on every backend:
-:func:`.exact_div.divide`, or for ``x / s`` float64's on a CPU, ``fp32_exact.quotient_to_round``).
+:func:`.exact_div.divide`).
 Two rules keep the scale's own rounding from pushing an element past
 the format's max (issue 29 item 10: a tensor of amax 7.79e-43 onto fp8_e4m3 had its largest
 element become NaN):
@@ -33,13 +33,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import random as _random
+from .exact_div import divide
 from .fast_rounding32 import fast_round_any32
-from .formats import element_qmin
 from .fp32_exact import (
     fp32_asymmetric_in_float64,
     fp32_mul,
     products_are_normal,
-    quotient_to_round,
     scale_up_if_subnormal,
 )
 from .grid_rounding import round_to_grid
@@ -112,7 +111,7 @@ def _codes(groups, amax, element, rnd: Rounding, saturate: bool, rand):
     codes ``q`` = ``x / s`` rounded onto the element (``q * s`` is the value)."""
     amax_f = jax.lax.bitcast_convert_type(amax, jnp.float32)
     scale = jnp.where(amax == 0, np.float32(1), scale_up_if_subnormal(amax_f, element.max))
-    y = jax.lax.bitcast_convert_type(quotient_to_round(groups, scale, element_qmin(element)), jnp.uint32)
+    y = jax.lax.bitcast_convert_type(divide(groups, scale), jnp.uint32)
     y = _within_max(y, jax.lax.bitcast_convert_type(groups, jnp.uint32), amax, element)
     return jax.lax.bitcast_convert_type(round_bits(y, element, rnd, saturate, rand), jnp.float32), scale
 
