@@ -39,9 +39,10 @@ What one step does, in the recipe's formats:
    random bits are ever reused.
 
 ``state.params`` are the weights the model uses, each leaf in the dtype it was given (bf16
-parameters stay bf16; the master copy, when the recipe has one, is float32); ``metrics`` holds
-scalars ``loss`` (unscaled), ``loss_scale``, ``overflow``, ``skipped`` and ``grad_norm`` (of the
-unscaled gradients), and with ``has_aux=True`` the ``aux`` output of ``loss_fn(params, batch) ->
+parameters stay bf16; the master copy, when the recipe has one, is float32, and is ``params``
+itself where the two would be equal: :func:`master_is_params`); ``metrics`` holds
+scalars ``loss`` (unscaled), ``loss_scale``, ``overflow`` (an unscaled gradient is not finite, as
+AMP's GradScaler checks), ``skipped`` and ``grad_norm`` (of the unscaled gradients), and with ``has_aux=True`` the ``aux`` output of ``loss_fn(params, batch) ->
 (loss, aux)`` (BatchNorm statistics, metrics), as ``jax.value_and_grad(has_aux=True)`` has it.
 ``params`` must be a pytree of float arrays (every leaf is trained).
 
@@ -93,7 +94,7 @@ class TrainState(NamedTuple):
     params: Any  # the weights the model uses
     #: the master copy the optimizer updates: None without role ``master``, and None where it
     #: would equal ``params`` (float32 parameters whose weight role is scaled, rounded at each
-    #: GEMM: fp8 and MX recipes), which then hold it (:func:`master_is_params`)
+    #: GEMM: the scaled fp8, MX and NVFP4 recipes), which then hold it (:func:`master_is_params`)
     master: Any
     opt_state: Any  # optax state, float leaves rounded to role ``opt_state``
     loss_scale: ScaleState
