@@ -40,10 +40,11 @@ What one step does, in the recipe's formats:
 
 ``state.params`` are the weights the model uses, each leaf in the dtype it was given (bf16
 parameters stay bf16; the master copy, when the recipe has one, is float32, and is ``params``
-itself where the two would be equal: :func:`master_is_params`); ``metrics`` holds
-scalars ``loss`` (unscaled), ``loss_scale``, ``overflow`` (an unscaled gradient is not finite, as
-AMP's GradScaler checks), ``skipped`` and ``grad_norm`` (of the unscaled gradients), and with ``has_aux=True`` the ``aux`` output of ``loss_fn(params, batch) ->
-(loss, aux)`` (BatchNorm statistics, metrics), as ``jax.value_and_grad(has_aux=True)`` has it.
+itself where the two would be equal: :func:`master_is_params`). ``metrics`` holds the scalars
+``loss`` (unscaled), ``loss_scale``, ``overflow`` (an unscaled gradient is not finite, as AMP's
+GradScaler checks), ``skipped`` and ``grad_norm`` (of the unscaled gradients), and with
+``has_aux=True`` the ``aux`` output of ``loss_fn(params, batch) -> (loss, aux)`` (BatchNorm
+statistics, metrics), as ``jax.value_and_grad(has_aux=True)`` has it.
 ``params`` must be a pytree of float arrays (every leaf is trained).
 
 Delayed scaling, what is exact and what is approximated: each GEMM site (numbered as

@@ -98,18 +98,20 @@ def divide_float64(a: jax.Array, b: jax.Array) -> jax.Array:
     2**-149 (rounded to nearest even, exact in float64). No float32 operation touches the
     operands: under XLA:CPU's flushing, LLVM turned even an integer test of their bits for zero
     into a float compare that reads a subnormal as zero."""
-    # (operands at their own shapes: a per-row scale converted once per row, not per element,
-    # which kept XLA:CPU from fusing the division into its consumer)
+    # (converted at their own shapes, then broadcast: a per-row scale converted per element kept
+    # XLA:CPU from fusing the division into its consumer)
     a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
     with enable_x64(True):
-        q = f32_to_f64(a) / f32_to_f64(b)
+        a64, b64 = jnp.broadcast_arrays(f32_to_f64(a), f32_to_f64(b))
+        q = a64 / b64
         mag = jnp.abs(q)
         # a subnormal's count of 2**-149, rounded to nearest even by adding 2**52 (float64's
         # own rounding; the count is then the low bits)
         units = lax.bitcast_convert_type(mag * 2.0**149 + 2.0**52, jnp.uint64).astype(_U)
         bits = jnp.where(mag < 2.0**-126, units, lax.bitcast_convert_type(mag.astype(jnp.float32), _U))
         nan = q != q
-    sign = (lax.bitcast_convert_type(a, _U) ^ lax.bitcast_convert_type(b, _U)) & np.uint32(0x80000000)
+    ua, ub = jnp.broadcast_arrays(lax.bitcast_convert_type(a, _U), lax.bitcast_convert_type(b, _U))
+    sign = (ua ^ ub) & np.uint32(0x80000000)
     return lax.bitcast_convert_type(jnp.where(nan, np.uint32(0x7FC00000), bits | sign), jnp.float32)
 
 
