@@ -16,6 +16,7 @@ import pytest
 from asicsim._src.emulate import LossScaling, list_recipes, load_recipe, make_train_step
 from asicsim._src.emulate.loss_scaling import ScaleState, all_finite, norm_and_finite, update_scale
 from asicsim._src.emulate.training import MAX_SITES, master_is_params
+from asicsim._src.numerics.exact_div import divide
 
 
 def linear_loss(p, x):
@@ -92,6 +93,24 @@ def test_overflow_is_checked_on_the_unscaled_gradients():
     assert float(m["grad_norm"]) == np.inf
     _, m = jax.jit(step)(state, jnp.ones((1, 1)))
     assert not bool(m["overflow"]) and float(m["grad_norm"]) == pytest.approx(1e30)
+
+
+def test_a_power_of_two_scale_is_divided_out_by_its_reciprocal_bit_for_bit():
+    """fp16_mixed's scales are powers of two (init 2**15, factor 2, clipped to [2**-24, 2**64]):
+    the step multiplies the gradients by the exact reciprocal (which XLA fuses into their
+    consumers) and gets the quotient's bits, on random bit patterns, subnormal and overflowing
+    results included."""
+    from asicsim._src.emulate.training import _unscale
+
+    rng = np.random.default_rng(5)
+    g = rng.integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    for e in (-24, -3, 0, 7, 15, 40, 64):
+        scale = jnp.float32(2.0**e)
+        inv = jax.jit(lambda s: divide(np.float32(1), s))(scale)
+        by_product = jax.jit(lambda g, s, i: _unscale(g, unscaled=False, scale=s, inv=i))(g, scale, inv)
+        by_quotient = jax.jit(lambda g, s: _unscale(g, unscaled=False, scale=s))(g, scale)
+        np.testing.assert_array_equal(np.asarray(by_product).view(np.uint32), np.asarray(by_quotient).view(np.uint32))
+    assert float(inv) == 2.0**-64
 
 
 def test_overflow_skips_the_step_and_halves_then_grows():

@@ -60,11 +60,13 @@ inside a ``while_loop`` cannot record its amax (no reverse mode through while).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from asicsim._src.emulate.layer_rules import gemm_policy, leaf_paths, match_rule
@@ -80,6 +82,7 @@ from asicsim._src.emulate.lsq_sites import LsqSteps, clamp_steps
 from asicsim._src.emulate.policy import Policy, RecipeError, RoleSpec
 from asicsim._src.emulate.recipes import load_recipe
 from asicsim._src.emulate.transform import _emulate, round_role
+from asicsim._src.numerics.exact_div import divide
 from asicsim._src.numerics.random import derive, key_words, seed_words
 
 #: GEMM rows whose delayed-scaling history a TrainState keeps (a model with more is an error that
@@ -202,6 +205,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
     # parameters kept in another dtype (bf16) are cast after rounding: maybe off the role's grid
     emulated_cast = _emulate(loss_fn, pol, weights=weights)
     unscaled = ls.kind == "none"  # the scale is 1: no pass over the loss and gradients for it
+    # every scale is init * factor**k clipped to [MIN_SCALE, MAX_SCALE]: powers of two where both
+    # are, with a normal float32 reciprocal where init is within 2**+-126 (XLA:CPU reads a
+    # subnormal operand as zero)
+    pow2_scale = (not unscaled and math.frexp(ls.init)[0] == 0.5 and math.frexp(ls.factor)[0] == 0.5
+                  and 2.0**-126 <= ls.init <= 2.0**126)
     hist_len, algo = pol.history_settings  # checked here too: a Policy built in code skips the loader
 
     def init(params, key, batch=None) -> TrainState:
@@ -262,7 +270,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         else:  # per-replica gradients, all-reduced in the wire format (asicsim._src.emulate.replicas)
             loss, aux, sgrads, seen, sgrad_steps = replicas.value_and_grads(vg, state.params, amax0, steps0,
                                                                             batch, w_fwd)
-        unscale = functools.partial(_unscale, unscaled=unscaled, scale=scale)
+        # a power-of-two scale's reciprocal is exact, and the product rounds the same real value
+        # as the quotient: XLA fuses a product into each of the gradient's consumers, where it
+        # wrote a quotient out (a divide is not computed again per consumer)
+        inv = divide(np.float32(1), scale) if pow2_scale else None
+        unscale = functools.partial(_unscale, unscaled=unscaled, scale=scale, inv=inv)
         grads = jax.tree_util.tree_map(unscale, sgrads)
         if replicas is not None:
             grads = replicas.reduce(grads, derive(words, 4))
@@ -319,11 +331,14 @@ def amax_estimate(history: jax.Array, algo: str = "max") -> jax.Array:
     return history[:, 0] if algo == "most_recent" else jnp.max(history, axis=1)
 
 
-def _unscale(g, *, unscaled: bool, scale):
-    """A gradient leaf in float32 with the loss scale divided out (non-float leaves unchanged)."""
+def _unscale(g, *, unscaled: bool, scale, inv=None):
+    """A gradient leaf in float32 with the loss scale divided out (non-float leaves unchanged);
+    ``inv``: the scale's reciprocal where that is exact (a power of two)."""
     if not _is_float(g):
         return g
-    return g.astype(jnp.float32) if unscaled else g.astype(jnp.float32) / scale
+    if unscaled:
+        return g.astype(jnp.float32)
+    return g.astype(jnp.float32) / scale if inv is None else g.astype(jnp.float32) * inv
 
 
 def _as_float32(tree):
