@@ -22,6 +22,7 @@ import numpy as np
 
 from asicsim._src.emulate.fields import MAX_SCALE, MIN_SCALE
 from asicsim._src.emulate.policy import LossScaling
+from asicsim._src.numerics.pow2_scales import REDUCE_LANE
 
 __all__ = ["MAX_SCALE", "MIN_SCALE", "ScaleState", "all_finite", "init_scale", "norm_and_finite", "update_scale"]
 
@@ -53,16 +54,14 @@ def norm_and_finite(tree) -> tuple[jax.Array, jax.Array]:
         if not (jnp.issubdtype(jnp.asarray(v).dtype, jnp.floating) and jnp.size(v)):
             continue
         x = jnp.asarray(v, jnp.float32).ravel()
-        if x.size > _LANE and x.size % _LANE == 0:
-            x = x.reshape(-1, _LANE)
+        if x.size > REDUCE_LANE and x.size % REDUCE_LANE == 0:
+            x = x.reshape(-1, REDUCE_LANE)
         squares, mags = jax.lax.reduce(
             (x * x, jax.lax.bitcast_convert_type(x, jnp.int32) & np.int32(0x7FFFFFFF)), (np.float32(0), np.int32(0)),
             lambda a, b: (a[0] + b[0], jnp.maximum(a[1], b[1])), (x.ndim - 1,))
         total, worst = total + jnp.sum(squares), jnp.maximum(worst, jnp.max(mags))
     return jnp.sqrt(total), worst < np.int32(0x7F800000)
 
-
-_LANE = 32
 
 
 def update_scale(ls: LossScaling, state: ScaleState, finite: jax.Array) -> tuple[ScaleState, jax.Array]:

@@ -221,10 +221,11 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         k_init = jax.random.fold_in(key, -1 & 0x7FFFFFFF)
         if pol.has_master:
             master = round_tree(_as_float32(params), pol.role("master"), k_init)
-            work = _like(working_weights(master, pol, k_init), params)
             opt_state = tx.init(master)
             if master_is_params(params, pol):  # one copy: params (master_is_params)
                 work, master = master, None
+            else:
+                work = _like(working_weights(master, pol, k_init), params)
         else:
             master = None
             work = round_tree(params, stored_format(pol), k_init)
@@ -291,9 +292,10 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
         if pol.has_master:
             master = round_tree(optax.apply_updates(target, updates), pol.role("master"),
                                 words=derive(w_upd, 0))
-            params = _like(working_weights(master, pol, words=derive(w_upd, 1)), state.params)
             if state.master is None:  # the master copy is the params (master_is_params)
                 params, master = master, None
+            else:
+                params = _like(working_weights(master, pol, words=derive(w_upd, 1)), state.params)
         else:
             master = None
             params = round_tree(_add(target, updates), stored_format(pol), words=w_upd)

@@ -84,7 +84,17 @@ def divide_exact(a: jax.Array, b: jax.Array) -> jax.Array:
     field = jnp.where(extra > 0, 0, e + 127).astype(_U)
     bits = jnp.where(extra > 0, keep, (field << 23) + (keep - np.uint32(1 << 23)))
     bits = jnp.where((extra == 0) & (e + 127 >= 255), np.uint32(0x7F800000), bits)  # overflow
-    return _ieee_special_cases(a, b, lax.bitcast_convert_type(bits | sign, jnp.float32))
+    out = lax.bitcast_convert_type(bits | sign, jnp.float32)
+    # zeros, infinities and NaN: IEEE 754's special cases, which the hardware divides exactly
+    zero_a = (ab & np.uint32(0x7FFFFFFF)) == 0
+    zero_b = (bb & np.uint32(0x7FFFFFFF)) == 0
+    inf_a, inf_b = jnp.isinf(a), jnp.isinf(b)
+    nan = jnp.isnan(a) | jnp.isnan(b) | (zero_a & zero_b) | (inf_a & inf_b)
+    inf = (inf_a | zero_b) & ~nan
+    zero = (zero_a | inf_b) & ~nan
+    spec = jnp.where(nan, np.float32(np.nan),
+                     lax.bitcast_convert_type(sign | jnp.where(inf, np.uint32(0x7F800000), np.uint32(0)), jnp.float32))
+    return jnp.where(nan | inf | zero, spec, out)
 
 
 def divide_float64(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -113,22 +123,6 @@ def divide_float64(a: jax.Array, b: jax.Array) -> jax.Array:
     ua, ub = jnp.broadcast_arrays(lax.bitcast_convert_type(a, _U), lax.bitcast_convert_type(b, _U))
     sign = (ua ^ ub) & np.uint32(0x80000000)
     return lax.bitcast_convert_type(jnp.where(nan, np.uint32(0x7FC00000), bits | sign), jnp.float32)
-
-
-def _ieee_special_cases(a, b, out):
-    """``out`` (the quotient of finite nonzero operands) with IEEE 754's results where an operand
-    is a zero, an infinity or NaN (the one quiet NaN 0x7fc00000)."""
-    ab, bb = lax.bitcast_convert_type(a, _U), lax.bitcast_convert_type(b, _U)
-    sign = (ab ^ bb) & np.uint32(0x80000000)
-    zero_a = (ab & np.uint32(0x7FFFFFFF)) == 0
-    zero_b = (bb & np.uint32(0x7FFFFFFF)) == 0
-    inf_a, inf_b = jnp.isinf(a), jnp.isinf(b)
-    nan = jnp.isnan(a) | jnp.isnan(b) | (zero_a & zero_b) | (inf_a & inf_b)
-    inf = (inf_a | zero_b) & ~nan
-    zero = (zero_a | inf_b) & ~nan
-    spec = jnp.where(nan, np.float32(np.nan),
-                     lax.bitcast_convert_type(sign | jnp.where(inf, np.uint32(0x7F800000), np.uint32(0)), jnp.float32))
-    return jnp.where(nan | inf | zero, spec, out)
 
 
 def divide(a, b) -> jax.Array:

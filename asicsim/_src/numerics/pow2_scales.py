@@ -104,17 +104,19 @@ def amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
     reduction it needed."""
     axes = tuple(sorted(a % x.ndim for a in axes))
     last = x.shape[-1] if x.ndim else 0
-    if axes and axes[-1] == x.ndim - 1 and last > _LANE and last % _LANE == 0:
+    if axes and axes[-1] == x.ndim - 1 and last > REDUCE_LANE and last % REDUCE_LANE == 0:
         # the last axis in lanes first: a reduce over a short axis fuses the masking (XLA:CPU
         # split a long one into reduce-windows fed by a masked copy of the whole tensor). The
         # masking must follow the reshape: masked before it, XLA kept the masked copy.
-        lanes = x.reshape(*x.shape[:-1], last // _LANE, _LANE)
+        lanes = x.reshape(*x.shape[:-1], last // REDUCE_LANE, REDUCE_LANE)
         x = jax.lax.bitcast_convert_type(amax_bits(lanes, (-1,), keepdims=False), jnp.float32)
     mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
     return jnp.max(mag.astype(jnp.int32), axis=axes, keepdims=keepdims).astype(jnp.uint32)
 
 
-_LANE = 32
+#: a long last axis is reduced in pieces this long first: XLA:CPU fuses the producer into a
+#: reduce over a short axis (:func:`amax_bits`, ``emulate.loss_scaling.norm_and_finite``)
+REDUCE_LANE = 32
 
 
 def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:
