@@ -27,6 +27,7 @@ CANONICAL_NAN = {
     "float8_e5m2fnuz": 0x80,
     "float8_e4m3b11fnuz": 0x80,
     "float8_e8m0fnu": 0xFF,
+    "float8_e5m3fnu": 0xFF,
 }
 
 
