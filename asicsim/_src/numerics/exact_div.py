@@ -5,7 +5,7 @@ off by up to 2 ulp on an H100), and XLA:CPU flushes float32 subnormals (a subnor
 reads as zero, a subnormal quotient becomes zero). :func:`divide` therefore never uses a float32
 division. Off a CPU it forms IEEE 754's round-to-nearest-even quotient from the operands' bits by
 integer long division (:func:`divide_exact`: uint32 shifts, compares and subtractions only, exact
-on any device). On a CPU it rounds float64's quotient of the operands, built from their bits
+on any device). On a CPU it rounds float64's quotient of the operands, converted exactly
 (:func:`divide_float64`; the same bits): the long division is ~27 unrolled steps of several
 operations per element, which made the scale computations of an fp8 training step 90 % of its
 StableHLO and half its compile time.
@@ -29,7 +29,7 @@ import numpy as np
 from jax import lax
 
 from ..._jax_compat import enable_x64
-from .rounding import f32_to_f64
+from .rounding import f32_to_f64, f64_to_f32
 
 _U = jnp.uint32
 _STEPS = 26  # quotient bits after the leading one: 24 kept, a guard, and one to normalise into
@@ -98,31 +98,24 @@ def divide_exact(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def divide_float64(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a / b`` rounded to nearest even, from float64's quotient of the operands (built from
-    their bits: nothing flushes), for a CPU (see the module). A correctly rounded float64
-    quotient rounded again to float32 is the correctly rounded float32 quotient (53 >= 2 * 24 + 2:
-    double rounding is innocuous for division, Figueroa 1995), on float32's subnormal grid too (a
+    """``a / b`` rounded to nearest even, from float64's quotient of the operands (converted by
+    ``f32_to_f64``, which builds a subnormal from its bits: nothing flushes), for a CPU (see the
+    module). A correctly rounded float64 quotient rounded again to float32 (``f64_to_f32``,
+    subnormal results kept) is the correctly rounded float32 quotient (53 >= 2 * 24 + 2: double
+    rounding is innocuous for division, Figueroa 1995), on float32's subnormal grid too (a
     coarser one). A float32 quotient is never a float64 subnormal, and float64's division gives
-    IEEE 754's zeros, infinities and NaN. The conversion gives the normal and overflowing
-    results; a subnormal one, which XLA:CPU's conversion flushes, is built from its count of
-    2**-149 (rounded to nearest even, exact in float64). No float32 operation touches the
-    operands: under XLA:CPU's flushing, LLVM turned even an integer test of their bits for zero
-    into a float compare that reads a subnormal as zero."""
+    IEEE 754's zeros, infinities and NaN. No float32 arithmetic touches the operands: under
+    XLA:CPU's flushing, LLVM turned even an integer test of their bits for zero into a float
+    compare that reads a subnormal as zero (``tests/numerics/test_exact_div.py`` runs every
+    oracle test on this path)."""
     # (converted at their own shapes, then broadcast: a per-row scale converted per element kept
     # XLA:CPU from fusing the division into its consumer)
     a, b = jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32)
     with enable_x64(True):
         a64, b64 = jnp.broadcast_arrays(f32_to_f64(a), f32_to_f64(b))
         q = a64 / b64
-        mag = jnp.abs(q)
-        # a subnormal's count of 2**-149, rounded to nearest even by adding 2**52 (float64's
-        # own rounding; the count is then the low bits)
-        units = lax.bitcast_convert_type(mag * 2.0**149 + 2.0**52, jnp.uint64).astype(_U)
-        bits = jnp.where(mag < 2.0**-126, units, lax.bitcast_convert_type(mag.astype(jnp.float32), _U))
-        nan = q != q
-    ua, ub = jnp.broadcast_arrays(lax.bitcast_convert_type(a, _U), lax.bitcast_convert_type(b, _U))
-    sign = (ua ^ ub) & np.uint32(0x80000000)
-    return lax.bitcast_convert_type(jnp.where(nan, np.uint32(0x7FC00000), bits | sign), jnp.float32)
+        # NaN: the positive quiet one
+        return jnp.where(q != q, np.float32(np.nan), f64_to_f32(q))
 
 
 def divide(a, b) -> jax.Array:

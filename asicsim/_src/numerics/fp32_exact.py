@@ -8,8 +8,9 @@ division is not correctly rounded, so the divisions are :func:`.exact_div.divide
 division, correctly rounded, subnormals kept), and the other float32 operations run in float32
 only where no subnormal can occur (:func:`products_are_normal`); elsewhere they are done in
 float64 on values built from the bits (every float32 number, subnormals too, is a normal
-float64, which nothing flushes) and rounded once to float32 by the integer kernel. For +, -, *
-that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is innocuous).
+float64, which nothing flushes) and rounded once to float32 (``rounding.f64_to_f32``).
+For +, -, * that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is
+innocuous; a product of two float32 numbers is exact in float64).
 
 The scale is at least 2**-149 (the smallest float32; a scale that rounds to 0 would divide by 0).
 
@@ -28,20 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..._jax_compat import enable_x64
-from .catalog import get_format
 from .exact_div import divide
 from .formats import element_qmin
-from .grid_rounding import round_to_grid
-from .rounding import F32, F64, Rounding, RoundMode, f32_to_f64, f64_to_f32
-
-_FLOAT32 = None
-
-
-def _float32_spec():
-    global _FLOAT32
-    if _FLOAT32 is None:
-        _FLOAT32 = get_format("float32")
-    return _FLOAT32
+from .rounding import F32, Rounding, f32_to_f64, f64_to_f32
 
 
 def products_are_normal(amax, element) -> jax.Array:
@@ -85,17 +75,14 @@ def scale_up_if_subnormal(num, den: float) -> jax.Array:
 
 
 def _product(a, b) -> jax.Array:
-    """float32 ``a * b`` correctly rounded, subnormal products kept (in float64)."""
+    """float32 ``a * b`` correctly rounded, subnormal products kept (float64's product is exact)."""
     with enable_x64(True):
-        return f64_to_f32(_to_f32_grid(f32_to_f64(a) * f32_to_f64(b)))
+        return f64_to_f32(f32_to_f64(a) * f32_to_f64(b))
 
 
 def _to_f32_grid(v):
     """float64 values rounded (rne) onto float32's grid, still float64 (under x64)."""
-
-    bits = jax.lax.bitcast_convert_type(v, jnp.uint64)
-    out = round_to_grid(jnp, F64, bits, _float32_spec(), Rounding(RoundMode.RNE), False)
-    return jax.lax.bitcast_convert_type(out, jnp.float64)
+    return f32_to_f64(f64_to_f32(v))
 
 
 def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, rand, round_bits):
@@ -107,7 +94,7 @@ def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, 
         lo = jnp.minimum(jnp.min(x64, axis=axes, keepdims=True), 0.0)
         hi = jnp.maximum(jnp.max(x64, axis=axes, keepdims=True), 0.0)
         span = float(np.float32(element.kmax - element.kmin) * np.float32(element.eps))
-        s = scale_up_if_subnormal(f64_to_f32(_to_f32_grid(hi - lo)), span)
+        s = scale_up_if_subnormal(f64_to_f32(hi - lo), span)
         s = jnp.where(hi == lo, np.float32(1), s)
         zp = jnp.round(_to_f32_grid(float(np.float32(element.min)) - f32_to_f64(divide(f64_to_f32(lo), s))))
         zp = jnp.clip(zp, element.min, element.max)
@@ -115,4 +102,4 @@ def fp32_asymmetric_in_float64(x, axes, element, rnd: Rounding, saturate: bool, 
         y = f64_to_f32(jnp.clip(y, float(np.float32(element.min)), float(np.float32(element.max))))
         q = round_bits(jax.lax.bitcast_convert_type(y, jnp.uint32), element, rnd, saturate, rand)
         q64 = f32_to_f64(jax.lax.bitcast_convert_type(q, jnp.float32))
-        return f64_to_f32(_to_f32_grid(_to_f32_grid(q64 - zp) * f32_to_f64(s))), s
+        return f64_to_f32(_to_f32_grid(q64 - zp) * f32_to_f64(s)), s

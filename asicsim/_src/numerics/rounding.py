@@ -124,39 +124,32 @@ class Grid(NamedTuple):
 
 
 def f32_to_f64(x: jax.Array) -> jax.Array:
-    """float64 of float32 values (subnormals included), without any f32 arithmetic."""
+    """float64 of float32 values (subnormals included): XLA's conversion for the others, and a
+    subnormal (which XLA:CPU's conversion flushes) from its count of 2**-149, exact in float64."""
     import jax  # here, not at the top: the format catalog and RoundMode need no JAX (asicsim --help)
     import jax.numpy as jnp
 
-    u = jax.lax.bitcast_convert_type(x, jnp.uint32).astype(jnp.uint64)
-    sign = (u >> np.uint64(31)) << np.uint64(63)
-    e = (u >> np.uint64(23)) & np.uint64(0xFF)
-    m = u & np.uint64(0x7FFFFF)
-    normal = (sign | ((e + np.uint64(1023 - 127)) << np.uint64(52))) | (m << np.uint64(29))
-    special = sign | np.uint64(0x7FF << 52) | (m << np.uint64(29))
-    sub = jax.lax.bitcast_convert_type(m.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
-    bits = jnp.where(e == np.uint64(0), sub, jnp.where(e == np.uint64(0xFF), special, normal))
-    return jax.lax.bitcast_convert_type(bits, jnp.float64)
+    u = jax.lax.bitcast_convert_type(x, jnp.uint32)
+    mag = u & np.uint32(0x7FFFFFFF)
+    sub = mag.astype(jnp.float64) * 2.0**-149
+    sub = jnp.where(u > np.uint32(0x7FFFFFFF), -sub, sub)
+    return jnp.where(mag < np.uint32(0x00800000), sub, x.astype(jnp.float64))
 
 
 def f64_to_f32(x: jax.Array) -> jax.Array:
-    """float32 of float64 values that float32 holds exactly (or inf/NaN), by integer ops."""
+    """float32 nearest (ties to even) to float64 ``x``, subnormal results included; NaN is the
+    quiet NaN of ``x``'s sign. XLA's conversion rounds the normal range and past it; a subnormal
+    result, which XLA:CPU's conversion flushes, is its count of 2**-149 rounded to nearest even
+    by float64's own addition of 2**52 (the count is then the low bits)."""
     import jax
     import jax.numpy as jnp
 
-    b = jax.lax.bitcast_convert_type(x, jnp.uint64)
-    sign = ((b >> np.uint64(63)) << np.uint64(31)).astype(jnp.uint32)
-    e = ((b >> np.uint64(52)) & np.uint64(0x7FF)).astype(jnp.int32)
-    frac = b & np.uint64((1 << 52) - 1)
-    normal = (jnp.clip(e - (1023 - 127), 1, 254).astype(jnp.uint32) << np.uint32(23)) | (
-        frac >> np.uint64(29)
-    ).astype(jnp.uint32)
-    shift = jnp.clip(29 + (1023 - 126) - e, 0, 63).astype(jnp.uint64)
-    sub = ((frac | np.uint64(1 << 52)) >> shift).astype(jnp.uint32)
-    nan = jnp.where(frac != np.uint64(0), np.uint32(0x7FC00000), np.uint32(0x7F800000))
-    mag = jnp.where(e >= 1023 - 126, normal, sub)
-    mag = jnp.where(e == 0, np.uint32(0), jnp.where(e == 0x7FF, nan, mag))
-    return jax.lax.bitcast_convert_type(mag | sign, jnp.float32)
+    mag = jnp.abs(x)
+    units = jax.lax.bitcast_convert_type(mag * 2.0**149 + 2.0**52, jnp.uint64).astype(jnp.uint32)
+    bits = jnp.where(mag < 2.0**-126, units, jax.lax.bitcast_convert_type(mag.astype(jnp.float32), jnp.uint32))
+    bits = jnp.where(mag != mag, np.uint32(0x7FC00000), bits)
+    sign = (jax.lax.bitcast_convert_type(x, jnp.uint64) >> np.uint64(32)).astype(jnp.uint32) & np.uint32(0x80000000)
+    return jax.lax.bitcast_convert_type(bits | sign, jnp.float32)
 
 
 def f64_bits_to_f32_odd(xp, b):
