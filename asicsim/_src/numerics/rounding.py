@@ -131,9 +131,11 @@ def f32_to_f64(x: jax.Array) -> jax.Array:
 
     u = jax.lax.bitcast_convert_type(x, jnp.uint32)
     mag = u & np.uint32(0x7FFFFFFF)
-    sub = mag.astype(jnp.float64) * 2.0**-149
-    sub = jnp.where(u > np.uint32(0x7FFFFFFF), -sub, sub)
-    return jnp.where(mag < np.uint32(0x00800000), sub, x.astype(jnp.float64))
+    # the sign by integer ops: LLVM may turn an integer test of a float's bits into a float
+    # compare, which XLA:CPU's flushing reads as zero for a subnormal
+    sign = (u >> np.uint32(31)).astype(jnp.uint64) << np.uint64(63)
+    sub = jax.lax.bitcast_convert_type(mag.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
+    return jnp.where(mag < np.uint32(0x00800000), jax.lax.bitcast_convert_type(sub, jnp.float64), x.astype(jnp.float64))
 
 
 def f64_to_f32(x: jax.Array) -> jax.Array:
