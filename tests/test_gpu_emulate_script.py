@@ -49,6 +49,32 @@ def test_hlo_passes_counts_traffic_outside_gemms():
     assert hlo.type_bytes("(f8e4m3fn[16], s4[4], bf16[2,3]{1,0})") == 16 + 2 + 12
 
 
+
+def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
+    """fp16_mixed keeps an fp32 master copy and fp16 working weights, as the bf16 recipe keeps
+    bf16 ones, so their steps move about the same traffic outside the GEMMs (the 512-wide MLP of
+    ``benchmarks/hlo_passes.py`` on XLA:CPU: 1.07x). When the working weights were computed from
+    the master copy before the skip select, XLA wrote the optimizer's update out and read it
+    twice, and the master and working weights once more each: 1.36x."""
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    hlo = load_benchmark("hlo_passes")
+    from gpu_emulate_parts import mlp  # benchmarks/ is on sys.path once a benchmark is loaded
+
+    from asicsim._src.emulate import make_train_step
+
+    init, loss = mlp(512, 2)
+    data = (jnp.zeros((64, 512), jnp.float32), jnp.zeros((64,), jnp.int32))
+    traffic = {}
+    with jax.numpy_dtype_promotion("standard"):
+        for recipe in ("bf16", "fp16_mixed"):
+            init_state, step = make_train_step(loss, recipe, optax.adam(1e-3))
+            text = jax.jit(step).lower(init_state(init(0), 1), data).compile().as_text()
+            traffic[recipe] = hlo.count_passes(text)["traffic_mb"]
+    assert traffic["fp16_mixed"] < 1.15 * traffic["bf16"], traffic
+
 @pytest.mark.slow
 def test_gpu_benchmark_script_quick(tmp_path):
     mod = load_benchmark("gpu_emulate")

@@ -286,6 +286,9 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             finite = finite & all_finite(jax.tree_util.tree_map(unscale, sgrad_steps))
         new_scale, skip = update_scale(ls, state.loss_scale, finite)
 
+        def keep(new, old):
+            return jax.tree_util.tree_map(lambda n, o: jnp.where(skip, o, n), new, old)
+
         target = state.params if state.master is None else state.master
         updates, opt_state = tx.update(grads, state.opt_state, target)
         opt_state = round_tree(opt_state, pol.role("opt_state"), words=w_opt)
@@ -295,16 +298,15 @@ def make_train_step(loss_fn: Callable, policy, tx: optax.GradientTransformation,
             if state.master is None:  # the master copy is the params (master_is_params)
                 params, master = master, None
             else:
+                # the working weights from the master copy once it is kept or skipped: read from
+                # memory, not computed again from the update (which XLA then wrote out)
+                master = keep(master, state.master)
                 params = _like(working_weights(master, pol, words=derive(w_upd, 1)), state.params)
         else:
             master = None
             params = round_tree(_add(target, updates), stored_format(pol), words=w_upd)
 
-        def keep(new, old):
-            return jax.tree_util.tree_map(lambda n, o: jnp.where(skip, o, n), new, old)
-
         params = keep(params, state.params)
-        master = keep(master, state.master)
         opt_state = keep(opt_state, state.opt_state)
         lsq = state.lsq
         if lsq is not None:  # the learned steps: the same optimizer, state of their own
