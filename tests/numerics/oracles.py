@@ -14,6 +14,7 @@ import gfloat
 import gmpy2
 import ml_dtypes
 import numpy as np
+import softfloatpy as sf
 
 from asicsim._src.numerics import FloatFormat
 
@@ -34,6 +35,16 @@ _GFLOAT_ROUND = {
     "rup": gfloat.RoundMode.TowardPositive,
     "rdn": gfloat.RoundMode.TowardNegative,
 }
+
+
+def softfloat32_binary(op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Bits (uint32) of Berkeley SoftFloat's float32 ``op`` (``sf.f32_mul``, ``sf.f32_div``, ...)
+    on float32 bit patterns ``a`` and ``b``, elementwise, in its current rounding mode."""
+    def f32(bits):
+        return sf.Float32.from_bytes(int(bits).to_bytes(4, "big"))
+
+    return np.array([int.from_bytes(op(f32(x), f32(y)).to_bytes(), "big") for x, y in zip(a, b, strict=True)],
+                    np.uint32)
 
 
 def ml_type(name: str):

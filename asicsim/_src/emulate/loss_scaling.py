@@ -63,7 +63,6 @@ def norm_and_finite(tree) -> tuple[jax.Array, jax.Array]:
     return jnp.sqrt(total), worst < np.int32(0x7F800000)
 
 
-
 def update_scale(ls: LossScaling, state: ScaleState, finite: jax.Array) -> tuple[ScaleState, jax.Array]:
     """(new state, skip): the dynamic rule; ``skip`` says to drop this step's update."""
     if ls.kind != "dynamic":
