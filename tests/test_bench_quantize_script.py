@@ -53,6 +53,21 @@ def test_per_channel_scaling_reads_its_rows_once_for_the_amax():
         assert row["copies"] < 4, row
 
 
+@pytest.mark.parametrize("axis,across", [(0, 1), (1, 1), (0, 128), (1, 128)])
+def test_fp32_blocks_and_tiles_round_in_place(axis, across):
+    """DeepSeek-V3's fp32-scaled 1x128 blocks and 128x128 tiles on a 4096 x 256 tensor, along
+    either axis: rounded on a view of the tensor split in place (``scaling._fp32_blocks_in_place``),
+    3.5-3.8 copies of traffic with rne (both branches of the product's exactness condition
+    counted; its result copied into the donated input is one). Before, the tensor was
+    transposed into (tiles, members) and back: 4.6-5.6 (this test fails on that code)."""
+    from asicsim._src.numerics.scaling import Scaling
+
+    bench = load_benchmark("bench_quantize")
+    plan = Scaling(granularity="block", axis=axis, block_size=128, across=across, scale_format="fp32")
+    row = bench.pass_rows(4096 * 256, [("float8_e4m3fn", {"scaling": plan})])[0]
+    assert row["rounding"] == "rne" and row["copies"] < 4, row
+
+
 def test_sr_words_mode_times_each_case(capsys):
     """``--sr-words`` runs (the copy, the words alone, SR with its words and with a one-op word,
     rne) and prints one row per case; its figures are in benchmarks/RESULTS.md (issue 37 item 5)."""

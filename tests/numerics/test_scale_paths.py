@@ -1,8 +1,9 @@
-"""The fast power-of-two scaling paths against the general integer path
-(``scaling._scaled_groups``: the tensor viewed as (groups, members), every element rounded by
-``round_to_grid`` on its group's shifted grid, with the same random words): stochastic
-rounding of MX blocks on the bits (``mx_floor.floor_blocks_bits``), and scales that put an
-element's value past float32's range."""
+"""The fast scaling paths against the general integer path (``scaling._scaled_groups``: the
+tensor viewed as (groups, members), every element rounded by ``round_to_grid`` on its group's
+shifted grid, with the same random words): stochastic rounding of MX blocks on the bits
+(``mx_floor.floor_blocks_bits``), fp32-scaled blocks and 2-D tiles on a view split in place
+(``scaling._fp32_blocks_in_place``), and scales that put an element's value past float32's
+range."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ from oracles import assert_same_bits
 from asicsim._src.numerics import get_format, quantize
 from asicsim._src.numerics.mx_floor import floor_blocks_bits
 from asicsim._src.numerics.rounding import parse_rounding
-from asicsim._src.numerics.scaling import Scaling, _scaled_groups, _scaled_jit, resolve_scaling
+from asicsim._src.numerics.scaling import (
+    Scaling,
+    _fp32_blocks_in_place,
+    _scaled_groups,
+    _scaled_jit,
+    resolve_scaling,
+)
 
 MX_FLOATS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e2m3", "mxfp6_e3m2", "mxfp4", "mxfp8_e4m3_up"]
 
@@ -138,3 +145,53 @@ def test_fp32_scales_at_float32s_max_saturate_to_it(fmt):
     assert np.isfinite(static).all(), static
     loose = np.asarray(quantize(x, fmt, "rne", scaling=Scaling(granularity="tensor"), saturate=False))
     assert not np.isnan(loose).any() and np.isfinite(loose[:, 2:]).all(), loose
+
+
+#: (shape, axis, block_size, across): blocks along every axis, 2-D tiles along either axis, a
+#: block longer than its axis (one block: the axis itself), tiles of fewer lines than the block
+FP32_BLOCKS = [((256, 384), 0, 128, 1), ((256, 384), -1, 128, 1), ((256, 384), 0, 128, 128),
+               ((256, 384), 1, 128, 128), ((128, 64), 0, 32, 16), ((16, 24, 64), 1, 8, 1), ((16, 24, 64), 0, 16, 1),
+               ((6, 100), 1, 128, 1), ((96,), 0, 32, 1)]
+
+
+def _values_of_every_kind(rng, shape):
+    """Values whose exponents span float32's whole range (tiles of subnormals, of values near
+    2**128, mixed), +-0, NaN and inf."""
+    x = rng.standard_normal(shape) * 2.0 ** rng.integers(-150, 128, shape) * (rng.random(shape) < 0.9)
+    x = np.where(rng.random(shape) < 0.3, rng.standard_normal(shape) * 2.0 ** rng.integers(-140, -120), x)
+    x = np.where(rng.random(shape) < 0.001, rng.choice([np.nan, np.inf, -np.inf, -0.0]), x)
+    with np.errstate(over="ignore"):
+        return x.astype(np.float32)
+
+
+@settings(max_examples=16, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), case=st.sampled_from(FP32_BLOCKS),
+       fmt=st.sampled_from(["float8_e4m3fn", "float4_e2m1fn", "int8", "int8 asymmetric"]),
+       rounding=st.sampled_from(["rne", "rtz", "rup", "rdn"]), saturate=st.booleans())
+def test_fp32_blocks_in_place_are_the_general_paths(seed, case, fmt, rounding, saturate):
+    """fp32-scaled blocks and 2-D tiles (DeepSeek-V3's 1x128 and 128x128) rounded on a view of
+    the tensor split in place give the general path's values and scales (in its block order),
+    bit for bit: the same amax per block and the same arithmetic per element. Before, every such
+    tensor went through the general path's transposed copy (4.6-5.6 copies of traffic:
+    ``tests/test_bench_quantize_script.py``)."""
+    shape, axis, block_size, across = case
+    name, _, kind = fmt.partition(" ")
+    plan = Scaling(granularity="block", axis=axis, block_size=block_size, across=across, scale_format="fp32",
+                   symmetric=kind != "asymmetric")
+    x, words, element = jnp.asarray(_values_of_every_kind(np.random.default_rng(seed), shape)), jnp.zeros(2, jnp.uint32), get_format(name)
+    assert _fp32_blocks_in_place(x, words, element, plan, parse_rounding(rounding), saturate) is not None
+    _same_as_general_path(x, words, element, plan, rounding, saturate, f"{case} {fmt} {rounding} saturate={saturate}")
+
+
+def test_fp32_blocks_in_place_leave_what_needs_the_general_path():
+    """Stochastic rounding (its words are drawn in the general path's layout), power-of-two
+    scales, padded blocks and 2-D tiles of an array of three axes keep their paths."""
+    x, words, e8 = jnp.ones((256, 100), jnp.float32), jnp.zeros(2, jnp.uint32), get_format("float8_e4m3fn")
+    tiles = Scaling(granularity="block", axis=0, block_size=128, across=4, scale_format="fp32")
+    assert _fp32_blocks_in_place(x, words, e8, tiles, parse_rounding("rne"), True) is not None
+    assert _fp32_blocks_in_place(x, words, e8, tiles, parse_rounding("sr"), True) is None
+    padded = Scaling(granularity="block", axis=1, block_size=32, scale_format="fp32")
+    assert _fp32_blocks_in_place(x, words, e8, padded, parse_rounding("rne"), True) is None
+    pow2 = Scaling(granularity="block", axis=0, block_size=32, scale_format="e8m0")
+    assert _fp32_blocks_in_place(x, words, e8, pow2, parse_rounding("rne"), True) is None
+    assert _fp32_blocks_in_place(jnp.ones((4, 128, 128)), words, e8, tiles, parse_rounding("rne"), True) is None

@@ -111,12 +111,23 @@ def amax_bits(x: jax.Array, axes: tuple[int, ...], keepdims: bool) -> jax.Array:
         lanes = x.reshape(*x.shape[:-1], last // REDUCE_LANE, REDUCE_LANE)
         x = jax.lax.bitcast_convert_type(amax_bits(lanes, (-1,), keepdims=False), jnp.float32)
     mag = jax.lax.bitcast_convert_type(x, jnp.uint32) & np.uint32(0x7FFFFFFF)
+    if axes and axes[-1] != x.ndim - 1:
+        # short axes before the last (blocks along another axis): halved by maxima of their two
+        # halves while even, elementwise along the last axis. XLA:CPU fed a reduce over such an
+        # axis from a masked copy of the whole tensor; this fuses the masking (a long axis, a
+        # channel's 4096 rows, gained nothing: XLA materialises the tree's levels)
+        for a in (a for a in axes if x.shape[a] <= SHORT_AXIS):
+            while mag.shape[a] % 2 == 0 and mag.shape[a] > 1:
+                h = mag.shape[a] // 2
+                mag = jnp.maximum(jax.lax.slice_in_dim(mag, 0, h, axis=a), jax.lax.slice_in_dim(mag, h, 2 * h, axis=a))
     return jnp.max(mag.astype(jnp.int32), axis=axes, keepdims=keepdims).astype(jnp.uint32)
 
 
 #: a long last axis is reduced in pieces this long first: XLA:CPU fuses the producer into a
 #: reduce over a short axis (:func:`amax_bits`, ``emulate.loss_scaling.norm_and_finite``)
 REDUCE_LANE = 32
+#: an axis before the last at most this long is reduced by a tree of maxima (:func:`amax_bits`)
+SHORT_AXIS = 256
 
 
 def _divide_pow2_bits(bits: jax.Array, shift: jax.Array) -> jax.Array:

@@ -123,7 +123,8 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
     if plan.block_scale is not None or plan.across > 1:  # two-level scales, 2-D tiles: per group
-        return _scaled_groups(x, words, element, plan, rnd, saturate)
+        in_place = _fp32_blocks_in_place(x, words, element, plan, rnd, saturate)
+        return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
     if plan.granularity == "block" and x.ndim >= 1:  # a block longer than its axis is one block,
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
         plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
@@ -161,7 +162,52 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         amax = amax_bits(x, axes=axes, keepdims=True)
         finite = amax < np.uint32(0x7F800000)
         return fp32_scaled(x, amax, finite, element, plan.symmetric, rnd, saturate, words, lambda v: v, axes)
-    return _scaled_groups(x, words, element, plan, rnd, saturate)
+    in_place = _fp32_blocks_in_place(x, words, element, plan, rnd, saturate)
+    return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
+
+
+def _block_view(x: jax.Array, plan: Scaling):
+    """``(view, axes, order)``: ``x`` split into its blocks by a reshape that only splits axes (no
+    copy), the view's axes each block spans, and ``order`` putting one value per block (the
+    view reduced over ``axes``, kept or not) in ``_grouped``'s block order; None where blocks
+    need padding or a transpose (2-D tiles of an array of more than two axes)."""
+    axis = plan.axis % x.ndim
+    n = x.shape[axis]
+    b = min(plan.block_size, max(n, 1))
+    if n % b:
+        return None
+    if plan.across == 1:  # _grouped: the block axis moved last, then (rest..., blocks)
+        split = (*x.shape[:axis], n // b)
+        return (x.reshape(*split, b, *x.shape[axis + 1:]), (axis + 1,),
+                lambda v: jnp.moveaxis(v.reshape(*split, *x.shape[axis + 1:]), axis, -1).reshape(-1))
+    lines = x.shape[1 - axis] if x.ndim == 2 else 0
+    a = min(plan.across, max(lines, 1))
+    if x.ndim != 2 or lines % a:
+        return None
+    (r, rb), (c, cb) = ((n // b, b), (lines // a, a)) if axis == 0 else ((lines // a, a), (n // b, b))
+    # _tiles: (lines // a, n // b) tiles of the array with the block axis last
+    return (x.reshape(r, rb, c, cb), (1, 3),
+            lambda v: (v.reshape(r, c).T if axis == 0 else v.reshape(r, c)).reshape(-1))
+
+
+def _fp32_blocks_in_place(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """fp32-scaled blocks and 2-D tiles (DeepSeek-V3's 1x128 and 128x128) on a view of ``x``
+    split in place (:func:`_block_view`): ``_scaled_groups``' values and scales without its
+    transposed copy of ``x`` and back (the blocks along another axis than the last, every 2-D
+    tile); None where that path must run (other scales, padding, and stochastic rounding, whose
+    words are drawn in its layout)."""
+    if (plan.scale_format != "fp32" or plan.granularity != "block" or plan.block_scale is not None
+            or rnd.stochastic or x.ndim == 0):
+        return None
+    view = _block_view(x, plan)
+    if view is None:
+        return None
+    v, axes, order = view
+    amax = amax_bits(v, axes=axes, keepdims=True)
+    finite = amax < np.uint32(0x7F800000)
+    values, scale = fp32_scaled(v, amax, finite, element, plan.symmetric, rnd, saturate, words,
+                                lambda q: q.reshape(x.shape), axes)
+    return values, order(scale)
 
 
 def _scaled_groups(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
