@@ -56,7 +56,7 @@ def test_per_channel_scaling_reads_its_rows_once_for_the_amax():
 @pytest.mark.parametrize("axis,across", [(0, 1), (1, 1), (0, 128), (1, 128)])
 def test_fp32_blocks_and_tiles_round_in_place(axis, across):
     """DeepSeek-V3's fp32-scaled 1x128 blocks and 128x128 tiles on a 4096 x 256 tensor, along
-    either axis: rounded on a view of the tensor split in place (``scaling._fp32_blocks_in_place``),
+    either axis: rounded on a view of the tensor split in place (``scaling._blocks_in_place``),
     3.5-3.8 copies of traffic with rne (both branches of the product's exactness condition
     counted; its result copied into the donated input is one). Before, the tensor was
     transposed into (tiles, members) and back: 4.6-5.6 (this test fails on that code)."""

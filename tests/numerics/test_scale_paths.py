@@ -1,12 +1,13 @@
 """The fast scaling paths against the general integer path (``scaling._scaled_groups``: the
 tensor viewed as (groups, members), every element rounded by ``round_to_grid`` on its group's
 shifted grid, with the same random words): stochastic rounding of MX blocks on the bits
-(``mx_floor.floor_blocks_bits``), fp32-scaled blocks and 2-D tiles on a view split in place
-(``scaling._fp32_blocks_in_place``), and scales that put an element's value past float32's
-range."""
+(``mx_floor.floor_blocks_bits``), fp32-scaled and two-level (NVFP4) blocks and 2-D tiles on a
+view split in place (``scaling._blocks_in_place``), and scales that put an element's value past
+float32's range."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import jax
@@ -22,7 +23,7 @@ from asicsim._src.numerics.mx_floor import floor_blocks_bits
 from asicsim._src.numerics.rounding import parse_rounding
 from asicsim._src.numerics.scaling import (
     Scaling,
-    _fp32_blocks_in_place,
+    _blocks_in_place,
     _scaled_groups,
     _scaled_jit,
     resolve_scaling,
@@ -164,34 +165,41 @@ def _values_of_every_kind(rng, shape):
         return x.astype(np.float32)
 
 
-@settings(max_examples=16, deadline=None)
+@settings(max_examples=24, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), case=st.sampled_from(FP32_BLOCKS),
-       fmt=st.sampled_from(["float8_e4m3fn", "float4_e2m1fn", "int8", "int8 asymmetric"]),
-       rounding=st.sampled_from(["rne", "rtz", "rup", "rdn"]), saturate=st.booleans())
-def test_fp32_blocks_in_place_are_the_general_paths(seed, case, fmt, rounding, saturate):
-    """fp32-scaled blocks and 2-D tiles (DeepSeek-V3's 1x128 and 128x128) rounded on a view of
-    the tensor split in place give the general path's values and scales (in its block order),
-    bit for bit: the same amax per block and the same arithmetic per element. Before, every such
-    tensor went through the general path's transposed copy (4.6-5.6 copies of traffic:
-    ``tests/test_bench_quantize_script.py``)."""
+       fmt=st.sampled_from(["float8_e4m3fn", "float4_e2m1fn", "int8", "int8 asymmetric", "nvfp4"]),
+       rounding=st.sampled_from(["rne", "rtz", "rup", "rdn", "sr"]), saturate=st.booleans())
+def test_blocks_in_place_are_the_general_paths(seed, case, fmt, rounding, saturate):
+    """fp32-scaled blocks and 2-D tiles (DeepSeek-V3's 1x128 and 128x128) and two-level blocks
+    (NVFP4's E4M3 block scales under an fp32 tensor scale), rounded on a view of the tensor split
+    in place, give the general path's values and scales (in its block order), bit for bit, with
+    the same random words for stochastic rounding: the same amax per block, the same arithmetic
+    per element, and each element's word taken at its index in the general path's layout.
+    Before, every such tensor went through the general path's transposed copy (4.6-5.6 copies
+    of traffic: ``tests/test_bench_quantize_script.py``)."""
     shape, axis, block_size, across = case
     name, _, kind = fmt.partition(" ")
-    plan = Scaling(granularity="block", axis=axis, block_size=block_size, across=across, scale_format="fp32",
-                   symmetric=kind != "asymmetric")
-    x, words, element = jnp.asarray(_values_of_every_kind(np.random.default_rng(seed), shape)), jnp.zeros(2, jnp.uint32), get_format(name)
-    assert _fp32_blocks_in_place(x, words, element, plan, parse_rounding(rounding), saturate) is not None
+    if name == "nvfp4":
+        element, plan = resolve_scaling(get_format(name), axis=axis)
+        plan = dataclasses.replace(plan, block_size=min(block_size, 16), across=min(across, 16))
+    else:
+        element = get_format(name)
+        plan = Scaling(granularity="block", axis=axis, block_size=block_size, across=across, scale_format="fp32",
+                       symmetric=kind != "asymmetric")
+    x = jnp.asarray(_values_of_every_kind(np.random.default_rng(seed), shape))
+    words = jnp.asarray(np.random.default_rng(seed).integers(0, 2**32, 2, dtype=np.uint32))
+    assert _blocks_in_place(x, words, element, plan, parse_rounding(rounding), saturate) is not None
     _same_as_general_path(x, words, element, plan, rounding, saturate, f"{case} {fmt} {rounding} saturate={saturate}")
 
 
-def test_fp32_blocks_in_place_leave_what_needs_the_general_path():
-    """Stochastic rounding (its words are drawn in the general path's layout), power-of-two
-    scales, padded blocks and 2-D tiles of an array of three axes keep their paths."""
+def test_blocks_in_place_leave_what_needs_the_general_path():
+    """Power-of-two scales (their own fast paths), padded blocks and 2-D tiles of an array of
+    three axes keep their paths."""
     x, words, e8 = jnp.ones((256, 100), jnp.float32), jnp.zeros(2, jnp.uint32), get_format("float8_e4m3fn")
     tiles = Scaling(granularity="block", axis=0, block_size=128, across=4, scale_format="fp32")
-    assert _fp32_blocks_in_place(x, words, e8, tiles, parse_rounding("rne"), True) is not None
-    assert _fp32_blocks_in_place(x, words, e8, tiles, parse_rounding("sr"), True) is None
+    assert _blocks_in_place(x, words, e8, tiles, parse_rounding("sr"), True) is not None
     padded = Scaling(granularity="block", axis=1, block_size=32, scale_format="fp32")
-    assert _fp32_blocks_in_place(x, words, e8, padded, parse_rounding("rne"), True) is None
+    assert _blocks_in_place(x, words, e8, padded, parse_rounding("rne"), True) is None
     pow2 = Scaling(granularity="block", axis=0, block_size=32, scale_format="e8m0")
-    assert _fp32_blocks_in_place(x, words, e8, pow2, parse_rounding("rne"), True) is None
-    assert _fp32_blocks_in_place(jnp.ones((4, 128, 128)), words, e8, tiles, parse_rounding("rne"), True) is None
+    assert _blocks_in_place(x, words, e8, pow2, parse_rounding("rne"), True) is None
+    assert _blocks_in_place(jnp.ones((4, 128, 128)), words, e8, tiles, parse_rounding("rne"), True) is None

@@ -72,16 +72,21 @@ def _within_max(ybits, xbits, amax, element):
     return jnp.where(cap, (ybits & _SIGN) | top, ybits)
 
 
-def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, ungroup, axes=(-1,)):
+def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, ungroup, axes=(-1,), words_of=None):
     """(values, scales) of fp32 scaling. ``amax``: uint32 magnitude bits, broadcastable against
     ``groups`` (symmetric only: asymmetric scaling takes its range from ``groups`` over ``axes``);
-    ``finite``: where a group's amax is finite (elsewhere values and scales are NaN)."""
+    ``finite``: where a group's amax is finite (elsewhere values and scales are NaN);
+    ``words_of(words)``: stochastic rounding's random bits of each element (default: ``hash_bits``
+    over ``groups``' shape)."""
+    if words_of is None:
+        def words_of(w):
+            return _random.hash_bits(w, groups.shape)
     if symmetric:
         # The codes and their product in one branch each: with only the product behind the
         # condition, XLA materialised the codes and the product, and copied the branch's result.
         def scaled(product):
             def run(groups, amax, finite, words):
-                rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+                rand = words_of(words) if rnd.stochastic else None
                 q, scale = _codes(groups, amax, element, rnd, saturate, rand)
                 return jnp.where(finite, saturate_to_float32(product(q, scale), saturate), np.float32(np.nan)), scale
             return run
@@ -89,7 +94,7 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
         values, scale = jax.lax.cond(products_are_normal(amax, element), scaled(jnp.multiply), scaled(fp32_mul),
                                      groups, amax, finite, words)
     else:
-        rand = _random.hash_bits(words, groups.shape) if rnd.stochastic else None
+        rand = words_of(words) if rnd.stochastic else None
         values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
         values = jnp.where(finite, saturate_to_float32(values, saturate), np.float32(np.nan))
     return ungroup(values), jnp.where(finite, scale, np.float32(np.nan)).reshape(-1)

@@ -123,7 +123,7 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
     if plan.block_scale is not None or plan.across > 1:  # two-level scales, 2-D tiles: per group
-        in_place = _fp32_blocks_in_place(x, words, element, plan, rnd, saturate)
+        in_place = _blocks_in_place(x, words, element, plan, rnd, saturate)
         return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
     if plan.granularity == "block" and x.ndim >= 1:  # a block longer than its axis is one block,
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
@@ -162,7 +162,7 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         amax = amax_bits(x, axes=axes, keepdims=True)
         finite = amax < np.uint32(0x7F800000)
         return fp32_scaled(x, amax, finite, element, plan.symmetric, rnd, saturate, words, lambda v: v, axes)
-    in_place = _fp32_blocks_in_place(x, words, element, plan, rnd, saturate)
+    in_place = _blocks_in_place(x, words, element, plan, rnd, saturate)
     return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
 
 
@@ -190,23 +190,44 @@ def _block_view(x: jax.Array, plan: Scaling):
             lambda v: (v.reshape(r, c).T if axis == 0 else v.reshape(r, c)).reshape(-1))
 
 
-def _fp32_blocks_in_place(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
-    """fp32-scaled blocks and 2-D tiles (DeepSeek-V3's 1x128 and 128x128) on a view of ``x``
-    split in place (:func:`_block_view`): ``_scaled_groups``' values and scales without its
-    transposed copy of ``x`` and back (the blocks along another axis than the last, every 2-D
-    tile); None where that path must run (other scales, padding, and stochastic rounding, whose
-    words are drawn in its layout)."""
-    if (plan.scale_format != "fp32" or plan.granularity != "block" or plan.block_scale is not None
-            or rnd.stochastic or x.ndim == 0):
+def _view_words(words, x: jax.Array, plan: Scaling, shape) -> jax.Array:
+    """The general path's random words (``hash_bits`` over its (groups, members) layout: the
+    block axis moved last, then 2-D tiles gathered) of each element of ``x``'s block view of
+    ``shape`` (:func:`_block_view`: no padding), as index arithmetic that fuses."""
+    axis = plan.axis % x.ndim
+    moved = (*x.shape[:axis], *x.shape[axis + 1:], x.shape[axis])
+    if plan.across == 1:
+        r = _random.hash_bits(words, moved)  # (groups, block) row-major is ``moved`` row-major
+    else:
+        (lines, n), b = moved, min(plan.block_size, max(moved[1], 1))
+        a = min(plan.across, max(lines, 1))
+        r = (_random.hash_bits(words, (lines // a * (n // b), a * b)).reshape(lines // a, n // b, a, b)
+             .transpose(0, 2, 1, 3).reshape(lines, n))
+    return jnp.moveaxis(r, -1, axis).reshape(shape)
+
+
+def _blocks_in_place(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """fp32-scaled and two-level (NVFP4) blocks, and 2-D tiles (DeepSeek-V3's 1x128 and
+    128x128), on a view of ``x`` split in place (:func:`_block_view`): ``_scaled_groups``' values
+    and scales (its words too, :func:`_view_words`) without its transposed copy of ``x`` and
+    back (blocks along another axis than the last, every 2-D tile); None where that path must
+    run (power-of-two scales, padding)."""
+    fp32 = plan.scale_format == "fp32" and plan.block_scale is None
+    if plan.granularity != "block" or not (fp32 or plan.block_scale is not None) or x.ndim == 0:
         return None
     view = _block_view(x, plan)
     if view is None:
         return None
     v, axes, order = view
+    if not fp32:
+        rand = _view_words(words, x, plan, v.shape) if rnd.stochastic else None
+        values, _, scales, _ = two_level_groups(v, element, plan.block_scale, plan.tensor_scale, rnd, saturate,
+                                                rand, axes)
+        return values.reshape(x.shape), order(scales)
     amax = amax_bits(v, axes=axes, keepdims=True)
     finite = amax < np.uint32(0x7F800000)
     values, scale = fp32_scaled(v, amax, finite, element, plan.symmetric, rnd, saturate, words,
-                                lambda q: q.reshape(x.shape), axes)
+                                lambda q: q.reshape(x.shape), axes, lambda w: _view_words(w, x, plan, v.shape))
     return values, order(scale)
 
 

@@ -64,13 +64,13 @@ def constants(element, scale) -> dict[str, np.float32]:
         return {"E": e, "S": s, "SE": es, "inv_E": np.float32(1) / e, "inv_ES": np.float32(1) / np.float32(e * s)}
 
 
-def two_level_groups(groups, element, scale, tensor_scale: bool, rnd: Rounding, saturate: bool, rand):
-    """(values, element values, block scales, tensor amax) of ``groups`` (float32, one block per
-    row): dequantized values and element values (values of ``element``) of ``groups``' shape,
-    one float32 block scale per row (a value of ``scale``), the float32 tensor amax (0 without a
-    tensor scale)."""
+def two_level_groups(groups, element, scale, tensor_scale: bool, rnd: Rounding, saturate: bool, rand, axes=(-1,)):
+    """(values, element values, block scales, tensor amax) of ``groups`` (float32, a block over
+    ``axes``: by default one block per row): dequantized values and element values (values of
+    ``element``) of ``groups``' shape, one float32 block scale per block (a value of ``scale``;
+    ``groups`` reduced over ``axes``), the float32 tensor amax (0 without a tensor scale)."""
     c = constants(element, scale)
-    amax_b = jnp.max((_bits(groups) & _MAG).astype(jnp.int32), axis=-1, keepdims=True).astype(jnp.uint32)
+    amax_b = jnp.max((_bits(groups) & _MAG).astype(jnp.int32), axis=axes, keepdims=True).astype(jnp.uint32)
     finite = amax_b < _INF
     if tensor_scale:
         amax_t_bits = jnp.max(amax_b)
@@ -94,7 +94,7 @@ def two_level_groups(groups, element, scale, tensor_scale: bool, rnd: Rounding, 
     q = _f32(round_bits(_bits(y), element, rnd, saturate, rand))
     values = jnp.where(finite, two_level_dequantize(q, d, amax_t if tensor_scale else None, element, scale),
                        np.float32(np.nan))
-    return values, q, jnp.where(finite, d, np.float32(np.nan))[..., 0], amax_t
+    return values, q, jnp.squeeze(jnp.where(finite, d, np.float32(np.nan)), axis=axes), amax_t
 
 
 def two_level_dequantize(q, d, amax_t, element, scale) -> jax.Array:
