@@ -15,8 +15,9 @@ often around its GEMMs (amax, scale, round, cast back). This counts that traffic
   operand counts 1. A loop body counts once (trip counts are not known from the text).
 
 The figure for a recipe is compared with the native bf16 step of the same model in the same run
-(``passes_x``); compile time likewise. ``python benchmarks/hlo_passes.py [--quick]`` prints the
-table for benchmarks/RESULTS.md; ``benchmarks/gpu_emulate.py`` runs it as one part on the device.
+(``passes_x``); compile time likewise. ``python benchmarks/hlo_passes.py [--quick] [--model
+transformer] [--recipes a,b]`` prints the table for benchmarks/RESULTS.md;
+``benchmarks/gpu_emulate.py`` runs it (the MLP) as one part on the device.
 """
 
 from __future__ import annotations
@@ -124,21 +125,37 @@ def count_passes(text: str) -> dict:
             "traffic_mb": traffic / 1e6}
 
 
-def recipe_passes(recipes: list[str], quick: bool, on_row=None) -> list[dict]:
-    """Compile the MLP training step of ``benchmarks/gpu_emulate.py`` natively (bf16) and under
-    each recipe on the default backend; one row per recipe with its passes and compile time, each
-    also as a multiple of the native step's (``on_row`` is called with each row as it exists)."""
-    import jax
+def _model(model: str, quick: bool):
+    """(init, loss, batch) of ``benchmarks/gpu_emulate.py``'s models: the MLP 4096 wide x 4 layers
+    at batch 256, or the transformer d_model 1024 x 4 layers, 16 heads, context 256 at batch 16
+    (``quick``: 64 wide x 2 at batch 16; d_model 64 x 2, 4 heads, context 16 at batch 4)."""
     import jax.numpy as jnp
+    from gpu_emulate_parts import mlp, transformer  # benchmarks/ is on sys.path
+
+    if model == "mlp":
+        width, batch = (64, 16) if quick else (4096, 256)  # 16: nvfp4's wgrad rotation takes 16-row blocks
+        init, loss = mlp(width, 2 if quick else 4)
+        return init, loss, (jnp.zeros((batch, width), jnp.float32), jnp.zeros((batch,), jnp.int32))
+    if model == "transformer":
+        (d, layers, heads, context), batch = ((64, 2, 4, 16), 4) if quick else ((1024, 4, 16, 256), 16)
+        init, loss = transformer(d, layers, heads, context)
+        return init, loss, jnp.zeros((batch, context + 1), jnp.int32)
+    raise ValueError(f"model {model!r}: allowed 'mlp', 'transformer'")
+
+
+def recipe_passes(recipes: list[str], quick: bool, on_row=None, model: str = "mlp") -> list[dict]:
+    """Compile the training step of ``benchmarks/gpu_emulate.py``'s ``model`` (:func:`_model`)
+    natively (bf16) and under each recipe on the default backend; one row per recipe with its
+    passes and compile time, each also as a multiple of the native step's (``on_row`` is called
+    with each row as it exists)."""
+    import jax
     import optax
-    from gpu_emulate_parts import bf16_native, mlp, plain_step  # benchmarks/ is on sys.path
+    from gpu_emulate_parts import bf16_native, plain_step  # benchmarks/ is on sys.path
 
     from asicsim._src.emulate import make_train_step
 
-    width, batch = (64, 16) if quick else (4096, 256)  # 16: nvfp4's wgrad rotation takes 16-row blocks
-    init, loss = mlp(width, 2 if quick else 4)
+    init, loss, data = _model(model, quick)
     params, tx = init(0), optax.adam(1e-4)
-    data = (jnp.zeros((batch, width), jnp.float32), jnp.zeros((batch,), jnp.int32))
     rows, native = [], None
     for recipe in ["native bf16", *recipes]:
         if recipe == "native bf16":
@@ -148,7 +165,8 @@ def recipe_passes(recipes: list[str], quick: bool, on_row=None) -> list[dict]:
             state = init_state(params, 1)
         t = time.perf_counter()
         compiled = jax.jit(step).lower(state, data).compile()
-        row = {"recipe": recipe, "compile_s": time.perf_counter() - t, **count_passes(compiled.as_text())}
+        row = {"model": model, "recipe": recipe, "compile_s": time.perf_counter() - t,
+               **count_passes(compiled.as_text())}
         native = native or row
         if not native["gemms"]:
             raise ValueError("the native step's optimised HLO holds no GEMM: nothing to count passes against")
@@ -168,10 +186,13 @@ def main(argv=None) -> list[dict]:
     from gpu_emulate_parts import TRAINING_RECIPES, table
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="a 64-wide MLP instead of 4096 wide")
+    p.add_argument("--quick", action="store_true", help="small models (a 64-wide MLP, a d_model 64 transformer)")
+    p.add_argument("--model", choices=("mlp", "transformer"), default="mlp")
+    p.add_argument("--recipes", help="comma-separated recipes (default: every training recipe)")
     args = p.parse_args(argv)
     with jax.numpy_dtype_promotion("standard"):
-        rows = recipe_passes(TRAINING_RECIPES, args.quick)
+        rows = recipe_passes(args.recipes.split(",") if args.recipes else TRAINING_RECIPES, args.quick,
+                             model=args.model)
     print(f"backend {jax.default_backend()}, jax {jax.__version__}\n" + table(rows))
     return rows
 

@@ -49,6 +49,19 @@ def test_hlo_passes_counts_traffic_outside_gemms():
     assert hlo.type_bytes("(f8e4m3fn[16], s4[4], bf16[2,3]{1,0})") == 16 + 2 + 12
 
 
+def test_hlo_passes_counts_the_transformer_too(capsys):
+    """``--model transformer`` counts the transformer of ``benchmarks/gpu_emulate.py``'s step
+    times (issue 37 item 2 names both models): its GEMMs (QKV, the attention's batched products,
+    the projections and the MLP, forward and backward) against the native step's."""
+    hlo = load_benchmark("hlo_passes")
+    rows = hlo.main(["--quick", "--model", "transformer", "--recipes", "bf16"])
+    assert [(r["model"], r["recipe"]) for r in rows] == [("transformer", "native bf16"), ("transformer", "bf16")]
+    assert rows[0]["gemms"] > 12 and rows[0]["passes_x"] == 1 and rows[1]["passes"] > 0
+    assert "| transformer | bf16 |" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="allowed 'mlp', 'transformer'"):
+        hlo.recipe_passes(["bf16"], True, model="cnn")
+
+
 
 def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
     """fp16_mixed keeps an fp32 master copy and fp16 working weights, as the bf16 recipe keeps
