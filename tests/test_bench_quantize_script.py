@@ -43,23 +43,27 @@ def test_mx_rounds_in_place_after_its_amax(rows):
 
 def test_per_channel_scaling_reads_its_rows_once_for_the_amax():
     """int8 per-channel (one fp32 scale per row of 256): the amax over each row reduces 32-lane
-    pieces first, which fuses the bit masking into the reduce, and the codes and their product
-    sit in one branch of the product's exactness condition. Before, XLA:CPU wrote a masked copy
-    of the whole tensor to feed its split reduce, and materialised the codes before the
-    condition: 5.55 copies of traffic, now 3.54 (every branch counted; this test fails on that
-    code)."""
+    pieces first, which fuses the bit masking into the reduce, then one elementwise pass writes
+    the result in place of the donated input: 1.51 copies of traffic. Before, XLA:CPU wrote a
+    masked copy of the whole tensor to feed its split reduce and materialised the codes before
+    the product's exactness condition (5.55 copies); with the codes and product in each branch
+    of that condition, 3.54 (every branch counted; its result copied into the output). The
+    product is now float64's rounded once, with no condition (``fp32_exact``): this test fails
+    on both earlier versions."""
     bench = load_benchmark("bench_quantize")
     for row in bench.pass_rows(4096 * 256, [("int8", {"axis": 0})]):
-        assert row["copies"] < 4, row
+        assert row["copies"] < 2, row
 
 
 @pytest.mark.parametrize("axis,across", [(0, 1), (1, 1), (0, 128), (1, 128)])
 def test_fp32_blocks_and_tiles_round_in_place(axis, across):
     """DeepSeek-V3's fp32-scaled 1x128 blocks and 128x128 tiles on a 4096 x 256 tensor, along
     either axis: rounded on a view of the tensor split in place (``scaling._blocks_in_place``),
-    3.5-3.8 copies of traffic with rne (both branches of the product's exactness condition
-    counted; its result copied into the donated input is one). Before, the tensor was
-    transposed into (tiles, members) and back: 4.6-5.6 (this test fails on that code)."""
+    2.5-3.7 copies of traffic with rne. Before, the tensor was transposed into (tiles, members)
+    and back: 4.6-5.6 (both branches of the product's exactness condition counted; this test
+    fails on that code). What is left above the amax's read and one elementwise pass (1.5) is
+    the result's copy into the donated input, which the view's reshape keeps XLA from writing
+    in place."""
     from asicsim._src.numerics.scaling import Scaling
 
     bench = load_benchmark("bench_quantize")

@@ -92,10 +92,12 @@ def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
 def test_deepseek_step_rounds_its_tiles_in_place():
     """fp8_deepseek_v3 scales its weights per 128x128 tile and its activations and gradients per
     128 elements along each GEMM's contraction (128x1 for the weight-gradient GEMM's operands):
-    those are rounded on views of the tensors split in place (``scaling._fp32_blocks_in_place``),
-    so the step of the 512-wide MLP of ``benchmarks/hlo_passes.py`` (batch 256) moves 2.09x the
+    those are rounded on views of the tensors split in place (``scaling._blocks_in_place``), and
+    each code's product with its scale is float64's, rounded once, with no condition around it,
+    so the step of the 512-wide MLP of ``benchmarks/hlo_passes.py`` (batch 256) moves 1.64x the
     bf16 recipe's traffic on XLA:CPU. Before, each tile and each block along another axis than
-    the last was transposed into (tiles, members) and back: 3.08x."""
+    the last was transposed into (tiles, members) and back, and XLA materialised the operands
+    of the product's exactness condition: 3.08x (2.09x with the view alone)."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -113,7 +115,7 @@ def test_deepseek_step_rounds_its_tiles_in_place():
             init_state, step = make_train_step(loss, recipe, optax.adam(1e-3))
             text = jax.jit(step).lower(init_state(init(0), 1), data).compile().as_text()
             traffic[recipe] = hlo.count_passes(text)["traffic_mb"]
-    assert traffic["fp8_deepseek_v3"] < 2.5 * traffic["bf16"], traffic
+    assert traffic["fp8_deepseek_v3"] < 1.9 * traffic["bf16"], traffic
 
 
 @pytest.mark.slow

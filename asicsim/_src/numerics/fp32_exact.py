@@ -5,10 +5,12 @@ A symmetric fp32 scale is defined as float32 arithmetic, as a fake-quant unit do
 rounded to float32 -- subnormal results included (and a subnormal scale rounded up, see
 ``fp32_scale``). XLA:CPU flushes float32 subnormals (inputs and results), and XLA:GPU's float32
 division is not correctly rounded, so the divisions are :func:`.exact_div.divide` (integer long
-division, correctly rounded, subnormals kept), and the other float32 operations run in float32
-only where no subnormal can occur (:func:`products_are_normal`); elsewhere they are done in
+division, correctly rounded, subnormals kept), and the other float32 operations are done in
 float64 on values built from the bits (every float32 number, subnormals too, is a normal
-float64, which nothing flushes) and rounded once to float32 (``rounding.f64_to_f32``).
+float64, which nothing flushes) and rounded once to float32 (``rounding.f64_to_f32``). Always:
+a ``lax.cond`` to float32's own multiply where no product can be subnormal cost more than it
+saved (XLA materialised the condition's operands, a pass over every GEMM operand of a training
+step, and compiled both branches; ``benchmarks/RESULTS.md``).
 For +, -, * that is the correctly rounded float32 result (53 >= 2 * 24 + 2: double rounding is
 innocuous; a product of two float32 numbers is exact in float64).
 
@@ -22,8 +24,6 @@ exact path is worth more than a fast one.
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,32 +34,24 @@ from .formats import element_qmin
 from .rounding import F32, Rounding, f32_to_f64, f64_to_f32
 
 
-def products_are_normal(amax, element) -> jax.Array:
-    """Whether float32's own multiply gives every ``q * s`` exactly (XLA:CPU flushes subnormal
-    products): every nonzero finite amax gives a scale of at least ``2**(-124 - qmin)``, so every
-    nonzero element value ``q >= 2**qmin`` times it is a normal float32."""
-    qmin = element_qmin(element)
-    if qmin < -124:
-        return jnp.asarray(False)
-    k = max(-126, -124 - qmin) + math.ceil(math.log2(element.max))  # amax >= 2**k => s >= bound
-    if k > 127:
-        return jnp.asarray(False)
-    live = (amax != 0) & (amax < np.uint32(F32.inf))
-    return jnp.all(~live | (amax >= np.uint32(F32.pow2_bits(k)) if k >= -149 else True))
-
-
-def fp32_product(q, s, normal) -> jax.Array:
-    """float32 ``q * s`` correctly rounded: float32's multiply where ``normal`` (a predicate
-    from :func:`products_are_normal`), else in float64, subnormal products kept."""
-    return jax.lax.cond(normal, lambda q, s: q * s, _product, q, s)
-
-
 def fp32_mul(a, b) -> jax.Array:
     """float32 ``a * b`` correctly rounded on every backend, subnormal operands and products
     kept (in float64: every float32 is a normal float64, and 53 >= 2 * 24 + 2 bits make the
     double rounding innocuous)."""
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
     return _product(a, b)
+
+
+def code_times_scale(q, s, element) -> jax.Array:
+    """:func:`fp32_mul` of codes ``q`` (values of ``element``, NaN or inf) and scales ``s``: a code
+    of a format whose nonzero values are all normal float32 numbers is converted to float64 as
+    it is (XLA:CPU's conversion flushes only float32 subnormals), a few operations fewer per
+    element than :func:`asicsim._src.numerics.rounding.f32_to_f64`."""
+    if element_qmin(element) < -126:
+        return fp32_mul(q, s)
+    q, s = jnp.broadcast_arrays(jnp.asarray(q, jnp.float32), jnp.asarray(s, jnp.float32))
+    with enable_x64(True):
+        return f64_to_f32(q.astype(jnp.float64) * f32_to_f64(s))
 
 
 def scale_up_if_subnormal(num, den: float) -> jax.Array:

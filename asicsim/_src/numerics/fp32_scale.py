@@ -36,9 +36,8 @@ from . import random as _random
 from .exact_div import divide
 from .fast_rounding32 import fast_round_any32
 from .fp32_exact import (
+    code_times_scale,
     fp32_asymmetric_in_float64,
-    fp32_mul,
-    products_are_normal,
     scale_up_if_subnormal,
 )
 from .grid_rounding import round_to_grid
@@ -82,17 +81,9 @@ def fp32_scaled(groups, amax, finite, element, symmetric, rnd, saturate, words, 
         def words_of(w):
             return _random.hash_bits(w, groups.shape)
     if symmetric:
-        # The codes and their product in one branch each: with only the product behind the
-        # condition, XLA materialised the codes and the product, and copied the branch's result.
-        def scaled(product):
-            def run(groups, amax, finite, words):
-                rand = words_of(words) if rnd.stochastic else None
-                q, scale = _codes(groups, amax, element, rnd, saturate, rand)
-                return jnp.where(finite, saturate_to_float32(product(q, scale), saturate), np.float32(np.nan)), scale
-            return run
-
-        values, scale = jax.lax.cond(products_are_normal(amax, element), scaled(jnp.multiply), scaled(fp32_mul),
-                                     groups, amax, finite, words)
+        rand = words_of(words) if rnd.stochastic else None
+        q, scale = _codes(groups, amax, element, rnd, saturate, rand)
+        values = jnp.where(finite, saturate_to_float32(code_times_scale(q, scale, element), saturate), np.float32(np.nan))
     else:
         rand = words_of(words) if rnd.stochastic else None
         values, scale = fp32_asymmetric_in_float64(groups, axes, element, rnd, saturate, rand, round_bits)
