@@ -37,6 +37,52 @@ def test_rotation_is_the_randomized_hadamard_matrix(size, axis):
     assert np.allclose(r @ r.T, np.eye(r.shape[0]))  # orthogonal: (A R)(R^T B) = A B
 
 
+def _butterfly_float32(x, size: int, seed: int, axis: int, inverse: bool) -> np.ndarray:
+    """numpy's float32 butterfly, the module's definition: the signs, then stage by stage the
+    pair ``h`` apart in each run of ``2h`` becomes (sum, difference), then ``1 / sqrt(size)``."""
+    x = np.moveaxis(np.asarray(x, np.float32), axis, -1)
+    d = random_signs(x.shape[-1], seed).astype(np.float32)
+    v = (x if inverse else x * d).reshape(*x.shape[:-1], -1, size)
+    h = 1
+    while h < size:
+        w = v.reshape(*v.shape[:-1], size // (2 * h), 2, h)
+        v = np.stack([w[..., 0, :] + w[..., 1, :], w[..., 0, :] - w[..., 1, :]], axis=-2).reshape(v.shape)
+        h *= 2
+    out = (v * np.float32(1 / np.sqrt(size))).reshape(x.shape)
+    return np.moveaxis(out * d if inverse else out, -1, axis)
+
+
+@pytest.mark.parametrize("size", [2, 16, 32, 256, 1024])
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_rotation_is_the_float32_butterfly_bit_for_bit(size, axis, inverse):
+    """The rotation's float32 sums are the butterfly's, stage by stage, to the bit (normal
+    values: numpy keeps subnormals, XLA:CPU flushes them). Since 2026-12-01 each output is
+    computed as its tree over 16 inputs in one pass, four stages at a time (was one pass per
+    stage): same sums, same order."""
+    rng = np.random.default_rng(size)
+    x = (rng.standard_normal((1024, 1024 // size * 3 if axis == 0 else 1024)) * 2.0 ** rng.integers(-60, 60)).astype(np.float32)
+    got = np.asarray(hadamard_rotate(x, size, 11, axis=axis, inverse=inverse))
+    want = _butterfly_float32(x, size, 11, axis, inverse)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(("size", "passes"), [(16, 1), (256, 2), (4096, 3)])
+def test_rotation_reads_and_writes_once_per_four_stages(size, passes):
+    """The optimised HLO (XLA:CPU) of a rotation along either axis of a 4096 x 4096 tensor reads
+    and writes it once per group of four butterfly stages: 1, 2 and 3 copies of traffic for
+    sizes 16, 256 and 4096. Stage by stage XLA wrote every stage out: 4, 8 and 12 (this test
+    fails on that code)."""
+    from benchmark_scripts import load_benchmark
+
+    hlo = load_benchmark("hlo_passes")
+    for axis in (0, 1):
+        text = jax.jit(lambda v, axis=axis: hadamard_rotate(v, size, 3, axis=axis)).lower(
+            jax.ShapeDtypeStruct((4096, 4096), jnp.float32)).compile().as_text()
+        copies = hlo.count_passes(text)["traffic_mb"] * 1e6 / (8 * 4096 * 4096)
+        assert copies == pytest.approx(passes, abs=0.05), (axis, copies)
+
+
 def _recipe(fmt: str, scaling: str = "none", rotation: int | None = 16, **extra) -> dict:
     op = {"format": fmt, "scaling": scaling, **({"rotation": rotation} if rotation else {}), **extra}
     return {"name": "rot", "roles": {"weight": op, "act": op, "grad": op, "out": "fp32", "acc": "fp32"}}
