@@ -62,13 +62,9 @@ def test_hlo_passes_counts_the_transformer_too(capsys):
         hlo.recipe_passes(["bf16"], True, model="cnn")
 
 
-
-def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
-    """fp16_mixed keeps an fp32 master copy and fp16 working weights, as the bf16 recipe keeps
-    bf16 ones, so their steps move about the same traffic outside the GEMMs (the 512-wide MLP of
-    ``benchmarks/hlo_passes.py`` on XLA:CPU: 1.07x). When the working weights were computed from
-    the master copy before the skip select, XLA wrote the optimizer's update out and read it
-    twice, and the master and working weights once more each: 1.36x."""
+def _mlp_step_traffic(recipes, batch: int) -> dict:
+    """Traffic outside the GEMMs (MB, ``hlo_passes.count_passes``) of each recipe's training step
+    of the 512-wide, 2-layer MLP of ``benchmarks/hlo_passes.py`` (Adam), compiled for XLA:CPU."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -79,13 +75,23 @@ def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
     from asicsim._src.emulate import make_train_step
 
     init, loss = mlp(512, 2)
-    data = (jnp.zeros((64, 512), jnp.float32), jnp.zeros((64,), jnp.int32))
+    data = (jnp.zeros((batch, 512), jnp.float32), jnp.zeros((batch,), jnp.int32))
     traffic = {}
     with jax.numpy_dtype_promotion("standard"):
-        for recipe in ("bf16", "fp16_mixed"):
+        for recipe in recipes:
             init_state, step = make_train_step(loss, recipe, optax.adam(1e-3))
             text = jax.jit(step).lower(init_state(init(0), 1), data).compile().as_text()
             traffic[recipe] = hlo.count_passes(text)["traffic_mb"]
+    return traffic
+
+
+def test_fp16_mixed_step_reads_its_working_weights_from_the_kept_master():
+    """fp16_mixed keeps an fp32 master copy and fp16 working weights, as the bf16 recipe keeps
+    bf16 ones, so their steps move about the same traffic outside the GEMMs (the 512-wide MLP of
+    ``benchmarks/hlo_passes.py`` on XLA:CPU: 1.07x). When the working weights were computed from
+    the master copy before the skip select, XLA wrote the optimizer's update out and read it
+    twice, and the master and working weights once more each: 1.36x."""
+    traffic = _mlp_step_traffic(("bf16", "fp16_mixed"), batch=64)
     assert traffic["fp16_mixed"] < 1.15 * traffic["bf16"], traffic
 
 
@@ -98,23 +104,7 @@ def test_deepseek_step_rounds_its_tiles_in_place():
     bf16 recipe's traffic on XLA:CPU. Before, each tile and each block along another axis than
     the last was transposed into (tiles, members) and back, and XLA materialised the operands
     of the product's exactness condition: 3.08x (2.09x with the view alone)."""
-    import jax
-    import jax.numpy as jnp
-    import optax
-
-    hlo = load_benchmark("hlo_passes")
-    from gpu_emulate_parts import mlp
-
-    from asicsim._src.emulate import make_train_step
-
-    init, loss = mlp(512, 2)
-    data = (jnp.zeros((256, 512), jnp.float32), jnp.zeros((256,), jnp.int32))
-    traffic = {}
-    with jax.numpy_dtype_promotion("standard"):
-        for recipe in ("bf16", "fp8_deepseek_v3"):
-            init_state, step = make_train_step(loss, recipe, optax.adam(1e-3))
-            text = jax.jit(step).lower(init_state(init(0), 1), data).compile().as_text()
-            traffic[recipe] = hlo.count_passes(text)["traffic_mb"]
+    traffic = _mlp_step_traffic(("bf16", "fp8_deepseek_v3"), batch=256)
     assert traffic["fp8_deepseek_v3"] < 1.9 * traffic["bf16"], traffic
 
 

@@ -123,8 +123,7 @@ def _scaled_jit(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool)
     if x.dtype != jnp.float32:
         raise TypeError(f"scaled quantization takes float32, got {x.dtype}")
     if plan.block_scale is not None or plan.across > 1:  # two-level scales, 2-D tiles: per group
-        in_place = _blocks_in_place(x, words, element, plan, rnd, saturate)
-        return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
+        return _blocks_in_place_or_groups(x, words, element, plan, rnd, saturate)
     if plan.granularity == "block" and x.ndim >= 1:  # a block longer than its axis is one block,
         n = x.shape[plan.axis % x.ndim]  # not padded to its length (block_size=10**12: 24 TB)
         plan = dataclasses.replace(plan, block_size=min(plan.block_size, max(n, 1)))
@@ -162,6 +161,11 @@ def _scaled_exact(x, words, element, plan: Scaling, rnd: Rounding, saturate: boo
         amax = amax_bits(x, axes=axes, keepdims=True)
         finite = amax < np.uint32(0x7F800000)
         return fp32_scaled(x, amax, finite, element, plan.symmetric, rnd, saturate, words, lambda v: v, axes)
+    return _blocks_in_place_or_groups(x, words, element, plan, rnd, saturate)
+
+
+def _blocks_in_place_or_groups(x, words, element, plan: Scaling, rnd: Rounding, saturate: bool):
+    """:func:`_blocks_in_place` where it applies, else the general path."""
     in_place = _blocks_in_place(x, words, element, plan, rnd, saturate)
     return _scaled_groups(x, words, element, plan, rnd, saturate) if in_place is None else in_place
 
