@@ -53,7 +53,8 @@ a sketch, not a proof. Where it holds, ``latency`` on ``2R x 2C`` is at most tha
 over a space that does not depend on the array. A level's candidates run on its sides only and
 carry their fold and array-aligned twins on those sides (:mod:`asicsim._src.hw.mapper_levels`,
 which lists a level only where a proven floor says it can win). Not covered: a larger array of
-other sides (``6 x 6`` to ``7 x 7``: its levels differ) and designs moving whole array tiles;
+other sides (``6 x 6`` to ``7 x 7``, or ``R x C`` to ``2R x C``: its levels differ; measured on a
+sweep's grid by ``benchmarks/mapper_monotone.py --grid``) and designs moving whole array tiles;
 ``tests/hw/test_mapper_search.py`` holds the 2x case under both objectives with and without
 bypass (cost in ``benchmarks/RESULTS.md``).
 """
