@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -101,7 +102,7 @@ def worse_pairs(cycles: np.ndarray, sides: np.ndarray, axis: int) -> list[tuple]
     ``sides`` along ``axis`` of ``cycles`` (the other axes: the comparisons): worse where the
     larger side's cycles exceed the smaller's by more than 1e-9 relative."""
     out = []
-    for i, j in ((i, j) for i in range(len(sides)) for j in range(i + 1, len(sides))):
+    for i, j in itertools.combinations(range(len(sides)), 2):
         small, large = np.take(cycles, i, axis=axis), np.take(cycles, j, axis=axis)
         ratio = large / small
         bad = ratio > 1 + 1e-9

@@ -171,3 +171,15 @@ def test_divide_has_the_quotients_derivative():
     da, db = jax.jit(jax.grad(lambda a, b: divide(a, b).sum(), argnums=(0, 1)))(a, b)
     np.testing.assert_allclose(da, 1 / b, rtol=1e-7)
     np.testing.assert_allclose(db, -a / b**2, rtol=1e-7)
+
+
+def test_long_division_traces_its_loop_once():
+    """``divide`` picks a branch by platform with ``lax.platform_dependent``, which traces every
+    branch: the long division is traced on a CPU too, once per operand shape, under the
+    transforms of a training step. Its 27 steps are one loop body traced once (unrolled where it
+    is compiled: the same operations), so its jaxpr stays small: 309 equations when the steps
+    were a Python loop (121 now)."""
+    x = jax.ShapeDtypeStruct((4, 3), np.float32)
+    eqns = jax.make_jaxpr(divide_exact)(x, x).jaxpr.eqns
+    assert len(eqns) < 160
+    assert any(e.primitive.name in ("scan", "while") for e in eqns)

@@ -38,63 +38,78 @@ _STEPS = 26  # quotient bits after the leading one: 24 kept, a guard, and one to
 def _unpack(bits):
     """(sign, unbiased exponent of a 1.f significand, 24-bit significand) of finite nonzero bits;
     a subnormal's significand is shifted up to a leading one at bit 23."""
-    mag = bits & np.uint32(0x7FFFFFFF)
-    field = (mag >> 23).astype(jnp.int32)
-    frac = mag & np.uint32(0x7FFFFF)
-    lead = 31 - lax.clz(jnp.maximum(frac, np.uint32(1))).astype(jnp.int32)  # subnormal's leading bit
-    shift = jnp.where(field == 0, 23 - lead, 0)
-    sig = jnp.where(field == 0, frac << shift.astype(_U), frac | np.uint32(1 << 23))
-    exp = jnp.where(field == 0, -126 - shift, field - 127)
+    mag = lax.bitwise_and(bits, np.uint32(0x7FFFFFFF))
+    field = lax.convert_element_type(lax.shift_right_logical(mag, np.uint32(23)), jnp.int32)
+    frac = lax.bitwise_and(mag, np.uint32(0x7FFFFF))
+    lead = lax.sub(np.int32(31), lax.convert_element_type(lax.clz(lax.max(frac, np.uint32(1))), jnp.int32))
+    sub = lax.eq(field, np.int32(0))  # a subnormal's leading bit moves up to bit 23
+    shift = lax.select(sub, lax.sub(np.int32(23), lead), lax.full_like(lead, 0))
+    sig = lax.select(sub, lax.shift_left(frac, lax.convert_element_type(shift, _U)),
+                     lax.bitwise_or(frac, np.uint32(1 << 23)))
+    exp = lax.select(sub, lax.sub(np.int32(-126), shift), lax.sub(field, np.int32(127)))
     return sig, exp
 
 
 def divide_exact(a: jax.Array, b: jax.Array) -> jax.Array:
-    """``a / b`` rounded to nearest even, from integer arithmetic on the bits (see the module)."""
+    """``a / b`` rounded to nearest even, from integer arithmetic on the bits (see the module).
+    (``lax`` ops and a loop traced once: ``platform_dependent`` traces this on a CPU too, once
+    per operand shape, where a ``jax.numpy`` op costs a few times a ``lax`` one.)"""
     a, b = jnp.broadcast_arrays(jnp.asarray(a, jnp.float32), jnp.asarray(b, jnp.float32))
     ab, bb = lax.bitcast_convert_type(a, _U), lax.bitcast_convert_type(b, _U)
-    sign = (ab ^ bb) & np.uint32(0x80000000)
+    sign = lax.bitwise_and(lax.bitwise_xor(ab, bb), np.uint32(0x80000000))
     sa, ea = _unpack(ab)
     sb, eb = _unpack(bb)
+
     # long division of sa by sb: q = floor(sa * 2**(STEPS) / sb) with one leading bit to spare
-    r = sa
-    q = jnp.zeros_like(sa)
-    for _ in range(_STEPS + 1):
-        bit = r >= sb
-        r = jnp.where(bit, r - sb, r)
-        q = (q << 1) | bit.astype(_U)
-        r = r << 1
-    sticky = r != 0  # a remainder left: the quotient is above q
+    def step(_, rq):
+        r, q = rq
+        bit = lax.ge(r, sb)
+        r = lax.select(bit, lax.sub(r, sb), r)
+        return lax.shift_left(r, np.uint32(1)), lax.bitwise_or(lax.shift_left(q, np.uint32(1)),
+                                                               lax.convert_element_type(bit, _U))
+
+    # (unrolled where it is compiled, as a Python loop would be; its body traced once)
+    r, q = lax.fori_loop(0, _STEPS + 1, step, (sa, lax.full_like(sa, 0)), unroll=True)
+    sticky = lax.ne(r, np.uint32(0))  # a remainder left: the quotient is above q
     # q holds sa/sb * 2**26 in [2**25, 2**27): make its leading bit bit 26
-    top = q >= np.uint32(1 << _STEPS)
-    e = ea - eb - jnp.where(top, 0, 1)
-    q = jnp.where(top, q, q << 1)
+    top = lax.ge(q, np.uint32(1 << _STEPS))
+    e = lax.sub(lax.sub(ea, eb), lax.select(top, lax.full_like(ea, 0), lax.full_like(ea, 1)))
+    q = lax.select(top, q, lax.shift_left(q, np.uint32(1)))
     # q = 1.f * 2**26: the kept 24 bits are q >> 3, then a guard bit and two more (with the
     # remainder: sticky); a subnormal result is shifted further right first
-    extra = jnp.clip(-126 - e, 0, 31)
-    lost = (q & ((np.uint32(1) << extra.astype(_U)) - np.uint32(1))) != 0
-    q = jnp.where(extra >= 31, np.uint32(0), q >> extra.astype(_U))
-    sticky = sticky | lost
-    keep = q >> 3
-    guard = (q >> 2) & np.uint32(1)
-    rest = ((q & np.uint32(3)) != 0) | sticky
-    up = (guard == 1) & (rest | ((keep & np.uint32(1)) == 1))
-    keep = keep + up.astype(_U)
+    extra = lax.clamp(np.int32(0), lax.sub(np.int32(-126), e), np.int32(31))
+    extra_u = lax.convert_element_type(extra, _U)
+    lost = lax.ne(lax.bitwise_and(q, lax.sub(lax.shift_left(lax.full_like(q, 1), extra_u), np.uint32(1))),
+                  np.uint32(0))
+    q = lax.select(lax.ge(extra, np.int32(31)), lax.full_like(q, 0), lax.shift_right_logical(q, extra_u))
+    sticky = lax.bitwise_or(sticky, lost)
+    keep = lax.shift_right_logical(q, np.uint32(3))
+    guard = lax.ne(lax.bitwise_and(q, np.uint32(4)), np.uint32(0))
+    rest = lax.bitwise_or(lax.ne(lax.bitwise_and(q, np.uint32(3)), np.uint32(0)), sticky)
+    odd = lax.ne(lax.bitwise_and(keep, np.uint32(1)), np.uint32(0))
+    up = lax.bitwise_and(guard, lax.bitwise_or(rest, odd))
+    keep = lax.add(keep, lax.convert_element_type(up, _U))
     # assemble: a normal result's keep is 1.f (bit 23 set, or bit 24 after rounding up: the
     # exponent field absorbs the carry); a subnormal's is its fraction, field 0
-    field = jnp.where(extra > 0, 0, e + 127).astype(_U)
-    bits = jnp.where(extra > 0, keep, (field << 23) + (keep - np.uint32(1 << 23)))
-    bits = jnp.where((extra == 0) & (e + 127 >= 255), np.uint32(0x7F800000), bits)  # overflow
-    out = lax.bitcast_convert_type(bits | sign, jnp.float32)
+    subnormal = lax.gt(extra, np.int32(0))
+    field = lax.convert_element_type(lax.add(e, np.int32(127)), _U)
+    bits = lax.select(subnormal, keep, lax.add(lax.shift_left(field, np.uint32(23)), lax.sub(keep, np.uint32(1 << 23))))
+    overflow = lax.bitwise_and(lax.bitwise_not(subnormal), lax.ge(lax.add(e, np.int32(127)), np.int32(255)))
+    bits = lax.select(overflow, lax.full_like(bits, 0x7F800000), bits)
+    out = lax.bitcast_convert_type(lax.bitwise_or(bits, sign), jnp.float32)
     # zeros, infinities and NaN: IEEE 754's special cases, which the hardware divides exactly
-    zero_a = (ab & np.uint32(0x7FFFFFFF)) == 0
-    zero_b = (bb & np.uint32(0x7FFFFFFF)) == 0
-    inf_a, inf_b = jnp.isinf(a), jnp.isinf(b)
-    nan = jnp.isnan(a) | jnp.isnan(b) | (zero_a & zero_b) | (inf_a & inf_b)
-    inf = (inf_a | zero_b) & ~nan
-    zero = (zero_a | inf_b) & ~nan
-    spec = jnp.where(nan, np.float32(np.nan),
-                     lax.bitcast_convert_type(sign | jnp.where(inf, np.uint32(0x7F800000), np.uint32(0)), jnp.float32))
-    return jnp.where(nan | inf | zero, spec, out)
+    mag_a, mag_b = lax.bitwise_and(ab, np.uint32(0x7FFFFFFF)), lax.bitwise_and(bb, np.uint32(0x7FFFFFFF))
+    zero_a, zero_b = lax.eq(mag_a, np.uint32(0)), lax.eq(mag_b, np.uint32(0))
+    inf_a, inf_b = lax.eq(mag_a, np.uint32(0x7F800000)), lax.eq(mag_b, np.uint32(0x7F800000))
+    nan = lax.bitwise_or(lax.bitwise_or(lax.gt(mag_a, np.uint32(0x7F800000)), lax.gt(mag_b, np.uint32(0x7F800000))),
+                         lax.bitwise_or(lax.bitwise_and(zero_a, zero_b), lax.bitwise_and(inf_a, inf_b)))
+    ok = lax.bitwise_not(nan)
+    inf = lax.bitwise_and(lax.bitwise_or(inf_a, zero_b), ok)
+    zero = lax.bitwise_and(lax.bitwise_or(zero_a, inf_b), ok)
+    spec = lax.select(nan, lax.full_like(out, np.nan),
+                      lax.bitcast_convert_type(lax.bitwise_or(sign, lax.select(
+                          inf, lax.full_like(sign, 0x7F800000), lax.full_like(sign, 0))), jnp.float32))
+    return lax.select(lax.bitwise_or(lax.bitwise_or(nan, inf), zero), spec, out)
 
 
 def divide_float64(a: jax.Array, b: jax.Array) -> jax.Array:

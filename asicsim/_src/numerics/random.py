@@ -62,12 +62,26 @@ def seed_words(key) -> jax.Array:
 
 
 def _mix(x):
-    """Wellons' ``lowbias32``: a bijection of uint32 with good avalanche."""
-    x = x ^ (x >> np.uint32(16))
-    x = x * _C1
-    x = x ^ (x >> np.uint32(15))
-    x = x * _C2
-    return x ^ (x >> np.uint32(16))
+    """Wellons' ``lowbias32``: a bijection of uint32 with good avalanche (``lax`` ops: it runs at
+    every derived stream, and a ``jax.numpy`` op costs a few times a ``lax`` one to trace)."""
+    x = jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(16)))
+    x = jax.lax.mul(x, _C1)
+    x = jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(15)))
+    x = jax.lax.mul(x, _C2)
+    return jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(16)))
+
+
+def _mix_int(x: int) -> int:
+    """:func:`_mix` of a Python int (its value modulo 2**32), on the host."""
+    x &= 0xFFFFFFFF
+    x ^= x >> 16
+    x = x * int(_C1) & 0xFFFFFFFF
+    x ^= x >> 15
+    x = x * int(_C2) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+_ROUNDS = (0x9E3779B9, 0x7F4A7C15, 0xD1B54A33)
 
 
 def derive(words: jax.Array, tag) -> jax.Array:
@@ -78,11 +92,16 @@ def derive(words: jax.Array, tag) -> jax.Array:
     A 3-round Feistel network on the 64 seed bits, each round keyed by ``tag``: for a given tag,
     a bijection of the parent words (distinct parents, distinct children); for a given parent,
     children of different tags are unrelated. An array of tags gives stacked words, (*tag.shape, 2).
+    A Python int tag's round keys are computed on the host.
     """
-    t = jnp.asarray(tag).astype(jnp.uint32)
+    if isinstance(tag, (int, np.integer)):
+        keys = [np.uint32(_mix_int(int(tag) + c)) for c in _ROUNDS]
+    else:
+        t = jnp.asarray(tag).astype(jnp.uint32)
+        keys = [_mix(t + np.uint32(c)) for c in _ROUNDS]
     left, right = words[0], words[1]
-    for c in (0x9E3779B9, 0x7F4A7C15, 0xD1B54A33):
-        left, right = right, left ^ _mix(right ^ _mix(t + np.uint32(c)))
+    for k in keys:
+        left, right = right, left ^ _mix(right ^ k)
     return jnp.stack([left, right], axis=-1)
 
 

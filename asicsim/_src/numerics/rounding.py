@@ -125,33 +125,42 @@ class Grid(NamedTuple):
 
 def f32_to_f64(x: jax.Array) -> jax.Array:
     """float64 of float32 values (subnormals included): XLA's conversion for the others, and a
-    subnormal (which XLA:CPU's conversion flushes) from its count of 2**-149, exact in float64."""
-    import jax  # here, not at the top: the format catalog and RoundMode need no JAX (asicsim --help)
-    import jax.numpy as jnp
+    subnormal (which XLA:CPU's conversion flushes) from its count of 2**-149, exact in float64.
+    (``lax`` ops: this runs at every fp32-exact product, and a ``jax.numpy`` op costs a few times
+    a ``lax`` one to trace.)"""
+    import jax.numpy as jnp  # here, not at the top: the format catalog and RoundMode need no JAX (asicsim --help)
+    from jax import lax
 
-    u = jax.lax.bitcast_convert_type(x, jnp.uint32)
-    mag = u & np.uint32(0x7FFFFFFF)
+    u = lax.bitcast_convert_type(x, jnp.uint32)
+    mag = lax.bitwise_and(u, np.uint32(0x7FFFFFFF))
     # the sign by integer ops: LLVM may turn an integer test of a float's bits into a float
     # compare, which XLA:CPU's flushing reads as zero for a subnormal
-    sign = (u >> np.uint32(31)).astype(jnp.uint64) << np.uint64(63)
-    sub = jax.lax.bitcast_convert_type(mag.astype(jnp.float64) * 2.0**-149, jnp.uint64) | sign
-    return jnp.where(mag < np.uint32(0x00800000), jax.lax.bitcast_convert_type(sub, jnp.float64), x.astype(jnp.float64))
+    sign = lax.shift_left(lax.convert_element_type(lax.shift_right_logical(u, np.uint32(31)), jnp.uint64),
+                          np.uint64(63))
+    sub = lax.bitwise_or(lax.bitcast_convert_type(lax.mul(lax.convert_element_type(mag, jnp.float64),
+                                                          np.float64(2.0**-149)), jnp.uint64), sign)
+    return lax.select(lax.lt(mag, np.uint32(0x00800000)), lax.bitcast_convert_type(sub, jnp.float64),
+                      lax.convert_element_type(x, jnp.float64))
 
 
 def f64_to_f32(x: jax.Array) -> jax.Array:
     """float32 nearest (ties to even) to float64 ``x``, subnormal results included; NaN is the
     quiet NaN of ``x``'s sign. XLA's conversion rounds the normal range and past it; a subnormal
     result, which XLA:CPU's conversion flushes, is its count of 2**-149 rounded to nearest even
-    by float64's own addition of 2**52 (the count is then the low bits)."""
-    import jax
+    by float64's own addition of 2**52 (the count is then the low bits). (``lax`` ops, as
+    :func:`f32_to_f64`.)"""
     import jax.numpy as jnp
+    from jax import lax
 
-    mag = jnp.abs(x)
-    units = jax.lax.bitcast_convert_type(mag * 2.0**149 + 2.0**52, jnp.uint64).astype(jnp.uint32)
-    bits = jnp.where(mag < 2.0**-126, units, jax.lax.bitcast_convert_type(mag.astype(jnp.float32), jnp.uint32))
-    bits = jnp.where(mag != mag, np.uint32(0x7FC00000), bits)
-    sign = (jax.lax.bitcast_convert_type(x, jnp.uint64) >> np.uint64(32)).astype(jnp.uint32) & np.uint32(0x80000000)
-    return jax.lax.bitcast_convert_type(bits | sign, jnp.float32)
+    mag = lax.abs(x)
+    units = lax.convert_element_type(lax.bitcast_convert_type(
+        lax.add(lax.mul(mag, np.float64(2.0**149)), np.float64(2.0**52)), jnp.uint64), jnp.uint32)
+    bits = lax.select(lax.lt(mag, np.float64(2.0**-126)), units,
+                      lax.bitcast_convert_type(lax.convert_element_type(mag, jnp.float32), jnp.uint32))
+    bits = lax.select(lax.ne(mag, mag), lax.full_like(bits, 0x7FC00000), bits)
+    high = lax.convert_element_type(lax.shift_right_logical(lax.bitcast_convert_type(x, jnp.uint64), np.uint64(32)),
+                                    jnp.uint32)
+    return lax.bitcast_convert_type(lax.bitwise_or(bits, lax.bitwise_and(high, np.uint32(0x80000000))), jnp.float32)
 
 
 def f64_bits_to_f32_odd(xp, b):
