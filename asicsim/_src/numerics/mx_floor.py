@@ -11,6 +11,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from . import random as _random
 from .fast_rounding32 import fast_round32
@@ -27,6 +28,7 @@ from .scaling_plan import Scaling
 # 1.58 -> 1.51x with 4096 -> 12288; hidden 64 (19200) was faster with the magic-number path this
 # path replaced (not measured again for it).
 BITS_MIN_SIZE = 12288
+_I = np.int32
 
 
 def floor_blocks_float(x, element, plan: Scaling, rnd: Rounding, saturate: bool):
@@ -147,19 +149,21 @@ def _floor_block_exponents(x, element, plan: Scaling, *, window: bool = False):
 def _floor_shift(amax, element, plan: Scaling) -> jax.Array:
     """Block scale exponents from int32 amax bits by the plan's ``floor`` (OCP MX) or ``up`` rule
     (as :func:`pow2_scale_exponent`: one more where the amax's normalised mantissa exceeds the
-    element max's), clamped to the scale format's range (an all-zero block: its lowest)."""
-    lead = 31 - jax.lax.clz(amax)
-    sub_exp = lead - 149
-    normal = amax >= np.int32(1 << 23)
-    log2 = jnp.where(normal, (amax >> 23) - 127, sub_exp)
-    e = log2 - emax_of(element)
+    element max's), clamped to the scale format's range (an all-zero block: its lowest).
+    (This and the bits path are ``lax`` ops: a step traces them at every MX site, and a
+    ``jax.numpy`` op costs a few times a ``lax`` one to trace.)"""
+    lead = lax.sub(_I(31), lax.clz(amax))
+    normal = lax.ge(amax, _I(1 << 23))
+    log2 = lax.select(normal, lax.sub(lax.shift_right_arithmetic(amax, _I(23)), _I(127)), lax.sub(lead, _I(149)))
+    e = lax.sub(log2, _I(emax_of(element)))
     if plan.rule == "up":
-        man = jnp.where(normal, amax, amax << jnp.clip(23 - lead, 0, 31)) & np.int32(0x7FFFFF)
+        up = lax.shift_left(amax, lax.clamp(_I(0), lax.sub(_I(23), lead), _I(31)))
+        man = lax.bitwise_and(lax.select(normal, amax, up), _I(0x7FFFFF))
         emax = emax_of(element)
         elem_man = int(np.array(math.ldexp(element.max, -emax), np.float32).view(np.int32)) & 0x7FFFFF
-        e = e + (man > np.int32(elem_man)).astype(jnp.int32)
+        e = lax.add(e, lax.convert_element_type(lax.gt(man, _I(elem_man)), jnp.int32))
     lo, hi = plan.exponent_range
-    return jnp.clip(jnp.where(amax == 0, lo, e), lo, hi)
+    return lax.clamp(_I(lo), lax.select(lax.eq(amax, _I(0)), lax.full_like(e, lo), e), _I(hi))
 
 
 def floor_blocks_bits(x, element, plan: Scaling, rnd: Rounding, saturate: bool, words=None):
@@ -212,16 +216,20 @@ def _bits_plan(x, element, plan: Scaling):
     axis = plan.axis % x.ndim
     padded, _, amax, shift = _floor_block_exponents(x, element, plan)
     emax, qmin = emax_of(element), element_qmin(element)
-    finite = amax < np.int32(0x7F800000)
-    s = jnp.where(finite & (amax > 0), shift, 0)
+    finite = lax.lt(amax, _I(0x7F800000))
+    s = lax.select(lax.bitwise_and(finite, lax.gt(amax, _I(0))), shift, lax.full_like(shift, 0))
     max_man = int(np.array(element.max, np.float32).view(np.int32)) & 0x7FFFFF
-    top = s + np.int32(emax)  # the exponent of max * 2**s; subnormal below -126, exact (quantum >= 2**-149)
+    top = lax.add(s, _I(emax))  # the exponent of max * 2**s; subnormal below -126, exact (quantum >= 2**-149)
     # past float32's range (a scale the ``up`` rule rounded up from an amax near 2**128): its max
-    cap = jnp.where(top >= -126, jnp.where(top > 127, np.int32(0x7F7FFFFF), ((top + 127) << 23) | np.int32(max_man)),
-                    np.int32((1 << 23) | max_man) >> jnp.clip(-126 - top, 0, 31))
-    params = jnp.concatenate([s + np.int32(qmin + 150), jnp.where(finite, cap, np.int32(-1))], axis=axis + 1)
+    normal = lax.select(lax.gt(top, _I(127)), lax.full_like(top, 0x7F7FFFFF),
+                        lax.bitwise_or(lax.shift_left(lax.add(top, _I(127)), _I(23)), _I(max_man)))
+    subnormal = lax.shift_right_arithmetic(lax.full_like(top, (1 << 23) | max_man),
+                                           lax.clamp(_I(0), lax.sub(_I(-126), top), _I(31)))
+    cap = lax.select(lax.ge(top, _I(-126)), normal, subnormal)
+    params = jnp.concatenate([lax.add(s, _I(qmin + 150)), lax.select(finite, cap, lax.full_like(cap, -1))],
+                             axis=axis + 1)
     # in memory: fused, XLA:CPU computes the per-block values again for every element
-    return padded, jax.lax.optimization_barrier(params), _block_scale_exponents(finite, shift, axis)
+    return padded, lax.optimization_barrier(params), _block_scale_exponents(finite, shift, axis)
 
 
 def _bits_round(padded, params, rand, *, element, plan: Scaling, n: int):
@@ -230,39 +238,54 @@ def _bits_round(padded, params, rand, *, element, plan: Scaling, n: int):
     axis = plan.axis % padded.ndim
     b = min(plan.block_size, padded.shape[axis])
     k, cap = (_per_element(p, axis, b, padded.shape[axis]) for p in jnp.split(params, 2, axis=axis + 1))
-    bits = jax.lax.bitcast_convert_type(padded, jnp.int32)
-    a = bits & np.int32(0x7FFFFFFF)
-    e = a >> 23
+    bits = lax.bitcast_convert_type(padded, jnp.int32)
+    a = lax.bitwise_and(bits, _I(0x7FFFFFFF))
+    e = lax.shift_right_arithmetic(a, _I(23))
     # a subnormal's leading bit: its significand (< 2**23) converted to float exactly, a normal float
-    lead = jnp.where(e > 0, np.int32(23), (jax.lax.bitcast_convert_type(a.astype(jnp.float32), jnp.int32) >> 23) - 127)
-    d = jnp.maximum(lead - np.int32(element.man_bits), k - jnp.maximum(e, 1))
+    sub_lead = lax.sub(lax.shift_right_arithmetic(
+        lax.bitcast_convert_type(lax.convert_element_type(a, jnp.float32), jnp.int32), _I(23)), _I(127))
+    lead = lax.select(lax.gt(e, _I(0)), lax.full_like(e, 23), sub_lead)
+    d = lax.max(lax.sub(lead, _I(element.man_bits)), lax.sub(k, lax.max(e, _I(1))))
     if rand is not None:
         r = _sr_magnitude(a, e, d, k, rand)
     else:
-        r = _rne_magnitude(a, e, d, element)
-    out = jax.lax.bitcast_convert_type(jnp.minimum(r, cap) | (bits & np.int32(-0x80000000)), jnp.float32)
-    out = jnp.where(cap < 0, np.float32(np.nan), out)
-    return jax.lax.slice_in_dim(out, 0, n, axis=axis)
+        r = _rne_magnitude(a, e, d)
+    out = lax.bitcast_convert_type(lax.bitwise_or(lax.min(r, cap), lax.bitwise_and(bits, _I(-0x80000000))), jnp.float32)
+    out = lax.select(lax.lt(cap, _I(0)), lax.full_like(out, np.nan), out)
+    return lax.slice_in_dim(out, 0, n, axis=axis)
 
 
-def _rne_magnitude(a, e, d, element):
+def _significand(a, e):
+    """The 24-bit significand of magnitude bits ``a`` (exponent field ``e``): the implicit bit on."""
+    implicit = lax.shift_left(lax.convert_element_type(lax.gt(e, _I(0)), jnp.int32), _I(23))
+    return lax.bitwise_or(lax.bitwise_and(a, _I(0x7FFFFF)), implicit)
+
+
+def _rne_magnitude(a, e, d):
     """Magnitude bits ``a`` (exponent field ``e``) rounded to nearest even at ``d`` bits."""
-    dc = jnp.clip(d, 1, 23)
+    dc = lax.clamp(_I(1), d, _I(23))
     # RNE: ties to the even multiple of the quantum, whose parity is bit d of the significand
     # with its implicit bit (at d = 23 the implicit bit, not the exponent field's lowest)
-    odd = ((a & np.int32(0x7FFFFF)) | ((e > 0).astype(jnp.int32) << 23)) >> dc & 1
-    r = (a + ((np.int32(1) << (dc - 1)) - 1) + odd) & ~((np.int32(1) << dc) - 1)
-    above_half = (d == 24) & (e > 0) & ((a & np.int32(0x7FFFFF)) != 0)
-    return jnp.where(d <= 0, a, jnp.where(d >= 24, jnp.where(above_half, (e + 1) << 23, 0), r))
+    odd = lax.bitwise_and(lax.shift_right_arithmetic(_significand(a, e), dc), _I(1))
+    half = lax.sub(lax.shift_left(lax.full_like(dc, 1), lax.sub(dc, _I(1))), _I(1))
+    low = lax.sub(lax.shift_left(lax.full_like(dc, 1), dc), _I(1))
+    r = lax.bitwise_and(lax.add(lax.add(a, half), odd), lax.bitwise_not(low))
+    above_half = lax.bitwise_and(lax.bitwise_and(lax.eq(d, _I(24)), lax.gt(e, _I(0))),
+                                 lax.ne(lax.bitwise_and(a, _I(0x7FFFFF)), _I(0)))
+    one_quantum = lax.select(above_half, lax.shift_left(lax.add(e, _I(1)), _I(23)), lax.full_like(e, 0))
+    return lax.select(lax.le(d, _I(0)), a, lax.select(lax.ge(d, _I(24)), one_quantum, r))
 
 
 def _sr_magnitude(a, e, d, k, rand):
     """Magnitude bits ``a`` stochastically rounded at ``d`` bits by the uint32 words ``rand``
     (``round_magnitude``'s rule; ``k - 23`` is the exponent field of one quantum when d >= 24)."""
     u32 = np.uint32
-    mask = (np.int32(1) << jnp.clip(d, 0, 23)) - 1
-    r = (a + (jax.lax.bitcast_convert_type(rand, jnp.int32) & mask)) & ~mask
-    sig = jax.lax.bitcast_convert_type((a & np.int32(0x7FFFFF)) | ((e > 0).astype(jnp.int32) << 23), jnp.uint32)
-    du = jax.lax.bitcast_convert_type(d, jnp.uint32)
-    threshold = (sig << (u32(32) - du)) | (sig >> (du - u32(32)))  # one of the two shifts is >= 32: 0
-    return jnp.where(d >= 24, jnp.where(rand < threshold, (k - 23) << 23, 0), r)
+    mask = lax.sub(lax.shift_left(lax.full_like(d, 1), lax.clamp(_I(0), d, _I(23))), _I(1))
+    r = lax.bitwise_and(lax.add(a, lax.bitwise_and(lax.bitcast_convert_type(rand, jnp.int32), mask)),
+                        lax.bitwise_not(mask))
+    sig = lax.bitcast_convert_type(_significand(a, e), jnp.uint32)
+    du = lax.bitcast_convert_type(d, jnp.uint32)
+    # one of the two shifts is >= 32: 0
+    threshold = lax.bitwise_or(lax.shift_left(sig, lax.sub(u32(32), du)), lax.shift_right_logical(sig, lax.sub(du, u32(32))))
+    one_quantum = lax.select(lax.lt(rand, threshold), lax.shift_left(lax.sub(k, _I(23)), _I(23)), lax.full_like(k, 0))
+    return lax.select(lax.ge(d, _I(24)), one_quantum, r)
