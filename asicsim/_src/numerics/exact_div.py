@@ -36,8 +36,8 @@ _STEPS = 26  # quotient bits after the leading one: 24 kept, a guard, and one to
 
 
 def _unpack(bits):
-    """(sign, unbiased exponent of a 1.f significand, 24-bit significand) of finite nonzero bits;
-    a subnormal's significand is shifted up to a leading one at bit 23."""
+    """(24-bit significand, unbiased exponent of its 1.f value) of finite nonzero bits; a
+    subnormal's significand is shifted up to a leading one at bit 23."""
     mag = lax.bitwise_and(bits, np.uint32(0x7FFFFFFF))
     field = lax.convert_element_type(lax.shift_right_logical(mag, np.uint32(23)), jnp.int32)
     frac = lax.bitwise_and(mag, np.uint32(0x7FFFFF))
