@@ -30,14 +30,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
-from pathlib import Path
 
 import numpy as np
+from bench_cost_sweep import TOPOLOGY  # benchmarks/ is on sys.path
 
 import asicsim as sim
 from asicsim._src.hw import gemm_sweep, load_design, read_scalesim_topology, topology_operations
-
-TOPOLOGY = Path(__file__).resolve().parents[1] / "tests" / "hw" / "golden" / "inputs" / "Resnet18.csv"
 
 METRIC = {"latency": lambda r: r.cycles, "energy": lambda r: r.energy_total_pj, "dram": lambda r: r.dram_bytes}
 

@@ -61,24 +61,23 @@ def seed_words(key) -> jax.Array:
     return words
 
 
+def _lowbias32(x, xor_shift, mul):
+    """Wellons' ``lowbias32`` (a bijection of uint32 with good avalanche) in the given ops."""
+    x = mul(xor_shift(x, 16), _C1)
+    x = mul(xor_shift(x, 15), _C2)
+    return xor_shift(x, 16)
+
+
 def _mix(x):
-    """Wellons' ``lowbias32``: a bijection of uint32 with good avalanche (``lax`` ops: it runs at
-    every derived stream, and a ``jax.numpy`` op costs a few times a ``lax`` one to trace)."""
-    x = jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(16)))
-    x = jax.lax.mul(x, _C1)
-    x = jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(15)))
-    x = jax.lax.mul(x, _C2)
-    return jax.lax.bitwise_xor(x, jax.lax.shift_right_logical(x, np.uint32(16)))
+    """:func:`_lowbias32` of uint32 ``x`` in ``lax`` ops (it runs at every derived stream, and a
+    ``jax.numpy`` op costs a few times a ``lax`` one to trace)."""
+    return _lowbias32(x, lambda v, s: jax.lax.bitwise_xor(v, jax.lax.shift_right_logical(v, np.uint32(s))),
+                      jax.lax.mul)
 
 
 def _mix_int(x: int) -> int:
-    """:func:`_mix` of a Python int (its value modulo 2**32), on the host."""
-    x &= 0xFFFFFFFF
-    x ^= x >> 16
-    x = x * int(_C1) & 0xFFFFFFFF
-    x ^= x >> 15
-    x = x * int(_C2) & 0xFFFFFFFF
-    return x ^ (x >> 16)
+    """:func:`_lowbias32` of a Python int (its value modulo 2**32), on the host."""
+    return _lowbias32(x & 0xFFFFFFFF, lambda v, s: v ^ (v >> s), lambda v, c: v * int(c) & 0xFFFFFFFF)
 
 
 _ROUNDS = (0x9E3779B9, 0x7F4A7C15, 0xD1B54A33)
