@@ -36,7 +36,7 @@ proves it cannot win elsewhere, and no share below one that already keeps every 
   its reload hides) or cut to a multiple of the array side it spans;
 * one array-sized tile per family; then every candidate's fold twin, folds smaller than the array
   where they save cycles (:mod:`asicsim._src.hw.mapper_folds`), and every candidate's array-aligned
-  twin (:func:`asicsim._src.hw.tiles.aligned`);
+  twin (:func:`asicsim._src.hw.tiles.aligned`; cut to one side, the least tile of its trip count);
 * the tiles cut to an array side again at the sides of every smaller level of the array (halved,
   rounded up, to 1 x 1), after the array's own, each on that level's sides only (folds at most
   its sides; fold and array-aligned twins as an array of its sides lists them), and searched only

@@ -110,7 +110,7 @@ def on_level(p: GemmProblem, hw: ArrayHardware, blocks: list, sides) -> list:
     # both fold twins, as mapper_candidates.candidates lists them for latency on an array of these sides
     twins = folds.fold_twins(p, on, blocks, (False, True))
     out = [capped(b) for b in blocks] + [capped(t) for t in twins]
-    return out + [aligned(b, on) for b in out]  # and their twins aligned to the level's sides
+    return out + [aligned(p, on, b) for b in out]  # and their twins aligned to the level's sides
 
 
 def level_floor(p: GemmProblem, hw: ArrayHardware, sides) -> np.ndarray:

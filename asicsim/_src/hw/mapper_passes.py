@@ -98,7 +98,7 @@ def prepared(blocks: list, shape) -> list:
     return [narrowed(b, nd) for b in blocks]
 
 
-def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
+def stacked_chunks(p: GemmProblem, blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
     """The candidate blocks and their array-aligned twins (:func:`asicsim._src.hw.tiles.aligned`) in
     chunks: one chunk of both where all of them make at most :data:`STACK_ELEMENTS`
     (candidate, element) pairs, else groups of blocks, each followed by its twins as a chunk of
@@ -132,7 +132,7 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
             step = max(1, STACK_ELEMENTS // size)
             for lo in range(0, s.family.shape[0], step):
                 part = Schedule(*(getattr(s, f)[lo:lo + step] for f in FIELDS))
-                for twin, c in ((0, part), (total, narrowed(aligned(part, hw), nd))):
+                for twin, c in ((0, part), (total, narrowed(aligned(p, hw, part), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order[lo:lo + step] + twin)
             continue
         group, n, done = [], 0, 0
@@ -144,10 +144,10 @@ def stacked_chunks(blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
                 if not several:  # one chunk of both (one measure of a few elements), each
                     # element's distinct candidates only (:func:`asicsim._src.hw.mapper_shapes.distinct`)
                     # (the candidates and their twins as one stack, each at its own shape)
-                    both, order, firsts = distinct([s, aligned(s, hw)], np.concatenate([order, order + total]))
+                    both, order, firsts = distinct([s, aligned(p, hw, s)], np.concatenate([order, order + total]))
                     yield Chunk(*(getattr(both, f) for f in FIELDS), order=order, firsts=firsts)
                     return
-                for twin, c in ((0, s), (total, narrowed(aligned(s, hw), nd))):
+                for twin, c in ((0, s), (total, narrowed(aligned(p, hw, s), nd))):
                     yield Chunk(*(getattr(c, f) for f in FIELDS), order=order + twin)
                 group, done, n = [], done + n, 0
             if i is not None:
@@ -165,7 +165,7 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     """(chunk, its measures) for every chunk of the candidates and their twins (:func:`stacked_chunks`;
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
-            for chunk in (stacked_chunks(blocks, hw, shape, narrow=False) if chunks is None else chunks))
+            for chunk in (stacked_chunks(p, blocks, hw, shape, narrow=False) if chunks is None else chunks))
 
 
 def _full(v, chunk: Schedule, shape) -> np.ndarray:
@@ -261,7 +261,7 @@ def kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
     latency and energy kept by :func:`keeping` and inf elsewhere (keys identical to measuring it
     again: a pair not kept has an inf key either way, and a chunk whose least key is inf picks its
     first pair in both), or measured again where nothing was kept."""
-    for chunk, k in zip(stacked_chunks(blocks, hw, shape, narrow=False), kept, strict=True):
+    for chunk, k in zip(stacked_chunks(p, blocks, hw, shape, narrow=False), kept, strict=True):
         if k is None:
             yield chunk, measures(p, hw, chunk, score_energy)
             continue

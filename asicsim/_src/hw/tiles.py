@@ -11,6 +11,7 @@ import dataclasses
 import numpy as np
 
 from asicsim._src.hw.counts import (
+    ACTIVATIONS,
     IS,
     OS,
     OUTPUTS,
@@ -20,6 +21,7 @@ from asicsim._src.hw.counts import (
     GemmCounts,
     GemmProblem,
     Schedule,
+    fold_sides,
 )
 from asicsim._src.hw.residency import buffer_rows as buffer_rows  # the mapper's
 from asicsim._src.hw.whole_tiles import whole_tile_scales
@@ -129,23 +131,34 @@ def element_shape(p: GemmProblem, hw: ArrayHardware) -> tuple:
                                                         hw.rows, hw.cols, hw.dataflow, *hw.capacity)))
 
 
-def aligned(s: Schedule, hw: ArrayHardware) -> Schedule:
+def aligned(p: GemmProblem, hw: ArrayHardware, s: Schedule) -> Schedule:
     """``s`` with each spatially unrolled dimension of the array's tile cut to a multiple of the
     array side it maps to (ws: Kt rows, Na columns; os: Ma rows, Na columns; is: Kt rows, Ma
-    columns), where it spans at least one side: no fold runs partly empty. The outputs family's
-    block is the array's tile, so it is cut with it. Smaller tiles, so still feasible."""
+    columns), where it spans at least one side: no fold runs partly empty. A tile cut to one
+    side, where a fold is the array's side (``s`` folds no smaller there), is then the least with
+    that trip count over its dimension (:func:`trip_min`; not where the design moves whole array
+    tiles, which a smaller tile pads): the same trips, one fold a tile, in fewer rows (columns),
+    so the same folds, DRAM bytes and SRAM reads and no more fill/drain or reload cycles. Where
+    the array's tile is its block's side, the block is cut with it (outputs: both; weights: the
+    ``Mt`` sliver, which is its ``Ma``; activations: the ``Nt`` sliver), so the twin stays in the
+    space (:func:`valid`). Smaller tiles, so still feasible."""
     df = hw.dataflow
+    fr, fc = fold_sides(hw, s)
 
-    def cut(x, side):
-        return np.where(x >= side, np.floor(x / side) * side, x)
+    def cut(x, side, dim, fold):
+        k = np.floor(x / side)
+        one = side if hw.whole_tiles else np.where(fold >= side, trip_min(side, dim), side)
+        return np.where(k >= 2, k * side, np.where(k == 1, one, x))
 
+    R, C = hw.rows, hw.cols
     Ma = s.Mt if s.Ma is None else s.Ma
     Na = s.Nt if s.Na is None else s.Na
-    Ma = np.where(df == OS, cut(Ma, hw.rows), np.where(df == IS, cut(Ma, hw.cols), Ma))
-    Kt = np.where(df == OS, s.Kt, cut(s.Kt, hw.rows))
-    Na = np.where(df == IS, Na, cut(Na, hw.cols))
-    out = s.family == OUTPUTS
-    return Schedule(s.family, np.where(out, Ma, s.Mt), np.where(out, Na, s.Nt), Kt, s.double_buffered,
+    Ma = np.where(df == OS, cut(Ma, R, p.M, fr), np.where(df == IS, cut(Ma, C, p.M, fc), Ma))
+    Kt = np.where(df == OS, s.Kt, cut(s.Kt, R, p.K, fr))
+    Na = np.where(df == IS, Na, cut(Na, C, p.N, fc))
+    with_m = (s.family == OUTPUTS) | (s.family == WEIGHTS)
+    with_n = (s.family == OUTPUTS) | (s.family == ACTIVATIONS)
+    return Schedule(s.family, np.where(with_m, Ma, s.Mt), np.where(with_n, Na, s.Nt), Kt, s.double_buffered,
                     s.psum_spill, Ma, Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols)
 
 
