@@ -25,17 +25,16 @@ def plain_cut(hw, s: Schedule) -> Schedule:
     """``s`` with each spatial dimension of the array's tile cut down to a multiple of the array
     side it maps to (ws: Kt rows, Na columns; os: Ma rows, Na columns; is: Kt rows, Ma columns)
     where it spans one, the block's side with it where the block's side is the tile's."""
-    fr, fc = hw.rows, hw.cols
-    df = hw.dataflow
+    R, C, df = hw.rows, hw.cols, hw.dataflow
     Ma = s.Mt if s.Ma is None else s.Ma
     Na = s.Nt if s.Na is None else s.Na
 
     def cut(x, side):
         return np.where(x >= side, np.floor(x / side) * side, x)
 
-    Ma = np.where(df == OS, cut(Ma, fr), np.where(df == IS, cut(Ma, fc), Ma))
-    Kt = np.where(df == OS, s.Kt, cut(s.Kt, fr))
-    Na = np.where(df == IS, Na, cut(Na, fc))
+    Ma = np.where(df == OS, cut(Ma, R), np.where(df == IS, cut(Ma, C), Ma))
+    Kt = np.where(df == OS, s.Kt, cut(s.Kt, R))
+    Na = np.where(df == IS, Na, cut(Na, C))
     with_m = (s.family == OUTPUTS) | (s.family == WEIGHTS)
     with_n = (s.family == OUTPUTS) | (s.family == ACTIVATIONS)
     return dataclasses.replace(s, Mt=np.where(with_m, Ma, s.Mt), Nt=np.where(with_n, Na, s.Nt), Kt=Kt, Ma=Ma, Na=Na)
