@@ -191,7 +191,7 @@ def test_lean_counts_are_the_full_counts_and_leave_the_rest_unusable():
 
     def spy(p, hw, objective, score_energy=None, energy_key=None):  # nothing kept: searched each time
         shape = element_shape(p, hw)
-        for s in passes.stacked_chunks(p, mapper_candidates.candidates(p, hw), hw, shape):
+        for s in passes.stacked_chunks(p, hw, mapper_candidates.candidates(p, hw), shape):
             full, lean = (schedule_counts(p, hw, Schedule(np.maximum(s.family, 0), s.Mt, s.Nt, s.Kt, s.double_buffered,
                                                           s.psum_spill, s.Ma, s.Na, s.streamed, s.tile_share, s.fold_rows, s.fold_cols), lean=b)
                           for b in (False, True))

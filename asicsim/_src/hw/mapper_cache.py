@@ -94,7 +94,7 @@ def searched(p: GemmProblem, hw: ArrayHardware, shape, generate, variant=None) -
     cands = passes.prepared(generate(p, hw), shape)
     if 2 * len(cands) * max(1, int(np.prod(shape))) > min(passes.STACK_ELEMENTS, CACHE_PAIRS) or key is None:
         return cands, None
-    chunks = list(passes.stacked_chunks(p, cands, hw, shape, narrow=False))
+    chunks = list(passes.stacked_chunks(p, hw, cands, shape, narrow=False))
     for c in chunks:
         for f in FIELDS:
             getattr(c, f).flags.writeable = False

@@ -98,7 +98,7 @@ def prepared(blocks: list, shape) -> list:
     return [narrowed(b, nd) for b in blocks]
 
 
-def stacked_chunks(p: GemmProblem, blocks: list, hw: ArrayHardware, shape, narrow: bool = True):
+def stacked_chunks(p: GemmProblem, hw: ArrayHardware, blocks: list, shape, narrow: bool = True):
     """The candidate blocks and their array-aligned twins (:func:`asicsim._src.hw.tiles.aligned`) in
     chunks: one chunk of both where all of them make at most :data:`STACK_ELEMENTS`
     (candidate, element) pairs, else groups of blocks, each followed by its twins as a chunk of
@@ -165,7 +165,7 @@ def measure_chunks(p, hw, blocks: list, shape, score_energy, chunks=None):
     """(chunk, its measures) for every chunk of the candidates and their twins (:func:`stacked_chunks`;
     ``chunks``: those chunks already stacked), one chunk at a time."""
     return ((chunk, measures(p, hw, chunk, score_energy))
-            for chunk in (stacked_chunks(p, blocks, hw, shape, narrow=False) if chunks is None else chunks))
+            for chunk in (stacked_chunks(p, hw, blocks, shape, narrow=False) if chunks is None else chunks))
 
 
 def _full(v, chunk: Schedule, shape) -> np.ndarray:
@@ -261,7 +261,7 @@ def kept_measures(p, hw, blocks: list, shape, score_energy, kept: list):
     latency and energy kept by :func:`keeping` and inf elsewhere (keys identical to measuring it
     again: a pair not kept has an inf key either way, and a chunk whose least key is inf picks its
     first pair in both), or measured again where nothing was kept."""
-    for chunk, k in zip(stacked_chunks(p, blocks, hw, shape, narrow=False), kept, strict=True):
+    for chunk, k in zip(stacked_chunks(p, hw, blocks, shape, narrow=False), kept, strict=True):
         if k is None:
             yield chunk, measures(p, hw, chunk, score_energy)
             continue
